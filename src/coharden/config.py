@@ -1,0 +1,81 @@
+"""All settings in one place: defaults < ``[tool.coharden]`` in pyproject.toml or a YAML file < CLI flags."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from coharden.errors import CoHardenError
+
+DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
+
+
+class Settings(BaseModel):
+    """Run-wide settings. Every field can be set in config files and most by CLI flags."""
+
+    python: str = Field(default=sys.executable, description="Interpreter that runs the tests.")
+    timeout: float = Field(default=120.0, gt=0, description="Wall-clock seconds per test process.")
+    memory_mb: int | None = Field(default=4096, description="Address-space limit per test process (None: off).")
+    cpu_seconds: int | None = Field(default=None, description="CPU-time limit per test process (None: 2 x timeout).")
+    network: bool = Field(default=False, description="Allow network access in test processes.")
+    test_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
+        description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "
+        "otherwise an fnmatch pattern on the file name.",
+    )
+    repos_dir: Path | None = Field(default=None, description="Where owner/name repos live, as DIR/owner__name.")
+    store: Path = Field(default=Path(".coharden/store.sqlite"), description="SQLite result store.")
+    cache_dir: Path = Field(
+        default_factory=lambda: Path(os.environ.get("COHARDEN_CACHE", Path.home() / ".cache" / "coharden")),
+        description="Where plain example projects are turned into git repositories.",
+    )
+    workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
+    combine_tests: bool = Field(default=True, description="Run candidate and reference tests in one process.")
+    pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
+    tau: float = Field(default=0.202, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
+    seed: int = 0
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        data = self.model_dump()
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return Settings.model_validate(data)
+
+
+def load_settings(config_file: Path | None = None, cwd: Path | None = None) -> Settings:
+    """Read settings from ``config_file`` (YAML or TOML) or else ``pyproject.toml [tool.coharden]`` in ``cwd``."""
+    data: dict[str, Any] = {}
+    source: Path | None = None
+    if config_file is not None:
+        source = config_file
+        if not config_file.is_file():
+            raise CoHardenError(f"{config_file}: config file not found")
+        text = config_file.read_text()
+        try:
+            if config_file.suffix == ".toml":
+                raw = tomllib.loads(text)
+                data = raw.get("tool", {}).get("coharden", raw)
+            else:
+                data = yaml.safe_load(text) or {}
+        except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+            raise CoHardenError(f"{config_file}: cannot parse: {exc}") from exc
+    else:
+        pyproject = (cwd or Path.cwd()) / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                data = tomllib.loads(pyproject.read_text()).get("tool", {}).get("coharden", {})
+            except tomllib.TOMLDecodeError:
+                data = {}
+            source = pyproject
+    if not isinstance(data, dict):
+        raise CoHardenError(f"{source}: coharden settings must be a mapping")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise CoHardenError(f"{source}: invalid setting: {fields}") from exc

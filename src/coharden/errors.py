@@ -1,0 +1,29 @@
+"""Errors that carry a message meant for the user (the CLI prints them without a traceback)."""
+
+from __future__ import annotations
+
+
+class CoHardenError(Exception):
+    """Base class: bad input or an environment problem, explained in the message."""
+
+
+class InstanceError(CoHardenError):
+    """A malformed instance record or manifest (the message names file, line and field)."""
+
+
+class PatchError(CoHardenError):
+    """A patch that cannot be parsed."""
+
+
+class ApplyError(CoHardenError):
+    """A patch that does not apply (the message names the file and the hunk)."""
+
+
+class RepoError(CoHardenError):
+    """Not a git repository, unknown commit, or a git command that failed."""
+
+
+class TestIdError(CoHardenError):
+    """No test ids to run, or ids that cannot be resolved."""
+
+    __test__ = False

@@ -1,0 +1,1 @@
+"""Execution layer: git workspaces, sandboxed pytest runs, verdicts, and the SQLite result store."""

@@ -1,0 +1,198 @@
+"""Verdicts for one instance: a reusable workspace, combined test runs, and the result store.
+
+``InstanceExecutor.verdicts(source_patch, tests)`` answers "what do these test patches say on base +
+source_patch?". Cached verdicts are returned without running anything. Otherwise the workspace is reset to
+the base commit, the source patch applied with git, and all test patches laid down together: a test patch
+touching files no earlier one touched is applied with git; one that shares a test module with an earlier
+one is written as a renamed copy of that module (``test_coh<i>__<name>.py``) so both run in one pytest
+process. Anything that cannot be combined (a shared conftest.py or non-test file) runs in its own process.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path, PurePosixPath
+
+from coharden.config import Settings
+from coharden.errors import ApplyError, CoHardenError, TestIdError
+from coharden.execution.git import show_file
+from coharden.execution.pytest_runner import run_pytest, split_node_id, verdict_for
+from coharden.execution.store import Store, verdict_key
+from coharden.execution.testids import contributed_ids, resolve_names
+from coharden.execution.workspace import Workspace
+from coharden.patches import is_test_path, touched_files
+from coharden.schema.instance import Instance
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome, Verdict
+
+
+@functools.cache
+def environment_id(python: str) -> str:
+    """Identity of the test environment: interpreter path, version, and installed pytest."""
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys, pytest; print(sys.version.split()[0], pytest.__version__)"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+    except OSError as exc:
+        raise CoHardenError(f"test interpreter {python!r} cannot run: {exc}") from exc
+    if out.returncode != 0:
+        raise CoHardenError(f"test interpreter {python!r} has no pytest: {out.stderr.strip()[-300:]}")
+    return f"{python} {out.stdout.strip()}"
+
+
+def _renamed(path: str, index: int) -> str:
+    p = PurePosixPath(path)
+    return str(p.with_name(f"test_coh{index}__{p.name}"))
+
+
+class InstanceExecutor:
+    """Runs tests for one instance. Not thread-safe: give every worker its own executor."""
+
+    def __init__(self, instance: Instance, repo: Path, settings: Settings, store: Store | None = None) -> None:
+        self.instance = instance
+        self.settings = settings
+        self.store = store
+        self.python = instance.python or settings.python
+        self.env_id = environment_id(self.python) + " " + " ".join(settings.pytest_args)
+        self.workspace = Workspace(repo, instance.base_commit, parent=None)
+        self.base_commit = self.workspace.commit
+        self.runs = 0  # pytest processes started (cache hits do not count)
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    def __enter__(self) -> InstanceExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.workspace.close()
+
+    def _root(self) -> Path:
+        if self.workspace.path is None:
+            self.workspace.open()
+        return self.workspace.root
+
+    # --- test patches -----------------------------------------------------------------------------------
+    def base_file(self, path: str) -> str | None:
+        return show_file(self.workspace.source, self.base_commit, path)
+
+    def post_images(self, patch: str) -> dict[str, str | None]:
+        """Content of every file ``patch`` touches after applying it to the base commit (git apply)."""
+        self._root()
+        self.workspace.reset()
+        try:
+            self.workspace.apply(patch)
+            return {path: self.workspace.read(path) for path in touched_files(patch)}
+        finally:
+            self.workspace.reset()
+
+    def test_patch(self, patch: str, *, name: str = "", ids: list[str] | None = None) -> TestPatch:
+        """A :class:`TestPatch` with the ids it contributes (or the given ids / names, resolved)."""
+        if not patch.strip():
+            raise TestIdError(f"{name or 'test'}: the test patch is empty")
+        files = self.post_images(patch)
+        if ids:
+            test_files = {p: c for p, c in files.items() if c is not None}
+            resolved = resolve_names(ids, test_files)
+        else:
+            pairs = {p: (self.base_file(p), c) for p, c in files.items()
+                     if is_test_path(p, self.settings.test_patterns)}
+            resolved = contributed_ids(pairs)
+            if not resolved:
+                raise TestIdError(f"{name or 'test'}: the test patch adds or changes no test function")
+        return TestPatch(patch=patch, ids=resolved, name=name, files=files)
+
+    def golden_test(self) -> TestPatch:
+        """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
+        return self.test_patch(self.instance.test_patch, name="golden", ids=self.instance.FAIL_TO_PASS or None)
+
+    # --- verdicts ---------------------------------------------------------------------------------------
+    def key(self, source_patch: str, test: TestPatch) -> str:
+        return verdict_key(repo=self.instance.repo, base_commit=self.base_commit, source_patch=source_patch,
+                           test_patch=test.patch, test_ids=test.ids, environment=self.env_id)
+
+    def verdict(self, source_patch: str, test: TestPatch) -> Verdict:
+        return self.verdicts(source_patch, [test])[0]
+
+    def verdicts(self, source_patch: str, tests: list[TestPatch]) -> list[Verdict]:
+        results: list[Verdict | None] = [None] * len(tests)
+        todo: list[int] = []
+        for i, test in enumerate(tests):
+            cached = self.store.get_verdict(self.key(source_patch, test)) if self.store else None
+            if cached is not None:
+                results[i] = cached
+            else:
+                todo.append(i)
+        while todo:
+            ran, deferred = self._run_together(source_patch, [tests[i] for i in todo])
+            for j, verdict in ran.items():
+                index = todo[j]
+                results[index] = verdict
+                if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
+                    self.store.put_verdict(self.key(source_patch, tests[index]), verdict)
+            todo = [todo[j] for j in deferred]
+        return [r for r in results if r is not None]
+
+    def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
+        """Lay down as many of ``tests`` as can share one pytest process; run them; return verdicts for those
+        and the indices deferred to a later process."""
+        ws = self.workspace
+        self._root()
+        ws.reset()
+        try:
+            ws.apply(source_patch)
+        except ApplyError as exc:
+            verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
+            return {j: verdict.model_copy() for j in range(len(tests))}, []
+        claimed: set[str] = set(touched_files(source_patch))
+        done: dict[int, Verdict] = {}
+        groups: dict[int, tuple[list[str], dict[str, str]]] = {}
+        deferred: list[int] = []
+        for j, test in enumerate(tests):
+            paths = set(test.files) or set(touched_files(test.patch))
+            overlap = paths & claimed
+            if not overlap or not groups:
+                try:
+                    ws.apply(test.patch)
+                except ApplyError as exc:
+                    done[j] = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")
+                    continue
+                claimed |= paths
+                groups[j] = (list(test.ids), {})
+                continue
+            combinable = (
+                self.settings.combine_tests and groups and test.files
+                and all(PurePosixPath(p).name.startswith("test") and p.endswith(".py")
+                        and PurePosixPath(p).name != "conftest.py" and test.files.get(p) is not None
+                        for p in overlap)
+            )
+            if not combinable:
+                deferred.append(j)
+                continue
+            rename = {p: _renamed(p, j) for p in overlap}
+            if set(rename.values()) & claimed or any(ws.read(r) is not None for r in rename.values()):
+                deferred.append(j)
+                continue
+            for path, content in test.files.items():
+                target = rename.get(path, path)
+                if content is not None:
+                    ws.write(target, content)
+            claimed |= set(rename.values()) | (paths - overlap)
+            ids: list[str] = []
+            back: dict[str, str] = {}
+            for node in test.ids:
+                path, classes, name = split_node_id(node)
+                ran = "::".join([rename.get(path, path), *classes, name])
+                ids.append(ran)
+                back[ran] = node
+            groups[j] = (ids, back)
+        if groups:
+            all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
+            run = run_pytest(self._root(), all_ids, self.settings, self.python)
+            self.runs += 1
+            for j, (ids, back) in groups.items():
+                done[j] = verdict_for(ids, run, rename=back)
+        return done, deferred

@@ -1,0 +1,93 @@
+"""Thin wrappers over the git command line (real git, no library in between)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from coharden.errors import ApplyError, RepoError
+from coharden.patches import hunks, parse
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "coharden",
+    "GIT_AUTHOR_EMAIL": "coharden@localhost",
+    "GIT_COMMITTER_NAME": "coharden",
+    "GIT_COMMITTER_EMAIL": "coharden@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, **_GIT_ENV}
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, input=input, capture_output=True, text=True, env=env, check=False
+    )
+    if check and proc.returncode != 0:
+        raise RepoError(f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def check_repo(path: Path) -> Path:
+    """The top level of the git repository at ``path``, or a clear :class:`RepoError`."""
+    if not path.exists():
+        raise RepoError(f"{path}: repository path does not exist")
+    proc = git(["rev-parse", "--show-toplevel"], path, check=False)
+    if proc.returncode != 0:
+        raise RepoError(f"{path}: not a git repository")
+    return Path(proc.stdout.strip())
+
+
+def resolve_commit(repo: Path, commit: str) -> str:
+    proc = git(["rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], repo, check=False)
+    if proc.returncode != 0:
+        raise RepoError(f"{repo}: unknown base commit {commit!r} (fetch it, or check the instance record)")
+    return proc.stdout.strip()
+
+
+def show_file(repo: Path, commit: str, path: str) -> str | None:
+    """Content of ``path`` at ``commit``, or None when the file does not exist there."""
+    proc = git(["show", f"{commit}:{path}"], repo, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+_FAILED_AT = re.compile(r"error: patch failed: (?P<path>.+):(?P<line>\d+)")
+_NOT_APPLY = re.compile(
+    r"error: (?P<path>.+): (?P<what>patch does not apply|does not exist in index|No such file.*"
+    r"|already exists in working directory)"
+)
+
+
+def describe_apply_failure(patch: str, stderr: str) -> str:
+    """Turn git apply's stderr into 'path: hunk #N (@@ ... @@) does not apply' where possible."""
+    match = _FAILED_AT.search(stderr)
+    if match:
+        path, line = match["path"], int(match["line"])
+        try:
+            for info in hunks(patch):
+                if info.path == path and info.source_start == line:
+                    return f"{path}: hunk #{info.index + 1} ({info.header}) does not apply"
+        except Exception:  # noqa: BLE001 - best effort; fall through to git's text
+            pass
+        return f"{path}: hunk at line {line} does not apply"
+    match = _NOT_APPLY.search(stderr)
+    if match:
+        return f"{match['path']}: {match['what']}"
+    return stderr.strip().splitlines()[-1] if stderr.strip() else "git apply failed"
+
+
+def apply_patch(worktree: Path, patch: str, *, reverse: bool = False) -> None:
+    """Apply (or revert) ``patch`` in ``worktree`` with git; raise :class:`ApplyError` naming the failed hunk."""
+    if not patch.strip():
+        return
+    parse(patch)  # clear error for garbage input before git sees it
+    args = ["apply", "--verbose", "--whitespace=nowarn"]
+    if reverse:
+        args.append("--reverse")
+    proc = git([*args, "-"], worktree, input=patch, check=False)
+    if proc.returncode != 0:
+        raise ApplyError(describe_apply_failure(patch, proc.stderr))

@@ -1,0 +1,90 @@
+"""Which pytest node ids a test patch contributes, and resolution of bare test names to node ids.
+
+A test patch contributes the test functions and methods it adds or changes: the AST of every touched test
+file is compared before and after the patch (so whitespace and comment edits do not count).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from coharden.errors import TestIdError
+
+
+def _test_defs(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
+    """(node-id suffix, node) for pytest-collectable test functions and methods (classes named Test*)."""
+
+    def walk(body: list[ast.stmt], prefix: list[str]) -> Iterator[tuple[str, ast.AST]]:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+                yield "::".join([*prefix, node.name]), node
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                yield from walk(node.body, [*prefix, node.name])
+
+    yield from walk(tree.body, [])
+
+
+def _parse(source: str | None, path: str) -> ast.Module | None:
+    if source is None:
+        return None
+    try:
+        return ast.parse(source, filename=path)
+    except SyntaxError:
+        return None
+
+
+def test_defs(source: str, path: str) -> dict[str, str]:
+    """{node-id suffix: normalized AST dump} of the test definitions in a file (empty if it does not parse)."""
+    tree = _parse(source, path)
+    if tree is None:
+        return {}
+    return {name: ast.dump(node, include_attributes=False) for name, node in _test_defs(tree)}
+
+
+test_defs.__test__ = False  # type: ignore[attr-defined]
+
+
+def contributed_ids(files: dict[str, tuple[str | None, str | None]]) -> list[str]:
+    """Node ids added or changed, from {path: (content before, content after)} of the touched test files.
+
+    A file that does not parse after the patch contributes nothing here; running it will give the
+    collection error that explains why.
+    """
+    ids: list[str] = []
+    for path in sorted(files):
+        before, after = files[path]
+        if after is None or not path.endswith(".py"):
+            continue
+        old = test_defs(before, path) if before is not None else {}
+        new = test_defs(after, path)
+        ids += [f"{path}::{name}" for name, dump in new.items() if old.get(name) != dump]
+    return ids
+
+
+def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
+    """Resolve test names to node ids in ``files`` ({path: content}, the test files a patch touches).
+
+    Node ids (containing '::') are kept. A bare name (as sympy's runner prints it) matches every test
+    function or method of that name in the files; names can repeat across files, and all matches are kept.
+    A name matching nowhere raises :class:`TestIdError`.
+    """
+    defs = {path: list(test_defs(content, path)) for path, content in sorted(files.items()) if path.endswith(".py")}
+    resolved: list[str] = []
+    unresolved: list[str] = []
+    for name in names:
+        if "::" in name:
+            resolved.append(name)
+            continue
+        base = name.split("[", 1)[0]
+        hits = [f"{path}::{suffix}" for path, suffixes in defs.items() for suffix in suffixes
+                if suffix.split("::")[-1] == base]
+        if not hits:
+            unresolved.append(name)
+        for hit in hits:
+            node_id = hit + name[len(base):]
+            if node_id not in resolved:
+                resolved.append(node_id)
+    if unresolved:
+        raise TestIdError(f"test names not found in the test patch's files: {', '.join(unresolved)}")
+    return resolved

@@ -1,0 +1,1 @@
+"""Plain data types shared between layers (one small module each)."""
