@@ -113,6 +113,182 @@ def verify(
     raise typer.Exit(0 if result.admissible else 1)
 
 
+def _parse_operators(value: str | None) -> list:  # type: ignore[type-arg]
+    from coharden.mutation.pool import MECHANICAL_OPERATORS
+    from coharden.schema.mutant import Operator
+
+    if not value:
+        return list(MECHANICAL_OPERATORS)
+    try:
+        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        known = ", ".join(op.value for op in MECHANICAL_OPERATORS)
+        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
+
+
+def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
+    from rich.syntax import Syntax
+
+    table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
+    for col in ("", "buggy", "fixed"):
+        table.add_column(col)
+    table.add_row("candidate", result.candidate_buggy.short()[:80], result.candidate_fixed.short()[:80])
+    table.add_row("reference", result.reference_buggy.short()[:80], result.reference_fixed.short()[:80])
+    console.print(table)
+    if result.fail_to_pass:
+        counts = result.matrix.counts()
+        matrix = Table(title="matrix (candidate x reference over admissible mutants)")
+        matrix.add_column("")
+        matrix.add_column("reference PASS")
+        matrix.add_column("reference FAIL")
+        matrix.add_row("candidate PASS", f"alpha {counts['alpha']}", f"[bold red]beta {counts['beta']}[/]")
+        matrix.add_row("candidate FAIL", f"gamma {counts['gamma']}", f"delta {counts['delta']}")
+        console.print(matrix)
+        ops = Table(title="per operator")
+        for col in ("operator", "total", "admissible", "alpha", "beta", "gamma", "delta", "inadmissible"):
+            ops.add_column(col)
+        for op, row in result.per_operator().items():
+            inad = ", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-"
+            ops.add_row(op, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")), inad)
+        console.print(ops)
+        dropped = result.pool.get("dropped", {})
+        if dropped:
+            console.print("dropped before running: " + "; ".join(
+                f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
+    laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
+    console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
+    lax = result.lax_mutants()
+    if lax and show:
+        console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
+        for mr in lax[:show]:
+            console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
+            console.print(Syntax(mr.mutant.patch, "diff", theme="ansi_dark"))
+
+
+@app.command()
+def mpe(
+    instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file (single mode).")] = None,
+    test: Annotated[str, typer.Option("--test", "-t", help="Candidate test: patch file, candidate name, 'golden'.")]
+    = "golden",
+    reference: Annotated[str, typer.Option("--reference", "-r", help="Reference test (default: golden).")]
+    = "golden",
+    instances: Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")] = None,
+    predictions: Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
+    operators: Annotated[str | None, typer.Option("--operators", help="Comma-separated operators.")] = None,
+    per_operator: Annotated[int | None, typer.Option("--per-operator", help="Mutants per operator (all).")]
+    = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
+    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
+    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
+    = False,
+    cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Batch: cutoffs for the Rigorous/Lax table.")]
+    = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Parallel workers.")] = None,
+    show: Annotated[int, typer.Option("--show", help="How many beta mutants to print as diffs.")] = 5,
+    instance_id: IdOpt = None,
+    repos: ReposOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    python: PythonOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mutation Patch Evaluation: is a reproduction test Rigorous, Lax, Misaligned or NotReproducing?"""
+    from coharden.execution.store import Store
+
+    try:
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
+                             tau=tau, workers=workers)
+        ops = _parse_operators(operators)
+        if instances is not None or predictions is not None:
+            if instances is None or predictions is None:
+                raise CoHardenError("batch mode needs both --instances and --predictions")
+            _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
+                       paper_classes, cutoffs, as_json)
+            return
+        if instance is None:
+            raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
+        result = _mpe_single(instance, instance_id, test, reference, settings, ops, per_operator, paper_classes)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+    else:
+        _render_mpe(result, show)
+
+
+def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
+                ops: list, per_operator: int | None, paper_classes: bool):  # type: ignore[no-untyped-def,type-arg]
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.store import Store
+    from coharden.instances import resolve_repo
+    from coharden.mpe.evaluate import evaluate
+
+    local = _pick_instance(instance, instance_id, settings)
+    inst = local.instance
+    candidates = {c.name: c.patch for c in local.candidates}
+    test_name, test_text = _read_patch_arg(test, candidates, inst.test_patch, "--test")
+    ref_name, ref_text = _read_patch_arg(reference, candidates, inst.test_patch, "--reference")
+    repo = resolve_repo(inst, settings.repos_dir)
+    store = Store(settings.store)
+
+    def factory() -> InstanceExecutor:
+        return InstanceExecutor(inst, repo, settings, store)
+
+    with factory() as executor:
+        ref = executor.golden_test() if ref_name == "golden" else executor.test_patch(ref_text, name=ref_name)
+        cand = executor.golden_test() if test_name == "golden" else executor.test_patch(test_text, name=test_name)
+        return evaluate(executor, inst.patch, cand, ref, operators=ops, per_operator=per_operator,
+                        seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
+                        workers=settings.workers, executor_factory=factory)
+
+
+def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
+               per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from coharden.instances import load_records
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, summarize
+
+    try:
+        cut = [float(c) for c in cutoffs.split(",")] if cutoffs else list(DEFAULT_CUTOFFS)
+    except ValueError as exc:
+        raise CoHardenError(f"--cutoffs: {exc}") from exc
+    records = {inst.instance_id: inst for inst in load_records(instances)}
+    preds = load_predictions(predictions)
+    with Progress(TextColumn("mpe"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  TextColumn("{task.description}"), console=err_console) as bar:
+        task = bar.add_task("", total=len(preds))
+
+        def advance(row: dict) -> None:  # type: ignore[type-arg]
+            bar.update(task, advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
+
+        rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
+                         seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
+                         workers=settings.workers, progress=advance)
+    summary = summarize(rows, cut)
+    (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+        return
+    classes = Table(title=f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})")
+    classes.add_column("class")
+    classes.add_column("tests")
+    for name, n in summary["classes"].items():
+        classes.add_row(name, str(n))
+    console.print(classes)
+    cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
+    for col in ("cutoff", "Rigorous", "Lax"):
+        cut_table.add_column(col)
+    for row in summary["cutoffs"]:
+        cut_table.add_row(str(row["cutoff"]), str(row["Rigorous"]), str(row["Lax"]))
+    console.print(cut_table)
+    for iid, error in summary["errors"].items():
+        err_console.print(f"[yellow]{iid}[/]: {error}")
+
+
 def _pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
     from coharden.instances import load_instances
 

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.git import show_file
-from coharden.execution.pytest_runner import run_pytest, split_node_id, verdict_for
+from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, verdict_for
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.testids import contributed_ids, resolve_names
 from coharden.execution.workspace import Workspace
@@ -70,6 +70,10 @@ class InstanceExecutor:
     def close(self) -> None:
         self.workspace.close()
 
+    def workspace_root(self) -> Path:
+        """The workspace directory (opened on first use)."""
+        return self._root()
+
     def _root(self) -> Path:
         if self.workspace.path is None:
             self.workspace.open()
@@ -120,7 +124,14 @@ class InstanceExecutor:
     def verdicts(self, source_patch: str, tests: list[TestPatch]) -> list[Verdict]:
         results: list[Verdict | None] = [None] * len(tests)
         todo: list[int] = []
+        first_of: dict[tuple[str, tuple[str, ...]], int] = {}
+        twins: dict[int, int] = {}  # identical test patches run once
         for i, test in enumerate(tests):
+            ident = (test.patch, tuple(test.ids))
+            if ident in first_of:
+                twins[i] = first_of[ident]
+                continue
+            first_of[ident] = i
             cached = self.store.get_verdict(self.key(source_patch, test)) if self.store else None
             if cached is not None:
                 results[i] = cached
@@ -134,7 +145,23 @@ class InstanceExecutor:
                 if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
                     self.store.put_verdict(self.key(source_patch, tests[index]), verdict)
             todo = [todo[j] for j in deferred]
+        for i, j in twins.items():
+            results[i] = results[j]
         return [r for r in results if r is not None]
+
+    def run_raw(self, source_patch: str, test: TestPatch, *, extra_args: list[str] | None = None,
+                extra_env: dict[str, str] | None = None) -> PytestRun:
+        """Run one test on base + ``source_patch`` with extra pytest arguments / environment (no caching).
+
+        Used for instrumented runs such as recording inputs.
+        """
+        root = self._root()
+        self.workspace.reset()
+        self.workspace.apply(source_patch)
+        self.workspace.apply(test.patch)
+        self.runs += 1
+        return run_pytest(root, list(test.ids), self.settings, self.python, extra_args=extra_args,
+                          extra_env=extra_env)
 
     def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
         """Lay down as many of ``tests`` as can share one pytest process; run them; return verdicts for those

@@ -90,7 +90,8 @@ def parse_junit(path: Path) -> list[Case] | None:
     return cases
 
 
-def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None) -> PytestRun:
+def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
+               extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None) -> PytestRun:
     """Run ``ids`` with ``python -m pytest`` from ``root``; results come from a JUnit XML file outside it."""
     with tempfile.TemporaryDirectory(prefix="coharden-junit-") as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -109,10 +110,12 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             "--no-header",
             "-rN",
             *settings.pytest_args,
+            *(extra_args or []),
             *ids,
         ]
         env = dict(os.environ)
         env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "NO_COLOR": "1"})
+        env.update(extra_env or {})
         env.pop("PYTEST_ADDOPTS", None)
         env.pop("PYTEST_CURRENT_TEST", None)
         cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1

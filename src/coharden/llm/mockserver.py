@@ -1,0 +1,444 @@
+"""A local OpenAI-compatible chat-completions server driven by rules, for tests and offline demos.
+
+It speaks just enough of the OpenAI API for litellm's ``openai/`` and ``hosted_vllm/`` providers: ``POST
+/v1/chat/completions`` (and ``/chat/completions``), non-streaming. Each request is matched against the rules
+in order; the first rule that matches and still has uses left (``times``) answers it, either with a reply or
+with an HTTP error carrying an OpenAI-style error body. Scripting "429, then success" is two rules with the
+same match, the first with ``status: 429, times: 1``. A request no rule matches gets HTTP 404 with an error
+saying so (so a test fails loudly instead of getting a made-up reply).
+
+Rules file (YAML or JSON), either a list of rules or ``{"rules": [...]}``::
+
+    rules:
+      - match: {contains: "fix the bug", last_user: true}   # or just  match: "fix the bug"
+        status: 429
+        times: 1
+      - match: {regex: "fix\\s+the\\s+bug", role: user}
+        reply: "diff --git ..."
+        usage: {prompt_tokens: 120, completion_tokens: 40}
+        finish_reason: stop        # default; "length" scripts a truncated reply
+        delay_s: 0.01
+      - reply: "catch-all"         # no match = every request
+
+Every request received is kept in :attr:`MockLLMServer.requests` so tests can assert what the model saw.
+The module uses only the standard library and pydantic / PyYAML (no litellm).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+
+
+class RulesError(ValueError):
+    """A rules file (or rules list) is malformed. The message names the source and the offending field."""
+
+
+class MatchSpec(BaseModel):
+    """What a rule matches. All given conditions must hold; an empty spec matches every request.
+
+    The text searched is the concatenation (newline-joined) of the message contents: of all messages, of the
+    messages with ``role``, or only of the last user message (``last_user``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    contains: str | None = None
+    regex: str | None = None
+    """Python regular expression, searched (``re.search``) with DOTALL."""
+    role: str | None = None
+    last_user: bool = False
+    """Search only the last user message (takes precedence over ``role``)."""
+    model: str | None = None
+    """Exact model name as sent on the wire (litellm strips the provider prefix: ``gpt-4o-mini``)."""
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+        return value
+
+    def haystack(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        if self.last_user:
+            users = [m for m in messages if m.get("role") == "user"]
+            chosen = users[-1:]
+        elif self.role is not None:
+            chosen = [m for m in messages if m.get("role") == self.role]
+        else:
+            chosen = list(messages)
+        return "\n".join(_content_text(m.get("content")) for m in chosen)
+
+    def matches(self, body: Mapping[str, Any]) -> bool:
+        if self.model is not None and body.get("model") != self.model:
+            return False
+        messages = body.get("messages") or []
+        scope_role = "user" if self.last_user else self.role
+        if scope_role is not None and not any(m.get("role") == scope_role for m in messages):
+            return False  # a role-scoped rule never matches a request without such a message
+        text = self.haystack(messages)
+        if self.contains is not None and self.contains not in text:
+            return False
+        return self.regex is None or re.search(self.regex, text, re.DOTALL) is not None
+
+
+class UsageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+
+
+class Rule(BaseModel):
+    """One scripted answer. Either ``reply`` (HTTP 200) or ``status`` (an HTTP error) must be given."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    match: MatchSpec = Field(default_factory=MatchSpec)
+    reply: str | None = None
+    finish_reason: str = "stop"
+    usage: UsageSpec | None = None
+    """Reported token usage; default: whitespace-separated word counts of the prompt and the reply."""
+    delay_s: float = Field(default=0.0, ge=0)
+    status: int | None = Field(default=None, ge=400, le=599)
+    error_message: str | None = None
+    error_code: str | None = None
+    """OpenAI error ``code``, e.g. ``context_length_exceeded``."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra response headers (e.g. ``retry-after``)."""
+    times: int | None = Field(default=None, ge=1)
+    """Use this rule at most this many times, then fall through to the next rules."""
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if value is None:
+            return {}
+        return {"contains": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _reply_or_status(self) -> Rule:
+        if self.reply is None and self.status is None:
+            raise ValueError("a rule needs `reply` (a success) or `status` (an HTTP error)")
+        return self
+
+
+class RuleSet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[Rule]
+
+
+def _content_text(content: Any) -> str:
+    """Text of an OpenAI message content: a string or a list of parts (``{"type": "text", "text": ...}``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return str(content)
+
+
+def _format_loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_rules(data: Any, *, source: str = "<rules>") -> list[Rule]:
+    """Validate rules given as a list or ``{"rules": [...]}``; errors name ``source`` and the field path."""
+    if isinstance(data, list):
+        data = {"rules": data}
+    if not isinstance(data, Mapping):
+        raise RulesError(f"{source}: expected a list of rules or a mapping with `rules`, got {type(data).__name__}")
+    try:
+        return RuleSet.model_validate(data).rules
+    except ValidationError as exc:
+        problems = "; ".join(f"{_format_loc(e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise RulesError(f"{source}: invalid rules: {problems}") from None
+
+
+def load_rules(path: str | Path) -> list[Rule]:
+    """Read a YAML or JSON rules file (JSON is YAML, so one parser reads both)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RulesError(f"{path}: cannot read rules file: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RulesError(f"{path}: not valid YAML/JSON: {exc}") from None
+    return parse_rules(data, source=str(path))
+
+
+@dataclass
+class ReceivedRequest:
+    """One HTTP request as the mock saw it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    rule_index: int | None
+    """Index of the rule that answered, None if none matched (or the request was not a chat completion)."""
+    status: int
+    received_at: float = field(default_factory=time.time)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
+
+
+def _error_body(message: str, status: int, code: str | None = None) -> dict[str, Any]:
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+    }.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    mock: MockLLMServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hangs up early (e.g. it timed out during a scripted delay)."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    # HTTP/1.0: one request per connection, so stop() leaves no keep-alive connection served by a stray thread.
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.server.mock._log(self, None, None, 404)
+        self._send_json(404, _error_body(f"mock LLM: unknown path GET {self.path}", 404))
+
+    def do_POST(self) -> None:
+        mock = self.server.mock
+        path = self.path.split("?", 1)[0].rstrip("/")
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            mock._log(self, raw.decode("utf-8", "replace"), None, 400)
+            self._send_json(400, _error_body("mock LLM: request body is not JSON", 400))
+            return
+        if path not in CHAT_PATHS:
+            mock._log(self, body, None, 404)
+            self._send_json(404, _error_body(f"mock LLM: unknown path POST {path}", 404))
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            mock._log(self, body, None, 400)
+            self._send_json(400, _error_body("mock LLM: body needs a `messages` list", 400))
+            return
+        if body.get("stream"):
+            mock._log(self, body, None, 400)
+            self._send_json(400, _error_body("mock LLM: streaming is not supported", 400))
+            return
+        index, rule = mock._select(body)
+        if rule is None:
+            mock._log(self, body, None, 404)
+            last_user = MatchSpec(last_user=True).haystack(body["messages"])
+            self._send_json(
+                404,
+                _error_body(
+                    f"mock LLM: no rule matched the request ({len(mock.rules)} rules; "
+                    f"last user message starts {last_user[:120]!r})",
+                    404,
+                    "no_rule_matched",
+                ),
+            )
+            return
+        mock._log(self, body, index, rule.status or 200)
+        if rule.delay_s:
+            mock._stopping.wait(rule.delay_s)
+        if rule.status is not None:
+            message = rule.error_message or f"mock LLM: scripted HTTP {rule.status} ({HTTPStatus(rule.status).phrase})"
+            self._send_json(rule.status, _error_body(message, rule.status, rule.error_code), rule.headers)
+            return
+        reply = rule.reply or ""
+        usage = rule.usage or UsageSpec(
+            prompt_tokens=_word_count(MatchSpec().haystack(body["messages"])), completion_tokens=_word_count(reply)
+        )
+        payload = {
+            "id": f"chatcmpl-mock-{next(mock._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "mock"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": rule.finish_reason}
+            ],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            },
+        }
+        self._send_json(200, payload, rule.headers)
+
+
+class MockLLMServer:
+    """Rule-driven OpenAI-compatible server on loopback, in a background thread.
+
+    >>> with MockLLMServer([{"reply": "hi"}]) as server:
+    ...     base_url = server.base_url   # "http://127.0.0.1:<port>/v1", the api_base for litellm
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule | Mapping[str, Any]] | str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_request: Callable[[ReceivedRequest], None] | None = None,
+    ) -> None:
+        """``rules``: a rules file path, or a list of rules / rule dicts. ``on_request`` is called (in the
+        handler thread) with each request as it is logged, e.g. to print a line per request."""
+        self.on_request = on_request
+        if isinstance(rules, str | Path):
+            self.rules = load_rules(rules)
+        else:
+            self.rules = parse_rules([r.model_dump() if isinstance(r, Rule) else r for r in rules])
+        self.host = host
+        self.port = port
+        self._lock = threading.Lock()
+        self._uses = [0] * len(self.rules)
+        self._requests: list[ReceivedRequest] = []
+        self._ids = itertools.count(1)
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> str:
+        """Bind, serve in a daemon thread, and return the base URL (``http://host:port/v1``)."""
+        if self._server is not None:
+            return self.base_url
+        self._stopping.clear()
+        server = _Server((self.host, self.port), _Handler)
+        server.mock = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="mock-llm", daemon=True
+        )
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop serving and close the socket; pending delays are cut short."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("mock LLM server is not running")
+        host, port = self._server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> MockLLMServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- introspection -----------------------------------------------------------------------------------
+    @property
+    def requests(self) -> list[ReceivedRequest]:
+        """A copy of the requests received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def uses(self, index: int) -> int:
+        """How many requests rule ``index`` has answered."""
+        with self._lock:
+            return self._uses[index]
+
+    # -- used by the handler -------------------------------------------------------------------------------
+    def _select(self, body: Mapping[str, Any]) -> tuple[int | None, Rule | None]:
+        with self._lock:
+            for index, rule in enumerate(self.rules):
+                if rule.times is not None and self._uses[index] >= rule.times:
+                    continue
+                if rule.match.matches(body):
+                    self._uses[index] += 1
+                    return index, rule
+        return None, None
+
+    def _log(self, handler: _Handler, body: Any, rule_index: int | None, status: int) -> None:
+        entry = ReceivedRequest(
+            method=handler.command,
+            path=handler.path,
+            headers={k.lower(): v for k, v in handler.headers.items()},
+            body=body,
+            rule_index=rule_index,
+            status=status,
+        )
+        with self._lock:
+            self._requests.append(entry)
+        if self.on_request is not None:
+            self.on_request(entry)

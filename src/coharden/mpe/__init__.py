@@ -1,0 +1,1 @@
+"""Mutation Patch Evaluation: mutant pool -> matrix -> laxity -> class."""

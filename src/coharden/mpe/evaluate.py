@@ -1,0 +1,210 @@
+"""Mutation Patch Evaluation (MPE) of one candidate test against a reference test on one instance.
+
+1. F->P of the candidate and of the reference (the reference must be F->P, or nothing is classified).
+2. For a F->P candidate: the mechanical mutant pool of the fix; every mutant is run against both tests in
+   one pytest process where possible. A mutant is admissible when it applies and both tests reach
+   PASS/FAIL on it; the others are counted by reason.
+3. Matrix (alpha, beta, gamma, delta), laxity = beta / admissible, class with cutoff tau.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from pydantic import BaseModel, Field
+
+from coharden.errors import CoHardenError
+from coharden.execution.executor import InstanceExecutor
+from coharden.mutation.pool import MECHANICAL_OPERATORS, build_pool
+from coharden.patches import split_patch
+from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
+from coharden.schema.mutant import Mutant, Operator
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Verdict
+
+
+class MPEError(CoHardenError):
+    """MPE cannot classify: bad fix, or a reference test that is not fail-to-pass."""
+
+
+class MutantResult(BaseModel):
+    mutant: Mutant
+    candidate: Verdict
+    reference: Verdict
+    cell: Cell | None = None
+
+    @property
+    def inadmissible_reason(self) -> str | None:
+        if self.cell is not None:
+            return None
+        bad = self.candidate if not self.candidate.admissible else self.reference
+        return bad.outcome.value
+
+
+class MPEResult(BaseModel):
+    instance_id: str
+    test: str
+    reference: str
+    test_ids: list[str]
+    reference_ids: list[str]
+    candidate_buggy: Verdict
+    candidate_fixed: Verdict
+    reference_buggy: Verdict
+    reference_fixed: Verdict
+    fail_to_pass: bool
+    test_class: TestClass
+    tau: float
+    laxity: float | None = None
+    matrix: Matrix = Field(default_factory=Matrix)
+    mutants: list[MutantResult] = Field(default_factory=list)
+    pool: dict = Field(default_factory=dict)
+    seed: int = 0
+    operators: list[str] = Field(default_factory=list)
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    def per_operator(self) -> dict[str, dict[str, object]]:
+        table: dict[str, dict[str, object]] = {}
+        for result in self.mutants:
+            row = table.setdefault(result.mutant.operator.value,
+                                   {"total": 0, "admissible": 0, "alpha": 0, "beta": 0, "gamma": 0, "delta": 0,
+                                    "inadmissible": {}})
+            row["total"] = int(row["total"]) + 1  # type: ignore[call-overload]
+            if result.cell is None:
+                reasons: dict[str, int] = row["inadmissible"]  # type: ignore[assignment]
+                reason = result.inadmissible_reason or "?"
+                reasons[reason] = reasons.get(reason, 0) + 1
+            else:
+                row["admissible"] = int(row["admissible"]) + 1  # type: ignore[call-overload]
+                row[result.cell.value] = int(row[result.cell.value]) + 1  # type: ignore[call-overload]
+        return dict(sorted(table.items()))
+
+    def inadmissible_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
+
+    def lax_mutants(self) -> list[MutantResult]:
+        """The wrong fixes the candidate lets through (the beta cell)."""
+        return [r for r in self.mutants if r.cell is Cell.BETA]
+
+    def to_json(self, *, timings: bool = True) -> dict:
+        data = self.model_dump(mode="json", exclude={"timings"} if not timings else set())
+        for verdict_key in ("candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
+            _strip_verdict(data[verdict_key], timings)
+        for m in data["mutants"]:
+            _strip_verdict(m["candidate"], timings)
+            _strip_verdict(m["reference"], timings)
+        data["matrix_counts"] = self.matrix.counts()
+        data["admissible"] = self.matrix.admissible
+        data["per_operator"] = self.per_operator()
+        data["inadmissible"] = self.inadmissible_counts()
+        return data
+
+
+def _strip_verdict(verdict: dict, timings: bool) -> None:
+    verdict.pop("output_tail", None)
+    verdict.pop("cached", None)
+    if not timings:
+        verdict.pop("duration", None)
+
+
+def check_fix(fix: str, patterns: Sequence[str]) -> str:
+    """The source part of a fix; an empty or test-only fix is an error."""
+    if not fix.strip():
+        raise MPEError("the fix patch is empty: MPE needs a fix to mutate")
+    source, _ = split_patch(fix, patterns)
+    if not source.strip():
+        raise MPEError("the fix patch touches only test files: MPE needs a source fix to mutate")
+    return source
+
+
+def evaluate(
+    executor: InstanceExecutor,
+    fix: str,
+    candidate: TestPatch,
+    reference: TestPatch,
+    *,
+    operators: Sequence[Operator] = MECHANICAL_OPERATORS,
+    per_operator: int | None = None,
+    seed: int = 0,
+    tau: float = 0.202,
+    paper_classes: bool = False,
+    workers: int = 1,
+    executor_factory: Callable[[], InstanceExecutor] | None = None,
+) -> MPEResult:
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    fix = check_fix(fix, executor.settings.test_patterns)
+    cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
+    cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
+    timings["fail_to_pass"] = time.monotonic() - started
+    if not (ref_buggy.failed and ref_fixed.passed):
+        raise MPEError(
+            f"the reference test {reference.name or ''} is not fail-to-pass (buggy: {ref_buggy.short()}; "
+            f"fixed: {ref_fixed.short()}): no classification"
+        )
+    admissible_test = cand_buggy.admissible and cand_fixed.admissible
+    fail_to_pass = cand_buggy.failed and cand_fixed.passed
+    result = MPEResult(
+        instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
+        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
+        reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
+        operators=[op.value for op in operators],
+        test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
+                            tau=tau, admissible=admissible_test, paper_classes=paper_classes),
+    )
+    if not fail_to_pass:
+        result.timings = timings
+        return result
+    mark = time.monotonic()
+    pool = build_pool(executor, fix, [candidate, reference], operators=operators, per_operator=per_operator,
+                      seed=seed)
+    timings["pool"] = time.monotonic() - mark
+    mark = time.monotonic()
+    result.pool = pool.summary()
+    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory)
+    timings["mutants"] = time.monotonic() - mark
+    for mr in result.mutants:
+        if mr.cell is not None:
+            result.matrix.add(mr.mutant.id, mr.cell)
+    result.laxity = result.matrix.laxity
+    result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity, tau=tau,
+                                 paper_classes=paper_classes)
+    timings["total"] = time.monotonic() - started
+    result.timings = timings
+    return result
+
+
+def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
+                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None) -> list[MutantResult]:
+    """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
+    (its own workspace), so parallel and serial runs see the same files."""
+
+    def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
+        cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
+        which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
+
+    if workers <= 1 or executor_factory is None or len(mutants) < 2:
+        return [one(executor, m) for m in mutants]
+    local = threading.local()
+    created: list[InstanceExecutor] = []
+    lock = threading.Lock()
+
+    def task(mutant: Mutant) -> MutantResult:
+        ex = getattr(local, "executor", None)
+        if ex is None:
+            ex = executor_factory()
+            local.executor = ex
+            with lock:
+                created.append(ex)
+        return one(ex, mutant)
+
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(task, mutants))
+    finally:
+        for ex in created:
+            ex.close()

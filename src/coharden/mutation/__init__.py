@@ -1,0 +1,1 @@
+"""Mutant operators: mechanical (diff-driven, no LLM) and LLM-prompted, plus the admission filter."""

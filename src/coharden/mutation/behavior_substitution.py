@@ -1,0 +1,187 @@
+"""behavior_substitution: rewrite one expression on a line the fix adds (libcst, so layout is kept).
+
+Sites: comparison swaps (< <=, > >=, == !=, in / not in, is / is not), and/or, dropping a ``not``,
+arithmetic swaps (+ -, * /, // /), numeric constants +-1, True/False, removing one type from an isinstance
+tuple, look-alike builtins (min/max, any/all, str/repr, ...) and methods (startswith/endswith,
+lower/upper, append/extend, ...), and non-constant slice bounds +-1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from coharden.mutation.candidates import RawMutant
+from coharden.mutation.context import FileChange, FixContext
+from coharden.schema.mutant import Operator
+
+_COMPARE_SWAPS: dict[type, Callable[[], cst.BaseCompOp]] = {
+    cst.LessThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.GreaterThan,
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
+}
+_BINARY_SWAPS: dict[type, Callable[[], cst.BaseBinaryOp]] = {
+    cst.Add: cst.Subtract,
+    cst.Subtract: cst.Add,
+    cst.Multiply: cst.Divide,
+    cst.Divide: cst.Multiply,
+    cst.FloorDivide: cst.Divide,
+}
+_BUILTIN_SWAPS = {"min": "max", "max": "min", "any": "all", "all": "any", "str": "repr", "repr": "str",
+                  "sorted": "reversed", "int": "round", "round": "int", "list": "set", "set": "list"}
+_METHOD_SWAPS = {"startswith": "endswith", "endswith": "startswith", "lower": "upper", "upper": "lower",
+                 "append": "extend", "extend": "append", "lstrip": "rstrip", "rstrip": "lstrip",
+                 "find": "rfind", "rfind": "find", "index": "rindex", "rindex": "index", "split": "rsplit",
+                 "rsplit": "split", "removeprefix": "removesuffix", "removesuffix": "removeprefix",
+                 "keys": "values", "values": "keys", "pop": "get", "get": "pop", "add": "discard"}
+
+
+@dataclass
+class Site:
+    node: cst.CSTNode
+    replacement: cst.CSTNode
+    description: str
+    line: int
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+class _Collector(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, lines: set[int]) -> None:
+        self.lines = lines
+        self.sites: list[Site] = []
+
+    def _line(self, node: cst.CSTNode) -> int | None:
+        line = self.get_metadata(PositionProvider, node).start.line
+        return line if line in self.lines else None
+
+    def _add(self, node: cst.CSTNode, replacement: cst.CSTNode, description: str) -> None:
+        line = self._line(node)
+        if line is not None:
+            self.sites.append(Site(node, replacement, description, line))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for k, target in enumerate(node.comparisons):
+            swap = _COMPARE_SWAPS.get(type(target.operator))
+            if swap is None:
+                continue
+            targets = list(node.comparisons)
+            targets[k] = target.with_changes(operator=swap())
+            new = node.with_changes(comparisons=targets)
+            self._add(node, new, f"{_code(node)} -> {_code(new)}")
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        new_op = cst.Or() if isinstance(node.operator, cst.And) else cst.And()
+        new = node.with_changes(operator=new_op)
+        self._add(node, new, f"{_code(node)} -> {_code(new)}")
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if isinstance(node.operator, cst.Not):
+            self._add(node, node.expression, f"{_code(node)} -> {_code(node.expression)}")
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        swap = _BINARY_SWAPS.get(type(node.operator))
+        if swap is not None:
+            op = node.operator
+            new = node.with_changes(operator=swap().with_changes(whitespace_before=op.whitespace_before,
+                                                                 whitespace_after=op.whitespace_after))
+            self._add(node, new, f"{_code(node)} -> {_code(new)}")
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        value = node.evaluated_value
+        for delta in (1, -1):
+            if value + delta >= 0:
+                new = cst.Integer(str(value + delta))
+                self._add(node, new, f"{node.value} -> {value + delta}")
+
+    def visit_Float(self, node: cst.Float) -> None:
+        new = cst.Float(repr(node.evaluated_value + 1))
+        self._add(node, new, f"{node.value} -> {new.value}")
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in ("True", "False"):
+            new = cst.Name("False" if node.value == "True" else "True")
+            self._add(node, new, f"{node.value} -> {new.value}")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name):
+            if func.value == "isinstance" and len(node.args) == 2 and isinstance(node.args[1].value, cst.Tuple):
+                elements = node.args[1].value.elements
+                if len(elements) > 1:
+                    for k in range(len(elements)):
+                        rest = [e.with_changes(comma=cst.MaybeSentinel.DEFAULT) for i, e in enumerate(elements)
+                                if i != k]
+                        value = rest[0].value if len(rest) == 1 else node.args[1].value.with_changes(elements=rest)
+                        new = node.with_changes(args=[node.args[0], node.args[1].with_changes(value=value)])
+                        self._add(node, new, f"{_code(node)} -> {_code(new)}")
+            elif func.value in _BUILTIN_SWAPS:
+                new = node.with_changes(func=cst.Name(_BUILTIN_SWAPS[func.value]))
+                self._add(node, new, f"{func.value}(...) -> {_BUILTIN_SWAPS[func.value]}(...)")
+        elif isinstance(func, cst.Attribute) and func.attr.value in _METHOD_SWAPS:
+            other = _METHOD_SWAPS[func.attr.value]
+            new = node.with_changes(func=func.with_changes(attr=cst.Name(other)))
+            self._add(node, new, f".{func.attr.value}(...) -> .{other}(...)")
+
+    def visit_Slice(self, node: cst.Slice) -> None:
+        for part in ("lower", "upper"):
+            bound = getattr(node, part)
+            if bound is None or isinstance(bound, cst.Integer | cst.UnaryOperation):
+                continue  # constants are covered by the numeric +-1 sites
+            for op, sign in ((cst.Add(), "+"), (cst.Subtract(), "-")):
+                new_bound = cst.BinaryOperation(left=bound, operator=op, right=cst.Integer("1"))
+                new = node.with_changes(**{part: new_bound})
+                self._add(node, new, f"slice {part} {_code(bound)} -> {_code(bound)} {sign} 1")
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, target: cst.CSTNode, replacement: cst.CSTNode) -> None:
+        self.target = target
+        self.replacement = replacement
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+        if original_node is self.target:
+            return self.replacement
+        return updated_node
+
+
+def sites(source: str, lines: set[int]) -> tuple[MetadataWrapper, list[Site]] | None:
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(source))
+    except cst.ParserSyntaxError:
+        return None
+    collector = _Collector(lines)
+    wrapper.visit(collector)
+    return wrapper, collector.sites
+
+
+def mutate_file(change: FileChange) -> Iterator[tuple[Site, str]]:
+    found = sites(change.new, change.added_lines())
+    if found is None:
+        return
+    wrapper, all_sites = found
+    for site in all_sites:
+        yield site, wrapper.module.visit(_Replace(site.node, site.replacement)).code
+
+
+def generate(ctx: FixContext) -> Iterator[RawMutant]:
+    fixed = {c.path: c.new for c in ctx.files}
+    for change in ctx.python_files:
+        for site, code in mutate_file(change):
+            files = {**fixed, change.path: code}
+            yield RawMutant(Operator.BEHAVIOR_SUBSTITUTION, site.description[:160], f"{change.path}:{site.line}",
+                            files)

@@ -1,0 +1,17 @@
+"""A raw mutant before admission: new contents for some files, with operator, description and location."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from coharden.schema.mutant import Operator
+
+
+@dataclass
+class RawMutant:
+    operator: Operator
+    description: str
+    location: str
+    files: dict[str, str]  # path -> mutated content (files not listed keep their BUGGY content)
+    meta: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,103 @@
+"""What mechanical operators need to know about a fix: per file, the buggy and the fixed source."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    old: str  # buggy content ("" for a new file)
+    new: str  # fixed content
+
+    @property
+    def old_lines(self) -> list[str]:
+        return self.old.splitlines(keepends=True)
+
+    @property
+    def new_lines(self) -> list[str]:
+        return self.new.splitlines(keepends=True)
+
+    def opcodes(self) -> list[tuple[str, int, int, int, int]]:
+        """Non-equal difflib opcodes (tag, i1, i2, j1, j2) between old and new lines: the change blocks."""
+        matcher = difflib.SequenceMatcher(a=self.old_lines, b=self.new_lines, autojunk=False)
+        return [op for op in matcher.get_opcodes() if op[0] != "equal"]
+
+    def added_lines(self) -> set[int]:
+        """1-based line numbers in the fixed file that the fix adds or rewrites."""
+        return {j + 1 for tag, _, _, j1, j2 in self.opcodes() if tag in ("replace", "insert") for j in range(j1, j2)}
+
+    def changed_old_lines(self) -> set[int]:
+        """1-based line numbers of the buggy file that the fix removes, or next to which it inserts."""
+        lines: set[int] = set()
+        for _, i1, i2, _, _ in self.opcodes():
+            lines.update(range(i1 + 1, i2 + 1) if i2 > i1 else {max(i1, 1), i1 + 1})
+        return lines
+
+
+@dataclass
+class FixContext:
+    """The fix as whole files. Only Python files take part in mutation."""
+
+    files: list[FileChange] = field(default_factory=list)
+
+    @property
+    def python_files(self) -> list[FileChange]:
+        return [f for f in self.files if f.path.endswith(".py")]
+
+
+def parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
+def normalized(source: str) -> str:
+    """AST dump without positions: equal for sources that differ only in layout or comments."""
+    try:
+        return ast.dump(ast.parse(source), include_attributes=False)
+    except SyntaxError:
+        return "<unparseable>" + source
+
+
+def functions_touched(change: FileChange) -> list[str]:
+    """Qualified names (Class.method / func / outer.inner) of functions in the fixed file whose body holds
+    a changed line and that also exist in the buggy file. Innermost function wins."""
+    added = change.added_lines()
+    removed_old = change.changed_old_lines()
+    names: list[str] = []
+    old_spans = _function_spans(change.old)
+    for qualname, (start, end) in _function_spans(change.new).items():
+        hit = any(start <= line <= end for line in added)
+        if not hit and qualname in old_spans:
+            o_start, o_end = old_spans[qualname]
+            hit = any(o_start <= line <= o_end for line in removed_old)
+        if hit and qualname in old_spans:
+            names.append(qualname)
+    # keep the innermost: drop a name when one of its nested functions is also listed
+    return [n for n in names if not any(other.startswith(n + ".") for other in names)]
+
+
+def _function_spans(source: str) -> dict[str, tuple[int, int]]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    spans: dict[str, tuple[int, int]] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{node.name}"
+                spans[name] = (node.lineno, node.end_lineno or node.lineno)
+                walk(node.body, name + ".")
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, f"{prefix}{node.name}.")
+
+    walk(tree.body, "")
+    return spans

@@ -1,0 +1,85 @@
+"""input_specific_shortcut: the buggy code plus an early return for ONE input a test used.
+
+While the candidate and the reference test run on the fixed code, the recorder plugin notes argument ->
+outcome of the functions the fix touches (:mod:`coharden.mutation.recorder_plugin`). Each distinct input
+becomes one mutant: the buggy function, with a first statement that returns the recorded value (or raises
+the recorded exception) when called with exactly that input. A test that probes several bug-revealing
+inputs rejects it; a test that pins one input accepts it. Recording from both tests keeps the operator
+from favouring either.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import libcst as cst
+
+from coharden.mutation.candidates import RawMutant
+from coharden.mutation.context import FixContext, functions_touched
+from coharden.mutation.funcwrap import rewrite_function
+from coharden.schema.mutant import Operator
+
+
+def targets(ctx: FixContext) -> list[dict[str, str]]:
+    """Functions to record: those the fix touches that also exist in the buggy code."""
+    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]
+
+
+def _loads(payload: str) -> str:
+    return f"__import__('pickle').loads(__import__('base64').b64decode({payload!r}))"
+
+
+def _literal(text: str | None) -> str | None:
+    """``text`` when it is a Python literal (so the mutant reads naturally), else None."""
+    if not text or len(text) >= 200:
+        return None
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return text
+
+
+def _shortcut(record: dict[str, Any]):  # type: ignore[no-untyped-def]
+    params = record["params"]
+    key = "(" + "".join(f"{p}, " for p in params) + ")"
+    value = _literal(record.get("value_repr")) if record["kind"] == "return" else None
+    outcome = f"raise {_loads(record['value_pickle'])}" if record["kind"] == "raise" \
+        else f"return {value or _loads(record['value_pickle'])}"
+    expected = _literal(record["key"]) or _loads(record["args_pickle"])
+    code = (
+        "try:\n"
+        f"    _coh_hit = bool({key} == {expected})\n"
+        "except Exception:\n"
+        "    _coh_hit = False\n"
+        "if _coh_hit:\n"
+        f"    {outcome}\n"
+    )
+    statements = list(cst.parse_module(code).body)
+
+    def rewrite(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        return [*statements, *body]
+
+    return rewrite
+
+
+def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMutant]:
+    buggy = {c.path: c.old for c in ctx.files}
+    by_path = {c.path: c for c in ctx.python_files}
+    for record in records:
+        change = by_path.get(record["path"])
+        if change is None:
+            continue
+        code = rewrite_function(change.old, record["qualname"], _shortcut(record))
+        if code is None:
+            continue
+        verb = "raises" if record["kind"] == "raise" else "returns"
+        yield RawMutant(
+            Operator.INPUT_SPECIFIC_SHORTCUT,
+            f"{record['qualname']}{record['key'][:80]} {verb} {record.get('value_repr', '')[:60]} (buggy otherwise)",
+            f"{change.path}:{record['qualname']}",
+            {**buggy, change.path: code},
+            {"function": record["qualname"], "input": record["key"][:200], "from_test": record.get("from_test", "")},
+        )

@@ -1,0 +1,147 @@
+"""A pytest plugin, loaded into the TEST interpreter (which need not have coharden installed), that records
+argument -> outcome of chosen functions while tests run.
+
+Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}].
+Records go to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_pickle", "key",
+"kind": "return"|"raise", "value_pickle"}. Only outermost calls are recorded (a recursive function records
+the input the test gave it), and only inputs whose key is deterministic: picklable, equal after a pickle
+round trip, and with no memory address in their repr.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import sys
+import threading
+
+import pytest
+
+_MAX_PER_FUNCTION = 200
+
+
+def _deterministic(value):  # type: ignore[no-untyped-def]
+    try:
+        text = repr(value)
+        if " at 0x" in text or len(text) > 2000:
+            return None
+        data = pickle.dumps(value, protocol=4)
+        if pickle.loads(data) != value:
+            return None
+        return text, base64.b64encode(data).decode()
+    except Exception:  # noqa: BLE001 - anything odd means "not deterministic"
+        return None
+
+
+class _Recorder:
+    def __init__(self, targets: list[dict], out: str) -> None:
+        self.targets = {(os.path.realpath(t["file"]), t["qualname"]): t for t in targets}
+        self.names = {t["qualname"].rsplit(".", 1)[-1] for t in targets}
+        self.out = open(out, "a")  # noqa: SIM115 - closed at session end
+        self.depth: dict[tuple[str, str], int] = {}
+        self.pending: dict[int, tuple] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+        self.seen: set[tuple[str, str, str]] = set()
+
+    def _target(self, frame):  # type: ignore[no-untyped-def]
+        code = frame.f_code
+        if code.co_name not in self.names:
+            return None
+        qualname = getattr(code, "co_qualname", code.co_name).replace(".<locals>", "")
+        key = (os.path.realpath(code.co_filename), qualname)
+        return key if key in self.targets else None
+
+    def global_trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        if event != "call":
+            return None
+        key = self._target(frame)
+        if key is None:
+            return None
+        depth = self.depth.get(key, 0)
+        self.depth[key] = depth + 1
+        code = frame.f_code
+        nargs = code.co_argcount + code.co_kwonlyargcount
+        flags = code.co_flags
+        nargs += bool(flags & 0x04) + bool(flags & 0x08)  # *args, **kwargs
+        params = list(code.co_varnames[:nargs])
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        record = depth == 0 and self.counts.get(key, 0) < _MAX_PER_FUNCTION
+        args = tuple(frame.f_locals.get(p) for p in params) if record else None
+        state: dict = {"exc": None}
+
+        def local(frame, event, arg):  # type: ignore[no-untyped-def]
+            if event == "exception":
+                state["exc"] = arg[1]
+            elif event == "line" and state["exc"] is not None:
+                state["exc"] = None  # handled inside the function
+            elif event == "return":
+                self.depth[key] -= 1
+                if record:
+                    self._emit(key, params, args, state["exc"], arg)
+            return local
+
+        return local
+
+    def _emit(self, key, params, args, exc, value):  # type: ignore[no-untyped-def]
+        det = _deterministic(args)
+        if det is None:
+            return
+        if exc is not None:
+            kind, out = "raise", _deterministic(exc) or _exc_payload(exc)
+        else:
+            kind, out = "return", _deterministic(value)
+        if out is None:
+            return
+        ident = (key[1], det[0], kind)
+        if ident in self.seen:
+            return
+        self.seen.add(ident)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self.out.write(json.dumps({"file": key[0], "qualname": key[1], "params": params, "key": det[0],
+                                   "args_pickle": det[1], "kind": kind, "value_pickle": out[1],
+                                   "value_repr": out[0][:200]}) + "\n")
+        self.out.flush()
+
+
+def _exc_payload(exc):  # type: ignore[no-untyped-def]
+    # exceptions rarely compare equal after a round trip; keep those whose pickle round trip keeps type and args
+    try:
+        data = pickle.dumps(exc, protocol=4)
+        back = pickle.loads(data)
+        if type(back) is type(exc) and back.args == exc.args:
+            return repr(exc), base64.b64encode(data).decode()
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+_RECORDER: _Recorder | None = None
+
+
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    global _RECORDER
+    targets_file = os.environ.get("COHARDEN_RECORD_TARGETS")
+    out = os.environ.get("COHARDEN_RECORD_OUT")
+    if not targets_file or not out:
+        return
+    with open(targets_file) as handle:
+        targets = json.load(handle)
+    _RECORDER = _Recorder(targets, out)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
+    if _RECORDER is None:
+        yield
+        return
+    previous = sys.gettrace()
+    sys.settrace(_RECORDER.global_trace)
+    threading.settrace(_RECORDER.global_trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+        threading.settrace(previous)  # type: ignore[arg-type]

@@ -1,0 +1,70 @@
+"""The 2x2 matrix of a candidate test against a reference test over admissible mutants, and the classes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class TestClass(StrEnum):
+    __test__ = False
+
+    RIGOROUS = "Rigorous"
+    LAX = "Lax"
+    MISALIGNED = "Misaligned"
+    NOT_REPRODUCING = "NotReproducing"
+    INCONCLUSIVE = "Inconclusive"  # F->P but no admissible mutant: laxity undefined
+    INVALID = "Invalid"  # the test does not apply or does not run (inadmissible verdict on buggy/fixed code)
+
+
+class Cell(StrEnum):
+    ALPHA = "alpha"  # both pass (agree-pass)
+    BETA = "beta"  # candidate passes, reference fails (laxity)
+    GAMMA = "gamma"  # candidate fails, reference passes (rigor)
+    DELTA = "delta"  # both fail (agree-fail)
+
+
+def cell(candidate_passes: bool, reference_passes: bool) -> Cell:
+    if candidate_passes:
+        return Cell.ALPHA if reference_passes else Cell.BETA
+    return Cell.GAMMA if reference_passes else Cell.DELTA
+
+
+class Matrix(BaseModel):
+    """Mutant ids per cell; counts and laxity derive from them (so every number traces to mutants)."""
+
+    alpha: list[str] = Field(default_factory=list)
+    beta: list[str] = Field(default_factory=list)
+    gamma: list[str] = Field(default_factory=list)
+    delta: list[str] = Field(default_factory=list)
+
+    def add(self, mutant_id: str, which: Cell) -> None:
+        getattr(self, which.value).append(mutant_id)
+
+    @property
+    def admissible(self) -> int:
+        return len(self.alpha) + len(self.beta) + len(self.gamma) + len(self.delta)
+
+    @property
+    def laxity(self) -> float | None:
+        return len(self.beta) / self.admissible if self.admissible else None
+
+    def counts(self) -> dict[str, int]:
+        return {c.value: len(getattr(self, c.value)) for c in Cell}
+
+
+def classify(*, fails_on_buggy: bool, passes_on_fixed: bool, laxity: float | None, tau: float,
+             admissible: bool = True, paper_classes: bool = False) -> TestClass:
+    """Class of a candidate test. ``paper_classes`` maps every non-F->P test to Misaligned."""
+    if not admissible:
+        result = TestClass.INVALID
+    elif not passes_on_fixed:
+        result = TestClass.MISALIGNED
+    elif not fails_on_buggy:
+        result = TestClass.NOT_REPRODUCING
+    elif laxity is None:
+        return TestClass.INCONCLUSIVE
+    else:
+        return TestClass.RIGOROUS if laxity < tau else TestClass.LAX
+    return TestClass.MISALIGNED if paper_classes else result
