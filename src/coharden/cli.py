@@ -92,7 +92,7 @@ def verify(
             err_console.print("[yellow]warning:[/] the fix touches test files; only its source part is used")
         repo = resolve_repo(inst, settings.repos_dir)
         with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor:
-            spec = executor.golden_test() if test_name == "golden" else executor.test_patch(test_text, name=test_name)
+            spec = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
             result = fail_to_pass(executor, spec, fix_source)
     except CoHardenError as exc:
         _fail(str(exc))
@@ -289,6 +289,80 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         err_console.print(f"[yellow]{iid}[/]: {error}")
 
 
+examples_app = typer.Typer(help="Bundled examples: hand-labelled candidate tests for checking coharden.")
+app.add_typer(examples_app, name="examples")
+
+
+@examples_app.command("check")
+def examples_check(
+    directory: Annotated[Path, typer.Option("--dir", help="Examples directory.")] = Path("examples"),
+    only: Annotated[list[str] | None, typer.Option("--only", help="Run only these examples.")] = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Parallel workers per MPE.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run MPE on every bundled candidate test and compare with its label (exit 1 on any mismatch)."""
+    try:
+        settings = _settings(config, store=store, workers=workers)
+        rows = _check_examples(directory, only or [], settings)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        table = Table(title="bundled examples: expected vs got")
+        for col in ("example", "candidate", "expected", "got", "laxity", "matrix a/b/g/d", ""):
+            table.add_column(col)
+        for row in rows:
+            ok = "[green]ok[/]" if row["ok"] else "[bold red]MISMATCH[/]"
+            lax = "-" if row["laxity"] is None else f"{row['laxity']:.3f}"
+            table.add_row(row["example"], row["candidate"], row["expected"], row["got"], lax, row["matrix"], ok)
+        console.print(table)
+    raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
+
+
+def _check_examples(directory: Path, only: list[str], settings: Settings) -> list[dict]:  # type: ignore[type-arg]
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.store import Store
+    from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
+    from coharden.mpe.evaluate import evaluate
+
+    dirs = sorted(d for d in directory.iterdir() if d.is_dir() and any((d / n).is_file() for n in MANIFEST_NAMES)) \
+        if directory.is_dir() else []
+    if only:
+        dirs = [d for d in dirs if d.name in only]
+    if not dirs:
+        raise CoHardenError(f"{directory}: no examples found")
+    store = Store(settings.store)
+    rows: list[dict] = []  # type: ignore[type-arg]
+    for example in dirs:
+        local = load_local(example, settings.cache_dir)
+        inst = local.instance
+        repo = resolve_repo(inst, settings.repos_dir)
+
+        def factory(inst=inst, repo=repo) -> InstanceExecutor:  # type: ignore[no-untyped-def]
+            return InstanceExecutor(inst, repo, settings, store)
+
+        with factory() as executor:
+            reference = executor.golden_test()
+            for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
+                                       *((c.name, c.patch, c.label) for c in local.candidates)]:
+                candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
+                result = evaluate(executor, inst.patch, candidate, reference, seed=settings.seed, tau=settings.tau,
+                                  workers=settings.workers, executor_factory=factory)
+                counts = result.matrix.counts()
+                ok = result.test_class.value == label
+                if name == "golden":  # the golden test against itself: no beta, no gamma
+                    ok = ok and counts["beta"] == 0 and counts["gamma"] == 0
+                rows.append({"example": example.name, "candidate": name, "expected": label or "?",
+                             "got": result.test_class.value, "laxity": result.laxity, "ok": ok,
+                             "matrix": "/".join(str(counts[k]) for k in ("alpha", "beta", "gamma", "delta")),
+                             "per_operator": result.per_operator()})
+    return rows
+
+
 def _pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
     from coharden.instances import load_instances
 
@@ -296,6 +370,16 @@ def _pick_instance(source: Path, instance_id: str | None, settings: Settings):  
     if len(found) > 1:
         raise CoHardenError(f"{source}: holds {len(found)} instances; choose one with --id")
     return found[0]
+
+
+def _register_mock_llm() -> None:
+    # the mock server's CLI lives with the LLM layer; it imports no provider SDK, so mounting it is cheap
+    from coharden.llm import cli as llm_cli
+
+    app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
+
+
+_register_mock_llm()
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -37,6 +37,15 @@ class Settings(BaseModel):
     )
     workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
     combine_tests: bool = Field(default=True, description="Run candidate and reference tests in one process.")
+    fork_server: bool = Field(
+        default=True,
+        description="Run tests as forks of a warm interpreter that has imported pytest (falls back to a fresh "
+        "process per run when forking is unsafe or unavailable).",
+    )
+    preload: list[str] = Field(
+        default_factory=list,
+        description="Modules the fork server imports once: the project's dependencies, never the project.",
+    )
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
     tau: float = Field(default=0.202, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0

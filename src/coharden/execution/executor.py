@@ -5,7 +5,9 @@ source_patch?". Cached verdicts are returned without running anything. Otherwise
 the base commit, the source patch applied with git, and all test patches laid down together: a test patch
 touching files no earlier one touched is applied with git; one that shares a test module with an earlier
 one is written as a renamed copy of that module (``test_coh<i>__<name>.py``) so both run in one pytest
-process. Anything that cannot be combined (a shared conftest.py or non-test file) runs in its own process.
+process. A test patch that touches anything but test modules (a conftest.py, a helper module) runs in its own
+process, and so does every test of a combined run that did not end cleanly (missing ids, a hang, an aborted
+session), so no test's verdict depends on the tests it happened to share a process with.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from pathlib import Path, PurePosixPath
 
 from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
+from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
-from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, verdict_for
+from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.testids import contributed_ids, resolve_names
 from coharden.execution.workspace import Workspace
@@ -59,6 +62,8 @@ class InstanceExecutor:
         self.workspace = Workspace(repo, instance.base_commit, parent=None)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
+        self._server: ForkServer | None = None
+        self._server_failed = ""  # why the fork server is not used, once it failed
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> InstanceExecutor:
@@ -68,7 +73,23 @@ class InstanceExecutor:
         self.close()
 
     def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         self.workspace.close()
+
+    def _fork_server(self) -> ForkServer | None:
+        """The warm fork server of this executor, started on first use; None when disabled or unusable."""
+        if not self.settings.fork_server or self._server_failed:
+            return None
+        if self._server is None or not self._server.alive:
+            try:
+                self._server = ForkServer(self.python, env=test_environment(), network=self.settings.network,
+                                          preload=self.settings.preload)
+            except (ForkServerError, OSError) as exc:
+                self._server_failed = str(exc)
+                self._server = None
+        return self._server
 
     def workspace_root(self) -> Path:
         """The workspace directory (opened on first use)."""
@@ -160,7 +181,8 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        return run_pytest(root, list(test.ids), self.settings, self.python, extra_args=extra_args,
+        return run_pytest(root, list(test.ids), self.settings, self.python, server=self._fork_server(),
+                          extra_args=extra_args,
                           extra_env=extra_env)
 
     def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
@@ -178,9 +200,13 @@ class InstanceExecutor:
         done: dict[int, Verdict] = {}
         groups: dict[int, tuple[list[str], dict[str, str]]] = {}
         deferred: list[int] = []
+        exclusive = False  # a group whose files could change how other tests run (conftest.py, helpers)
         for j, test in enumerate(tests):
             paths = set(test.files) or set(touched_files(test.patch))
             overlap = paths & claimed
+            if groups and (not self.settings.combine_tests or exclusive or not _shareable(test, paths)):
+                deferred.append(j)
+                continue
             if not overlap or not groups:
                 try:
                     ws.apply(test.patch)
@@ -189,6 +215,7 @@ class InstanceExecutor:
                     continue
                 claimed |= paths
                 groups[j] = (list(test.ids), {})
+                exclusive = not _shareable(test, paths)
                 continue
             combinable = (
                 self.settings.combine_tests and groups and test.files
@@ -218,8 +245,36 @@ class InstanceExecutor:
             groups[j] = (ids, back)
         if groups:
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
-            run = run_pytest(self._root(), all_ids, self.settings, self.python)
+            run = run_pytest(self._root(), all_ids, self.settings, self.python, server=self._fork_server())
             self.runs += 1
+            if len(groups) > 1 and not _clean(run):
+                # one test's problem (an id that does not exist, a module that does not import, a hang, an
+                # aborted session) would be charged to every test of the process - and cached under their keys:
+                # run each group alone so every verdict is its own
+                for j, (ids, back) in groups.items():
+                    alone = run_pytest(self._root(), ids, self.settings, self.python, server=self._fork_server())
+                    self.runs += 1
+                    done[j] = verdict_for(ids, alone, rename=back)
+                return done, deferred
             for j, (ids, back) in groups.items():
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
+
+
+def _clean(run: PytestRun) -> bool:
+    """A run whose per-test results can be trusted for every test in it."""
+    return not run.timed_out and run.junit_ok and run.returncode in (0, 1, 5)
+
+
+def _shareable(test: TestPatch, paths: set[str]) -> bool:
+    """True when ``test`` only adds or edits test modules (and package ``__init__.py`` files), so laying it down
+    beside another test cannot change how that test runs. A conftest.py or a helper module can."""
+    for path in paths:
+        name = PurePosixPath(path).name
+        if test.files and test.files.get(path) is None:  # deletes a file
+            return False
+        if name == "__init__.py":
+            continue
+        if not (name.endswith(".py") and (name.startswith("test") or name.endswith("_test.py"))):
+            return False
+    return True

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
+from coharden.execution.forkserver import ForkServer
 from coharden.execution.sandbox import run_limited
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -28,6 +29,14 @@ class Case:
     name: str
     status: TestStatus
     message: str = ""
+    details: str = ""  # the failure/error text (traceback) when there is one
+
+    def summary(self) -> str:
+        """One line saying why: the last ``E   `` line of the traceback, else the message, else the status."""
+        errors = [line[1:].strip() for line in self.details.splitlines() if line.startswith("E ")]
+        if errors and errors[-1]:
+            return errors[-1]
+        return self.message.splitlines()[0] if self.message else self.status.value
 
 
 @dataclass
@@ -75,24 +84,41 @@ def parse_junit(path: Path) -> list[Case] | None:
     cases: list[Case] = []
     for tc in root.iter("testcase"):
         status = TestStatus.PASSED
-        message = ""
+        message = details = ""
         for child in tc:
             if child.tag == "failure":
                 status, message = TestStatus.FAILED, child.get("message", "") or (child.text or "")
+                details = child.text or ""
             elif child.tag == "error":
                 status, message = TestStatus.ERROR, child.get("message", "") or (child.text or "")
+                details = child.text or ""
             elif child.tag == "skipped":
                 kind = child.get("type", "")
                 status = TestStatus.XFAIL if kind == "pytest.xfail" else TestStatus.SKIPPED
                 message = child.get("message", "")
         # a failing teardown adds a second <testcase> with the same name; keep the worst one
-        cases.append(Case(tc.get("classname", ""), tc.get("name", ""), status, message.strip()))
+        cases.append(Case(tc.get("classname", ""), tc.get("name", ""), status, message.strip(), details))
     return cases
 
 
+def test_environment() -> dict[str, str]:
+    """The environment every test process gets: ours, minus pytest variables, with no bytecode writing (a
+    rewritten file must never run from a stale .pyc) and a fixed hash seed."""
+    env = dict(os.environ)
+    env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "NO_COLOR": "1"})
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+test_environment.__test__ = False  # type: ignore[attr-defined]
+
+
 def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
-               extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None) -> PytestRun:
-    """Run ``ids`` with ``python -m pytest`` from ``root``; results come from a JUnit XML file outside it."""
+               extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
+               server: ForkServer | None = None) -> PytestRun:
+    """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``); results come
+    from a JUnit XML file outside the workspace."""
     with tempfile.TemporaryDirectory(prefix="coharden-junit-") as tmp:
         junit = Path(tmp) / "junit.xml"
         cmd = [
@@ -113,21 +139,14 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             *(extra_args or []),
             *ids,
         ]
-        env = dict(os.environ)
-        env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "NO_COLOR": "1"})
-        env.update(extra_env or {})
-        env.pop("PYTEST_ADDOPTS", None)
-        env.pop("PYTEST_CURRENT_TEST", None)
+        env = {**test_environment(), **(extra_env or {})}
         cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
-        proc = run_limited(
-            cmd,
-            root,
-            timeout=settings.timeout,
-            env=env,
-            memory_mb=settings.memory_mb,
-            cpu_seconds=cpu,
-            network=settings.network,
-        )
+        if server is not None and server.alive:
+            proc = server.run(root, cmd[3:], env, timeout=settings.timeout, memory_mb=settings.memory_mb,
+                              cpu_seconds=cpu)
+        else:
+            proc = run_limited(cmd, root, timeout=settings.timeout, env=env, memory_mb=settings.memory_mb,
+                               cpu_seconds=cpu, network=settings.network)
         cases = parse_junit(junit) if junit.exists() else None
     return PytestRun(
         returncode=proc.returncode,
@@ -144,6 +163,15 @@ def _tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+# what pytest prints (exit code 4) when a node id on the command line matches nothing
+_NOT_FOUND = ("ERROR: not found:", "ERROR: file or directory not found:", "ERROR: found no collectors for")
+
+
+def _collection_detail(run: PytestRun) -> str:
+    errors = run.collection_errors()
+    return f"; collection error in {errors[0].name}: {errors[0].summary()}" if errors else ""
+
+
 def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None = None) -> Verdict:
     """The verdict of the group ``ids`` inside ``run``.
 
@@ -153,10 +181,15 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
     base = {"duration": run.duration, "output_tail": _tail(run.output)}
     if run.timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
+    if run.returncode == _EXIT_USAGE:
+        # a wanted id that does not exist, or whose module cannot be imported: pytest stops before running
+        # anything (whether or not it still writes an empty JUnit file)
+        missing = [line.strip() for line in run.output.splitlines() if line.strip().startswith(_NOT_FOUND)]
+        if missing:
+            reason = "; ".join(missing[:3]) + _collection_detail(run)
+            return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, **base)
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason="pytest usage error (exit code 4)", **base)
     if not run.junit_ok:
-        if run.returncode == _EXIT_USAGE and "not found" in run.output:
-            missing = [line.strip() for line in run.output.splitlines() if "not found" in line]
-            return Verdict(outcome=Outcome.COLLECTION_ERROR, reason="; ".join(missing[:3]), **base)
         reason = f"pytest produced no results (exit code {run.returncode})"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
     any_failure = any(c.status in (TestStatus.FAILED, TestStatus.ERROR) for c in run.cases)
@@ -164,8 +197,10 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"pytest exited with code {run.returncode}", **base)
     if run.returncode == 0 and any_failure:
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason="exit code 0 but failures were reported", **base)
-    if run.returncode == 1 and not any_failure:
-        return Verdict(outcome=Outcome.HARNESS_ERROR, reason="exit code 1 but no failure was parsed", **base)
+    if run.returncode in (1, 2) and not any_failure:
+        # 2: the session was interrupted (pytest.exit, KeyboardInterrupt) - results may be incomplete
+        reason = f"exit code {run.returncode} but no failure was parsed"
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
 
     tests: dict[str, list[TestStatus]] = {}
     messages: list[str] = []
@@ -177,11 +212,8 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
                      for c in matched if c.status not in (TestStatus.PASSED, TestStatus.XFAIL)][:3]
     missing = [i for i, st in tests.items() if st == [TestStatus.MISSING]]
     if missing:
-        errors = [c for c in run.collection_errors()]
-        detail = f"; collection error: {errors[0].message.splitlines()[0] if errors[0].message else errors[0].name}" \
-            if errors else ""
-        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=f"test ids not run: {', '.join(missing)}{detail}",
-                       tests=tests, **base)
+        reason = f"test ids not run: {', '.join(missing)}{_collection_detail(run)}"
+        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests=tests, **base)
     bad = {TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED}
     if any(s in bad for statuses in tests.values() for s in statuses):
         return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, **base)

@@ -8,6 +8,7 @@ for Python processes; that fallback does not stop native code from opening socke
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import resource
@@ -61,6 +62,7 @@ def netns_prefix() -> tuple[str, ...] | None:
 @functools.cache
 def _guard_dir() -> str:
     directory = tempfile.mkdtemp(prefix="coharden-netguard-")
+    atexit.register(shutil.rmtree, directory, True)
     Path(directory, "sitecustomize.py").write_text(_GUARD)
     return directory
 
@@ -71,6 +73,17 @@ def _limits(memory_mb: int | None, cpu_seconds: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+
+
+def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool) -> tuple[list[str], dict[str, str], str]:
+    """``cmd`` and ``env`` changed so the process has no network: (command, environment, isolation kind)."""
+    if network:
+        return cmd, env, "none"
+    prefix = netns_prefix()
+    if prefix:
+        return [*prefix, *cmd], env, "netns"
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (_guard_dir(), env.get("PYTHONPATH", "")) if p)}
+    return cmd, env, "python-guard"
 
 
 def run_limited(
@@ -85,16 +98,7 @@ def run_limited(
 ) -> ProcessResult:
     """Run ``cmd``; on timeout the whole process group is killed. Output (stdout+stderr) goes to a temp
     file, not a pipe, so a chatty test cannot block on a full pipe."""
-    env = dict(os.environ if env is None else env)
-    isolation = "none"
-    if not network:
-        prefix = netns_prefix()
-        if prefix:
-            cmd = [*prefix, *cmd]
-            isolation = "netns"
-        else:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (_guard_dir(), env.get("PYTHONPATH", "")) if p)
-            isolation = "python-guard"
+    cmd, env, isolation = sandbox_wrap(cmd, dict(os.environ if env is None else env), network)
     start = time.monotonic()
     with tempfile.TemporaryFile(mode="w+b") as out:
         proc = subprocess.Popen(
@@ -115,8 +119,8 @@ def run_limited(
         except BaseException:
             _kill_group(proc)
             raise
-        if timed_out:
-            _kill_group(proc)
+        # on a timeout the whole group dies; after a normal exit, so do processes the tests left behind
+        _kill_group(proc)
         duration = time.monotonic() - start
         out.seek(0)
         output = out.read().decode(errors="replace")
@@ -126,6 +130,6 @@ def run_limited(
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()

@@ -95,10 +95,8 @@ def _classify(exc: Exception) -> str | None:
         return "context_window"
     if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
         return "retryable"
-    import openai  # litellm's dependency; all litellm provider exceptions derive from openai.APIError
-
-    if not isinstance(exc, openai.APIError):
-        return None
+    if not isinstance(exc, tuple(litellm.LITELLM_EXCEPTION_TYPES)):
+        return None  # not a provider error (a bug, KeyboardInterrupt, ...): let it through unchanged
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         if status in _AUTH_STATUS:

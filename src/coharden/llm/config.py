@@ -7,6 +7,7 @@ usual variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ...).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -71,6 +72,10 @@ class LLMConfig(BaseModel):
         clash = sorted(reserved & set(value))
         if clash:
             raise ValueError(f"extra_params must not set {', '.join(clash)} (use the config fields instead)")
+        try:  # they are part of the request hash, so they must have a canonical JSON form
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"extra_params must be plain JSON data: {exc}") from exc
         return value
 
     def cost_override(self) -> CostOverride | None:

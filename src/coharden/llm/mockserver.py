@@ -244,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.0: one request per connection, so stop() leaves no keep-alive connection served by a stray thread.
     protocol_version = "HTTP/1.0"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib names it `format`
         pass
 
     def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:

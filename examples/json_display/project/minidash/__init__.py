@@ -1,0 +1,17 @@
+"""minidash: field descriptions and the read-only display of values in an admin-style list page."""
+
+from .display import EMPTY_VALUE_DISPLAY, display_for_field, display_for_value
+from .fields import BooleanField, CharField, Field, FloatField, InvalidJSONInput, JSONField, parse_json_input
+
+__all__ = [
+    "EMPTY_VALUE_DISPLAY",
+    "BooleanField",
+    "CharField",
+    "Field",
+    "FloatField",
+    "InvalidJSONInput",
+    "JSONField",
+    "display_for_field",
+    "display_for_value",
+    "parse_json_input",
+]

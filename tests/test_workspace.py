@@ -1,0 +1,143 @@
+"""Throwaway workspaces never touch the user's checkout; git apply errors name the file and hunk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import GOOD_TEST, calc_test_file, make_patch, run_git
+
+from coharden.errors import ApplyError, PatchError, RepoError
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.git import apply_patch
+from coharden.execution.workspace import Workspace
+from coharden.schema.instance import Instance
+
+
+def _snapshot(repo: Path) -> tuple[str, str, list[str]]:
+    status = run_git(repo, "status", "--porcelain", "--untracked-files=all", "--ignored")
+    head = run_git(repo, "rev-parse", "HEAD")
+    files = sorted(str(p.relative_to(repo / ".git")) for p in (repo / ".git").rglob("*"))
+    return status, head, files
+
+
+def test_user_checkout_is_never_modified(calc_repo, calc_fix, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo, base = calc_repo
+    test_text = make_patch(repo, calc_test_file(GOOD_TEST))  # (the helper resets the checkout: do it first)
+    # the user has work in progress: an uncommitted edit and an untracked file
+    (repo / "calc" / "__init__.py").write_text((repo / "calc" / "__init__.py").read_text() + "# wip\n")
+    (repo / "notes.txt").write_text("mine\n")
+    before = _snapshot(repo)
+    worktree_content = (repo / "calc" / "__init__.py").read_text()
+
+    instance = Instance(instance_id="calc", repo=str(repo), base_commit=base)
+    with InstanceExecutor(instance, repo, settings) as executor:
+        test = executor.test_patch(test_text)
+        assert executor.verdict(calc_fix, test).passed
+        assert executor.verdict("", test).failed
+        ws_root = executor.workspace.root
+        assert not str(ws_root).startswith(str(repo))
+    assert not ws_root.parent.exists()
+
+    assert _snapshot(repo) == before
+    assert (repo / "calc" / "__init__.py").read_text() == worktree_content
+    assert run_git(repo, "worktree", "list").count("\n") == 1
+
+
+def test_workspace_removed_after_an_exception(calc_repo, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    repo, base = calc_repo
+    before = _snapshot(repo)
+    with pytest.raises(RuntimeError, match="boom"), Workspace(repo, base) as ws:
+        root = ws.root
+        ws.apply(calc_fix)
+        (root / "junk.txt").write_text("x")
+        assert "a + b" in (root / "calc" / "__init__.py").read_text()
+        raise RuntimeError("boom")
+    assert not root.exists()
+    assert not root.parent.exists()
+    assert _snapshot(repo) == before
+    assert "a - b" in (repo / "calc" / "__init__.py").read_text()
+
+
+def test_workspace_reset_restores_base(calc_repo, calc_fix, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo, base = calc_repo
+    with Workspace(repo, base, parent=tmp_path) as ws:
+        assert ws.root.parent.parent == tmp_path
+        ws.apply(calc_fix)
+        ws.write("tests/test_new.py", "def test_x():\n    pass\n")
+        (ws.root / "build").mkdir()
+        (ws.root / "build" / "out.o").write_text("binary")
+        ws.reset()
+        assert "a - b" in ws.read("calc/__init__.py")
+        assert ws.read("tests/test_new.py") is None
+        assert not (ws.root / "build").exists()
+        assert run_git(ws.root, "status", "--porcelain", "--ignored") == ""
+        assert run_git(ws.root, "rev-parse", "HEAD").strip() == base
+
+
+def test_unknown_base_commit_is_repo_error(calc_repo, settings) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = calc_repo
+    with pytest.raises(RepoError, match="unknown base commit 'deadbeef"):
+        Workspace(repo, "deadbeef" * 5)
+    instance = Instance(instance_id="calc", repo=str(repo), base_commit="0" * 40)
+    with pytest.raises(RepoError, match="unknown base commit"):
+        InstanceExecutor(instance, repo, settings)
+
+
+def test_not_a_git_repository(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(RepoError, match="not a git repository"):
+        Workspace(plain, "HEAD")
+
+
+def test_temp_dirs_honour_tmpdir(calc_repo, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import tempfile
+
+    repo, base = calc_repo
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    with Workspace(repo, base) as ws:
+        assert ws.root.parent.parent == tmp
+        assert [p.name.startswith("coharden-ws-") for p in tmp.iterdir()] == [True]
+    assert os.listdir(tmp) == []
+
+
+# --- git apply errors ---------------------------------------------------------------------------------------
+
+def test_patch_that_does_not_apply_names_file_and_hunk(repo_factory) -> None:  # type: ignore[no-untyped-def]
+    lines = [f"v{i} = {i}\n" for i in range(1, 31)]
+    repo, base = repo_factory({"pkg/mod.py": "".join(lines)})
+    changed = list(lines)
+    changed[1] = "v2 = 'two'\n"
+    changed[25] = "v26 = 'twenty-six'\n"
+    patch = make_patch(repo, {"pkg/mod.py": "".join(changed)})
+    # the second hunk's context no longer matches the code
+    drifted = list(lines)
+    drifted[24] = "v25 = 'drifted'\n"
+    drifted[26] = "v27 = 'drifted'\n"
+    (repo / "pkg" / "mod.py").write_text("".join(drifted))
+    run_git(repo, "commit", "-qam", "drift")
+    with Workspace(repo, "HEAD") as ws:
+        with pytest.raises(ApplyError) as info:
+            ws.apply(patch)
+        message = str(info.value)
+        assert "pkg/mod.py" in message
+        assert "hunk #2" in message
+        assert "@@ -23," in message
+        # git apply is all-or-nothing: the first hunk did not land either
+        assert ws.read("pkg/mod.py") == "".join(drifted)
+
+
+def test_patch_for_missing_file_and_garbage(repo_factory) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = repo_factory({"a.py": "x = 1\n"})
+    patch = make_patch(repo, {"a.py": "x = 2\n"}).replace("a.py", "b.py")
+    with pytest.raises(ApplyError, match="b.py"):
+        apply_patch(repo, patch)
+    with pytest.raises(PatchError):
+        apply_patch(repo, "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,5 +1,5 @@\n-x\n")
+    apply_patch(repo, "")  # empty patch: nothing to do
+    assert (repo / "a.py").read_text() == "x = 1\n"
