@@ -16,9 +16,10 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
 
 
 class _Rewriter(cst.CSTTransformer):
-    def __init__(self, qualname: str, rewrite: BodyRewrite) -> None:
+    def __init__(self, qualname: str, rewrite: BodyRewrite, whole: cst.FunctionDef | None = None) -> None:
         self.qualname = qualname
         self.rewrite = rewrite
+        self.whole = whole
         self.stack: list[str] = []
         self.done = False
 
@@ -39,6 +40,9 @@ class _Rewriter(cst.CSTTransformer):
         self.stack.pop()
         if name != self.qualname or self.done or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
+        if self.whole is not None:
+            self.done = True
+            return self.whole
         body = list(updated_node.body.body)
         doc = body[:1] if body and _is_docstring(body[0]) else []
         rest = body[len(doc):]
@@ -48,13 +52,15 @@ class _Rewriter(cst.CSTTransformer):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=[*doc, *self.rewrite(rest)]))
 
 
-def rewrite_function(source: str, qualname: str, rewrite: BodyRewrite) -> str | None:
-    """``source`` with the body (after any docstring) of ``qualname`` replaced; None if not found."""
+def rewrite_function(source: str, qualname: str, rewrite: BodyRewrite, *,
+                     whole: cst.FunctionDef | None = None) -> str | None:
+    """``source`` with the body (after any docstring) of ``qualname`` replaced (or, with ``whole``, the entire
+    definition); None if not found."""
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError:
         return None
-    rewriter = _Rewriter(qualname, rewrite)
+    rewriter = _Rewriter(qualname, rewrite, whole)
     new = module.visit(rewriter)
     return new.code if rewriter.done else None
 
@@ -73,3 +79,44 @@ def ensure_import(source: str, module: str) -> str:
         index += 1
     body.insert(index, cst.parse_statement(f"import {module}\n"))
     return tree.with_changes(body=body).code
+
+
+class _FunctionFinder(cst.CSTVisitor):
+    def __init__(self, qualname: str) -> None:
+        self.qualname = qualname
+        self.stack: list[str] = []
+        self.found: cst.FunctionDef | None = None
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.stack.append(node.name.value)
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:  # type: ignore[override]
+        self.stack.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.stack.append(node.name.value)
+        if ".".join(self.stack) == self.qualname and self.found is None:
+            self.found = node
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:  # type: ignore[override]
+        self.stack.pop()
+
+
+def transplant_function(target: str, donor: str, qualname: str) -> str | None:
+    """``target`` with the function ``qualname`` replaced by its definition in ``donor``.
+
+    Used to put one function back to its buggy version inside otherwise fixed code, so an operator can act on
+    one function of a fix that touches several while the rest of the fix stays in place.
+    """
+    try:
+        donor_module = cst.parse_module(donor)
+    except cst.ParserSyntaxError:
+        return None
+    finder = _FunctionFinder(qualname)
+    donor_module.visit(finder)
+    if finder.found is None:
+        return None
+    replacement = finder.found
+    return rewrite_function(target, qualname, lambda body: list(body), whole=replacement)

@@ -1,4 +1,6 @@
-"""input_specific_shortcut: the buggy code plus an early return for ONE input a test used.
+"""input_specific_shortcut: the buggy function plus an early return for ONE input a test used.
+
+The function is put back to its buggy version while the rest of the fix stays (as for symptom_suppression).
 
 While the candidate and the reference test run on the fixed code, the recorder plugin notes argument ->
 outcome of the functions the fix touches (:mod:`coharden.mutation.recorder_plugin`). Each distinct input
@@ -18,7 +20,7 @@ import libcst as cst
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext, functions_touched
-from coharden.mutation.funcwrap import rewrite_function
+from coharden.mutation.funcwrap import rewrite_function, transplant_function
 from coharden.schema.mutant import Operator
 
 
@@ -66,13 +68,15 @@ def _shortcut(record: dict[str, Any]):  # type: ignore[no-untyped-def]
 
 
 def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMutant]:
-    buggy = {c.path: c.old for c in ctx.files}
+    fixed = {c.path: c.new for c in ctx.files}
     by_path = {c.path: c for c in ctx.python_files}
     for record in records:
         change = by_path.get(record["path"])
         if change is None:
             continue
-        code = rewrite_function(change.old, record["qualname"], _shortcut(record))
+        # the rest of the fix stays; only this function is back to its buggy self plus the shortcut
+        base = transplant_function(change.new, change.old, record["qualname"])
+        code = rewrite_function(base, record["qualname"], _shortcut(record)) if base is not None else None
         if code is None:
             continue
         verb = "raises" if record["kind"] == "raise" else "returns"
@@ -80,6 +84,6 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
             Operator.INPUT_SPECIFIC_SHORTCUT,
             f"{record['qualname']}{record['key'][:80]} {verb} {record.get('value_repr', '')[:60]} (buggy otherwise)",
             f"{change.path}:{record['qualname']}",
-            {**buggy, change.path: code},
+            {**fixed, change.path: code},
             {"function": record["qualname"], "input": record["key"][:200], "from_test": record.get("from_test", "")},
         )

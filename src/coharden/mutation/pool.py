@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from coharden.schema.testpatch import TestPatch
 
 MECHANICAL_OPERATORS = TARGETED_OPERATORS
 
+Key = tuple[tuple[str, str], ...]
+"""A mutant's identity for deduplication: sorted (path, normalized AST) of every file of the fix."""
+
 
 def fix_context(executor: InstanceExecutor, fix: str) -> FixContext:
     """Buggy and fixed content of every source file the fix touches."""
@@ -36,10 +40,11 @@ def fix_context(executor: InstanceExecutor, fix: str) -> FixContext:
     return FixContext(files)
 
 
-def record_inputs(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
-                  ctx: FixContext) -> list[dict[str, Any]]:
-    """Run each test on the fixed code with the recorder plugin; the deterministic inputs of touched functions."""
-    targets = input_specific_shortcut.targets(ctx)
+def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
+                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Run each test on base + ``source_patch`` with the recorder plugin: the deterministic inputs and outcomes
+    of ``targets``, one ``summary`` record per function (calls seen, exception types that escaped), and, for
+    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input."""
     if not targets:
         return []
     plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-"))
@@ -50,29 +55,58 @@ def record_inputs(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatc
         targets_file = plugin_dir / "targets.json"
         targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
                                             for t in targets]))
+        env = {
+            "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
+            "COHARDEN_RECORD_TARGETS": str(targets_file),
+        }
+        if probes:
+            probe_file = plugin_dir / "probes.jsonl"
+            probe_file.write_text("".join(json.dumps({"file": str(root / r["path"]), "qualname": r["qualname"],
+                                                      "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
+                                          for r in probes))
+            env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         for index, test in enumerate(tests):
             out = plugin_dir / f"records-{index}.jsonl"
-            executor.run_raw(fix, test, extra_args=["-p", "coharden_recorder"], extra_env={
-                "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
-                "COHARDEN_RECORD_TARGETS": str(targets_file),
-                "COHARDEN_RECORD_OUT": str(out),
-            })
+            executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
+                             extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
             if out.exists():
                 for line in out.read_text().splitlines():
                     rec = json.loads(line)
                     rec["path"] = str(Path(rec.pop("file")).relative_to(root.resolve()))
                     rec["from_test"] = test.name or f"test{index}"
                     records.append(rec)
-        seen: set[tuple[str, str, str]] = set()
-        unique = []
-        for rec in records:
-            ident = (rec["qualname"], rec["key"], rec["kind"])
-            if ident not in seen:
-                seen.add(ident)
-                unique.append(rec)
-        return unique
+        return records
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
+
+
+def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
+    a shortcut for an input the bug does not affect would only be the buggy function again."""
+    on_buggy = {(r["qualname"], r["key"]): (r["kind"], r["value_pickle"]) for r in buggy
+                if r["kind"] in ("return", "raise")}
+    on_buggy.update({(r["qualname"], r["key"]): (r["outcome"], r["value_pickle"]) for r in buggy
+                     if r["kind"] == "probe"})
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for rec in fixed:
+        if rec["kind"] not in ("return", "raise"):
+            continue
+        ident = (rec["qualname"], rec["key"])
+        if ident in seen or on_buggy.get(ident) == (rec["kind"], rec["value_pickle"]):
+            continue
+        seen.add(ident)
+        kept.append(rec)
+    return kept
+
+
+def buggy_symptoms(buggy: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Per touched function observed on the buggy code: the exception types that escaped it."""
+    symptoms: dict[str, set[str]] = {}
+    for rec in buggy:
+        if rec["kind"] == "summary" and rec["calls"]:
+            symptoms.setdefault(rec["qualname"], set()).update(rec["raised"])
+    return symptoms
 
 
 class Pool:
@@ -81,6 +115,9 @@ class Pool:
     def __init__(self) -> None:
         self.mutants: list[Mutant] = []
         self.dropped: Counter[tuple[str, str]] = Counter()
+        self.keys: set[Key] = set()
+        """Normalized file sets of the admitted mutants: later admissions (e.g. LLM mutants) are deduplicated
+        against them, whatever their source."""
 
     def summary(self) -> dict[str, Any]:
         per_op = Counter(m.operator.value for m in self.mutants)
@@ -90,35 +127,53 @@ class Pool:
         return {"generated": dict(sorted(per_op.items())), "dropped": dropped}
 
 
+@dataclass(frozen=True)
+class AdmissionFilter:
+    """The admission filter shared by every mutant source (mechanical and LLM).
+
+    Reasons a candidate is dropped: ``does_not_parse``, ``equals_fix``, ``equals_buggy``, ``duplicate``.
+    """
+
+    fixed: dict[str, str]
+    buggy: dict[str, str]
+
+    @classmethod
+    def of(cls, ctx: FixContext) -> AdmissionFilter:
+        return cls({c.path: normalized(c.new) for c in ctx.files}, {c.path: normalized(c.old) for c in ctx.files})
+
+    def check(self, files: dict[str, str], seen: set[Key]) -> tuple[str | None, Key]:
+        """``(reason or None, key)`` for ``files``, the full candidate content of every file of the fix."""
+        if not all(parses(code) for path, code in files.items() if path.endswith(".py")):
+            return "does_not_parse", ()
+        norm = tuple(sorted((p, normalized(c)) for p, c in files.items()))
+        if all(n == self.fixed[p] for p, n in norm):
+            return "equals_fix", norm
+        if all(n == self.buggy[p] for p, n in norm):
+            return "equals_buggy", norm
+        if norm in seen:
+            return "duplicate", norm
+        return None, norm
+
+
 def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Operator, int | None],
           seed: int) -> None:
     base = {c.path: c.old for c in ctx.files}
-    fixed_norm = {c.path: normalized(c.new) for c in ctx.files}
-    buggy_norm = {c.path: normalized(c.old) for c in ctx.files}
-    per_operator: dict[Operator, list[Mutant]] = {}
-    seen: set[tuple[tuple[str, str], ...]] = set()
+    per_operator: dict[Operator, list[tuple[Mutant, Key]]] = {}
+    seen: set[Key] = set(pool.keys)
+    check = AdmissionFilter.of(ctx).check
     for candidate in raw:
         op = candidate.operator.value
         files = {path: candidate.files.get(path, base[path]) for path in base}
-        if not all(parses(code) for path, code in files.items() if path.endswith(".py")):
-            pool.dropped[(op, "does_not_parse")] += 1
-            continue
-        norm = tuple(sorted((p, normalized(c)) for p, c in files.items()))
-        if all(n == fixed_norm[p] for p, n in norm):
-            pool.dropped[(op, "equals_fix")] += 1
-            continue
-        if all(n == buggy_norm[p] for p, n in norm):
-            pool.dropped[(op, "equals_buggy")] += 1
-            continue
-        if norm in seen:
-            pool.dropped[(op, "duplicate")] += 1
+        reason, norm = check(files, seen)
+        if reason is not None:
+            pool.dropped[(op, reason)] += 1
             continue
         seen.add(norm)
         patch = make_patch((path, base[path] or None, files[path]) for path in base)
         mutants = per_operator.setdefault(candidate.operator, [])
-        mutants.append(Mutant(id=f"{op}-{len(mutants) + 1}", operator=candidate.operator,
-                              description=candidate.description, location=candidate.location, patch=patch,
-                              meta=candidate.meta))
+        mutants.append((Mutant(id=f"{op}-{len(mutants) + 1}", operator=candidate.operator,
+                               description=candidate.description, location=candidate.location, patch=patch,
+                               meta=candidate.meta), norm))
     rng = random.Random(seed)
     for operator in MECHANICAL_OPERATORS:
         mutants = per_operator.get(operator, [])
@@ -127,7 +182,30 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
             chosen = sorted(rng.sample(range(len(mutants)), limit))
             pool.dropped[(operator.value, "over_budget")] += len(mutants) - limit
             mutants = [mutants[i] for i in chosen]
-        pool.mutants += mutants
+        pool.mutants += [m for m, _ in mutants]
+        pool.keys.update(k for _, k in mutants)
+
+
+def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
+              admission: AdmissionFilter | None = None) -> Mutant | str:
+    """Admit one LLM mutant through the same filter as mechanical ones (deduplicated against the whole pool).
+
+    ``candidate.files`` must hold the content of every file of the fix (LLM edits start from the fixed code).
+    Returns the admitted mutant (appended to ``pool`` with ``source="llm"``) or the reason it was dropped;
+    drops are not added to ``pool.dropped`` (the LLM pool reports its own rejections, per sample).
+    """
+    base = {c.path: c.old for c in ctx.files}
+    fixed = {c.path: c.new for c in ctx.files}
+    files = {path: candidate.files.get(path, fixed[path]) for path in base}
+    reason, norm = (admission or AdmissionFilter.of(ctx)).check(files, pool.keys)
+    if reason is not None:
+        return reason
+    mutant = Mutant(id=mutant_id, operator=candidate.operator, description=candidate.description,
+                    location=candidate.location, source="llm", meta=candidate.meta,
+                    patch=make_patch((path, base[path] or None, files[path]) for path in base))
+    pool.keys.add(norm)
+    pool.mutants.append(mutant)
+    return mutant
 
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
@@ -139,14 +217,19 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     if not ctx.python_files:
         return pool
     raw: list[RawMutant] = []
+    targets = input_specific_shortcut.targets(ctx)
+    shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
+    fixed_records = record_calls(executor, fix, tests, targets) if shortcut else []
+    fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
+    needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
+    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
     if Operator.INCOMPLETE_FIX in operators:
         raw += incomplete_fix.generate(ctx)
     if Operator.BEHAVIOR_SUBSTITUTION in operators:
         raw += behavior_substitution.generate(ctx)
     if Operator.SYMPTOM_SUPPRESSION in operators:
-        raw += symptom_suppression.generate(ctx)
+        raw += symptom_suppression.generate(ctx, buggy_symptoms(buggy_records))
     if Operator.INPUT_SPECIFIC_SHORTCUT in operators:
-        records = record_inputs(executor, fix, tests, ctx)
-        raw += input_specific_shortcut.generate(ctx, records)
+        raw += input_specific_shortcut.generate(ctx, revealing_inputs(fixed_records, buggy_records))
     admit(ctx, raw, pool, {op: per_operator for op in operators}, seed)
     return pool

@@ -1,8 +1,13 @@
-"""symptom_suppression: on the buggy code, wrap a function the fix touches so the symptom disappears.
+"""symptom_suppression: wrap the buggy version of a function the fix touches so the symptom disappears.
+
+The function is put back to its buggy version while the rest of the fix stays in place (for a fix of one
+function this is exactly "the buggy code, wrapped"; for a fix spanning several it is the plausible wrong
+fix that suppresses one symptom and fixes the others).
 
 Three wrappers per touched function: swallow any exception and return None; silence warnings (when the
 function or the fix mentions warnings); convert any exception into the exception type the fix raises
-(when the fix adds ``raise SomeError(...)``).
+(when the fix adds ``raise SomeError(...)``). Exception wrappers are made only where the symptom is an
+exception: when the function, run by the tests on the buggy code, let one escape (or was not seen run).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import libcst as cst
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, functions_touched
-from coharden.mutation.funcwrap import ensure_import, rewrite_function
+from coharden.mutation.funcwrap import ensure_import, rewrite_function, transplant_function
 from coharden.schema.mutant import Operator
 
 
@@ -61,28 +66,39 @@ def raised_types(change: FileChange, qualname: str) -> list[str]:
     return names
 
 
-def generate(ctx: FixContext) -> Iterator[RawMutant]:
-    buggy = {c.path: c.old for c in ctx.files}
+def generate(ctx: FixContext, symptoms: dict[str, set[str]] | None = None) -> Iterator[RawMutant]:
+    """``symptoms``: per function seen running on the buggy code, the exception types that escaped it. A
+    function seen running that never raised gets no exception wrapper (it would be the buggy function again);
+    functions not seen at all get every wrapper."""
+    symptoms = symptoms or {}
+    fixed = {c.path: c.new for c in ctx.files}
     for change in ctx.python_files:
         if not change.old:
             continue
         warnings_involved = "warn" in change.new or "warn" in change.old
         exc_types = raised_types(change, "")
         for qualname in functions_touched(change):
+            # the rest of the fix stays; only this function is back to its buggy self, then wrapped
+            base = transplant_function(change.new, change.old, qualname)
+            if base is None:
+                continue
             loc = f"{change.path}:{qualname}"
-            code = rewrite_function(change.old, qualname, _swallow)
+            raised = symptoms.get(qualname)
+            code = rewrite_function(base, qualname, _swallow) if raised is None or raised else None
             if code:
                 yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: swallow exceptions, return None", loc,
-                                {**buggy, change.path: code}, {"kind": "swallow", "function": qualname})
+                                {**fixed, change.path: code}, {"kind": "swallow", "function": qualname})
             if warnings_involved:
-                code = rewrite_function(change.old, qualname, _silence)
+                code = rewrite_function(base, qualname, _silence)
                 if code:
                     code = ensure_import(code, "warnings as _coh_warnings")
                     yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: silence warnings", loc,
-                                    {**buggy, change.path: code}, {"kind": "silence", "function": qualname})
+                                    {**fixed, change.path: code}, {"kind": "silence", "function": qualname})
             for exc in exc_types:
-                code = rewrite_function(change.old, qualname, _convert(exc))
+                if raised is not None and not (raised - {exc.rsplit(".", 1)[-1]}):
+                    continue  # the buggy function raised nothing, or already the fix's type
+                code = rewrite_function(base, qualname, _convert(exc))
                 if code:
                     yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: convert any exception to {exc}", loc,
-                                    {**buggy, change.path: code}, {"kind": "convert", "function": qualname,
+                                    {**fixed, change.path: code}, {"kind": "convert", "function": qualname,
                                                                   "exception": exc})

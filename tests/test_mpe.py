@@ -1,0 +1,256 @@
+"""Mutation Patch Evaluation end to end on a small real git repository (real pytest runs, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coharden.cli import app
+from coharden.config import Settings
+from coharden.errors import TestIdError
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.store import Store
+from coharden.mpe.evaluate import MPEError, evaluate
+from coharden.schema.instance import Instance
+from coharden.schema.matrix import TestClass
+from coharden.schema.mutant import Operator
+from conftest import make_patch, make_repo
+
+BUGGY = {
+    "rng/__init__.py": """\
+        def clamp(x, lo, hi):
+            if x > hi:
+                return hi
+            return x
+
+
+        def span(lo, hi):
+            return hi - lo
+        """,
+    "tests/__init__.py": "",
+    "tests/test_rng.py": """\
+        from rng import clamp, span
+
+
+        def test_hi():
+            assert clamp(5, 0, 3) == 3
+        """,
+}
+FIX = {
+    "rng/__init__.py": """\
+        def clamp(x, lo, hi):
+            if x > hi:
+                return hi
+            if x < lo:
+                return lo
+            return x
+
+
+        def span(lo, hi):
+            if lo > hi:
+                raise ValueError("empty range")
+            return hi - lo
+        """,
+}
+BASE_TEST = textwrap.dedent(BUGGY["tests/test_rng.py"])
+GOLDEN = BASE_TEST + textwrap.dedent("""\
+
+
+    def test_lo():
+        assert clamp(-5, 0, 3) == 0
+        assert clamp(-1, 0, 3) == 0
+        assert clamp(0, 0, 3) == 0
+        assert clamp(2, 0, 3) == 2
+
+
+    def test_span():
+        import pytest
+        with pytest.raises(ValueError, match="empty range"):
+            span(3, 1)
+        assert span(1, 3) == 2
+        assert span(1, 1) == 0
+    """)
+LAX = BASE_TEST + textwrap.dedent("""\
+
+
+    def test_repro_lo():
+        assert clamp(-5, 0, 3) != -5
+
+
+    def test_repro_span():
+        try:
+            span(3, 1)
+        except Exception:
+            return
+        raise AssertionError("no error")
+    """)
+MISALIGNED = BASE_TEST + textwrap.dedent("""\
+
+
+    def test_repro_wrong():
+        assert clamp(-5, 0, 3) == -1
+    """)
+NOT_REPRODUCING = BASE_TEST + textwrap.dedent("""\
+
+
+    def test_repro_passes():
+        assert clamp(1, 0, 3) == 1
+    """)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("mpe")
+    repo, commit = make_repo(root / "rng", BUGGY)
+    patches = {name: make_patch(repo, {"tests/test_rng.py": text}) for name, text in
+               (("golden", GOLDEN), ("lax", LAX), ("misaligned", MISALIGNED), ("not_reproducing", NOT_REPRODUCING))}
+    patches["fix"] = make_patch(repo, FIX)
+    return {"repo": str(repo), "commit": commit, "root": str(root), **patches}
+
+
+def _instance(project: dict[str, str]) -> Instance:
+    return Instance(instance_id="rng__clamp", repo=project["repo"], base_commit=project["commit"],
+                    patch=project["fix"], test_patch=project["golden"], problem_statement="clamp ignores lo")
+
+
+@pytest.fixture
+def executor(project: dict[str, str], tmp_path: Path):  # type: ignore[no-untyped-def]
+    settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(_instance(project), Path(project["repo"]), settings, Store(settings.store)) as ex:
+        yield ex
+
+
+def test_golden_against_itself_has_no_beta_and_no_gamma(executor: InstanceExecutor, project: dict[str, str]) -> None:
+    golden = executor.golden_test()
+    result = evaluate(executor, project["fix"], golden, golden)
+    assert result.test_class is TestClass.RIGOROUS
+    assert result.matrix.beta == [] and result.matrix.gamma == []
+    assert result.matrix.admissible > 0
+    operators = {mr.mutant.operator for mr in result.mutants if mr.cell is not None}
+    assert operators == {Operator.INCOMPLETE_FIX, Operator.BEHAVIOR_SUBSTITUTION, Operator.INPUT_SPECIFIC_SHORTCUT}
+    # nothing raises on the buggy code here, so no exception-suppressing wrapper is a plausible wrong fix
+    assert "symptom_suppression" not in result.pool["generated"]
+
+
+def test_lax_test_lets_wrong_fixes_through(executor: InstanceExecutor, project: dict[str, str]) -> None:
+    golden = executor.golden_test()
+    lax = executor.test_patch(project["lax"], name="lax")
+    result = evaluate(executor, project["fix"], lax, golden)
+    assert result.fail_to_pass
+    assert result.test_class is TestClass.LAX
+    assert result.laxity is not None and result.laxity >= 0.202
+    assert result.laxity == len(result.matrix.beta) / result.matrix.admissible
+    lax_kinds = {mr.mutant.operator for mr in result.lax_mutants()}
+    # span() swallowing its error as any exception passes "raises something"; one-input shortcuts pass too
+    assert Operator.INPUT_SPECIFIC_SHORTCUT in lax_kinds
+    assert any("x <= lo" in mr.mutant.description or "x < lo" not in mr.mutant.description
+               for mr in result.lax_mutants())
+
+
+@pytest.mark.parametrize(("name", "expected"), [("misaligned", TestClass.MISALIGNED),
+                                                 ("not_reproducing", TestClass.NOT_REPRODUCING)])
+def test_non_fail_to_pass_classes(executor: InstanceExecutor, project: dict[str, str], name: str,
+                                  expected: TestClass) -> None:
+    golden = executor.golden_test()
+    result = evaluate(executor, project["fix"], executor.test_patch(project[name], name=name), golden)
+    assert result.test_class is expected
+    assert result.mutants == []
+    paper = evaluate(executor, project["fix"], executor.test_patch(project[name], name=name), golden,
+                     paper_classes=True)
+    assert paper.test_class is TestClass.MISALIGNED
+
+
+def test_same_seed_gives_byte_identical_json(project: dict[str, str], tmp_path: Path) -> None:
+    outputs = []
+    for run in range(2):
+        settings = Settings(timeout=60, store=tmp_path / f"s{run}.sqlite", cache_dir=tmp_path / "c", workers=1)
+        with InstanceExecutor(_instance(project), Path(project["repo"]), settings, None) as ex:
+            result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
+                              per_operator=2, seed=7)
+        outputs.append(json.dumps(result.to_json(timings=False), sort_keys=True))
+    assert outputs[0] == outputs[1]
+
+
+def test_parallel_workers_agree_with_serial(project: dict[str, str], tmp_path: Path) -> None:
+    cells = []
+    for workers in (1, 2):
+        settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers)
+        inst = _instance(project)
+
+        def factory(inst: Instance = inst, settings: Settings = settings) -> InstanceExecutor:
+            return InstanceExecutor(inst, Path(project["repo"]), settings, None)
+
+        with factory() as ex:
+            result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
+                              workers=workers, executor_factory=factory)
+        cells.append([(mr.mutant.id, mr.cell) for mr in result.mutants])
+    assert cells[0] == cells[1]
+
+
+def test_bad_inputs_get_clear_errors(executor: InstanceExecutor, project: dict[str, str]) -> None:
+    golden = executor.golden_test()
+    with pytest.raises(MPEError, match="empty"):
+        evaluate(executor, "", golden, golden)
+    with pytest.raises(MPEError, match="only test files"):
+        evaluate(executor, project["golden"], golden, golden)
+    # a candidate that adds no test function
+    comment_only = make_patch(Path(project["repo"]), {"tests/test_rng.py": BASE_TEST + "\n# just a comment\n"})
+    with pytest.raises(TestIdError, match="no test function"):
+        executor.test_patch(comment_only, name="empty")
+    # a reference that is not fail-to-pass: nothing is classified
+    not_f2p = executor.test_patch(project["not_reproducing"], name="nr")
+    with pytest.raises(MPEError, match="not fail-to-pass"):
+        evaluate(executor, project["fix"], golden, not_f2p)
+
+
+def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None:
+    inst_dir = tmp_path / "inst"
+    inst_dir.mkdir()
+    (inst_dir / "fix.patch").write_text(project["fix"])
+    (inst_dir / "test.patch").write_text(project["golden"])
+    (inst_dir / "lax.patch").write_text(project["lax"])
+    (inst_dir / "instance.yaml").write_text(
+        f"instance_id: rng__clamp\nrepo: {project['repo']}\nbase_commit: {project['commit']}\n"
+        "patch: fix.patch\ntest_patch: test.patch\ncandidates:\n  - {name: lax, patch: lax.patch, label: Lax}\n"
+    )
+    runner = CliRunner()
+    store = str(tmp_path / "cli.sqlite")
+    result = runner.invoke(app, ["mpe", str(inst_dir), "--test", "lax", "--json", "--store", store,
+                                 "--operators", "behavior_substitution,input_specific_shortcut"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["test_class"] == "Lax" and set(data["per_operator"]) == {"behavior_substitution", "input_specific_shortcut"}
+
+    records = tmp_path / "instances.jsonl"
+    records.write_text(json.dumps(_instance(project).model_dump()) + "\n")
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({"instance_id": "rng__clamp", "model_name_or_path": name,
+                                         "model_patch": project[name]}) + "\n" for name in ("lax", "misaligned"))
+                     + json.dumps({"instance_id": "nope", "model_name_or_path": "x", "model_patch": "x"}) + "\n")
+    out = tmp_path / "out"
+    args = ["mpe", "--instances", str(records), "--predictions", str(preds), "--output", str(out), "--store", store,
+            "--json", "--cutoffs", "0.1,0.9", "--operators", "behavior_substitution,input_specific_shortcut"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output[result.output.index("{"):])
+    assert summary["classes"] == {"Error": 1, "Lax": 1, "Misaligned": 1}
+    assert [c["Lax"] for c in summary["cutoffs"]] == [1, 0]
+    rows = [json.loads(line) for line in (out / "mpe.jsonl").read_text().splitlines()]
+    assert [r["model_name_or_path"] for r in rows] == ["lax", "misaligned", "x"]
+    # resumable: a second run is served from the store and gives the same rows
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0
+    assert [json.loads(line) for line in (out / "mpe.jsonl").read_text().splitlines()] == rows
+
+
+def test_cli_mpe_reports_bad_operator_and_missing_batch_file(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["mpe", str(tmp_path), "--operators", "nonsense"])
+    assert result.exit_code == 2 and "--operators" in result.output
+    result = runner.invoke(app, ["mpe", "--instances", str(tmp_path / "none.jsonl"), "--predictions",
+                                 str(tmp_path / "p.jsonl")])
+    assert result.exit_code == 2 and "not found" in result.output

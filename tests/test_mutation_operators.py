@@ -1,0 +1,193 @@
+"""Mechanical mutant operators on in-memory fixes: what each produces, and that the code it emits runs."""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import textwrap
+from typing import Any
+
+import pytest
+
+from coharden.mutation import behavior_substitution, incomplete_fix, input_specific_shortcut, symptom_suppression
+from coharden.mutation.context import FileChange, FixContext, functions_touched
+from coharden.mutation.pool import Pool, admit
+from coharden.schema.mutant import Operator
+
+BUGGY = textwrap.dedent(
+    '''\
+    """Clamping helpers."""
+
+
+    def clamp(x, lo, hi):
+        if x > hi:
+            return hi
+        return x
+
+
+    def describe(x):
+        return str(x)
+
+
+    class Box:
+        def size(self, items):
+            return len(items)
+    '''
+)
+
+FIXED = textwrap.dedent(
+    '''\
+    """Clamping helpers."""
+
+
+    def clamp(x, lo, hi):
+        if lo > hi:
+            raise ValueError("empty range")
+        if x > hi:
+            return hi
+        if x < lo:
+            return lo
+        return x
+
+
+    def describe(x):
+        return str(x)
+
+
+    class Box:
+        def size(self, items):
+            return len([i for i in items if i is not None])
+    '''
+)
+
+
+def _ctx() -> FixContext:
+    return FixContext([FileChange("pkg/clamp.py", BUGGY, FIXED)])
+
+
+def _load(source: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "mutant.py", "exec"), namespace)
+    return namespace
+
+
+def test_functions_touched_are_innermost_and_exist_in_buggy_code() -> None:
+    assert functions_touched(_ctx().files[0]) == ["clamp", "Box.size"]
+
+
+def test_incomplete_fix_leaves_out_and_keeps_single_hunks() -> None:
+    mutants = list(incomplete_fix.generate(_ctx()))
+    kinds = [m.meta["kind"] for m in mutants]
+    # two hunks (clamp, Box.size): leave-one-out of each; single-hunk equals leave-one-out for two hunks
+    assert kinds.count("leave_one_out") == 2
+    # the clamp hunk has two change blocks (the lo>hi check, the x<lo branch): each reverted alone
+    assert kinds.count("revert_block") == 2
+    without_size = next(m for m in mutants if m.meta == {"kind": "leave_one_out", "hunk": 1})
+    code = without_size.files["pkg/clamp.py"]
+    assert "if x < lo:" in code and "is not None" not in code
+    ns = _load(code)
+    assert ns["clamp"](-5, 0, 3) == 0
+    assert ns["Box"]().size([1, None]) == 2  # the buggy behaviour of the left-out hunk
+
+
+def test_behavior_substitution_only_touches_added_lines() -> None:
+    mutants = list(behavior_substitution.generate(_ctx()))
+    descriptions = {m.description for m in mutants}
+    assert "lo > hi -> lo >= hi" in descriptions
+    assert "x < lo -> x <= lo" in descriptions
+    assert "i is not None -> i is None" in descriptions
+    assert not any("x > hi" in d for d in descriptions), "x > hi is on an unchanged line"
+    assert not any("str(" in d for d in descriptions), "describe() is not touched by the fix"
+    for mutant in mutants:
+        compile(mutant.files["pkg/clamp.py"], "m.py", "exec")
+
+
+@pytest.mark.parametrize(
+    ("source_line", "expected"),
+    [
+        ("    return x <= 3\n", "x <= 3 -> x < 3"),
+        ("    return a and b\n", "a and b -> a or b"),
+        ("    return not a\n", "not a -> a"),
+        ("    return a + 1\n", "a + 1 -> a - 1"),
+        ("    return 1\n", "1 -> 2"),
+        ("    return True\n", "True -> False"),
+        ("    return isinstance(a, (int, str))\n", "isinstance(a, (int, str)) -> isinstance(a, str)"),
+        ("    return max(a)\n", "max(...) -> min(...)"),
+        ("    return a.startswith('x')\n", ".startswith(...) -> .endswith(...)"),
+        ("    return a[:b]\n", "slice upper b -> b + 1"),
+        ("    return a in b\n", "a in b -> a not in b"),
+    ],
+)
+def test_behavior_substitution_site_kinds(source_line: str, expected: str) -> None:
+    old = "def f(a, b=None, x=0):\n    return None\n"
+    new = "def f(a, b=None, x=0):\n" + source_line
+    descriptions = [m.description for m in behavior_substitution.generate(FixContext([FileChange("m.py", old, new)]))]
+    assert expected in descriptions
+
+
+def test_symptom_suppression_wraps_the_buggy_function() -> None:
+    mutants = list(symptom_suppression.generate(_ctx()))
+    by_kind = {(m.meta["function"], m.meta["kind"]) for m in mutants}
+    assert ("clamp", "swallow") in by_kind
+    assert ("clamp", "convert") in by_kind  # the fix raises ValueError
+    swallow = next(m for m in mutants if m.meta == {"kind": "swallow", "function": "Box.size"})
+    ns = _load(swallow.files["pkg/clamp.py"])
+    assert ns["Box"]().size(None) is None  # TypeError swallowed
+    convert = next(m for m in mutants if m.meta["kind"] == "convert")
+    ns = _load(convert.files["pkg/clamp.py"])
+    with pytest.raises(ValueError, match="'<'|'>'"):
+        ns["clamp"](None, 0, 3)
+
+
+def _record(qualname: str, params: list[str], args: tuple, kind: str, value: Any) -> dict[str, Any]:
+    return {"path": "pkg/clamp.py", "qualname": qualname, "params": params, "key": repr(args),
+            "args_pickle": base64.b64encode(pickle.dumps(args)).decode(), "kind": kind,
+            "value_pickle": base64.b64encode(pickle.dumps(value)).decode(), "value_repr": repr(value)}
+
+
+def test_input_specific_shortcut_returns_the_recorded_outcome_for_one_input_only() -> None:
+    records = [
+        _record("clamp", ["x", "lo", "hi"], (-5, 0, 3), "return", 0),
+        _record("clamp", ["x", "lo", "hi"], (1, 3, 0), "raise", ValueError("empty range")),
+        _record("Box.size", ["items"], ([1, None],), "return", 1),
+    ]
+    mutants = list(input_specific_shortcut.generate(_ctx(), records))
+    assert len(mutants) == 3
+    ns = _load(mutants[0].files["pkg/clamp.py"])
+    assert ns["clamp"](-5, 0, 3) == 0  # the recorded input: fixed behaviour
+    assert ns["clamp"](-1, 0, 3) == -1  # any other input: buggy behaviour
+    ns = _load(mutants[1].files["pkg/clamp.py"])
+    with pytest.raises(ValueError, match="empty range"):
+        ns["clamp"](1, 3, 0)
+    assert ns["clamp"](1, 0, 3) == 1
+    ns = _load(mutants[2].files["pkg/clamp.py"])
+    assert ns["Box"]().size([1, None]) == 1  # self is not part of the key
+    assert ns["Box"]().size([2, None]) == 2
+
+
+def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_seed() -> None:
+    ctx = _ctx()
+    raw = list(incomplete_fix.generate(ctx)) + list(behavior_substitution.generate(ctx))
+    raw += [raw[0]]  # a duplicate
+    from coharden.mutation.candidates import RawMutant
+
+    raw.append(RawMutant(Operator.BEHAVIOR_SUBSTITUTION, "broken", "x", {"pkg/clamp.py": "def (:\n"}))
+    raw.append(RawMutant(Operator.BEHAVIOR_SUBSTITUTION, "same as fix", "x", {"pkg/clamp.py": FIXED + "\n# c\n"}))
+    raw.append(RawMutant(Operator.INCOMPLETE_FIX, "same as buggy", "x", {"pkg/clamp.py": BUGGY}))
+    pool = Pool()
+    admit(ctx, raw, pool, {}, seed=0)
+    dropped = pool.summary()["dropped"]
+    assert dropped["behavior_substitution"] == {"does_not_parse": 1, "equals_fix": 1}
+    assert dropped["incomplete_fix"]["duplicate"] == 1
+    assert dropped["incomplete_fix"]["equals_buggy"] == 1
+    every = [m.id for m in pool.mutants]
+    assert len(every) == len(set(every))
+
+    def sample(seed: int) -> list[str]:
+        p = Pool()
+        admit(ctx, raw, p, {Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=seed)
+        return [m.patch for m in p.mutants if m.operator is Operator.BEHAVIOR_SUBSTITUTION]
+
+    assert sample(1) == sample(1)
+    assert len(sample(1)) == 2
+    assert any(sample(s) != sample(1) for s in range(2, 6))
