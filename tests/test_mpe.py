@@ -128,7 +128,8 @@ def test_golden_against_itself_has_no_beta_and_no_gamma(executor: InstanceExecut
     golden = executor.golden_test()
     result = evaluate(executor, project["fix"], golden, golden)
     assert result.test_class is TestClass.RIGOROUS
-    assert result.matrix.beta == [] and result.matrix.gamma == []
+    assert result.matrix.beta == []
+    assert result.matrix.gamma == []
     assert result.matrix.admissible > 0
     operators = {mr.mutant.operator for mr in result.mutants if mr.cell is not None}
     assert operators == {Operator.INCOMPLETE_FIX, Operator.BEHAVIOR_SUBSTITUTION, Operator.INPUT_SPECIFIC_SHORTCUT}
@@ -142,7 +143,8 @@ def test_lax_test_lets_wrong_fixes_through(executor: InstanceExecutor, project: 
     result = evaluate(executor, project["fix"], lax, golden)
     assert result.fail_to_pass
     assert result.test_class is TestClass.LAX
-    assert result.laxity is not None and result.laxity >= 0.202
+    assert result.laxity is not None
+    assert result.laxity >= 0.202
     assert result.laxity == len(result.matrix.beta) / result.matrix.admissible
     lax_kinds = {mr.mutant.operator for mr in result.lax_mutants()}
     # span() swallowing its error as any exception passes "raises something"; one-input shortcuts pass too
@@ -223,7 +225,8 @@ def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None
                                  "--operators", "behavior_substitution,input_specific_shortcut"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["test_class"] == "Lax" and set(data["per_operator"]) == {"behavior_substitution", "input_specific_shortcut"}
+    assert data["test_class"] == "Lax"
+    assert set(data["per_operator"]) == {"behavior_substitution", "input_specific_shortcut"}
 
     records = tmp_path / "instances.jsonl"
     records.write_text(json.dumps(_instance(project).model_dump()) + "\n")
@@ -250,7 +253,9 @@ def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None
 def test_cli_mpe_reports_bad_operator_and_missing_batch_file(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["mpe", str(tmp_path), "--operators", "nonsense"])
-    assert result.exit_code == 2 and "--operators" in result.output
+    assert result.exit_code == 2
+    assert "--operators" in result.output
     result = runner.invoke(app, ["mpe", "--instances", str(tmp_path / "none.jsonl"), "--predictions",
                                  str(tmp_path / "p.jsonl")])
-    assert result.exit_code == 2 and "not found" in result.output
+    assert result.exit_code == 2
+    assert "not found" in result.output
