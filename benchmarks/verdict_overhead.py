@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -138,20 +137,27 @@ def main(argv: list[str] | None = None) -> int:
         repo = resolve_repo(instance, settings.repos_dir)
         fix, _ = split_patch(instance.patch, settings.test_patterns)
 
-        with InstanceExecutor(instance, repo, settings, store=None) as executor:
-            test = executor.golden_test()
-            print(f"instance {instance.instance_id}: {len(test.ids)} test ids, n={args.n}, "
-                  f"isolation={'netns' if netns_prefix() and not settings.network else 'python-guard'}")
+        # coharden as configured; and, when a warm fork server is the default, also with a fresh process per run
+        modes = {"coharden": settings}
+        if getattr(settings, "fork_server", False):
+            modes = {"coharden (fork server)": settings,
+                     "coharden (fresh process)": settings.with_overrides(fork_server=False)}
+        executors = {name: InstanceExecutor(instance, repo, mode, store=None) for name, mode in modes.items()}
+        try:
+            first = next(iter(executors.values()))
+            test = first.golden_test()
+            isolation = "netns" if netns_prefix() and not settings.network else "python-guard"
+            print(f"instance {instance.instance_id}: {len(test.ids)} test ids, n={args.n}, isolation={isolation}")
 
             # the bare checkout: base + fix + test, prepared once
             bare = scratch / "bare"
-            git(["clone", "--quiet", "--shared", "--no-checkout", str(executor.workspace.source), str(bare)], scratch)
-            git(["checkout", "--quiet", "--detach", executor.base_commit], bare)
+            git(["clone", "--quiet", "--shared", "--no-checkout", str(first.workspace.source), str(bare)], scratch)
+            git(["checkout", "--quiet", "--detach", first.base_commit], bare)
             apply_patch(bare, fix)
             apply_patch(bare, test.patch)
-            bare_cmd = [executor.python, "-m", "pytest", *test.ids]
+            bare_cmd = [first.python, "-m", "pytest", *test.ids]
 
-            def coharden_once() -> tuple[float, float]:
+            def coharden_once(executor: InstanceExecutor) -> tuple[float, float]:
                 start = time.perf_counter()
                 verdict = executor.verdict(fix, test)
                 elapsed = time.perf_counter() - start
@@ -167,27 +173,36 @@ def main(argv: list[str] | None = None) -> int:
                     sys.exit(f"bare pytest failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}")
                 return elapsed
 
-            coharden_once(), bare_once()  # warm-up: workspace clone, OS caches, bytecode of the bare checkout
-            ours: list[float] = []
-            inside: list[float] = []
+            # warm-up: workspace clone, fork server start, OS caches, bytecode of the bare checkout
+            for executor in executors.values():
+                coharden_once(executor)
+            bare_once()
+            totals: dict[str, list[float]] = {name: [] for name in executors}
+            inside: dict[str, list[float]] = {name: [] for name in executors}
             theirs: list[float] = []
             profiler = cProfile.Profile() if args.profile else None
             for _ in range(args.n):
-                if profiler:
-                    profiler.enable()
-                total, pytest_time = coharden_once()
-                if profiler:
-                    profiler.disable()
-                ours.append(total)
-                inside.append(pytest_time)
+                for name, executor in executors.items():
+                    if profiler:
+                        profiler.enable()
+                    total, pytest_time = coharden_once(executor)
+                    if profiler:
+                        profiler.disable()
+                    totals[name].append(total)
+                    inside[name].append(pytest_time)
                 theirs.append(bare_once())
+        finally:
+            for executor in executors.values():
+                executor.close()
 
-        med_ours, med_theirs, med_inside = _median_ms(ours), _median_ms(theirs), _median_ms(inside)
-        ratio = med_ours / med_theirs
-        print(f"coharden verdict   median {med_ours:8.1f} ms  (pytest process {med_inside:.1f} ms, "
-              f"rest {med_ours - med_inside:.1f} ms)")
-        print(f"bare pytest        median {med_theirs:8.1f} ms")
-        print(f"ratio coharden/bare {ratio:.3f}  overhead {100 * (ratio - 1):+.1f} %  (goal < 25 %)")
+        med_theirs = _median_ms(theirs)
+        print(f"{'bare pytest':26} median {med_theirs:8.1f} ms")
+        for name in executors:
+            med_ours, med_inside = _median_ms(totals[name]), _median_ms(inside[name])
+            ratio = med_ours / med_theirs
+            print(f"{name:26} median {med_ours:8.1f} ms  (test process {med_inside:.1f} ms, "
+                  f"harness {med_ours - med_inside:.1f} ms)  ratio {ratio:.3f}  overhead {100 * (ratio - 1):+.1f} %")
+        print("goal: overhead < 25 %")
         if profiler:
             stats = pstats.Stats(profiler)
             stats.sort_stats("cumulative").print_stats(25)

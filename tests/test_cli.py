@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
 from typer.testing import CliRunner
 
 from coharden.cli import app
+from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
 
 COHARDEN = Path(sys.executable).parent / "coharden"
 
@@ -130,6 +130,7 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
             assert time.monotonic() < deadline, "the hanging test never started"
             time.sleep(0.05)
         assert any(p.name.startswith("coharden-ws-") for p in scratch.iterdir())
+        assert int(started.read_text()) in _processes_with_env(f"TMPDIR={scratch}")  # the detector works
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
         out, err = proc.communicate(timeout=20)
@@ -141,7 +142,27 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     assert proc.returncode != 0
     assert elapsed < 10
     assert "Traceback" not in err
-    leftovers = [p.name for p in scratch.iterdir() if p.name.startswith(("coharden-ws-", "coharden-junit-"))]
-    assert leftovers == []
-    pid = int(started.read_text())
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("coharden-")] == []  # no workspace, no junit dir
+    # every process of the run (the pytest process, any helper) is gone: find them by their TMPDIR
+    deadline = time.monotonic() + 5
+    while (left := _processes_with_env(f"TMPDIR={scratch}")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == []
+    assert int(started.read_text()) not in left
+
+
+def _processes_with_env(entry: str) -> list[int]:
+    """Live (non-zombie) processes whose environment holds ``entry``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if entry.encode() not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+        except OSError:
+            continue
+        found.append(int(proc.name))
+    return found

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CALC_FILES, CALC_FIX, calc_test_file, make_patch, write_files
 
 from coharden.errors import InstanceError, RepoError
 from coharden.instances import load_instances, load_local, load_records, resolve_repo
 from coharden.schema.instance import Instance
+from conftest import CALC_FILES, CALC_FIX, calc_test_file, make_patch, write_files
 
 
 def _record(**overrides: object) -> dict:
@@ -115,8 +115,9 @@ def _local_instance_dir(root: Path) -> Path:
 
     scratch, _ = make_repo(root / "scratch", CALC_FILES)
     (directory / "fix.diff").write_text(make_patch(scratch, CALC_FIX))
-    (directory / "test.diff").write_text(make_patch(scratch, calc_test_file("def test_add():\n    assert add(2, 3) == 5")))
-    (directory / "weak.diff").write_text(make_patch(scratch, calc_test_file("def test_add():\n    assert add(0, 0) == 0")))
+    for name, check in (("test", "add(2, 3) == 5"), ("weak", "add(0, 0) == 0")):
+        patch = make_patch(scratch, calc_test_file(f"def test_add():\n    assert {check}"))
+        (directory / f"{name}.diff").write_text(patch)
     (directory / "issue.md").write_text("add() subtracts\n")
     (directory / "instance.yaml").write_text(
         "repo: project\n"
@@ -148,7 +149,8 @@ def test_local_instance_directory_is_materialized_deterministically(tmp_path: Pa
     assert not (directory / "project" / ".git").exists()
     # same content -> same commit, even in a fresh cache; loading again reuses the cached repository
     again = load_local(directory, tmp_path / "cache1").instance
-    assert again.base_commit == inst.base_commit and again.repo == inst.repo
+    assert again.base_commit == inst.base_commit
+    assert again.repo == inst.repo
     fresh = load_local(directory, tmp_path / "cache2").instance
     assert fresh.base_commit == inst.base_commit
     assert fresh.repo != inst.repo

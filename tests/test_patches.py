@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_patch, run_git
 
 from coharden.errors import PatchError
 from coharden.patches import hunks, make_diff, parse, split_patch, touched_files
 from coharden.patches import make_patch as build_patch
+from conftest import make_patch, run_git
 
 
 def test_parse_error_is_patch_error() -> None:
@@ -39,7 +39,8 @@ def test_split_patch_by_default_patterns(repo_factory) -> None:  # type: ignore[
     assert sorted(touched_files(tests)) == [
         "conftest.py", "pkg/core_test.py", "pkg/test_core.py", "pkg/tests/helpers.py", "testing/util.py",
     ]
-    assert len(parse(source)) == 3 and len(parse(tests)) == 5
+    assert len(parse(source)) == 3
+    assert len(parse(tests)) == 5
     assert split_patch("") == ("", "")
 
 
@@ -77,13 +78,17 @@ def test_hunks_and_change_blocks(repo_factory) -> None:  # type: ignore[no-untyp
     first, second, third = info
     assert len(first.blocks) == 3
     assert len(second.blocks) == 1
-    assert first.blocks[0].removed == ("line2\n",) and first.blocks[0].added == ("CHANGED2\n",)
+    assert first.blocks[0].removed == ("line2\n",)
+    assert first.blocks[0].added == ("CHANGED2\n",)
     assert first.blocks[0].source_start == 2
     assert first.blocks[1].source_start == 5
-    assert first.blocks[2].removed == () and first.blocks[2].added == ("INSERTED\n",)
-    assert second.blocks[0].removed == ("line25\n",) and second.blocks[0].added == ("CHANGED25\n",)
+    assert first.blocks[2].removed == ()
+    assert first.blocks[2].added == ("INSERTED\n",)
+    assert second.blocks[0].removed == ("line25\n",)
+    assert second.blocks[0].added == ("CHANGED25\n",)
     assert second.blocks[0].source_start == 25
-    assert third.blocks[0].removed == ("b\n",) and third.blocks[0].added == ()
+    assert third.blocks[0].removed == ("b\n",)
+    assert third.blocks[0].added == ()
     assert first.header.startswith("@@ -1,")
     assert [b.index for b in first.blocks] == [0, 1, 2]
 
@@ -129,4 +134,5 @@ def test_make_diff_identical_is_empty_and_make_patch_concatenates(repo_factory) 
     patch = build_patch([("b.py", "2\n", "22\n"), ("a.py", "1\n", "11\n"), ("c.py", "3\n", "3\n")])
     assert touched_files(patch) == ["a.py", "b.py"]
     run_git(repo, "apply", "-", input=patch)
-    assert (repo / "a.py").read_text() == "11\n" and (repo / "b.py").read_text() == "22\n"
+    assert (repo / "a.py").read_text() == "11\n"
+    assert (repo / "b.py").read_text() == "22\n"

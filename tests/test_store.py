@@ -11,13 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
-
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store, verdict_key
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
+from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
 
 
 def test_verdict_key_depends_on_every_input() -> None:
@@ -36,12 +35,14 @@ def test_store_round_trip_and_wal(tmp_path: Path) -> None:
     assert store.get_verdict("k") is None
     store.put_verdict("k", verdict)
     got = store.get_verdict("k")
-    assert got is not None and got.cached
+    assert got is not None
+    assert got.cached
     assert got.model_copy(update={"cached": False}) == verdict.model_copy(update={"cached": False})
     store.put_record("batch", "item-1", {"done": True, "n": 3})
     assert store.get_record("batch", "item-1") == {"done": True, "n": 3}
     assert store.get_record("batch", "item-2") is None
-    assert store.count() == 1 and store.count("records") == 1
+    assert store.count() == 1
+    assert store.count("records") == 1
     store.close()
     # another connection (another process in real life) sees the committed rows; the database is in WAL mode
     conn = sqlite3.connect(tmp_path / "sub" / "store.sqlite")
@@ -57,7 +58,8 @@ def test_second_identical_call_is_served_from_cache(calc_repo, calc_fix, setting
     with InstanceExecutor(instance, repo, settings, store) as executor:
         test = executor.test_patch(make_patch(repo, calc_test_file(GOOD_TEST)))
         first = executor.verdicts(calc_fix, [test])
-        assert executor.runs == 1 and not first[0].cached
+        assert executor.runs == 1
+        assert not first[0].cached
         second = executor.verdicts(calc_fix, [test])
         assert executor.runs == 1
         assert second[0].cached
@@ -144,7 +146,8 @@ def test_sigkill_mid_run_keeps_finished_verdicts(calc_repo, settings, tmp_path) 
     assert 1 <= before < len(sources)
     with InstanceExecutor(instance, repo, settings.model_copy(update={"store": store_path}), store) as resumed:
         verdict = resumed.verdict(sources[0], TestPatch.model_validate(test.model_dump()))
-        assert verdict.cached and verdict.outcome is Outcome.PASS
+        assert verdict.cached
+        assert verdict.outcome is Outcome.PASS
         assert resumed.runs == 0
         # the rest is computed on resume
         rest = [resumed.verdict(s, test) for s in sources[1:]]

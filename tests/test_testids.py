@@ -5,12 +5,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import CALC_FILES, calc_test_file, make_patch
 
 from coharden.errors import TestIdError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.testids import contributed_ids, resolve_names
 from coharden.schema.instance import Instance
+from conftest import CALC_FILES, calc_test_file, make_patch
 
 BEFORE = textwrap.dedent(
     """\
@@ -52,7 +52,8 @@ def test_added_function_and_changed_method() -> None:
                  "class Helper:\n    def test_not_collected(self):\n        return 5")
         + "\n\ndef test_new():\n    assert helper()\n\n\nasync def test_async_new():\n    pass\n"
     )
-    assert "return 5" in after and "assert 2 > 1" in after
+    assert "return 5" in after
+    assert "assert 2 > 1" in after
     ids = contributed_ids({"tests/test_x.py": (BEFORE, after)})
     assert ids == ["tests/test_x.py::TestThing::test_method", "tests/test_x.py::test_new",
                    "tests/test_x.py::test_async_new"]

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
-from conftest import GOOD_TEST, calc_test_file, make_patch
 
+from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.verify import fail_to_pass
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus
+from conftest import GOOD_TEST, calc_test_file, make_patch
+
+# runs as fresh `python -m pytest` processes (when a warm fork server is the default)
+FRESH = {"fork_server": False} if "fork_server" in Settings.model_fields else {}
 
 
 @pytest.fixture
@@ -58,7 +61,8 @@ def test_fail_to_pass_of_a_good_test(executor, calc_fix) -> None:  # type: ignor
     assert "assert -1 == 5" in result.buggy.reason
     assert result.fixed.outcome is Outcome.PASS
     assert result.fixed.tests == {"tests/test_calc.py::test_add": [TestStatus.PASSED]}
-    assert result.fail_to_pass and result.admissible
+    assert result.fail_to_pass
+    assert result.admissible
     assert executor.runs == 2
     assert result.to_json()["fail_to_pass"] is True
 
@@ -150,6 +154,38 @@ def test_hanging_test_times_out_kills_the_group_and_the_run_goes_on(  # type: ig
         assert executor.verdict(calc_fix, good).outcome is Outcome.PASS
 
 
+def test_fresh_process_runs_keep_the_same_guarantees(calc_repo, settings, calc_fix, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Time limit with the process group killed, no network, sandbox environment - for fresh processes too."""
+    repo, base = calc_repo
+    pid_file = tmp_path / "child.pid"
+    hanging = f"""\
+        def test_hangs():
+            import subprocess, time
+            child = subprocess.Popen(["sleep", "300"])
+            open({str(pid_file)!r}, "w").write(str(child.pid))
+            while True:
+                time.sleep(0.05)
+        """
+    checks = f"""\
+        def test_env():
+            import os, resource, socket, sys
+            assert sys.dont_write_bytecode
+            assert resource.getrlimit(resource.RLIMIT_AS)[0] == {settings.memory_mb} * 1024 * 1024
+            try:
+                socket.create_connection(("1.1.1.1", 80), timeout=3).close()
+            except OSError as exc:
+                assert "unreachable" in str(exc) or "blocked by coharden" in str(exc), exc
+            else:
+                raise AssertionError("connected")
+        """
+    instance = Instance(instance_id="calc", repo=str(repo), base_commit=base)
+    with InstanceExecutor(instance, repo, settings.with_overrides(timeout=2, **FRESH)) as executor:
+        verdicts = executor.verdicts(calc_fix, [_test(executor, hanging), _test(executor, checks, name="checks")])
+        assert verdicts[0].outcome is Outcome.TIMEOUT
+        assert verdicts[1].outcome is Outcome.PASS, verdicts[1].short()
+        assert _wait_dead(int(pid_file.read_text())), "the test's child process survived the timeout"
+
+
 def test_network_access_is_blocked(executor) -> None:  # type: ignore[no-untyped-def]
     body = """\
         def test_net():
@@ -193,7 +229,8 @@ def test_skipped_wanted_test_is_fail_not_pass(executor, calc_fix) -> None:  # ty
 
 @pytest.mark.parametrize("code", [1, 2])
 def test_nonzero_exit_with_nothing_failed_is_harness_error(executor, calc_fix, code) -> None:  # type: ignore[no-untyped-def]
-    conftest = {"tests/conftest.py": f"def pytest_sessionfinish(session, exitstatus):\n    session.exitstatus = {code}\n"}
+    hook = f"def pytest_sessionfinish(session, exitstatus):\n    session.exitstatus = {code}\n"
+    conftest = {"tests/conftest.py": hook}
     test = _test(executor, GOOD_TEST, extra=conftest)
     verdict = executor.verdict(calc_fix, test)
     assert verdict.tests == {} or verdict.tests == {"tests/test_calc.py::test_add": [TestStatus.PASSED]}
@@ -259,7 +296,8 @@ def test_candidate_conftest_does_not_reach_reference(executor, calc_fix) -> None
     assert candidate.ids == ["tests/test_cand.py::test_cand"]
     reference = _test(executor, GOOD_TEST, name="reference")
     for order in ([candidate, reference], [reference, candidate]):
-        verdicts = dict(zip(("candidate", "reference"), executor.verdicts(calc_fix, order)[:: 1 if order[0] is candidate else -1], strict=True))
+        got = executor.verdicts(calc_fix, order)
+        verdicts = dict(zip(("candidate", "reference"), got if order[0] is candidate else got[::-1], strict=True))
         assert verdicts["candidate"].outcome is Outcome.FAIL
         assert "skipped by the candidate's conftest" in verdicts["candidate"].reason
         assert verdicts["reference"].outcome is Outcome.PASS, verdicts["reference"].short()
@@ -272,7 +310,8 @@ def test_test_patch_that_does_not_apply_gets_apply_error(executor, calc_fix) -> 
     bad = TestPatch(patch=stale, ids=["tests/test_calc.py::test_add"], name="stale")
     verdicts = executor.verdicts(calc_fix, [bad, good])
     assert verdicts[0].outcome is Outcome.APPLY_ERROR
-    assert "tests/test_calc.py" in verdicts[0].reason and "hunk #1" in verdicts[0].reason
+    assert "tests/test_calc.py" in verdicts[0].reason
+    assert "hunk #1" in verdicts[0].reason
     assert verdicts[1].outcome is Outcome.PASS
     assert executor.runs == 1
 
@@ -320,4 +359,4 @@ def test_workspace_is_reused_and_reset_between_jobs(executor, calc_fix) -> None:
     assert executor.verdict(calc_fix, test).passed  # the file from the first run was cleaned away
     assert executor.workspace.root == root
     assert not any(p.name == "__pycache__" for p in Path(root).rglob("*"))
-    assert os.path.isdir(root)
+    assert root.is_dir()

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from conftest import GOOD_TEST, calc_test_file, make_patch, run_git
 
 from coharden.errors import ApplyError, PatchError, RepoError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import apply_patch
 from coharden.execution.workspace import Workspace
 from coharden.schema.instance import Instance
+from conftest import GOOD_TEST, calc_test_file, make_patch, run_git
 
 
 def _snapshot(repo: Path) -> tuple[str, str, list[str]]:
@@ -48,12 +47,19 @@ def test_user_checkout_is_never_modified(calc_repo, calc_fix, settings, tmp_path
 def test_workspace_removed_after_an_exception(calc_repo, calc_fix) -> None:  # type: ignore[no-untyped-def]
     repo, base = calc_repo
     before = _snapshot(repo)
-    with pytest.raises(RuntimeError, match="boom"), Workspace(repo, base) as ws:
-        root = ws.root
-        ws.apply(calc_fix)
-        (root / "junk.txt").write_text("x")
-        assert "a + b" in (root / "calc" / "__init__.py").read_text()
-        raise RuntimeError("boom")
+    seen: list[Path] = []
+
+    def job() -> None:
+        with Workspace(repo, base) as ws:
+            seen.append(ws.root)
+            ws.apply(calc_fix)
+            (ws.root / "junk.txt").write_text("x")
+            assert "a + b" in (ws.root / "calc" / "__init__.py").read_text()
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        job()
+    root = seen[0]
     assert not root.exists()
     assert not root.parent.exists()
     assert _snapshot(repo) == before
@@ -103,7 +109,7 @@ def test_temp_dirs_honour_tmpdir(calc_repo, tmp_path, monkeypatch) -> None:  # t
     with Workspace(repo, base) as ws:
         assert ws.root.parent.parent == tmp
         assert [p.name.startswith("coharden-ws-") for p in tmp.iterdir()] == [True]
-    assert os.listdir(tmp) == []
+    assert list(tmp.iterdir()) == []
 
 
 # --- git apply errors ---------------------------------------------------------------------------------------

