@@ -37,6 +37,12 @@ class Settings(BaseModel):
     )
     workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
     combine_tests: bool = Field(default=True, description="Run candidate and reference tests in one process.")
+    sandbox: str = Field(default="local", pattern="^(local|docker)$",
+                         description="Where tests run: local processes, or the instance's Docker image.")
+    docker_image: str | None = Field(
+        default=None,
+        description="Docker image for tests; '{instance_id}' is filled in (default: SWE-bench image naming).",
+    )
     fork_server: bool = Field(
         default=True,
         description="Run tests as forks of a warm interpreter that has imported pytest (falls back to a fresh "

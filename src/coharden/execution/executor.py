@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
+from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
@@ -58,11 +59,19 @@ class InstanceExecutor:
         self.settings = settings
         self.store = store
         self.python = instance.python or settings.python
-        self.env_id = environment_id(self.python) + " " + " ".join(settings.pytest_args)
         self.workspace = Workspace(repo, instance.base_commit, parent=None)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self._server: ForkServer | None = None
+        self.image: str | None = None
+        if settings.sandbox == "docker":
+            if not docker_available():
+                raise CoHardenError("sandbox 'docker' needs a running Docker engine (docker info failed)")
+            template = settings.docker_image
+            self.image = template.format(instance_id=instance.instance_id) if template \
+                else swebench_image(instance.instance_id)
+        env = f"docker:{self.image}" if self.image else environment_id(self.python)
+        self.env_id = env + " " + " ".join(settings.pytest_args)
         self._server_failed = ""  # why the fork server is not used, once it failed
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -78,9 +87,13 @@ class InstanceExecutor:
             self._server = None
         self.workspace.close()
 
+    def _runner(self) -> dict:
+        """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh process."""
+        return {"image": self.image, "server": self._fork_server()}
+
     def _fork_server(self) -> ForkServer | None:
         """The warm fork server of this executor, started on first use; None when disabled or unusable."""
-        if not self.settings.fork_server or self._server_failed:
+        if not self.settings.fork_server or self._server_failed or self.image is not None:
             return None
         if self._server is None or not self._server.alive:
             try:
@@ -181,7 +194,7 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        return run_pytest(root, list(test.ids), self.settings, self.python, server=self._fork_server(),
+        return run_pytest(root, list(test.ids), self.settings, self.python, **self._runner(),
                           extra_args=extra_args,
                           extra_env=extra_env)
 
@@ -245,14 +258,14 @@ class InstanceExecutor:
             groups[j] = (ids, back)
         if groups:
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
-            run = run_pytest(self._root(), all_ids, self.settings, self.python, server=self._fork_server())
+            run = run_pytest(self._root(), all_ids, self.settings, self.python, **self._runner())
             self.runs += 1
             if len(groups) > 1 and not _clean(run):
                 # one test's problem (an id that does not exist, a module that does not import, a hang, an
                 # aborted session) would be charged to every test of the process - and cached under their keys:
                 # run each group alone so every verdict is its own
                 for j, (ids, back) in groups.items():
-                    alone = run_pytest(self._root(), ids, self.settings, self.python, server=self._fork_server())
+                    alone = run_pytest(self._root(), ids, self.settings, self.python, **self._runner())
                     self.runs += 1
                     done[j] = verdict_for(ids, alone, rename=back)
                 return done, deferred

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
+from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.sandbox import run_limited
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -117,21 +118,22 @@ test_environment.__test__ = False  # type: ignore[attr-defined]
 
 def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
                extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
-               server: ForkServer | None = None) -> PytestRun:
-    """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``); results come
-    from a JUnit XML file outside the workspace."""
+               server: ForkServer | None = None, image: str | None = None) -> PytestRun:
+    """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
+    Docker ``image``); results come from a JUnit XML file outside the workspace."""
     with tempfile.TemporaryDirectory(prefix="coharden-junit-") as tmp:
         junit = Path(tmp) / "junit.xml"
+        in_docker = image is not None
         cmd = [
-            python or settings.python,
+            "python" if in_docker else (python or settings.python),
             "-m",
             "pytest",
             "-p",
             "no:cacheprovider",
-            f"--rootdir={root}",
+            f"--rootdir={CONTAINER_ROOT if in_docker else root}",
             "-o",
             "junit_family=xunit1",
-            f"--junitxml={junit}",
+            f"--junitxml={CONTAINER_SCRATCH + '/junit.xml' if in_docker else junit}",
             "--continue-on-collection-errors",
             "-q",
             "--no-header",
@@ -142,7 +144,12 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         ]
         env = {**test_environment(), **(extra_env or {})}
         cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
-        if server is not None and server.alive:
+        if image is not None:
+            docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
+                                    timeout=settings.timeout, memory_mb=settings.memory_mb, network=settings.network)
+            # the container has no network of its own (--network none); the client needs the engine's socket
+            proc = run_limited(docker, root, timeout=settings.timeout + 60, env=env, network=True)
+        elif server is not None and server.alive:
             proc = server.run(root, cmd[3:], env, timeout=settings.timeout, memory_mb=settings.memory_mb,
                               cpu_seconds=cpu)
         else:

@@ -11,7 +11,6 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError, InstanceError
+from coharden.execution.engine import Engine, Job, LocalEngine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
@@ -78,17 +78,15 @@ def result_key(prediction: Prediction, instance: Instance, operators: Sequence[O
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store, *,
+def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store | None, *,
                         operators: Sequence[Operator], per_operator: int | None, seed: int, tau: float,
                         paper_classes: bool = False) -> dict[str, Any]:
-    """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input."""
+    """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
+
+    ``store`` caches verdicts only; the driver of a batch keeps the rows (see :func:`run_batch`)."""
     row: dict[str, Any] = {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path}
     if not (prediction.model_patch or "").strip():
         return {**row, "error": "empty model_patch"}
-    key = result_key(prediction, instance, operators, per_operator, seed, tau)
-    cached = store.get_record("mpe", key)
-    if cached is not None:
-        return cached
     try:
         repo = resolve_repo(instance, settings.repos_dir)
         with InstanceExecutor(instance, repo, settings, store) as executor:
@@ -99,10 +97,25 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
         row.update(result.to_json())
     except CoHardenError as exc:
         row["error"] = str(exc)
-        # errors of the environment (missing repo) are not cached: fixing them should rerun the instance
-        return row
-    store.put_record("mpe", key, row)
     return row
+
+
+def mpe_job(prediction: Prediction, instance: Instance | None, settings: Settings, options: dict[str, Any]
+            ) -> dict[str, Any]:
+    """The unit of work an engine runs (module level and picklable, for Ray). Opens the verdict cache at
+    ``settings.store`` when it can (same machine or a shared disk) and works without one otherwise."""
+    if instance is None:
+        return {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path,
+                "error": "no instance with this id in the instances file"}
+    try:
+        store: Store | None = Store(settings.store)
+    except OSError:
+        store = None
+    try:
+        return evaluate_prediction(prediction, instance, settings, store, **options)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def cutoff_table(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> list[dict[str, Any]]:
@@ -125,36 +138,66 @@ def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[
 def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], settings: Settings, store: Store,
               output: Path, *, operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
               seed: int = 0, tau: float = 0.202, paper_classes: bool = False, workers: int = 1,
-              progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Evaluate every prediction; rows are appended to ``output/mpe.jsonl`` as they finish and the file is
-    rewritten in prediction order at the end (with ``summary.json``)."""
+              progress: Callable[[dict[str, Any]], None] | None = None,
+              engine: Engine | None = None) -> list[dict[str, Any]]:
+    """Evaluate every prediction on ``engine`` (default: a local pool of ``workers``). Rows already in the
+    store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial`` as they
+    arrive; ``output/mpe.jsonl`` is written in prediction order at the end."""
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
-    lock = threading.Lock()
+    options = {"operators": list(operators), "per_operator": per_operator, "seed": seed, "tau": tau,
+               "paper_classes": paper_classes}
     rows: dict[int, dict[str, Any]] = {}
-
-    def task(index: int, prediction: Prediction) -> tuple[int, dict[str, Any]]:
+    keys: dict[int, str] = {}
+    jobs: list[Job] = []
+    job_index: list[int] = []
+    for index, prediction in enumerate(predictions):
         instance = instances.get(prediction.instance_id)
-        if instance is None:
-            return index, {"instance_id": prediction.instance_id,
-                           "model_name_or_path": prediction.model_name_or_path,
-                           "error": "no instance with this id in the instances file"}
-        return index, evaluate_prediction(prediction, instance, settings, store, operators=operators,
-                                          per_operator=per_operator, seed=seed, tau=tau, paper_classes=paper_classes)
+        if instance is not None and (prediction.model_patch or "").strip():
+            keys[index] = result_key(prediction, instance, operators, per_operator, seed, tau)
+            cached = store.get_record("mpe", keys[index])
+            if cached is not None:
+                rows[index] = cached
+                if progress:
+                    progress(cached)
+                continue
+        jobs.append((mpe_job, (prediction, instance, settings, options)))
+        job_index.append(index)
+    lock = threading.Lock()
+    own_engine = engine is None
+    engine = engine or LocalEngine(workers)
+    with live.open("w") as handle:
 
-    with live.open("w") as handle, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(task, i, p) for i, p in enumerate(predictions)]
-        for future in as_completed(futures):
-            index, row = future.result()
+        def arrived(position: int, row: dict[str, Any]) -> None:
+            index = job_index[position]
             with lock:
                 rows[index] = row
+                # environment errors (missing repo, ...) are not stored: fixing them should rerun the job
+                if index in keys and "error" not in row:
+                    store.put_record("mpe", keys[index], row)
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
                 handle.flush()
             if progress:
                 progress(row)
+
+        try:
+            engine.run(jobs, arrived)
+        finally:
+            if own_engine:
+                engine.close()
     ordered = [rows[i] for i in range(len(predictions))]
     with (output / "mpe.jsonl").open("w") as handle:
         for row in ordered:
             handle.write(json.dumps(row, sort_keys=True) + "\n")
     live.unlink(missing_ok=True)
     return ordered
+
+
+def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Seconds spent per MPE stage over the rows computed in this run (cached rows carry their old times)."""
+    totals: dict[str, float] = {}
+    for row in rows:
+        for stage, seconds in (row.get("timings") or {}).items():
+            if stage != "total":
+                totals[stage] = totals.get(stage, 0.0) + float(seconds)
+    return dict(sorted(totals.items()))

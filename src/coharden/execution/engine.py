@@ -1,0 +1,111 @@
+"""Where jobs run: a local thread pool (default) or a Ray cluster (``coharden[ray]``).
+
+A job is a module-level function and picklable arguments that returns a JSON-able result; it touches no
+shared state of the driver. The driver checks its result store before submitting and writes every result
+into it as it arrives, so a run is resumable whichever engine ran it and results never depend on where a
+job ran. Ray retries a job whose worker process died (``max_retries``); a job that raised is not retried
+(a bad input stays a reported error, not an endless loop).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Protocol
+
+from coharden.errors import CoHardenError
+
+Job = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class Engine(Protocol):
+    name: str
+
+    def run(self, jobs: Sequence[Job], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Run every job; results in job order; ``on_result(index, result)`` as each one finishes."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalEngine:
+    """Threads in this process. Jobs spend their time in test subprocesses, so threads are enough, and each
+    job builds its own workspace and executor (no state shared between workers)."""
+
+    name = "local"
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+
+    def run(self, jobs: Sequence[Job], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        results: list[Any] = [None] * len(jobs)
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            futures = {pool.submit(fn, *args): index for index, (fn, args) in enumerate(jobs)}
+            for future in as_completed(futures):
+                index = futures[future]
+                results[index] = future.result()
+                if on_result:
+                    on_result(index, results[index])
+        return results
+
+    def close(self) -> None:
+        pass
+
+
+class RayEngine:
+    """Jobs as Ray tasks on a cluster (``address``) or a local Ray instance (``address=None``)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None, max_retries: int = 3) -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            raise CoHardenError("the Ray executor needs the ray extra: pip install 'coharden[ray]'") from exc
+        self._ray = ray
+        self.max_retries = max_retries
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
+                                      "include_dashboard": False}
+            if address:
+                kwargs["address"] = address
+            elif workers:
+                kwargs["num_cpus"] = workers
+            # workers import coharden from the driver's environment; ship the source tree when on a cluster
+            kwargs["runtime_env"] = {"env_vars": {"PYTHONDONTWRITEBYTECODE": "1"}}
+            ray.init(**kwargs)
+            self._owns = True
+        else:
+            self._owns = False
+        self._remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
+
+    def run(self, jobs: Sequence[Job], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        ray = self._ray
+        refs = {self._remote.remote(fn, args): index for index, (fn, args) in enumerate(jobs)}
+        results: list[Any] = [None] * len(jobs)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                index = refs[ref]
+                results[index] = ray.get(ref)
+                if on_result:
+                    on_result(index, results[index])
+        return results
+
+    def close(self) -> None:
+        if self._owns:
+            self._ray.shutdown()
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return fn(*args)
+
+
+def make_engine(kind: str, *, workers: int, address: str | None = None) -> Engine:
+    if kind == "local":
+        return LocalEngine(workers)
+    if kind == "ray":
+        return RayEngine(address=address or os.environ.get("RAY_ADDRESS"), workers=workers)
+    raise CoHardenError(f"unknown executor {kind!r} (known: local, ray)")

@@ -1,0 +1,114 @@
+"""Executors: the local pool and Ray give the same batch results; a killed Ray worker's job is retried; a
+finished batch resumes from the store without running anything."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coharden.config import Settings
+from coharden.execution.engine import LocalEngine, make_engine
+from coharden.execution.store import Store
+from coharden.mpe.batch import Prediction, run_batch
+from coharden.schema.instance import Instance
+from coharden.schema.mutant import Operator
+from conftest import make_patch, make_repo
+from test_mpe import BUGGY, FIX, GOLDEN, LAX, MISALIGNED
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+OPERATORS = [Operator.BEHAVIOR_SUBSTITUTION, Operator.INPUT_SPECIFIC_SHORTCUT]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("engine")
+    repo, commit = make_repo(root / "rng", BUGGY)
+    fix = make_patch(repo, FIX)
+    golden = make_patch(repo, {"tests/test_rng.py": GOLDEN})
+    instance = Instance(instance_id="rng__clamp", repo=str(repo), base_commit=commit, patch=fix, test_patch=golden)
+    predictions = [Prediction(instance_id="rng__clamp", model_name_or_path=name,
+                              model_patch=make_patch(repo, {"tests/test_rng.py": text}))
+                   for name, text in (("lax", LAX), ("misaligned", MISALIGNED))]
+    predictions.append(Prediction(instance_id="missing", model_name_or_path="x", model_patch="x"))
+    return {"instances": {"rng__clamp": instance}, "predictions": predictions, "root": root}
+
+
+def _strip(rows: list[dict[str, Any]]) -> str:
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in ("timings", "duration")}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(rows), sort_keys=True)
+
+
+class CountingEngine(LocalEngine):
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.jobs = 0
+
+    def run(self, jobs, on_result=None):  # type: ignore[no-untyped-def]
+        self.jobs += len(jobs)
+        return super().run(jobs, on_result)
+
+
+def _run(batch: dict[str, Any], tmp: Path, engine: Any, store_name: str = "s.sqlite") -> list[dict[str, Any]]:
+    settings = Settings(timeout=60, store=tmp / store_name, cache_dir=tmp / "cache", workers=2)
+    return run_batch(batch["instances"], batch["predictions"], settings, Store(settings.store), tmp / "out",
+                     operators=OPERATORS, engine=engine)
+
+
+def test_local_batch_resumes_from_the_store(batch: dict[str, Any], tmp_path: Path) -> None:
+    first = CountingEngine(2)
+    rows = _run(batch, tmp_path, first)
+    assert [r.get("test_class", "error") for r in rows] == ["Lax", "Misaligned", "error"]
+    assert first.jobs == 3
+    again = CountingEngine(2)
+    assert _strip(_run(batch, tmp_path, again)) == _strip(rows)
+    assert again.jobs == 1  # only the row that ended in an error is tried again
+
+
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (pip install 'coharden[ray]')")
+def test_ray_gives_the_same_results_as_the_local_pool_even_when_a_worker_dies(batch: dict[str, Any],
+                                                                             tmp_path: Path) -> None:
+    import ray
+    from ray import cloudpickle
+
+    local_rows = _run(batch, tmp_path / "local", LocalEngine(2))
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    engine = make_engine("ray", workers=2)
+    try:
+        ray_rows = _run(batch, tmp_path / "ray", engine)
+        assert _strip(ray_rows) == _strip(local_rows)
+
+        # a worker process that dies mid-job: Ray runs the job again elsewhere, the result is the same
+        marker = tmp_path / "died-once"
+        jobs = [(_die_once, (str(marker), 21))]
+        assert engine.run(jobs) == [42]
+        assert marker.exists()
+    finally:
+        engine.close()
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert not ray.is_initialized()
+
+
+def _die_once(marker: str, value: int) -> int:
+    if not os.path.exists(marker):  # noqa: PTH110 - runs inside a Ray worker
+        Path(marker).write_text("x")
+        os._exit(1)
+    return value * 2
+
+
+def test_unknown_executor_is_a_clear_error() -> None:
+    from coharden.errors import CoHardenError
+
+    with pytest.raises(CoHardenError, match="unknown executor"):
+        make_engine("slurm", workers=1)
