@@ -211,6 +211,8 @@ def mpe(
     cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Batch: cutoffs for the Rigorous/Lax table.")]
     = None,
     workers: Annotated[int | None, typer.Option("--workers", "-w", help="Parallel workers.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="Batch: where jobs run: local or ray.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Batch: Ray cluster address.")] = None,
     show: Annotated[int, typer.Option("--show", help="How many beta mutants to print as diffs.")] = 5,
     mutator: Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
     = "mechanical",
@@ -255,7 +257,7 @@ def mpe(
             if sources != ["mechanical"]:
                 raise CoHardenError("batch mode supports only --mutator mechanical for now")
             _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
-                       paper_classes, cutoffs, as_json)
+                       paper_classes, cutoffs, as_json, executor, address)
             return
         if instance is None:
             raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -340,11 +342,13 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
-               per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool) -> None:
+               per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool,
+               executor: str = "local", address: str | None = None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from coharden.execution.engine import make_engine
     from coharden.instances import load_records
-    from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, summarize
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, stage_times, summarize
 
     try:
         cut = [float(c) for c in cutoffs.split(",")] if cutoffs else list(DEFAULT_CUTOFFS)
@@ -359,10 +363,16 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         def advance(row: dict) -> None:  # type: ignore[type-arg]
             bar.update(task, advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
-        rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
-                         seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                         workers=settings.workers, progress=advance)
+        engine = make_engine(executor, workers=settings.workers, address=address)
+        try:
+            rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
+                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
+                             workers=settings.workers, progress=advance, engine=engine)
+        finally:
+            engine.close()
     summary = summarize(rows, cut)
+    summary["stage_seconds"] = stage_times(rows)
+    summary["executor"] = executor
     (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
@@ -381,6 +391,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     console.print(cut_table)
     for iid, error in summary["errors"].items():
         err_console.print(f"[yellow]{iid}[/]: {error}")
+    if summary["stage_seconds"]:
+        console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
 
 
 examples_app = typer.Typer(help="Bundled examples: hand-labelled candidate tests for checking coharden.")
@@ -547,6 +559,18 @@ def study_real_bugs(
     console.print(f"report: {output / 'real_bugs_report.md'}")
     for line in summary["headline"]:
         console.print(f"- {line}")
+
+
+# --- adversarial hardening of a whole test suite (coharden suite ...) -----------------------------------------
+
+def _register_suite() -> None:
+    # the group lives with its layer (coharden.suite.cli) and imports that layer only inside its commands
+    from coharden.suite.cli import suite_app
+
+    app.add_typer(suite_app, name="suite")
+
+
+_register_suite()
 
 
 def main() -> None:  # pragma: no cover - console entry

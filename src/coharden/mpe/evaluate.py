@@ -5,6 +5,12 @@
    one pytest process where possible. A mutant is admissible when it applies and both tests reach
    PASS/FAIL on it; the others are counted by reason.
 3. Matrix (alpha, beta, gamma, delta), laxity = beta / admissible, class with cutoff tau.
+
+The pool is mechanical, LLM (:class:`~coharden.mutation.llm_operators.LLMMutator`), or both mixed (one
+admission filter, deduplicated across sources, counted per source). Fail closed: when the LLM pool could not
+be completed (truncated reply, cost cap, LLM error) the admitted mutants are still run and reported, but
+``laxity`` stays None, the class is ``Inconclusive`` and ``pool_complete`` / ``pool_incomplete_reason`` say
+why: nothing is classified from a broken pool.
 """
 
 from __future__ import annotations
@@ -14,17 +20,21 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
-from coharden.mutation.pool import MECHANICAL_OPERATORS, build_pool
+from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Verdict
+
+if TYPE_CHECKING:
+    from coharden.mutation.llm_operators import LLMMutator
 
 
 class MPEError(CoHardenError):
@@ -65,22 +75,26 @@ class MPEResult(BaseModel):
     seed: int = 0
     operators: list[str] = Field(default_factory=list)
     timings: dict[str, float] = Field(default_factory=dict)
+    # --- mutant sources (mechanical / llm); added fields, the ones above keep their meaning ----------------
+    mutators: list[str] = Field(default_factory=lambda: ["mechanical"])
+    pool_complete: bool = True
+    """False when a mutant source failed (LLM truncation, cost cap, error): laxity and class are withheld."""
+    pool_incomplete_reason: str | None = None
+    llm_pool: dict | None = None
+    """The LLM pool report (per operator and per sample), when the LLM mutator ran."""
+    llm_usage: dict = Field(default_factory=dict)
+    """LLM ledger totals ``{"per_operator": {...}, "per_source": {"mechanical": ..., "llm": ...}}``."""
 
     def per_operator(self) -> dict[str, dict[str, object]]:
-        table: dict[str, dict[str, object]] = {}
-        for result in self.mutants:
-            row = table.setdefault(result.mutant.operator.value,
-                                   {"total": 0, "admissible": 0, "alpha": 0, "beta": 0, "gamma": 0, "delta": 0,
-                                    "inadmissible": {}})
-            row["total"] = int(row["total"]) + 1  # type: ignore[call-overload]
-            if result.cell is None:
-                reasons: dict[str, int] = row["inadmissible"]  # type: ignore[assignment]
-                reason = result.inadmissible_reason or "?"
-                reasons[reason] = reasons.get(reason, 0) + 1
-            else:
-                row["admissible"] = int(row["admissible"]) + 1  # type: ignore[call-overload]
-                row[result.cell.value] = int(row[result.cell.value]) + 1  # type: ignore[call-overload]
-        return dict(sorted(table.items()))
+        return _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
+
+    def per_source(self) -> dict[str, dict[str, object]]:
+        """Like :meth:`per_operator`, per mutant source (``mechanical`` / ``llm``), each with its operators."""
+        table = _tally_rows(self.mutants, lambda r: r.mutant.source)
+        for source, row in table.items():
+            row["operators"] = _tally_rows([r for r in self.mutants if r.mutant.source == source],
+                                           lambda r: r.mutant.operator.value)
+        return table
 
     def inadmissible_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
@@ -100,7 +114,33 @@ class MPEResult(BaseModel):
         data["admissible"] = self.matrix.admissible
         data["per_operator"] = self.per_operator()
         data["inadmissible"] = self.inadmissible_counts()
+        data["per_source"] = self.per_source()
+        if not timings and data.get("llm_pool"):
+            data["llm_pool"].pop("cache", None)  # cache mode / replayed calls: differ between record and replay
         return data
+
+
+def _tally_rows(results: Sequence[MutantResult], key: Callable[[MutantResult], str]) -> dict[str, dict[str, object]]:
+    table: dict[str, dict[str, object]] = {}
+    for result in results:
+        row = table.setdefault(key(result),
+                               {"total": 0, "admissible": 0, "alpha": 0, "beta": 0, "gamma": 0, "delta": 0,
+                                "inadmissible": {}})
+        row["total"] = int(row["total"]) + 1  # type: ignore[call-overload]
+        if result.cell is None:
+            reasons: dict[str, int] = row["inadmissible"]  # type: ignore[assignment]
+            reason = result.inadmissible_reason or "?"
+            reasons[reason] = reasons.get(reason, 0) + 1
+        else:
+            row["admissible"] = int(row["admissible"]) + 1  # type: ignore[call-overload]
+            row[result.cell.value] = int(row[result.cell.value]) + 1  # type: ignore[call-overload]
+    return dict(sorted(table.items()))
+
+
+def _no_usage() -> dict[str, object]:
+    """LLM usage of a source that makes no LLM call (mechanical operators)."""
+    return {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "truncations": 0,
+            "budget_refusals": 0, "errors": {}}
 
 
 def _strip_verdict(verdict: dict, timings: bool) -> None:
@@ -133,7 +173,11 @@ def evaluate(
     paper_classes: bool = False,
     workers: int = 1,
     executor_factory: Callable[[], InstanceExecutor] | None = None,
+    mechanical: bool = True,
+    llm_mutator: LLMMutator | None = None,
 ) -> MPEResult:
+    """MPE of ``candidate`` against ``reference``. The pool holds the mechanical mutants (``mechanical``) and
+    those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass candidate."""
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
@@ -152,6 +196,7 @@ def evaluate(
         test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
         reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
         operators=[op.value for op in operators],
+        mutators=(["mechanical"] if mechanical else []) + (["llm"] if llm_mutator is not None else []),
         test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
                             tau=tau, admissible=admissible_test, paper_classes=paper_classes),
     )
@@ -159,9 +204,23 @@ def evaluate(
         result.timings = timings
         return result
     mark = time.monotonic()
-    pool = build_pool(executor, fix, [candidate, reference], operators=operators, per_operator=per_operator,
-                      seed=seed)
+    if mechanical:
+        pool = build_pool(executor, fix, [candidate, reference],
+                          operators=[op for op in operators if op in MECHANICAL_OPERATORS],
+                          per_operator=per_operator, seed=seed)
+    else:
+        pool = Pool()
     timings["pool"] = time.monotonic() - mark
+    if llm_mutator is not None:
+        mark = time.monotonic()
+        report = llm_mutator.extend(executor, fix, candidate, reference, pool)
+        timings["llm_pool"] = time.monotonic() - mark
+        result.llm_pool = report.to_dict()
+        result.llm_usage = {"per_operator": report.usage_per_operator,
+                            "per_source": {"mechanical": _no_usage(), "llm": report.usage_total}}
+        if not report.complete:
+            result.pool_complete = False
+            result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = pool.summary()
     result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory)
@@ -169,9 +228,13 @@ def evaluate(
     for mr in result.mutants:
         if mr.cell is not None:
             result.matrix.add(mr.mutant.id, mr.cell)
-    result.laxity = result.matrix.laxity
-    result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity, tau=tau,
-                                 paper_classes=paper_classes)
+    if result.pool_complete:
+        result.laxity = result.matrix.laxity
+        result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity, tau=tau,
+                                     paper_classes=paper_classes)
+    else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
+        result.laxity = None
+        result.test_class = TestClass.INCONCLUSIVE
     timings["total"] = time.monotonic() - started
     result.timings = timings
     return result
