@@ -179,7 +179,7 @@ def test_fresh_process_runs_keep_the_same_guarantees(calc_repo, settings, calc_f
                 raise AssertionError("connected")
         """
     instance = Instance(instance_id="calc", repo=str(repo), base_commit=base)
-    with InstanceExecutor(instance, repo, settings.with_overrides(timeout=2, **FRESH)) as executor:
+    with InstanceExecutor(instance, repo, settings.with_overrides(timeout=8, **FRESH)) as executor:
         verdicts = executor.verdicts(calc_fix, [_test(executor, hanging), _test(executor, checks, name="checks")])
         assert verdicts[0].outcome is Outcome.TIMEOUT
         assert verdicts[1].outcome is Outcome.PASS, verdicts[1].short()
