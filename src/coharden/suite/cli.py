@@ -1,0 +1,460 @@
+"""``coharden suite ...``: mutation testing of a module with its suite, critic hardening, and arm comparisons.
+
+Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coharden.errors import CoHardenError
+
+suite_app = typer.Typer(help="Harden a module's whole test suite against mutants (mechanical kill oracle).",
+                        no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+ModuleArg = Annotated[Path, typer.Argument(help="The Python module to mutate.")]
+TestsOpt = Annotated[Path | None, typer.Option("--tests", help="Seed test file (pytest) for the module.")]
+RootOpt = Annotated[Path | None, typer.Option("--root", help="Project root copied into the sandbox and put on "
+                                              "sys.path (default: the module's directory).")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="Mutant generator: builtin, or mutmut (if installed).")]
+OperatorsOpt = Annotated[str | None, typer.Option("--operators", help="builtin engine: comma-separated "
+                                                  "behavior_substitution,statement_deletion,return_value.")]
+MaxMutantsOpt = Annotated[int | None, typer.Option("--max-mutants", min=1, help="Seeded sample of at most N "
+                                                   "mutants (default: all).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for mutant sampling, shown survivors, bootstrap.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel sandboxes (one fork server "
+                                         "each).")]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process (upper bound; "
+                                                  "mutants get min(this, 10 x baseline + 5)).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).")]
+ShowOpt = Annotated[int, typer.Option("--show", help="How many surviving mutants to print as diffs.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+Round0Opt = Annotated[Path | None, typer.Option("--round0", help="A saved round-0 suite (.py) to start from.")]
+ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="LLM endpoint URL (for arms that do not set "
+                                               "their own).")]
+TemperatureOpt = Annotated[float | None, typer.Option("--temperature", min=0, help="LLM sampling temperature.")]
+MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens", min=1, help="LLM completion token limit (a "
+                                                  "reply reaching it is rejected as truncated).")]
+MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=0, help="Critic round budget.")]
+MaxShownOpt = Annotated[int, typer.Option("--max-shown", min=1, help="Surviving mutants shown to the critic "
+                                          "per round.")]
+LlmStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store (default: "
+                                                  "llm-calls.sqlite next to --store).")]
+LlmModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto, record or replay (offline).")]
+BudgetOpt = Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the whole run.")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _settings(config: Path | None, timeout: float | None, store: Path | None):  # type: ignore[no-untyped-def]
+    from coharden.config import load_settings
+
+    return load_settings(config).with_overrides(timeout=timeout, store=store)
+
+
+def _read(path: Path | None, what: str) -> str:
+    if path is None:
+        return ""
+    if not path.is_file():
+        raise CoHardenError(f"{what}: {path} is not a file")
+    return path.read_text()
+
+
+def _mutants(module: Path, root: Path | None, engine: str, operators: str | None, max_mutants: int | None,
+             seed: int) -> tuple[list, str]:  # type: ignore[type-arg]
+    from coharden.suite.operators import generate_mutants, select_mutants
+
+    if not module.is_file():
+        raise CoHardenError(f"{module}: not a file")
+    base = (root or module.parent).resolve()
+    rel = module.resolve().relative_to(base).as_posix() if module.resolve().is_relative_to(base) else module.name
+    ops = [o.strip() for o in operators.split(",") if o.strip()] if operators else None
+    found = generate_mutants(module.read_text(), rel, engine=engine, operators=ops)
+    return select_mutants(found, max_mutants, seed), rel
+
+
+@contextmanager
+def _progress(total: int, label: str) -> Iterator[Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err_console, transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(mutant: Any, result: Any) -> None:
+            bar.update(task, advance=1, description=f"{mutant.id} {result.status.value}")
+
+        yield advance
+
+
+def _client(model: str | None, api_base: str | None, temperature: float | None, max_tokens: int | None,
+            llm_store: Path | None, llm_mode: str, store: Path, ledger: Any, budget_usd: float | None,
+            overrides: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
+    """An LLM client for ``model`` (None -> None): config from $COHARDEN_LLM_* and flags, shared store/ledger."""
+    if model is None and not overrides:
+        return None
+    from pydantic import ValidationError
+
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+
+    try:
+        mode = CacheMode(llm_mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+    try:
+        if overrides:
+            config = LLMConfig.model_validate({**({"api_base": api_base} if api_base else {}), **overrides})
+        else:
+            config = LLMConfig.from_env(model=model, api_base=api_base, temperature=temperature,
+                                        max_tokens=max_tokens)
+    except ValidationError as exc:
+        raise CoHardenError(f"LLM configuration: {exc}") from exc
+    budget = Budget(per_run_usd=budget_usd) if budget_usd is not None else None
+    call_store = CallStore(llm_store or store.with_name("llm-calls.sqlite"))
+    return LLMClient(config, store=call_store, mode=mode, ledger=ledger, budget=budget)
+
+
+def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:  # type: ignore[type-arg]
+    from rich.syntax import Syntax
+
+    by_id = {m.id: m for m in mutants}
+    if not survivors or not show:
+        return
+    console.print(f"\n[bold]surviving mutants[/] ({len(survivors)}; showing {min(show, len(survivors))}):")
+    for mid in survivors[:show]:
+        m = by_id[mid]
+        console.print(f"[bold]{m.id}[/] {m.operator} line {m.line}: {m.description}")
+        console.print(Syntax(m.diff, "diff", theme="ansi_dark"))
+
+
+@suite_app.command("mutants")
+def mutants_cmd(
+    module: ModuleArg,
+    tests: TestsOpt = None,
+    round0: Round0Opt = None,
+    root: RootOpt = None,
+    engine: EngineOpt = "builtin",
+    operators: OperatorsOpt = None,
+    max_mutants: MaxMutantsOpt = None,
+    seed: SeedOpt = 0,
+    workers: WorkersOpt = 1,
+    timeout: TimeoutOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    show: ShowOpt = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mutation testing: baseline, forced-fail check, then every mutant against the suite; survivors as diffs."""
+    from coharden.execution.store import Store
+    from coharden.suite.loop import evaluate_round0
+    from coharden.suite.runner import KillOracle, MutantStatus
+
+    try:
+        settings = _settings(config, timeout, store)
+        suite = _read(round0, "--round0") or _read(tests, "--tests")
+        if not suite.strip():
+            raise CoHardenError("give the tests to run: --tests FILE (or --round0 FILE)")
+        mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
+        with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle, \
+                _progress(len(mutants), "mutants") as advance:
+            r0 = evaluate_round0(oracle, mutants, suite, progress=advance)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    counts = {s.value: len(r0.ids(s)) for s in MutantStatus}
+    scored = counts["killed"] + counts["survived"] + counts["timeout"]
+    if as_json:
+        print(json.dumps({"module": str(module), "engine": engine, "counts": counts, "total": len(mutants),
+                          "score": counts["killed"] / scored if scored else None,
+                          "mutants": [{**m.to_json(), "status": r0.results[m.id].status.value,
+                                       "killed_by": r0.results[m.id].failed} for m in mutants]},
+                         indent=2, sort_keys=True))
+    else:
+        table = Table(title=f"{module} ({engine} engine, {len(mutants)} mutants)")
+        for col in ("killed", "survived", "timeout", "error", "score"):
+            table.add_column(col)
+        table.add_row(*(str(counts[k]) for k in ("killed", "survived", "timeout", "error")),
+                      f"{counts['killed'] / scored:.3f}" if scored else "n/a")
+        console.print(table)
+        _render_survivors(mutants, r0.ids(MutantStatus.SURVIVED), show)
+
+
+@suite_app.command("run")
+def run_cmd(
+    module: ModuleArg,
+    tests: TestsOpt = None,
+    round0: Round0Opt = None,
+    tester_model: Annotated[str | None, typer.Option("--tester-model", help="Round 0: the Tester's model "
+                                                     "(adds tests to --tests).")] = None,
+    critic_model: Annotated[str | None, typer.Option("--critic-model", help="The Critic's litellm model "
+                                                     "(none: round 0 only).")] = None,
+    api_base: ApiBaseOpt = None,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    max_rounds: MaxRoundsOpt = 3,
+    max_shown: MaxShownOpt = 10,
+    root: RootOpt = None,
+    engine: EngineOpt = "builtin",
+    operators: OperatorsOpt = None,
+    max_mutants: MaxMutantsOpt = None,
+    seed: SeedOpt = 0,
+    workers: WorkersOpt = 1,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("suite-results"),
+    llm_store: LlmStoreOpt = None,
+    llm_mode: LlmModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
+    timeout: TimeoutOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    show: ShowOpt = 5,
+    as_json: JsonOpt = False,
+) -> None:
+    """Round 0 (seed tests, --round0, or the Tester), then Critic rounds until one kills no new mutant.
+
+    Writes OUTPUT/round0.py (reusable with --round0), OUTPUT/final_suite.py and OUTPUT/run.json. Exit status 1
+    when an LLM call failed (truncated reply, provider error, budget): the run is reported as incomplete."""
+    from coharden.execution.store import Store
+    from coharden.llm import Ledger
+    from coharden.suite.loop import LoopConfig, build_round0, evaluate_round0, harden
+    from coharden.suite.runner import KillOracle, MutantStatus
+
+    try:
+        if round0 is not None and (tests is not None or tester_model is not None):
+            raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
+        settings = _settings(config, timeout, store)
+        ledger = Ledger()
+        tester = _client(tester_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
+                         ledger, budget_usd)
+        critic = _client(critic_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
+                         ledger, budget_usd)
+        seed_suite = _read(round0, "--round0") or _read(tests, "--tests")
+        mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
+        with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle:
+            suite0, record = build_round0(oracle, seed_suite, tester)
+            if round0 is not None:
+                record.role = "round0-file"
+            with _progress(len(mutants), "round 0") as advance:
+                r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
+            run = harden(oracle, mutants, r0, critic, LoopConfig(max_rounds, max_shown, seed),
+                         arm=critic_model or "none", progress=lambda text: err_console.print(text))
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "round0.py").write_text(r0.suite)
+        (output / "final_suite.py").write_text(run.final_suite)
+        survivors_final = run.survivors
+        result = {"schema": "coharden-suite-run-1", "module": str(module), "engine": engine,
+                  "mutants": [m.to_json() for m in mutants], "round0": r0.to_json(), "run": run.to_json(),
+                  "llm": ledger.to_dict()}
+        (output / "run.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        counts = {s.value: len(r0.ids(s)) for s in MutantStatus}
+        console.print(f"round 0: {len(mutants)} mutants: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        table = Table(title=f"critic rounds ({critic_model or 'no critic'})")
+        for col in ("round", "status", "accepted", "rejected", "killed", "tokens in/out", "USD"):
+            table.add_column(col)
+        for rd in run.rounds:
+            call = rd.call
+            table.add_row(str(rd.round), rd.status, str(len(rd.guard.accepted) if rd.guard else 0),
+                          ", ".join(f"{k} {v}" for k, v in (rd.guard.rejected if rd.guard else {}).items()) or "-",
+                          str(len(rd.killed)), f"{call.prompt_tokens}/{call.completion_tokens}" if call else "-",
+                          f"{call.cost_usd:.4f}" if call else "-")
+        console.print(table)
+        rate = "n/a" if run.kill_rate is None else f"{run.kill_rate:.3f}"
+        console.print(f"killed {len(run.killed)} of {len(run.survivors0)} round-0 survivors (rate {rate}); "
+                      f"stop: {run.stop_reason}; outputs in {output}")
+        _render_survivors(mutants, survivors_final, show)
+    if not run.complete:
+        err_console.print(f"[bold red]incomplete:[/] {run.failure}")
+        raise typer.Exit(1)
+
+
+def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
+    """``--arm none`` / ``--arm NAME=MODEL``, or an arms YAML file: a list of ``{name, <LLMConfig fields>}``."""
+    import yaml
+    from pydantic import ValidationError
+
+    from coharden.llm import LLMConfig
+    from coharden.suite.compare import Arm
+
+    arms: list[Arm] = []
+    raw: list[dict[str, Any]] = []
+    if arms_file is not None:
+        data = yaml.safe_load(_read(arms_file, "--arms"))
+        data = data.get("arms") if isinstance(data, dict) else data
+        if not isinstance(data, list) or not all(isinstance(a, dict) and "name" in a for a in data):
+            raise CoHardenError(f"{arms_file}: expected a list of arms, each a mapping with `name`")
+        raw += data
+    for spec in specs:
+        if spec == "none":
+            raw.append({"name": "none"})
+        elif "=" in spec:
+            name, model = spec.split("=", 1)
+            raw.append({"name": name.strip(), "model": model.strip()})
+        else:
+            raise CoHardenError(f"--arm {spec!r}: use 'none' or NAME=MODEL")
+    names = [a["name"] for a in raw]
+    if len(set(names)) != len(names):
+        raise CoHardenError(f"arm names must be unique: {names}")
+    for entry in raw:
+        fields = {k: v for k, v in entry.items() if k != "name"}
+        if not fields:
+            arms.append(Arm(entry["name"]))
+            continue
+        try:
+            arms.append(Arm(entry["name"], LLMConfig.from_env(**fields) if "model" in fields and len(fields) == 1
+                            else LLMConfig.model_validate(fields)))
+        except ValidationError as exc:
+            raise CoHardenError(f"arm {entry['name']!r}: {exc}") from exc
+    if not arms:
+        raise CoHardenError("give arms: --arm none --arm A=MODEL ... or --arms FILE")
+    return arms
+
+
+@suite_app.command("compare")
+def compare_cmd(
+    module: ModuleArg,
+    round0: Annotated[Path, typer.Option("--round0", help="The frozen round-0 suite every arm starts from.")],
+    arm: Annotated[list[str] | None, typer.Option("--arm", help="'none' (control) or NAME=MODEL; repeat. The "
+                                                  "first arm is the control for the differences.")] = None,
+    arms_file: Annotated[Path | None, typer.Option("--arms", help="YAML list of arms: {name, model, api_base, "
+                                                   "temperature, cost_overrides, ...}.")] = None,
+    replicates: Annotated[int, typer.Option("--replicates", "-r", min=1, help="Replicates per arm.")] = 5,
+    hypotheses: Annotated[Path | None, typer.Option("--hypotheses", help="Hypotheses (YAML list or one per "
+                                                    "line); default: each arm beats the control.")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples.")] = 2000,
+    api_base: ApiBaseOpt = None,
+    max_rounds: MaxRoundsOpt = 3,
+    max_shown: MaxShownOpt = 10,
+    root: RootOpt = None,
+    engine: EngineOpt = "builtin",
+    operators: OperatorsOpt = None,
+    max_mutants: MaxMutantsOpt = None,
+    seed: SeedOpt = 0,
+    workers: WorkersOpt = 1,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("suite-compare"),
+    llm_store: LlmStoreOpt = None,
+    llm_mode: LlmModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
+    timeout: TimeoutOpt = None,
+    config: ConfigOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Arms (no critic, critic model A, B, ...) x replicates from one frozen round 0, with kill-rate intervals.
+
+    The pre-registration (config + hypotheses, hashed) is written to OUTPUT/prereg.json before any test runs.
+    Exit status 1 when an arm has incomplete replicates (LLM failures), which are reported, never scored."""
+    import hashlib
+
+    from coharden import __version__
+    from coharden.execution.store import Store
+    from coharden.llm import Ledger
+    from coharden.suite.compare import run_compare
+    from coharden.suite.loop import LoopConfig, evaluate_round0
+    from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
+    from coharden.suite.runner import KillOracle
+
+    try:
+        settings = _settings(config, timeout, store)
+        arms = _parse_arms(list(arm or []), arms_file)
+        suite0 = _read(round0, "--round0")
+        mutants, rel = _mutants(module, root, engine, operators, max_mutants, seed)
+        hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
+        result_store = Store(settings.store)
+        plan = {
+            "coharden": __version__, "module": rel, "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),
+            "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": engine,
+            "operators": operators, "max_mutants": max_mutants, "mutants": len(mutants),
+            "mutant_ids_sha256": hashlib.sha256(",".join(f"{m.id}:{m.sha256}" for m in mutants).encode()).hexdigest(),
+            "arms": [a.describe() for a in arms], "api_base": api_base, "replicates": replicates,
+            "max_rounds": max_rounds,
+            "max_shown": max_shown, "seed": seed, "n_boot": n_boot, "level": 0.95, "budget_usd": budget_usd,
+            "metrics": {"kill_rate": "killed round-0 survivors / round-0 survivors, pooled over complete replicates",
+                        "interval": "cluster bootstrap over replicates, percentile, seeded",
+                        "cost_per_killed": "LLM USD of the arm / killed mutants"},
+        }
+        output.mkdir(parents=True, exist_ok=True)
+        prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
+        ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
+
+        def client_for(a: Any) -> Any:
+            if a.llm is None:
+                return None
+            return _client(None, api_base, None, None, llm_store, llm_mode, settings.store, ledger, budget_usd,
+                           overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
+
+        def on_run(run: Any) -> None:
+            path = output / "runs" / run.arm / f"rep{run.replicate}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True))
+            mark = "" if run.complete else f" [red]INCOMPLETE ({run.failure['kind'] if run.failure else ''})[/]"
+            err_console.print(f"{run.arm} rep {run.replicate}: killed {len(run.killed)}/{len(run.survivors0)} "
+                              f"({run.stop_reason}){mark}")
+
+        with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
+            with _progress(len(mutants), "round 0") as advance:
+                r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
+            result = run_compare(oracle, mutants, r0, arms, replicates, LoopConfig(max_rounds, max_shown, seed),
+                                 client_for=client_for, n_boot=n_boot, on_run=on_run)
+        verify(output / "prereg.json")
+        data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,
+                "llm": ledger.to_dict()}
+        (output / "compare.json").write_text(json.dumps(data, indent=2, sort_keys=True))
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        _render_compare(data, output)
+    if not data["complete"]:
+        bad = [n for n, s in data["arms"].items() if s["status"] != "ok"]
+        err_console.print(f"[bold red]incomplete arms:[/] {', '.join(bad)} (see 'incomplete' in compare.json)")
+        raise typer.Exit(1)
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _render_compare(data: dict[str, Any], output: Path) -> None:
+    console.print(f"round 0: {data['mutants_total']} mutants, {data['round0_killed']} killed, "
+                  f"{data['round0_survivors']} survive (timeouts {data['round0_timeouts']}, errors "
+                  f"{data['round0_errors']}); pre-registration {data['prereg_sha256'][:12]}")
+    table = Table(title=f"kill rate of round-0 survivors over {data['replicates']} replicates "
+                        f"[{int(data['level'] * 100)}% cluster bootstrap]")
+    for col in ("arm", "status", "done", "kill rate [interval]", "killed", "USD/kill", "tokens", "LLM failures"):
+        table.add_column(col)
+    for name, s in data["arms"].items():
+        ci = s["kill_rate_ci"]
+        rate = _fmt(s["kill_rate"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
+        table.add_row(name, s["status"], f"{s['complete_replicates']}/{s['replicates']}", rate, str(s["killed"]),
+                      _fmt(s["cost_per_killed_usd"], 5), str(s["tokens"]["total"]),
+                      ", ".join(f"{k} {v}" for k, v in s["llm_failures"].items()) or "-")
+    console.print(table)
+    for name, s in data["arms"].items():
+        rejected = ", ".join(f"{k} {v}" for k, v in s["rejected_additions"].items()) or "none"
+        console.print(f"{name}: rejected rounds {s['rejected_rounds']}; rejected additions: {rejected}")
+    for label, d in data["differences_to_control"].items():
+        ci = d["ci"]
+        console.print(f"{label}: {_fmt(d['difference'])} [{_fmt(ci[0]) if ci else 'n/a'}, "
+                      f"{_fmt(ci[1]) if ci else 'n/a'}] over {d['replicates']} paired replicates")
+    console.print(f"results: {output / 'compare.json'}")
