@@ -135,3 +135,7 @@ def calc_repo(repo_factory) -> tuple[Path, str]:  # type: ignore[no-untyped-def]
 @pytest.fixture
 def calc_fix(calc_repo: tuple[Path, str]) -> str:
     return make_patch(calc_repo[0], CALC_FIX)
+
+
+# fixture projects (critic skills, environment-inference repositories) are data, not tests of coharden
+collect_ignore_glob = ["fixtures/*"]

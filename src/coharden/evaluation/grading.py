@@ -1,0 +1,404 @@
+"""Mechanical grades of fixes and tests on one instance, with SWE-bench / SWT-bench semantics.
+
+* **Resolved** (a fix): the golden test patch is applied on base + the fix's source part and the golden
+  FAIL_TO_PASS and PASS_TO_PASS ids run in one pytest process. Per test id (SWE-bench ``grading.py``): a
+  FAIL_TO_PASS id succeeds when all its cases are PASSED or XFAIL (a skipped or missing F2P test is a failure),
+  a PASS_TO_PASS id when all are PASSED, XFAIL or SKIPPED. RESOLVED_FULL: every F2P and every P2P id succeeds
+  (an empty list counts as all succeeded); RESOLVED_PARTIAL: some but not all F2P, every P2P; else
+  RESOLVED_NO. ``resolved`` == RESOLVED_FULL. The fix's changes to test files (by the configured test patterns)
+  are dropped before applying, so a fix cannot change the tests that grade it (the SWE-bench harness likewise
+  checks out the golden test files before applying the test patch). A fix that does not apply is graded, not
+  resolved, ``patch_successfully_applied: false``. An empty fix is not run (``patch_exists: false``). A harness
+  error (a verdict that is neither PASS/FAIL nor a reason the fix caused) is ``infra_failure`` - not resolved,
+  and left out of every rate that conditions on correctness (coupling, overfitting, injection).
+* **F->P, class and laxity** (a test): :func:`coharden.mpe.evaluate.evaluate` against the golden test, with the
+  golden fix, over the mechanical pool (``operators`` / ``per_operator`` narrow it). The test prediction's
+  source-file changes are dropped (only its test part is the test). A test that is empty, does not apply, or
+  adds no test function is ``Invalid`` (not F->P). When the golden test itself is not F->P nothing can be
+  classified: the row carries ``error`` and is left out of class-based rates.
+* **Own test**: the verdict of a system's test (the ids it contributes) on base + that system's fix.
+
+Verdicts are cached in the SQLite store; MPE rows are cached there too (kind ``eval-test``), so a rerun of
+``coharden eval`` costs nothing but reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+
+from coharden.config import Settings
+from coharden.errors import ApplyError, CoHardenError, PatchError, TestIdError
+from coharden.evaluation.inputs import patch_key
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.store import Store
+from coharden.execution.testids import resolve_names
+from coharden.instances import resolve_repo
+from coharden.mpe.evaluate import MPEError, evaluate
+from coharden.mutation.pool import MECHANICAL_OPERATORS
+from coharden.patches import split_patch, touched_files
+from coharden.schema.instance import Instance
+from coharden.schema.matrix import TestClass
+from coharden.schema.mutant import Operator
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome, TestStatus, Verdict
+
+F2P_SUCCESS = frozenset({TestStatus.PASSED, TestStatus.XFAIL})
+P2P_SUCCESS = frozenset({TestStatus.PASSED, TestStatus.XFAIL, TestStatus.SKIPPED})
+RESOLVED_FULL = "RESOLVED_FULL"
+RESOLVED_PARTIAL = "RESOLVED_PARTIAL"
+RESOLVED_NO = "RESOLVED_NO"
+CACHE_KIND = "eval-test"
+_T = TypeVar("_T")
+
+
+class GradeOptions(BaseModel):
+    """How tests are classified (MPE) and how many instances are graded at once."""
+
+    operators: list[Operator] = Field(default_factory=lambda: list(MECHANICAL_OPERATORS))
+    per_operator: int | None = None
+    seed: int = 0
+    tau: float = 0.202
+    paper_classes: bool = False
+    workers: int = 1
+
+
+def _bucket() -> dict[str, list[str]]:
+    return {"success": [], "failure": []}
+
+
+class FixGrade(BaseModel):
+    """One fix on one instance: the fields of SWE-bench's per-instance ``report.json`` plus the verdict."""
+
+    patch_is_None: bool = False  # noqa: N815 - SWE-bench's field name
+    patch_exists: bool = True
+    patch_successfully_applied: bool = False
+    resolved: bool = False
+    resolution: str = RESOLVED_NO
+    infra_failure: bool = False
+    infra_failure_reason: str | None = None
+    outcome: str | None = None
+    """Verdict outcome of the golden F2P+P2P ids on base + fix (None: not run)."""
+    reason: str = ""
+    tests_status: dict[str, dict[str, list[str]]] = Field(
+        default_factory=lambda: {k: _bucket() for k in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL",
+                                                         "PASS_TO_FAIL")})
+    dropped_test_files: list[str] = Field(default_factory=list)
+
+    @property
+    def fails_golden(self) -> bool:
+        return bool(self.tests_status["FAIL_TO_PASS"]["failure"])
+
+    @property
+    def fails_regression(self) -> bool:
+        return bool(self.tests_status["PASS_TO_PASS"]["failure"])
+
+
+@dataclass
+class GoldenTests:
+    """The golden test patch with the FAIL_TO_PASS and PASS_TO_PASS ids it is graded by."""
+
+    f2p: list[str]
+    p2p: list[str]
+    patch: TestPatch  # ids: F2P then P2P, deduplicated
+    reference: TestPatch  # ids: F2P only (the MPE reference)
+
+
+def golden_tests(executor: InstanceExecutor) -> GoldenTests:
+    """FAIL_TO_PASS ids (or, without them, the ids the golden test patch contributes) and PASS_TO_PASS ids.
+
+    Bare PASS_TO_PASS names (sympy style) are resolved in the files the golden test patch touches; node ids
+    are kept as they are, wherever they live.
+    """
+    reference = executor.golden_test()
+    p2p_names = list(executor.instance.PASS_TO_PASS)
+    files = {p: c for p, c in reference.files.items() if c is not None}
+    p2p = resolve_names(p2p_names, files) if p2p_names else []
+    ids = list(dict.fromkeys([*reference.ids, *p2p]))
+    combined = TestPatch(patch=reference.patch, ids=ids, name="golden F2P+P2P", files=reference.files)
+    return GoldenTests(f2p=list(reference.ids), p2p=p2p, patch=combined, reference=reference)
+
+
+def grade_statuses(verdict: Verdict, f2p: Sequence[str], p2p: Sequence[str]) -> dict[str, dict[str, list[str]]]:
+    """SWE-bench ``tests_status`` from a verdict's per-id statuses (an id without statuses is a failure)."""
+    status = {k: _bucket() for k in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL")}
+    for ids, key, good in ((f2p, "FAIL_TO_PASS", F2P_SUCCESS), (p2p, "PASS_TO_PASS", P2P_SUCCESS)):
+        for test_id in ids:
+            cases = verdict.tests.get(test_id) or []
+            ok = bool(cases) and all(c in good for c in cases)
+            status[key]["success" if ok else "failure"].append(test_id)
+    return status
+
+
+def resolution(status: Mapping[str, Mapping[str, list[str]]]) -> str:
+    """SWE-bench ``ResolvedStatus`` (an empty list counts as a success rate of 1)."""
+
+    def share(key: str) -> float:
+        ok, bad = len(status[key]["success"]), len(status[key]["failure"])
+        return 1.0 if ok + bad == 0 else ok / (ok + bad)
+
+    f2p, p2p = share("FAIL_TO_PASS"), share("PASS_TO_PASS")
+    if f2p == 1 and p2p == 1:
+        return RESOLVED_FULL
+    if 0 < f2p < 1 and p2p == 1:
+        return RESOLVED_PARTIAL
+    return RESOLVED_NO
+
+
+def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) -> FixGrade:
+    """Resolved or not, with SWE-bench's per-test report (see the module docstring)."""
+    if fix is None:
+        return FixGrade(patch_is_None=True, patch_exists=False, reason="no patch (None)")
+    if not fix.strip():
+        return FixGrade(patch_exists=False, reason="empty patch")
+    try:
+        source, tests = split_patch(fix, executor.settings.test_patterns)
+        dropped = touched_files(tests)
+    except PatchError as exc:
+        return FixGrade(reason=f"the fix is not a valid patch: {exc}")
+    verdict = executor.verdict(source, golden.patch)
+    grade = FixGrade(outcome=verdict.outcome.value, dropped_test_files=dropped, reason=verdict.reason)
+    if verdict.outcome is Outcome.APPLY_ERROR and verdict.reason.startswith("source patch"):
+        grade.reason = f"the fix does not apply: {verdict.reason}"
+        return grade
+    grade.patch_successfully_applied = True
+    if verdict.outcome is Outcome.HARNESS_ERROR:
+        grade.infra_failure = True
+        grade.infra_failure_reason = verdict.reason or "harness error"
+    grade.tests_status = grade_statuses(verdict, golden.f2p, golden.p2p)
+    grade.resolution = resolution(grade.tests_status)
+    grade.resolved = grade.resolution == RESOLVED_FULL and not grade.infra_failure
+    if not source.strip():
+        grade.reason = "the fix changes only test files (dropped); " + grade.reason
+    return grade
+
+
+def _test_part(executor: InstanceExecutor, patch: str | None) -> tuple[str, list[str]]:
+    """The test part of a test prediction and the non-test files it also touched (dropped)."""
+    if not (patch or "").strip():
+        raise TestIdError("the test patch is empty")
+    source, tests = split_patch(patch or "", executor.settings.test_patterns)
+    if not tests.strip():
+        raise TestIdError("the test patch touches no test file")
+    return tests, touched_files(source)
+
+
+def _invalid(reason: str, **extra: Any) -> dict[str, Any]:
+    return {"applied": False, "fail_to_pass": False, "test_class": TestClass.INVALID.value, "laxity": None,
+            "matrix": None, "admissible": 0, "inadmissible": {}, "test_ids": [], "buggy": None, "fixed": None,
+            "pool_complete": True, "reason": reason, **extra}
+
+
+def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None, options: GradeOptions,
+               store: Store | None) -> dict[str, Any]:
+    """F->P, MPE class and laxity of one test prediction (a JSON-able row; ``error`` when not classifiable)."""
+    instance = executor.instance
+    key = hashlib.sha256(json.dumps([
+        instance.instance_id, executor.base_commit, patch_key(instance.patch), patch_key(golden.reference.patch),
+        golden.reference.ids, patch_key(test), sorted(op.value for op in options.operators), options.per_operator,
+        options.seed, options.tau, options.paper_classes, executor.env_id]).encode()).hexdigest()
+    cached = store.get_record(CACHE_KIND, key) if store is not None else None
+    if cached is not None:
+        return cached
+    try:
+        test_text, dropped = _test_part(executor, test)
+        candidate = executor.test_patch(test_text, name="candidate")
+    except (TestIdError, ApplyError, PatchError) as exc:
+        row = _invalid(str(exc))
+    else:
+        try:
+            result = evaluate(executor, instance.patch, candidate, golden.reference, operators=options.operators,
+                              per_operator=options.per_operator, seed=options.seed, tau=options.tau,
+                              paper_classes=options.paper_classes)
+        except MPEError as exc:  # the golden side is broken: nothing about this test can be concluded
+            return {"error": str(exc)}
+        row = {
+            "applied": True, "fail_to_pass": result.fail_to_pass, "test_class": result.test_class.value,
+            "laxity": result.laxity, "matrix": result.matrix.counts() if result.fail_to_pass else None,
+            "admissible": result.matrix.admissible, "inadmissible": result.inadmissible_counts(),
+            "test_ids": result.test_ids, "buggy": result.candidate_buggy.outcome.value,
+            "fixed": result.candidate_fixed.outcome.value, "pool_complete": result.pool_complete,
+            "reason": "; ".join(f"{where}: {v.short()}" for where, v in
+                                (("buggy", result.candidate_buggy), ("fixed", result.candidate_fixed))),
+            "dropped_source_files": dropped,
+        }
+        if Outcome.HARNESS_ERROR.value in (row["buggy"], row["fixed"]):
+            return {"error": f"harness error: {row['reason']}"}  # not cached: a rerun may succeed
+    if store is not None:
+        store.put_record(CACHE_KIND, key, row)
+    return row
+
+
+def fail_to_pass_only(executor: InstanceExecutor, test: str | None) -> dict[str, Any]:
+    """F->P only (no mutants): FAIL on the base, PASS on the golden fix."""
+    try:
+        test_text, _ = _test_part(executor, test)
+        candidate = executor.test_patch(test_text, name="candidate")
+    except (TestIdError, ApplyError, PatchError) as exc:
+        return {"fail_to_pass": False, "buggy": None, "fixed": None, "reason": str(exc)}
+    buggy, fixed = executor.verdict("", candidate), executor.verdict(executor.instance.patch, candidate)
+    if Outcome.HARNESS_ERROR in (buggy.outcome, fixed.outcome):
+        return {"error": f"harness error: buggy {buggy.short()}; fixed {fixed.short()}"}
+    return {"fail_to_pass": buggy.failed and fixed.passed, "buggy": buggy.outcome.value,
+            "fixed": fixed.outcome.value, "reason": f"buggy: {buggy.short()}; fixed: {fixed.short()}"}
+
+
+def own_test(executor: InstanceExecutor, fix: str | None, test: str | None) -> dict[str, Any]:
+    """Does a system's fix pass the system's own test? ``usable`` is False when the question has no answer
+    (no fix, no usable test, a harness error)."""
+    if not (fix or "").strip():
+        return {"usable": False, "reason": "no fix"}
+    try:
+        test_text, _ = _test_part(executor, test)
+        candidate = executor.test_patch(test_text, name="own")
+        source, _ = split_patch(fix or "", executor.settings.test_patterns)
+    except (TestIdError, ApplyError, PatchError) as exc:
+        return {"usable": False, "reason": f"own test unusable: {exc}"}
+    verdict = executor.verdict(source, candidate)
+    if verdict.outcome is Outcome.HARNESS_ERROR:
+        return {"usable": False, "reason": f"harness error: {verdict.reason}"}
+    return {"usable": True, "outcome": verdict.outcome.value, "passed": verdict.passed, "reason": verdict.reason}
+
+
+# --- planning and running ----------------------------------------------------------------------------------
+
+@dataclass
+class InstanceWork:
+    """What to grade on one instance (patches by content; identical patches are graded once)."""
+
+    fixes: dict[str, str | None] = field(default_factory=dict)  # key -> fix
+    tests: dict[str, str | None] = field(default_factory=dict)  # key -> test, full MPE
+    fp_tests: dict[str, str | None] = field(default_factory=dict)  # key -> test, F->P only
+    own: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # "fixkey:testkey" -> pair
+
+    def add_fix(self, fix: str | None) -> None:
+        self.fixes[patch_key(fix)] = fix
+
+    def add_test(self, test: str | None) -> None:
+        self.tests[patch_key(test)] = test
+
+    def add_fp_test(self, test: str | None) -> None:
+        self.fp_tests[patch_key(test)] = test
+
+    def add_own(self, fix: str | None, test: str | None) -> None:
+        self.own[own_key(fix, test)] = (fix, test)
+
+    def size(self) -> int:
+        return len(self.fixes) + len(self.tests) + len(self.fp_tests) + len(self.own)
+
+
+def own_key(fix: str | None, test: str | None) -> str:
+    return f"{patch_key(fix)}:{patch_key(test)}"
+
+
+@dataclass
+class InstanceGrades:
+    """Grades of one instance, keyed like :class:`InstanceWork`. ``error``: nothing could be graded."""
+
+    fixes: dict[str, FixGrade] = field(default_factory=dict)
+    tests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fp_tests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    own: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+    fix_error: str | None = None
+    """Why no fix of this instance was graded: the golden fix itself is not resolved (a broken environment)."""
+
+    def fix(self, patch: str | None) -> FixGrade | None:
+        return self.fixes.get(patch_key(patch))
+
+    def test(self, patch: str | None) -> dict[str, Any] | None:
+        return self.tests.get(patch_key(patch))
+
+    def test_fp(self, patch: str | None) -> dict[str, Any] | None:
+        """F->P of a test: from its MPE row when it has one, else from the F->P-only run."""
+        row = self.tests.get(patch_key(patch))
+        return row if row is not None else self.fp_tests.get(patch_key(patch))
+
+
+def _guarded(run: Callable[[], _T], on_error: Callable[[str], _T]) -> _T:
+    try:
+        return run()
+    except CoHardenError as exc:
+        return on_error(f"{type(exc).__name__}: {exc}")
+
+
+def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, store: Store | None,
+                   options: GradeOptions, progress: Callable[[str], None] | None = None) -> InstanceGrades:
+    """Everything ``work`` asks for on one instance, in one executor (one workspace)."""
+    grades = InstanceGrades()
+    try:
+        repo = resolve_repo(instance, settings.repos_dir)
+        with InstanceExecutor(instance, repo, settings, store) as executor:
+            golden = golden_tests(executor)
+            if work.fixes or work.own:
+                # the yardstick first: when the golden fix fails its own tests here, no fix grade means anything
+                check = grade_fix(executor, golden, instance.patch)
+                if not check.resolved:
+                    failing = check.tests_status["FAIL_TO_PASS"]["failure"] + \
+                        check.tests_status["PASS_TO_PASS"]["failure"]
+                    grades.fix_error = (f"the golden fix is not resolved here ({check.outcome}: "
+                                        f"{check.reason or ', '.join(failing)}): no fix is graded")
+            # one broken item (a git or store failure) is recorded on that item; the others are still graded
+            for key, fix in work.fixes.items():
+                if grades.fix_error is None:
+                    grades.fixes[key] = _guarded(lambda f=fix: grade_fix(executor, golden, f),
+                                                 lambda why, f=fix: FixGrade(
+                                                     patch_exists=bool((f or "").strip()), infra_failure=True,
+                                                     infra_failure_reason=why, reason=why))
+                if progress:
+                    progress("fix")
+            for key, test in work.tests.items():
+                grades.tests[key] = _guarded(lambda t=test: grade_test(executor, golden, t, options, store),
+                                             lambda why: {"error": why})
+                if progress:
+                    progress("test")
+            for key, test in work.fp_tests.items():
+                if key not in grades.tests:
+                    grades.fp_tests[key] = _guarded(lambda t=test: fail_to_pass_only(executor, t),
+                                                    lambda why: {"error": why})
+                if progress:
+                    progress("fail-to-pass")
+            for key, (fix, test) in work.own.items():
+                if grades.fix_error is None:
+                    grades.own[key] = _guarded(lambda f=fix, t=test: own_test(executor, f, t),
+                                               lambda why: {"usable": False, "reason": why})
+                if progress:
+                    progress("own test")
+    except CoHardenError as exc:
+        grades.error = f"{type(exc).__name__}: {exc}"
+    return grades
+
+
+def grade_all(instances: Mapping[str, Instance], work: Mapping[str, InstanceWork], settings: Settings,
+              store: Store | None, options: GradeOptions,
+              progress: Callable[[str, str], None] | None = None) -> dict[str, InstanceGrades]:
+    """Grade every instance with work; instances run in parallel (``options.workers``), each in its own
+    executor, so no two threads share a workspace."""
+    lock = threading.Lock()
+
+    def task(iid: str) -> tuple[str, InstanceGrades]:
+        def step(what: str) -> None:
+            if progress:
+                with lock:
+                    progress(iid, what)
+
+        return iid, grade_instance(instances[iid], work[iid], settings, store, options, step)
+
+    todo = [iid for iid in work if iid in instances and work[iid].size()]
+    results: dict[str, InstanceGrades] = {}
+    if options.workers <= 1 or len(todo) < 2:
+        for iid in todo:
+            results[iid] = task(iid)[1]
+    else:
+        with ThreadPoolExecutor(max_workers=options.workers) as pool:
+            for future in as_completed([pool.submit(task, iid) for iid in todo]):
+                iid, grades = future.result()
+                results[iid] = grades
+    return {iid: results[iid] for iid in todo}

@@ -1,0 +1,561 @@
+"""The numbers of the evaluation report, computed from grades only (pure functions, no test is run here).
+
+:func:`plan` says what to grade; :mod:`coharden.evaluation.grading` grades it; :func:`build_report` turns the
+grades into one JSON document. Every rate is ``k / n`` with both counts in the document next to it, and is
+``None`` (not 0) when ``n`` is 0. The definitions are in :data:`DEFINITIONS` (also written into the report).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from coharden.evaluation.grading import FixGrade, GradeOptions, InstanceGrades, InstanceWork, own_key
+from coharden.evaluation.inputs import Injection, PredictionSet
+from coharden.evaluation.records import RoundRecord
+from coharden.schema.instance import Instance
+
+SCHEMA_VERSION = 1
+CLASSES = ("Rigorous", "Lax", "Misaligned", "NotReproducing", "Invalid", "Inconclusive")
+INJECTION_CLASSES = ("Rigorous", "Lax", "Misaligned")
+CELLS = ("alpha", "beta", "gamma", "delta")
+
+DEFINITIONS: dict[str, str] = {
+    "resolved": "SWE-bench semantics: the golden test patch on base + the fix's source part (its test-file changes "
+                "are dropped); every FAIL_TO_PASS id PASSED/XFAIL (skipped or missing = failure) and every "
+                "PASS_TO_PASS id PASSED/XFAIL/SKIPPED. A fix that does not apply, an empty fix, a timeout: not "
+                "resolved. A harness error: infra_failure, not resolved, excluded from conditional rates. "
+                "resolved_rate = resolved / instances in the instances file.",
+    "fail_to_pass": "SWT-bench semantics: the ids the test contributes FAIL on the base commit and PASS on base + the "
+                    "golden fix (only the prediction's test-file changes are the test; its source changes are "
+                    "dropped). fail_to_pass_rate = F->P tests / instances in the instances file.",
+    "test_class": "MPE against the golden test over the mechanical mutant pool: Rigorous (F->P, laxity < tau), Lax "
+                  "(F->P, laxity >= tau), Misaligned (fails on the golden fix), NotReproducing (passes on the base), "
+                  "Invalid (empty, does not apply, adds no test, or does not run), Inconclusive (F->P, no "
+                  "admissible mutant). Error: the golden test is not F->P, nothing is classified.",
+    "test_wrong": "not_rigorous (the primary definition): the test is not Rigorous, i.e. Lax, Misaligned, "
+                  "NotReproducing or Invalid; Inconclusive and Error tests are excluded (their rigor is unknown). "
+                  "not_fail_to_pass (secondary): the test is not F->P; only Error tests are excluded.",
+    "fix_wrong": "the fix is not resolved; fixes with an infra failure (or an instance whose golden fix is not "
+                 "resolved) are excluded.",
+    "coupling": "over the instances where the system submitted both a fix and a test and both are gradable: "
+                "p_test_wrong = #test wrong / n, p_fix_wrong = #fix wrong / n, p_joint = #both wrong / n, "
+                "coupling_factor = p_joint / (p_test_wrong * p_fix_wrong) (1: independent, > 1: errors come "
+                "together), p_fix_wrong_given_test_wrong = #both / #test wrong, p_test_wrong_given_fix_wrong = "
+                "#both / #fix wrong.",
+    "overfitting": "a fix overfits when it passes its own test (the same system's test on the same instance: the "
+                   "verdict of the ids that test contributes on base + the fix is PASS) but is not resolved: it "
+                   "fails the golden FAIL_TO_PASS (fails_golden) or the PASS_TO_PASS regression tests "
+                   "(fails_regression), or both (None when the fix did not apply: the golden tests never ran). "
+                   "rate = overfit / fixes that pass their own test.",
+    "injection": "paired over the instances with a baseline fix, an injected fix and an injected test, all gradable: "
+                 "delta = (resolved with the test - resolved without) / n = (gained - lost) / n; per class of the "
+                 "injected test, per test source and pooled over sources.",
+    "cutoffs": "for each cutoff c, F->P tests with a laxity are Rigorous when laxity < c and Lax otherwise; with "
+               "injection runs, delta of each side.",
+    "runs": "per run and round r: active = instances with a record for round r; an instance's state at r is its "
+            "record of the latest round <= r (carried forward after it stops); resolved / fail_to_pass count "
+            "states at r, rates divide by the states whose flag is known (unknown states are counted apart); "
+            "costs: the round's sum and the cumulative sum over rounds <= r, mutant_share = cumulative mutant_usd "
+            "/ cumulative usd.",
+}
+
+
+def rate(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+# --- planning ----------------------------------------------------------------------------------------------
+
+def own_pairs(fix_sets: Sequence[PredictionSet], test_sets: Sequence[PredictionSet]) -> list[
+        tuple[PredictionSet, PredictionSet]]:
+    """(fixes, tests) of the same system: sets with the same name."""
+    tests = {s.name: s for s in test_sets}
+    return [(f, tests[f.name]) for f in fix_sets if f.name in tests]
+
+
+def plan(instances: Mapping[str, Instance], fix_sets: Sequence[PredictionSet], test_sets: Sequence[PredictionSet],
+         injections: Sequence[Injection], runs: Mapping[str, Sequence[RoundRecord]]) -> dict[str, InstanceWork]:
+    """What to grade on each instance of ``instances`` (predictions for other ids are not graded)."""
+    work = {iid: InstanceWork() for iid in instances}
+    for fixes in [*fix_sets, *(s for inj in injections for s in (inj.baseline, inj.injected))]:
+        for iid, pred in fixes.predictions.items():
+            if iid in work:
+                work[iid].add_fix(pred.model_patch)
+    for tests in [*test_sets, *(inj.tests for inj in injections)]:
+        for iid, pred in tests.predictions.items():
+            if iid in work:
+                work[iid].add_test(pred.model_patch)
+    for fixes, tests in own_pairs(fix_sets, test_sets):
+        for iid in fixes.predictions.keys() & tests.predictions.keys():
+            if iid in work:
+                work[iid].add_own(fixes.patch(iid), tests.patch(iid))
+    for records in runs.values():
+        for rec in records:
+            if rec.instance not in work:
+                continue
+            if rec.resolved is None and rec.fix_patch is not None:
+                work[rec.instance].add_fix(rec.fix_patch)
+            if rec.fail_to_pass is None and rec.test_patch is not None:
+                work[rec.instance].add_fp_test(rec.test_patch)
+    return work
+
+
+# --- per-item lookups --------------------------------------------------------------------------------------
+
+def fix_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) -> tuple[FixGrade | None, str | None]:
+    """(grade, why there is none)."""
+    g = grades.get(iid)
+    if g is None:
+        return None, "instance not graded"
+    if g.error:
+        return None, g.error
+    if g.fix_error:
+        return None, g.fix_error
+    grade = g.fix(patch)
+    return (grade, None) if grade is not None else (None, "fix not graded")
+
+
+def test_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) -> dict[str, Any]:
+    """The MPE row of a test; ``{"error": ...}`` when it has none."""
+    g = grades.get(iid)
+    if g is None:
+        return {"error": "instance not graded"}
+    if g.error:
+        return {"error": g.error}
+    row = g.test(patch)
+    return row if row is not None else {"error": "test not graded"}
+
+
+def test_class(row: Mapping[str, Any]) -> str:
+    return "Error" if "error" in row else str(row["test_class"])
+
+
+# --- fixes and tests ---------------------------------------------------------------------------------------
+
+def fix_section(fixes: PredictionSet, instance_ids: Sequence[str], grades: Mapping[str, InstanceGrades]) -> dict[
+        str, Any]:
+    """SWE-bench's run report (counts and sorted id lists) plus per-instance ``report.json`` entries."""
+    rows: dict[str, Any] = {}
+    ids: dict[str, list[str]] = {k: [] for k in ("submitted", "completed", "resolved", "unresolved", "empty_patch",
+                                                  "error", "apply_failed", "missing")}
+    for iid in instance_ids:
+        if iid not in fixes.predictions:
+            ids["missing"].append(iid)
+            continue
+        ids["submitted"].append(iid)
+        grade, why = fix_row(grades, iid, fixes.patch(iid))
+        if grade is None:
+            ids["error"].append(iid)
+            rows[iid] = {"error": why}
+            continue
+        rows[iid] = grade.model_dump(mode="json")
+        if not grade.patch_exists:
+            ids["empty_patch"].append(iid)  # as in SWE-bench: counted apart, not run, never resolved
+            continue
+        if grade.infra_failure:
+            ids["error"].append(iid)
+            continue
+        ids["completed"].append(iid)
+        if not grade.patch_successfully_applied:
+            ids["apply_failed"].append(iid)
+        ids["resolved" if grade.resolved else "unresolved"].append(iid)
+    known = set(instance_ids)
+    unknown = sorted(i for i in fixes.predictions if i not in known)
+    summary: dict[str, Any] = {"total_instances": len(instance_ids)}
+    summary.update({f"{k}_instances": len(v) for k, v in ids.items()})
+    summary["resolved_rate"] = rate(len(ids["resolved"]), len(instance_ids))
+    summary.update({f"{k}_ids": sorted(v) for k, v in ids.items()})
+    summary["unknown_ids"] = unknown
+    summary["errors"] = {iid: rows[iid].get("error") or rows[iid].get("infra_failure_reason")
+                         for iid in sorted(ids["error"])}
+    return {"source": fixes.source, "summary": summary, "instances": rows}
+
+
+def test_section(tests: PredictionSet, instance_ids: Sequence[str], grades: Mapping[str, InstanceGrades]) -> dict[
+        str, Any]:
+    """Per test: F->P, class, laxity, matrix; summary counts over the instances file."""
+    rows: dict[str, Any] = {}
+    for iid in instance_ids:
+        if iid in tests.predictions:
+            rows[iid] = test_row(grades, iid, tests.patch(iid))
+    classes = Counter(test_class(r) for r in rows.values())
+    laxities = [r["laxity"] for r in rows.values() if "error" not in r and r.get("laxity") is not None]
+    matrix = dict.fromkeys(CELLS, 0)
+    for r in rows.values():
+        for cell in CELLS:
+            matrix[cell] += int((r.get("matrix") or {}).get(cell, 0))
+    fail_to_pass = sorted(i for i, r in rows.items() if r.get("fail_to_pass"))
+    summary = {
+        "total_instances": len(instance_ids),
+        "submitted_instances": len(rows),
+        "applied_instances": sum(1 for r in rows.values() if r.get("applied")),
+        "fail_to_pass_instances": len(fail_to_pass),
+        "fail_to_pass_rate": rate(len(fail_to_pass), len(instance_ids)),
+        "classes": {c: classes.get(c, 0) for c in (*CLASSES, "Error")},
+        "mean_laxity": mean(laxities),
+        "matrix": matrix,
+        "fail_to_pass_ids": fail_to_pass,
+        "missing_ids": sorted(i for i in instance_ids if i not in rows),
+        "unknown_ids": sorted(i for i in tests.predictions if i not in set(instance_ids)),
+        "errors": {i: r["error"] for i, r in sorted(rows.items()) if "error" in r},
+    }
+    return {"source": tests.source, "summary": summary, "instances": rows}
+
+
+# --- coupling and overfitting ------------------------------------------------------------------------------
+
+def coupling(pairs: Mapping[str, tuple[bool, bool]], excluded: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Joint failure of test and fix. ``pairs``: instance id -> (test wrong, fix wrong)."""
+    n = len(pairs)
+    tw = sum(1 for t, _ in pairs.values() if t)
+    fw = sum(1 for _, f in pairs.values() if f)
+    both = sum(1 for t, f in pairs.values() if t and f)
+    p_t, p_f, p_joint = rate(tw, n), rate(fw, n), rate(both, n)
+    independent = p_t * p_f if p_t is not None and p_f is not None else None
+    return {
+        "n": n,
+        "cells": {"both_right": n - tw - fw + both, "test_wrong_only": tw - both, "fix_wrong_only": fw - both,
+                  "both_wrong": both},
+        "test_wrong": tw, "fix_wrong": fw,
+        "p_test_wrong": p_t, "p_fix_wrong": p_f, "p_joint": p_joint, "p_independent": independent,
+        "coupling_factor": p_joint / independent if p_joint is not None and independent else None,
+        "p_fix_wrong_given_test_wrong": rate(both, tw),
+        "p_test_wrong_given_fix_wrong": rate(both, fw),
+        "instances": {iid: {"test_wrong": t, "fix_wrong": f} for iid, (t, f) in sorted(pairs.items())},
+        "excluded": dict(sorted((excluded or {}).items())),
+    }
+
+
+def coupling_pairs(fixes: PredictionSet, tests: PredictionSet, instance_ids: Sequence[str],
+                   grades: Mapping[str, InstanceGrades]) -> dict[str, Any]:
+    """Both definitions of a wrong test (see :data:`DEFINITIONS`)."""
+    strict: dict[str, tuple[bool, bool]] = {}
+    loose: dict[str, tuple[bool, bool]] = {}
+    ex_strict: dict[str, str] = {}
+    ex_loose: dict[str, str] = {}
+    for iid in instance_ids:
+        if iid not in fixes.predictions or iid not in tests.predictions:
+            continue
+        grade, why = fix_row(grades, iid, fixes.patch(iid))
+        row = test_row(grades, iid, tests.patch(iid))
+        if grade is None or grade.infra_failure:
+            reason = f"fix: {why or grade.infra_failure_reason}"  # type: ignore[union-attr]
+            ex_strict[iid] = ex_loose[iid] = reason
+            continue
+        if "error" in row:
+            ex_strict[iid] = ex_loose[iid] = f"test: {row['error']}"
+            continue
+        fix_wrong = not grade.resolved
+        loose[iid] = (not row["fail_to_pass"], fix_wrong)
+        if row["test_class"] == "Inconclusive":
+            ex_strict[iid] = "test: Inconclusive (no admissible mutant, laxity undefined)"
+            continue
+        strict[iid] = (row["test_class"] != "Rigorous", fix_wrong)
+    return {"not_rigorous": coupling(strict, ex_strict), "not_fail_to_pass": coupling(loose, ex_loose)}
+
+
+def overfitting(fixes: PredictionSet, tests: PredictionSet, instance_ids: Sequence[str],
+                grades: Mapping[str, InstanceGrades]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    excluded: dict[str, str] = {}
+    for iid in instance_ids:
+        if iid not in fixes.predictions or iid not in tests.predictions:
+            continue
+        fix_patch, test_patch = fixes.patch(iid), tests.patch(iid)
+        grade, why = fix_row(grades, iid, fix_patch)
+        g = grades.get(iid)
+        own = g.own.get(own_key(fix_patch, test_patch)) if g is not None else None
+        if grade is None or grade.infra_failure:
+            excluded[iid] = f"fix: {why or grade.infra_failure_reason}"  # type: ignore[union-attr]
+            continue
+        if own is None or not own.get("usable"):
+            excluded[iid] = (own or {}).get("reason", "own test not run")
+            continue
+        passes = bool(own["passed"])
+        ran = grade.patch_successfully_applied  # else the golden tests never ran: None, not False
+        rows[iid] = {"own_test": own["outcome"], "passes_own_test": passes, "resolved": grade.resolved,
+                     "fails_golden": grade.fails_golden if ran else None,
+                     "fails_regression": grade.fails_regression if ran else None,
+                     "overfit": passes and not grade.resolved}
+    passing = [r for r in rows.values() if r["passes_own_test"]]
+    overfit = [r for r in passing if r["overfit"]]
+    return {
+        "n": len(rows),
+        "passes_own_test": len(passing),
+        "overfit": len(overfit),
+        "overfit_golden": sum(1 for r in overfit if r["fails_golden"]),
+        "overfit_regression": sum(1 for r in overfit if r["fails_regression"]),
+        "rate": rate(len(overfit), len(passing)),
+        "instances": dict(sorted(rows.items())),
+        "excluded": dict(sorted(excluded.items())),
+    }
+
+
+# --- injection and cutoffs ---------------------------------------------------------------------------------
+
+def paired_delta(pairs: Iterable[tuple[bool, bool]]) -> dict[str, Any]:
+    """(resolved without the test, resolved with it) per instance -> the paired change."""
+    items = list(pairs)
+    n = len(items)
+    base = sum(1 for b, _ in items if b)
+    with_test = sum(1 for _, w in items if w)
+    gained = sum(1 for b, w in items if w and not b)
+    lost = sum(1 for b, w in items if b and not w)
+    return {"n": n, "baseline_resolved": base, "injected_resolved": with_test, "gained": gained, "lost": lost,
+            "baseline_rate": rate(base, n), "injected_rate": rate(with_test, n), "delta": rate(gained - lost, n)}
+
+
+def _by_class(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    present = {r["test_class"] for r in rows.values()}
+    order = [*INJECTION_CLASSES, *(c for c in CLASSES if c in present and c not in INJECTION_CLASSES)]
+    return {c: paired_delta((r["baseline_resolved"], r["injected_resolved"]) for r in rows.values()
+                            if r["test_class"] == c) for c in order}
+
+
+def injection_rows(inj: Injection, instance_ids: Sequence[str], grades: Mapping[str, InstanceGrades]) -> tuple[
+        dict[str, Any], dict[str, str]]:
+    rows: dict[str, Any] = {}
+    excluded: dict[str, str] = {}
+    for iid in instance_ids:
+        missing = [what for what, s in (("baseline fix", inj.baseline), ("injected fix", inj.injected),
+                                        ("injected test", inj.tests)) if iid not in s.predictions]
+        if missing:
+            if len(missing) < 3:
+                excluded[iid] = "missing " + ", ".join(missing)
+            continue
+        base, why_b = fix_row(grades, iid, inj.baseline.patch(iid))
+        with_test, why_w = fix_row(grades, iid, inj.injected.patch(iid))
+        test = test_row(grades, iid, inj.tests.patch(iid))
+        if base is None or base.infra_failure:
+            excluded[iid] = f"baseline fix: {why_b or base.infra_failure_reason}"  # type: ignore[union-attr]
+        elif with_test is None or with_test.infra_failure:
+            excluded[iid] = f"injected fix: {why_w or with_test.infra_failure_reason}"  # type: ignore[union-attr]
+        elif "error" in test:
+            excluded[iid] = f"injected test: {test['error']}"
+        else:
+            rows[iid] = {"baseline_resolved": base.resolved, "injected_resolved": with_test.resolved,
+                         "test_class": test["test_class"], "fail_to_pass": test["fail_to_pass"],
+                         "laxity": test["laxity"]}
+    return rows, excluded
+
+
+def injection_section(injections: Sequence[Injection], instance_ids: Sequence[str],
+                      grades: Mapping[str, InstanceGrades]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the section, all pooled rows keyed "source/instance") - the rows feed the cutoff table."""
+    sources: dict[str, Any] = {}
+    pooled: dict[str, Any] = {}
+    for inj in injections:
+        rows, excluded = injection_rows(inj, instance_ids, grades)
+        sources[inj.name] = {
+            "baseline": inj.baseline.source, "injected": inj.injected.source, "tests": inj.tests.source,
+            "overall": paired_delta((r["baseline_resolved"], r["injected_resolved"]) for r in rows.values()),
+            "by_class": _by_class(rows), "instances": rows, "excluded": excluded,
+        }
+        pooled.update({f"{inj.name}/{iid}": r for iid, r in rows.items()})
+    section = {
+        "sources": sources,
+        "overall": {"overall": paired_delta((r["baseline_resolved"], r["injected_resolved"])
+                                            for r in pooled.values()),
+                    "by_class": _by_class(pooled)},
+    }
+    return section, pooled
+
+
+def cutoff_tables(cutoffs: Sequence[float], tests: Mapping[str, Mapping[str, Any]],
+                  injection: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """Rigorous / Lax counts of the graded tests per cutoff (overall and per system) and, with injection runs,
+    the paired delta on each side."""
+
+    def laxities(rows: Mapping[str, Any]) -> list[float]:
+        return [r["laxity"] for r in rows.values()
+                if "error" not in r and r.get("fail_to_pass") and r.get("laxity") is not None]
+
+    per_system = {name: laxities(section["instances"]) for name, section in tests.items()}
+    everything = [x for xs in per_system.values() for x in xs]
+    rows = [{"cutoff": c, "Rigorous": sum(1 for x in everything if x < c),
+             "Lax": sum(1 for x in everything if x >= c),
+             "by_system": {name: {"Rigorous": sum(1 for x in xs if x < c), "Lax": sum(1 for x in xs if x >= c)}
+                           for name, xs in per_system.items()}} for c in cutoffs]
+    inj_rows = None
+    if injection is not None:
+        usable = [r for r in injection.values() if r.get("fail_to_pass") and r.get("laxity") is not None]
+        inj_rows = [{"cutoff": c,
+                     "Rigorous": paired_delta((r["baseline_resolved"], r["injected_resolved"]) for r in usable
+                                              if r["laxity"] < c),
+                     "Lax": paired_delta((r["baseline_resolved"], r["injected_resolved"]) for r in usable
+                                         if r["laxity"] >= c)} for c in cutoffs]
+    return {"cutoffs": list(cutoffs), "tests": rows, "injection": inj_rows}
+
+
+# --- loop runs ---------------------------------------------------------------------------------------------
+
+def _record_flags(rec: RoundRecord, grades: Mapping[str, InstanceGrades]) -> tuple[bool | None, bool | None]:
+    """(resolved, fail_to_pass) of a record: its flags, else its patches' grades, else None (unknown)."""
+    resolved = rec.resolved
+    if resolved is None and rec.fix_patch is not None:
+        grade, _ = fix_row(grades, rec.instance, rec.fix_patch)
+        resolved = None if grade is None or grade.infra_failure else grade.resolved
+    fail_to_pass = rec.fail_to_pass
+    if fail_to_pass is None and rec.test_patch is not None:
+        g = grades.get(rec.instance)
+        row = g.test_fp(rec.test_patch) if g is not None and not g.error else None
+        fail_to_pass = None if row is None or "error" in row else bool(row["fail_to_pass"])
+    return resolved, fail_to_pass
+
+
+def run_section(records: Sequence[RoundRecord], grades: Mapping[str, InstanceGrades],
+                known_instances: Iterable[str]) -> dict[str, Any]:
+    """Per-round Resolved / F->P / active instances / matrix / cost, cost per instance (see DEFINITIONS)."""
+    flags = {(r.instance, r.round): _record_flags(r, grades) for r in records}
+    by_instance: dict[str, list[RoundRecord]] = {}
+    for rec in records:
+        by_instance.setdefault(rec.instance, []).append(rec)
+    for recs in by_instance.values():
+        recs.sort(key=lambda r: r.round)
+    rounds = sorted({r.round for r in records})
+    rows: list[dict[str, Any]] = []
+    cum_usd = cum_mutant = 0.0
+    cum_tokens = 0
+    for rnd in rounds:
+        active = [r for r in records if r.round == rnd]
+        states = {iid: [r for r in recs if r.round <= rnd][-1] for iid, recs in by_instance.items()
+                  if recs[0].round <= rnd}
+        res = [flags[(iid, s.round)][0] for iid, s in states.items()]
+        fp = [flags[(iid, s.round)][1] for iid, s in states.items()]
+        usd = sum(r.usd for r in active)
+        mutant = sum(r.mutant_usd for r in active)
+        tokens = sum(r.tokens for r in active)
+        cum_usd += usd
+        cum_mutant += mutant
+        cum_tokens += tokens
+        matrix = dict.fromkeys(CELLS, 0)
+        for r in active:
+            if r.matrix is not None:
+                for cell, v in r.matrix.as_dict().items():
+                    matrix[cell] += v
+        laxities = [r.laxity for r in active if r.laxity is not None]
+        known_res = [x for x in res if x is not None]
+        known_fp = [x for x in fp if x is not None]
+        rows.append({
+            "round": rnd, "active": len(active), "started": len(states),
+            "resolved": sum(known_res), "resolved_known": len(known_res), "resolved_unknown": len(res) - len(known_res),
+            "resolved_rate": rate(sum(known_res), len(known_res)),
+            "fail_to_pass": sum(known_fp), "fail_to_pass_known": len(known_fp),
+            "fail_to_pass_unknown": len(fp) - len(known_fp), "fail_to_pass_rate": rate(sum(known_fp), len(known_fp)),
+            "decisions": dict(sorted(Counter(r.decision for r in active).items())),
+            "matrix": matrix, "admissible": sum(r.admissible_count or 0 for r in active),
+            "mean_laxity": mean(laxities),
+            "usd": usd, "mutant_usd": mutant, "round_mutant_share": rate_f(mutant, usd), "tokens": tokens,
+            "cumulative_usd": cum_usd, "cumulative_mutant_usd": cum_mutant,
+            "mutant_share": rate_f(cum_mutant, cum_usd), "cumulative_tokens": cum_tokens,
+        })
+    per_instance: dict[str, Any] = {}
+    for iid, recs in sorted(by_instance.items()):
+        last = recs[-1]
+        resolved, fail_to_pass = flags[(iid, last.round)]
+        per_instance[iid] = {
+            "rounds": len(recs), "first_round": recs[0].round, "last_round": last.round,
+            "final_decision": last.decision, "usd": sum(r.usd for r in recs),
+            "mutant_usd": sum(r.mutant_usd for r in recs), "tokens": sum(r.tokens for r in recs),
+            "resolved": resolved, "fail_to_pass": fail_to_pass,
+        }
+    n = len(per_instance)
+    total_usd = sum(p["usd"] for p in per_instance.values())
+    total_mutant = sum(p["mutant_usd"] for p in per_instance.values())
+    total_tokens = sum(p["tokens"] for p in per_instance.values())
+    final = rows[-1] if rows else {}
+    known = set(known_instances)
+    return {
+        "rounds": rows,
+        "per_instance": per_instance,
+        "totals": {
+            "instances": n, "records": len(records), "usd": total_usd, "mutant_usd": total_mutant,
+            "mutant_share": rate_f(total_mutant, total_usd), "tokens": total_tokens,
+            "usd_per_instance": total_usd / n if n else None, "tokens_per_instance": total_tokens / n if n else None,
+            "resolved": final.get("resolved"), "resolved_rate": final.get("resolved_rate"),
+            "fail_to_pass": final.get("fail_to_pass"), "fail_to_pass_rate": final.get("fail_to_pass_rate"),
+        },
+        "unknown_instances": sorted(i for i in by_instance if i not in known),
+    }
+
+
+def rate_f(part: float, whole: float) -> float | None:
+    return part / whole if whole else None
+
+
+# --- the whole report --------------------------------------------------------------------------------------
+
+def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[PredictionSet],
+                 test_sets: Sequence[PredictionSet], injections: Sequence[Injection],
+                 runs: Mapping[str, Sequence[RoundRecord]], grades: Mapping[str, InstanceGrades],
+                 options: GradeOptions, cutoffs: Sequence[float]) -> dict[str, Any]:
+    """The report document (``schema_version`` 1). Top-level keys:
+
+    * ``settings`` (tau, operators, per_operator, seed, paper_classes), ``definitions`` (term -> text);
+    * ``instances``: ``total``, ``ids`` (in file order), ``errors`` (id -> why nothing was graded),
+      ``fix_errors`` (id -> why no fix was graded: the golden fix is not resolved there);
+    * ``fixes``: system -> ``source``, ``summary`` (SWE-bench run report: ``*_instances`` counts, sorted
+      ``*_ids``, ``resolved_rate``, ``errors``), ``instances`` (id -> SWE-bench ``report.json`` entry:
+      patch_is_None, patch_exists, patch_successfully_applied, resolved, resolution, infra_failure[_reason],
+      outcome, reason, tests_status, dropped_test_files; or ``{"error"}``);
+    * ``tests``: system -> ``source``, ``summary`` (fail_to_pass counts/rate, ``classes``, mean_laxity, summed
+      ``matrix``, id lists, ``errors``), ``instances`` (id -> applied, fail_to_pass, test_class, laxity, matrix,
+      admissible, inadmissible, test_ids, buggy, fixed, pool_complete, reason; or ``{"error"}``);
+    * ``comparison``: one row per system (fix and test summaries, coupling factor, overfit rate);
+    * ``coupling``: system -> {``not_rigorous``, ``not_fail_to_pass``} -> :func:`coupling`;
+    * ``overfitting``: system -> :func:`overfitting`;
+    * ``injection``: None, or ``sources`` (name -> files, ``overall``, ``by_class``, ``instances``, ``excluded``)
+      and ``overall`` (pooled ``overall`` and ``by_class``), each delta a :func:`paired_delta`;
+    * ``cutoffs``: ``cutoffs``, ``tests`` (rows: cutoff, Rigorous, Lax, by_system), ``injection`` (None or rows:
+      cutoff, Rigorous / Lax paired deltas);
+    * ``runs``: run -> ``rounds`` (rows), ``per_instance``, ``totals``, ``unknown_instances`` (:func:`run_section`).
+    """
+    ids = list(instances)
+    fixes = {s.name: fix_section(s, ids, grades) for s in fix_sets}
+    tests = {s.name: test_section(s, ids, grades) for s in test_sets}
+    couplings = {f.name: coupling_pairs(f, t, ids, grades) for f, t in own_pairs(fix_sets, test_sets)}
+    overfit = {f.name: overfitting(f, t, ids, grades) for f, t in own_pairs(fix_sets, test_sets)}
+    injection, pooled = injection_section(injections, ids, grades) if injections else (None, None)
+    systems = list(dict.fromkeys([*fixes, *tests]))
+    comparison = []
+    for name in systems:
+        fs, ts = fixes.get(name, {}).get("summary"), tests.get(name, {}).get("summary")
+        comparison.append({
+            "system": name,
+            "fixes_submitted": fs["submitted_instances"] if fs else None,
+            "resolved": fs["resolved_instances"] if fs else None,
+            "resolved_rate": fs["resolved_rate"] if fs else None,
+            "apply_failed": fs["apply_failed_instances"] if fs else None,
+            "tests_submitted": ts["submitted_instances"] if ts else None,
+            "fail_to_pass": ts["fail_to_pass_instances"] if ts else None,
+            "fail_to_pass_rate": ts["fail_to_pass_rate"] if ts else None,
+            **{c: (ts["classes"][c] if ts else None) for c in (*CLASSES, "Error")},
+            "mean_laxity": ts["mean_laxity"] if ts else None,
+            "coupling_factor": couplings[name]["not_rigorous"]["coupling_factor"] if name in couplings else None,
+            "overfit_rate": overfit[name]["rate"] if name in overfit else None,
+        })
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "coharden-eval",
+        "settings": {"tau": options.tau, "operators": [op.value for op in options.operators],
+                     "per_operator": options.per_operator, "seed": options.seed,
+                     "paper_classes": options.paper_classes},
+        "definitions": DEFINITIONS,
+        "instances": {"total": len(ids), "ids": ids,
+                      "errors": {iid: g.error for iid, g in sorted(grades.items()) if g.error},
+                      "fix_errors": {iid: g.fix_error for iid, g in sorted(grades.items()) if g.fix_error}},
+        "fixes": fixes,
+        "tests": tests,
+        "comparison": comparison,
+        "coupling": couplings,
+        "overfitting": overfit,
+        "injection": injection,
+        "cutoffs": cutoff_tables(cutoffs, tests, pooled),
+        "runs": {name: {**run_section(recs, grades, ids)} for name, recs in runs.items()},
+    }

@@ -1,0 +1,369 @@
+"""The evaluation report as Markdown and as one self-contained HTML page (plots inlined as base64 PNG).
+
+Both are rendered from the JSON document of :func:`coharden.evaluation.metrics.build_report` only, through one
+list of blocks (headings, paragraphs, tables, figures), so the two always say the same thing. Plots need
+matplotlib (``pip install 'coharden[report]'``); they are drawn on :class:`matplotlib.figure.Figure` objects
+with the Agg canvas, never through pyplot, so no global backend state is touched.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coharden.errors import CoHardenError
+from coharden.evaluation.metrics import CELLS, CLASSES
+
+CLASS_COLORS = {"Rigorous": "#2e7d32", "Lax": "#f9a825", "Misaligned": "#c62828", "NotReproducing": "#6a1b9a",
+                "Invalid": "#616161", "Inconclusive": "#90a4ae"}
+CELL_COLORS = {"alpha": "#64b5f6", "beta": "#ef5350", "gamma": "#66bb6a", "delta": "#bdbdbd"}
+
+
+@dataclass
+class Block:
+    kind: str  # "h1" | "h2" | "h3" | "p" | "table" | "figure"
+    text: str = ""
+    headers: Sequence[str] = ()
+    rows: Sequence[Sequence[Any]] = ()
+    image: bytes = b""
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _matrix(counts: dict[str, int] | None) -> str:
+    return "-" if not counts else "/".join(str(counts.get(c, 0)) for c in CELLS)
+
+
+# --- plots -------------------------------------------------------------------------------------------------
+
+def _figure(width: float = 7.0, height: float = 3.6):  # type: ignore[no-untyped-def]
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise CoHardenError("the HTML report draws plots with matplotlib: pip install 'coharden[report]' "
+                            "(or write only Markdown / JSON)") from exc
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _integer_axis(axis) -> None:  # type: ignore[no-untyped-def]
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def plot_rounds(runs: dict[str, Any]) -> bytes:
+    fig = _figure(8, 3.6)
+    left, right = fig.subplots(1, 2)
+    for name, run in runs.items():
+        rounds = [r["round"] for r in run["rounds"]]
+        left.plot(rounds, [r["resolved_rate"] for r in run["rounds"]], marker="o", label=f"{name}: Resolved")
+        left.plot(rounds, [r["fail_to_pass_rate"] for r in run["rounds"]], marker="s", linestyle="--",
+                  label=f"{name}: F->P")
+        right.plot(rounds, [r["active"] for r in run["rounds"]], marker="o", label=name)
+    left.set(title="Resolved and F->P by round", xlabel="round", ylabel="share of instances", ylim=(-0.02, 1.02))
+    right.set(title="Active instances by round", xlabel="round", ylabel="instances")
+    right.set_ylim(bottom=0)
+    for ax in (left, right):
+        _integer_axis(ax.xaxis)
+        ax.legend(fontsize=7)
+    _integer_axis(right.yaxis)
+    return _png(fig)
+
+
+def plot_laxity(tests: dict[str, Any], tau: float) -> bytes:
+    fig = _figure()
+    ax = fig.subplots()
+    values: dict[str, list[float]] = {}
+    for section in tests.values():
+        for row in section["instances"].values():
+            if "error" not in row and row.get("laxity") is not None:
+                values.setdefault(row["test_class"], []).append(row["laxity"])
+    names = [c for c in CLASSES if c in values]
+    bins = [i / 20 for i in range(21)]
+    ax.hist([values[c] for c in names], bins=bins, stacked=True, label=names,
+            color=[CLASS_COLORS[c] for c in names])
+    ax.axvline(tau, color="black", linestyle=":", label=f"tau = {tau}")
+    ax.set(title="Laxity of F->P tests, by class", xlabel="laxity (beta / admissible)", ylabel="tests", xlim=(0, 1))
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def plot_matrix(tests: dict[str, Any], runs: dict[str, Any]) -> bytes:
+    groups: list[tuple[str, dict[str, int]]] = [(f"tests: {name}", s["summary"]["matrix"])
+                                                for name, s in tests.items()]
+    for name, run in runs.items():
+        groups += [(f"{name} r{r['round']}", r["matrix"]) for r in run["rounds"]]
+    fig = _figure(max(5.0, 1.1 * len(groups) + 2), 3.6)
+    ax = fig.subplots()
+    bottom = [0] * len(groups)
+    labels = [g[0] for g in groups]
+    for cell in CELLS:
+        heights = [g[1].get(cell, 0) for g in groups]
+        ax.bar(labels, heights, bottom=bottom, label=cell, color=CELL_COLORS[cell])
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set(title="Matrix cells (alpha agree-pass, beta lax, gamma rigor, delta agree-fail)", ylabel="mutants")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def plot_cost(runs: dict[str, Any]) -> bytes:
+    fig = _figure(8, 3.6)
+    left, right = fig.subplots(1, 2)
+    width = 0.8 / max(1, len(runs))
+    for i, (name, run) in enumerate(runs.items()):
+        offset = (i - (len(runs) - 1) / 2) * width  # bars of the runs side by side, centred on the round
+        rounds = [r["round"] + offset for r in run["rounds"]]
+        mutant = [r["mutant_usd"] for r in run["rounds"]]
+        other = [r["usd"] - r["mutant_usd"] for r in run["rounds"]]
+        left.bar(rounds, other, width=width, label=f"{name}: agent")
+        left.bar(rounds, mutant, width=width, bottom=other, hatch="//", label=f"{name}: mutants")
+        right.plot([r["round"] for r in run["rounds"]], [r["cumulative_usd"] for r in run["rounds"]], marker="o",
+                   label=name)
+    left.set(title="Cost by round (USD)", xlabel="round", ylabel="USD")
+    right.set(title="Cumulative cost (USD)", xlabel="round", ylabel="USD")
+    for ax in (left, right):
+        _integer_axis(ax.xaxis)
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def plot_injection(injection: dict[str, Any]) -> bytes:
+    fig = _figure()
+    ax = fig.subplots()
+    groups = [("all sources", injection["overall"]), *injection["sources"].items()]
+    classes = ["all", *injection["overall"]["by_class"]]
+    width = 0.8 / len(groups)
+    for i, (name, data) in enumerate(groups):
+        cells = [data["overall"], *(data["by_class"].get(c) or {"n": 0, "delta": None} for c in classes[1:])]
+        offset = (i - (len(groups) - 1) / 2) * width
+        bars = ax.bar([k + offset for k in range(len(classes))], [c["delta"] or 0.0 for c in cells], width=width,
+                      label=name)
+        ax.bar_label(bars, labels=[f"n={c['n']}" for c in cells], fontsize=7)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(classes)), classes)
+    ax.set(title="Test injection: change in Resolved by class of the injected test", ylabel="delta Resolved")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def plots(report: dict[str, Any]) -> dict[str, bytes]:
+    """The report's figures as PNG bytes (only those with data)."""
+    out: dict[str, bytes] = {}
+    runs = report.get("runs") or {}
+    tests = report.get("tests") or {}
+    if runs:
+        out["rounds"] = plot_rounds(runs)
+    if any(r.get("laxity") is not None for s in tests.values() for r in s["instances"].values() if "error" not in r):
+        out["laxity"] = plot_laxity(tests, report["settings"]["tau"])
+    if tests or any(run["rounds"] for run in runs.values()):
+        out["matrix"] = plot_matrix(tests, runs)
+    if runs:
+        out["cost"] = plot_cost(runs)
+    if report.get("injection"):
+        out["injection"] = plot_injection(report["injection"])
+    return out
+
+
+# --- content -----------------------------------------------------------------------------------------------
+
+FIGURE_TITLES = {"rounds": "Per-round Resolved, F->P and active instances", "laxity": "Laxity histogram per class",
+                 "matrix": "The four matrix cells", "cost": "Cost by round", "injection": "Test injection"}
+
+
+def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> list[Block]:
+    figures = figures or {}
+    s = report["settings"]
+    out = [Block("h1", "coharden evaluation report"),
+           Block("p", f"{report['instances']['total']} instances; tau = {s['tau']}; operators: "
+                      f"{', '.join(s['operators'])}; per operator: {s['per_operator'] or 'all'}; seed {s['seed']}.")]
+
+    def figure(name: str) -> None:
+        if name in figures:
+            out.append(Block("figure", FIGURE_TITLES[name], image=figures[name]))
+
+    if report["comparison"]:
+        out.append(Block("h2", "Comparison"))
+        cols = ["system", "fixes", "resolved", "resolved rate", "did not apply", "tests", "F->P", "F->P rate",
+                *CLASSES, "Error", "mean laxity", "coupling factor", "overfit rate"]
+        out.append(Block("table", headers=cols, rows=[
+            [r["system"], r["fixes_submitted"], r["resolved"], r["resolved_rate"], r["apply_failed"],
+             r["tests_submitted"], r["fail_to_pass"], r["fail_to_pass_rate"], *(r[c] for c in (*CLASSES, "Error")),
+             r["mean_laxity"], r["coupling_factor"], r["overfit_rate"]] for r in report["comparison"]]))
+    for name, section in report["fixes"].items():
+        sm = section["summary"]
+        out.append(Block("h2", f"Fixes: {name}"))
+        out.append(Block("p", f"{section['source']}: {sm['resolved_instances']} of {sm['total_instances']} resolved "
+                              f"(rate {fmt(sm['resolved_rate'])}); submitted {sm['submitted_instances']}, empty "
+                              f"{sm['empty_patch_instances']}, did not apply {sm['apply_failed_instances']}, errors "
+                              f"{sm['error_instances']}, missing {sm['missing_instances']}."))
+        out.append(Block("table", headers=["instance", "resolved", "applied", "F2P failing", "P2P failing", "note"],
+                         rows=[[iid, r.get("resolved"), r.get("patch_successfully_applied"),
+                                *(len(r["tests_status"][k]["failure"]) if r.get("patch_successfully_applied")
+                                  else None for k in ("FAIL_TO_PASS", "PASS_TO_PASS")),
+                                (r.get("error") or r.get("reason") or "")[:120]]
+                               for iid, r in section["instances"].items()]))
+    for name, section in report["tests"].items():
+        sm = section["summary"]
+        out.append(Block("h2", f"Tests: {name}"))
+        out.append(Block("p", f"{section['source']}: {sm['fail_to_pass_instances']} of {sm['total_instances']} F->P "
+                              f"(rate {fmt(sm['fail_to_pass_rate'])}); mean laxity {fmt(sm['mean_laxity'])}; "
+                              f"matrix a/b/g/d {_matrix(sm['matrix'])}."))
+        out.append(Block("table", headers=["instance", "F->P", "class", "laxity", "matrix a/b/g/d", "note"],
+                         rows=[[iid, r.get("fail_to_pass"), r.get("test_class", "Error"), r.get("laxity"),
+                                _matrix(r.get("matrix")), (r.get("error") or r.get("reason") or "")[:120]]
+                               for iid, r in section["instances"].items()]))
+    figure("laxity")
+    figure("matrix")
+    if report["coupling"]:
+        out.append(Block("h2", "Coupling of test and fix errors"))
+        rows = []
+        for name, both in report["coupling"].items():
+            for definition, c in both.items():
+                rows.append([name, definition, c["n"], c["cells"]["both_right"], c["cells"]["test_wrong_only"],
+                             c["cells"]["fix_wrong_only"], c["cells"]["both_wrong"], c["p_test_wrong"],
+                             c["p_fix_wrong"], c["p_joint"], c["coupling_factor"], c["p_fix_wrong_given_test_wrong"],
+                             c["p_test_wrong_given_fix_wrong"], len(c["excluded"])])
+        out.append(Block("table", headers=["system", "test wrong =", "n", "both right", "test wrong only",
+                                           "fix wrong only", "both wrong", "P(test wrong)", "P(fix wrong)",
+                                           "P(joint)", "coupling factor", "P(fix wrong | test wrong)",
+                                           "P(test wrong | fix wrong)", "excluded"], rows=rows))
+    if report["overfitting"]:
+        out.append(Block("h2", "Test overfitting"))
+        out.append(Block("table", headers=["system", "pairs", "pass own test", "overfit", "fails golden",
+                                           "fails regression", "rate", "excluded"],
+                         rows=[[name, o["n"], o["passes_own_test"], o["overfit"], o["overfit_golden"],
+                                o["overfit_regression"], o["rate"], len(o["excluded"])]
+                               for name, o in report["overfitting"].items()]))
+    inj = report.get("injection")
+    if inj:
+        out.append(Block("h2", "Test injection"))
+        rows = []
+        for source, data in [*inj["sources"].items(), ("(all sources)", inj["overall"])]:
+            for cls, d in [("all", data["overall"]), *data["by_class"].items()]:
+                rows.append([source, cls, d["n"], d["baseline_resolved"], d["injected_resolved"], d["gained"],
+                             d["lost"], d["delta"]])
+        out.append(Block("table", headers=["test source", "test class", "n", "resolved without", "resolved with",
+                                           "gained", "lost", "delta"], rows=rows))
+        figure("injection")
+    cut = report["cutoffs"]
+    if report["tests"] or cut["injection"]:
+        out.append(Block("h2", "Cutoff sensitivity (Rigorous / Lax split)"))
+        headers = ["cutoff", "Rigorous", "Lax"]
+        if cut["injection"]:
+            headers += ["delta Rigorous (n)", "delta Lax (n)"]
+        rows = []
+        for i, row in enumerate(cut["tests"]):
+            line = [row["cutoff"], row["Rigorous"], row["Lax"]]
+            if cut["injection"]:
+                inj_row = cut["injection"][i]
+                line += [f"{fmt(inj_row['Rigorous']['delta'])} ({inj_row['Rigorous']['n']})",
+                         f"{fmt(inj_row['Lax']['delta'])} ({inj_row['Lax']['n']})"]
+            rows.append(line)
+        out.append(Block("table", headers=headers, rows=rows))
+    for name, run in report["runs"].items():
+        out.append(Block("h2", f"Loop run: {name}"))
+        t = run["totals"]
+        out.append(Block("p", f"{t['instances']} instances, {t['records']} records; final Resolved "
+                              f"{fmt(t['resolved_rate'])}, F->P {fmt(t['fail_to_pass_rate'])}; cost {fmt(t['usd'])} "
+                              f"USD ({fmt(t['usd_per_instance'])} per instance), mutant share "
+                              f"{fmt(t['mutant_share'])}."))
+        out.append(Block("table", headers=["round", "active", "Resolved", "F->P", "unknown Resolved / F->P",
+                                           "decisions",
+                                           "matrix a/b/g/d", "USD", "cumulative USD", "mutant share (cum.)",
+                                           "tokens"],
+                         rows=[[r["round"], r["active"], f"{r['resolved']}/{r['resolved_known']}",
+                                f"{r['fail_to_pass']}/{r['fail_to_pass_known']}",
+                                f"{r['resolved_unknown']} / {r['fail_to_pass_unknown']}",
+                                ", ".join(f"{k} {v}" for k, v in r["decisions"].items()), _matrix(r["matrix"]),
+                                r["usd"], r["cumulative_usd"], r["mutant_share"], r["tokens"]]
+                               for r in run["rounds"]]))
+        out.append(Block("h3", "Cost per instance"))
+        out.append(Block("table", headers=["instance", "rounds", "final decision", "USD", "mutant USD", "tokens",
+                                           "resolved", "F->P"],
+                         rows=[[iid, p["rounds"], p["final_decision"], p["usd"], p["mutant_usd"], p["tokens"],
+                                p["resolved"], p["fail_to_pass"]] for iid, p in run["per_instance"].items()]))
+    if report["runs"]:
+        figure("rounds")
+        figure("cost")
+    errors = [[iid, "instance", msg] for iid, msg in report["instances"]["errors"].items()]
+    errors += [[iid, "fixes", msg] for iid, msg in report["instances"]["fix_errors"].items()]
+    if errors:
+        out.append(Block("h2", "Errors"))
+        out.append(Block("table", headers=["instance", "what", "error"], rows=sorted(errors)))
+    out.append(Block("h2", "Definitions"))
+    out.append(Block("table", headers=["term", "definition"], rows=[[k, v] for k, v in report["definitions"].items()]))
+    return out
+
+
+# --- rendering ---------------------------------------------------------------------------------------------
+
+def _md_cell(value: Any) -> str:
+    return fmt(value).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """Markdown (no figures: the HTML page has them)."""
+    lines: list[str] = []
+    for block in blocks(report):
+        if block.kind in ("h1", "h2", "h3"):
+            lines += ["#" * int(block.kind[1]) + " " + block.text, ""]
+        elif block.kind == "p":
+            lines += [block.text, ""]
+        elif block.kind == "table":
+            lines.append("| " + " | ".join(_md_cell(h) for h in block.headers) + " |")
+            lines.append("|" + "---|" * len(block.headers))
+            lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in block.rows]
+            lines.append("")
+    return "\n".join(lines)
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; margin: 0.6em 0 1.4em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+figure { margin: 1em 0 2em; } figcaption { font-weight: 600; margin-bottom: 0.4em; }
+img { max-width: 100%; }
+"""
+
+
+def render_html(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> str:
+    """One self-contained page: inline CSS, every plot a ``data:image/png;base64`` URI."""
+    figures = plots(report) if figures is None else figures
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             "<title>coharden evaluation report</title>", f"<style>{STYLE}</style>", "</head>", "<body>"]
+    for block in blocks(report, figures):
+        if block.kind in ("h1", "h2", "h3", "p"):
+            parts.append(f"<{block.kind}>{html.escape(block.text)}</{block.kind}>")
+        elif block.kind == "table":
+            parts.append("<table>")
+            parts.append("<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
+                         + "</tr></thead>")
+            parts.append("<tbody>")
+            parts += ["<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in block.rows]
+            parts.append("</tbody></table>")
+        elif block.kind == "figure":
+            data = base64.b64encode(block.image).decode("ascii")
+            parts.append(f'<figure><figcaption>{html.escape(block.text)}</figcaption>'
+                         f'<img alt="{html.escape(block.text)}" src="data:image/png;base64,{data}"></figure>')
+    parts += ["</body>", "</html>", ""]
+    return "\n".join(parts)

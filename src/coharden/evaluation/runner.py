@@ -1,0 +1,91 @@
+"""The ``coharden eval`` pipeline: load inputs, plan, grade (real test runs, cached), compute, write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+from coharden.evaluation.grading import GradeOptions, grade_all
+from coharden.evaluation.inputs import Injection, PredictionSet, load_injection, load_prediction_sets, unique_names
+from coharden.evaluation.metrics import build_report, plan
+from coharden.evaluation.records import RoundRecord, load_runs
+from coharden.execution.store import Store
+from coharden.instances import MANIFEST_NAMES, load_instances, load_local
+from coharden.schema.instance import Instance
+
+
+def load_eval_instances(source: Path, cache_dir: Path) -> dict[str, Instance]:
+    """A records file, one instance directory, or a directory of instance directories (like ``examples/``)."""
+    if source.is_dir() and not any((source / n).is_file() for n in MANIFEST_NAMES):
+        dirs = sorted(d for d in source.iterdir() if d.is_dir() and any((d / n).is_file() for n in MANIFEST_NAMES))
+        if not dirs:
+            raise CoHardenError(f"{source}: neither an instance directory nor a directory of them")
+        found = [load_local(d, cache_dir).instance for d in dirs]
+    else:
+        found = [li.instance for li in load_instances(source, cache_dir)]
+    instances: dict[str, Instance] = {}
+    for inst in found:
+        if inst.instance_id in instances:
+            raise CoHardenError(f"{source}: duplicate instance_id {inst.instance_id!r}")
+        instances[inst.instance_id] = inst
+    return instances
+
+
+class EvalInputs:
+    """Everything one ``coharden eval`` grades."""
+
+    def __init__(self, instances: dict[str, Instance], fix_sets: Sequence[PredictionSet] = (),
+                 test_sets: Sequence[PredictionSet] = (), injections: Sequence[Injection] = (),
+                 runs: dict[str, list[RoundRecord]] | None = None) -> None:
+        unique_names(list(fix_sets), "--fixes")
+        unique_names(list(test_sets), "--tests")
+        names = [inj.name for inj in injections]
+        if len(set(names)) != len(names):
+            raise CoHardenError(f"--injection: test source names repeat ({', '.join(names)}); name them NAME=...")
+        self.instances = instances
+        self.fix_sets = list(fix_sets)
+        self.test_sets = list(test_sets)
+        self.injections = list(injections)
+        self.runs = runs or {}
+
+    @classmethod
+    def load(cls, instances: Path, cache_dir: Path, *, fixes: Sequence[str] = (), tests: Sequence[str] = (),
+             injections: Sequence[str] = (), runs: Path | None = None) -> EvalInputs:
+        found = load_eval_instances(instances, cache_dir)
+        return cls(found,
+                   [s for spec in fixes for s in load_prediction_sets(spec, found, "fix")],
+                   [s for spec in tests for s in load_prediction_sets(spec, found, "test")],
+                   [load_injection(spec, found) for spec in injections],
+                   load_runs(runs) if runs is not None else None)
+
+
+def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options: GradeOptions,
+                   cutoffs: Sequence[float], progress: Callable[[str, str], None] | None = None,
+                   on_plan: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Grade everything and return the report document (see :func:`coharden.evaluation.metrics.build_report`)."""
+    if not (inputs.fix_sets or inputs.test_sets or inputs.injections or inputs.runs):
+        raise CoHardenError("nothing to evaluate: give --fixes, --tests, --injection or --runs")
+    work = plan(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs)
+    if on_plan:
+        on_plan(sum(w.size() for w in work.values()))
+    grades = grade_all(inputs.instances, work, settings, store, options, progress)
+    return build_report(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs, grades,
+                        options, cutoffs)
+
+
+def write_outputs(report: dict[str, Any], output: Path, *, html: bool = True) -> dict[str, Path]:
+    """``report.json``, ``report.md`` and (with matplotlib) the self-contained ``report.html``."""
+    from coharden.evaluation.report import render_html, render_markdown
+
+    output.mkdir(parents=True, exist_ok=True)
+    written = {"json": output / "report.json", "markdown": output / "report.md"}
+    written["json"].write_text(json.dumps(report, indent=2) + "\n")  # key order is meaningful (instances, classes)
+    written["markdown"].write_text(render_markdown(report))
+    if html:
+        written["html"] = output / "report.html"
+        written["html"].write_text(render_html(report))
+    return written
