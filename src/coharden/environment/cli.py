@@ -1,0 +1,442 @@
+"""``coharden env ...`` and ``coharden reproduce ...``: environments for real repositories and verified
+reproduction of real bugs.
+
+Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coharden.config import Settings, load_settings
+from coharden.errors import CoHardenError
+
+env_app = typer.Typer(help="Environments for real repositories: infer a plan, build it (venv or Docker), "
+                      "smoke-test it, refine it with a model.", no_args_is_help=True)
+reproduce_app = typer.Typer(help="Verified reproduction of real bugs: check or generate fail-to-pass tests that "
+                            "do not mock the code under test; mine issue / pull-request exports.",
+                            no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+RepoArg = Annotated[Path, typer.Argument(help="A local git repository.")]
+CommitOpt = Annotated[str, typer.Option("--commit", help="Commit to build the environment for.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="litellm model name (default $COHARDEN_LLM_MODEL; "
+                                              "no model: no refinement / generation / labels).")]
+ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL.")]
+LLMStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "
+                                                  "llm-calls.sqlite next to the result store).")]
+LLMModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto, record, or replay (offline).")]
+BudgetOpt = Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the run.")]
+DockerOpt = Annotated[bool, typer.Option("--docker", help="Build a Docker image instead of a virtual environment.")]
+BasePythonOpt = Annotated[str | None, typer.Option("--base-python", help="Interpreter that creates the venv "
+                                                   "(default: pythonX.Y of the plan, or the closest admitted).")]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _settings(config: Path | None, **overrides: object) -> Settings:
+    return load_settings(config).with_overrides(**overrides)
+
+
+def _llm(settings: Settings, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
+         budget_usd: float | None, *, required: bool = False) -> Any:
+    """An LLM client from flags and ``COHARDEN_LLM_*``; None when no model is named (and none is required)."""
+    from pydantic import ValidationError
+
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+
+    if not (model or os.environ.get("COHARDEN_LLM_MODEL")):
+        if required:
+            raise CoHardenError("this command needs --model (or $COHARDEN_LLM_MODEL)")
+        return None
+    try:
+        mode = CacheMode(llm_mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+    try:
+        config = LLMConfig.from_env(model=model, api_base=api_base)
+    except ValidationError as exc:
+        raise CoHardenError(f"LLM configuration: {exc}") from exc
+    budget = Budget(per_run_usd=budget_usd) if budget_usd is not None else None
+    path = llm_store or settings.store.with_name("llm-calls.sqlite")
+    return LLMClient(config, store=CallStore(path), mode=mode, budget=budget)
+
+
+def _load_plan(path: Path) -> Any:
+    from coharden.environment.plan import EnvPlan
+
+    if not path.is_file():
+        raise CoHardenError(f"{path}: plan file not found")
+    return EnvPlan.from_json(path.read_text(), source=str(path))
+
+
+def _infer(repo: Path, commit: str) -> Any:
+    from coharden.environment.inference import infer_plan
+    from coharden.environment.sources import GitSource
+
+    source = GitSource(repo)
+    if commit != "HEAD":
+        source = GitSource(repo, commit)
+    return infer_plan(source, repo=str(source.repo), commit=source.commit)
+
+
+# --- coharden env ------------------------------------------------------------------------------------------------
+@env_app.command("infer")
+def env_infer(
+    repo: RepoArg,
+    commit: CommitOpt = "HEAD",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the plan (JSON) here.")] = None,
+    dockerfile: Annotated[Path | None, typer.Option("--dockerfile", help="Also write a Dockerfile here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Infer an environment plan from packaging, requirements, tox / nox and CI files (no build)."""
+    from coharden.environment.dockerfile import render_dockerfile
+
+    try:
+        plan = _infer(repo, commit)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if output is not None:
+        output.write_text(plan.to_json())
+    if dockerfile is not None:
+        dockerfile.write_text(render_dockerfile(plan))
+    if as_json or output is None:
+        print(plan.to_json(), end="")
+        return
+    table = Table(title=f"environment plan for {plan.repo} @ {plan.commit[:12]}")
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_row("python", f"{plan.python} (requires {plan.python_requires or 'any'}; tested "
+                  f"{', '.join(plan.python_tested) or '-'})")
+    table.add_row("install", "\n".join(plan.install))
+    table.add_row("tests", " ".join(["pytest", *plan.test_args, *plan.test_paths]))
+    table.add_row("source roots", ", ".join(plan.source_roots) or "-")
+    table.add_row("env", ", ".join(f"{k}={v}" for k, v in plan.env.items()) or "-")
+    console.print(table)
+    for note in plan.notes:
+        console.print(f"- {note}")
+    console.print(f"plan written to {output}")
+
+
+@env_app.command("dockerfile")
+def env_dockerfile(
+    plan_file: Annotated[Path, typer.Argument(help="A plan (JSON) from `coharden env infer`.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
+) -> None:
+    """Render a plan as a Dockerfile on python:X.Y-slim."""
+    from coharden.environment.dockerfile import render_dockerfile
+
+    try:
+        text = render_dockerfile(_load_plan(plan_file))
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if output is None:
+        print(text, end="")
+    else:
+        output.write_text(text)
+
+
+@env_app.command("build")
+def env_build(
+    repo: RepoArg,
+    commit: CommitOpt = "HEAD",
+    plan_file: Annotated[Path | None, typer.Option("--plan", help="Use this plan instead of inferring one.")]
+    = None,
+    docker: DockerOpt = False,
+    base_python: BasePythonOpt = None,
+    smoke: Annotated[bool, typer.Option("--smoke/--no-smoke", help="Smoke-test the built environment.")] = True,
+    sample: Annotated[int, typer.Option("--sample", min=1, help="How many existing tests the smoke test runs.")]
+    = 20,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the smoke-test sample.")] = None,
+    attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Plans tried (with a model).")] = 3,
+    log: Annotated[Path | None, typer.Option("--log", help="Refinement log, JSONL (default: env-refine.jsonl "
+                                             "next to the result store).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the final plan here.")] = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the environment (cached per repository, commit and plan), smoke-test it, and refine the plan with
+    a model when it fails. Exit status 1 when the environment does not work."""
+    from coharden.environment.build import BuildError, make_builder
+    from coharden.environment.refine import refine_environment
+
+    try:
+        settings = _settings(config, seed=seed, timeout=timeout)
+        plan = _load_plan(plan_file) if plan_file else _infer(repo, commit)
+        llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
+        builder = make_builder(settings, docker=docker, base_python=base_python,
+                               log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
+        result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,
+                                    smoke=smoke, sample=sample, seed=settings.seed,
+                                    log_path=log or settings.store.with_name("env-refine.jsonl"),
+                                    progress=lambda msg: err_console.print(msg))
+    except (CoHardenError, BuildError) as exc:
+        _fail(str(exc))
+        return
+    if output is not None:
+        output.write_text(result.plan.to_json())
+    if as_json:
+        print(result.model_dump_json(indent=2, exclude={"plan": {"evidence"}}))
+    else:
+        _render_build(result)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _render_build(result: Any) -> None:
+    table = Table(title="environment attempts")
+    for col in ("#", "plan", "build", "smoke", "model patch", "stop"):
+        table.add_column(col, overflow="fold")
+    for a in result.attempts:
+        smoke = "-" if a.smoke is None else (f"ok ({a.smoke['passed']}/{a.smoke['sampled']} passed)"
+                                             if a.smoke["ok"] else a.smoke["reason"][:120])
+        build = "cached" if a.build_cached else ("ok" if a.build_ok else (a.build_error.splitlines() or ["failed"])[0])
+        patch = json.dumps(a.patch)[:120] if a.patch is not None else (a.patch_error or "-")
+        table.add_row(str(a.attempt), a.plan_digest[:10], build[:120], smoke, patch, a.stop)
+    console.print(table)
+    if result.build is not None and result.build.ok:
+        console.print(f"python: {result.build.python} ({result.build.python_version})")
+        for warning in result.build.warnings:
+            console.print(f"[yellow]warning:[/] {warning}")
+    mark = "[green]works[/]" if result.ok else f"[red]does not work[/]: {result.stop_reason}"
+    console.print(f"environment: {mark}")
+
+
+@env_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def env_run(
+    ctx: typer.Context,
+    rules: Annotated[Path | None, typer.Option("--rules", help="Mock server rules (YAML / JSON); default: "
+                                               "every request gets a fixed reply.")] = None,
+) -> None:
+    """Run a command (after --) with the model-provider variables pointing at a local mock server, and
+    connections to anything but loopback refused for Python processes."""
+    from coharden.environment.mockenv import MockServices
+
+    if not ctx.args:
+        _fail("give a command after --, e.g. coharden env run -- python agent.py")
+        return
+    with MockServices(rules) as services:
+        err_console.print(f"[dim]mock model server at {services.server.base_url}[/]")
+        code = subprocess.run(ctx.args, env={**os.environ, **services.env}, check=False).returncode
+    raise typer.Exit(code)
+
+
+# --- coharden reproduce ------------------------------------------------------------------------------------------
+BuggyOpt = Annotated[str, typer.Option("--buggy", help="The buggy commit (e.g. the fix's base).")]
+PatchedOpt = Annotated[str | None, typer.Option("--patched", help="The patched commit (fix = source part of the "
+                                                "diff buggy..patched).")]
+FixOpt = Annotated[Path | None, typer.Option("--fix", help="Instead of --patched: a fix patch against --buggy.")]
+ExpectExcOpt = Annotated[str | None, typer.Option("--expect-exception", help="Exception type the test must fail "
+                                                  "with on the buggy code (as the issue describes).")]
+ExpectMsgOpt = Annotated[str | None, typer.Option("--expect-message", help="Text the buggy failure must show.")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
+EnvOpt = Annotated[bool, typer.Option("--env", help="Build (or reuse) the inferred environment of the buggy "
+                                      "commit and run the tests with it.")]
+MockOpt = Annotated[bool, typer.Option("--mock-services", help="Serve the model-provider variables from a local "
+                                       "mock server while the tests run.")]
+
+
+def _run_settings(settings: Settings, repo: Path, buggy: str, use_env: bool, docker: bool,
+                  base_python: str | None) -> Settings:
+    if not use_env:
+        return settings
+    from coharden.environment.build import make_builder
+
+    plan = _infer(repo, buggy)
+    result = make_builder(settings, docker=docker, base_python=base_python,
+                          log=lambda msg: err_console.print(f"[dim]{msg}[/]")).build(repo, buggy, plan)
+    if not result.ok:
+        raise CoHardenError(f"the environment did not build: {result.error}")
+    return result.settings(settings)
+
+
+def _read_fix(fix: Path | None) -> str | None:
+    if fix is None:
+        return None
+    if not fix.is_file():
+        raise CoHardenError(f"--fix: {fix} not found")
+    return fix.read_text()
+
+
+@reproduce_app.command("check")
+def reproduce_check(
+    repo: RepoArg,
+    test: Annotated[Path, typer.Option("--test", "-t", help="The test patch (a diff adding the test).")],
+    buggy: BuggyOpt,
+    patched: PatchedOpt = None,
+    fix: FixOpt = None,
+    expect_exception: ExpectExcOpt = None,
+    expect_message: ExpectMsgOpt = None,
+    ids: Annotated[list[str] | None, typer.Option("--id", help="Test ids to judge (default: the ones the patch "
+                                                  "adds or changes).")] = None,
+    strict_mocks: Annotated[bool, typer.Option("--strict-mocks", help="Also reject mocks of anything that is not a "
+                                               "model-client or network boundary.")] = False,
+    mock_services: MockOpt = False,
+    use_env: EnvOpt = False,
+    docker: DockerOpt = False,
+    base_python: BasePythonOpt = None,
+    python: PythonOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is TEST a verified reproduction? It must fail on --buggy (optionally as expected), pass on --patched,
+    import the real code, and mock nothing the fix changes. Exit status 1 when rejected."""
+    from coharden.environment.reproduce import Expectation, check_reproduction
+
+    try:
+        if not test.is_file():
+            raise CoHardenError(f"--test: {test} not found")
+        if (patched is None) == (fix is None):
+            raise CoHardenError("give exactly one of --patched and --fix")
+        settings = _run_settings(_settings(config, python=python, timeout=timeout), repo, buggy, use_env, docker,
+                                 base_python)
+        report = check_reproduction(repo, buggy, test.read_text(), settings, patched=patched, fix=_read_fix(fix),
+                                    expect=Expectation(exception=expect_exception, message=expect_message),
+                                    mock_services=mock_services, strict_mocks=strict_mocks, test_ids=ids or None)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(report.model_dump_json(indent=2))
+    else:
+        _render_report(report)
+    raise typer.Exit(0 if report.accepted else 1)
+
+
+def _render_report(report: Any) -> None:
+    table = Table(title=f"reproduction check: {', '.join(report.test_ids) or '(no test ids)'}")
+    table.add_column("check")
+    table.add_column("")
+    table.add_column("detail", overflow="fold")
+    for check in report.checks:
+        table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]no[/]", check.detail[:400])
+    console.print(table)
+    for finding in report.mocks:
+        color = {"error": "red", "warning": "yellow", "ok": "green"}[finding.severity]
+        console.print(f"[{color}]{finding.severity}[/] {finding.path}:{finding.line} {finding.call}"
+                      f"({finding.target!r}): {finding.reason}")
+    console.print("verdict: " + ("[green]accepted[/]" if report.accepted else "[red]rejected[/]"))
+
+
+@reproduce_app.command("generate")
+def reproduce_generate(
+    repo: RepoArg,
+    issue: Annotated[Path, typer.Option("--issue", help="The issue text (a file).")],
+    buggy: BuggyOpt,
+    patched: PatchedOpt = None,
+    fix: FixOpt = None,
+    expect_exception: ExpectExcOpt = None,
+    expect_message: ExpectMsgOpt = None,
+    test_path: Annotated[str, typer.Option("--test-path", help="Where the generated test module goes.")]
+    = "tests/test_coharden_reproduction.py",
+    attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tests the model may write.")] = 3,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the accepted test patch here.")]
+    = None,
+    log: Annotated[Path | None, typer.Option("--log", help="Attempt log, JSONL.")] = None,
+    mock_services: MockOpt = False,
+    use_env: EnvOpt = False,
+    docker: DockerOpt = False,
+    base_python: BasePythonOpt = None,
+    python: PythonOpt = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Have a model write a reproduction test for ISSUE and refine it from execution results (bounded).
+    Exit status 1 when no test was accepted."""
+    from coharden.environment.reproduce import Expectation, generate_reproduction
+
+    try:
+        if not issue.is_file():
+            raise CoHardenError(f"--issue: {issue} not found")
+        if (patched is None) == (fix is None):
+            raise CoHardenError("give exactly one of --patched and --fix")
+        base = _settings(config, python=python, timeout=timeout)
+        llm = _llm(base, model, api_base, llm_store, llm_mode, budget_usd, required=True)
+        settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
+        result = generate_reproduction(repo, buggy, issue.read_text(), settings, llm, patched=patched,
+                                       fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
+                                                                              message=expect_message),
+                                       test_path=test_path, max_attempts=attempts, mock_services=mock_services,
+                                       log_path=log, progress=lambda msg: err_console.print(msg))
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if output is not None and result.accepted:
+        output.write_text(result.test_patch)
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        if result.report is not None:
+            _render_report(result.report)
+        console.print(f"{len(result.attempts)} attempt(s): {result.stop_reason}")
+    raise typer.Exit(0 if result.accepted else 1)
+
+
+@reproduce_app.command("mine")
+def reproduce_mine(
+    exports: Annotated[list[Path], typer.Argument(help="Exported GitHub issues / pull requests (JSON).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="SWE-bench-style records (JSONL).")]
+    = Path("mined.jsonl"),
+    repo: Annotated[str | None, typer.Option("--repo", help="owner/name (default: from the export).")] = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Issue-PR pairs (merged, code-changing, one-to-one) as SWE-bench records; with a model, each is labelled
+    with the agent-harness components its fix touches."""
+    from coharden.environment.mining import load_export, mine, write_records
+
+    try:
+        settings = _settings(config)
+        llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
+        found_repo, issues, pulls = load_export(exports)
+        result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
+                      progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
+        write_records(result.records, output)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    summary = {"output": str(output), **result.counts, "dropped": result.dropped}
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        console.print(f"{result.counts['records']} records from {result.counts['issues']} issues and "
+                      f"{result.counts['pulls']} pull requests -> {output}")
+        for reason, n in sorted(result.dropped.items()):
+            console.print(f"  dropped {n}: {reason}")
+        if result.counts["label_errors"]:
+            err_console.print(f"[yellow]{result.counts['label_errors']} records have no label (model reply "
+                              "unusable; see label_error)[/]")

@@ -1,0 +1,202 @@
+"""Build, smoke-test and (optionally) refine an environment plan with a model, in bounded attempts.
+
+One attempt builds the current plan and smoke-tests it. When either fails and a model is configured, the model
+sees the plan and the error text and answers with a JSON patch (RFC 6902) of the plan; the patched plan is the
+next attempt. The model never judges the environment: the build and the smoke test do.
+
+Every attempt is appended to a JSONL log (plan, digest, build and smoke outcome, the model call's request hash
+and usage, the patch, and why the loop stopped), so a run can be audited and, with the LLM call store,
+replayed. Fail closed: a truncated or withheld model reply, a model error, or a patch that does not apply (twice
+in a row) stops the loop with the environment marked failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from coharden.config import Settings
+from coharden.environment.build import BuildError, BuildResult
+from coharden.environment.plan import EnvPlan, PlanError, patch_plan
+from coharden.environment.smoke import SmokeReport, smoke_test
+from coharden.llm.client import LLMClient
+from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
+
+SYSTEM_PROMPT = """\
+You repair environment plans for running a Python repository's test suite with pytest.
+A plan is JSON. `install` holds shell commands run in the repository root with the environment's python and pip \
+first on PATH; `python` is the X.Y version; `env` holds variables for test runs; `test_args` are extra pytest \
+arguments; `source_roots` are directories holding the importable code; `system_packages` are Debian packages.
+Given the plan and the error of its build or smoke test, reply with ONLY a JSON Patch (RFC 6902) array, in one \
+```json fenced block, that changes the plan so the error goes away. Change as little as possible. Do not change \
+`repo`, `commit` or `schema_version`. Never add commands that disable or skip tests."""
+
+
+class Builder(Protocol):
+    def build(self, repo: Path, commit: str, plan: EnvPlan, *, force: bool = False) -> BuildResult: ...
+
+
+class Attempt(BaseModel):
+    """One line of the refinement log."""
+
+    attempt: int
+    time: float
+    plan_digest: str
+    plan: dict[str, Any]
+    build_ok: bool
+    build_error: str = ""
+    build_cached: bool = False
+    python: str = ""
+    smoke: dict[str, Any] | None = None
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    patch: Any = None
+    patch_error: str = ""
+    stop: str = ""
+
+
+class RefineResult(BaseModel):
+    ok: bool
+    plan: EnvPlan
+    build: BuildResult | None = None
+    smoke: SmokeReport | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    stop_reason: str = ""
+
+
+def extract_patch(text: str) -> Any:
+    """The JSON patch in a model reply: the first ```json block, else the outermost [...] span."""
+    fenced = re.search(r"```(?:json)?\s*\n(.*?)```", text, re.DOTALL)
+    candidate = fenced.group(1) if fenced else text[text.find("["): text.rfind("]") + 1]
+    if not candidate.strip():
+        raise PlanError("the reply holds no JSON patch")
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"the reply's JSON patch does not parse: {exc}") from exc
+
+
+def _prompt(plan: EnvPlan, error: str, history: list[Attempt], patch_error: str) -> list[dict[str, str]]:
+    shown = plan.model_dump(mode="json", exclude={"evidence"})
+    parts = [f"Plan:\n```json\n{json.dumps(shown, indent=2)}\n```", f"Error:\n```\n{error.strip()[-4000:]}\n```"]
+    tried = [a for a in history if a.patch is not None]
+    if tried:
+        parts.append("Earlier patches (each still failed):\n" + "\n".join(
+            f"- {json.dumps(a.patch)}" for a in tried[-3:]))
+    if patch_error:
+        parts.append(f"Your previous reply could not be used: {patch_error}. Reply with a valid JSON Patch array.")
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _smoke_summary(report: SmokeReport) -> dict[str, Any]:
+    return report.model_dump(mode="json", include={"ok", "collected", "passed", "reason", "unreported"}) | {
+        "sampled": len(report.sampled), "env_failures": [f.model_dump() for f in report.env_failures[:20]],
+        "test_failures": len(report.test_failures)}
+
+
+def refine_environment(repo: Path, commit: str, plan: EnvPlan, builder: Builder, settings: Settings, *,
+                       llm: LLMClient | None = None, max_attempts: int = 3, smoke: bool = True, sample: int = 20,
+                       seed: int = 0, log_path: Path | None = None,
+                       progress: Callable[[str], None] | None = None) -> RefineResult:
+    """Build ``plan``, smoke-test it, and refine it with ``llm`` until it works or ``max_attempts`` plans
+    were tried. Returns the last plan, build and smoke report, and every attempt (also appended to
+    ``log_path`` as JSONL)."""
+    say = progress or (lambda _msg: None)
+    result = RefineResult(ok=False, plan=plan)
+    tried: set[str] = set()
+
+    def log(attempt: Attempt) -> None:
+        result.attempts.append(attempt)
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "a") as handle:
+                handle.write(attempt.model_dump_json() + "\n")
+
+    for number in range(1, max_attempts + 1):
+        tried.add(plan.digest())
+        say(f"attempt {number}: building (python {plan.python}, {len(plan.install)} install commands)")
+        record = Attempt(attempt=number, time=time.time(), plan_digest=plan.digest(),
+                         plan=plan.model_dump(mode="json"), build_ok=False)
+        try:
+            build = builder.build(repo, commit, plan)
+        except BuildError as exc:
+            record.build_error = str(exc)
+            record.stop = f"cannot build: {exc}"
+            log(record)
+            result.stop_reason = record.stop
+            return result
+        result.plan, result.build, result.smoke = plan, build, None
+        record.build_ok, record.build_error, record.build_cached = build.ok, build.error, build.cached
+        record.python = build.python
+        error = build.error
+        if build.ok and smoke:
+            say(f"attempt {number}: smoke test ({sample} tests, seed {seed})")
+            report = smoke_test(repo, commit, plan, build, settings, sample=sample, seed=seed)
+            result.smoke = report
+            record.smoke = _smoke_summary(report)
+            error = "" if report.ok else "Smoke test failed.\n" + report.error_text()
+        if not error:
+            record.stop = "ok"
+            log(record)
+            result.ok, result.stop_reason = True, "ok"
+            return result
+        if llm is None:
+            record.stop = "failed; no model configured to refine the plan"
+        elif number == max_attempts:
+            record.stop = f"failed; {max_attempts} attempts used"
+        if record.stop:
+            log(record)
+            result.stop_reason = record.stop
+            return result
+        assert llm is not None
+        new_plan, stop = _propose(llm, plan, error, result.attempts, record, tried, say)
+        log(record)
+        if new_plan is None:
+            result.stop_reason = stop
+            return result
+        plan = new_plan
+    return result  # pragma: no cover - the loop always returns
+
+
+def _propose(llm: LLMClient, plan: EnvPlan, error: str, history: list[Attempt], record: Attempt, tried: set[str],
+             say: Callable[[str], None]) -> tuple[EnvPlan | None, str]:
+    """Ask the model for a patch (a second time when the first reply is unusable); fill ``record``."""
+    patch_error = ""
+    for _ in range(2):
+        say("asking the model for a plan change")
+        try:
+            reply = llm.complete(_prompt(plan, error, history, patch_error))
+        except TruncatedReply as exc:
+            record.llm_calls.append({"error": "truncated", "request_hash": exc.completion.request_hash})
+            record.stop = f"failed closed: the model's reply was truncated ({exc})"
+            return None, record.stop
+        except UnusableReply as exc:
+            record.llm_calls.append({"error": "unusable", "request_hash": exc.completion.request_hash})
+            record.stop = f"failed closed: the model's reply is unusable ({exc})"
+            return None, record.stop
+        except LLMError as exc:
+            record.llm_calls.append({"error": type(exc).__name__})
+            record.stop = f"failed: model error {type(exc).__name__}: {exc}"
+            return None, record.stop
+        record.llm_calls.append({"request_hash": reply.request_hash, "prompt_tokens": reply.prompt_tokens,
+                                 "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
+                                 "cached": reply.cached})
+        try:
+            operations = extract_patch(reply.content)
+            record.patch = operations
+            new_plan = patch_plan(plan, operations)
+            if new_plan.digest() in tried:
+                raise PlanError("the patch gives a plan that was already tried")
+        except PlanError as exc:
+            patch_error = str(exc)
+            record.patch_error = patch_error
+            continue
+        record.patch_error = ""
+        return new_plan, ""
+    record.stop = f"failed: the model gave no usable patch ({patch_error})"
+    return None, record.stop

@@ -1,0 +1,392 @@
+"""Verified reproduction of a real bug: does a test fail on the buggy commit, pass on the patched one, import
+the real code under test, and mock nothing but model-client or network boundaries?
+
+The fix is the source part of ``git diff buggy patched`` (test files left out, as in SWE-bench), applied to
+the buggy commit by :class:`~coharden.execution.executor.InstanceExecutor`, so both verdicts come from the
+same machinery as every other verdict in coharden. Checks:
+
+``fails_on_buggy``     FAIL on the buggy code (an inadmissible outcome such as a collection error is not a
+                       reproduction), and, when the issue names one, with the expected exception / message.
+``passes_on_patched``  PASS with the fix.
+``test_only``          the test patch touches test files only.
+``imports_real_code``  the test imports project code (static), and in the run on the patched code every module
+                       the fix changes that was imported is a real module loaded from the checkout under test
+                       (a probe plugin dumps ``sys.modules`` at session end): not a stub in ``sys.modules``, not
+                       a copy installed elsewhere.
+``no_mocked_code_under_test``  no mock / monkeypatch targets what the fix changes (:mod:`.mockdetect`).
+
+With a model, :func:`generate_reproduction` writes such a test from the issue and the buggy code and refines
+it from these execution results, in bounded attempts, fail-closed on truncated replies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from coharden.config import Settings
+from coharden.environment.mockdetect import (
+    MockFinding,
+    ProjectIndex,
+    changed_symbols,
+    find_mocks,
+    imported_names,
+    module_names,
+)
+from coharden.environment.mockenv import MockServices, loopback_only_settings, patched_environ
+from coharden.errors import CoHardenError, TestIdError
+from coharden.execution.docker import CONTAINER_ROOT
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.git import git, resolve_commit, show_file
+from coharden.execution.pytest_runner import run_pytest
+from coharden.execution.store import Store
+from coharden.llm.client import LLMClient
+from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
+from coharden.patches import is_test_path, make_diff, split_patch, touched_files
+from coharden.schema.instance import Instance
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome, Verdict
+
+PROBE_MODULE = "coharden_import_probe"
+PROBE_OUTPUT = ".coharden-import-probe.json"
+_PROBE = '''\
+"""coharden: record which modules a pytest session imported, and from where."""
+import json, os, sys, types
+
+
+def pytest_sessionfinish(session):
+    out = os.path.join(str(session.config.rootpath), ".coharden-import-probe.json")
+    data = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        data[name] = {"real": isinstance(module, types.ModuleType), "file": path if isinstance(path, str) else None}
+    with open(out, "w") as handle:
+        json.dump(data, handle)
+'''
+
+
+class Expectation(BaseModel):
+    """The failure the issue describes (optional): an exception type and / or a message fragment."""
+
+    exception: str | None = None
+    message: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"exception {self.exception}" if self.exception else "", f"message {self.message!r}"
+                 if self.message else ""]
+        return " and ".join(p for p in parts if p)
+
+    def matches(self, text: str) -> bool:
+        if self.exception:
+            name = re.escape(self.exception.rsplit(".", 1)[-1])
+            if not re.search(rf"(^|[\s.:(\[]){name}(:|\b)", text, re.MULTILINE):
+                return False
+        return not self.message or self.message in text
+
+
+class Check(BaseModel):
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class ReproductionReport(BaseModel):
+    accepted: bool
+    buggy_commit: str
+    patched_commit: str | None = None
+    test_ids: list[str] = Field(default_factory=list)
+    buggy: Verdict | None = None
+    patched: Verdict | None = None
+    checks: list[Check] = Field(default_factory=list)
+    mocks: list[MockFinding] = Field(default_factory=list)
+    imported_project: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+    def feedback(self) -> str:
+        """What to tell a model whose test was rejected."""
+        lines = [f"- {c.name}: {c.detail}" for c in self.checks if not c.ok]
+        for label, verdict in (("buggy code", self.buggy), ("fixed code", self.patched)):
+            if verdict is not None:
+                lines.append(f"On the {label} the test gave {verdict.outcome.value}: {verdict.reason[:400]}")
+                if verdict.output_tail and verdict.outcome is not Outcome.PASS:
+                    lines.append(f"Output tail:\n{verdict.output_tail[-1500:]}")
+        return "\n".join(lines)
+
+
+def fix_between(repo: Path, buggy: str, patched: str, patterns: list[str]) -> tuple[str, str]:
+    """(source part, test part) of ``git diff buggy patched``."""
+    diff = git(["diff", "--no-color", "--no-ext-diff", "--binary", buggy, patched], repo).stdout
+    if not diff.strip():
+        raise CoHardenError(f"no difference between {buggy[:12]} and {patched[:12]}")
+    return split_patch(diff, patterns)
+
+
+def project_index(executor: InstanceExecutor, fix: str, patterns: list[str]) -> ProjectIndex:
+    """The project's modules at the buggy commit and what ``fix`` changes in them."""
+    index = ProjectIndex()
+    files = git(["ls-tree", "-r", "--name-only", executor.base_commit], executor.workspace.source).stdout.split()
+    for path in files:
+        if path.endswith(".py") and not is_test_path(path, patterns) and PurePosixPath(path).name != "setup.py":
+            index.modules.update(module_names(path))
+    after = executor.post_images(fix) if fix.strip() else {}
+    for path in touched_files(fix):
+        names = module_names(path)
+        if not names:
+            continue
+        index.changed_modules.update(names)
+        symbols = changed_symbols(executor.base_file(path), after.get(path))
+        for module in names:
+            index.changed_symbols.update(f"{module}.{s}" for s in symbols)
+    return index
+
+
+@contextmanager
+def _mock_context(enabled: bool, settings: Settings) -> Iterator[Settings]:
+    """Serve the mock model services (env vars in ``os.environ``) around the block when ``enabled``."""
+    if not enabled:
+        yield settings
+        return
+    with MockServices() as services, patched_environ(services.env):
+        yield loopback_only_settings(settings)
+
+
+def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: ProjectIndex) -> tuple[bool, str]:
+    """Run the test on the fixed code with the import probe; (ok, detail).
+
+    The probe plugin is written into the checkout's root and loaded with ``-p`` (``python -m pytest`` puts the
+    working directory on ``sys.path``), and writes its report there too, so it works unchanged in the Docker
+    sandbox, where the checkout is mounted at ``/testbed``."""
+    root = executor.workspace_root()
+    executor.workspace.reset()
+    executor.workspace.apply(fix)
+    executor.workspace.apply(test.patch)
+    executor.workspace.write(f"{PROBE_MODULE}.py", _PROBE)
+    out = root / PROBE_OUTPUT
+    out.unlink(missing_ok=True)
+    # a fresh process, never a fork of a warm server (which would have imported its plugins already)
+    run_pytest(root, list(test.ids), executor.settings, executor.python, extra_args=["-p", PROBE_MODULE],
+               image=executor.image)
+    if not out.is_file():
+        return False, "the import probe wrote nothing (the test session did not finish)"
+    modules: dict[str, dict[str, Any]] = json.loads(out.read_text())
+    seen_root = Path(CONTAINER_ROOT) if executor.image else root.resolve()
+    changed = {m for m in index.changed_modules if m in modules}
+    project = sorted(m for m in modules if index.is_project(m) and m in index.modules)
+    if not project:
+        return False, "the test run imported no project module"
+    problems = []
+    for name in sorted(changed):
+        entry = modules[name]
+        if not entry["real"]:
+            problems.append(f"{name} is not a real module (replaced in sys.modules)")
+        elif entry["file"] is None or not Path(entry["file"]).resolve().is_relative_to(seen_root):
+            problems.append(f"{name} was imported from {entry['file']}, not from the checkout under test")
+    if problems:
+        return False, "; ".join(problems)
+    if not changed:
+        return True, f"imported project modules {', '.join(project[:5])}; none of the modules the fix changes"
+    return True, f"imported the changed module(s) {', '.join(sorted(changed)[:5])} from the checkout"
+
+
+def check_reproduction(repo: Path, buggy: str, test_patch: str, settings: Settings, *, patched: str | None = None,
+                       fix: str | None = None, expect: Expectation | None = None, mock_services: bool = False,
+                       strict_mocks: bool = False, store: Store | None = None,
+                       test_ids: list[str] | None = None) -> ReproductionReport:
+    """Check ``test_patch`` as a reproduction of the bug fixed between ``buggy`` and ``patched`` (or by
+    ``fix``, a source patch against ``buggy``). ``settings.python`` is the environment's interpreter (see
+    :meth:`coharden.environment.build.BuildResult.settings`). ``strict_mocks`` also rejects warnings (mocks of
+    anything that is not a model-client or network boundary)."""
+    buggy = resolve_commit(repo, buggy)
+    patterns = list(settings.test_patterns)
+    if fix is None:
+        if patched is None:
+            raise CoHardenError("give the patched commit or the fix patch")
+        patched = resolve_commit(repo, patched)
+        fix, _ = fix_between(repo, buggy, patched, patterns)
+    else:
+        fix, _ = split_patch(fix, patterns)
+    if not fix.strip():
+        raise CoHardenError("the fix changes no source file (only tests)")
+    report = ReproductionReport(accepted=False, buggy_commit=buggy, patched_commit=patched)
+    non_test = [p for p in touched_files(test_patch) if not is_test_path(p, patterns)]
+    report.checks.append(Check(name="test_only", ok=not non_test,
+                               detail=f"the test patch changes non-test files: {', '.join(non_test)}" if non_test
+                               else "the test patch touches test files only"))
+    instance = Instance(instance_id="reproduce", repo=str(repo), base_commit=buggy)
+    with _mock_context(mock_services, settings) as run_settings, \
+            InstanceExecutor(instance, repo, run_settings, store) as executor:
+        try:
+            test = executor.test_patch(test_patch, name="reproduction", ids=test_ids)
+        except (TestIdError, CoHardenError) as exc:
+            report.checks.append(Check(name="test_ids", ok=False, detail=str(exc)))
+            report.reasons.append(str(exc))
+            return report
+        report.test_ids = test.ids
+        index = project_index(executor, fix, patterns)
+        report.buggy = executor.verdict("", test)
+        report.patched = executor.verdict(fix, test)
+        _verdict_checks(report, expect)
+        _static_checks(report, test, index, strict_mocks)
+        if report.patched.passed:
+            ok, detail = _probe(executor, fix, test, index)
+            report.checks.append(Check(name="imports_real_code_at_run_time", ok=ok, detail=detail))
+    report.reasons = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+    report.accepted = not report.reasons
+    return report
+
+
+def _verdict_checks(report: ReproductionReport, expect: Expectation | None) -> None:
+    buggy, patched = report.buggy, report.patched
+    assert buggy is not None
+    assert patched is not None
+    detail = buggy.short()[:400]
+    report.checks.append(Check(name="fails_on_buggy", ok=buggy.failed, detail=detail))
+    if expect is not None and (expect.exception or expect.message) and buggy.failed:
+        text = f"{buggy.reason}\n{buggy.output_tail}"
+        report.checks.append(Check(name="expected_failure", ok=expect.matches(text),
+                                   detail=f"expected {expect.describe()}; got: {buggy.reason[:300]}"))
+    report.checks.append(Check(name="passes_on_patched", ok=patched.passed, detail=patched.short()[:400]))
+
+
+def _static_checks(report: ReproductionReport, test: TestPatch, index: ProjectIndex, strict: bool) -> None:
+    imported: list[str] = []
+    for path, content in sorted(test.files.items()):
+        if content is None or not path.endswith(".py"):
+            continue
+        imported += [n for n in imported_names(content) if index.is_project(n) and index.module_of(n)]
+        report.mocks += find_mocks(path, content, index)
+    report.imported_project = list(dict.fromkeys(imported))
+    report.checks.append(Check(name="imports_real_code", ok=bool(imported),
+                               detail=f"imports {', '.join(report.imported_project[:6])}" if imported
+                               else "the test imports no module of the project"))
+    bad = [m for m in report.mocks if m.severity == "error" or (strict and m.severity == "warning")]
+    report.checks.append(Check(name="no_mocked_code_under_test", ok=not bad, detail="; ".join(
+        f"{m.path}:{m.line} {m.call}({m.target!r}): {m.reason}" for m in bad) or
+        f"{len(report.mocks)} mock(s), none of the code under test"))
+
+
+# --- generation with a model ------------------------------------------------------------------------------------
+GEN_SYSTEM = """\
+You write bug reproduction tests for Python repositories. Given an issue and the relevant source files, write \
+one pytest test module that FAILS on the current (buggy) code because of the bug the issue describes and PASSES \
+once the bug is fixed. Import and call the real code of the project; never mock, stub or monkeypatch the code \
+under test. Mock only model clients (OpenAI, Anthropic, ...) or network access when the code needs them. Reply \
+with the complete test module in one ```python fenced block and nothing else."""
+
+
+class GenerationAttempt(BaseModel):
+    attempt: int
+    time: float
+    request_hash: str | None = None
+    test_source: str | None = None
+    accepted: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    stop: str = ""
+
+
+class GenerationResult(BaseModel):
+    accepted: bool
+    test_patch: str = ""
+    report: ReproductionReport | None = None
+    attempts: list[GenerationAttempt] = Field(default_factory=list)
+    stop_reason: str = ""
+
+
+def extract_python(text: str) -> str | None:
+    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", text, re.DOTALL)
+    return max(blocks, key=len) if blocks else None
+
+
+def _context_files(repo: Path, buggy: str, fix: str, limit: int = 8000) -> str:
+    parts = []
+    for path in touched_files(fix):
+        content = show_file(repo, buggy, path)
+        if content is not None:
+            parts.append(f"### {path}\n```python\n{content[:limit]}\n```")
+    return "\n\n".join(parts)
+
+
+def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings, llm: LLMClient, *,
+                          patched: str | None = None, fix: str | None = None, expect: Expectation | None = None,
+                          test_path: str = "tests/test_coharden_reproduction.py", max_attempts: int = 3,
+                          mock_services: bool = False, log_path: Path | None = None,
+                          progress: Callable[[str], None] | None = None) -> GenerationResult:
+    """Ask ``llm`` for a reproduction test of ``issue`` and check it with :func:`check_reproduction`; feed the
+    reasons for a rejection back, up to ``max_attempts`` tests. The model sees the issue and the buggy versions
+    of the files the fix touches, never the fix."""
+    say = progress or (lambda _msg: None)
+    buggy = resolve_commit(repo, buggy)
+    patterns = list(settings.test_patterns)
+    if fix is None:
+        if patched is None:
+            raise CoHardenError("give the patched commit or the fix patch")
+        fix, _ = fix_between(repo, buggy, resolve_commit(repo, patched), patterns)
+    else:
+        fix, _ = split_patch(fix, patterns)
+    existing = show_file(repo, buggy, test_path)
+    messages: list[dict[str, str]] = [
+        {"role": "system", "content": GEN_SYSTEM},
+        {"role": "user", "content": f"Issue:\n{issue.strip()}\n\nRelevant source files:\n\n"
+                                    f"{_context_files(repo, buggy, fix)}\n\nThe test module will be saved as "
+                                    f"{test_path} and run with pytest from the repository root."},
+    ]
+    result = GenerationResult(accepted=False)
+
+    def log(entry: GenerationAttempt) -> None:
+        result.attempts.append(entry)
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "a") as handle:
+                handle.write(entry.model_dump_json() + "\n")
+
+    for number in range(1, max_attempts + 1):
+        entry = GenerationAttempt(attempt=number, time=time.time())
+        say(f"attempt {number}: asking the model for a test")
+        try:
+            reply = llm.complete(messages, sample_index=0)
+        except TruncatedReply as exc:
+            entry.request_hash = exc.completion.request_hash
+            entry.stop = f"failed closed: the model's reply was truncated ({exc})"
+        except UnusableReply as exc:
+            entry.request_hash = exc.completion.request_hash
+            entry.stop = f"failed closed: the model's reply is unusable ({exc})"
+        except LLMError as exc:
+            entry.stop = f"failed: model error {type(exc).__name__}: {exc}"
+        if entry.stop:
+            log(entry)
+            result.stop_reason = entry.stop
+            return result
+        entry.request_hash = reply.request_hash
+        source = extract_python(reply.content)
+        if source is None:
+            entry.reasons = ["the reply holds no ```python block"]
+            feedback = "Your reply held no ```python fenced block. Reply with the complete test module."
+        else:
+            entry.test_source = source
+            patch = make_diff(test_path, existing, source)
+            say(f"attempt {number}: checking the test")
+            report = check_reproduction(repo, buggy, patch, settings, fix=fix, expect=expect,
+                                        mock_services=mock_services)
+            result.report, result.test_patch = report, patch
+            entry.accepted, entry.reasons = report.accepted, report.reasons
+            if report.accepted:
+                entry.stop = "accepted"
+                log(entry)
+                result.accepted, result.stop_reason = True, "accepted"
+                return result
+            feedback = "The test was rejected:\n" + report.feedback() + "\nReply with a corrected complete module."
+        if number == max_attempts:
+            entry.stop = f"rejected; {max_attempts} attempts used"
+        log(entry)
+        if entry.stop:
+            result.stop_reason = entry.stop
+            return result
+        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": feedback}]
+    return result  # pragma: no cover
