@@ -1,0 +1,99 @@
+"""Any command-line coding agent, re-invoked with a prompt file until the critic accepts (a Ralph-style loop).
+
+Each iteration writes the prompt to ``.coharden/PROMPT.md`` in the workspace (kept out of the diff) and runs
+the command there, in its own process group with a wall-clock limit. The command is a shell string or an
+argument list; ``{prompt_file}`` in it is replaced by the prompt file's absolute path, and the environment
+carries ``COHARDEN_PROMPT_FILE``, ``COHARDEN_ITERATION`` and ``COHARDEN_MODE``. For example::
+
+    ExternalCommandAgent("cat {prompt_file} | claude -p --dangerously-skip-permissions")
+    ExternalCommandAgent(["aider", "--yes", "--message-file", "{prompt_file}"])
+
+After each invocation the working-tree diff goes to the critic; on rejection the next invocation gets the
+same task with the critic's follow-up appended. State carries over between invocations through the files
+(the agent sees its own earlier changes), not through a conversation. The agent's cost is unknown to coharden
+(``cost`` is None). Its events are the command lines and their output, so trajectory-based detectors (the
+ran-the-test gate) see only what the agent printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from jinja2 import StrictUndefined, Template
+from pydantic import BaseModel, ConfigDict
+
+from coharden.agent.base import Agent, AgentTask, builtin_config
+from coharden.agent.harness import Session
+from coharden.critic.events import action, observation
+from coharden.execution.sandbox import run_limited
+
+PROMPT_FILE = ".coharden/PROMPT.md"
+
+
+class ExternalCommandAgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | list[str]
+    """Shell command (run with ``bash -c``) or argument list; ``{prompt_file}`` is substituted."""
+    timeout: float = 1800.0
+    """Seconds per invocation; a timed-out invocation ends the run (``TimeExceeded``, not accepted)."""
+    env: dict[str, str] = {}
+    prompt_template: str | None = None
+    task_template: str | None = None
+    max_output_chars: int = 20000
+    """Output kept per invocation in the events (head and tail)."""
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - limit} characters elided] ...\n{text[-half:]}"
+
+
+class ExternalCommandAgent(Agent):
+    name = "external-command"
+
+    def __init__(self, command: str | list[str] | None = None, config: ExternalCommandAgentConfig | None = None,
+                 **kwargs: Any) -> None:
+        if config is None:
+            config = ExternalCommandAgentConfig(command=command, **kwargs)  # type: ignore[arg-type]
+        self.config = config
+
+    def describe(self) -> dict[str, Any]:
+        return {"command": self.config.command}
+
+    def _argv(self, prompt_file: Path) -> list[str]:
+        command = self.config.command
+        if isinstance(command, str):
+            return ["bash", "-c", command.replace("{prompt_file}", shlex.quote(str(prompt_file)))]
+        return [arg.replace("{prompt_file}", str(prompt_file)) for arg in command]
+
+    def _run(self, task: AgentTask, session: Session) -> float | None:
+        cfg = self.config
+        template = cfg.prompt_template or builtin_config()["external"]["prompt_template"]
+        task_text = task.render(session.mode, cfg.task_template)
+        prompt_file = session.root / PROMPT_FILE
+        prompt_file.parent.mkdir(parents=True, exist_ok=True)
+        feedback = ""
+        while True:
+            prompt = Template(template, undefined=StrictUndefined, keep_trailing_newline=True).render(
+                task=task_text, feedback=feedback, iteration=session.iteration, mode=session.mode.value)
+            prompt_file.write_text(prompt, encoding="utf-8")
+            argv = self._argv(prompt_file)
+            session.emit(action(shlex.join(argv), iteration=session.iteration, prompt=prompt))
+            env = {**os.environ, **cfg.env, "COHARDEN_PROMPT_FILE": str(prompt_file),
+                   "COHARDEN_ITERATION": str(session.iteration), "COHARDEN_MODE": session.mode.value}
+            result = run_limited(argv, session.root, timeout=cfg.timeout, env=env, network=True)
+            session.emit(observation(_clip(result.output, cfg.max_output_chars), result.returncode,
+                                     duration_s=round(result.duration, 3), timed_out=result.timed_out))
+            if result.timed_out:
+                session.stop("TimeExceeded", error=f"the agent command ran longer than {cfg.timeout:g} s")
+                return None
+            followup = session.finish()
+            if followup is None:
+                return None
+            feedback = followup

@@ -1,0 +1,166 @@
+"""What every agent shares: the workspace diff, the JSONL trajectory, and the critic loop at the finish.
+
+The critic loop follows the OpenHands SDK's iterative refinement: at each finish the harness computes the
+working-tree diff once, calls ``critic.evaluate(events, git_patch)``, and either accepts, or (while fewer than
+``max_iterations`` follow-ups were sent) sends ``critic.get_followup_prompt(result, iteration)`` as the next
+user turn, or gives up. A critic that raises is a rejection (fail closed), recorded with the error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from coharden.critic.base import CriticBase, CriticResult
+from coharden.critic.context import Mode
+from coharden.critic.events import Event, make_event
+from coharden.errors import RepoError
+from coharden.execution.workspace import Workspace
+
+TRAJECTORY_FORMAT = "coharden-agent-1"
+
+#: Paths the harness keeps out of the diff (and out of ``git status``) in the throwaway clone.
+EXCLUDES = (".coharden/", "__pycache__/", "*.pyc", ".pytest_cache/")
+
+
+def _git(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
+                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
+    if proc.returncode != 0:
+        raise RepoError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def prepare_workspace(root: Path) -> None:
+    """Keep harness files and caches out of the diff: add :data:`EXCLUDES` to the clone's info/exclude."""
+    exclude = Path(_git(["rev-parse", "--git-path", "info/exclude"], root).strip())
+    if not exclude.is_absolute():
+        exclude = root / exclude
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    current = exclude.read_text() if exclude.is_file() else ""
+    missing = [e for e in EXCLUDES if e not in current.splitlines()]
+    if missing:
+        exclude.write_text(current + ("" if not current or current.endswith("\n") else "\n")
+                           + "\n".join(missing) + "\n")
+
+
+def workspace_diff(root: Path, base_commit: str) -> str:
+    """The diff from ``base_commit`` to the working tree, new files included, ignored files left out.
+
+    Uses a temporary index, so the agent's own index, HEAD and commits do not matter (changes it committed
+    are part of the diff) and nothing in the workspace changes.
+    """
+    with tempfile.TemporaryDirectory(prefix="coharden-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _git(["read-tree", base_commit], root, env)
+        _git(["add", "-A", "--", "."], root, env)
+        return _git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", base_commit], root, env)
+
+
+class Trajectory:
+    """The event list of one run, mirrored line by line to a JSONL file (flushed per event)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.events: list[Event] = []
+        self._file: IO[str] | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("w", encoding="utf-8")
+
+    def emit(self, event: Event) -> Event:
+        event = {"seq": len(self.events), **event}
+        self.events.append(event)
+        if self._file is not None:
+            self._file.write(json.dumps(event, default=str) + "\n")
+            self._file.flush()
+        return event
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_trajectory(path: Path) -> list[Event]:
+    """Events of a JSONL trajectory file."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class Session:
+    """State of one agent run: task prompt, workspace, critic, events, and the outcome once it is known."""
+
+    def __init__(self, *, mode: Mode, workspace: Workspace, critic: CriticBase, trajectory: Trajectory) -> None:
+        self.mode = mode
+        self.workspace = workspace
+        self.critic = critic
+        self.trajectory = trajectory
+        self.iteration = 0  # follow-ups sent so far
+        self.patch = ""
+        self.accepted = False
+        self.exit_status = ""
+        self.error: str | None = None
+        self.critic_results: list[CriticResult] = []
+        self.started = time.monotonic()
+
+    @property
+    def root(self) -> Path:
+        return self.workspace.root
+
+    @property
+    def events(self) -> list[Event]:
+        return self.trajectory.events
+
+    @property
+    def done(self) -> bool:
+        return bool(self.exit_status)
+
+    def emit(self, event: Event) -> Event:
+        return self.trajectory.emit(event)
+
+    def diff(self) -> str:
+        self.patch = workspace_diff(self.root, self.workspace.commit)
+        return self.patch
+
+    def finish(self, submission: str = "") -> str | None:
+        """The agent says it is done: evaluate, then return the follow-up prompt, or None when the run ends
+        (accepted, rejected for good, or the critic failed)."""
+        self.emit(make_event("finish", "agent", exit_status="Submitted", submission=submission,
+                             iteration=self.iteration))
+        patch = self.diff()
+        try:
+            result = self.critic.evaluate(list(self.events), patch)
+        except Exception as exc:  # fail closed: a broken critic never accepts
+            self.stop("CriticError", error=f"{type(exc).__name__}: {exc}")
+            return None
+        self.critic_results.append(result)
+        accepted = self.critic.accepts(result)
+        followup = None
+        if not accepted and self.iteration < self.critic.max_iterations:
+            self.iteration += 1
+            followup = self.critic.get_followup_prompt(result, self.iteration)
+        self.emit(make_event("critic", "harness", iteration=self.iteration, score=result.score,
+                             message=result.message, metadata=result.metadata, accepted=accepted,
+                             followup=followup, patch=patch))
+        if accepted:
+            self.accepted, self.exit_status = True, "Submitted"
+        elif followup is None:
+            self.exit_status = "CriticRejected"
+        return followup
+
+    def stop(self, exit_status: str, *, error: str | None = None, **fields: Any) -> None:
+        """The run ended without an accepted submission (limits, a truncated reply, a crash, ...)."""
+        if self.done:
+            return
+        self.exit_status, self.error = exit_status, error
+        self.emit(make_event("error" if error else "finish", "harness", exit_status=exit_status, error=error,
+                             **fields))
+        try:
+            self.diff()
+        except RepoError as exc:  # the diff is for the record only; the run is rejected either way
+            self.error = (error + "; " if error else "") + f"diff failed: {exc}"

@@ -1,0 +1,316 @@
+"""The CoHarden loop (the paper's Algorithm 1, made exact) and its baselines, for one instance.
+
+Round 0 (lax-init): the test-only agent writes t0, aimed at the most observable witness of the bug; the
+clean-patch gate keeps it off source files and t0 must fail on the buggy code. Rounds k = 1..K: the joint
+agent, given the issue, t_ref, c_{k-1} and the feedback, emits (t_k, c_k); the F->P gate requires t_k to fail
+on the buggy code and pass on c_k. Then c_k is mutated (N per targeted operator) and every admissible
+mutant runs against t_k and t_ref (the temporal matrix), l_k = beta / admissible:
+
+* l_k > tau: regression -- the test reverts to t0 (t_ref <- t0), the fix is kept, the next round's feedback
+  names the regressed mutants;
+* l_k <= tau and t_k differs from t_ref (normalized AST): clean round, return (t_k, c_k);
+* t_k unchanged: t_ref <- t_k, continue with retry feedback;
+* no admissible mutant (or a reference that is not F->P on c_k, or an incomplete LLM pool): inconclusive,
+  the check is skipped and counted; t_ref <- t_k;
+* K rounds used: return (t_K, c_K).
+
+The loop never sees the golden fix or test: the agent, its critic and the mechanical checks work on a copy
+of the instance with them removed. State is saved after every round, so a killed run resumes at the last
+finished round; each round writes a :class:`~coharden.evaluation.records.RoundRecord`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from coharden.agent.base import Agent, AgentResult, AgentTask
+from coharden.config import Settings
+from coharden.critic.builtin import default_critic
+from coharden.critic.context import CriticContext, Mode
+from coharden.errors import CoHardenError
+from coharden.evaluation.records import RoundRecord
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.store import Store
+from coharden.execution.workspace import Workspace
+from coharden.llm import BudgetExceeded, Ledger
+from coharden.loop import feedback
+from coharden.loop.config import LoopConfig, Method
+from coharden.loop.decision import Decision, decide, same_test
+from coharden.loop.state import LoopState, RoundOutcome
+from coharden.mpe.evaluate import MPEError, evaluate
+from coharden.patches import split_patch
+from coharden.schema.instance import Instance
+from coharden.schema.testpatch import TestPatch
+
+LAX_INIT_NOTES = ("Aim the test at the most observable witness of the bug: the simplest call that shows the "
+                  "behaviour the issue reports.")
+
+
+class LoopResult(BaseModel):
+    instance_id: str
+    method: str
+    fix: str
+    test: str
+    decision: str
+    rounds: list[RoundOutcome]
+    cost_usd: float
+    inconclusive_rounds: int
+
+
+def blind(instance: Instance) -> Instance:
+    """The instance as the loop may see it: no golden fix, no golden test, no test ids."""
+    return instance.model_copy(update={"patch": "", "test_patch": "", "FAIL_TO_PASS": [], "PASS_TO_PASS": []})
+
+
+class InstanceLoop:
+    """Runs one method on one instance; ``output`` holds its state, trajectories and round records."""
+
+    def __init__(self, instance: Instance, repo: Path, settings: Settings, agent: Agent, config: LoopConfig,
+                 output: Path, *, store: Store | None = None, ledger: Ledger | None = None,
+                 llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None) -> None:
+        if config.method is Method.FIX_WITH_TEST and not (injected_test or "").strip():
+            raise CoHardenError(f"{instance.instance_id}: fix-with-test needs a test to inject")
+        if "llm" in config.mutator and llm_mutator is None:
+            raise CoHardenError("--mutator llm needs a model for the LLM mutator")
+        self.instance = blind(instance)
+        self.repo = repo
+        self.settings = settings
+        self.agent = agent
+        self.config = config
+        self.output = output
+        self.store = store
+        self.ledger = ledger
+        self.llm_mutator = llm_mutator
+        self.injected_test = injected_test or ""
+        self.run_name = run_name or config.method.value
+        self.dir = output / "instances" / instance.instance_id
+        self.state_path = self.dir / "state.json"
+        self.records_path = output / "rounds" / f"{self.run_name}.jsonl"
+
+    # --- helpers --------------------------------------------------------------------------------------------
+    def _spent(self) -> tuple[int, float]:
+        if self.ledger is None:
+            return 0, 0.0
+        usage = self.ledger.run_usage()
+        return usage.prompt_tokens + usage.completion_tokens, usage.cost_usd
+
+    def _agent(self, executor: InstanceExecutor, mode: Mode, round_no: int, *, fix: str = "", test: str = "",
+               notes: str = "") -> AgentResult:
+        """One agent run in a fresh workspace that starts from base + ``fix`` + ``test``."""
+        reference_test: TestPatch | str | None = self.injected_test or None
+        context = CriticContext(mode, instance=self.instance, repo=self.repo, settings=self.settings,
+                                executor=executor, reference_fix="", reference_test=reference_test)
+        critic = default_critic(context, max_iterations=self.config.max_iterations)
+        task = AgentTask.from_instance(self.instance, fix=fix, test=test if mode is not Mode.FIX_ONLY else
+                                       (self.injected_test or test), notes=notes)
+        with Workspace(self.repo, self.instance.base_commit) as workspace:
+            workspace.apply(fix)
+            workspace.apply(test)
+            return self.agent.run(task, workspace, mode, critic,
+                                  trajectory_path=self.dir / f"round{round_no}.traj.jsonl")
+
+    def _record(self, state: LoopState, outcome: RoundOutcome, tokens: int) -> None:
+        matrix = {k: len(v) for k, v in outcome.matrix.items()} if outcome.matrix else None
+        record = RoundRecord(
+            run=self.run_name, instance=state.instance_id, round=outcome.round, decision=outcome.decision,
+            laxity=outcome.laxity if matrix else None, matrix=matrix, admissible=outcome.admissible if matrix else None,
+            tokens=tokens, usd=max(outcome.cost_usd, outcome.mutant_cost_usd), mutant_usd=outcome.mutant_cost_usd,
+            fix_patch=outcome.fix or None, test_patch=outcome.test or None,
+            meta={"method": self.config.method.value, "agent_status": outcome.agent_status, "note": outcome.note},
+        )
+        self.records_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.records_path.open("a") as handle:
+            handle.write(record.model_dump_json(exclude_none=True) + "\n")
+
+    def _finish_round(self, state: LoopState, outcome: RoundOutcome, before: tuple[int, float]) -> None:
+        """Write the round's record, then the state: a kill in between only makes the round run again, and
+        the resumed run drops the records past the saved state (see :meth:`run`)."""
+        tokens, usd = self._spent()
+        outcome.cost_usd = round(usd - before[1], 10) if self.ledger is not None else outcome.cost_usd
+        self._record(state, outcome, tokens - before[0])
+        state.rounds.append(outcome)
+        state.round = outcome.round
+        state.save(self.state_path)
+        if outcome.agent_status == "BudgetExceeded":
+            raise BudgetExceeded("cost cap reached during the agent run", scope="run", cap_usd=0.0,
+                                 spent_usd=usd)
+
+    def _result(self, state: LoopState) -> LoopResult:
+        return LoopResult(instance_id=state.instance_id, method=state.method, fix=state.fix, test=state.test,
+                          decision=state.final_decision, rounds=state.rounds,
+                          cost_usd=sum(r.cost_usd for r in state.rounds),
+                          inconclusive_rounds=sum(r.decision == Decision.INCONCLUSIVE for r in state.rounds))
+
+    def _finish(self, state: LoopState, decision: Decision) -> LoopResult:
+        state.finished = True
+        state.final_decision = decision.value
+        state.save(self.state_path)
+        return self._result(state)
+
+    # --- the run --------------------------------------------------------------------------------------------
+    def run(self) -> LoopResult:
+        state = LoopState.load_or_new(self.state_path, instance_id=self.instance.instance_id,
+                                      method=self.config.method.value, config_hash=self.config.digest())
+        if state.finished:
+            return self._result(state)
+        if self.records_path.exists():
+            self._drop_records_after(state.round)
+        with InstanceExecutor(self.instance, self.repo, self.settings, self.store) as executor:
+            try:
+                return self._run(state, executor)
+            except BudgetExceeded as exc:
+                state.final_note = str(exc)
+                return self._finish(state, Decision.BUDGET_EXHAUSTED)
+
+    def _drop_records_after(self, last_round: int) -> None:
+        """A resumed run rewrites the rounds it redoes: drop this instance's records past the saved state."""
+        keep = []
+        for line in self.records_path.read_text().splitlines():
+            record = json.loads(line) if line.strip() else {}
+            if record and not (record.get("instance") == self.instance.instance_id
+                               and record.get("round", -1) > last_round):
+                keep.append(line)
+        self.records_path.write_text("".join(line + "\n" for line in keep))
+
+    def _run(self, state: LoopState, executor: InstanceExecutor) -> LoopResult:
+        method = self.config.method
+        if method in (Method.FIX_ONLY, Method.FIX_WITH_TEST, Method.TEST_ONLY, Method.COGEN):
+            return self._one_shot(state, executor)
+        if state.round < 0:
+            if method is Method.NO_LAX_INIT:
+                state.round = 0
+                state.save(self.state_path)
+            else:
+                self._lax_init(state, executor)
+        for k in range(state.round + 1, self.config.rounds + 1):
+            decision = self._joint_round(state, executor, k)
+            if decision in (Decision.CLEAN, Decision.DONE):
+                return self._finish(state, decision)
+        return self._finish(state, Decision.BUDGET_EXHAUSTED)
+
+    def _one_shot(self, state: LoopState, executor: InstanceExecutor) -> LoopResult:
+        mode = {Method.FIX_ONLY: Mode.FIX_ONLY, Method.FIX_WITH_TEST: Mode.FIX_ONLY, Method.TEST_ONLY: Mode.TEST_ONLY,
+                Method.COGEN: Mode.JOINT}[self.config.method]
+        before = self._spent()
+        result = self._agent(executor, mode, 1)
+        source, tests = split_patch(result.submission or "", self.settings.test_patterns)
+        outcome = RoundOutcome(round=1, decision=Decision.DONE if result.accepted else Decision.GATE_FAILED,
+                               fix=source if mode is not Mode.TEST_ONLY else "",
+                               test=tests if mode is not Mode.FIX_ONLY else "",
+                               agent_status=result.exit_status, cost_usd=result.cost or 0.0,
+                               note=result.error or "")
+        state.fix, state.test = outcome.fix, outcome.test
+        self._finish_round(state, outcome, before)
+        return self._finish(state, Decision(outcome.decision))
+
+    def _lax_init(self, state: LoopState, executor: InstanceExecutor) -> None:
+        before = self._spent()
+        result = self._agent(executor, Mode.TEST_ONLY, 0, notes=LAX_INIT_NOTES)
+        _, t0 = split_patch(result.submission or "", self.settings.test_patterns)
+        outcome = RoundOutcome(round=0, decision=Decision.LAX_INIT, test=t0, agent_status=result.exit_status,
+                               cost_usd=result.cost or 0.0)
+        problem = (result.error or "not accepted") if not result.accepted else self._fails_on_buggy(executor, t0)
+        if problem or not t0.strip():
+            outcome.decision, outcome.test = Decision.GATE_FAILED, ""
+            outcome.note = problem or "no test written"
+        state.t0 = state.t_ref = state.test = outcome.test
+        self._finish_round(state, outcome, before)
+
+    def _fails_on_buggy(self, executor: InstanceExecutor, test_patch: str) -> str:
+        """'' when the test fails on the buggy code, else why not (mechanical verdict)."""
+        try:
+            test = executor.test_patch(test_patch, name="t0")
+        except CoHardenError as exc:
+            return str(exc)
+        verdict = executor.verdict("", test)
+        return "" if verdict.failed else f"the test does not fail on the buggy code ({verdict.short()})"
+
+    def _joint_round(self, state: LoopState, executor: InstanceExecutor, k: int) -> Decision:
+        before = self._spent()
+        previous = state.rounds[-1] if state.rounds else None
+        notes = previous.feedback if previous else ""
+        if self.config.method is Method.SELF_REFINE and k > 1:
+            notes = feedback.GENERIC_REFINE
+        result = self._agent(executor, Mode.JOINT, k, fix=state.fix, test=state.t_ref or state.test, notes=notes)
+        outcome = RoundOutcome(round=k, decision=Decision.GATE_FAILED, agent_status=result.exit_status,
+                               cost_usd=result.cost or 0.0)
+        c_k, t_k = split_patch(result.submission or "", self.settings.test_patterns)
+        problem = (result.error or "the critic did not accept the submission") if not result.accepted else \
+            self._gate(executor, c_k, t_k)
+        if problem:
+            outcome.note = problem
+            outcome.feedback = feedback.rejected(problem)
+            self._finish_round(state, outcome, before)
+            return Decision.GATE_FAILED
+        outcome.fix, outcome.test = c_k, t_k
+        if self.config.method in (Method.NO_HARDENING, Method.SELF_REFINE):
+            state.fix, state.test = c_k, t_k
+            outcome.decision = Decision.DONE if self.config.method is Method.NO_HARDENING else Decision.UNCHANGED
+            outcome.feedback = feedback.GENERIC_REFINE
+            self._finish_round(state, outcome, before)
+            return Decision(outcome.decision)
+        decision = self._harden(state, executor, outcome, k)
+        self._finish_round(state, outcome, before)
+        return decision
+
+    def _gate(self, executor: InstanceExecutor, fix: str, test_patch: str) -> str:
+        """The F->P gate, mechanically: '' when the test fails on the buggy code and passes on the fix."""
+        if not fix.strip() or not test_patch.strip():
+            return "the submission needs both a test and a source fix"
+        try:
+            test = executor.test_patch(test_patch, name="t_k")
+        except CoHardenError as exc:
+            return str(exc)
+        buggy, fixed = executor.verdict("", test), executor.verdict(fix, test)
+        if not buggy.failed:
+            return f"the test does not fail on the buggy code ({buggy.short()})"
+        if not fixed.passed:
+            return f"the test does not pass with the fix ({fixed.short()})"
+        return ""
+
+    def _harden(self, state: LoopState, executor: InstanceExecutor, outcome: RoundOutcome, k: int) -> Decision:
+        """The temporal matrix of (t_k vs t_ref) over mutants of c_k, and the decision it gives."""
+        t_k = executor.test_patch(outcome.test, name=f"t{k}")
+        seed = self.config.seed + k
+        decision, mpe = Decision.INCONCLUSIVE, None
+        if not state.t_ref.strip():
+            outcome.note = "no reference test (no lax-init test): check skipped"
+        else:
+            reference = executor.test_patch(state.t_ref, name="t_ref")
+            try:
+                mpe = evaluate(executor, outcome.fix, t_k, reference, operators=self.config.operators,
+                               per_operator=self.config.samples, seed=seed, tau=self.config.tau,
+                               mechanical="mechanical" in self.config.mutator,
+                               llm_mutator=self.llm_mutator if "llm" in self.config.mutator else None)
+            except MPEError as exc:
+                outcome.note = f"check skipped: {exc}"
+            if mpe is not None:
+                outcome.matrix = mpe.matrix.model_dump()
+                outcome.admissible = mpe.matrix.admissible
+                outcome.laxity = mpe.laxity
+                outcome.mutant_cost_usd = float((mpe.llm_usage.get("per_source", {}).get("llm") or {})
+                                                .get("cost_usd", 0.0))
+                if not mpe.pool_complete:
+                    outcome.note = f"mutant pool incomplete: {mpe.pool_incomplete_reason}"
+                else:
+                    changed = not same_test(t_k.files, reference.files)
+                    decision = decide(admissible=mpe.matrix.admissible, laxity=mpe.laxity, tau=self.config.tau,
+                                      changed=changed)
+        outcome.decision = decision
+        state.fix = outcome.fix
+        if decision is Decision.REGRESSION:
+            assert mpe is not None
+            state.t_ref = state.test = state.t0
+            outcome.feedback = feedback.regression(mpe, seed)
+        elif decision is Decision.UNCHANGED:
+            assert mpe is not None
+            state.t_ref = state.test = outcome.test
+            outcome.feedback = feedback.surviving(mpe, seed)
+        else:  # CLEAN (the loop ends) or INCONCLUSIVE (t_ref <- t_k)
+            state.t_ref = state.test = outcome.test
+            state.inconclusive_streak = state.inconclusive_streak + 1 if decision is Decision.INCONCLUSIVE else 0
+        return decision

@@ -1,0 +1,93 @@
+"""Run a method over many instances: parallel across instances, resumable, SWE-bench / SWT-bench outputs.
+
+Output directory::
+
+    instances/<id>/state.json, round<k>.traj.jsonl   per-instance state and agent trajectories
+    rounds/<run>.jsonl                               one RoundRecord per instance and round (coharden eval --runs)
+    fixes.jsonl                                      SWE-bench predictions (instance_id, model_name_or_path,
+                                                     model_patch)
+    tests.jsonl                                      SWT-bench predictions (the patch adds the tests)
+    summary.json                                     decisions, costs, errors
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from coharden.agent.base import Agent
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+from coharden.execution.store import Store
+from coharden.instances import resolve_repo
+from coharden.llm import Ledger
+from coharden.loop.config import LoopConfig
+from coharden.loop.engine import InstanceLoop, LoopResult
+from coharden.schema.instance import Instance
+
+
+def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Callable[[], Agent],
+            config: LoopConfig, output: Path, *, run_name: str, store: Store | None = None,
+            ledger: Ledger | None = None, llm_mutator_factory: Callable[[], Any] | None = None,
+            injected: dict[str, str] | None = None,
+            progress: Callable[[str, LoopResult | None, str | None], None] | None = None) -> dict[str, Any]:
+    """Run ``config.method`` on every instance; errors of one instance are reported, not fatal."""
+    output.mkdir(parents=True, exist_ok=True)
+    results: dict[str, LoopResult] = {}
+    errors: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def one(instance: Instance) -> tuple[str, LoopResult | None, str | None]:
+        try:
+            repo = resolve_repo(instance, settings.repos_dir)
+            loop = InstanceLoop(instance, repo, settings, agent_factory(), config, output, store=store,
+                                ledger=ledger, llm_mutator=llm_mutator_factory() if llm_mutator_factory else None,
+                                injected_test=(injected or {}).get(instance.instance_id), run_name=run_name)
+            return instance.instance_id, loop.run(), None
+        except CoHardenError as exc:
+            return instance.instance_id, None, str(exc)
+
+    with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
+        futures = [pool.submit(one, inst) for inst in instances]
+        for future in as_completed(futures):
+            iid, result, error = future.result()
+            with lock:
+                if result is not None:
+                    results[iid] = result
+                else:
+                    errors[iid] = error or "unknown error"
+            if progress:
+                progress(iid, result, error)
+    order = [inst.instance_id for inst in instances if inst.instance_id in results]
+    _write_predictions(output / "fixes.jsonl", [(iid, results[iid].fix) for iid in order], run_name)
+    _write_predictions(output / "tests.jsonl", [(iid, results[iid].test) for iid in order], run_name)
+    summary = {
+        "run": run_name,
+        "method": config.method.value,
+        "config": config.model_dump(mode="json"),
+        "instances": len(instances),
+        "finished": len(results),
+        "decisions": dict(sorted(Counter(r.decision for r in results.values()).items())),
+        "inconclusive_rounds": sum(r.inconclusive_rounds for r in results.values()),
+        "cost_usd": sum(r.cost_usd for r in results.values()),
+        "errors": errors,
+        "per_instance": {iid: {"decision": results[iid].decision, "rounds": len(results[iid].rounds),
+                               "cost_usd": results[iid].cost_usd} for iid in order},
+    }
+    if ledger is not None:
+        summary["llm"] = ledger.to_dict()["run"]
+    (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    return summary
+
+
+def _write_predictions(path: Path, rows: list[tuple[str, str]], run_name: str) -> None:
+    with path.open("w") as handle:
+        for iid, patch in rows:
+            if patch.strip():
+                handle.write(json.dumps({"instance_id": iid, "model_name_or_path": run_name,
+                                         "model_patch": patch}) + "\n")
