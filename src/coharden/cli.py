@@ -254,10 +254,12 @@ def mpe(
         if instances is not None or predictions is not None:
             if instances is None or predictions is None:
                 raise CoHardenError("batch mode needs both --instances and --predictions")
-            if sources != ["mechanical"]:
-                raise CoHardenError("batch mode supports only --mutator mechanical for now")
+            if llm is not None and executor != "local":
+                raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
+                                    "record/replay store for the whole batch)")
             _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
-                       paper_classes, cutoffs, as_json, executor, address)
+                       paper_classes, cutoffs, as_json, executor, address,
+                       mechanical="mechanical" in sources, llm_mutator=llm)
             return
         if instance is None:
             raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -343,7 +345,8 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
                per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool,
-               executor: str = "local", address: str | None = None) -> None:
+               executor: str = "local", address: str | None = None, mechanical: bool = True,
+               llm_mutator=None) -> None:  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from coharden.execution.engine import make_engine
@@ -367,7 +370,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         try:
             rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
                              seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                             workers=settings.workers, progress=advance, engine=engine)
+                             workers=settings.workers, progress=advance, engine=engine, mechanical=mechanical,
+                             llm_mutator=llm_mutator)
         finally:
             engine.close()
     summary = summarize(rows, cut)

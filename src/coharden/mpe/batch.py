@@ -69,8 +69,8 @@ def load_predictions(path: Path) -> list[Prediction]:
 
 
 def result_key(prediction: Prediction, instance: Instance, operators: Sequence[Operator],
-               per_operator: int | None, seed: int, tau: float) -> str:
-    payload = json.dumps([instance.instance_id, instance.base_commit, prediction.model_name_or_path,
+               per_operator: int | None, seed: int, tau: float, mutators: str = "mechanical") -> str:
+    payload = json.dumps([mutators, instance.instance_id, instance.base_commit, prediction.model_name_or_path,
                           hashlib.sha256((prediction.model_patch or "").encode()).hexdigest(),
                           hashlib.sha256(instance.patch.encode()).hexdigest(),
                           hashlib.sha256(instance.test_patch.encode()).hexdigest(),
@@ -80,7 +80,8 @@ def result_key(prediction: Prediction, instance: Instance, operators: Sequence[O
 
 def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store | None, *,
                         operators: Sequence[Operator], per_operator: int | None, seed: int, tau: float,
-                        paper_classes: bool = False) -> dict[str, Any]:
+                        paper_classes: bool = False, mechanical: bool = True,
+                        llm_mutator: Any = None) -> dict[str, Any]:
     """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
 
     ``store`` caches verdicts only; the driver of a batch keeps the rows (see :func:`run_batch`)."""
@@ -93,7 +94,8 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
             reference = executor.golden_test()
             candidate = executor.test_patch(prediction.model_patch or "", name=prediction.model_name_or_path)
             result = evaluate(executor, instance.patch, candidate, reference, operators=operators,
-                              per_operator=per_operator, seed=seed, tau=tau, paper_classes=paper_classes)
+                              per_operator=per_operator, seed=seed, tau=tau, paper_classes=paper_classes,
+                              mechanical=mechanical, llm_mutator=llm_mutator)
         row.update(result.to_json())
     except CoHardenError as exc:
         row["error"] = str(exc)
@@ -139,14 +141,16 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
               output: Path, *, operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
               seed: int = 0, tau: float = 0.202, paper_classes: bool = False, workers: int = 1,
               progress: Callable[[dict[str, Any]], None] | None = None,
-              engine: Engine | None = None) -> list[dict[str, Any]]:
+              engine: Engine | None = None, mechanical: bool = True, llm_mutator: Any = None) -> list[dict[str, Any]]:
     """Evaluate every prediction on ``engine`` (default: a local pool of ``workers``). Rows already in the
     store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial`` as they
     arrive; ``output/mpe.jsonl`` is written in prediction order at the end."""
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
     options = {"operators": list(operators), "per_operator": per_operator, "seed": seed, "tau": tau,
-               "paper_classes": paper_classes}
+               "paper_classes": paper_classes, "mechanical": mechanical, "llm_mutator": llm_mutator}
+    mutators = ",".join([*(["mechanical"] if mechanical else []),
+                         *([f"llm:{llm_mutator.client.config.model}"] if llm_mutator is not None else [])])
     rows: dict[int, dict[str, Any]] = {}
     keys: dict[int, str] = {}
     jobs: list[Job] = []
@@ -154,7 +158,7 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
     for index, prediction in enumerate(predictions):
         instance = instances.get(prediction.instance_id)
         if instance is not None and (prediction.model_patch or "").strip():
-            keys[index] = result_key(prediction, instance, operators, per_operator, seed, tau)
+            keys[index] = result_key(prediction, instance, operators, per_operator, seed, tau, mutators)
             cached = store.get_record("mpe", keys[index])
             if cached is not None:
                 rows[index] = cached
@@ -173,7 +177,7 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
             with lock:
                 rows[index] = row
                 # environment errors (missing repo, ...) are not stored: fixing them should rerun the job
-                if index in keys and "error" not in row:
+                if index in keys and "error" not in row and row.get("pool_complete", True):
                     store.put_record("mpe", keys[index], row)
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
                 handle.flush()
