@@ -627,3 +627,26 @@ def test_messages_for_long_files_show_excerpts_around_the_fix() -> None:
     swapped = build_messages(ctx, tests, Operator.VANILLA, context=10, swap=True)[1]["content"]
     assert text.index("t1\n") < text.index("t2\n")
     assert swapped.index("t2\n") < swapped.index("t1\n")
+
+
+def test_batch_mpe_with_llm_mutants_and_the_ray_executor_refused(serve: Any, project: Project,
+                                                                 instance_dir: Path) -> None:
+    server = serve(all_rules())
+    records = instance_dir.parent / "instances.jsonl"
+    records.write_text(json.dumps(project.instance.model_dump()) + "\n")
+    preds = instance_dir.parent / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": "rangekit-1", "model_name_or_path": "lax",
+                                 "model_patch": project.lax}) + "\n")
+    out = instance_dir.parent / "batch"
+    args = ["mpe", "--instances", str(records), "--predictions", str(preds), "--output", str(out), "--json",
+            "--store", str(instance_dir.parent / "batch.sqlite"), "--mutator", "llm", "--model", MODEL,
+            "--api-base", server.base_url, "--samples", "1", "--timeout", "30", "-w", "1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    row = json.loads((out / "mpe.jsonl").read_text())
+    assert row["mutators"] == ["llm"]
+    assert row["per_source"]["llm"]["total"] > 0
+    assert row["test_class"] == "Lax"
+    refused = CliRunner().invoke(app, [*args, "--executor", "ray"])
+    assert refused.exit_code == 2
+    assert "local executor" in refused.output
