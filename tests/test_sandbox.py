@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from coharden.execution.sandbox import _guard_dir, netns_prefix, run_limited
+from coharden.execution.sandbox import netns_prefix, network_guard_dir, run_limited
 
 
 def _alive(pid: int) -> bool:
@@ -87,7 +87,7 @@ def test_python_guard_fallback_blocks_remote_but_not_loopback(tmp_path: Path) ->
         "    except OSError as exc:\n"
         "        print(host, exc)\n"
     )
-    env = {**os.environ, "PYTHONPATH": _guard_dir()}
+    env = {**os.environ, "PYTHONPATH": network_guard_dir()}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30).stdout
     remote, loopback = out.strip().splitlines()
     assert remote.startswith("1.1.1.1")

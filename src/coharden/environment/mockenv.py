@@ -84,7 +84,7 @@ def loopback_only_settings(settings: Settings) -> Settings:
 
 def guard_environment() -> dict[str, str]:
     """PYTHONPATH with the loopback-only guard first (see :func:`loopback_only_settings`)."""
-    guard = sandbox._guard_dir()  # the sandbox's own guard, so there is one definition of "offline"
+    guard = sandbox.network_guard_dir()  # the sandbox's own guard, so there is one definition of "offline"
     current = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": os.pathsep.join(p for p in (guard, current) if p)}
 

@@ -194,12 +194,12 @@ def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], s
 
 
 def _judge_cases(ids: list[str], run: PytestRun, report: SmokeReport) -> None:
-    from coharden.execution.pytest_runner import _matches
+    from coharden.execution.pytest_runner import case_matches
 
     report.env_failures += [f for f in _collection_failures(run) if f.where not in
                             {e.where for e in report.env_failures}]
     for node in ids:
-        cases = [c for c in run.cases if _matches(node, c)]
+        cases = [c for c in run.cases if case_matches(node, c)]
         if not cases:
             report.unreported.append(node)
             continue

@@ -71,7 +71,7 @@ def junit_classname(node_id: str) -> str:
     return ".".join([module.replace("/", "."), *classes])
 
 
-def _matches(node_id: str, case: Case) -> bool:
+def case_matches(node_id: str, case: Case) -> bool:
     _, _, name = split_node_id(node_id)
     if case.classname != junit_classname(node_id):
         return False
@@ -232,7 +232,7 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
     messages: list[str] = []
     for ran_id in ids:
         reported = rename.get(ran_id, ran_id)
-        matched = [c for c in run.cases if _matches(ran_id, c)]
+        matched = [c for c in run.cases if case_matches(ran_id, c)]
         tests[reported] = [c.status for c in matched] or [TestStatus.MISSING]
         messages += [f"{reported}: {c.message.splitlines()[0] if c.message else c.status.value}"
                      for c in matched if c.status not in (TestStatus.PASSED, TestStatus.XFAIL)][:3]

@@ -60,7 +60,7 @@ def netns_prefix() -> tuple[str, ...] | None:
 
 
 @functools.cache
-def _guard_dir() -> str:
+def network_guard_dir() -> str:
     directory = tempfile.mkdtemp(prefix="coharden-netguard-")
     atexit.register(shutil.rmtree, directory, True)
     Path(directory, "sitecustomize.py").write_text(_GUARD)
@@ -82,7 +82,7 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool) -> tuple[li
     prefix = netns_prefix()
     if prefix:
         return [*prefix, *cmd], env, "netns"
-    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (_guard_dir(), env.get("PYTHONPATH", "")) if p)}
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (network_guard_dir(), env.get("PYTHONPATH", "")) if p)}
     return cmd, env, "python-guard"
 
 
