@@ -1,8 +1,22 @@
-"""How values are shown in read-only cells of a list page."""
+"""How values are shown: in read-only cells of a list page, and in the boxes of an edit form."""
 
-from .fields import BooleanField, FloatField
+import json
+
+from .fields import BooleanField, FloatField, InvalidJSONInput, JSONField
 
 EMPTY_VALUE_DISPLAY = "-"
+
+
+def format_for_input(value, field):
+    """The text that the edit box of ``field`` starts with."""
+    if value is None:
+        return ""
+    if isinstance(field, JSONField):
+        if isinstance(value, InvalidJSONInput):
+            # what the user typed, so that they can correct it
+            return str(value)
+        return json.dumps(value, indent=2, ensure_ascii=False, cls=field.encoder)
+    return str(value)
 
 
 def display_for_value(value, empty_value_display=EMPTY_VALUE_DISPLAY):

@@ -3,8 +3,10 @@ from minidash import (
     CharField,
     FloatField,
     InvalidJSONInput,
+    JSONField,
     display_for_field,
     display_for_value,
+    format_for_input,
     parse_json_input,
 )
 
@@ -35,3 +37,10 @@ def test_parse_json_input():
     bad = parse_json_input('{"a": 1,')
     assert isinstance(bad, InvalidJSONInput)
     assert bad == '{"a": 1,'
+
+
+def test_format_for_input():
+    assert format_for_input(None, JSONField()) == ""
+    assert format_for_input({"a": [1, 2]}, JSONField()) == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+    assert format_for_input(InvalidJSONInput('{"a": 1,'), JSONField()) == '{"a": 1,'
+    assert format_for_input(3, CharField()) == "3"

@@ -15,6 +15,15 @@ def test_add_and_mul():
     assert sstr(a * Num(-2)) == "a*(-2)"
 
 
+def test_subtraction():
+    a, b, c = symbols("a b c")
+    assert sstr(a - b) == "a - b"
+    assert sstr(a - b * c) == "a - b*c"
+    assert sstr((a + b) - c) == "a + b - c"
+    assert sstr(a - b - c) == "a - b - c"
+    assert sstr((a - b) * c) == "(a - b)*c"
+
+
 def test_pow():
     a, b, c = symbols("a b c")
     assert sstr((a + b) ** 2) == "(a + b)**2"

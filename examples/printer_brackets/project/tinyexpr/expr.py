@@ -17,6 +17,12 @@ class Expr:
     def __radd__(self, other):
         return Add(as_expr(other), self)
 
+    def __sub__(self, other):
+        return Sub(self, as_expr(other))
+
+    def __rsub__(self, other):
+        return Sub(as_expr(other), self)
+
     def __mul__(self, other):
         return Mul(self, as_expr(other))
 
@@ -59,6 +65,12 @@ class Num(Expr):
 
 @dataclass(frozen=True)
 class Add(Expr):
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Sub(Expr):
     left: Expr
     right: Expr
 

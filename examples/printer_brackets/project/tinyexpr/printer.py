@@ -1,6 +1,6 @@
 """Print expression trees as Python-like strings, with only the brackets that are needed."""
 
-from .expr import Add, Div, Mul, Num, Pow, Sym
+from .expr import Add, Div, Mul, Num, Pow, Sub, Sym
 
 PREC_ADD = 10
 PREC_MUL = 20
@@ -10,7 +10,7 @@ PREC_ATOM = 1000
 
 def precedence(expr):
     """How tightly ``expr`` binds when printed: higher binds tighter."""
-    if isinstance(expr, Add):
+    if isinstance(expr, (Add, Sub)):
         return PREC_ADD
     if isinstance(expr, (Mul, Div)):
         return PREC_MUL
@@ -45,13 +45,10 @@ class StrPrinter:
     def _print_Add(self, expr):
         return "%s + %s" % (self.parenthesize(expr.left, PREC_ADD), self.parenthesize(expr.right, PREC_ADD))
 
-    def _print_Mul(self, expr):
-        return "%s*%s" % (self.parenthesize(expr.left, PREC_MUL), self.parenthesize(expr.right, PREC_MUL))
-
-    def _print_Div(self, expr):
-        num = self.parenthesize(expr.num, PREC_MUL)
-        den = self.parenthesize(expr.den, PREC_MUL)
-        return "%s/%s" % (num, den)
+    def _print_Sub(self, expr):
+        left = self.parenthesize(expr.left, PREC_ADD)
+        right = self.parenthesize(expr.right, PREC_ADD)
+        return "%s - %s" % (left, right)
 
     def _print_Pow(self, expr):
         base = self.doprint(expr.base)
@@ -59,6 +56,14 @@ class StrPrinter:
             # (a**b)**c is not a**b**c, which Python reads as a**(b**c)
             base = "(%s)" % base
         return "%s**%s" % (base, self.parenthesize(expr.exp, PREC_POW))
+
+    def _print_Mul(self, expr):
+        return "%s*%s" % (self.parenthesize(expr.left, PREC_MUL), self.parenthesize(expr.right, PREC_MUL))
+
+    def _print_Div(self, expr):
+        num = self.parenthesize(expr.num, PREC_MUL)
+        den = self.parenthesize(expr.den, PREC_MUL)
+        return "%s/%s" % (num, den)
 
 
 def sstr(expr):
