@@ -514,6 +514,8 @@ def study_real_bugs(
     = "verify,golden,grade",
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
     tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
+    bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
+                                           "in the checkouts (test runs then skip recompiling it).")] = True,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
     store: StoreOpt = None,
@@ -537,7 +539,8 @@ def study_real_bugs(
         if unknown := [p for p in wanted if p not in ("verify", "golden", "grade")]:
             raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
         study_config = StudyConfig(per_operator=per_operator, seed=settings.seed, tau=settings.tau,
-                                   workers=workers, systems=chosen, ids=only or None)
+                                   workers=workers, systems=chosen, ids=only or None,
+                                   bytecode=["sympy"] if bytecode else [])
         from coharden.execution.executor import environment_id
         from coharden.study.real_bugs import load_data
 
@@ -614,6 +617,9 @@ def eval_command(
                                                     "name (model_name_or_path).")] = None,
     runs: Annotated[Path | None, typer.Option("--runs", help="Directory of CoHarden loop round records (*.jsonl).")]
     = None,
+    overfit: Annotated[list[Path] | None, typer.Option("--overfit", help="Output directory of coharden overfit "
+                                                       "refine: overfitting before/after refinement, net Resolved "
+                                                       "gain, coverage of overfitted vs other fixes.")] = None,
     injection: Annotated[list[str] | None, typer.Option("--injection", help="Test injection study: "
                                                         "[NAME=]BASELINE_FIXES,INJECTED_FIXES,TESTS. Repeat per "
                                                         "test source.")] = None,
@@ -657,7 +663,7 @@ def eval_command(
         options = GradeOptions(operators=_parse_operators(operators), per_operator=per_operator, seed=settings.seed,
                                tau=settings.tau, paper_classes=paper_classes, workers=settings.workers)
         inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
-                                 injections=injection or [], runs=runs)
+                                 injections=injection or [], runs=runs, overfit=overfit or [])
         with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.description}"), console=err_console, transient=as_json) as bar:
             task = bar.add_task("", total=None)
@@ -702,6 +708,11 @@ def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]
     if report.get("injection"):
         overall = report["injection"]["overall"]["overall"]
         console.print(f"test injection: delta Resolved {fmt(overall['delta'])} over {overall['n']} pairs")
+    for name, sec in (report.get("refinement") or {}).items():
+        change = sec["resolved_change"]
+        console.print(f"overfit run {name}: overfit rate {fmt(sec['overfit_rate']['before'])} -> "
+                      f"{fmt(sec['overfit_rate']['after'])}, net Resolved gain {change['net_gain']} "
+                      f"(+{change['gained']} / -{change['lost']} over {change['n']})")
     for name, run in report["runs"].items():
         totals = run["totals"]
         console.print(f"run {name}: final Resolved {fmt(totals['resolved_rate'])}, F->P "
@@ -947,6 +958,18 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
                        loop_config, output, run_name=run_name or f"{method}-{llm_config.model.replace('/', '__')}",
                        store=Store(settings.store), ledger=client.ledger, llm_mutator_factory=mutator_factory,
                        injected=injected, progress=advance)
+
+
+# --- test overfitting: reward and reward-guided refinement (coharden overfit ...) ---------------------------------
+
+def _register_overfit() -> None:
+    # the group lives with its layer (coharden.overfit.cli) and imports that layer only inside its commands
+    from coharden.overfit.cli import overfit_app
+
+    app.add_typer(overfit_app, name="overfit")
+
+
+_register_overfit()
 
 
 def main() -> None:  # pragma: no cover - console entry

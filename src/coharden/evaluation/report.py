@@ -253,6 +253,7 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
                          rows=[[name, o["n"], o["passes_own_test"], o["overfit"], o["overfit_golden"],
                                 o["overfit_regression"], o["rate"], len(o["excluded"])]
                                for name, o in report["overfitting"].items()]))
+    out += refinement_blocks(report.get("refinement") or {})
     inj = report.get("injection")
     if inj:
         out.append(Block("h2", "Test injection"))
@@ -311,6 +312,36 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
         out.append(Block("table", headers=["instance", "what", "error"], rows=sorted(errors)))
     out.append(Block("h2", "Definitions"))
     out.append(Block("table", headers=["term", "definition"], rows=[[k, v] for k, v in report["definitions"].items()]))
+    return out
+
+
+def refinement_blocks(refinement: dict[str, Any]) -> list[Block]:
+    """``--overfit`` runs: overfitting before / after refinement, net Resolved gain, coverage by overfit group."""
+    out: list[Block] = []
+    for name, sec in refinement.items():
+        out.append(Block("h2", f"Test overfitting before and after refinement: {name}"))
+        change = sec["resolved_change"]
+        out.append(Block("p", f"{sec['source']} (model {sec['model'] or '-'}): Resolved {change['baseline_resolved']} "
+                              f"before, {change['injected_resolved']} after over {change['n']} paired instances; "
+                              f"gained {change['gained']}, lost {change['lost']}, net gain {change['net_gain']}. "
+                              f"Stop reasons: {', '.join(f'{k} {v}' for k, v in sec['stop_reasons'].items()) or '-'}; "
+                              f"kept changes by side: "
+                              f"{', '.join(f'{k} {v}' for k, v in sec['sides_changed'].items()) or '-'}."))
+        rows = []
+        for side in ("before", "after"):
+            o, cov = sec[side], sec["coverage"][side]
+            rows.append([side, o["n"], o["passes_own_test"], o["overfit"], o["overfit_golden"], o["rate"],
+                         f"{fmt(cov['overfit']['mean_coverage'])} ({cov['overfit']['n']})",
+                         f"{fmt(cov['not_overfit']['mean_coverage'])} ({cov['not_overfit']['n']})",
+                         len(o["excluded"])])
+        out.append(Block("table", headers=["side", "pairs", "pass own test", "overfit", "fails golden",
+                                           "overfit rate", "coverage: overfit (n)", "coverage: not overfit (n)",
+                                           "excluded"], rows=rows))
+        out.append(Block("table", headers=["instance", "stop", "iterations", "overfit before", "overfit after",
+                                           "coverage before", "coverage after", "resolved change"],
+                         rows=[[iid, r["stop_reason"], r["iterations"], r["before"].get("overfit"),
+                                r["after"].get("overfit"), r["before"]["coverage"], r["after"]["coverage"],
+                                r["resolved_change"]] for iid, r in sec["instances"].items()]))
     return out
 
 

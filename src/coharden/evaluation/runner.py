@@ -13,6 +13,13 @@ from coharden.evaluation.grading import GradeOptions, grade_all
 from coharden.evaluation.inputs import Injection, PredictionSet, load_injection, load_prediction_sets, unique_names
 from coharden.evaluation.metrics import build_report, plan
 from coharden.evaluation.records import RoundRecord, load_runs
+from coharden.evaluation.refinement import (
+    DEFINITION,
+    RefinementRun,
+    load_refinement,
+    plan_refinement,
+    refinement_section,
+)
 from coharden.execution.store import Store
 from coharden.instances import MANIFEST_NAMES, load_instances, load_local
 from coharden.schema.instance import Instance
@@ -40,7 +47,8 @@ class EvalInputs:
 
     def __init__(self, instances: dict[str, Instance], fix_sets: Sequence[PredictionSet] = (),
                  test_sets: Sequence[PredictionSet] = (), injections: Sequence[Injection] = (),
-                 runs: dict[str, list[RoundRecord]] | None = None) -> None:
+                 runs: dict[str, list[RoundRecord]] | None = None,
+                 refinements: Sequence[RefinementRun] = ()) -> None:
         unique_names(list(fix_sets), "--fixes")
         unique_names(list(test_sets), "--tests")
         names = [inj.name for inj in injections]
@@ -51,30 +59,43 @@ class EvalInputs:
         self.test_sets = list(test_sets)
         self.injections = list(injections)
         self.runs = runs or {}
+        self.refinements = list(refinements)
+        refined = [r.name for r in self.refinements]
+        if len(set(refined)) != len(refined):
+            raise CoHardenError(f"--overfit: run names repeat ({', '.join(refined)})")
 
     @classmethod
     def load(cls, instances: Path, cache_dir: Path, *, fixes: Sequence[str] = (), tests: Sequence[str] = (),
-             injections: Sequence[str] = (), runs: Path | None = None) -> EvalInputs:
+             injections: Sequence[str] = (), runs: Path | None = None,
+             overfit: Sequence[Path] = ()) -> EvalInputs:
         found = load_eval_instances(instances, cache_dir)
         return cls(found,
                    [s for spec in fixes for s in load_prediction_sets(spec, found, "fix")],
                    [s for spec in tests for s in load_prediction_sets(spec, found, "test")],
                    [load_injection(spec, found) for spec in injections],
-                   load_runs(runs) if runs is not None else None)
+                   load_runs(runs) if runs is not None else None,
+                   [load_refinement(d, found) for d in overfit])
 
 
 def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options: GradeOptions,
                    cutoffs: Sequence[float], progress: Callable[[str, str], None] | None = None,
                    on_plan: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Grade everything and return the report document (see :func:`coharden.evaluation.metrics.build_report`)."""
-    if not (inputs.fix_sets or inputs.test_sets or inputs.injections or inputs.runs):
-        raise CoHardenError("nothing to evaluate: give --fixes, --tests, --injection or --runs")
+    if not (inputs.fix_sets or inputs.test_sets or inputs.injections or inputs.runs or inputs.refinements):
+        raise CoHardenError("nothing to evaluate: give --fixes, --tests, --injection, --runs or --overfit")
     work = plan(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs)
+    for refinement in inputs.refinements:
+        plan_refinement(work, refinement)
     if on_plan:
         on_plan(sum(w.size() for w in work.values()))
     grades = grade_all(inputs.instances, work, settings, store, options, progress)
-    return build_report(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs, grades,
-                        options, cutoffs)
+    report = build_report(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs, grades,
+                          options, cutoffs)
+    if inputs.refinements:  # test overfitting before / after reward-guided refinement (coharden overfit)
+        report["definitions"] = {**report["definitions"], "refinement": DEFINITION}  # not the module's dict
+        report["refinement"] = {r.name: refinement_section(r, list(inputs.instances), grades)
+                                for r in inputs.refinements}
+    return report
 
 
 def write_outputs(report: dict[str, Any], output: Path, *, html: bool = True) -> dict[str, Path]:

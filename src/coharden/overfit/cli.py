@@ -1,0 +1,241 @@
+"""``coharden overfit ...``: the reward of (fix, test) pairs and their reward-guided refinement by an LLM critic.
+
+Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coharden.errors import CoHardenError
+
+overfit_app = typer.Typer(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "
+                               "refinement by an LLM critic.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
+ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store.")]
+BackendOpt = Annotated[str, typer.Option("--coverage-backend", help="coverage (coverage.py in the test "
+                                         "interpreter) or settrace (stdlib line tracer, when the test "
+                                         "interpreter has no coverage.py).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _settings(config: Path | None, **overrides: object):  # type: ignore[no-untyped-def]
+    from coharden.config import load_settings
+
+    return load_settings(config).with_overrides(**overrides)
+
+
+def _backend(value: str):  # type: ignore[no-untyped-def]
+    from coharden.overfit.coverage import BACKENDS
+
+    if value not in BACKENDS:
+        raise CoHardenError(f"--coverage-backend: {value!r} is not one of {', '.join(BACKENDS)}")
+    return value
+
+
+def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: ignore[type-arg]
+    """Per instance id: the patch of a predictions file, or the golden one (``gold``)."""
+    from coharden.mpe.batch import load_predictions
+
+    if spec in ("gold", "golden"):
+        return {iid: (inst.patch if kind == "fix" else inst.test_patch) for iid, inst in instances.items()}
+    out: dict[str, str] = {}
+    for pred in load_predictions(Path(spec)):
+        if pred.instance_id in out:
+            raise CoHardenError(f"{spec}: two {kind} predictions for instance {pred.instance_id!r}")
+        out[pred.instance_id] = pred.model_patch or ""
+    return out
+
+
+@overfit_app.command("refine")
+def refine_command(
+    instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, "
+                                            "or a directory of instance directories (like examples/).")],
+    fixes: Annotated[str, typer.Option("--fixes", help="Starting fixes: SWE-bench predictions file, or 'gold'.")],
+    tests: Annotated[str, typer.Option("--tests", help="Starting tests: SWT-bench predictions file.")],
+    instance_id: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="litellm model name ($COHARDEN_LLM_MODEL).")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Completion token limit (a reply "
+                                                   "reaching it is truncated: the loop stops).")] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0)] = None,
+    max_iterations: Annotated[int, typer.Option("--max-iterations", min=0, max=15, help="Critic calls per "
+                                                "instance (at most 15).")] = 15,
+    hide_test: Annotated[bool, typer.Option("--hide-test", help="Variant: the critic sees the test's pass/fail "
+                                            "flags only and changes the focal code only.")] = False,
+    no_extra_context: Annotated[bool, typer.Option("--no-extra-context", help="Variant: no issue text, no whole "
+                                                   "files and no coverage feedback in the prompt.")] = False,
+    coverage_backend: BackendOpt = "coverage",
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("overfit-run"),
+    run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the refined "
+                                                 "predictions.")] = None,
+    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store.")] = None,
+    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Cost cap for the run.")] = None,
+    repos: ReposOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    python: PythonOpt = None,
+    store: StoreOpt = None,
+) -> None:
+    """Refine each (fix, test) pair with an LLM critic, keeping a change only when the pair's reward rises;
+    writes refined fixes / tests as SWE-bench / SWT-bench predictions plus iterations.jsonl (grade them with
+    coharden eval --overfit DIR)."""
+    from pydantic import ValidationError
+
+    from coharden.evaluation.runner import load_eval_instances
+    from coharden.execution.store import Store
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+    from coharden.overfit.refine import RefineConfig, RefineResult, refine_instance
+    from coharden.overfit.report import IterationLog, summarize, write_outputs
+
+    try:
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+        try:
+            refine_config = RefineConfig(max_iterations=max_iterations, hide_test=hide_test,
+                                         extra_context=not no_extra_context, backend=_backend(coverage_backend))
+            llm_config = LLMConfig.from_env(model=model, api_base=api_base, max_tokens=max_tokens,
+                                            temperature=temperature)
+            mode = CacheMode(llm_mode)
+        except (ValueError, ValidationError) as exc:
+            raise CoHardenError(f"coharden overfit refine: {exc}") from exc
+        found = load_eval_instances(instances, settings.cache_dir)
+        if instance_id:
+            missing = sorted(set(instance_id) - set(found))
+            if missing:
+                raise CoHardenError(f"{instances}: no instance with id {', '.join(missing)}")
+            found = {iid: inst for iid, inst in found.items() if iid in set(instance_id)}
+        fix_of, test_of = _patches(fixes, found, "fix"), _patches(tests, found, "test")
+        chosen = [iid for iid in found if iid in fix_of and iid in test_of]
+        if not chosen:
+            raise CoHardenError("no instance has both a fix (--fixes) and a test (--tests)")
+        client = LLMClient(llm_config, store=CallStore(llm_store or settings.store.with_name("llm-calls.sqlite")),
+                           mode=mode, budget=Budget(per_run_usd=budget_usd))
+        run = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
+        log = IterationLog(output / "iterations.jsonl")
+        result_store = Store(settings.store)
+        results: list[RefineResult] = []
+        for iid in chosen:
+            result = refine_instance(found[iid], settings, client, fix_of[iid], test_of[iid], refine_config,
+                                     store=result_store, run=run, on_iteration=log)
+            results.append(result)
+            err_console.print(f"{iid}: {result.stop_reason} after {result.iterations} iterations, reward "
+                              f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}")
+        skipped = {iid: "no fix" if iid not in fix_of else "no test" for iid in found if iid not in chosen}
+        summary = summarize(results, refine_config, run, llm_config.model)
+        summary["skipped"] = skipped
+        written = write_outputs(results, output, summary)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    table = Table(title=f"{run}: {len(results)} instances ({output})")
+    for title in ("instance", "stop", "iterations", "reward", "coverage", "F->P"):
+        table.add_column(title, no_wrap=True)
+    for r in results:
+        table.add_row(r.instance, r.stop_reason, str(r.iterations),
+                      f"{_num(r.initial.get('reward'))} -> {_num(r.final.get('reward'))}",
+                      f"{_num(r.initial.get('coverage'))} -> {_num(r.final.get('coverage'))}",
+                      f"{_yes(r.initial.get('fail_to_pass'))} -> {_yes(r.final.get('fail_to_pass'))}")
+    console.print(table)
+    console.print(f"kept changes by side: {summary['sides_changed']}; cost {summary['usd']:.4f} USD")
+    for kind, path in written.items():
+        console.print(f"{kind}: {path}")
+    for iid, error in summary["errors"].items():
+        err_console.print(f"[yellow]{iid}[/]: {error}")
+    raise typer.Exit(0 if not summary["errors"] else 1)
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _yes(value: Any) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def _read_patch(value: str, candidates: dict[str, str], golden: str, what: str) -> str:
+    if value in ("gold", "golden"):
+        return golden
+    if value in candidates:
+        return candidates[value]
+    path = Path(value)
+    if not path.is_file():
+        raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name "
+                            f"({', '.join(['golden', *candidates])})")
+    return path.read_text()
+
+
+@overfit_app.command("reward")
+def reward_command(
+    instance: Annotated[Path, typer.Argument(help="Instance directory or records file.")],
+    fix: Annotated[str, typer.Option("--fix", help="Fix patch file, or 'golden'.")],
+    test: Annotated[str, typer.Option("--test", help="Test patch file, a candidate name of a local instance, or "
+                                      "'golden'.")],
+    instance_id: Annotated[str | None, typer.Option("--id", help="Instance id, when the file has several.")] = None,
+    coverage_backend: BackendOpt = "coverage",
+    repos: ReposOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    python: PythonOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The reward of one (fix, test) pair: 1/3 fails on the old code + 1/3 passes on the new code + 1/3
+    changed-line coverage, with the lines the test misses."""
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.store import Store
+    from coharden.instances import load_instances, resolve_repo
+    from coharden.overfit.reward import check_backend, coverage_settings, evaluate_pair
+
+    try:
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+        backend = _backend(coverage_backend)
+        found = load_instances(instance, settings.cache_dir, [instance_id] if instance_id else None)
+        if len(found) != 1:
+            raise CoHardenError(f"{instance}: {len(found)} instances; choose one with --id")
+        local = found[0]
+        inst = local.instance
+        candidates = {c.name: c.patch for c in local.candidates}
+        fix_text = _read_patch(fix, {}, inst.patch, "--fix")
+        test_text = _read_patch(test, candidates, inst.test_patch, "--test")
+        check_backend(settings, backend, inst.python)
+        settings = coverage_settings(settings, backend)
+        with InstanceExecutor(inst, resolve_repo(inst, settings.repos_dir), settings, Store(settings.store)) as ex:
+            evaluation = evaluate_pair(ex, fix_text, test_text, backend=backend)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    data = {**evaluation.summary(), "missed": evaluation.coverage.missed() if evaluation.coverage else {}}
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"{inst.instance_id}: reward {data['reward']:.4f}")
+    table.add_column("component")
+    table.add_column("value")
+    table.add_row("fails on the old code", f"{_yes(data['fails_old'])} ({data['old']})")
+    table.add_row("passes on the new code", f"{_yes(data['passes_new'])} ({data['new']})")
+    table.add_row("changed-line coverage",
+                  f"{_num(data['coverage'])} ({data['covered_lines']}/{data['changed_lines']})")
+    console.print(table)
+    for path, missed in data["missed"].items():
+        if missed["old"] or missed["new"]:
+            console.print(f"not run: {path}: old lines {missed['old']}, new lines {missed['new']}")
+    if not evaluation.valid:
+        err_console.print(f"[yellow]invalid pair[/]: {evaluation.reason}")
