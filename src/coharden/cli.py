@@ -8,10 +8,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from coharden.config import Settings, load_settings
+from coharden.cli_common import (
+    ConfigOpt,
+    IdOpt,
+    JsonOpt,
+    PythonOpt,
+    ReposOpt,
+    StoreOpt,
+    TimeoutOpt,
+    console,
+    err_console,
+    llm_client,
+)
+from coharden.cli_common import fail as _fail
+from coharden.cli_common import settings_from as _settings
+from coharden.config import Settings
 from coharden.errors import CoHardenError
 
 app = typer.Typer(
@@ -20,31 +33,11 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
 
 
 @app.callback()
 def _root() -> None:
     """coharden: verdicts, mutation patch evaluation (MPE) and hardening of reproduction tests."""
-
-err_console = Console(stderr=True)
-
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
-ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
-IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-def _settings(config: Path | None, **overrides: object) -> Settings:
-    return load_settings(config).with_overrides(**overrides)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
 
 
 def _read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str) -> tuple[str, str]:
@@ -291,27 +284,13 @@ def _parse_mutators(value: str) -> list[str]:
 def _llm_mutator(settings: Settings, operators: str | None, model: str | None, api_base: str | None, samples: int,
                  llm_store: Path | None, llm_mode: str, budget_usd: float | None):  # type: ignore[no-untyped-def]
     """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
-    from pydantic import ValidationError
-
-    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
     from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
 
-    try:
-        mode = CacheMode(llm_mode)
-    except ValueError as exc:
-        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
-    try:
-        config = LLMConfig.from_env(model=model, api_base=api_base)
-    except ValidationError as exc:
-        if any(e["loc"] == ("model",) for e in exc.errors()):
-            raise CoHardenError("--mutator llm needs --model (or $COHARDEN_LLM_MODEL)") from exc
-        raise CoHardenError(f"LLM configuration: {exc}") from exc
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, budget_usd=budget_usd, what="--mutator llm")
     chosen = list(LLM_OPERATORS)
     if operators:
         chosen = [op for op in _parse_operators(operators) if op in LLM_OPERATORS]
-    path = llm_store or settings.store.with_name("llm-calls.sqlite")
-    budget = Budget(per_run_usd=budget_usd) if budget_usd is not None else None
-    client = LLMClient(config, store=CallStore(path), mode=mode, budget=budget)
     return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
@@ -822,29 +801,16 @@ def agent_cmd(
 def _agent_for(command: str | None, agent_timeout: float, model: str | None, api_base: str | None,
                llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):  # type: ignore[no-untyped-def]
     """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
-    from pydantic import ValidationError
-
     if command:
         from coharden.agent import ExternalCommandAgent
 
         return ExternalCommandAgent(command, timeout=agent_timeout)
-    from coharden.llm import CacheMode, CallStore, LLMClient, LLMConfig
-
-    try:
-        mode = CacheMode(llm_mode)
-    except ValueError as exc:
-        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
-    try:
-        llm_config = LLMConfig.from_env(model=model, api_base=api_base)
-    except ValidationError as exc:
-        if any(e["loc"] == ("model",) for e in exc.errors()):
-            raise CoHardenError("coharden agent needs --model (or $COHARDEN_LLM_MODEL), or --command") from exc
-        raise CoHardenError(f"LLM configuration: {exc}") from exc
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, what="coharden agent (or use --command)")
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
         raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
-    client = LLMClient(llm_config, store=CallStore(llm_store), mode=mode)
     return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python)
 
 
@@ -920,7 +886,6 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     from pydantic import ValidationError
 
     from coharden.execution.store import Store
-    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
     from coharden.loop.config import LoopConfig, Method
     from coharden.loop.runner import run_all
     from coharden.mpe.batch import load_predictions
@@ -928,16 +893,16 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     try:
         loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
                                  seed=seed)
-        llm_config = LLMConfig.from_env(model=model, api_base=api_base)
-        mode = CacheMode(llm_mode)
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, budget_usd=budget_usd,
+                        instance_budget_usd=instance_budget_usd, what="coharden run")
+    llm_config = client.config
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
         raise CoHardenError(f"coharden run needs the default agent: {exc}") from exc
-    client = LLMClient(llm_config, store=CallStore(llm_store or settings.store.with_name("llm-calls.sqlite")),
-                       mode=mode, budget=Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd))
     injected = None
     if inject_tests is not None:
         injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}

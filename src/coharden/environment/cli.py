@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from coharden.config import Settings, load_settings
+from coharden.cli_common import ConfigOpt, PythonOpt, TimeoutOpt, console, err_console, llm_client
+from coharden.cli_common import fail as _fail
+from coharden.cli_common import settings_from as _settings
+from coharden.config import Settings
 from coharden.errors import CoHardenError
 
 env_app = typer.Typer(help="Environments for real repositories: infer a plan, build it (venv or Docker), "
@@ -24,12 +26,9 @@ env_app = typer.Typer(help="Environments for real repositories: infer a plan, bu
 reproduce_app = typer.Typer(help="Verified reproduction of real bugs: check or generate fail-to-pass tests that "
                             "do not mock the code under test; mine issue / pull-request exports.",
                             no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
 
 RepoArg = Annotated[Path, typer.Argument(help="A local git repository.")]
 CommitOpt = Annotated[str, typer.Option("--commit", help="Commit to build the environment for.")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="litellm model name (default $COHARDEN_LLM_MODEL; "
                                               "no model: no refinement / generation / labels).")]
@@ -41,40 +40,15 @@ BudgetOpt = Annotated[float | None, typer.Option("--budget-usd", min=0, help="LL
 DockerOpt = Annotated[bool, typer.Option("--docker", help="Build a Docker image instead of a virtual environment.")]
 BasePythonOpt = Annotated[str | None, typer.Option("--base-python", help="Interpreter that creates the venv "
                                                    "(default: pythonX.Y of the plan, or the closest admitted).")]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
-
-
-def _settings(config: Path | None, **overrides: object) -> Settings:
-    return load_settings(config).with_overrides(**overrides)
 
 
 def _llm(settings: Settings, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
          budget_usd: float | None, *, required: bool = False) -> Any:
     """An LLM client from flags and ``COHARDEN_LLM_*``; None when no model is named (and none is required)."""
-    from pydantic import ValidationError
-
-    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
-
-    if not (model or os.environ.get("COHARDEN_LLM_MODEL")):
-        if required:
-            raise CoHardenError("this command needs --model (or $COHARDEN_LLM_MODEL)")
+    if not (model or os.environ.get("COHARDEN_LLM_MODEL")) and not required:
         return None
-    try:
-        mode = CacheMode(llm_mode)
-    except ValueError as exc:
-        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
-    try:
-        config = LLMConfig.from_env(model=model, api_base=api_base)
-    except ValidationError as exc:
-        raise CoHardenError(f"LLM configuration: {exc}") from exc
-    budget = Budget(per_run_usd=budget_usd) if budget_usd is not None else None
-    path = llm_store or settings.store.with_name("llm-calls.sqlite")
-    return LLMClient(config, store=CallStore(path), mode=mode, budget=budget)
+    return llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                      default_store=settings.store, budget_usd=budget_usd)
 
 
 def _load_plan(path: Path) -> Any:
@@ -251,7 +225,6 @@ FixOpt = Annotated[Path | None, typer.Option("--fix", help="Instead of --patched
 ExpectExcOpt = Annotated[str | None, typer.Option("--expect-exception", help="Exception type the test must fail "
                                                   "with on the buggy code (as the issue describes).")]
 ExpectMsgOpt = Annotated[str | None, typer.Option("--expect-message", help="Text the buggy failure must show.")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
 EnvOpt = Annotated[bool, typer.Option("--env", help="Build (or reuse) the inferred environment of the buggy "
                                       "commit and run the tests with it.")]
 MockOpt = Annotated[bool, typer.Option("--mock-services", help="Serve the model-provider variables from a local "

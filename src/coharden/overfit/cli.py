@@ -10,36 +10,29 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from coharden.cli_common import (
+    ConfigOpt,
+    JsonOpt,
+    PythonOpt,
+    ReposOpt,
+    StoreOpt,
+    TimeoutOpt,
+    console,
+    err_console,
+    llm_client,
+)
+from coharden.cli_common import fail as _fail
+from coharden.cli_common import settings_from as _settings
 from coharden.errors import CoHardenError
 
 overfit_app = typer.Typer(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "
                                "refinement by an LLM critic.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
-ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store.")]
 BackendOpt = Annotated[str, typer.Option("--coverage-backend", help="coverage (coverage.py in the test "
                                          "interpreter) or settrace (stdlib line tracer, when the test "
                                          "interpreter has no coverage.py).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
-
-
-def _settings(config: Path | None, **overrides: object):  # type: ignore[no-untyped-def]
-    from coharden.config import load_settings
-
-    return load_settings(config).with_overrides(**overrides)
 
 
 def _backend(value: str):  # type: ignore[no-untyped-def]
@@ -102,7 +95,6 @@ def refine_command(
 
     from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.store import Store
-    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
     from coharden.overfit.refine import RefineConfig, RefineResult, refine_instance
     from coharden.overfit.report import IterationLog, summarize, write_outputs
 
@@ -111,11 +103,12 @@ def refine_command(
         try:
             refine_config = RefineConfig(max_iterations=max_iterations, hide_test=hide_test,
                                          extra_context=not no_extra_context, backend=_backend(coverage_backend))
-            llm_config = LLMConfig.from_env(model=model, api_base=api_base, max_tokens=max_tokens,
-                                            temperature=temperature)
-            mode = CacheMode(llm_mode)
         except (ValueError, ValidationError) as exc:
             raise CoHardenError(f"coharden overfit refine: {exc}") from exc
+        client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                            default_store=settings.store, budget_usd=budget_usd, what="coharden overfit refine",
+                            max_tokens=max_tokens, temperature=temperature)
+        llm_config = client.config
         found = load_eval_instances(instances, settings.cache_dir)
         if instance_id:
             missing = sorted(set(instance_id) - set(found))
@@ -126,8 +119,6 @@ def refine_command(
         chosen = [iid for iid in found if iid in fix_of and iid in test_of]
         if not chosen:
             raise CoHardenError("no instance has both a fix (--fixes) and a test (--tests)")
-        client = LLMClient(llm_config, store=CallStore(llm_store or settings.store.with_name("llm-calls.sqlite")),
-                           mode=mode, budget=Budget(per_run_usd=budget_usd))
         run = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
         log = IterationLog(output / "iterations.jsonl")
         result_store = Store(settings.store)

@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from coharden.cli_common import ConfigOpt, console, err_console
+from coharden.cli_common import fail as _fail
 from coharden.errors import CoHardenError
 
 suite_app = typer.Typer(help="Harden a module's whole test suite against mutants (mechanical kill oracle).",
                         no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
 
 ModuleArg = Annotated[Path, typer.Argument(help="The Python module to mutate.")]
 TestsOpt = Annotated[Path | None, typer.Option("--tests", help="Seed test file (pytest) for the module.")]
@@ -36,7 +35,6 @@ WorkersOpt = Annotated[int, typer.Option("--workers", "-w", min=1, help="Paralle
                                          "each).")]
 TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process (upper bound; "
                                                   "mutants get min(this, 10 x baseline + 5)).")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
 StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).")]
 ShowOpt = Annotated[int, typer.Option("--show", help="How many surviving mutants to print as diffs.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
@@ -53,11 +51,6 @@ LlmStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM recor
                                                   "llm-calls.sqlite next to --store).")]
 LlmModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto, record or replay (offline).")]
 BudgetOpt = Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the whole run.")]
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
 
 
 def _settings(config: Path | None, timeout: float | None, store: Path | None):  # type: ignore[no-untyped-def]

@@ -1,0 +1,67 @@
+"""What every command-line module shares: option types, consoles, errors, settings, and the LLM client
+built from the usual flags. Sub-command modules (suite, env, overfit, ...) import these instead of
+redefining them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from coharden.config import Settings, load_settings
+from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.llm import Ledger, LLMClient
+
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
+ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
+IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def settings_from(config: Path | None, **overrides: object) -> Settings:
+    """Settings from the config file (or pyproject.toml) with the CLI flags that were given on top."""
+    return load_settings(config).with_overrides(**overrides)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print a user-facing error and exit (code 2: bad input or environment)."""
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
+               default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
+               ledger: Ledger | None = None, what: str = "this command", **config: object) -> LLMClient:
+    """An LLM client from the flags and ``$COHARDEN_LLM_*``: record/replay store (default next to the result
+    store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature, max_tokens, ...).
+    A missing model or a bad mode is a clear error."""
+    from pydantic import ValidationError
+
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+
+    try:
+        mode = CacheMode(llm_mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+    try:
+        llm_config = LLMConfig.from_env(model=model, api_base=api_base,
+                                        **{k: v for k, v in config.items() if v is not None})
+    except ValidationError as exc:
+        if any(e["loc"] == ("model",) for e in exc.errors()):
+            raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
+        raise CoHardenError(f"LLM configuration: {exc}") from exc
+    budget = None
+    if budget_usd is not None or instance_budget_usd is not None:
+        budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
+    return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
+                     budget=budget, ledger=ledger)
