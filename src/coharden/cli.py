@@ -156,7 +156,7 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
         for mr in lax[:show]:
             console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
-            console.print(Syntax(mr.mutant.patch, "diff", theme="ansi_dark"))
+            console.print(Syntax(mr.mutant.patch, "diff", theme="ansi_dark", word_wrap=True))
 
 
 def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
