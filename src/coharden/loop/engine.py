@@ -118,7 +118,7 @@ class InstanceLoop:
         record = RoundRecord(
             run=self.run_name, instance=state.instance_id, round=outcome.round, decision=outcome.decision,
             laxity=outcome.laxity if matrix else None, matrix=matrix, admissible=outcome.admissible if matrix else None,
-            tokens=tokens, usd=max(outcome.cost_usd, outcome.mutant_cost_usd), mutant_usd=outcome.mutant_cost_usd,
+            tokens=tokens, usd=outcome.cost_usd, mutant_usd=outcome.mutant_cost_usd,
             fix_patch=outcome.fix or None, test_patch=outcome.test or None,
             meta={"method": self.config.method.value, "agent_status": outcome.agent_status, "note": outcome.note},
         )
@@ -130,7 +130,10 @@ class InstanceLoop:
         """Write the round's record, then the state: a kill in between only makes the round run again, and
         the resumed run drops the records past the saved state (see :meth:`run`)."""
         tokens, usd = self._spent()
-        outcome.cost_usd = round(usd - before[1], 10) if self.ledger is not None else outcome.cost_usd
+        # the round's whole cost: the shared ledger's difference (agent and LLM mutants), else the agent's own
+        # cost plus the mutants'
+        outcome.cost_usd = round(usd - before[1], 10) if self.ledger is not None \
+            else outcome.cost_usd + outcome.mutant_cost_usd
         self._record(state, outcome, tokens - before[0])
         state.rounds.append(outcome)
         state.round = outcome.round
