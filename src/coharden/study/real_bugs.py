@@ -211,6 +211,7 @@ class StudyConfig(BaseModel):
     ids: list[str] | None = None  # restrict to these instances
     verify_all: bool = True  # verify every instance of the environment check, not only the study set
     bytecode: list[str] = Field(default_factory=lambda: ["sympy"])  # packages given checked-hash bytecode
+    report_only: bool = False  # compute nothing: use the records already in the store, count the missing ones
 
     def mpe_key(self) -> list[Any]:
         return [self.per_operator, self.seed, self.tau, sorted(op.value for op in self.operators)]
@@ -385,6 +386,7 @@ class RealBugsStudy:
         self._checkouts = [_Checkout(settings.python, config.bytecode) for _ in range(max(1, config.workers))]
         self._team: tuple[str, _Team] | None = None
         self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": []}
+        self.missing: dict[str, int] = {}  # report_only: steps with no record in the store, per kind
 
     # selection -------------------------------------------------------------------------------------------
     def verify_ids(self) -> list[str]:
@@ -433,11 +435,16 @@ class RealBugsStudy:
 
     # cached records ----------------------------------------------------------------------------------------
     def _cached(self, kind: str, key: str, compute: Callable[[], dict[str, Any]],
-                keep: Callable[[dict[str, Any]], bool] = lambda row: True) -> dict[str, Any]:
+                keep: Callable[[dict[str, Any]], bool] = lambda row: True) -> dict[str, Any] | None:
+        """The step's stored record, else ``compute()`` (stored when ``keep``); None when ``report_only``
+        and there is no record."""
         row = self.store.get_record(kind, key)
         if row is not None:
             row["resumed"] = True
             return row
+        if self.config.report_only:
+            self.missing[kind] = self.missing.get(kind, 0) + 1
+            return None
         row = compute()
         if keep(row):
             self.store.put_record(kind, key, row)
@@ -449,7 +456,7 @@ class RealBugsStudy:
                 inst.FAIL_TO_PASS]
 
     # step 1 -------------------------------------------------------------------------------------------------
-    def verify(self, iid: str) -> dict[str, Any]:
+    def verify(self, iid: str) -> dict[str, Any] | None:
         inst = self.data.instances[iid]
         env = self.data.env_check.get(iid, {})
 
@@ -473,13 +480,15 @@ class RealBugsStudy:
 
         row = self._cached("study.verify", record_key("study.verify", *self._instance_key(inst)), compute,
                            keep=_keep_row)
+        if row is None:
+            return None
         row["expected"] = env.get(self.data.env_field)
         row["expected_note"] = env.get(self.data.env_field.replace("_verified", "_note"), "")
         row["agree"] = row["expected"] is not None and bool(row.get("fail_to_pass")) == bool(row["expected"])
         return row
 
     # step 2 -------------------------------------------------------------------------------------------------
-    def golden(self, iid: str) -> dict[str, Any]:
+    def golden(self, iid: str) -> dict[str, Any] | None:
         inst = self.data.instances[iid]
 
         def compute() -> dict[str, Any]:
@@ -517,7 +526,7 @@ class RealBugsStudy:
         return self._cached("study.golden", key, compute, keep=_keep_row)
 
     # step 3 -------------------------------------------------------------------------------------------------
-    def grade(self, iid: str, system: str) -> dict[str, Any]:
+    def grade(self, iid: str, system: str) -> dict[str, Any] | None:
         inst = self.data.instances[iid]
         patch = self.data.predictions[system][iid]
 
@@ -549,7 +558,7 @@ class RealBugsStudy:
         return self._cached("study.mpe", key, compute, keep=_keep_row)
 
     # step 4 -------------------------------------------------------------------------------------------------
-    def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any]:
+    def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any] | None:
         inst = self.data.instances[iid]
         tests = {GOLDEN: inst.test_patch}
         for system in self.config.systems:
@@ -588,42 +597,39 @@ class RealBugsStudy:
     # all -----------------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None, phases: Sequence[str] = ("verify", "golden", "grade")
             ) -> dict[str, list[dict[str, Any]]]:
-        def tick(text: str) -> None:
+        def keep(kind: str, row: dict[str, Any] | None, text: Callable[[dict[str, Any]], str]) -> None:
+            if row is not None:
+                self.rows[kind].append(row)
             if progress:
-                progress(text, 1)
+                progress(text(row) if row is not None else "not in the store", 1)
 
         try:
             verified: set[str] = set()
             if "verify" in phases or "golden" in phases or "grade" in phases:
                 for iid in self.verify_ids():
                     row = self.verify(iid)
-                    self.rows["verify"].append(row)
-                    if row.get("fail_to_pass"):
+                    if row is not None and row.get("fail_to_pass"):
                         verified.add(iid)
-                    tick(f"verify {iid}: {'F->P' if row.get('fail_to_pass') else 'not F->P'}")
+                    keep("verify", row, lambda r, i=iid: f"verify {i}: "
+                         f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
             study = [i for i in self.study_ids() if i in verified]
             if "golden" in phases:
                 for iid in study:
-                    row = self.golden(iid)
-                    self.rows["golden"].append(row)
-                    counts = row.get("mpe", {}).get("matrix_counts", {})
-                    tick(f"golden {iid}: beta {counts.get('beta', '?')} gamma {counts.get('gamma', '?')}")
+                    keep("golden", self.golden(iid), lambda r, i=iid: "golden {}: beta {} gamma {}".format(
+                        i, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
                 self.release()
             if "grade" in phases:
                 for iid in study:
                     for system in self.config.systems:
                         if iid in self.data.predictions.get(system, {}):
-                            row = self.grade(iid, system)
-                            self.rows["mpe"].append(row)
-                            tick(f"{system} {iid}: {row.get('test_class', 'error')}")
+                            keep("mpe", self.grade(iid, system),
+                                 lambda r, i=iid, s=system: f"{s} {i}: {r.get('test_class', 'error')}")
                     if iid in self.data.wrong_fixes:
-                        row = self.fix_verdicts(iid, self.data.wrong_fixes[iid], "wrong")
-                        self.rows["fix"].append(row)
-                        tick(f"wrong fix {iid}")
+                        keep("fix", self.fix_verdicts(iid, self.data.wrong_fixes[iid], "wrong"),
+                             lambda r, i=iid: f"wrong fix {i}")
                     for fix in self.data.correct_fixes.get(iid, []):
-                        row = self.fix_verdicts(iid, fix, "correct")
-                        self.rows["fix"].append(row)
-                        tick(f"correct fix {fix.fix_id}")
+                        keep("fix", self.fix_verdicts(iid, fix, "correct"),
+                             lambda r, f=fix: f"correct fix {f.fix_id}")
         finally:
             self.release()
         return self.rows

@@ -143,8 +143,17 @@ def graded_tests(grade_rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], 
     return {(r["instance_id"], r["system"]): r for r in grade_rows}
 
 
+def killed_laxity(row: dict[str, Any]) -> float | None:
+    """beta / (beta + delta): the share of the mutants the golden test rejects that the test accepts. Unlike
+    laxity (beta / admissible) it is not diluted by mutants neither test notices (alpha), which dominate pools
+    of fixes with many unrelated hunks; None when the golden test rejects no mutant."""
+    counts = row.get("matrix_counts") or {}
+    killed = counts.get("beta", 0) + counts.get("delta", 0)
+    return counts.get("beta", 0) / killed if killed else None
+
+
 def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequence[dict[str, Any]],
-                          systems: Sequence[str]) -> dict[str, Any]:
+                          systems: Sequence[str], tau: float = 0.202) -> dict[str, Any]:
     graded = graded_tests(grade_rows)
     per_fix = []
     validity_rows = []
@@ -165,11 +174,21 @@ def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequen
             if golden == "FAIL":
                 accepts = True if v == "PASS" else False if v == "FAIL" else None
                 validity_rows.append({"instance_id": iid, "system": system, "test_class": test_class(g),
-                                      "laxity": g.get("laxity"), "accepts": accepts, "verdict": v})
+                                      "laxity": g.get("laxity"), "killed_laxity": killed_laxity(g),
+                                      "accepts": accepts, "verdict": v})
         per_fix.append(entry)
     overall = stats.validity(validity_rows)
     by_system = {s: stats.validity([r for r in validity_rows if r["system"] == s]) for s in systems}
+    # the same figure with classes cut on beta / (beta + delta) instead of laxity (tests whose pool has no
+    # mutant the golden test rejects drop out: nothing there can tell a lax test from a rigorous one)
+    rekeyed = [{**r, "laxity": r["killed_laxity"],
+                "test_class": ("Lax" if r["killed_laxity"] >= tau else "Rigorous")
+                if r["killed_laxity"] is not None and r["test_class"] in ("Rigorous", "Lax") else "n/a"}
+               for r in validity_rows]
     return {"per_fix": per_fix, "rows": validity_rows, "validity": overall, "by_system": by_system,
+            "validity_killed": stats.validity(rekeyed),
+            "uninformative": sum(1 for r in validity_rows
+                                 if r["test_class"] in ("Rigorous", "Lax") and r["killed_laxity"] is None),
             "golden_rejects": sum(1 for e in per_fix if e["golden"] == "FAIL"),
             "golden_accepts": [e["instance_id"] for e in per_fix if e["golden"] == "PASS"],
             "golden_inadmissible": {e["instance_id"]: e["golden"] for e in per_fix
@@ -243,13 +262,14 @@ def summarize_timing(golden_rows: Sequence[dict[str, Any]], grade_rows: Sequence
     }
 
 
-def summarize(rows: dict[str, list[dict[str, Any]]], data: StudyData, systems: Sequence[str]) -> dict[str, Any]:
+def summarize(rows: dict[str, list[dict[str, Any]]], data: StudyData, systems: Sequence[str],
+              tau: float = 0.202) -> dict[str, Any]:
     return {
         "verify": summarize_verify(rows["verify"]),
         "golden": summarize_golden(rows["golden"]),
         "systems": summarize_systems(rows["mpe"], systems),
         "assertflip": assertflip_agreement(rows["mpe"], data.assertflip_resolved),
-        "wrong": summarize_wrong_fixes(rows["mpe"], rows["fix"], systems),
+        "wrong": summarize_wrong_fixes(rows["mpe"], rows["fix"], systems, tau),
         "correct": summarize_correct_fixes(rows["mpe"], rows["fix"], systems),
         "timing": summarize_timing(rows["golden"], rows["mpe"]),
     }
@@ -425,8 +445,16 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
         vrows2.append([s, vs.n, _pct(vs.per_class.get("Lax")), _pct(vs.per_class.get("Rigorous")),
                        _f(vs.lax_minus_rigorous()), _f(vs.point_biserial), _f(vs.spearman), _f(vs.auc),
                        _f(vs.fisher_p, 3)])
+    vk = w["validity_killed"]
+    vrows2.append(["all, classes by beta/(beta+delta)", vk.n, _pct(vk.per_class.get("Lax")),
+                   _pct(vk.per_class.get("Rigorous")), _f(vk.lax_minus_rigorous()), _f(vk.point_biserial),
+                   _f(vk.spearman), _f(vk.auc), _f(vk.fisher_p, 3)])
     out += _table(["tests", "n", "Lax accept", "Rigorous accept", "difference", "point-biserial r",
                    "Spearman rho", "AUC", "Fisher p"], vrows2)
+    out += [f"The last row cuts the classes on beta / (beta + delta) (the share of the mutants the golden test "
+            f"rejects that the test accepts) instead of laxity = beta / admissible; {w['uninformative']} of the "
+            "graded tests above have a pool in which the golden test rejects no mutant at all (every admissible "
+            "mutant in alpha), so their laxity of 0 says nothing about rigor and they drop out of that row.", ""]
     if "validity" in plots:
         out += [f"![laxity vs acceptance]({plots['validity']})", ""]
 
@@ -539,9 +567,10 @@ def jsonable(obj: Any) -> Any:
 
 
 def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, settings: Settings, config: StudyConfig,
-                 output: Path) -> dict[str, Any]:
+                 output: Path, missing: dict[str, int] | None = None) -> dict[str, Any]:
     """Write ``real_bugs_report.md``, ``summary.json``, the step rows (``rows/*.jsonl``) and the plots into
-    ``output``; return the summary (JSON data, with ``headline``)."""
+    ``output``; return the summary (JSON data, with ``headline``). ``missing``: steps a report-only run found no
+    record for, per kind (the report then says it is partial)."""
     import json
     import os
     import platform
@@ -549,7 +578,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
     from coharden.execution.executor import environment_id
 
     output.mkdir(parents=True, exist_ok=True)
-    summary = summarize(rows, data, config.systems)
+    summary = summarize(rows, data, config.systems, config.tau)
     made = plots(summary, output, config.systems)
     env = environment_id(settings.python).split()
     settings_text = [
@@ -567,6 +596,9 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         f"store: `{settings.store}`; steps resumed from it: "
         + ", ".join(f"{k} {sum(1 for r in v if r.get('resumed'))}/{len(v)}" for k, v in rows.items()),
     ]
+    if missing:
+        settings_text.append("**partial report**: steps with no record in the store (report-only run): "
+                             + ", ".join(f"{k} {n}" for k, n in sorted(missing.items())))
     text = render(summary, rows, data, settings_text=settings_text, systems=config.systems, plots=made)
     (output / "real_bugs_report.md").write_text(text + "\n")
     (output / "rows").mkdir(exist_ok=True)
