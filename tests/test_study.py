@@ -463,3 +463,27 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     assert nothing == {"verify": [], "golden": [], "mpe": [], "fix": []}
     write_report(nothing, data, empty, only, tmp_path / "out2", missing=study.missing)
     assert "partial report" in (tmp_path / "out2" / "real_bugs_report.md").read_text()
+
+
+def test_study_cli_report_only_and_bad_input(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from coharden.cli import app
+
+    repos = tmp_path / "repos"
+    repos.mkdir()
+    data_dir = _study_data_dir(tmp_path, repos)
+    base = ["study", "real-bugs", "--data", str(data_dir), "--repos", str(repos), "--python", sys.executable,
+            "--store", str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "out")]
+    runner = CliRunner()
+    result = runner.invoke(app, [*base, "--report-only"])
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "out" / "real_bugs_report.md").read_text()
+    assert "**partial report**: steps with no record in the store (report-only run): study.verify 1" in report
+    bad = runner.invoke(app, [*base, "--phases", "verify,mutate"])
+    assert bad.exit_code != 0
+    assert "--phases: unknown mutate" in bad.output
+    (data_dir / "swtbench_verified_ids.txt").unlink()
+    missing = runner.invoke(app, [*base, "--report-only"])
+    assert missing.exit_code != 0
+    assert "swtbench_verified_ids.txt: file not found" in missing.output.replace("\n", "")
