@@ -22,6 +22,7 @@ from coharden.schema.verdict import Outcome
 from coharden.study import stats
 from coharden.study.real_bugs import GOLDEN, StudyConfig, load_data, python_tag
 from coharden.study.report import (
+    by_instance,
     killed_laxity,
     no_admissible_reason,
     summarize_correct_fixes,
@@ -149,6 +150,21 @@ def test_killed_laxity_ignores_mutants_neither_test_notices() -> None:
     assert out["validity"].per_class == {"Lax": stats.Share(1, 1), "Rigorous": stats.Share(2, 2)}
     assert out["validity_killed"].per_class == {"Lax": stats.Share(2, 2)}
     assert out["uninformative"] == 1
+
+
+def test_validity_by_instance_counts_each_cluster_once() -> None:
+    rows = [{"instance_id": "a", "test_class": "Lax", "laxity": 0.5, "accepts": True},
+            {"instance_id": "a", "test_class": "Lax", "laxity": 0.3, "accepts": False},  # tie: accepts
+            {"instance_id": "a", "test_class": "Rigorous", "laxity": 0.0, "accepts": False},
+            {"instance_id": "b", "test_class": "Rigorous", "laxity": 0.1, "accepts": True},
+            {"instance_id": "b", "test_class": "Rigorous", "laxity": 0.0, "accepts": False},
+            {"instance_id": "b", "test_class": "Rigorous", "laxity": 0.1, "accepts": False},
+            {"instance_id": "c", "test_class": "Misaligned", "laxity": None, "accepts": True}]
+    clusters = by_instance(rows)
+    assert [(c["instance_id"], c["test_class"], c["tests"], c["accepts"]) for c in clusters] == [
+        ("a", "Lax", 2, True), ("a", "Rigorous", 1, False), ("b", "Rigorous", 3, False)]
+    assert clusters[0]["laxity"] == pytest.approx(0.4)
+    assert stats.validity(clusters).per_class == {"Lax": stats.Share(1, 1), "Rigorous": stats.Share(0, 2)}
 
 
 def test_correct_fix_summary_over_specification() -> None:

@@ -152,6 +152,20 @@ def killed_laxity(row: dict[str, Any]) -> float | None:
     return counts.get("beta", 0) / killed if killed else None
 
 
+def by_instance(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One vote per (instance, class): the tests of one instance face the same wrong fix and often pin the same
+    example of the issue, so they are not independent. A cluster's laxity is its tests' mean; it accepts when
+    at least half of its tests do."""
+    clusters: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("test_class") in ("Rigorous", "Lax") and r.get("accepts") is not None and r.get("laxity") is not None:
+            clusters.setdefault((r["instance_id"], r["test_class"]), []).append(r)
+    return [{"instance_id": iid, "test_class": cls, "tests": len(group),
+             "laxity": stats.mean([float(r["laxity"]) for r in group]),
+             "accepts": sum(bool(r["accepts"]) for r in group) * 2 >= len(group)}
+            for (iid, cls), group in sorted(clusters.items())]
+
+
 def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequence[dict[str, Any]],
                           systems: Sequence[str], tau: float = 0.202) -> dict[str, Any]:
     graded = graded_tests(grade_rows)
@@ -186,7 +200,8 @@ def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequen
                 if r["killed_laxity"] is not None and r["test_class"] in ("Rigorous", "Lax") else "n/a"}
                for r in validity_rows]
     return {"per_fix": per_fix, "rows": validity_rows, "validity": overall, "by_system": by_system,
-            "validity_killed": stats.validity(rekeyed),
+            "validity_killed": stats.validity(by_instance(rekeyed)),
+            "validity_by_instance": stats.validity(by_instance(validity_rows)),
             "uninformative": sum(1 for r in validity_rows
                                  if r["test_class"] in ("Rigorous", "Lax") and r["killed_laxity"] is None),
             "golden_rejects": sum(1 for e in per_fix if e["golden"] == "FAIL"),
@@ -298,7 +313,7 @@ def headline(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], sys
     """The key numbers, one line each (report top and command output)."""
     v, g, sysum = summary["verify"], summary["golden"], summary["systems"]
     w, c, t = summary["wrong"], summary["correct"], summary["timing"]
-    val = w["validity"]
+    val, vi = w["validity"], w["validity_by_instance"]
     lines = [f"verify agrees with the environment check on {v['agree']}/{v['n']} instances "
              f"({v['fail_to_pass']} golden tests F->P; the check says {v['expected_verified']})",
              f"golden vs golden: beta = gamma = 0 on {g['beta_gamma_zero']}/{g['ran']} instances "
@@ -311,7 +326,9 @@ def headline(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], sys
     lax, rig = val.per_class.get("Lax"), val.per_class.get("Rigorous")
     lines.append(f"validity (real wrong fixes the golden test rejects): Lax tests accept one in {_pct(lax)}, "
                  f"Rigorous in {_pct(rig)} (n = {val.n}; point-biserial r(laxity, accepts) = "
-                 f"{_f(val.point_biserial)}; AUC {_f(val.auc)}; Fisher p = {_f(val.fisher_p, 3)})")
+                 f"{_f(val.point_biserial)}; AUC {_f(val.auc)}; Fisher p = {_f(val.fisher_p, 3)}); one vote per "
+                 f"(instance, class): Lax {_pct(vi.per_class.get('Lax'))}, Rigorous "
+                 f"{_pct(vi.per_class.get('Rigorous'))} (Fisher p = {_f(vi.fisher_p, 3)})")
     lines.append(f"over-specification (F->P tests rejecting a correct moatless fix): {_pct(c['pairs'])} of "
                  "(test, fix) pairs; per test: " + (", ".join(f"{k} {s.text()}" for k, s in c["by_system"].items())
                                                    or "none"))
@@ -445,12 +462,19 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
         vrows2.append([s, vs.n, _pct(vs.per_class.get("Lax")), _pct(vs.per_class.get("Rigorous")),
                        _f(vs.lax_minus_rigorous()), _f(vs.point_biserial), _f(vs.spearman), _f(vs.auc),
                        _f(vs.fisher_p, 3)])
+    vi = w["validity_by_instance"]
+    vrows2.append(["all, one vote per (instance, class)", vi.n, _pct(vi.per_class.get("Lax")),
+                   _pct(vi.per_class.get("Rigorous")), _f(vi.lax_minus_rigorous()), _f(vi.point_biserial),
+                   _f(vi.spearman), _f(vi.auc), _f(vi.fisher_p, 3)])
     vk = w["validity_killed"]
-    vrows2.append(["all, classes by beta/(beta+delta)", vk.n, _pct(vk.per_class.get("Lax")),
-                   _pct(vk.per_class.get("Rigorous")), _f(vk.lax_minus_rigorous()), _f(vk.point_biserial),
+    vrows2.append(["all, one vote per (instance, class), classes by beta/(beta+delta)", vk.n,
+                   _pct(vk.per_class.get("Lax")), _pct(vk.per_class.get("Rigorous")), _f(vk.lax_minus_rigorous()), _f(vk.point_biserial),
                    _f(vk.spearman), _f(vk.auc), _f(vk.fisher_p, 3)])
     out += _table(["tests", "n", "Lax accept", "Rigorous accept", "difference", "point-biserial r",
                    "Spearman rho", "AUC", "Fisher p"], vrows2)
+    out += ["Tests of one instance face the same wrong fix and often pin the same example from the issue, so "
+            "they are not independent: the 'one vote per (instance, class)' row counts each cluster once (mean "
+            "laxity; accepts when at least half of its tests do) and its Fisher p is the honest one.", ""]
     out += [f"The last row cuts the classes on beta / (beta + delta) (the share of the mutants the golden test "
             f"rejects that the test accepts) instead of laxity = beta / admissible; {w['uninformative']} of the "
             "graded tests above have a pool in which the golden test rejects no mutant at all (every admissible "
