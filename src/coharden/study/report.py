@@ -454,22 +454,13 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
     out += ["### Validity: do Lax tests accept real wrong fixes more often than Rigorous ones?", ""]
     out += ["Per graded F->P test with a laxity, on instances whose wrong fix the golden test rejects: 'accepts' = "
             "the test PASSes on base + the wrong fix (inadmissible verdicts are left out).", ""]
-    vrows2 = [["all", val.n, _pct(val.per_class.get("Lax")), _pct(val.per_class.get("Rigorous")),
-               _f(val.lax_minus_rigorous()), _f(val.point_biserial), _f(val.spearman), _f(val.auc),
-               _f(val.fisher_p, 3)]]
-    for s in systems:
-        vs = w["by_system"][s]
-        vrows2.append([s, vs.n, _pct(vs.per_class.get("Lax")), _pct(vs.per_class.get("Rigorous")),
-                       _f(vs.lax_minus_rigorous()), _f(vs.point_biserial), _f(vs.spearman), _f(vs.auc),
-                       _f(vs.fisher_p, 3)])
-    vi = w["validity_by_instance"]
-    vrows2.append(["all, one vote per (instance, class)", vi.n, _pct(vi.per_class.get("Lax")),
-                   _pct(vi.per_class.get("Rigorous")), _f(vi.lax_minus_rigorous()), _f(vi.point_biserial),
-                   _f(vi.spearman), _f(vi.auc), _f(vi.fisher_p, 3)])
-    vk = w["validity_killed"]
-    vrows2.append(["all, one vote per (instance, class), classes by beta/(beta+delta)", vk.n,
-                   _pct(vk.per_class.get("Lax")), _pct(vk.per_class.get("Rigorous")), _f(vk.lax_minus_rigorous()), _f(vk.point_biserial),
-                   _f(vk.spearman), _f(vk.auc), _f(vk.fisher_p, 3)])
+    def vrow(label: str, v: stats.Validity) -> list[Any]:
+        return [label, v.n, _pct(v.per_class.get("Lax")), _pct(v.per_class.get("Rigorous")),
+                _f(v.lax_minus_rigorous()), _f(v.point_biserial), _f(v.spearman), _f(v.auc), _f(v.fisher_p, 3)]
+
+    vrows2 = [vrow("all", val), *[vrow(s, w["by_system"][s]) for s in systems],
+              vrow("all, one vote per (instance, class)", w["validity_by_instance"]),
+              vrow("all, one vote per (instance, class), classes by beta/(beta+delta)", w["validity_killed"])]
     out += _table(["tests", "n", "Lax accept", "Rigorous accept", "difference", "point-biserial r",
                    "Spearman rho", "AUC", "Fisher p"], vrows2)
     out += ["Tests of one instance face the same wrong fix and often pin the same example from the issue, so "
