@@ -287,6 +287,7 @@ def summarize(rows: dict[str, list[dict[str, Any]]], data: StudyData, systems: S
         "wrong": summarize_wrong_fixes(rows["mpe"], rows["fix"], systems, tau),
         "correct": summarize_correct_fixes(rows["mpe"], rows["fix"], systems),
         "timing": summarize_timing(rows["golden"], rows["mpe"]),
+        "tau": tau,
     }
 
 
@@ -535,12 +536,14 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
     for i, values in enumerate(data):
         jitter = [i + 1 + ((k % 7) - 3) * 0.03 for k in range(len(values))]
         ax.scatter(jitter, values, s=14, alpha=0.7)
-    ax.axhline(0.202, color="grey", linestyle="--", linewidth=1, label="tau = 0.202")
+    tau = summary.get("tau", 0.202)
+    ax.axhline(tau, color="grey", linestyle="--", linewidth=1)
+    ax.text(len(systems) + 0.45, tau + 0.02, f"tau = {tau}", fontsize=8, color="grey", ha="right")
     ax.set_xticks(range(1, len(systems) + 1), systems)
+    ax.set_xlim(0.5, len(systems) + 0.5)
     ax.set_ylabel("laxity")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("Laxity of F->P tests (sympy, mechanical mutants)")
-    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(directory / "real_bugs_laxity.png", dpi=120)
     plt.close(fig)
@@ -553,7 +556,7 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
             xs = [r["laxity"] for r in rows if r["accepts"] is flag]
             ys = [(1 if flag else 0) + ((k % 5) - 2) * 0.04 for k in range(len(xs))]
             ax.scatter(xs, ys, s=18, color=color, label=label, alpha=0.8)
-        ax.axvline(0.202, color="grey", linestyle="--", linewidth=1)
+        ax.axvline(summary.get("tau", 0.202), color="grey", linestyle="--", linewidth=1)
         ax.set_yticks([0, 1], ["rejects", "accepts"])
         ax.set_xlabel("laxity (mechanical mutants)")
         ax.set_xlim(-0.05, 1.05)
