@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -137,6 +138,22 @@ def test_ledger_totals_do_not_depend_on_thread_interleaving() -> None:
         sequential.record_completion(_completion(cost))
     assert ledger.run_usage().calls == len(costs)
     assert ledger.run_cost_usd() == sequential.run_cost_usd()  # exactly equal, not approx (math.fsum)
+
+
+def test_usage_merge_adds_every_total() -> None:
+    from coharden.llm import Usage
+
+    a, b = Usage(), Usage()
+    for cost in (0.1, 0.2):
+        a.add_completion(_completion(cost))
+    b.add_completion(_completion(1e-17))
+    b.truncations, b.budget_refusals, b.errors = 1, 2, 1
+    b.errors_by_kind["unparseable"] += 1
+    a.merge(b)
+    assert (a.calls, a.prompt_tokens, a.truncations, a.budget_refusals, a.errors) == (3, 3, 1, 2, 1)
+    assert a.errors_by_kind == {"unparseable": 1}
+    assert a.cost_usd == math.fsum([0.1, 0.2, 1e-17])
+    assert b.calls == 1  # the merged-in usage is left as it was
 
 
 def test_ledger_serializes_to_json() -> None:

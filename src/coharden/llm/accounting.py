@@ -51,7 +51,7 @@ class Usage:
         """The part of :attr:`cost_usd` that came from stored replies (not paid again in this process)."""
         return math.fsum(self._cached_costs)
 
-    def _add_completion(self, completion: Completion) -> None:
+    def add_completion(self, completion: Completion) -> None:
         self.calls += 1
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens
@@ -61,6 +61,17 @@ class Usage:
             self._cached_costs.append(completion.cost_usd)
         if completion.cost_note is not None:
             self.unpriced_calls += 1
+
+    def merge(self, other: Usage) -> None:
+        """Add ``other``'s totals to these (counts, per-kind errors and the cost terms)."""
+        for name, value in other.__dict__.items():
+            mine = getattr(self, name)
+            if isinstance(value, Counter):
+                mine.update(value)
+            elif isinstance(value, list):
+                mine.extend(value)
+            else:
+                setattr(self, name, mine + value)
 
     def copy(self) -> Usage:
         other = Usage()
@@ -114,7 +125,7 @@ class Ledger:
         """Account a reply. ``truncated`` / ``unusable_kind`` mark replies that are paid but not returned."""
         with self._lock:
             for usage in self._scopes(completion.model, instance_id):
-                usage._add_completion(completion)
+                usage.add_completion(completion)
                 if truncated:
                     usage.truncations += 1
                 elif unusable_kind is not None:

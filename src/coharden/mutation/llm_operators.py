@@ -63,6 +63,7 @@ from coharden.llm import (
     ReplayMiss,
     TruncatedReply,
     UnusableReply,
+    Usage,
 )
 from coharden.llm.cache import canonical_json
 from coharden.mutation.candidates import RawMutant
@@ -388,47 +389,18 @@ class LLMMutatorSettings(BaseModel):
         return self.samples + math.ceil(self.samples * self.max_resample_factor)
 
 
-class _Tally:
-    """LLM usage of one operator (like :class:`coharden.llm.Usage`, which has no per-operator scope)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.cached_calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.truncations = 0
-        self.budget_refusals = 0
-        self.errors: Counter[str] = Counter()
-        self.costs: list[float] = []
-
-    def add(self, completion: Completion) -> None:
-        self.calls += 1
-        self.cached_calls += int(completion.cached)
-        self.prompt_tokens += completion.prompt_tokens
-        self.completion_tokens += completion.completion_tokens
-        self.costs.append(completion.cost_usd)
-
-    def merge(self, other: _Tally) -> None:
-        self.calls += other.calls
-        self.cached_calls += other.cached_calls
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.truncations += other.truncations
-        self.budget_refusals += other.budget_refusals
-        self.errors.update(other.errors)
-        self.costs += other.costs
-
-    def to_dict(self) -> dict[str, Any]:
-        """Cached-call counts are left out: they differ between a recorded run and its replay."""
-        return {
-            "calls": self.calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": math.fsum(self.costs),  # exactly rounded: independent of completion order
-            "truncations": self.truncations,
-            "budget_refusals": self.budget_refusals,
-            "errors": dict(sorted(self.errors.items())),
-        }
+def _usage_json(usage: Usage) -> dict[str, Any]:
+    """One operator's LLM usage. Cached-call counts are left out: they differ between a recorded run and its
+    replay."""
+    return {
+        "calls": usage.calls,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cost_usd": usage.cost_usd,  # exactly rounded (fsum): independent of completion order
+        "truncations": usage.truncations,
+        "budget_refusals": usage.budget_refusals,
+        "errors": dict(sorted(usage.errors_by_kind.items())),
+    }
 
 
 SampleStatus = Literal["admitted", "rejected", "truncated", "unusable", "budget", "error", "skipped"]
@@ -539,10 +511,10 @@ class LLMMutator:
         them anonymously in a per-sample order."""
         cfg = self.settings
         report = LLMPoolReport(model=self.client.config.model, settings=cfg)
-        tallies = {op: _Tally() for op in cfg.operators}
+        tallies = {op: Usage() for op in cfg.operators}
         if not ctx.files:
-            report.usage_per_operator = {op.value: t.to_dict() for op, t in tallies.items()}
-            report.usage_total = _Tally().to_dict()
+            report.usage_per_operator = {op.value: _usage_json(t) for op, t in tallies.items()}
+            report.usage_total = _usage_json(Usage())
             return report
         stop = threading.Event()  # set by the first failing call: no call starts after it
         fatal: str | None = None
@@ -601,11 +573,11 @@ class LLMMutator:
                         fatal = (f"{_FATAL_WHAT[outcome.status]} (operator {outcome.operator.value} sample "
                                  f"{outcome.sample_index}): {outcome.detail}")
 
-        report.usage_per_operator = {op.value: tallies[op].to_dict() for op in cfg.operators}
-        total = _Tally()
+        report.usage_per_operator = {op.value: _usage_json(tallies[op]) for op in cfg.operators}
+        total = Usage()
         for tally in tallies.values():
             total.merge(tally)
-        report.usage_total = total.to_dict()
+        report.usage_total = _usage_json(total)
         report.cache = {"mode": self.client.mode.value,
                         "store": str(self.client.store.path) if self.client.store is not None else None,
                         "cached_calls": total.cached_calls}
@@ -615,20 +587,21 @@ class LLMMutator:
         return report
 
     def _settle(self, outcome: _Outcome, ctx: FixContext, pool: Pool, admission: AdmissionFilter,
-                tallies: dict[Operator, _Tally], admitted: dict[Operator, int],
+                tallies: dict[Operator, Usage], admitted: dict[Operator, int],
                 since_last: dict[Operator, int]) -> SampleRecord:
         """Account one outcome and, for a parsed reply, admit it (in the caller's deterministic order)."""
         op = outcome.operator
         tally = tallies[op]
         completion = outcome.completion
         if completion is not None:
-            tally.add(completion)
+            tally.add_completion(completion)
         if outcome.status == "truncated":
             tally.truncations += 1
         elif outcome.status == "budget":
             tally.budget_refusals += 1
         elif outcome.status in ("unusable", "error"):
-            tally.errors[outcome.reason or outcome.status] += 1
+            tally.errors += 1
+            tally.errors_by_kind[outcome.reason or outcome.status] += 1
         if outcome.status != "skipped":
             since_last[op] += 1
         record = SampleRecord(
