@@ -21,6 +21,8 @@ from coharden.cli_common import (
     console,
     err_console,
     llm_client,
+    parse_operators,
+    pick_instance,
 )
 from coharden.cli_common import fail as _fail
 from coharden.cli_common import settings_from as _settings
@@ -75,7 +77,7 @@ def verify(
 
     try:
         settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
-        local = _pick_instance(instance, instance_id, settings)
+        local = pick_instance(instance, instance_id, settings)
         inst = local.instance
         candidates = {c.name: c.patch for c in local.candidates}
         test_name, test_text = _read_patch_arg(test, candidates, inst.test_patch, "--test")
@@ -104,19 +106,6 @@ def verify(
         mark = "[green]yes[/]" if result.fail_to_pass else "[red]no[/]"
         console.print(f"fail-to-pass: {mark}")
     raise typer.Exit(0 if result.admissible else 1)
-
-
-def _parse_operators(value: str | None) -> list:  # type: ignore[type-arg]
-    from coharden.mutation.pool import MECHANICAL_OPERATORS
-    from coharden.schema.mutant import Operator
-
-    if not value:
-        return list(MECHANICAL_OPERATORS)
-    try:
-        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError as exc:
-        known = ", ".join(op.value for op in MECHANICAL_OPERATORS)
-        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
 
 
 def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
@@ -239,7 +228,7 @@ def mpe(
         settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                              tau=tau, workers=workers)
         sources = _parse_mutators(mutator)
-        ops = _parse_operators(operators)
+        ops = parse_operators(operators)
         llm = None
         if "llm" in sources:
             llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
@@ -290,7 +279,7 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
                         default_store=settings.store, budget_usd=budget_usd, what="--mutator llm")
     chosen = list(LLM_OPERATORS)
     if operators:
-        chosen = [op for op in _parse_operators(operators) if op in LLM_OPERATORS]
+        chosen = [op for op in parse_operators(operators) if op in LLM_OPERATORS]
     return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
@@ -302,7 +291,7 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     from coharden.instances import resolve_repo
     from coharden.mpe.evaluate import evaluate
 
-    local = _pick_instance(instance, instance_id, settings)
+    local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
     test_name, test_text = _read_patch_arg(test, candidates, inst.test_patch, "--test")
@@ -452,15 +441,6 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
     return rows
 
 
-def _pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
-    from coharden.instances import load_instances
-
-    found = load_instances(source, settings.cache_dir, [instance_id] if instance_id else None)
-    if len(found) > 1:
-        raise CoHardenError(f"{source}: holds {len(found)} instances; choose one with --id")
-    return found[0]
-
-
 def _register_mock_llm() -> None:
     # the mock server's CLI lives with the LLM layer; it imports no provider SDK, so mounting it is cheap
     from coharden.llm import cli as llm_cli
@@ -518,347 +498,19 @@ def _register_reproduce() -> None:
 _register_reproduce()
 
 
-# --- evaluation and reports (coharden eval) -----------------------------------------------------------------------
+# --- evaluation, agents and the loop (coharden eval / agent / run) ---------------------------------------------
 
-@app.command("eval")
-def eval_command(
-    instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
-                                            "a directory of instance directories (like examples/).")],
-    fixes: Annotated[list[str] | None, typer.Option("--fixes", help="Fix predictions (SWE-bench: .jsonl, .json "
-                                                    "list or dict by id), as PATH, NAME=PATH or 'gold'. Repeat "
-                                                    "for a comparison table.")] = None,
-    tests: Annotated[list[str] | None, typer.Option("--tests", help="Test predictions (SWT-bench), as PATH, "
-                                                    "NAME=PATH or 'gold'. A system's fixes and tests pair up by "
-                                                    "name (model_name_or_path).")] = None,
-    runs: Annotated[Path | None, typer.Option("--runs", help="Directory of CoHarden loop round records (*.jsonl).")]
-    = None,
-    overfit: Annotated[list[Path] | None, typer.Option("--overfit", help="Output directory of coharden overfit "
-                                                       "refine: overfitting before/after refinement, net Resolved "
-                                                       "gain, coverage of overfitted vs other fixes.")] = None,
-    injection: Annotated[list[str] | None, typer.Option("--injection", help="Test injection study: "
-                                                        "[NAME=]BASELINE_FIXES,INJECTED_FIXES,TESTS. Repeat per "
-                                                        "test source.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
-                                         "report.html).")] = Path("eval-results"),
-    operators: Annotated[str | None, typer.Option("--operators", help="MPE: comma-separated operators.")] = None,
-    per_operator: Annotated[int | None, typer.Option("--per-operator", min=1, help="MPE: mutants per operator "
-                                                     "(all).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="MPE sampling seed.")] = None,
-    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
-    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
-    = False,
-    cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Cutoffs of the Rigorous/Lax sensitivity table.")]
-    = None,
-    no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances graded in parallel.")] = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Grade fixes (Resolved, SWE-bench semantics) and tests (F->P, MPE class, laxity) of any system, side by
-    side: coupling of test and fix errors, test overfitting, test injection, cutoff sensitivity, loop runs.
-    Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _register_commands() -> None:
+    # the commands live with their layers and import those layers only inside the commands
+    from coharden.evaluation.cli import eval_command
+    from coharden.loop.cli import agent_cmd, run_loop
 
-    from coharden.evaluation.grading import GradeOptions
-    from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
-    from coharden.execution.store import Store
-    from coharden.mpe.batch import DEFAULT_CUTOFFS
-
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                             tau=tau, workers=workers)
-        try:
-            cut = [float(c) for c in cutoffs.split(",") if c.strip()] if cutoffs else list(DEFAULT_CUTOFFS)
-        except ValueError as exc:
-            raise CoHardenError(f"--cutoffs: {exc}") from exc
-        options = GradeOptions(operators=_parse_operators(operators), per_operator=per_operator, seed=settings.seed,
-                               tau=settings.tau, paper_classes=paper_classes, workers=settings.workers)
-        inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
-                                 injections=injection or [], runs=runs, overfit=overfit or [])
-        with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=err_console, transient=as_json) as bar:
-            task = bar.add_task("", total=None)
-
-            def planned(total: int) -> None:
-                bar.update(task, total=total)
-
-            def advance(instance_id: str, what: str) -> None:
-                bar.update(task, advance=1, description=f"{instance_id}: {what}")
-
-            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
-                                    on_plan=planned)
-        written = write_outputs(report, output, html=not no_html)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
-    if as_json:
-        print(json.dumps(report, indent=2))  # not sorted: instance and class order carry meaning
-    else:
-        _render_eval(report, written)
-    for where in ("errors", "fix_errors"):
-        for iid, error in report["instances"][where].items():
-            err_console.print(f"[yellow]{iid}[/]: {error}")
+    app.command("eval")(eval_command)
+    app.command("agent")(agent_cmd)
+    app.command("run")(run_loop)
 
 
-def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]
-    from coharden.evaluation.report import fmt
-
-    total = report["instances"]["total"]
-    table = Table(title=f"coharden eval over {total} instances")
-    for title in ("system", "resolved", "F->P", "Rig/Lax/Mis", "mean laxity", "coupling", "overfit"):
-        table.add_column(title, no_wrap=True)
-    for row in report["comparison"]:
-        resolved = "-" if row["resolved"] is None else f"{row['resolved']}/{total}"
-        fail_to_pass = "-" if row["fail_to_pass"] is None else f"{row['fail_to_pass']}/{total}"
-        classes = "-" if row["tests_submitted"] is None else \
-            f"{row['Rigorous']}/{row['Lax']}/{row['Misaligned']}"
-        table.add_row(row["system"], resolved, fail_to_pass, classes, fmt(row["mean_laxity"]),
-                      fmt(row["coupling_factor"]), fmt(row["overfit_rate"]))
-    if report["comparison"]:
-        console.print(table)
-    if report.get("injection"):
-        overall = report["injection"]["overall"]["overall"]
-        console.print(f"test injection: delta Resolved {fmt(overall['delta'])} over {overall['n']} pairs")
-    for name, sec in (report.get("refinement") or {}).items():
-        change = sec["resolved_change"]
-        console.print(f"overfit run {name}: overfit rate {fmt(sec['overfit_rate']['before'])} -> "
-                      f"{fmt(sec['overfit_rate']['after'])}, net Resolved gain {change['net_gain']} "
-                      f"(+{change['gained']} / -{change['lost']} over {change['n']})")
-    for name, run in report["runs"].items():
-        totals = run["totals"]
-        console.print(f"run {name}: final Resolved {fmt(totals['resolved_rate'])}, F->P "
-                      f"{fmt(totals['fail_to_pass_rate'])}, {fmt(totals['usd'])} USD, mutant share "
-                      f"{fmt(totals['mutant_share'])}")
-    for kind, path in written.items():
-        console.print(f"{kind}: {path}")
-
-
-# --- agents with the critic at the finish (coharden agent) -------------------------------------------------------
-
-@app.command("agent")
-def agent_cmd(
-    instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
-    mode: Annotated[str, typer.Option("--mode", help="test-only, fix-only or joint.")] = "test-only",
-    instance_id: IdOpt = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="litellm model name "
-                                              "(default $COHARDEN_LLM_MODEL).")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL.")] = None,
-    command: Annotated[str | None, typer.Option(
-        "--command", help="Run this command-line agent instead of the default one (re-invoked until the critic "
-        "accepts); {prompt_file} is replaced by the prompt file's path.")] = None,
-    agent_timeout: Annotated[float, typer.Option("--agent-timeout", help="Seconds per --command invocation.")
-                             ] = 1800.0,
-    critic_skill: Annotated[list[Path] | None, typer.Option(
-        "--critic-skill", help="A critic skill directory (critic.yaml + detectors); repeatable.")] = None,
-    builtins: Annotated[str | None, typer.Option(
-        "--builtins", help="Built-in gates, comma-separated (default: all that apply): clean_patch, "
-        "structural_validity, ran_the_test, fail_to_pass; 'none' for only --critic-skill.")] = None,
-    max_iterations: Annotated[int | None, typer.Option("--max-iterations", help="Follow-ups after rejections.")
-                              ] = None,
-    threshold: Annotated[float | None, typer.Option("--threshold", help="Critic score needed to accept.")] = None,
-    step_limit: Annotated[int, typer.Option("--step-limit", help="Model calls per run (0: none).")] = 50,
-    cost_limit: Annotated[float, typer.Option("--cost-limit", help="USD per run (0: none).")] = 3.0,
-    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM call store (record / replay).")] = None,
-    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
-    output: Annotated[Path, typer.Option("--output", "-o", help="Trajectories and preds.json go here.")
-                      ] = Path("coharden-agent"),
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Run an agent on one instance in a throwaway clone; the critic checks every finish (mechanical gates:
-    clean patch, structural validity, ran the test, fail-to-pass) and its follow-up is the next turn.
-
-    Writes OUTPUT/<instance_id>.traj.jsonl and OUTPUT/preds.json (SWE-bench / SWT-bench predictions, with the
-    patch only when the critic accepted). Exit code 0 when accepted, 1 when not, 2 on errors."""
-    from coharden.critic import CriticContext, Mode, default_critic
-    from coharden.execution.executor import InstanceExecutor
-    from coharden.execution.store import Store
-    from coharden.execution.workspace import Workspace
-    from coharden.instances import resolve_repo
-
-    try:
-        try:
-            run_mode = Mode(mode)
-        except ValueError as exc:
-            raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
-        if max_iterations is not None and max_iterations < 1:
-            raise CoHardenError("--max-iterations: must be at least 1")
-        if threshold is not None and not 0 <= threshold <= 1:
-            raise CoHardenError("--threshold: must be between 0 and 1")
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
-        local = _pick_instance(instance, instance_id, settings)
-        inst = local.instance
-        repo = resolve_repo(inst, settings.repos_dir)
-        chosen = None if builtins is None else [b.strip() for b in builtins.split(",") if b.strip() not in ("", "none")]
-        from coharden.agent import AgentTask
-
-        task = AgentTask.from_instance(inst)
-        agent = _agent_for(command, agent_timeout, model, api_base, llm_store or settings.store.with_name(
-            "llm-calls.sqlite"), llm_mode, step_limit, cost_limit, settings)
-        output.mkdir(parents=True, exist_ok=True)
-        trajectory = output / f"{inst.instance_id}.traj.jsonl"
-        with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor, \
-                CriticContext(run_mode, executor=executor) as context, Workspace(repo, inst.base_commit) as ws:
-            critic = default_critic(context, skills=critic_skill or [], builtins=chosen, threshold=threshold,
-                                    max_iterations=max_iterations)
-            result = agent.run(task, ws, run_mode, critic, trajectory_path=trajectory)
-        preds_path = output / "preds.json"
-        preds = json.loads(preds_path.read_text()) if preds_path.is_file() else {}
-        preds[inst.instance_id] = {"instance_id": inst.instance_id, "model_name_or_path": f"coharden-{agent.name}",
-                                   "model_patch": result.submission or ""}
-        preds_path.write_text(json.dumps(preds, indent=2, sort_keys=True) + "\n")
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
-    summary = {"instance_id": inst.instance_id, "mode": run_mode.value, "agent": agent.name,
-               "exit_status": result.exit_status, "accepted": result.accepted, "iterations": result.iterations,
-               "cost_usd": result.cost, "error": result.error, "trajectory": str(trajectory),
-               "preds": str(preds_path), "critic_scores": [r.score for r in result.critic_results]}
-    if as_json:
-        print(json.dumps(summary, indent=2))
-    else:
-        mark = "[green]accepted[/]" if result.accepted else f"[red]not accepted[/] ({result.exit_status})"
-        console.print(f"{inst.instance_id} [{run_mode.value}] {agent.name}: {mark} after {result.iterations} "
-                      f"follow-up(s); cost {'unknown' if result.cost is None else f'${result.cost:.4f}'}")
-        if result.error:
-            console.print(f"error: {result.error}")
-        console.print(f"trajectory: {trajectory}\npredictions: {preds_path}")
-    raise typer.Exit(0 if result.accepted else 1)
-
-
-def _agent_for(command: str | None, agent_timeout: float, model: str | None, api_base: str | None,
-               llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):  # type: ignore[no-untyped-def]
-    """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
-    if command:
-        from coharden.agent import ExternalCommandAgent
-
-        return ExternalCommandAgent(command, timeout=agent_timeout)
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, what="coharden agent (or use --command)")
-    try:
-        from coharden.agent.mini import MiniSweAgent
-    except ImportError as exc:
-        raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
-    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python)
-
-
-@app.command("run")
-def run_loop(
-    instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
-    instances: Annotated[Path | None, typer.Option("--instances", help="SWE-bench records (.json/.jsonl).")] = None,
-    instance_id: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
-    method: Annotated[str, typer.Option("--method", help="coharden, fix-only, fix-with-test, test-only, cogen, "
-                                        "self-refine, no-lax-init, no-hardening.")] = "coharden",
-    model: Annotated[str | None, typer.Option("--model", help="litellm model name ($COHARDEN_LLM_MODEL).")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint.")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", help="K: joint rounds after round 0.")] = 5,
-    tau: Annotated[float, typer.Option("--tau", help="Laxity above which a round is a regression.")] = 0.2,
-    samples: Annotated[int, typer.Option("--samples", help="N: mutants per operator per round.")] = 3,
-    mutator: Annotated[str, typer.Option("--mutator", help="mechanical, llm or mechanical,llm.")] = "mechanical",
-    inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "
-                                                      "predictions to give the fix-only agent.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("coharden-run"),
-    run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Cost cap for the whole run.")] = None,
-    instance_budget_usd: Annotated[float | None, typer.Option("--instance-budget-usd", help="Cost cap per "
-                                                              "instance.")] = None,
-    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store.")] = None,
-    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
-    step_limit: Annotated[int, typer.Option("--step-limit", help="Model calls per agent run.")] = 50,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances in parallel.")] = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
-) -> None:
-    """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
-        chosen = _loop_instances(instance, instances, instance_id, settings)
-        summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
-                            output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
-                            Progress(TextColumn("run"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                     TextColumn("{task.description}"), console=err_console))
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
-    table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
-    table.add_column("decision")
-    table.add_column("instances")
-    for name, n in summary["decisions"].items():
-        table.add_row(name, str(n))
-    console.print(table)
-    console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
-    for iid, error in summary["errors"].items():
-        err_console.print(f"[yellow]{iid}[/]: {error}")
-    raise typer.Exit(0 if not summary["errors"] else 1)
-
-
-def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):  # type: ignore[no-untyped-def]
-    from coharden.instances import load_instances
-
-    source = instances or instance
-    if source is None:
-        raise CoHardenError("give an INSTANCE or --instances FILE")
-    return [li.instance for li in load_instances(source, settings.cache_dir, ids or None)]
-
-
-def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_base: str | None, rounds: int,  # type: ignore[no-untyped-def]
-              tau: float, samples: int, mutator: str, inject_tests: Path | None, output: Path,
-              run_name: str | None, budget_usd: float | None, instance_budget_usd: float | None,
-              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress) -> dict:  # type: ignore[type-arg]
-    from pydantic import ValidationError
-
-    from coharden.execution.store import Store
-    from coharden.loop.config import LoopConfig, Method
-    from coharden.loop.runner import run_all
-    from coharden.mpe.batch import load_predictions
-
-    try:
-        loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
-                                 seed=seed)
-    except (ValueError, ValidationError) as exc:
-        raise CoHardenError(f"coharden run: {exc}") from exc
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, budget_usd=budget_usd,
-                        instance_budget_usd=instance_budget_usd, what="coharden run")
-    llm_config = client.config
-    try:
-        from coharden.agent.mini import MiniSweAgent
-    except ImportError as exc:
-        raise CoHardenError(f"coharden run needs the default agent: {exc}") from exc
-    injected = None
-    if inject_tests is not None:
-        injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}
-    mutator_factory = None
-    if "llm" in mutator:
-        from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
-
-        def mutator_factory():  # type: ignore[no-untyped-def]
-            return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=seed))
-
-    with progress:
-        task = progress.add_task("", total=len(chosen))
-
-        def advance(iid: str, result, error: str | None) -> None:  # type: ignore[no-untyped-def]
-            progress.update(task, advance=1, description=f"{iid}: {result.decision if result else 'error'}")
-
-        return run_all(chosen, settings, lambda: MiniSweAgent(client, step_limit=step_limit, python=settings.python),
-                       loop_config, output, run_name=run_name or f"{method}-{llm_config.model.replace('/', '__')}",
-                       store=Store(settings.store), ledger=client.ledger, llm_mutator_factory=mutator_factory,
-                       injected=injected, progress=advance)
+_register_commands()
 
 
 # --- test overfitting: reward and reward-guided refinement (coharden overfit ...) ---------------------------------

@@ -65,3 +65,27 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
         budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
     return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
                      budget=budget, ledger=ledger)
+
+
+def parse_operators(value: str | None) -> list:  # type: ignore[type-arg]
+    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
+    from coharden.mutation.pool import MECHANICAL_OPERATORS
+    from coharden.schema.mutant import Operator
+
+    if not value:
+        return list(MECHANICAL_OPERATORS)
+    try:
+        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        known = ", ".join(op.value for op in MECHANICAL_OPERATORS)
+        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
+
+
+def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
+    """The one instance of ``source`` (a directory or records file; ``instance_id`` picks among several)."""
+    from coharden.instances import load_instances
+
+    found = load_instances(source, settings.cache_dir, [instance_id] if instance_id else None)
+    if len(found) > 1:
+        raise CoHardenError(f"{source}: holds {len(found)} instances; choose one with --id")
+    return found[0]

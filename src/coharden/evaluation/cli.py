@@ -1,0 +1,144 @@
+"""``coharden eval``: grade prediction sets and CoHarden round records, write Markdown and HTML reports.
+
+Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from coharden.cli_common import (
+    ConfigOpt,
+    JsonOpt,
+    PythonOpt,
+    ReposOpt,
+    StoreOpt,
+    TimeoutOpt,
+    console,
+    err_console,
+    parse_operators,
+)
+from coharden.cli_common import fail as _fail
+from coharden.cli_common import settings_from as _settings
+from coharden.errors import CoHardenError
+
+
+def eval_command(
+    instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
+                                            "a directory of instance directories (like examples/).")],
+    fixes: Annotated[list[str] | None, typer.Option("--fixes", help="Fix predictions (SWE-bench: .jsonl, .json "
+                                                    "list or dict by id), as PATH, NAME=PATH or 'gold'. Repeat "
+                                                    "for a comparison table.")] = None,
+    tests: Annotated[list[str] | None, typer.Option("--tests", help="Test predictions (SWT-bench), as PATH, "
+                                                    "NAME=PATH or 'gold'. A system's fixes and tests pair up by "
+                                                    "name (model_name_or_path).")] = None,
+    runs: Annotated[Path | None, typer.Option("--runs", help="Directory of CoHarden loop round records (*.jsonl).")]
+    = None,
+    overfit: Annotated[list[Path] | None, typer.Option("--overfit", help="Output directory of coharden overfit "
+                                                       "refine: overfitting before/after refinement, net Resolved "
+                                                       "gain, coverage of overfitted vs other fixes.")] = None,
+    injection: Annotated[list[str] | None, typer.Option("--injection", help="Test injection study: "
+                                                        "[NAME=]BASELINE_FIXES,INJECTED_FIXES,TESTS. Repeat per "
+                                                        "test source.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
+                                         "report.html).")] = Path("eval-results"),
+    operators: Annotated[str | None, typer.Option("--operators", help="MPE: comma-separated operators.")] = None,
+    per_operator: Annotated[int | None, typer.Option("--per-operator", min=1, help="MPE: mutants per operator "
+                                                     "(all).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="MPE sampling seed.")] = None,
+    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
+    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
+    = False,
+    cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Cutoffs of the Rigorous/Lax sensitivity table.")]
+    = None,
+    no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances graded in parallel.")] = None,
+    repos: ReposOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    python: PythonOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Grade fixes (Resolved, SWE-bench semantics) and tests (F->P, MPE class, laxity) of any system, side by
+    side: coupling of test and fix errors, test overfitting, test injection, cutoff sensitivity, loop runs.
+    Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coharden.evaluation.grading import GradeOptions
+    from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
+    from coharden.execution.store import Store
+    from coharden.mpe.batch import DEFAULT_CUTOFFS
+
+    try:
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
+                             tau=tau, workers=workers)
+        try:
+            cut = [float(c) for c in cutoffs.split(",") if c.strip()] if cutoffs else list(DEFAULT_CUTOFFS)
+        except ValueError as exc:
+            raise CoHardenError(f"--cutoffs: {exc}") from exc
+        options = GradeOptions(operators=parse_operators(operators), per_operator=per_operator, seed=settings.seed,
+                               tau=settings.tau, paper_classes=paper_classes, workers=settings.workers)
+        inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
+                                 injections=injection or [], runs=runs, overfit=overfit or [])
+        with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=err_console, transient=as_json) as bar:
+            task = bar.add_task("", total=None)
+
+            def planned(total: int) -> None:
+                bar.update(task, total=total)
+
+            def advance(instance_id: str, what: str) -> None:
+                bar.update(task, advance=1, description=f"{instance_id}: {what}")
+
+            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
+                                    on_plan=planned)
+        written = write_outputs(report, output, html=not no_html)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(report, indent=2))  # not sorted: instance and class order carry meaning
+    else:
+        _render_eval(report, written)
+    for where in ("errors", "fix_errors"):
+        for iid, error in report["instances"][where].items():
+            err_console.print(f"[yellow]{iid}[/]: {error}")
+
+
+def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]
+    from coharden.evaluation.report import fmt
+
+    total = report["instances"]["total"]
+    table = Table(title=f"coharden eval over {total} instances")
+    for title in ("system", "resolved", "F->P", "Rig/Lax/Mis", "mean laxity", "coupling", "overfit"):
+        table.add_column(title, no_wrap=True)
+    for row in report["comparison"]:
+        resolved = "-" if row["resolved"] is None else f"{row['resolved']}/{total}"
+        fail_to_pass = "-" if row["fail_to_pass"] is None else f"{row['fail_to_pass']}/{total}"
+        classes = "-" if row["tests_submitted"] is None else \
+            f"{row['Rigorous']}/{row['Lax']}/{row['Misaligned']}"
+        table.add_row(row["system"], resolved, fail_to_pass, classes, fmt(row["mean_laxity"]),
+                      fmt(row["coupling_factor"]), fmt(row["overfit_rate"]))
+    if report["comparison"]:
+        console.print(table)
+    if report.get("injection"):
+        overall = report["injection"]["overall"]["overall"]
+        console.print(f"test injection: delta Resolved {fmt(overall['delta'])} over {overall['n']} pairs")
+    for name, sec in (report.get("refinement") or {}).items():
+        change = sec["resolved_change"]
+        console.print(f"overfit run {name}: overfit rate {fmt(sec['overfit_rate']['before'])} -> "
+                      f"{fmt(sec['overfit_rate']['after'])}, net Resolved gain {change['net_gain']} "
+                      f"(+{change['gained']} / -{change['lost']} over {change['n']})")
+    for name, run in report["runs"].items():
+        totals = run["totals"]
+        console.print(f"run {name}: final Resolved {fmt(totals['resolved_rate'])}, F->P "
+                      f"{fmt(totals['fail_to_pass_rate'])}, {fmt(totals['usd'])} USD, mutant share "
+                      f"{fmt(totals['mutant_share'])}")
+    for kind, path in written.items():
+        console.print(f"{kind}: {path}")

@@ -1,0 +1,253 @@
+"""``coharden agent`` (one agent run, the critic at its finish) and ``coharden run`` (the CoHarden loop and its
+baselines). Both drive agents; the agent command lives here rather than in :mod:`coharden.agent`, whose
+package import is heavy and would slow every start of the CLI.
+
+Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from coharden.cli_common import (
+    ConfigOpt,
+    IdOpt,
+    JsonOpt,
+    PythonOpt,
+    ReposOpt,
+    StoreOpt,
+    TimeoutOpt,
+    console,
+    err_console,
+    llm_client,
+    pick_instance,
+)
+from coharden.cli_common import fail as _fail
+from coharden.cli_common import settings_from as _settings
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+
+
+def agent_cmd(
+    instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
+    mode: Annotated[str, typer.Option("--mode", help="test-only, fix-only or joint.")] = "test-only",
+    instance_id: IdOpt = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="litellm model name "
+                                              "(default $COHARDEN_LLM_MODEL).")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL.")] = None,
+    command: Annotated[str | None, typer.Option(
+        "--command", help="Run this command-line agent instead of the default one (re-invoked until the critic "
+        "accepts); {prompt_file} is replaced by the prompt file's path.")] = None,
+    agent_timeout: Annotated[float, typer.Option("--agent-timeout", help="Seconds per --command invocation.")
+                             ] = 1800.0,
+    critic_skill: Annotated[list[Path] | None, typer.Option(
+        "--critic-skill", help="A critic skill directory (critic.yaml + detectors); repeatable.")] = None,
+    builtins: Annotated[str | None, typer.Option(
+        "--builtins", help="Built-in gates, comma-separated (default: all that apply): clean_patch, "
+        "structural_validity, ran_the_test, fail_to_pass; 'none' for only --critic-skill.")] = None,
+    max_iterations: Annotated[int | None, typer.Option("--max-iterations", help="Follow-ups after rejections.")
+                              ] = None,
+    threshold: Annotated[float | None, typer.Option("--threshold", help="Critic score needed to accept.")] = None,
+    step_limit: Annotated[int, typer.Option("--step-limit", help="Model calls per run (0: none).")] = 50,
+    cost_limit: Annotated[float, typer.Option("--cost-limit", help="USD per run (0: none).")] = 3.0,
+    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM call store (record / replay).")] = None,
+    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
+    output: Annotated[Path, typer.Option("--output", "-o", help="Trajectories and preds.json go here.")
+                      ] = Path("coharden-agent"),
+    repos: ReposOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    python: PythonOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run an agent on one instance in a throwaway clone; the critic checks every finish (mechanical gates:
+    clean patch, structural validity, ran the test, fail-to-pass) and its follow-up is the next turn.
+
+    Writes OUTPUT/<instance_id>.traj.jsonl and OUTPUT/preds.json (SWE-bench / SWT-bench predictions, with the
+    patch only when the critic accepted). Exit code 0 when accepted, 1 when not, 2 on errors."""
+    from coharden.critic import CriticContext, Mode, default_critic
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.store import Store
+    from coharden.execution.workspace import Workspace
+    from coharden.instances import resolve_repo
+
+    try:
+        try:
+            run_mode = Mode(mode)
+        except ValueError as exc:
+            raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
+        if max_iterations is not None and max_iterations < 1:
+            raise CoHardenError("--max-iterations: must be at least 1")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise CoHardenError("--threshold: must be between 0 and 1")
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+        local = pick_instance(instance, instance_id, settings)
+        inst = local.instance
+        repo = resolve_repo(inst, settings.repos_dir)
+        chosen = None if builtins is None else [b.strip() for b in builtins.split(",") if b.strip() not in ("", "none")]
+        from coharden.agent import AgentTask
+
+        task = AgentTask.from_instance(inst)
+        agent = _agent_for(command, agent_timeout, model, api_base, llm_store or settings.store.with_name(
+            "llm-calls.sqlite"), llm_mode, step_limit, cost_limit, settings)
+        output.mkdir(parents=True, exist_ok=True)
+        trajectory = output / f"{inst.instance_id}.traj.jsonl"
+        with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor, \
+                CriticContext(run_mode, executor=executor) as context, Workspace(repo, inst.base_commit) as ws:
+            critic = default_critic(context, skills=critic_skill or [], builtins=chosen, threshold=threshold,
+                                    max_iterations=max_iterations)
+            result = agent.run(task, ws, run_mode, critic, trajectory_path=trajectory)
+        preds_path = output / "preds.json"
+        preds = json.loads(preds_path.read_text()) if preds_path.is_file() else {}
+        preds[inst.instance_id] = {"instance_id": inst.instance_id, "model_name_or_path": f"coharden-{agent.name}",
+                                   "model_patch": result.submission or ""}
+        preds_path.write_text(json.dumps(preds, indent=2, sort_keys=True) + "\n")
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    summary = {"instance_id": inst.instance_id, "mode": run_mode.value, "agent": agent.name,
+               "exit_status": result.exit_status, "accepted": result.accepted, "iterations": result.iterations,
+               "cost_usd": result.cost, "error": result.error, "trajectory": str(trajectory),
+               "preds": str(preds_path), "critic_scores": [r.score for r in result.critic_results]}
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        mark = "[green]accepted[/]" if result.accepted else f"[red]not accepted[/] ({result.exit_status})"
+        console.print(f"{inst.instance_id} [{run_mode.value}] {agent.name}: {mark} after {result.iterations} "
+                      f"follow-up(s); cost {'unknown' if result.cost is None else f'${result.cost:.4f}'}")
+        if result.error:
+            console.print(f"error: {result.error}")
+        console.print(f"trajectory: {trajectory}\npredictions: {preds_path}")
+    raise typer.Exit(0 if result.accepted else 1)
+
+
+def _agent_for(command: str | None, agent_timeout: float, model: str | None, api_base: str | None,
+               llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):  # type: ignore[no-untyped-def]
+    """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
+    if command:
+        from coharden.agent import ExternalCommandAgent
+
+        return ExternalCommandAgent(command, timeout=agent_timeout)
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, what="coharden agent (or use --command)")
+    try:
+        from coharden.agent.mini import MiniSweAgent
+    except ImportError as exc:
+        raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
+    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python)
+
+
+def run_loop(
+    instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
+    instances: Annotated[Path | None, typer.Option("--instances", help="SWE-bench records (.json/.jsonl).")] = None,
+    instance_id: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
+    method: Annotated[str, typer.Option("--method", help="coharden, fix-only, fix-with-test, test-only, cogen, "
+                                        "self-refine, no-lax-init, no-hardening.")] = "coharden",
+    model: Annotated[str | None, typer.Option("--model", help="litellm model name ($COHARDEN_LLM_MODEL).")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint.")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", help="K: joint rounds after round 0.")] = 5,
+    tau: Annotated[float, typer.Option("--tau", help="Laxity above which a round is a regression.")] = 0.2,
+    samples: Annotated[int, typer.Option("--samples", help="N: mutants per operator per round.")] = 3,
+    mutator: Annotated[str, typer.Option("--mutator", help="mechanical, llm or mechanical,llm.")] = "mechanical",
+    inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "
+                                                      "predictions to give the fix-only agent.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("coharden-run"),
+    run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Cost cap for the whole run.")] = None,
+    instance_budget_usd: Annotated[float | None, typer.Option("--instance-budget-usd", help="Cost cap per "
+                                                              "instance.")] = None,
+    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store.")] = None,
+    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
+    step_limit: Annotated[int, typer.Option("--step-limit", help="Model calls per agent run.")] = 50,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances in parallel.")] = None,
+    repos: ReposOpt = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    python: PythonOpt = None,
+    store: StoreOpt = None,
+) -> None:
+    """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    try:
+        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+        chosen = _loop_instances(instance, instances, instance_id, settings)
+        summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
+                            output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
+                            Progress(TextColumn("run"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                     TextColumn("{task.description}"), console=err_console))
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
+    table.add_column("decision")
+    table.add_column("instances")
+    for name, n in summary["decisions"].items():
+        table.add_row(name, str(n))
+    console.print(table)
+    console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
+    for iid, error in summary["errors"].items():
+        err_console.print(f"[yellow]{iid}[/]: {error}")
+    raise typer.Exit(0 if not summary["errors"] else 1)
+
+
+def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):  # type: ignore[no-untyped-def]
+    from coharden.instances import load_instances
+
+    source = instances or instance
+    if source is None:
+        raise CoHardenError("give an INSTANCE or --instances FILE")
+    return [li.instance for li in load_instances(source, settings.cache_dir, ids or None)]
+
+
+def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_base: str | None, rounds: int,  # type: ignore[no-untyped-def]
+              tau: float, samples: int, mutator: str, inject_tests: Path | None, output: Path,
+              run_name: str | None, budget_usd: float | None, instance_budget_usd: float | None,
+              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress) -> dict:  # type: ignore[type-arg]
+    from pydantic import ValidationError
+
+    from coharden.execution.store import Store
+    from coharden.loop.config import LoopConfig, Method
+    from coharden.loop.runner import run_all
+    from coharden.mpe.batch import load_predictions
+
+    try:
+        loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
+                                 seed=seed)
+    except (ValueError, ValidationError) as exc:
+        raise CoHardenError(f"coharden run: {exc}") from exc
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, budget_usd=budget_usd,
+                        instance_budget_usd=instance_budget_usd, what="coharden run")
+    llm_config = client.config
+    try:
+        from coharden.agent.mini import MiniSweAgent
+    except ImportError as exc:
+        raise CoHardenError(f"coharden run needs the default agent: {exc}") from exc
+    injected = None
+    if inject_tests is not None:
+        injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}
+    mutator_factory = None
+    if "llm" in mutator:
+        from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
+
+        def mutator_factory():  # type: ignore[no-untyped-def]
+            return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=seed))
+
+    with progress:
+        task = progress.add_task("", total=len(chosen))
+
+        def advance(iid: str, result, error: str | None) -> None:  # type: ignore[no-untyped-def]
+            progress.update(task, advance=1, description=f"{iid}: {result.decision if result else 'error'}")
+
+        return run_all(chosen, settings, lambda: MiniSweAgent(client, step_limit=step_limit, python=settings.python),
+                       loop_config, output, run_name=run_name or f"{method}-{llm_config.model.replace('/', '__')}",
+                       store=Store(settings.store), ledger=client.ledger, llm_mutator_factory=mutator_factory,
+                       injected=injected, progress=advance)
