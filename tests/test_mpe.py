@@ -259,3 +259,25 @@ def test_cli_mpe_reports_bad_operator_and_missing_batch_file(tmp_path: Path) -> 
                                  str(tmp_path / "p.jsonl")])
     assert result.exit_code == 2
     assert "not found" in result.output
+
+
+def test_prefer_exercised_samples_mutants_of_code_the_tests_run(tmp_path: Path) -> None:
+    buggy = {"m/__init__.py": "def used(x):\n    return x + 1\n\n\ndef unused(x):\n    y = x\n    return y - 1\n",
+             "tests/__init__.py": "", "tests/test_m.py": "from m import used\n\n\ndef test_old():\n    pass\n"}
+    fixed = {"m/__init__.py": "def used(x):\n    return x + 2\n\n\ndef unused(x):\n    y = x * 1\n    return y - 2\n"}
+    repo, commit = make_repo(tmp_path / "m", buggy)
+    golden = make_patch(repo, {"tests/test_m.py": buggy["tests/test_m.py"]
+                               + "\n\ndef test_used():\n    assert used(1) == 3\n"})
+    inst = Instance(instance_id="m__1", repo=str(repo), base_commit=commit, patch=make_patch(repo, fixed),
+                    test_patch=golden)
+    settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
+        ref = ex.golden_test()
+        plain = evaluate(ex, inst.patch, ref, ref, operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3)
+        chosen = evaluate(ex, inst.patch, ref, ref, operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3,
+                          prefer_exercised=True)
+    assert "unexercised_candidates" not in plain.pool
+    assert chosen.pool["unexercised_candidates"] == {"incomplete_fix": 1}  # the fix of unused() reverted
+    # the one candidate left, in used(): the golden test kills it (the other would have been accepted by any test)
+    assert chosen.matrix.counts() == {"alpha": 0, "beta": 0, "gamma": 0, "delta": 1}
+    assert plain.matrix.admissible == chosen.matrix.admissible == 1

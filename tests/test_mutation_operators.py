@@ -192,3 +192,69 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
     assert sample(1) == sample(1)
     assert len(sample(1)) == 2
     assert any(sample(s) != sample(1) for s in range(2, 6))
+
+
+# --- preferring mutants of code the tests run ----------------------------------------------------------------
+
+TWO_OLD = textwrap.dedent("""\
+    LIMIT = 1
+
+
+    def used(x):
+        return x + 1
+
+
+    def unused(x):
+        return x - 1
+    """)
+TWO_NEW = textwrap.dedent("""\
+    LIMIT = 2
+
+
+    def used(x):
+        return x + 2
+
+
+    def unused(x):
+        return x - 2
+    """)
+
+
+def test_exercised_tells_mutants_of_uncalled_functions_apart() -> None:
+    from coharden.mutation.pool import exercised
+
+    ctx = FixContext([FileChange("m.py", TWO_OLD, TWO_NEW)])
+    targets = {("m.py", "used"), ("m.py", "unused")}
+    called = {("m.py", "used")}
+
+    def revert(fragment: str, back: str) -> dict[str, str]:
+        return {"m.py": TWO_NEW.replace(fragment, back)}
+
+    assert not exercised(ctx, revert("x - 2", "x - 1"), targets, called)  # only the uncalled function differs
+    assert exercised(ctx, revert("x + 2", "x + 1"), targets, called)
+    assert exercised(ctx, revert("LIMIT = 2", "LIMIT = 1"), targets, called)  # module level: runs at import
+    assert exercised(ctx, revert("x - 2", "x - 1"), {("m.py", "used")}, called)  # not recorded: unknown
+    assert exercised(ctx, {"m.py": TWO_NEW.replace("x - 2", "x - 1").replace("x + 2", "x + 3")}, targets, called)
+
+
+def test_admit_samples_exercised_mutants_first() -> None:
+    from coharden.mutation.pool import exercised
+
+    ctx = FixContext([FileChange("m.py", TWO_OLD, TWO_NEW)])
+    raw = list(incomplete_fix.generate(ctx))
+    targets, called = {("m.py", "used"), ("m.py", "unused")}, {("m.py", "used")}
+
+    def prefer(files: dict[str, str]) -> bool:
+        return exercised(ctx, files, targets, called)
+
+    assert any(not prefer(r.files) for r in raw)  # some candidates touch only unused()
+    for seed in range(5):
+        pool = Pool()
+        admit(ctx, raw, pool, {Operator.INCOMPLETE_FIX: 1}, seed, prefer=prefer)
+        (mutant,) = pool.mutants
+        chosen = next(r for r in raw if r.description == mutant.description)
+        assert prefer(chosen.files)
+        assert pool.summary()["unexercised_candidates"]["incomplete_fix"] >= 1
+    plain = Pool()
+    admit(ctx, raw, plain, {Operator.INCOMPLETE_FIX: 1}, 0)
+    assert "unexercised_candidates" not in plain.summary()  # the default output is unchanged

@@ -186,6 +186,8 @@ def mpe(
     operators: Annotated[str | None, typer.Option("--operators", help="Comma-separated operators.")] = None,
     per_operator: Annotated[int | None, typer.Option("--per-operator", help="Mutants per operator (all).")]
     = None,
+    prefer_exercised: Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
+                                                   "among mutants that change code the tests run.")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
     tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
     paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
@@ -241,12 +243,12 @@ def mpe(
                                     "record/replay store for the whole batch)")
             _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
                        paper_classes, cutoffs, as_json, executor, address,
-                       mechanical="mechanical" in sources, llm_mutator=llm)
+                       mechanical="mechanical" in sources, llm_mutator=llm, prefer_exercised=prefer_exercised)
             return
         if instance is None:
             raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
         result = _mpe_single(instance, instance_id, test, reference, settings, ops, per_operator, paper_classes,
-                             mechanical="mechanical" in sources, llm_mutator=llm)
+                             mechanical="mechanical" in sources, llm_mutator=llm, prefer_exercised=prefer_exercised)
     except CoHardenError as exc:
         _fail(str(exc))
         return
@@ -285,7 +287,8 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
 
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
                 ops: list, per_operator: int | None, paper_classes: bool,  # type: ignore[type-arg]
-                mechanical: bool = True, llm_mutator=None):  # type: ignore[no-untyped-def]
+                mechanical: bool = True, llm_mutator=None,  # type: ignore[no-untyped-def]
+                prefer_exercised: bool = False):
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
@@ -308,13 +311,13 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
         return evaluate(executor, inst.patch, cand, ref, operators=ops, per_operator=per_operator,
                         seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
                         workers=settings.workers, executor_factory=factory, mechanical=mechanical,
-                        llm_mutator=llm_mutator)
+                        llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
                per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool,
                executor: str = "local", address: str | None = None, mechanical: bool = True,
-               llm_mutator=None) -> None:  # type: ignore[no-untyped-def]
+               llm_mutator=None, prefer_exercised: bool = False) -> None:  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from coharden.execution.engine import make_engine
@@ -339,7 +342,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
             rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
                              seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
                              workers=settings.workers, progress=advance, engine=engine, mechanical=mechanical,
-                             llm_mutator=llm_mutator)
+                             llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
         finally:
             engine.close()
     summary = summarize(rows, cut)

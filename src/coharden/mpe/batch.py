@@ -69,7 +69,11 @@ def load_predictions(path: Path) -> list[Prediction]:
 
 
 def result_key(prediction: Prediction, instance: Instance, operators: Sequence[Operator],
-               per_operator: int | None, seed: int, tau: float, mutators: str = "mechanical") -> str:
+               per_operator: int | None, seed: int, tau: float, mutators: str = "mechanical",
+               prefer_exercised: bool = False) -> str:
+    # prefer_exercised joins the key only when set, so rows stored before the option existed stay valid
+    if prefer_exercised:
+        mutators += "+prefer_exercised"
     payload = json.dumps([mutators, instance.instance_id, instance.base_commit, prediction.model_name_or_path,
                           hashlib.sha256((prediction.model_patch or "").encode()).hexdigest(),
                           hashlib.sha256(instance.patch.encode()).hexdigest(),
@@ -81,7 +85,7 @@ def result_key(prediction: Prediction, instance: Instance, operators: Sequence[O
 def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store | None, *,
                         operators: Sequence[Operator], per_operator: int | None, seed: int, tau: float,
                         paper_classes: bool = False, mechanical: bool = True,
-                        llm_mutator: Any = None) -> dict[str, Any]:
+                        llm_mutator: Any = None, prefer_exercised: bool = False) -> dict[str, Any]:
     """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
 
     ``store`` caches verdicts only; the driver of a batch keeps the rows (see :func:`run_batch`)."""
@@ -95,7 +99,7 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
             candidate = executor.test_patch(prediction.model_patch or "", name=prediction.model_name_or_path)
             result = evaluate(executor, instance.patch, candidate, reference, operators=operators,
                               per_operator=per_operator, seed=seed, tau=tau, paper_classes=paper_classes,
-                              mechanical=mechanical, llm_mutator=llm_mutator)
+                              mechanical=mechanical, llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
         row.update(result.to_json())
     except CoHardenError as exc:
         row["error"] = str(exc)
@@ -141,14 +145,16 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
               output: Path, *, operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
               seed: int = 0, tau: float = 0.202, paper_classes: bool = False, workers: int = 1,
               progress: Callable[[dict[str, Any]], None] | None = None,
-              engine: Engine | None = None, mechanical: bool = True, llm_mutator: Any = None) -> list[dict[str, Any]]:
+              engine: Engine | None = None, mechanical: bool = True, llm_mutator: Any = None,
+              prefer_exercised: bool = False) -> list[dict[str, Any]]:
     """Evaluate every prediction on ``engine`` (default: a local pool of ``workers``). Rows already in the
     store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial`` as they
     arrive; ``output/mpe.jsonl`` is written in prediction order at the end."""
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
     options = {"operators": list(operators), "per_operator": per_operator, "seed": seed, "tau": tau,
-               "paper_classes": paper_classes, "mechanical": mechanical, "llm_mutator": llm_mutator}
+               "paper_classes": paper_classes, "mechanical": mechanical, "llm_mutator": llm_mutator,
+               "prefer_exercised": prefer_exercised}
     mutators = ",".join([*(["mechanical"] if mechanical else []),
                          *([f"llm:{llm_mutator.client.config.model}"] if llm_mutator is not None else [])])
     rows: dict[int, dict[str, Any]] = {}
@@ -158,7 +164,8 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
     for index, prediction in enumerate(predictions):
         instance = instances.get(prediction.instance_id)
         if instance is not None and (prediction.model_patch or "").strip():
-            keys[index] = result_key(prediction, instance, operators, per_operator, seed, tau, mutators)
+            keys[index] = result_key(prediction, instance, operators, per_operator, seed, tau, mutators,
+                                     prefer_exercised)
             cached = store.get_record("mpe", keys[index])
             if cached is not None:
                 rows[index] = cached

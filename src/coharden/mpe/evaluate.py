@@ -175,6 +175,7 @@ def evaluate(
     executor_factory: Callable[[], InstanceExecutor] | None = None,
     mechanical: bool = True,
     llm_mutator: LLMMutator | None = None,
+    prefer_exercised: bool = False,
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference``. The pool holds the mechanical mutants (``mechanical``) and
     those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass candidate."""
@@ -207,7 +208,7 @@ def evaluate(
     if mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
                           operators=[op for op in operators if op in MECHANICAL_OPERATORS],
-                          per_operator=per_operator, seed=seed)
+                          per_operator=per_operator, seed=seed, prefer_exercised=prefer_exercised)
     else:
         pool = Pool()
     timings["pool"] = time.monotonic() - mark

@@ -71,8 +71,8 @@ def functions_touched(change: FileChange) -> list[str]:
     added = change.added_lines()
     removed_old = change.changed_old_lines()
     names: list[str] = []
-    old_spans = _function_spans(change.old)
-    for qualname, (start, end) in _function_spans(change.new).items():
+    old_spans = function_spans(change.old)
+    for qualname, (start, end) in function_spans(change.new).items():
         hit = any(start <= line <= end for line in added)
         if not hit and qualname in old_spans:
             o_start, o_end = old_spans[qualname]
@@ -83,7 +83,8 @@ def functions_touched(change: FileChange) -> list[str]:
     return [n for n in names if not any(other.startswith(n + ".") for other in names)]
 
 
-def _function_spans(source: str) -> dict[str, tuple[int, int]]:
+def function_spans(source: str) -> dict[str, tuple[int, int]]:
+    """Qualified name -> (first line, last line) of every function in ``source`` ({} when it does not parse)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:

@@ -6,13 +6,14 @@ Admission drops mutants that do not parse, equal the fix, equal the buggy code, 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from coharden.execution.executor import InstanceExecutor
 from coharden.mutation import behavior_substitution, incomplete_fix, input_specific_shortcut, symptom_suppression
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext, normalized, parses
+from coharden.mutation.context import FileChange, FixContext, function_spans, normalized, parses
 from coharden.patches import is_test_path, make_patch, touched_files
 from coharden.schema.mutant import TARGETED_OPERATORS, Mutant, Operator
 from coharden.schema.testpatch import TestPatch
@@ -69,7 +70,8 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
             out = plugin_dir / f"records-{index}.jsonl"
             executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
                              extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
-            if out.exists():
+            if out.exists():  # the plugin opens it at start: it ran, even if no target was called
+                records.append({"kind": "session", "from_test": test.name or f"test{index}"})
                 for line in out.read_text().splitlines():
                     rec = json.loads(line)
                     rec["path"] = str(Path(rec.pop("file")).relative_to(root.resolve()))
@@ -109,6 +111,39 @@ def buggy_symptoms(buggy: list[dict[str, Any]]) -> dict[str, set[str]]:
     return symptoms
 
 
+def called_functions(records: list[dict[str, Any]], tests: int) -> set[tuple[str, str]] | None:
+    """(path, qualname) of the recorded functions some test called; None unless the recorder ran for every
+    test (then 'not called' cannot be told from 'not recorded')."""
+    if sum(1 for r in records if r["kind"] == "session") < tests:
+        return None
+    return {(r["path"], r["qualname"]) for r in records if r["kind"] == "summary" and r["calls"]}
+
+
+def exercised(ctx: FixContext, files: dict[str, str], targets: set[tuple[str, str]],
+              called: set[tuple[str, str]]) -> bool:
+    """False when every line in which ``files`` differ from the fixed code lies in a recorded function
+    (``targets``) that no test called on the fixed code: a mutant there cannot change any test's outcome.
+    Changes outside functions (module or class level, run at import) and in unrecorded functions count as
+    exercised."""
+    for change in ctx.files:
+        mutated = files.get(change.path, change.old)
+        if mutated == change.new:
+            continue
+        diff = FileChange(change.path, change.new, mutated)
+        spans = [(function_spans(diff.new), sorted(diff.added_lines())),
+                 (function_spans(diff.old), sorted(diff.changed_old_lines()))]
+        for span, lines in spans:
+            for line in lines:
+                inside = [(end - start, name) for name, (start, end) in span.items() if start <= line <= end]
+                if not inside:
+                    return True
+                innermost = min(inside)[1]
+                key = (change.path, innermost)
+                if key not in targets or key in called:
+                    return True
+    return False
+
+
 class Pool:
     """The admitted mutants and the count of dropped candidates per operator and reason."""
 
@@ -118,13 +153,19 @@ class Pool:
         self.keys: set[Key] = set()
         """Normalized file sets of the admitted mutants: later admissions (e.g. LLM mutants) are deduplicated
         against them, whatever their source."""
+        self.unexercised: Counter[str] | None = None
+        """With ``prefer_exercised``: per operator, the admitted candidates (before sampling) that change only
+        code no test ran."""
 
     def summary(self) -> dict[str, Any]:
         per_op = Counter(m.operator.value for m in self.mutants)
         dropped: dict[str, dict[str, int]] = {}
         for (op, reason), n in sorted(self.dropped.items()):
             dropped.setdefault(op, {})[reason] = n
-        return {"generated": dict(sorted(per_op.items())), "dropped": dropped}
+        out: dict[str, Any] = {"generated": dict(sorted(per_op.items())), "dropped": dropped}
+        if self.unexercised is not None:
+            out["unexercised_candidates"] = dict(sorted(self.unexercised.items()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -156,9 +197,13 @@ class AdmissionFilter:
 
 
 def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Operator, int | None],
-          seed: int) -> None:
+          seed: int, prefer: Callable[[dict[str, str]], bool] | None = None) -> None:
+    """Admit ``raw`` through the filter, then sample at most ``budget[op]`` per operator (seeded). With
+    ``prefer``, an operator's over-budget sample is drawn first from the mutants ``prefer`` accepts (files ->
+    bool) and filled up from the rest."""
     base = {c.path: c.old for c in ctx.files}
     per_operator: dict[Operator, list[tuple[Mutant, Key]]] = {}
+    preferred_of: dict[Operator, list[bool]] = {}
     seen: set[Key] = set(pool.keys)
     check = AdmissionFilter.of(ctx).check
     for candidate in raw:
@@ -171,15 +216,26 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         seen.add(norm)
         patch = make_patch((path, base[path] or None, files[path]) for path in base)
         mutants = per_operator.setdefault(candidate.operator, [])
+        preferred = preferred_of.setdefault(candidate.operator, [])
         mutants.append((Mutant(id=f"{op}-{len(mutants) + 1}", operator=candidate.operator,
                                description=candidate.description, location=candidate.location, patch=patch,
                                meta=candidate.meta), norm))
+        preferred.append(prefer is None or prefer(files))
+    if prefer is not None:
+        pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
     rng = random.Random(seed)
     for operator in MECHANICAL_OPERATORS:
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if limit is not None and len(mutants) > limit:
-            chosen = sorted(rng.sample(range(len(mutants)), limit))
+            if prefer is None:
+                chosen = sorted(rng.sample(range(len(mutants)), limit))
+            else:
+                flags = preferred_of[operator]
+                first = [i for i, ok in enumerate(flags) if ok]
+                rest = [i for i, ok in enumerate(flags) if not ok]
+                chosen = rng.sample(first, min(limit, len(first)))
+                chosen = sorted(chosen + rng.sample(rest, limit - len(chosen)))
             pool.dropped[(operator.value, "over_budget")] += len(mutants) - limit
             mutants = [mutants[i] for i in chosen]
         pool.mutants += [m for m, _ in mutants]
@@ -210,8 +266,13 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
-               seed: int = 0) -> Pool:
-    """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder."""
+               seed: int = 0, prefer_exercised: bool = False) -> Pool:
+    """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder.
+
+    ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
+    that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
+    test calls is accepted by every test, so it only dilutes laxity; on fixes with many hunks a uniform sample
+    can consist of nothing else."""
     ctx = fix_context(executor, fix)
     pool = Pool()
     if not ctx.python_files:
@@ -219,7 +280,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     raw: list[RawMutant] = []
     targets = input_specific_shortcut.targets(ctx)
     shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
-    fixed_records = record_calls(executor, fix, tests, targets) if shortcut else []
+    fixed_records = record_calls(executor, fix, tests, targets) if shortcut or prefer_exercised else []
     fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
     needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
     buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
@@ -231,5 +292,10 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         raw += symptom_suppression.generate(ctx, buggy_symptoms(buggy_records))
     if Operator.INPUT_SPECIFIC_SHORTCUT in operators:
         raw += input_specific_shortcut.generate(ctx, revealing_inputs(fixed_records, buggy_records))
-    admit(ctx, raw, pool, {op: per_operator for op in operators}, seed)
+    prefer: Callable[[dict[str, str]], bool] | None = None
+    called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
+    if called is not None:
+        recorded = {(t["path"], t["qualname"]) for t in targets}
+        prefer = functools.partial(exercised, ctx, targets=recorded, called=called)
+    admit(ctx, raw, pool, {op: per_operator for op in operators}, seed, prefer=prefer)
     return pool

@@ -38,6 +38,8 @@ def study_real_bugs(
     tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
+    prefer_exercised: Annotated[bool, typer.Option("--prefer-exercised", help="Sample first among mutants that "
+                                                   "change code the tests run (see coharden mpe).")] = False,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
     = False,
@@ -65,7 +67,8 @@ def study_real_bugs(
             raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
         study_config = StudyConfig(per_operator=per_operator, seed=settings.seed, tau=settings.tau,
                                    workers=workers, systems=chosen, ids=only or None,
-                                   bytecode=["sympy"] if bytecode else [], report_only=report_only)
+                                   bytecode=["sympy"] if bytecode else [], report_only=report_only,
+                                   prefer_exercised=prefer_exercised)
         from coharden.execution.executor import environment_id
         from coharden.study.real_bugs import load_data
 

@@ -212,9 +212,11 @@ class StudyConfig(BaseModel):
     verify_all: bool = True  # verify every instance of the environment check, not only the study set
     bytecode: list[str] = Field(default_factory=lambda: ["sympy"])  # packages given checked-hash bytecode
     report_only: bool = False  # compute nothing: use the records already in the store, count the missing ones
+    prefer_exercised: bool = False  # over-budget samples drawn first from mutants of code the tests run
 
     def mpe_key(self) -> list[Any]:
-        return [self.per_operator, self.seed, self.tau, sorted(op.value for op in self.operators)]
+        key: list[Any] = [self.per_operator, self.seed, self.tau, sorted(op.value for op in self.operators)]
+        return key + ["prefer_exercised"] if self.prefer_exercised else key  # older records keep their keys
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
@@ -511,7 +513,8 @@ class RealBugsStudy:
                 mark = time.monotonic()
                 result = evaluate(ex, inst.patch, copy, golden, operators=self.config.operators,
                                   per_operator=self.config.per_operator, seed=self.config.seed, tau=self.config.tau,
-                                  workers=self.config.workers, executor_factory=team.borrow)
+                                  workers=self.config.workers, executor_factory=team.borrow,
+                                  prefer_exercised=self.config.prefer_exercised)
                 row["mpe_wall"] = time.monotonic() - mark
                 row["mpe"] = _slim(result.to_json())
                 row["bytecode"] = self.config.bytecode
@@ -543,7 +546,8 @@ class RealBugsStudy:
                 candidate = ex.test_patch(patch, name=system)
                 result = evaluate(ex, inst.patch, candidate, golden, operators=self.config.operators,
                                   per_operator=self.config.per_operator, seed=self.config.seed, tau=self.config.tau,
-                                  workers=self.config.workers, executor_factory=team.borrow)
+                                  workers=self.config.workers, executor_factory=team.borrow,
+                                  prefer_exercised=self.config.prefer_exercised)
                 row["mpe_wall"] = time.monotonic() - started
                 row.update(_slim(result.to_json()))
                 row["bytecode"] = self.config.bytecode
