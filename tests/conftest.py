@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from coharden.config import Settings
+from coharden.llm import MockLLMServer
 
 # The throwaway projects below need no pytest plugins; not auto-loading the ones installed in this environment
 # (anyio, pytest-timeout, ...) roughly halves the start-up time of every inner pytest process.
@@ -115,6 +117,22 @@ GOOD_TEST = """\
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(timeout=30, store=tmp_path / "store.sqlite", cache_dir=tmp_path / "cache", workers=1)
+
+
+@pytest.fixture
+def mock_llm() -> Iterator[Callable[[list[dict[str, Any]]], MockLLMServer]]:
+    """Start a local OpenAI-compatible mock LLM server with the given rules; all are stopped at teardown."""
+    servers: list[MockLLMServer] = []
+
+    def start(rules: list[dict[str, Any]]) -> MockLLMServer:
+        server = MockLLMServer(rules)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
 
 
 @pytest.fixture

@@ -124,19 +124,9 @@ def context_for(boundary: LocalInstance, settings: Settings) -> Iterator:  # typ
 
 
 @pytest.fixture
-def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator:  # type: ignore[type-arg]
+def serve(monkeypatch: pytest.MonkeyPatch, mock_llm):  # type: ignore[no-untyped-def]
     monkeypatch.setenv(KEY_VAR, "sk-test")
-    servers: list[MockLLMServer] = []
-
-    def start(rules: list[dict[str, Any]]) -> MockLLMServer:
-        server = MockLLMServer(rules)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    return mock_llm
 
 
 def client_for(server: MockLLMServer | None, **kw: Any) -> LLMClient:

@@ -8,7 +8,6 @@ both, the lax candidate only the upper bound. Each operator gets a scripted SEAR
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,18 +145,8 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def serve(api_key: None) -> Iterator[Any]:
-    servers: list[MockLLMServer] = []
-
-    def start(rules: list[dict[str, Any]]) -> MockLLMServer:
-        server = MockLLMServer(rules)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+def serve(api_key: None, mock_llm):  # type: ignore[no-untyped-def]
+    return mock_llm
 
 
 def llm_config(base_url: str, **overrides: Any) -> LLMConfig:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,19 +90,9 @@ def example(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 
 
 @pytest.fixture
-def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator:  # type: ignore[type-arg]
+def serve(monkeypatch: pytest.MonkeyPatch, mock_llm):  # type: ignore[no-untyped-def]
     monkeypatch.setenv(KEY_VAR, "sk-test")
-    servers: list[MockLLMServer] = []
-
-    def start(rules: list[dict[str, Any]]) -> MockLLMServer:
-        server = MockLLMServer(rules)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    return mock_llm
 
 
 def make_loop(example, server: MockLLMServer, tmp_path: Path, config: LoopConfig, *,  # type: ignore[no-untyped-def]

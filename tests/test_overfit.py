@@ -118,19 +118,9 @@ def executor(boundary, settings: Settings) -> Iterator[InstanceExecutor]:  # typ
 
 
 @pytest.fixture
-def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator:  # type: ignore[type-arg]
+def serve(monkeypatch: pytest.MonkeyPatch, mock_llm):  # type: ignore[no-untyped-def]
     monkeypatch.setenv(KEY_VAR, "sk-test")
-    servers: list[MockLLMServer] = []
-
-    def start(rule_list: list[dict[str, Any]]) -> MockLLMServer:
-        server = MockLLMServer(rule_list)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    return mock_llm
 
 
 def client_for(server: MockLLMServer, **overrides: Any) -> LLMClient:

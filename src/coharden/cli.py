@@ -23,6 +23,7 @@ from coharden.cli_common import (
     llm_client,
     parse_operators,
     pick_instance,
+    read_patch_arg,
 )
 from coharden.cli_common import fail as _fail
 from coharden.cli_common import settings_from as _settings
@@ -40,19 +41,6 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """coharden: verdicts, mutation patch evaluation (MPE) and hardening of reproduction tests."""
-
-
-def _read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str) -> tuple[str, str]:
-    """A patch given as 'golden', a candidate name of a local instance, or a file path -> (name, text)."""
-    if value == "golden":
-        return "golden", golden
-    if value in candidates:
-        return value, candidates[value]
-    path = Path(value)
-    if not path.is_file():
-        known = ", ".join(["golden", *candidates]) or "golden"
-        raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name ({known})")
-    return path.stem, path.read_text()
 
 
 @app.command()
@@ -80,8 +68,8 @@ def verify(
         local = pick_instance(instance, instance_id, settings)
         inst = local.instance
         candidates = {c.name: c.patch for c in local.candidates}
-        test_name, test_text = _read_patch_arg(test, candidates, inst.test_patch, "--test")
-        _, fix_text = _read_patch_arg(fix, {}, inst.patch, "--fix")
+        test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
+        _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
         fix_source, fix_tests = split_patch(fix_text, settings.test_patterns)
         if fix_tests.strip():
             err_console.print("[yellow]warning:[/] the fix touches test files; only its source part is used")
@@ -297,8 +285,8 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
-    test_name, test_text = _read_patch_arg(test, candidates, inst.test_patch, "--test")
-    ref_name, ref_text = _read_patch_arg(reference, candidates, inst.test_patch, "--reference")
+    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
+    ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference")
     repo = resolve_repo(inst, settings.repos_dir)
     store = Store(settings.store)
 

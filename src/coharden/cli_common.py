@@ -86,6 +86,22 @@ def pick_instance(source: Path, instance_id: str | None, settings: Settings):  #
     from coharden.instances import load_instances
 
     found = load_instances(source, settings.cache_dir, [instance_id] if instance_id else None)
+    if not found:
+        raise CoHardenError(f"{source}: holds no instance")
     if len(found) > 1:
         raise CoHardenError(f"{source}: holds {len(found)} instances; choose one with --id")
     return found[0]
+
+
+def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str) -> tuple[str, str]:
+    """A patch given as 'golden' (or 'gold'), a candidate name of a local instance, or a file path ->
+    (name, text)."""
+    if value in ("golden", "gold"):
+        return "golden", golden
+    if value in candidates:
+        return value, candidates[value]
+    path = Path(value)
+    if not path.is_file():
+        known = ", ".join(["golden", *candidates])
+        raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name ({known})")
+    return path.stem, path.read_text()

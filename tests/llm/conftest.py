@@ -6,14 +6,9 @@ provider itself is replaced, by :class:`MockLLMServer`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from coharden.llm import MockLLMServer
-
-from ._helpers import KEY_VAR, Serve
+from ._helpers import KEY_VAR
 
 
 @pytest.fixture
@@ -23,16 +18,6 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def serve() -> Iterator[Serve]:
+def serve(mock_llm):  # type: ignore[no-untyped-def]
     """Start a mock server with the given rules; every server started is stopped at teardown."""
-    servers: list[MockLLMServer] = []
-
-    def start(rules: list[dict[str, Any]]) -> MockLLMServer:
-        server = MockLLMServer(rules)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    return mock_llm

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from coharden.cli_common import (
     ConfigOpt,
+    IdOpt,
     JsonOpt,
     PythonOpt,
     ReposOpt,
@@ -22,6 +23,8 @@ from coharden.cli_common import (
     console,
     err_console,
     llm_client,
+    pick_instance,
+    read_patch_arg,
 )
 from coharden.cli_common import fail as _fail
 from coharden.cli_common import settings_from as _settings
@@ -161,25 +164,13 @@ def _yes(value: Any) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
-def _read_patch(value: str, candidates: dict[str, str], golden: str, what: str) -> str:
-    if value in ("gold", "golden"):
-        return golden
-    if value in candidates:
-        return candidates[value]
-    path = Path(value)
-    if not path.is_file():
-        raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name "
-                            f"({', '.join(['golden', *candidates])})")
-    return path.read_text()
-
-
 @overfit_app.command("reward")
 def reward_command(
     instance: Annotated[Path, typer.Argument(help="Instance directory or records file.")],
     fix: Annotated[str, typer.Option("--fix", help="Fix patch file, or 'golden'.")],
     test: Annotated[str, typer.Option("--test", help="Test patch file, a candidate name of a local instance, or "
                                       "'golden'.")],
-    instance_id: Annotated[str | None, typer.Option("--id", help="Instance id, when the file has several.")] = None,
+    instance_id: IdOpt = None,
     coverage_backend: BackendOpt = "coverage",
     repos: ReposOpt = None,
     config: ConfigOpt = None,
@@ -192,20 +183,17 @@ def reward_command(
     changed-line coverage, with the lines the test misses."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
-    from coharden.instances import load_instances, resolve_repo
+    from coharden.instances import resolve_repo
     from coharden.overfit.reward import check_backend, coverage_settings, evaluate_pair
 
     try:
         settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
         backend = _backend(coverage_backend)
-        found = load_instances(instance, settings.cache_dir, [instance_id] if instance_id else None)
-        if len(found) != 1:
-            raise CoHardenError(f"{instance}: {len(found)} instances; choose one with --id")
-        local = found[0]
+        local = pick_instance(instance, instance_id, settings)
         inst = local.instance
         candidates = {c.name: c.patch for c in local.candidates}
-        fix_text = _read_patch(fix, {}, inst.patch, "--fix")
-        test_text = _read_patch(test, candidates, inst.test_patch, "--test")
+        _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
+        _, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
         check_backend(settings, backend, inst.python)
         settings = coverage_settings(settings, backend)
         with InstanceExecutor(inst, resolve_repo(inst, settings.repos_dir), settings, Store(settings.store)) as ex:

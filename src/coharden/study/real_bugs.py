@@ -453,6 +453,14 @@ class RealBugsStudy:
         row["resumed"] = False
         return row
 
+    def _mpe(self, team: _Team, inst: Instance, candidate: TestPatch, reference: TestPatch) -> dict[str, Any]:
+        """MPE of ``candidate`` against ``reference`` with the study's pool settings, on the team's workers."""
+        result = evaluate(team.main, inst.patch, candidate, reference, operators=self.config.operators,
+                          per_operator=self.config.per_operator, seed=self.config.seed, tau=self.config.tau,
+                          workers=self.config.workers, executor_factory=team.borrow,
+                          prefer_exercised=self.config.prefer_exercised)
+        return _slim(result.to_json())
+
     def _instance_key(self, inst: Instance) -> list[Any]:
         return [self.env, inst.instance_id, inst.base_commit, sha(inst.patch), sha(inst.test_patch),
                 inst.FAIL_TO_PASS]
@@ -462,23 +470,17 @@ class RealBugsStudy:
         inst = self.data.instances[iid]
         env = self.data.env_check.get(iid, {})
 
+        def body(row: dict[str, Any]) -> None:
+            ex = self.team(inst).main
+            golden = ex.golden_test()
+            fix = check_fix(inst.patch, self.settings.test_patterns)
+            buggy = ex.verdict("", golden)
+            fixed = ex.verdict(fix, golden)
+            row.update(test_ids=golden.ids, buggy=verdict_json(buggy), fixed=verdict_json(fixed),
+                       fail_to_pass=buggy.failed and fixed.passed)
+
         def compute() -> dict[str, Any]:
-            row: dict[str, Any] = {"instance_id": iid, "version": inst.version}
-            started = time.monotonic()
-            try:
-                ex = self.team(inst).main
-                golden = ex.golden_test()
-                fix = check_fix(inst.patch, self.settings.test_patterns)
-                buggy = ex.verdict("", golden)
-                fixed = ex.verdict(fix, golden)
-                row.update(test_ids=golden.ids, buggy=verdict_json(buggy), fixed=verdict_json(fixed),
-                           fail_to_pass=buggy.failed and fixed.passed)
-            except RepoError as exc:
-                row.update(error=str(exc), environment_error=True, fail_to_pass=False)
-            except CoHardenError as exc:
-                row.update(error=str(exc), fail_to_pass=False)
-            row["seconds"] = time.monotonic() - started
-            return row
+            return _guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
 
         row = self._cached("study.verify", record_key("study.verify", *self._instance_key(inst)), compute,
                            keep=_keep_row)
@@ -493,37 +495,27 @@ class RealBugsStudy:
     def golden(self, iid: str) -> dict[str, Any] | None:
         inst = self.data.instances[iid]
 
+        def body(row: dict[str, Any]) -> None:
+            team = self.team(inst)
+            ex = team.main
+            golden = ex.golden_test()
+            copy_patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
+            if copy_patch == golden.patch:  # cannot happen with SWE-bench patches; keep the copy distinct
+                copy_patch += "\n"
+            copy = ex.test_patch(copy_patch, name="golden-copy", ids=golden.ids)
+            fix = check_fix(inst.patch, self.settings.test_patterns)
+            mark = time.monotonic()
+            bare = ex.run_raw(fix, golden)
+            row["bare_test_seconds"] = bare.duration
+            row["bare_test_wall"] = time.monotonic() - mark
+            row["bare_outcome"] = verdict_for(list(golden.ids), bare).outcome.value
+            mark = time.monotonic()
+            row["mpe"] = self._mpe(team, inst, copy, golden)
+            row["mpe_wall"] = time.monotonic() - mark
+            row["bytecode"] = self.config.bytecode
+
         def compute() -> dict[str, Any]:
-            row: dict[str, Any] = {"instance_id": iid}
-            started = time.monotonic()
-            try:
-                team = self.team(inst)
-                ex = team.main
-                golden = ex.golden_test()
-                copy_patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
-                if copy_patch == golden.patch:  # cannot happen with SWE-bench patches; keep the copy distinct
-                    copy_patch += "\n"
-                copy = ex.test_patch(copy_patch, name="golden-copy", ids=golden.ids)
-                fix = check_fix(inst.patch, self.settings.test_patterns)
-                mark = time.monotonic()
-                bare = ex.run_raw(fix, golden)
-                row["bare_test_seconds"] = bare.duration
-                row["bare_test_wall"] = time.monotonic() - mark
-                row["bare_outcome"] = verdict_for(list(golden.ids), bare).outcome.value
-                mark = time.monotonic()
-                result = evaluate(ex, inst.patch, copy, golden, operators=self.config.operators,
-                                  per_operator=self.config.per_operator, seed=self.config.seed, tau=self.config.tau,
-                                  workers=self.config.workers, executor_factory=team.borrow,
-                                  prefer_exercised=self.config.prefer_exercised)
-                row["mpe_wall"] = time.monotonic() - mark
-                row["mpe"] = _slim(result.to_json())
-                row["bytecode"] = self.config.bytecode
-            except RepoError as exc:
-                row.update(error=str(exc), environment_error=True)
-            except CoHardenError as exc:
-                row["error"] = str(exc)
-            row["seconds"] = time.monotonic() - started
-            return row
+            return _guarded({"instance_id": iid}, body)
 
         key = record_key("study.golden", *self._instance_key(inst), self.config.mpe_key(), self.config.workers)
         return self._cached("study.golden", key, compute, keep=_keep_row)
@@ -533,30 +525,20 @@ class RealBugsStudy:
         inst = self.data.instances[iid]
         patch = self.data.predictions[system][iid]
 
+        def body(row: dict[str, Any]) -> None:
+            started = time.monotonic()
+            team = self.team(inst)
+            golden = team.main.golden_test()
+            candidate = team.main.test_patch(patch, name=system)
+            row.update(self._mpe(team, inst, candidate, golden))
+            row["mpe_wall"] = time.monotonic() - started
+            row["bytecode"] = self.config.bytecode
+
         def compute() -> dict[str, Any]:
             row: dict[str, Any] = {"instance_id": iid, "system": system}
-            started = time.monotonic()
             if not patch.strip():
-                row["error"] = "empty model_patch"
-                return row
-            try:
-                team = self.team(inst)
-                ex = team.main
-                golden = ex.golden_test()
-                candidate = ex.test_patch(patch, name=system)
-                result = evaluate(ex, inst.patch, candidate, golden, operators=self.config.operators,
-                                  per_operator=self.config.per_operator, seed=self.config.seed, tau=self.config.tau,
-                                  workers=self.config.workers, executor_factory=team.borrow,
-                                  prefer_exercised=self.config.prefer_exercised)
-                row["mpe_wall"] = time.monotonic() - started
-                row.update(_slim(result.to_json()))
-                row["bytecode"] = self.config.bytecode
-            except RepoError as exc:
-                row.update(error=str(exc), environment_error=True)
-            except CoHardenError as exc:
-                row["error"] = str(exc)
-            row["seconds"] = time.monotonic() - started
-            return row
+                return {**row, "error": "empty model_patch"}
+            return _guarded(row, body)
 
         key = record_key("study.mpe", *self._instance_key(inst), system, sha(patch), self.config.mpe_key())
         return self._cached("study.mpe", key, compute, keep=_keep_row)
@@ -570,29 +552,23 @@ class RealBugsStudy:
             if patch.strip():
                 tests[system] = patch
 
+        def body(row: dict[str, Any]) -> None:
+            ex = self.team(inst).main
+            specs: dict[str, TestPatch] = {}
+            for name, patch in tests.items():
+                try:
+                    specs[name] = ex.golden_test() if name == GOLDEN else ex.test_patch(patch, name=name)
+                except RepoError:
+                    raise
+                except CoHardenError as exc:  # one unusable test: the others are still graded
+                    row["errors"][name] = str(exc)
+            names = list(specs)
+            verdicts = ex.verdicts(fix.patch, [specs[n] for n in names])
+            row["verdicts"] = {n: verdict_json(v) for n, v in zip(names, verdicts, strict=True)}
+
         def compute() -> dict[str, Any]:
-            row: dict[str, Any] = {"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
-                                   "also_by": fix.also_by, "verdicts": {}, "errors": {}}
-            started = time.monotonic()
-            try:
-                ex = self.team(inst).main
-                specs: dict[str, TestPatch] = {}
-                for name, patch in tests.items():
-                    try:
-                        specs[name] = ex.golden_test() if name == GOLDEN else ex.test_patch(patch, name=name)
-                    except RepoError:
-                        raise
-                    except CoHardenError as exc:
-                        row["errors"][name] = str(exc)
-                names = list(specs)
-                verdicts = ex.verdicts(fix.patch, [specs[n] for n in names])
-                row["verdicts"] = {n: verdict_json(v) for n, v in zip(names, verdicts, strict=True)}
-            except RepoError as exc:
-                row.update(error=str(exc), environment_error=True)
-            except CoHardenError as exc:
-                row["error"] = str(exc)
-            row["seconds"] = time.monotonic() - started
-            return row
+            return _guarded({"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
+                             "also_by": fix.also_by, "verdicts": {}, "errors": {}}, body)
 
         key = record_key("study.fix", *self._instance_key(inst), sha(fix.patch),
                          sorted((n, sha(p)) for n, p in tests.items()))
@@ -637,6 +613,21 @@ class RealBugsStudy:
         finally:
             self.release()
         return self.rows
+
+
+def _guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Run one step's ``body`` on ``row``: a repository or environment problem marks the row
+    ``environment_error`` (never stored, so a rerun retries it), any other coharden error is the row's
+    ``error``; ``seconds`` is the step's wall time either way."""
+    started = time.monotonic()
+    try:
+        body(row)
+    except RepoError as exc:
+        row.update(error=str(exc), environment_error=True)
+    except CoHardenError as exc:
+        row["error"] = str(exc)
+    row["seconds"] = time.monotonic() - started
+    return row
 
 
 def _keep_row(row: dict[str, Any]) -> bool:
