@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 import coharden
-from coharden.llm import cli as llm_cli
+from coharden.cli import llm as llm_cli
 
 
 def _mounted_as_subapp() -> typer.Typer:
@@ -63,7 +63,7 @@ def test_serves_until_interrupted(tmp_path: Path) -> None:
     src = str(Path(coharden.__file__).parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coharden.llm.cli", "--rules", str(rules), "--port", "0"],
+        [sys.executable, "-m", "coharden.cli.llm", "--rules", str(rules), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

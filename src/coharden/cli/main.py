@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli_common import (
+from coharden.cli.common import (
     ConfigOpt,
     IdOpt,
     JsonOpt,
@@ -25,8 +25,8 @@ from coharden.cli_common import (
     pick_instance,
     read_patch_arg,
 )
-from coharden.cli_common import fail as _fail
-from coharden.cli_common import settings_from as _settings
+from coharden.cli.common import fail as _fail
+from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 
@@ -434,7 +434,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
 
 def _register_mock_llm() -> None:
     # the mock server's CLI lives with the LLM layer; it imports no provider SDK, so mounting it is cheap
-    from coharden.llm import cli as llm_cli
+    from coharden.cli import llm as llm_cli
 
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
 
@@ -446,7 +446,7 @@ _register_mock_llm()
 
 def _register_study() -> None:
     # the group lives with its layer (coharden.study.cli) and imports that layer only inside its commands
-    from coharden.study.cli import study_app
+    from coharden.cli.study import study_app
 
     app.add_typer(study_app, name="study")
 
@@ -458,7 +458,7 @@ _register_study()
 
 def _register_suite() -> None:
     # the group lives with its layer (coharden.suite.cli) and imports that layer only inside its commands
-    from coharden.suite.cli import suite_app
+    from coharden.cli.suite import suite_app
 
     app.add_typer(suite_app, name="suite")
 
@@ -470,7 +470,7 @@ _register_suite()
 
 def _register_env() -> None:
     # the group lives with its layer (coharden.environment.cli) and imports that layer only inside its commands
-    from coharden.environment.cli import env_app
+    from coharden.cli.env import env_app
 
     app.add_typer(env_app, name="env")
 
@@ -481,7 +481,7 @@ _register_env()
 # --- verified reproduction of real bugs (coharden reproduce ...) ------------------------------------------------
 
 def _register_reproduce() -> None:
-    from coharden.environment.cli import reproduce_app
+    from coharden.cli.env import reproduce_app
 
     app.add_typer(reproduce_app, name="reproduce")
 
@@ -493,8 +493,8 @@ _register_reproduce()
 
 def _register_commands() -> None:
     # the commands live with their layers and import those layers only inside the commands
-    from coharden.evaluation.cli import eval_command
-    from coharden.loop.cli import agent_cmd, run_loop
+    from coharden.cli.evaluation import eval_command
+    from coharden.cli.loop import agent_cmd, run_loop
 
     app.command("eval")(eval_command)
     app.command("agent")(agent_cmd)
@@ -508,7 +508,7 @@ _register_commands()
 
 def _register_overfit() -> None:
     # the group lives with its layer (coharden.overfit.cli) and imports that layer only inside its commands
-    from coharden.overfit.cli import overfit_app
+    from coharden.cli.overfit import overfit_app
 
     app.add_typer(overfit_app, name="overfit")
 

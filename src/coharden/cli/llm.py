@@ -2,7 +2,7 @@
 
 Mount into the main app either as a sub-app (``app.add_typer(llm_cli.app, name="mock-llm")``) or as a
 command (``app.command("mock-llm")(llm_cli.mock_llm)``); both give ``coharden mock-llm --rules FILE``.
-Standalone: ``python -m coharden.llm.cli --rules FILE``.
+Standalone: ``python -m coharden.cli.llm --rules FILE``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``coharden study ...``: studies on real benchmark data, each one reproducing a Markdown report.
 
-Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from coharden.cli_common import ConfigOpt, JsonOpt, PythonOpt, StoreOpt, TimeoutOpt, console, err_console
-from coharden.cli_common import fail as _fail
-from coharden.cli_common import settings_from as _settings
+from coharden.cli.common import ConfigOpt, JsonOpt, PythonOpt, StoreOpt, TimeoutOpt, console, err_console
+from coharden.cli.common import fail as _fail
+from coharden.cli.common import settings_from as _settings
 from coharden.errors import CoHardenError
 
 study_app = typer.Typer(help="Studies on real benchmark data; each one reproduces a Markdown report.",

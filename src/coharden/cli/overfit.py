@@ -1,6 +1,6 @@
 """``coharden overfit ...``: the reward of (fix, test) pairs and their reward-guided refinement by an LLM critic.
 
-Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli_common import (
+from coharden.cli.common import (
     ConfigOpt,
     IdOpt,
     JsonOpt,
@@ -26,8 +26,8 @@ from coharden.cli_common import (
     pick_instance,
     read_patch_arg,
 )
-from coharden.cli_common import fail as _fail
-from coharden.cli_common import settings_from as _settings
+from coharden.cli.common import fail as _fail
+from coharden.cli.common import settings_from as _settings
 from coharden.errors import CoHardenError
 
 overfit_app = typer.Typer(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "

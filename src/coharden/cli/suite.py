@@ -1,6 +1,6 @@
 """``coharden suite ...``: mutation testing of a module with its suite, critic hardening, and arm comparisons.
 
-Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli_common import ConfigOpt, console, err_console
-from coharden.cli_common import fail as _fail
+from coharden.cli.common import ConfigOpt, console, err_console
+from coharden.cli.common import fail as _fail
 from coharden.errors import CoHardenError
 
 suite_app = typer.Typer(help="Harden a module's whole test suite against mutants (mechanical kill oracle).",

@@ -1,7 +1,7 @@
 """``coharden env ...`` and ``coharden reproduce ...``: environments for real repositories and verified
 reproduction of real bugs.
 
-Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli_common import ConfigOpt, PythonOpt, TimeoutOpt, console, err_console, llm_client
-from coharden.cli_common import fail as _fail
-from coharden.cli_common import settings_from as _settings
+from coharden.cli.common import ConfigOpt, PythonOpt, TimeoutOpt, console, err_console, llm_client
+from coharden.cli.common import fail as _fail
+from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 

@@ -2,7 +2,7 @@
 baselines). Both drive agents; the agent command lives here rather than in :mod:`coharden.agent`, whose
 package import is heavy and would slow every start of the CLI.
 
-Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the commands.
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the commands.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli_common import (
+from coharden.cli.common import (
     ConfigOpt,
     IdOpt,
     JsonOpt,
@@ -27,8 +27,8 @@ from coharden.cli_common import (
     llm_client,
     pick_instance,
 )
-from coharden.cli_common import fail as _fail
-from coharden.cli_common import settings_from as _settings
+from coharden.cli.common import fail as _fail
+from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 

@@ -1,6 +1,6 @@
 """``coharden eval``: grade prediction sets and CoHarden round records, write Markdown and HTML reports.
 
-Mounted on the main app by :mod:`coharden.cli`; the layers below are imported inside the command.
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the command.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli_common import (
+from coharden.cli.common import (
     ConfigOpt,
     JsonOpt,
     PythonOpt,
@@ -23,8 +23,8 @@ from coharden.cli_common import (
     err_console,
     parse_operators,
 )
-from coharden.cli_common import fail as _fail
-from coharden.cli_common import settings_from as _settings
+from coharden.cli.common import fail as _fail
+from coharden.cli.common import settings_from as _settings
 from coharden.errors import CoHardenError
 
 
