@@ -72,7 +72,7 @@ def test_network_isolation_where_available(tmp_path: Path) -> None:
         "    print('BLOCKED', exc)\n"
     )
     result = run_limited([sys.executable, "-c", code], tmp_path, timeout=30)
-    assert result.isolation == ("netns" if netns_prefix() else "python-guard")
+    assert result.isolation == ("netns" if netns_prefix() else "guard")
     assert result.output.startswith("BLOCKED"), result.output
     assert "timed out" not in result.output
 

@@ -1,19 +1,27 @@
-"""Verdicts for one instance: a reusable workspace, combined test runs, and the result store.
+"""Verdicts for one instance: a reusable workspace, confined test runs, and the result store.
 
 ``InstanceExecutor.verdicts(source_patch, tests)`` answers "what do these test patches say on base +
 source_patch?". Cached verdicts are returned without running anything. Otherwise the workspace is reset to
-the base commit, the source patch applied with git, and all test patches laid down together: a test patch
-touching files no earlier one touched is applied with git; one that shares a test module with an earlier
-one is written as a renamed copy of that module (``test_coh<i>__<name>.py``) so both run in one pytest
-process. A test patch that touches anything but test modules (a conftest.py, a helper module) runs in its own
-process, and so does every test of a combined run that did not end cleanly (missing ids, a hang, an aborted
-session), so no test's verdict depends on the tests it happened to share a process with.
+the base commit, the source patch applied with git, and the test patch applied; every test patch runs in its
+own pytest process (a fork of the warm server), inside the sandbox of :mod:`coharden.execution.sandbox`, so a
+hostile test can forge at most its own verdict. Only with ``combine=True`` (both tests trusted: the caller
+says so) are several test patches laid down together: one touching files no earlier one touched is applied
+with git; one that shares a test module with an earlier one is written as a renamed copy of that module
+(``test_coh<i>__<name>.py``) so both run in one pytest process. A test patch that touches anything but test
+modules runs alone even then, and so does every test of a combined run that did not end cleanly (the test
+running at a time limit gets the TIMEOUT; the others run again alone).
+
+Cache keys name everything that can change a verdict: repository, base commit, source and test patch, ids,
+interpreter and pytest version, isolation level, and the tests sharing the process. A TIMEOUT is reused only
+for a time limit no larger than the one it was reached under.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from coharden.config import Settings
@@ -22,7 +30,9 @@ from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
+from coharden.execution.sandbox import Confinement, isolation_level
 from coharden.execution.store import Store, verdict_key
+from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, resolve_names
 from coharden.execution.workspace import Workspace
 from coharden.patches import is_test_path, touched_files
@@ -71,8 +81,10 @@ class InstanceExecutor:
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
         env = f"docker:{self.image}" if self.image else environment_id(self.python)
-        self.env_id = env + " " + " ".join(settings.pytest_args)
+        self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
+        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation}"
         self._server_failed = ""  # why the fork server is not used, once it failed
+        self.server_losses: list[str] = []  # runs during which a test killed the fork server
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> InstanceExecutor:
@@ -87,18 +99,36 @@ class InstanceExecutor:
             self._server = None
         self.workspace.close()
 
+    def _confinement(self, root: Path | None) -> Confinement:
+        """The sandbox of this executor's test processes: only the workspace is writable; the repository it
+        borrows objects from is readable (read-only); the result store's directory is hidden."""
+        writable = (root.parent,) if root is not None else ()
+        readable = (self.workspace.source / ".git" / "objects",)
+        hidden: tuple[Path, ...] = ()
+        if self.store is not None:
+            store_dir = self.store.path.resolve().parent
+            shown = [Path(p).resolve() for p in (*writable, *readable, self.python, self.workspace.source)]
+            if not any(p == store_dir or store_dir in p.parents for p in shown):
+                hidden = (store_dir,)
+        return Confinement(writable=writable, readable=readable, hidden=hidden,
+                           max_processes=self.settings.max_processes)
+
     def _runner(self) -> dict:
-        """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh process."""
-        return {"image": self.image, "server": self._fork_server()}
+        """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh sandboxed process."""
+        root = self._root()
+        return {"image": self.image, "server": self._fork_server(), "confine": self._confinement(root)}
 
     def _fork_server(self) -> ForkServer | None:
-        """The warm fork server of this executor, started on first use; None when disabled or unusable."""
+        """The warm fork server of this executor, started on first use (and again after a test killed it);
+        None when disabled or unusable."""
         if not self.settings.fork_server or self._server_failed or self.image is not None:
             return None
         if self._server is None or not self._server.alive:
+            if self._server is not None:
+                self._server.close()
             try:
                 self._server = ForkServer(self.python, env=test_environment(), network=self.settings.network,
-                                          preload=self.settings.preload)
+                                          preload=self.settings.preload, confine=self._confinement(self._root()))
             except (ForkServerError, OSError) as exc:
                 self._server_failed = str(exc)
                 self._server = None
@@ -148,40 +178,61 @@ class InstanceExecutor:
         return self.test_patch(self.instance.test_patch, name="golden", ids=self.instance.FAIL_TO_PASS or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
-    def key(self, source_patch: str, test: TestPatch) -> str:
+    def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = ()) -> str:
+        """The store key of ``test``'s verdict on ``source_patch``; ``co_run``: the tests that may share its
+        process (named in the key, so a verdict from a shared process never answers for a lone run)."""
+        env = self.env_id
+        others = sorted({_digest(t) for t in co_run} - {_digest(test)})
+        if others:
+            env += " co-run=" + ",".join(others)
         return verdict_key(repo=self.instance.repo, base_commit=self.base_commit, source_patch=source_patch,
-                           test_patch=test.patch, test_ids=test.ids, environment=self.env_id)
+                           test_patch=test.patch, test_ids=test.ids, environment=env)
 
-    def verdict(self, source_patch: str, test: TestPatch) -> Verdict:
-        return self.verdicts(source_patch, [test])[0]
+    def verdict(self, source_patch: str, test: TestPatch, *, time_limit: float | None = None) -> Verdict:
+        return self.verdicts(source_patch, [test], limits=[time_limit])[0]
 
-    def verdicts(self, source_patch: str, tests: list[TestPatch]) -> list[Verdict]:
+    def verdicts(self, source_patch: str, tests: list[TestPatch], *, combine: bool = False,
+                 limits: Sequence[float | None] | None = None) -> list[Verdict]:
+        """Verdicts of ``tests`` on base + ``source_patch``. Each test runs in its own process unless
+        ``combine`` (the caller trusts every test: one cannot touch another's result) and the
+        ``combine_tests`` setting allow sharing one. ``limits``: a time limit per test (None: the setting)."""
+        combine = combine and self.settings.combine_tests
+        limit_of = [min(lim or self.settings.timeout, self.settings.timeout)
+                    for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)
         todo: list[int] = []
         first_of: dict[tuple[str, tuple[str, ...]], int] = {}
         twins: dict[int, int] = {}  # identical test patches run once
+        keys: dict[int, str] = {}
         for i, test in enumerate(tests):
             ident = (test.patch, tuple(test.ids))
             if ident in first_of:
                 twins[i] = first_of[ident]
                 continue
             first_of[ident] = i
-            cached = self.store.get_verdict(self.key(source_patch, test)) if self.store else None
-            if cached is not None:
+            keys[i] = self.key(source_patch, test, tests if combine else ())
+            cached = self.store.get_verdict(keys[i]) if self.store else None
+            if cached is not None and not _stale_timeout(cached, limit_of[i]):
                 results[i] = cached
             else:
                 todo.append(i)
         while todo:
-            ran, deferred = self._run_together(source_patch, [tests[i] for i in todo])
+            ran, deferred = self._run_together(source_patch, [tests[i] for i in todo],
+                                               [limit_of[i] for i in todo], combine)
             for j, verdict in ran.items():
                 index = todo[j]
                 results[index] = verdict
                 if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
-                    self.store.put_verdict(self.key(source_patch, tests[index]), verdict)
+                    self.store.put_verdict(keys[index], verdict)
             todo = [todo[j] for j in deferred]
         for i, j in twins.items():
             results[i] = results[j]
-        return [r for r in results if r is not None]
+        final = [r for r in results if r is not None]
+        for verdict, test in zip(final, tests, strict=True):
+            static = [note for note in _static_notes(test.patch) if note not in verdict.tampering]
+            if static:
+                verdict.tampering = [*static, *verdict.tampering]
+        return final
 
     def run_raw(self, source_patch: str, test: TestPatch, *, extra_args: list[str] | None = None,
                 extra_env: dict[str, str] | None = None) -> PytestRun:
@@ -194,13 +245,19 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        return run_pytest(root, list(test.ids), self.settings, self.python, **self._runner(),
-                          extra_args=extra_args,
-                          extra_env=extra_env)
+        return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env)
 
-    def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
-        """Lay down as many of ``tests`` as can share one pytest process; run them; return verdicts for those
-        and the indices deferred to a later process."""
+    def _run(self, root: Path, ids: list[str], limit: float | None, **extra: object) -> PytestRun:
+        run = run_pytest(root, ids, self.settings, self.python, **self._runner(), time_limit=limit,
+                         **extra)  # type: ignore[arg-type]
+        if run.lost:
+            self.server_losses.append(run.lost)
+        return run
+
+    def _run_together(self, source_patch: str, tests: list[TestPatch], limits: list[float], combine: bool
+                      ) -> tuple[dict[int, Verdict], list[int]]:
+        """Lay down ``tests[0]`` (and, when ``combine``, as many more as can share its pytest process); run
+        them; return verdicts for those and the indices deferred to a later process."""
         ws = self.workspace
         self._root()
         ws.reset()
@@ -217,7 +274,7 @@ class InstanceExecutor:
         for j, test in enumerate(tests):
             paths = set(test.files) or set(touched_files(test.patch))
             overlap = paths & claimed
-            if groups and (not self.settings.combine_tests or exclusive or not _shareable(test, paths)):
+            if groups and (not combine or exclusive or not _shareable(test, paths)):
                 deferred.append(j)
                 continue
             if not overlap or not groups:
@@ -231,7 +288,7 @@ class InstanceExecutor:
                 exclusive = not _shareable(test, paths)
                 continue
             combinable = (
-                self.settings.combine_tests and groups and test.files
+                combine and groups and test.files
                 and all(PurePosixPath(p).name.startswith("test") and p.endswith(".py")
                         and PurePosixPath(p).name != "conftest.py" and test.files.get(p) is not None
                         for p in overlap)
@@ -258,20 +315,38 @@ class InstanceExecutor:
             groups[j] = (ids, back)
         if groups:
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
-            run = run_pytest(self._root(), all_ids, self.settings, self.python, **self._runner())
+            run = self._run(self._root(), all_ids, max(limits[j] for j in groups))
             self.runs += 1
             if len(groups) > 1 and not _clean(run):
                 # one test's problem (an id that does not exist, a module that does not import, a hang, an
                 # aborted session) would be charged to every test of the process - and cached under their keys:
-                # run each group alone so every verdict is its own
+                # the test running at the time limit gets the TIMEOUT; every other group runs again alone
+                hung = run.hung_test() if run.timed_out else None
                 for j, (ids, back) in groups.items():
-                    alone = run_pytest(self._root(), ids, self.settings, self.python, **self._runner())
+                    if hung is not None and any(hung == i or hung.startswith(i + "[") for i in ids):
+                        done[j] = verdict_for(ids, run, rename=back)
+                        continue
+                    alone = self._run(self._root(), ids, limits[j])
                     self.runs += 1
                     done[j] = verdict_for(ids, alone, rename=back)
                 return done, deferred
             for j, (ids, back) in groups.items():
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
+
+
+def _digest(test: TestPatch) -> str:
+    return hashlib.sha256((test.patch + "\0" + "\0".join(sorted(test.ids))).encode()).hexdigest()[:16]
+
+
+def _stale_timeout(verdict: Verdict, limit: float) -> bool:
+    """A stored TIMEOUT reached under a smaller time limit (or an unknown one) says nothing about ``limit``."""
+    return verdict.outcome is Outcome.TIMEOUT and (verdict.time_limit is None or verdict.time_limit < limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _static_notes(patch: str) -> tuple[str, ...]:
+    return tuple(scan(patch))
 
 
 def _clean(run: PytestRun) -> bool:

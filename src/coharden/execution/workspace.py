@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from coharden.execution.git import apply_patch, check_repo, git, resolve_commit
+from coharden.execution.sandbox import mark_owner, sweep_leftovers
 
 
 class Workspace:
@@ -34,7 +35,9 @@ class Workspace:
         self.close()
 
     def open(self) -> Path:
+        sweep_leftovers(parent=self._parent)  # workspaces of coharden runs that were killed
         root = Path(tempfile.mkdtemp(prefix="coharden-ws-", dir=self._parent))
+        mark_owner(root)
         self.path = root / "repo"
         try:
             git(["clone", "--quiet", "--shared", "--no-checkout", str(self.source), str(self.path)], root)
