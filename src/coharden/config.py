@@ -25,6 +25,8 @@ class Settings(BaseModel):
     cpu_seconds: int | None = Field(default=None, description="CPU-time limit per test process (None: 2 x timeout).")
     network: bool = Field(default=False, description="Allow network access in test processes.")
     max_processes: int | None = Field(default=512, ge=8, description="Process (task) limit per test sandbox.")
+    bwrap: bool = Field(default=True, description="Run test processes in a bubblewrap sandbox where bwrap works "
+                        "(off: network isolation only).")
     test_patterns: list[str] = Field(
         default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
         description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "

@@ -111,7 +111,7 @@ class InstanceExecutor:
             if not any(p == store_dir or store_dir in p.parents for p in shown):
                 hidden = (store_dir,)
         return Confinement(writable=writable, readable=readable, hidden=hidden,
-                           max_processes=self.settings.max_processes)
+                           max_processes=self.settings.max_processes, sandbox=self.settings.bwrap)
 
     def _runner(self) -> dict:
         """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh sandboxed process."""

@@ -129,8 +129,9 @@ class ForkServer:
                 # the server died (a test killed it) or stopped answering: nothing it said can be trusted now
                 lost = ("the fork server died during the run (a test process killed it)" if self._exited_soon()
                         else "the fork server stopped answering during the run (a test process hijacked it)")
-            elif self.cgroup is not None and self.proc is not None:
-                self.cgroup.kill_all(spare=[self.proc.pid])  # outside bwrap: daemons that left the group
+            elif self.cgroup is not None and self.proc is not None and self.isolation != "bwrap":
+                # outside bwrap (where the server clears its own namespace): daemons that left the group
+                self.cgroup.kill_all(spare=[self.proc.pid])
             duration = time.monotonic() - start
             output = out.read_text(errors="replace") if out.exists() else ""
             if lost:
