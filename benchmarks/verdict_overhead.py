@@ -11,7 +11,8 @@ project is built in a temporary directory. The golden test's ids are timed on ba
   interpreter, same ids.
 
 The two are interleaved (one of each per round, after a warm-up round) so drifting machine load hits both
-alike. Prints the medians, the ratio coharden / bare and the overhead in percent (goal < 25 %), and the\ncost of the bwrap sandbox per verdict (each mode with and without it).
+alike. Prints the medians, the ratio coharden / bare and the overhead in percent (goal < 25 %), and the
+cost of the bwrap sandbox per verdict (each mode with and without it).
 ``--profile`` adds where coharden's own time goes (git, pytest process, the rest).
 """
 

@@ -153,7 +153,8 @@ def test_writes_outside_the_worktree_do_not_land(make_executor, example: LocalIn
             targets = {{"checkout": os.path.join(checkout, "tinyexpr", "printer.py"),
                         "home": os.path.expanduser("~/coharden-attack-{marker}"),
                         "root-home": "{host_home}",
-                        "tmp": "{host_tmp}"}}
+                        "tmp": "{host_tmp}",
+                        "git-config": ".git/config", "git-hook": ".git/hooks/post-checkout"}}
             for name, target in targets.items():
                 try:
                     with open(target, "a") as handle:
@@ -161,10 +162,14 @@ def test_writes_outside_the_worktree_do_not_land(make_executor, example: LocalIn
                     results[name] = "written"
                 except OSError as exc:
                     results[name] = type(exc).__name__
-            print("ESCAPE", results)
+            assert False, "ESCAPE " + repr(sorted(results.items()))
         """))
     assert verdict.isolation == "bwrap"
-    assert verdict.outcome is Outcome.PASS, verdict.short()
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    # inside, $HOME and /tmp are private (the write lands there and vanishes); the rest is read-only
+    for name in ("checkout", "root-home", "git-config", "git-hook"):
+        assert f"('{name}', '" in verdict.reason
+        assert f"('{name}', 'written')" not in verdict.reason, verdict.reason
     assert tracked.read_text() == original
     assert not host_home.exists()
     assert not host_tmp.exists()

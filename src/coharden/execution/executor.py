@@ -100,9 +100,11 @@ class InstanceExecutor:
         self.workspace.close()
 
     def _confinement(self, root: Path | None) -> Confinement:
-        """The sandbox of this executor's test processes: only the workspace is writable; the repository it
+        """The sandbox of this executor's test processes: only the worktree is writable, its ``.git`` is not (a
+        test must not plant hooks or config that coharden's own git commands would run); the repository it
         borrows objects from is readable (read-only); the result store's directory is hidden."""
-        writable = (root.parent,) if root is not None else ()
+        writable = (root,) if root is not None else ()
+        protected = (root / ".git",) if root is not None else ()
         readable = (self.workspace.source / ".git" / "objects",)
         hidden: tuple[Path, ...] = ()
         if self.store is not None:
@@ -110,7 +112,7 @@ class InstanceExecutor:
             shown = [Path(p).resolve() for p in (*writable, *readable, self.python, self.workspace.source)]
             if not any(p == store_dir or store_dir in p.parents for p in shown):
                 hidden = (store_dir,)
-        return Confinement(writable=writable, readable=readable, hidden=hidden,
+        return Confinement(writable=writable, readable=readable, hidden=hidden, protected=protected,
                            max_processes=self.settings.max_processes, sandbox=self.settings.bwrap)
 
     def _runner(self) -> dict:

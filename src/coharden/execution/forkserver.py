@@ -53,9 +53,7 @@ class ForkServer:
         if preload:
             cmd.append("--preload=" + ",".join(preload))
         if confine is not None:
-            confine = Confinement(writable=(*confine.writable, self.scratch), readable=confine.readable,
-                                  hidden=confine.hidden, max_processes=confine.max_processes,
-                                  sandbox=confine.sandbox)
+            confine = confine.with_writable(self.scratch)
         self.confine = confine
         cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
         self.env_overrides: dict[str, str] = {}

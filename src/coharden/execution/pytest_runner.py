@@ -202,9 +202,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             proc = server.run(root, cmd[3:], env, timeout=limit, memory_mb=settings.memory_mb, cpu_seconds=cpu)
         else:
             if confine is not None:
-                confine = Confinement(writable=(*confine.writable, Path(tmp)), readable=confine.readable,
-                                      hidden=confine.hidden, max_processes=confine.max_processes,
-                                      sandbox=confine.sandbox)
+                confine = confine.with_writable(Path(tmp))
             proc = run_limited(cmd, root, timeout=limit, env=env, memory_mb=settings.memory_mb,
                                cpu_seconds=cpu, network=settings.network, confine=confine)
         cases = parse_junit(junit) if junit.exists() else None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import os
 import resource
@@ -73,8 +74,12 @@ class Confinement:
     writable: tuple[Path, ...] = ()
     readable: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
+    protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
     max_processes: int | None = 512
     sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
+
+    def with_writable(self, *paths: Path) -> Confinement:
+        return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
 
     def keep_in_tmp(self) -> list[str]:
         """Top-level entries of ``/tmp`` that hold a bind mount (never wiped between runs inside one sandbox)."""
@@ -157,6 +162,9 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     for path in confine.writable:
         args += ["--bind", str(path), str(path)]
+    for path in confine.protected:
+        if Path(path).exists():
+            args += ["--ro-bind", str(path), str(path)]
     for path in confine.hidden:
         if Path(path).is_dir():
             args += ["--tmpfs", str(path)]
@@ -297,8 +305,7 @@ def run_limited(
     every process it left behind. Output (stdout+stderr) goes to a temp file, not a pipe, so a chatty test
     cannot block on a full pipe. With ``confine`` the process runs in the bwrap sandbox where possible."""
     if confine is not None:
-        confine = Confinement(writable=tuple(dict.fromkeys((*confine.writable, cwd))), readable=confine.readable,
-                              hidden=confine.hidden, max_processes=confine.max_processes, sandbox=confine.sandbox)
+        confine = confine.with_writable(cwd)
     cmd, env, isolation = sandbox_wrap(cmd, dict(os.environ if env is None else env), network, confine, cwd)
     start = time.monotonic()
     with tempfile.TemporaryFile(mode="w+b") as out, process_limit(confine) as cgroup:
