@@ -63,8 +63,9 @@ def test_verdict_and_suite_keys_are_unchanged() -> None:
 def test_loop_config_maps_its_own_words_into_mpe_and_keeps_its_digest() -> None:
     config = LoopConfig(rounds=2, tau=0.1, samples=5, seed=4, mutator="mechanical,llm",
                         operators=[Operator.SYMPTOM_SUPPRESSION])
-    assert config.mpe.per_operator == 5 and config.mpe.tau == 0.1 and config.mpe.seed == 4
-    assert config.mpe.mechanical and config.mpe.llm is not None
+    assert (config.mpe.per_operator, config.mpe.tau, config.mpe.seed) == (5, 0.1, 4)
+    assert config.mpe.mechanical
+    assert config.mpe.llm is not None
     assert (config.samples, config.tau, config.mutator) == (5, 0.1, "mechanical,llm")
     legacy = {"method": "coharden", "rounds": 2, "tau": 0.1, "samples": 5, "operators": ["symptom_suppression"],
               "mutator": "mechanical,llm", "seed": 4, "max_iterations": None}
