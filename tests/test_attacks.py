@@ -272,3 +272,130 @@ def test_timeout_then_a_larger_limit_is_not_served_from_the_cache(make_executor,
     assert verdict.outcome is Outcome.PASS
     assert not verdict.cached
     assert verdict.time_limit == 15
+
+
+# --- attacks on MPE -------------------------------------------------------------------------------------------
+
+HIJACK = """\
+    import gc
+
+
+    def _register_forger():
+        import pytest
+        from _pytest.config import Config
+
+        config = next(o for o in gc.get_objects() if isinstance(o, Config))
+
+        class Forger:
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_makereport(self, item, call):
+                outcome = yield
+                outcome.get_result().outcome = "passed"
+
+        config.pluginmanager.register(Forger(), "forger")
+
+
+    def test_repro_hijack():
+        a, b, c = symbols("a b c")
+        assert sstr(a / (b * c)) != "a/b*c"  # fails on the buggy code, so it is fail-to-pass
+        _register_forger()  # from now on every report in this process says "passed"
+    """
+
+
+def mpe_run(ex: InstanceExecutor, example: LocalInstance, candidate: TestPatch, **config: object):
+    from coharden.mpe.evaluate import evaluate
+    from coharden.schema.mpe_config import MPEConfig
+
+    return evaluate(ex, example.instance.patch, candidate, ex.golden_test(), MPEConfig(**config))
+
+
+@pytest.mark.slow
+def test_shared_process_hijack_cannot_reach_the_reference_or_the_store(make_executor, example: LocalInstance,
+                                                                        tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    ex = make_executor(store)
+    # the hijacker's file sorts before the golden test's: in a shared process it would run first
+    hijack = attack(ex, HIJACK, path="tests/test_a_hijack.py")
+    result = mpe_run(ex, example, hijack)
+    assert result.isolation == "bwrap"
+    assert result.fail_to_pass
+    # it forged its own passes (in-process code can), so it lets every wrong fix through: Lax, not Rigorous
+    assert all(r.candidate.passed for r in result.mutants if r.cell is not None)
+    assert result.test_class.value == "Lax"
+    assert result.matrix.counts()["delta"] == 0
+    assert result.matrix.counts()["beta"] > 0
+    assert any("plugin manager" in n or "gc." in n for n in result.tampering), result.tampering
+    # the reference was not touched: the honest lax candidate, graded on the same store, is Lax at 0.5
+    lax = ex.test_patch({c.name: c.patch for c in example.candidates}["lax"], name="lax")
+    honest = mpe_run(ex, example, lax)
+    assert honest.test_class.value == "Lax"
+    assert honest.laxity == pytest.approx(0.5)
+    assert [r.reference.outcome for r in honest.mutants] == [r.reference.outcome for r in result.mutants]
+
+
+def test_conftest_forgery_with_reject_tampering_is_invalid(make_executor, example: LocalInstance) -> None:
+    ex = make_executor()
+    forged = attack(ex, """\
+        def test_repro_forged():
+            a, b, c = symbols("a b c")
+            assert sstr(a / (b * c)) != "a/b*c"
+        """, extra={"conftest.py": "import pytest\n\n\ndef pytest_configure(config):\n    pass\n"})
+    result = mpe_run(ex, example, forged, reject_tampering=True)
+    assert result.test_class.value == "Invalid"
+    assert result.mutants == []  # rejected before any mutant ran
+    assert any("conftest.py" in note for note in result.tampering)
+    assert "tampering" in result.to_json()
+
+
+@pytest.mark.slow
+def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, example: LocalInstance) -> None:
+    ex = make_executor(timeout=120)
+    golden_checks = [("a / (b * c)", "a/(b*c)"), ("a / (b / c)", "a/(b/c)"), ("(a + b) / (c * d)", "(a + b)/(c*d)"),
+                     ("a - (b + c)", "a - (b + c)"), ("a - (b - c)", "a - (b - c)"), ("a * b / c", "a*b/c"),
+                     ("a / b / c", "a/b/c"), ("a / b**2", "a/b**2"), ("a - b * c", "a - b*c"),
+                     ("a - b - c", "a - b - c")]
+    hang = attack(ex, f"""\
+        def test_repro_hang_on_mutants():
+            a, b, c, d = symbols("a b c d")
+            assert sstr(a / (b * c)) != "a/b*c"  # fails on the buggy code
+            if any(sstr(eval(expr)) != want for expr, want in {golden_checks!r}):
+                while True:  # a wrong fix: hang instead of failing
+                    time.sleep(0.01)
+        """)
+    start = time.monotonic()
+    result = mpe_run(ex, example, hang, timeout_floor=1.0, timeout_factor=3.0)
+    elapsed = time.monotonic() - start
+    assert result.fail_to_pass
+    limit = result.time_limits["candidate"]
+    assert limit < 10
+    assert result.candidate_timeouts > 0
+    assert result.candidate_timeouts == sum(1 for r in result.mutants if r.reference.failed)
+    hung = [r.candidate for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT]
+    assert all("running at the limit: tests/test_attack.py::test_repro_hang_on_mutants" in v.reason for v in hung)
+    # each hang costs about the scaled limit, not the 120 s timeout (nor 3 x it)
+    assert elapsed < len(result.mutants) * (limit + 8)
+    assert result.to_json()["candidate_timeouts"] == result.candidate_timeouts
+
+
+@pytest.mark.slow
+def test_a_batch_goes_on_after_a_test_kills_its_parent(example: LocalInstance, tmp_path: Path) -> None:
+    from coharden.mpe.batch import Prediction, run_batch
+    from coharden.schema.mpe_config import MPEConfig
+
+    settings = Settings(timeout=20, cache_dir=tmp_path / "cache", workers=1, store=tmp_path / "store.sqlite")
+    with InstanceExecutor(example.instance, resolve_repo(example.instance, None), settings) as ex:
+        killer = attack(ex, """\
+            def test_repro_kill_parent():
+                import signal
+                os.kill(os.getppid(), signal.SIGKILL)
+            """)
+    lax = {c.name: c.patch for c in example.candidates}["lax"]
+    predictions = [Prediction(instance_id=example.instance.instance_id, model_name_or_path="killer",
+                              model_patch=killer.patch),
+                   Prediction(instance_id=example.instance.instance_id, model_name_or_path="honest", model_patch=lax)]
+    rows = run_batch({example.instance.instance_id: example.instance}, predictions, settings,
+                     Store(settings.store), tmp_path / "out", MPEConfig(per_operator=1))
+    assert rows[0]["candidate_buggy"]["outcome"] == "HARNESS_ERROR"
+    assert "fork server died" in rows[0]["candidate_buggy"]["reason"]
+    assert rows[1].get("fail_to_pass") is True
+    assert "error" not in rows[1]

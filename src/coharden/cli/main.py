@@ -127,6 +127,11 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
+    if result.candidate_timeouts:
+        console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
+                      f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
+    for note in result.tampering:
+        console.print(f"[bold yellow]tampering:[/] {note}")
     laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
     console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
     lax = result.lax_mutants()
@@ -201,6 +206,15 @@ def mpe(
     = "auto",
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the run.")]
     = None,
+    trust_tests: Annotated[bool, typer.Option("--trust-tests", help="Candidate and reference may share one "
+                                              "pytest process (only for tests you trust).")] = False,
+    reject_tampering: Annotated[bool, typer.Option("--reject-tampering", help="A candidate with tampering notes "
+                                                   "(conftest.py, pytest hooks, JUnit writes, os._exit) is "
+                                                   "Invalid.")] = False,
+    timeout_factor: Annotated[float, typer.Option("--timeout-factor", min=0.1, help="Time limit on a mutant: this "
+                                                  "many times the test's run on the fixed code.")] = 5.0,
+    timeout_floor: Annotated[float, typer.Option("--timeout-floor", min=0.1, help="Smallest time limit on a "
+                                                 "mutant, seconds.")] = 10.0,
     instance_id: IdOpt = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
@@ -227,7 +241,9 @@ def mpe(
         mpe_config = MPEConfig(operators=ops, per_operator=per_operator, seed=settings.seed, tau=settings.tau,
                                paper_classes=paper_classes, mechanical="mechanical" in sources,
                                llm=llm.client.config.model if llm is not None else None,
-                               prefer_exercised=prefer_exercised, workers=settings.workers)
+                               prefer_exercised=prefer_exercised, workers=settings.workers,
+                               trust_tests=trust_tests, reject_tampering=reject_tampering,
+                               timeout_factor=timeout_factor, timeout_floor=timeout_floor)
         if instances is not None or predictions is not None:
             if instances is None or predictions is None:
                 raise CoHardenError("batch mode needs both --instances and --predictions")

@@ -83,6 +83,15 @@ class MPEResult(BaseModel):
     pool_incomplete_reason: str | None = None
     llm_pool: dict | None = None
     """The LLM pool report (per operator and per sample), when the LLM mutator ran."""
+    candidate_timeouts: int = 0
+    """Mutants on which the candidate hit its time limit (inadmissible: they count neither way in laxity)."""
+    reference_timeouts: int = 0
+    time_limits: dict[str, float] = Field(default_factory=dict)
+    """The time limits on mutants: each test's run on the fixed code scaled (MPEConfig.timeout_factor/floor)."""
+    tampering: list[str] = Field(default_factory=list)
+    """What the candidate did that could forge its results (see coharden.execution.tampering)."""
+    isolation: str = ""
+    """How test processes were confined (bwrap, netns, guard)."""
     llm_usage: dict = Field(default_factory=dict)
     """LLM ledger totals ``{"per_operator": {...}, "per_source": {"mechanical": ..., "llm": ...}}``."""
 
@@ -115,7 +124,7 @@ class MPEResult(BaseModel):
         return [r for r in self.mutants if r.cell is Cell.BETA]
 
     def to_json(self, *, timings: bool = True) -> dict:
-        data = self.model_dump(mode="json", exclude={"timings"} if not timings else set())
+        data = self.model_dump(mode="json", exclude={"timings", "time_limits"} if not timings else set())
         for verdict_key in ("candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
             _strip_verdict(data[verdict_key], timings)
         for m in data["mutants"]:
@@ -159,6 +168,7 @@ def _strip_verdict(verdict: dict, timings: bool) -> None:
     verdict.pop("cached", None)
     if not timings:
         verdict.pop("duration", None)
+        verdict.pop("time_limit", None)  # scaled from measured durations
 
 
 def check_fix(fix: str, patterns: Sequence[str]) -> str:
@@ -190,8 +200,9 @@ def evaluate(
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
-    cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
+    combine = config.trust_tests  # untrusted tests never share a process: one could rewrite the other's result
+    cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference], combine=combine)
+    cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference], combine=combine)
     timings["fail_to_pass"] = time.monotonic() - started
     if not (ref_buggy.failed and ref_fixed.passed):
         raise MPEError(
@@ -209,9 +220,15 @@ def evaluate(
         test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
                             tau=tau, admissible=admissible_test, paper_classes=paper_classes),
     )
-    if not fail_to_pass:
+    result.tampering = list(dict.fromkeys([*cand_buggy.tampering, *cand_fixed.tampering]))
+    result.isolation = cand_fixed.isolation
+    if config.reject_tampering and result.tampering:
+        result.test_class = TestClass.INVALID
+    if not fail_to_pass or result.test_class is TestClass.INVALID:
         result.timings = timings
         return result
+    result.time_limits = {"candidate": config.mutant_limit(cand_fixed.duration, executor.settings.timeout),
+                          "reference": config.mutant_limit(ref_fixed.duration, executor.settings.timeout)}
     mark = time.monotonic()
     if config.mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
@@ -233,8 +250,13 @@ def evaluate(
     mark = time.monotonic()
     result.pool = pool.summary()
     result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
-                                 executor_factory)
+                                 executor_factory, limits=(result.time_limits["candidate"],
+                                                           result.time_limits["reference"]), combine=combine)
     timings["mutants"] = time.monotonic() - mark
+    result.candidate_timeouts = sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
+    result.reference_timeouts = sum(1 for r in result.mutants if r.reference.outcome is Outcome.TIMEOUT)
+    result.tampering = list(dict.fromkeys([*result.tampering, *(n for r in result.mutants
+                                                                 for n in r.candidate.tampering)]))
     for mr in result.mutants:
         if mr.cell is not None:
             result.matrix.add(mr.mutant.id, mr.cell)
@@ -245,18 +267,23 @@ def evaluate(
     else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
         result.laxity = None
         result.test_class = TestClass.INCONCLUSIVE
+    if config.reject_tampering and result.tampering:
+        result.test_class = TestClass.INVALID
     timings["total"] = time.monotonic() - started
     result.timings = timings
     return result
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None) -> list[MutantResult]:
+                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None, *,
+                limits: tuple[float | None, float | None] = (None, None), combine: bool = False
+                ) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
-    (its own workspace), so parallel and serial runs see the same files."""
+    (its own workspace), so parallel and serial runs see the same files. ``limits``: the time limit of the
+    candidate and of the reference on a mutant; ``combine``: both tests are trusted to share a process."""
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
-        cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
+        cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits))
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
