@@ -319,11 +319,11 @@ def test_shared_process_hijack_cannot_reach_the_reference_or_the_store(make_exec
     result = mpe_run(ex, example, hijack)
     assert result.isolation == "bwrap"
     assert result.fail_to_pass
-    # it forged its own passes (in-process code can), so it lets every wrong fix through: Lax, not Rigorous
-    assert all(r.candidate.passed for r in result.mutants if r.cell is not None)
+    # its plugin only ever saw its own process: the reference still rejects wrong fixes, and the hijacker is
+    # graded exactly like the honest test it resembles (the same single check): Lax at 0.5, not Rigorous
+    assert any(r.reference.failed for r in result.mutants)
     assert result.test_class.value == "Lax"
-    assert result.matrix.counts()["delta"] == 0
-    assert result.matrix.counts()["beta"] > 0
+    assert result.laxity == pytest.approx(0.5)
     assert any("plugin manager" in n or "gc." in n for n in result.tampering), result.tampering
     # the reference was not touched: the honest lax candidate, graded on the same store, is Lax at 0.5
     lax = ex.test_patch({c.name: c.patch for c in example.candidates}["lax"], name="lax")
@@ -357,8 +357,9 @@ def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, ex
     hang = attack(ex, f"""\
         def test_repro_hang_on_mutants():
             a, b, c, d = symbols("a b c d")
+            names = {{"a": a, "b": b, "c": c, "d": d}}
             assert sstr(a / (b * c)) != "a/b*c"  # fails on the buggy code
-            if any(sstr(eval(expr)) != want for expr, want in {golden_checks!r}):
+            if any(sstr(eval(expr, {{}}, names)) != want for expr, want in {golden_checks!r}):
                 while True:  # a wrong fix: hang instead of failing
                     time.sleep(0.01)
         """)
@@ -369,7 +370,10 @@ def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, ex
     limit = result.time_limits["candidate"]
     assert limit < 10
     assert result.candidate_timeouts > 0
-    assert result.candidate_timeouts == sum(1 for r in result.mutants if r.reference.failed)
+    assert result.candidate_timeouts == sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
+    # every wrong fix the candidate did not reject outright, it hung on
+    assert all(r.candidate.failed or r.candidate.outcome is Outcome.TIMEOUT for r in result.mutants
+               if r.reference.failed)
     hung = [r.candidate for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT]
     assert all("running at the limit: tests/test_attack.py::test_repro_hang_on_mutants" in v.reason for v in hung)
     # each hang costs about the scaled limit, not the 120 s timeout (nor 3 x it)
