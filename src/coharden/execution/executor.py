@@ -18,6 +18,7 @@ for a time limit no larger than the one it was reached under.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import subprocess
@@ -136,6 +137,12 @@ class InstanceExecutor:
                 self._server = None
         return self._server
 
+    def shared_dir(self) -> Path | None:
+        """A directory for files coharden hands to instrumented runs (:meth:`run_raw` ``readable``): visible
+        read-only to the warm server's runs, so they need no fresh process. None without a fork server."""
+        server = self._fork_server()
+        return server.shared if server is not None else None
+
     def workspace_root(self) -> Path:
         """The workspace directory (opened on first use)."""
         return self._root()
@@ -237,20 +244,32 @@ class InstanceExecutor:
         return final
 
     def run_raw(self, source_patch: str, test: TestPatch, *, extra_args: list[str] | None = None,
-                extra_env: dict[str, str] | None = None) -> PytestRun:
+                extra_env: dict[str, str] | None = None, readable: Sequence[Path] = ()) -> PytestRun:
         """Run one test on base + ``source_patch`` with extra pytest arguments / environment (no caching).
 
-        Used for instrumented runs such as recording inputs.
+        Used for instrumented runs such as recording inputs. ``readable``: directories the run must see
+        (read-only) although the sandbox hides them (an instrumenting plugin's); such a run is a fresh process.
+        Files the run writes for the caller belong in the worktree (the only writable place).
         """
         root = self._root()
         self.workspace.reset()
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env)
+        return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env,
+                         readable=tuple(readable))
 
-    def _run(self, root: Path, ids: list[str], limit: float | None, **extra: object) -> PytestRun:
-        run = run_pytest(root, ids, self.settings, self.python, **self._runner(), time_limit=limit,
+    def _run(self, root: Path, ids: list[str], limit: float | None, *, readable: tuple[Path, ...] = (),
+             **extra: object) -> PytestRun:
+        runner = self._runner()
+        server = runner["server"]
+        if server is not None and all(Path(p).is_relative_to(server.shared) for p in readable):
+            readable = ()  # the server's sandbox shows its shared directory already
+        if readable and runner["confine"] is not None:
+            runner["confine"] = dataclasses.replace(runner["confine"],
+                                                    readable=(*runner["confine"].readable, *readable))
+            runner["server"] = None  # a server's sandbox was fixed when it started
+        run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
                          **extra)  # type: ignore[arg-type]
         if run.lost:
             self.server_losses.append(run.lost)

@@ -13,6 +13,7 @@ during which the server dies (a test killed it) comes back with ``lost`` set; th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -52,8 +53,12 @@ class ForkServer:
         cmd = [python, str(script)]
         if preload:
             cmd.append("--preload=" + ",".join(preload))
+        # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
+        self.shared = self.scratch / "shared"
+        self.shared.mkdir()
         if confine is not None:
-            confine = confine.with_writable(self.scratch)
+            confine = dataclasses.replace(confine.with_writable(self.scratch),
+                                          protected=(*confine.protected, self.shared))
         self.confine = confine
         cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
         self.env_overrides: dict[str, str] = {}

@@ -48,7 +48,7 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
     ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input."""
     if not targets:
         return []
-    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-"))
+    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-", dir=executor.shared_dir()))
     try:
         shutil.copy(Path(__file__).with_name("recorder_plugin.py"), plugin_dir / "coharden_recorder.py")
         records: list[dict[str, Any]] = []
@@ -67,9 +67,9 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
                                           for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         for index, test in enumerate(tests):
-            out = plugin_dir / f"records-{index}.jsonl"
+            out = root / f".coharden-records-{index}.jsonl"  # the worktree: writable in the test sandbox
             executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
-                             extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
+                             extra_env={**env, "COHARDEN_RECORD_OUT": str(out)}, readable=[plugin_dir])
             if out.exists():  # the plugin opens it at start: it ran, even if no target was called
                 records.append({"kind": "session", "from_test": test.name or f"test{index}"})
                 for line in out.read_text().splitlines():
