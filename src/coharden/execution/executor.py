@@ -88,6 +88,7 @@ class InstanceExecutor:
         self._server_failed = ""  # why the fork server is not used, once it failed
         self.server_losses: list[str] = []  # runs during which a test killed the fork server
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
+        self._lane_thread: ThreadPoolExecutor | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> InstanceExecutor:
@@ -103,6 +104,9 @@ class InstanceExecutor:
         if self._lane is not None:
             self._lane.close()
             self._lane = None
+        if self._lane_thread is not None:
+            self._lane_thread.shutdown()
+            self._lane_thread = None
         self.workspace.close()
 
     def _run_two(self, source_patch: str, tests: list[TestPatch], limits: list[float]
@@ -113,11 +117,16 @@ class InstanceExecutor:
         if self._lane is None:
             self._lane = InstanceExecutor(self.instance, self.workspace.source,
                                           self.settings.with_overrides(test_lanes=1), None)
+            # one long-lived thread: the lane's sandbox dies with the thread that started it (bwrap's
+            # --die-with-parent follows the starting thread)
+            self._lane_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coharden-lane")
         lane = self._lane
+        assert self._lane_thread is not None
         before = lane.runs
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            other = pool.submit(lane._run_together, source_patch, [tests[1]], [limits[1]], False)
+        other = self._lane_thread.submit(lane._run_together, source_patch, [tests[1]], [limits[1]], False)
+        try:
             mine, _ = self._run_together(source_patch, [tests[0]], [limits[0]], False)
+        finally:
             theirs, _ = other.result()
         self.runs += lane.runs - before
         ran = {**mine, **({1: theirs[0]} if 0 in theirs else {})}
