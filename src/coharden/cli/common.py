@@ -1,31 +1,44 @@
-"""What every command-line module shares: option types, consoles, errors, settings, and the LLM client
-built from the usual flags. Sub-command modules (suite, env, overfit, ...) import these instead of
-redefining them."""
+"""What every command-line module shares: the app factory, consoles, the error decorator, settings, the LLM
+client built from the LLM option group, and instance / patch arguments. The options themselves are in
+:mod:`coharden.cli.options`."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from coharden.cli.options import ConfigOpt as ConfigOpt
+from coharden.cli.options import IdOpt as IdOpt
+from coharden.cli.options import JsonOpt as JsonOpt
+from coharden.cli.options import PythonOpt as PythonOpt
+from coharden.cli.options import ReposOpt as ReposOpt
+from coharden.cli.options import StoreOpt as StoreOpt
+from coharden.cli.options import TimeoutOpt as TimeoutOpt
+from coharden.cli.options import parse_operators as parse_operators
 from coharden.config import Settings, load_settings
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
-    from coharden.llm import Ledger, LLMClient
+    from coharden.llm import Ledger, LLMClient, LLMConfig
 
 console = Console()
 err_console = Console(stderr=True)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
-ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
-IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def new_app(**kwargs: Any) -> typer.Typer:
+    """A typer app (or command group) with the settings every group of coharden shares: plain click help and
+    errors (one ``Error: ...`` line; typer's rich panels wrap the message and render flags as ``<bool>``),
+    no typer traceback pages, help when called without arguments."""
+    return typer.Typer(**{"no_args_is_help": True, "pretty_exceptions_enable": False, "rich_markup_mode": None,
+                          "context_settings": {"max_content_width": 120}, **kwargs})
 
 
 def settings_from(config: Path | None, **overrides: object) -> Settings:
@@ -35,16 +48,35 @@ def settings_from(config: Path | None, **overrides: object) -> Settings:
 
 def fail(message: str, code: int = 2) -> None:
     """Print a user-facing error and exit (code 2: bad input or environment)."""
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+def cli_errors(command: F) -> F:
+    """The one error boundary of a command: a :class:`CoHardenError` (bad input, an environment problem) is
+    printed as one ``error:`` line with exit status 2, never a traceback; so is undecodable input."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except CoHardenError as exc:
+            fail(str(exc))
+        except UnicodeDecodeError as exc:
+            fail(f"input is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
                default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
-               ledger: Ledger | None = None, what: str = "this command", **config: object) -> LLMClient:
-    """An LLM client from the flags and ``$COHARDEN_LLM_*``: record/replay store (default next to the result
-    store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature, max_tokens, ...).
-    A missing model or a bad mode is a clear error."""
+               ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
+               **config: object) -> LLMClient:
+    """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
+    the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
+    max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
+    clear error."""
     from pydantic import ValidationError
 
     from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
@@ -54,8 +86,9 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
     except ValueError as exc:
         raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
     try:
-        llm_config = LLMConfig.from_env(model=model, api_base=api_base,
-                                        **{k: v for k, v in config.items() if v is not None})
+        if llm_config is None:
+            llm_config = LLMConfig.from_env(model=model, api_base=api_base,
+                                            **{k: v for k, v in config.items() if v is not None})
     except ValidationError as exc:
         if any(e["loc"] == ("model",) for e in exc.errors()):
             raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
@@ -65,20 +98,6 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
         budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
     return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
                      budget=budget, ledger=ledger)
-
-
-def parse_operators(value: str | None) -> list:  # type: ignore[type-arg]
-    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
-    from coharden.mutation.pool import MECHANICAL_OPERATORS
-    from coharden.schema.mutant import Operator
-
-    if not value:
-        return list(MECHANICAL_OPERATORS)
-    try:
-        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError as exc:
-        known = ", ".join(op.value for op in MECHANICAL_OPERATORS)
-        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
 
 
 def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
@@ -104,4 +123,12 @@ def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: st
     if not path.is_file():
         known = ", ".join(["golden", *candidates])
         raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name ({known})")
-    return path.stem, path.read_text()
+    return path.stem, read_text(path, what)
+
+
+def read_text(path: Path, what: str) -> str:
+    """The text of a file given on the command line; undecodable bytes are a one-line error naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CoHardenError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc

@@ -1,0 +1,109 @@
+"""The command line's shape and its errors: shared options, range-checked numbers, help, messages, output."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from coharden.cli import app
+from coharden.cli.common import cli_errors
+from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
+
+
+def _commands(group: Any = None, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(name, click command) of every command; typer vendors click, hence the duck typing."""
+    group = group or typer.main.get_command(app)
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            yield from _commands(command, f"{path}{name} ")
+        else:
+            yield f"{path}{name}", command
+
+
+def _one_error_line(result) -> str:  # type: ignore[no-untyped-def]
+    """The error line of a failed invocation, checking there is exactly one and no traceback."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.lower().startswith("error")]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+@pytest.fixture
+def instance_dir(calc_repo, tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    repo, base = calc_repo
+    directory = tmp_path / "instance"
+    directory.mkdir()
+    (directory / "fix.diff").write_text(make_patch(repo, CALC_FIX))
+    (directory / "golden.diff").write_text(make_patch(repo, calc_test_file(GOOD_TEST)))
+    (directory / "instance.yaml").write_text(
+        f"instance_id: calc-1\nrepo: {repo}\nbase_commit: {base}\npatch: fix.diff\ntest_patch: golden.diff\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    return directory
+
+
+# --- item 1: every shared option defined once, one error boundary ---------------------------------------------
+
+def test_every_command_has_the_error_boundary_and_shared_options_agree() -> None:
+    commands = dict(_commands())
+    assert {"verify", "mpe", "run", "eval", "agent", "suite run", "overfit refine", "env build"} <= set(commands)
+    helps: dict[str, set[str]] = {}
+    for name, command in commands.items():
+        if name in ("mock-llm", "env run"):
+            continue  # no domain errors: the server and a pass-through command
+        assert getattr(command.callback, "__wrapped__", None) is not None, f"{name} has no error boundary"
+        for param in command.params:
+            if param.param_type_name == "option" and param.opts[-1] in ("--llm-mode", "--llm-store", "--store",
+                                                                       "--json", "--config", "--python"):
+                helps.setdefault(param.opts[-1], set()).add(param.help or "")
+    assert all(len(texts) == 1 for texts in helps.values()), helps  # one definition, one help text
+
+
+def test_the_error_boundary_prints_one_line_for_a_domain_error(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["mpe", str(tmp_path), "--config", str(tmp_path / "missing.yaml")])
+    assert "missing.yaml: config file not found" in _one_error_line(result)
+
+    @cli_errors
+    def raises_bytes() -> None:
+        b"\xff\xfe".decode()
+
+    with pytest.raises(typer.Exit):
+        raises_bytes()
+
+
+# --- item 2: numeric flags are range-checked at the command line ----------------------------------------------
+
+@pytest.mark.parametrize(("args", "flag", "allowed"), [
+    (["mpe", "x", "--per-operator", "-3"], "--per-operator", ">= 1"),
+    (["mpe", "x", "--per-operator", "0"], "--per-operator", ">= 1"),
+    (["mpe", "x", "--workers", "0"], "--workers", ">= 1"),
+    (["mpe", "x", "--tau", "1.5"], "--tau", "0 to 1"),
+    (["verify", "x", "--timeout", "-1"], "--timeout", "> 0"),
+    (["run", "x", "--rounds", "-1"], "--rounds", ">= 1"),
+    (["eval", "--instances", "x", "--seed", "-2"], "--seed", ">= 0"),
+    (["suite", "mutants", "m.py", "--workers", "0"], "--workers", ">= 1"),
+    (["overfit", "refine", "--instances", "x", "--fixes", "gold", "--tests", "t", "--max-iterations", "16"],
+     "--max-iterations", "0 to 15"),
+])
+def test_bad_numeric_flags_are_one_line(args, flag, allowed, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    line = _one_error_line(CliRunner().invoke(app, args))
+    assert f"'{flag}'" in line
+    assert f"(allowed: {allowed})" in line
+
+
+def test_every_numeric_option_is_range_checked() -> None:
+    unchecked = [f"{name} {param.opts[-1]}" for name, command in _commands() for param in command.params
+                 if param.param_type_name == "option" and not param.is_flag
+                 and getattr(param, "type_descriptor", None) is not None
+                 and param.type_descriptor.annotation in (int, float) and param.callback is None]
+    assert unchecked == []
+    checked = [p for _, c in _commands() for p in c.params if p.param_type_name == "option" and p.callback]
+    assert len(checked) > 40  # the walk does see the options
