@@ -107,3 +107,25 @@ def test_every_numeric_option_is_range_checked() -> None:
     assert unchecked == []
     checked = [p for _, c in _commands() for p in c.params if p.param_type_name == "option" and p.callback]
     assert len(checked) > 40  # the walk does see the options
+
+
+# --- item 3: help and --version -------------------------------------------------------------------------------
+
+def test_version_and_help_texts() -> None:
+    from coharden import __version__
+    from coharden.schema.mutant import Operator
+
+    runner = CliRunner()
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0
+    assert version.stdout.strip() == f"coharden {__version__}"
+    for name, _ in [("", None), *_commands()]:
+        shown = runner.invoke(app, [*name.split(), "--help"], terminal_width=200)
+        assert shown.exit_code == 0, name
+        assert "<bool>" not in shown.stdout, name  # flags take no value
+    flat = " ".join(runner.invoke(app, ["mpe", "--help"], terminal_width=200).stdout.split())
+    assert all(op.value in flat for op in Operator)  # --operators names every operator
+    assert "default 0.202, the paper's MPE cutoff" in flat
+    run_help = " ".join(runner.invoke(app, ["run", "--help"], terminal_width=200).stdout.split())
+    assert "default 0.2, the CoHarden loop's threshold" in run_help
+    assert "--seed <int> Seed of the loop's samplers" in run_help

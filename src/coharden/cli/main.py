@@ -56,8 +56,19 @@ from coharden.errors import CoHardenError
 app = new_app(name="coharden", help="Measure and harden the rigor of bug reproduction tests with mutant patches.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from coharden import __version__
+
+        print(f"coharden {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
+) -> None:
     """coharden: verdicts, mutation patch evaluation (MPE) and hardening of reproduction tests."""
 
 
