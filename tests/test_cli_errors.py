@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,59 @@ def test_version_and_help_texts() -> None:
     run_help = " ".join(runner.invoke(app, ["run", "--help"], terminal_width=200).stdout.split())
     assert "default 0.2, the CoHarden loop's threshold" in run_help
     assert "--seed <int> Seed of the loop's samplers" in run_help
+
+
+# --- item 4: precise messages ---------------------------------------------------------------------------------
+
+def test_patch_and_flag_messages(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = calc_repo
+    runner = CliRunner()
+    store = ["--store", str(tmp_path / "s.sqlite"), "--timeout", "30"]
+
+    def error(*args: str) -> str:
+        return _one_error_line(runner.invoke(app, [*args, *store]))
+
+    broken = tmp_path / "broken.diff"
+    broken.write_text(make_patch(repo, calc_test_file("def test_broken(:\n    pass")))
+    assert "broken: the test patch leaves tests/test_calc.py with a syntax error (line" in \
+        error("verify", str(instance_dir), "--test", str(broken))
+    prose = tmp_path / "notes.txt"
+    prose.write_text("just some notes\n")
+    assert error("verify", str(instance_dir), "--test", str(prose)) == \
+        f"error: --test: {prose} is not a unified diff (no file changes in it)"
+    empty = tmp_path / "empty.diff"
+    empty.write_text("")
+    assert error("verify", str(instance_dir), "--fix", str(empty)) == f"error: --fix: {empty} is empty"
+    test_only = tmp_path / "test-only.diff"
+    test_only.write_text(make_patch(repo, calc_test_file(GOOD_TEST)))
+    assert "--fix: the patch changes no source file (only tests: give it as --test)" in \
+        error("verify", str(instance_dir), "--fix", str(test_only))
+    binary = tmp_path / "latin1.diff"
+    binary.write_bytes(make_patch(repo, CALC_FIX).encode() + b"# caf\xe9\n")
+    assert f"--test: {binary} is not UTF-8 text" in error("verify", str(instance_dir), "--test", str(binary))
+    records = tmp_path / "records.jsonl"
+    records.write_bytes(b'{"instance_id": "caf\xe9", "repo": "o/n", "base_commit": "c"}\n')
+    assert f"{records}: not UTF-8 text" in error("verify", str(records))
+    assert "--executor: 'foo' (known: local, ray)" in error("mpe", str(instance_dir), "--executor", "foo")
+    assert "--method: 'bogus' (known: coharden, fix-only," in error("run", str(instance_dir), "--method", "bogus")
+
+
+def test_env_infer_on_a_directory_inside_a_repository_analyses_that_directory() -> None:
+    project = Path(__file__).resolve().parents[1] / "examples" / "boundary_check" / "project"
+    result = CliRunner().invoke(app, ["env", "infer", str(project)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["repo"] == str(project)
+    assert "analysing the files of this directory only" in " ".join(result.stderr.split())
+    at_commit = CliRunner().invoke(app, ["env", "infer", str(project), "--commit", "HEAD~1"])
+    assert "give the repository's top directory" in _one_error_line(at_commit)
+
+
+def test_an_unclassified_mpe_says_so_once(instance_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(app, [
+        "mpe", str(instance_dir), "--mutator", "llm", "--model", "openai/gpt-4o-mini", "--api-base",
+        "http://127.0.0.1:9/v1", "--budget-usd", "0", "--samples", "1", "--store", str(tmp_path / "s.sqlite"),
+        "--timeout", "30", "-w", "1"])
+    assert result.exit_code == 1, result.output
+    assert "Inconclusive" not in result.output
+    assert result.output.count("no classification") == 1
+    assert result.output.count("LLM pool incomplete") == 1

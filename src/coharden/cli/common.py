@@ -123,7 +123,33 @@ def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: st
     if not path.is_file():
         known = ", ".join(["golden", *candidates])
         raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name ({known})")
-    return path.stem, read_text(path, what)
+    return path.stem, read_patch_file(path, what)
+
+
+def read_patch_file(path: Path, what: str) -> str:
+    """A patch file given on the command line: UTF-8 text holding a unified diff (else a one-line error)."""
+    from coharden.patches import touched_files
+
+    text = read_text(path, what)
+    if not text.strip():
+        raise CoHardenError(f"{what}: {path} is empty")
+    if not touched_files(text):
+        raise CoHardenError(f"{what}: {path} is not a unified diff (no file changes in it)")
+    return text
+
+
+def fix_source(text: str, settings: Settings, what: str = "--fix") -> str:
+    """The source part of a fix given on the command line; a fix that changes no source file is an error,
+    and one that also changes tests is used without them (with a warning)."""
+    from coharden.patches import split_patch
+
+    source, tests = split_patch(text, settings.test_patterns)
+    if not source.strip():
+        raise CoHardenError(f"{what}: the patch changes no source file" + (" (only tests: give it as --test)"
+                                                                            if tests.strip() else ""))
+    if tests.strip():
+        err_console.print("[yellow]warning:[/] the fix touches test files; only its source part is used")
+    return source
 
 
 def read_text(path: Path, what: str) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, read_text
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, read_patch_file, read_text
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
@@ -64,13 +64,25 @@ def _load_plan(path: Path) -> Any:
     return EnvPlan.from_json(read_text(path, "plan"), source=str(path))
 
 
-def _infer(repo: Path, commit: str) -> Any:
+def _infer(repo: Path, commit: str, *, directory: bool = False) -> Any:
+    """The plan of ``repo`` at ``commit``. ``repo`` must be the top of a git repository, not a directory inside
+    one (whose enclosing repository would be analysed instead); with ``directory``, such a directory, or one
+    outside any repository, is analysed alone, as its files are on disk."""
     from coharden.environment.inference import infer_plan
-    from coharden.environment.sources import GitSource
+    from coharden.environment.sources import DirSource, GitSource
+    from coharden.execution.git import git
 
-    source = GitSource(repo)
-    if commit != "HEAD":
-        source = GitSource(repo, commit)
+    if not repo.is_dir():
+        raise CoHardenError(f"{repo}: not a directory")
+    top = git(["rev-parse", "--show-toplevel"], repo, check=False)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo.resolve():
+        inside = f"lies inside the git repository {top.stdout.strip()}" if top.returncode == 0 else \
+            "is not a git repository"
+        if not directory or commit != "HEAD":
+            raise CoHardenError(f"{repo}: {inside}; give the repository's top directory")
+        err_console.print(f"[dim]{repo} {inside}: analysing the files of this directory only[/]")
+        return infer_plan(DirSource(repo.resolve()), repo=str(repo.resolve()), commit="")
+    source = GitSource(repo, commit)
     return infer_plan(source, repo=str(source.repo), commit=source.commit)
 
 
@@ -87,7 +99,7 @@ def env_infer(
     """Infer an environment plan from packaging, requirements, tox / nox and CI files (no build)."""
     from coharden.environment.dockerfile import render_dockerfile
 
-    plan = _infer(repo, commit)
+    plan = _infer(repo, commit, directory=True)
     if output is not None:
         output.write_text(plan.to_json())
     if dockerfile is not None:
@@ -95,7 +107,7 @@ def env_infer(
     if as_json or output is None:
         print(plan.to_json(), end="")
         return
-    table = Table(title=f"environment plan for {plan.repo} @ {plan.commit[:12]}")
+    table = Table(title=f"environment plan for {plan.repo} @ {plan.commit[:12] or 'files on disk'}")
     table.add_column("field")
     table.add_column("value", overflow="fold")
     table.add_row("python", f"{plan.python} (requires {plan.python_requires or 'any'}; tested "
@@ -245,7 +257,7 @@ def _read_fix(fix: Path | None) -> str | None:
         return None
     if not fix.is_file():
         raise CoHardenError(f"--fix: {fix} not found")
-    return read_text(fix, "--fix")
+    return read_patch_file(fix, "--fix")
 
 
 @reproduce_app.command("check")
@@ -281,7 +293,8 @@ def reproduce_check(
         raise CoHardenError("give exactly one of --patched and --fix")
     settings = _run_settings(_settings(config, python=python, timeout=timeout), repo, buggy, use_env, docker,
                              base_python)
-    report = check_reproduction(repo, buggy, test.read_text(), settings, patched=patched, fix=_read_fix(fix),
+    report = check_reproduction(repo, buggy, read_patch_file(test, "--test"), settings, patched=patched,
+                                fix=_read_fix(fix),
                                 expect=Expectation(exception=expect_exception, message=expect_message),
                                 mock_services=mock_services, strict_mocks=strict_mocks, test_ids=ids or None)
     if as_json:
@@ -347,7 +360,7 @@ def reproduce_generate(
     base = _settings(config, python=python, timeout=timeout)
     llm = _llm(base, model, api_base, llm_store, llm_mode, budget_usd, required=True)
     settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
-    result = generate_reproduction(repo, buggy, issue.read_text(), settings, llm, patched=patched,
+    result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
                                    fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
                                                                           message=expect_message),
                                    test_path=test_path, max_attempts=attempts, mock_services=mock_services,

@@ -14,6 +14,7 @@ from coharden.cli.common import (
     cli_errors,
     console,
     err_console,
+    fix_source,
     llm_client,
     new_app,
     pick_instance,
@@ -91,7 +92,6 @@ def verify(
     from coharden.execution.store import Store
     from coharden.execution.verify import fail_to_pass
     from coharden.instances import resolve_repo
-    from coharden.patches import split_patch
 
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
     local = pick_instance(instance, instance_id, settings)
@@ -99,13 +99,13 @@ def verify(
     candidates = {c.name: c.patch for c in local.candidates}
     test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
     _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
-    fix_source, fix_tests = split_patch(fix_text, settings.test_patterns)
-    if fix_tests.strip():
-        err_console.print("[yellow]warning:[/] the fix touches test files; only its source part is used")
     repo = resolve_repo(inst, settings.repos_dir)
+    if not fix_text.strip():
+        raise CoHardenError(f"--fix: {inst.instance_id} has no golden fix; give a fix patch file")
+    source = fix_source(fix_text, settings)
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor:
         spec = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        result = fail_to_pass(executor, spec, fix_source)
+        result = fail_to_pass(executor, spec, source)
     if as_json:
         print(json.dumps({"instance_id": inst.instance_id, "test": test_name, **result.to_json()}, indent=2))
     else:
@@ -152,8 +152,9 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
-    laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
-    console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
+    if result.pool_complete:  # else the caller says why there is no class, once
+        laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
+        console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
     lax = result.lax_mutants()
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
@@ -183,8 +184,6 @@ def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
                     ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-",
                     f"{u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}", f"{u.get('cost_usd', 0.0):.4f}")
     console.print(llm)
-    if not result.pool_complete:
-        console.print(f"[bold red]{result.pool_incomplete_reason}[/]")
 
 
 @app.command()
@@ -232,6 +231,10 @@ def mpe(
 
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
+    if executor not in ("local", "ray"):
+        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
+    if executor != "local" and instances is None:
+        raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
     sources = parse_mutators(mutator)
     ops = parse_operators(operators)
     llm = None

@@ -12,7 +12,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, pick_instance, read_patch_arg
+from coharden.cli.common import (
+    cli_errors,
+    console,
+    err_console,
+    fix_source,
+    llm_client,
+    new_app,
+    pick_instance,
+    read_patch_arg,
+)
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
@@ -192,6 +201,7 @@ def reward_command(
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
     _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
+    fix_text = fix_source(fix_text, settings)
     _, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
     check_backend(settings, backend, inst.python)
     settings = coverage_settings(settings, backend)
