@@ -186,3 +186,47 @@ def test_an_unclassified_mpe_says_so_once(instance_dir, tmp_path) -> None:  # ty
     assert "Inconclusive" not in result.output
     assert result.output.count("no classification") == 1
     assert result.output.count("LLM pool incomplete") == 1
+
+
+# --- item 5: progress on stderr, output never wrapped ---------------------------------------------------------
+
+def test_single_mpe_shows_mutant_progress_on_a_terminal_only(instance_dir, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from rich.console import Console
+
+    import coharden.cli.common as common
+
+    args = ["mpe", str(instance_dir), "--store", str(tmp_path / "s.sqlite"), "--timeout", "30", "-w", "1"]
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=screen, force_terminal=True, width=160))
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    total = sum(row["total"] for row in json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+                ["per_operator"].values())
+    assert total > 0
+    assert f"{total}/{total}" in screen.getvalue()
+    assert "mutants" in screen.getvalue()
+    quiet = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=quiet, force_terminal=True, width=160))
+    assert CliRunner().invoke(app, [*args, "--json"]).exit_code == 0
+    assert quiet.getvalue() == ""  # --json: no bar
+    piped = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=piped, width=160))
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert piped.getvalue() == ""  # stderr not a terminal: no bar
+
+
+def test_printed_mutant_diffs_are_not_wrapped(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    example = Path(__file__).resolve().parents[1] / "examples" / "boundary_check"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    args = ["mpe", str(example), "--test", "lax", "--store", str(tmp_path / "s.sqlite"), "--show", "50"]
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    lax = [m["mutant"]["patch"] for m in data["mutants"] if m["cell"] == "beta"]
+    assert lax, "the lax example lets some mutant through"
+    assert max(len(line) for patch in lax for line in patch.splitlines()) > 30
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "30"})
+    assert shown.exit_code == 0, shown.output
+    for patch in lax:
+        assert patch.rstrip("\n") in shown.stdout  # verbatim: narrow or piped output does not break the diff

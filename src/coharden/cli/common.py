@@ -5,7 +5,8 @@ client built from the LLM option group, and instance / patch arguments. The opti
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,8 +28,10 @@ from coharden.errors import CoHardenError
 if TYPE_CHECKING:
     from coharden.llm import Ledger, LLMClient, LLMConfig
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: printed lines are never wrapped (piped output used to break at 80 columns, and with it the printed
+# diffs); tables still fit the terminal's width
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,6 +42,35 @@ def new_app(**kwargs: Any) -> typer.Typer:
     no typer traceback pages, help when called without arguments."""
     return typer.Typer(**{"no_args_is_help": True, "pretty_exceptions_enable": False, "rich_markup_mode": None,
                           "context_settings": {"max_content_width": 120}, **kwargs})
+
+
+@contextmanager
+def progress_bar(label: str, *, quiet: bool = False, total: int | None = None) -> Iterator[Callable[..., None]]:
+    """A progress bar on stderr, yielding ``update(**fields)`` (rich's ``Progress.update`` of its one task:
+    total, completed, advance, description). Silent under ``quiet`` (``--json``) and when stderr is not a
+    terminal; gone from the screen when done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err_console, transient=True,
+                  disable=quiet or not err_console.is_terminal) as bar:
+        task = bar.add_task("", total=total)
+
+        def update(**fields: Any) -> None:
+            bar.update(task, **fields)
+
+        yield update
+
+
+def print_diff(text: str) -> None:
+    """A patch on stdout exactly as it is (never wrapped, so it still applies), coloured on a terminal."""
+    from rich.syntax import Syntax
+
+    body = text.rstrip("\n")
+    if console.is_terminal:
+        console.print(Syntax(body, "diff", theme="ansi_dark").highlight(body), soft_wrap=True)
+    else:
+        console.out(body, highlight=False)
 
 
 def settings_from(config: Path | None, **overrides: object) -> Settings:

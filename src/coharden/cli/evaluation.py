@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.common import cli_errors, console, err_console, progress_bar
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ConfigOpt,
@@ -72,8 +72,6 @@ def eval_command(
     """Grade fixes (Resolved, SWE-bench semantics) and tests (F->P, MPE class, laxity) of any system, side by
     side: coupling of test and fix errors, test overfitting, test injection, cutoff sensitivity, loop runs.
     Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from coharden.evaluation.grading import GradeOptions
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
     from coharden.execution.store import Store
@@ -86,15 +84,12 @@ def eval_command(
     options = GradeOptions(**{k: params[k] for k in GradeOptions.model_fields})
     inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                              injections=injection or [], runs=runs, overfit=overfit or [])
-    with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err_console, transient=as_json) as bar:
-        task = bar.add_task("", total=None)
-
+    with progress_bar("eval", quiet=as_json) as update:
         def planned(total: int) -> None:
-            bar.update(task, total=total)
+            update(total=total)
 
         def advance(instance_id: str, what: str) -> None:
-            bar.update(task, advance=1, description=f"{instance_id}: {what}")
+            update(advance=1, description=f"{instance_id}: {what}")
 
         report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
                                 on_plan=planned)

@@ -18,6 +18,8 @@ from coharden.cli.common import (
     llm_client,
     new_app,
     pick_instance,
+    print_diff,
+    progress_bar,
     read_patch_arg,
 )
 from coharden.cli.common import settings_from as _settings
@@ -123,8 +125,6 @@ def verify(
 
 
 def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
-    from rich.syntax import Syntax
-
     table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
     for col in ("", "buggy", "fixed"):
         table.add_column(col)
@@ -160,7 +160,7 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
         for mr in lax[:show]:
             console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
-            console.print(Syntax(mr.mutant.patch, "diff", theme="ansi_dark", word_wrap=True))
+            print_diff(mr.mutant.patch)
 
 
 def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
@@ -254,7 +254,11 @@ def mpe(
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
-    result = _mpe_single(instance, instance_id, test, reference, settings, params)
+    with progress_bar("mpe", quiet=as_json) as update:
+        def report(stage: str, done: int, total: int | None) -> None:
+            update(description=stage, completed=done, total=total)
+
+        result = _mpe_single(instance, instance_id, test, reference, settings, {**params, "progress": report})
     if as_json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -303,8 +307,6 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, params: dict,  # type: ignore[no-untyped-def,type-arg]
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from coharden.execution.engine import make_engine
     from coharden.instances import load_records
     from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, stage_times, summarize
@@ -312,12 +314,9 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     records = {inst.instance_id: inst for inst in load_records(instances)}
     preds = load_predictions(predictions)
-    with Progress(TextColumn("mpe"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.description}"), console=err_console) as bar:
-        task = bar.add_task("", total=len(preds))
-
+    with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
         def advance(row: dict) -> None:  # type: ignore[type-arg]
-            bar.update(task, advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
+            update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
         engine = make_engine(executor, workers=settings.workers, address=address)
         try:
@@ -365,7 +364,8 @@ def examples_check(
 ) -> None:
     """Run MPE on every bundled candidate test and compare with its label (exit 1 on any mismatch)."""
     settings = _settings(config, store=store, workers=workers)
-    rows = _check_examples(directory, only or [], settings)
+    with progress_bar("examples", quiet=as_json) as update:
+        rows = _check_examples(directory, only or [], settings, update)
     if as_json:
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
@@ -380,7 +380,9 @@ def examples_check(
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 
 
-def _check_examples(directory: Path, only: list[str], settings: Settings) -> list[dict]:  # type: ignore[type-arg]
+def _check_examples(directory: Path, only: list[str], settings: Settings,  # type: ignore[no-untyped-def]
+                    update=lambda **_: None) -> list[dict]:  # type: ignore[type-arg]
+    """One row per candidate test of every example; ``update`` (a progress bar's) hears candidates done / all."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
@@ -394,8 +396,9 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
         raise CoHardenError(f"{directory}: no examples found")
     store = Store(settings.store)
     rows: list[dict] = []  # type: ignore[type-arg]
-    for example in dirs:
-        local = load_local(example, settings.cache_dir)
+    examples = [(example, load_local(example, settings.cache_dir)) for example in dirs]
+    update(total=sum(1 + len(local.candidates) for _, local in examples), completed=0)
+    for example, local in examples:
         inst = local.instance
         repo = resolve_repo(inst, settings.repos_dir)
 
@@ -406,6 +409,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
             reference = executor.golden_test()
             for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
+                update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference, executor_factory=factory,
                                   **mpe_params(settings, parse_operators(None), None))
@@ -417,6 +421,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
                              "got": result.test_class.value, "laxity": result.laxity, "ok": ok,
                              "matrix": "/".join(str(counts[k]) for k in ("alpha", "beta", "gamma", "delta")),
                              "per_operator": result.per_operator()})
+                update(advance=1)
     return rows
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, read_text
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, print_diff, read_text
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
@@ -112,8 +112,6 @@ def _client(model: str | None, api_base: str | None, temperature: float | None, 
 
 
 def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:  # type: ignore[type-arg]
-    from rich.syntax import Syntax
-
     by_id = {m.id: m for m in mutants}
     if not survivors or not show:
         return
@@ -121,7 +119,7 @@ def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:  
     for mid in survivors[:show]:
         m = by_id[mid]
         console.print(f"[bold]{m.id}[/] {m.operator} line {m.line}: {m.description}")
-        console.print(Syntax(m.diff, "diff", theme="ansi_dark"))
+        print_diff(m.diff)
 
 
 @suite_app.command("mutants")

@@ -160,6 +160,14 @@ def check_fix(fix: str, patterns: Sequence[str]) -> str:
     return source
 
 
+#: hears (stage, done, total) while an MPE runs; total is None while unknown
+Progress = Callable[[str, int, int | None], None]
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    """The default progress callback: nobody listens."""
+
+
 def evaluate(
     executor: InstanceExecutor,
     fix: str,
@@ -176,12 +184,16 @@ def evaluate(
     mechanical: bool = True,
     llm_mutator: LLMMutator | None = None,
     prefer_exercised: bool = False,
+    progress: Progress | None = None,
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference``. The pool holds the mechanical mutants (``mechanical``) and
-    those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass candidate."""
+    those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass candidate. ``progress`` hears
+    ``(stage, done, total)``: "fail-to-pass", "pool", then "mutants" after each mutant."""
+    report = progress or _quiet
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
+    report("fail-to-pass", 0, None)
     cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
     cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
     timings["fail_to_pass"] = time.monotonic() - started
@@ -205,6 +217,7 @@ def evaluate(
         result.timings = timings
         return result
     mark = time.monotonic()
+    report("pool", 0, None)
     if mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
                           operators=[op for op in operators if op in MECHANICAL_OPERATORS],
@@ -224,7 +237,7 @@ def evaluate(
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory)
+    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory, report)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -242,13 +255,21 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None) -> list[MutantResult]:
+                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
+                progress: Progress | None = None) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
     (its own workspace), so parallel and serial runs see the same files."""
+    report = progress or _quiet
+    done = [0]
+    counting = threading.Lock()
+    report("mutants", 0, len(mutants))
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        with counting:
+            done[0] += 1
+            report("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
     if workers <= 1 or executor_factory is None or len(mutants) < 2:
