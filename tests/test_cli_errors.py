@@ -230,3 +230,22 @@ def test_printed_mutant_diffs_are_not_wrapped(tmp_path, monkeypatch) -> None:  #
     assert shown.exit_code == 0, shown.output
     for patch in lax:
         assert patch.rstrip("\n") in shown.stdout  # verbatim: narrow or piped output does not break the diff
+
+
+# --- item 6: a relative patch path of the README resolves against the instance directory ----------------------
+
+def test_relative_patch_paths_fall_back_to_the_instance_directory(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    example = Path(__file__).resolve().parents[1] / "examples" / "boundary_check"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    args = ["verify", str(example), "--store", str(tmp_path / "s.sqlite"), "--json"]
+    found = CliRunner().invoke(app, [*args, "--test", "candidates/lax.patch"])  # the README's example
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["test"] == "lax"
+    local = tmp_path / "candidates" / "lax.patch"  # a file of that name in the current directory comes first
+    local.parent.mkdir()
+    local.write_text("not a diff\n")
+    assert "is not a unified diff" in _one_error_line(CliRunner().invoke(app, [*args, "--test",
+                                                                                "candidates/lax.patch"]))
+    missing = CliRunner().invoke(app, [*args, "--test", "candidates/none.patch"])
+    assert "'candidates/none.patch' is neither a patch file nor a known name" in _one_error_line(missing)

@@ -144,14 +144,19 @@ def pick_instance(source: Path, instance_id: str | None, settings: Settings):  #
     return found[0]
 
 
-def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str) -> tuple[str, str]:
+def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str,
+                   instance: Path | None = None) -> tuple[str, str]:
     """A patch given as 'golden' (or 'gold'), a candidate name of a local instance, or a file path ->
-    (name, text)."""
+    (name, text). A relative path that is no file in the current directory is looked up in the ``instance``
+    directory (``--test candidates/lax.patch`` next to the example's manifest)."""
     if value in ("golden", "gold"):
         return "golden", golden
     if value in candidates:
         return value, candidates[value]
     path = Path(value)
+    if not path.is_file() and not path.is_absolute() and instance is not None and instance.is_dir() \
+            and (instance / path).is_file():
+        path = instance / path
     if not path.is_file():
         known = ", ".join(["golden", *candidates])
         raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name ({known})")

@@ -99,8 +99,8 @@ def verify(
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
-    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
-    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
+    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix", instance)
     repo = resolve_repo(inst, settings.repos_dir)
     if not fix_text.strip():
         raise CoHardenError(f"--fix: {inst.instance_id} has no golden fix; give a fix patch file")
@@ -291,8 +291,9 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
-    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
-    ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference")
+    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference",
+                                      instance)
     repo = resolve_repo(inst, settings.repos_dir)
     store = Store(settings.store)
 

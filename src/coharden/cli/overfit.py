@@ -200,9 +200,9 @@ def reward_command(
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
-    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
+    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix", instance)
     fix_text = fix_source(fix_text, settings)
-    _, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
+    _, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
     check_backend(settings, backend, inst.python)
     settings = coverage_settings(settings, backend)
     with InstanceExecutor(inst, resolve_repo(inst, settings.repos_dir), settings, Store(settings.store)) as ex:
