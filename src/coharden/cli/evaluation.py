@@ -27,7 +27,7 @@ from coharden.cli.options import (
     StoreOpt,
     TauOpt,
     TimeoutOpt,
-    mpe_params,
+    mpe_config,
     parse_cutoffs,
     parse_operators,
     workers_option,
@@ -80,8 +80,8 @@ def eval_command(
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
-    params = mpe_params(settings, parse_operators(operators), per_operator, paper_classes=paper_classes)
-    options = GradeOptions(**{k: params[k] for k in GradeOptions.model_fields})
+    options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
+                                          paper_classes=paper_classes), workers=settings.workers)
     inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                              injections=injection or [], runs=runs, overfit=overfit or [])
     with progress_bar("eval", quiet=as_json) as update:

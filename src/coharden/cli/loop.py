@@ -42,6 +42,7 @@ from coharden.cli.options import (
 )
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import LOOP_TAU
 
 
 @cli_errors
@@ -157,8 +158,9 @@ def run_loop(
     model: ModelOpt = None,
     api_base: ApiBaseOpt = None,
     rounds: Annotated[int, ranged("--rounds", help="K: joint rounds after round 0.", lo=1)] = 5,
-    tau: Annotated[float, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a regression "
-                                     f"(default {LOOP_TAU_HELP}; coharden mpe's cutoff is {MPE_TAU_HELP}).")] = 0.2,
+    tau: Annotated[float, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a "
+                                     f"regression (default {LOOP_TAU_HELP}; coharden mpe's cutoff is "
+                                     f"{MPE_TAU_HELP}).")] = LOOP_TAU,
     samples: Annotated[int, ranged("--samples", help="N: mutants per operator per round.", lo=1)] = 3,
     mutator: MutatorOpt = "mechanical",
     inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -46,7 +46,7 @@ from coharden.cli.options import (
     TauOpt,
     TimeoutOpt,
     WorkersOpt,
-    mpe_params,
+    mpe_config,
     parse_cutoffs,
     parse_mutators,
     parse_operators,
@@ -55,6 +55,9 @@ from coharden.cli.options import (
 )
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.schema.mpe_config import MPEConfig
 
 app = new_app(name="coharden", help="Measure and harden the rigor of bug reproduction tests with mutant patches.")
 
@@ -241,15 +244,16 @@ def mpe(
     if "llm" in sources:
         llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
         ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
-    params = mpe_params(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
-                        llm_mutator=llm, prefer_exercised=prefer_exercised)
+    mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
+                         llm_model=llm.client.config.model if llm is not None else None,
+                         prefer_exercised=prefer_exercised, workers=settings.workers)
     if instances is not None or predictions is not None:
         if instances is None or predictions is None:
             raise CoHardenError("batch mode needs both --instances and --predictions")
         if llm is not None and executor != "local":
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
-        _mpe_batch(instances, predictions, output, settings, Store(settings.store), params, cutoffs, as_json,
+        _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json,
                    executor, address)
         return
     if instance is None:
@@ -258,7 +262,7 @@ def mpe(
         def report(stage: str, done: int, total: int | None) -> None:
             update(description=stage, completed=done, total=total)
 
-        result = _mpe_single(instance, instance_id, test, reference, settings, {**params, "progress": report})
+        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_cfg, llm, report)
     if as_json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -281,8 +285,8 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
     return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
-def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
-                params: dict):  # type: ignore[no-untyped-def,type-arg]
+def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,  # type: ignore[no-untyped-def]
+                config: MPEConfig, llm_mutator, progress):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
@@ -303,10 +307,12 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, executor_factory=factory, **params)
+        return evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, executor_factory=factory,
+                        progress=progress)
 
 
-def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, params: dict,  # type: ignore[no-untyped-def,type-arg]
+def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
+               config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
     from coharden.execution.engine import make_engine
     from coharden.instances import load_records
@@ -321,7 +327,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
 
         engine = make_engine(executor, workers=settings.workers, address=address)
         try:
-            rows = run_batch(records, preds, settings, store, output, progress=advance, engine=engine, **params)
+            rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
+                             progress=advance, engine=engine, llm_mutator=llm_mutator)
         finally:
             engine.close()
     summary = summarize(rows, cut)
@@ -412,8 +419,8 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
                 update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
-                result = evaluate(executor, inst.patch, candidate, reference, executor_factory=factory,
-                                  **mpe_params(settings, parse_operators(None), None))
+                result = evaluate(executor, inst.patch, candidate, reference,
+                                  mpe_config(settings, None, None, workers=settings.workers), executor_factory=factory)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

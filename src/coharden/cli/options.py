@@ -8,7 +8,7 @@ to the same factory, so the validation stays the one defined here. Numeric flags
 command line: a bad value is one line (``Error: Invalid value for '--tau': 1.5 is out of range (allowed: 0 to
 1)``) before anything runs.
 
-:func:`mpe_params` is the one place where the MPE group becomes the parameters of an MPE run.
+:func:`mpe_config` is the one place where the MPE group becomes an :class:`MPEConfig`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU
 
 if TYPE_CHECKING:
     from coharden.config import Settings
+    from coharden.schema.mpe_config import MPEConfig
     from coharden.schema.mutant import Operator
 
-#: the two laxity cutoffs the help texts name (the values live in Settings and LoopConfig)
-MPE_TAU_HELP = "0.202, the paper's MPE cutoff"
-LOOP_TAU_HELP = "0.2, the CoHarden loop's threshold"
+#: the two laxity cutoffs as the help texts name them
+MPE_TAU_HELP = f"{PAPER_TAU}, the paper's MPE cutoff"
+LOOP_TAU_HELP = f"{LOOP_TAU}, the CoHarden loop's threshold"
 
 
 # --- range checks ---------------------------------------------------------------------------------------------
@@ -183,13 +185,15 @@ def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
     return cut
 
 
-def mpe_params(settings: Settings, operators: Sequence[Operator], per_operator: int | None, *,
-               paper_classes: bool = False, mechanical: bool = True, llm_mutator: Any = None,
-               prefer_exercised: bool = False) -> dict[str, Any]:
-    """The parameters of an MPE run from the MPE option group (seed, tau and workers via ``settings``, where
-    the flags were folded over the config file): the keywords of ``mpe.evaluate.evaluate`` and
-    ``mpe.batch.run_batch``. Every command that runs MPE gets them here, so a change of how MPE is
-    configured touches this function only."""
-    return {"operators": list(operators), "per_operator": per_operator, "seed": settings.seed, "tau": settings.tau,
-            "paper_classes": paper_classes, "workers": settings.workers, "mechanical": mechanical,
-            "llm_mutator": llm_mutator, "prefer_exercised": prefer_exercised}
+def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_operator: int | None, *,
+               paper_classes: bool = False, mechanical: bool = True, llm_model: str | None = None,
+               prefer_exercised: bool = False, workers: int = 1) -> MPEConfig:
+    """The :class:`MPEConfig` of the MPE option group: every command that runs MPE builds it here. Seed and tau
+    come from ``settings`` (the flags folded over the config file); ``operators`` None keeps MPEConfig's
+    default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel)."""
+    from coharden.schema.mpe_config import MPEConfig
+
+    chosen = {} if operators is None else {"operators": list(operators)}
+    return MPEConfig(**chosen, per_operator=per_operator, seed=settings.seed, tau=settings.tau,
+                     paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
+                     prefer_exercised=prefer_exercised, workers=workers)

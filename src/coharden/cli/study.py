@@ -23,8 +23,7 @@ from coharden.cli.options import (
     StoreOpt,
     TauOpt,
     TimeoutOpt,
-    mpe_params,
-    parse_operators,
+    mpe_config,
     ranged,
     workers_option,
 )
@@ -77,11 +76,9 @@ def study_real_bugs(
     wanted = [p.strip() for p in phases.split(",") if p.strip()]
     if unknown := [p for p in wanted if p not in ("verify", "golden", "grade")]:
         raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
-    params = mpe_params(settings, parse_operators(None), per_operator, prefer_exercised=prefer_exercised)
-    study_config = StudyConfig(**{k: params[k] for k in ("per_operator", "seed", "tau", "workers",
-                                                         "prefer_exercised")},
-                               systems=chosen, ids=only or None, bytecode=["sympy"] if bytecode else [],
-                               report_only=report_only)
+    study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised),
+                               workers=workers, systems=chosen, ids=only or None,
+                               bytecode=["sympy"] if bytecode else [], report_only=report_only)
     from coharden.execution.executor import environment_id
     from coharden.study.real_bugs import load_data
 
