@@ -190,6 +190,7 @@ def test_an_unclassified_mpe_says_so_once(instance_dir, tmp_path) -> None:  # ty
 
 # --- item 5: progress on stderr, output never wrapped ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_single_mpe_shows_mutant_progress_on_a_terminal_only(instance_dir, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import io
 
@@ -217,6 +218,7 @@ def test_single_mpe_shows_mutant_progress_on_a_terminal_only(instance_dir, tmp_p
     assert piped.getvalue() == ""  # stderr not a terminal: no bar
 
 
+@pytest.mark.slow
 def test_printed_mutant_diffs_are_not_wrapped(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     example = Path(__file__).resolve().parents[1] / "examples" / "boundary_check"
     monkeypatch.chdir(tmp_path)
