@@ -27,6 +27,7 @@ from coharden.cli.options import (
     LLMStoreOpt,
     PythonOpt,
     TimeoutOpt,
+    model_option,
     ranged,
     seed_option,
 )
@@ -40,8 +41,8 @@ reproduce_app = new_app(help="Verified reproduction of real bugs: check or gener
 
 RepoArg = Annotated[Path, typer.Argument(help="A local git repository.")]
 CommitOpt = Annotated[str, typer.Option("--commit", help="Commit to build the environment for.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="litellm model name (default $COHARDEN_LLM_MODEL; "
-                                              "no model: no refinement / generation / labels).")]
+ModelOpt = Annotated[str | None, model_option("litellm model name (default $COHARDEN_LLM_MODEL; no model: no "
+                                              "refinement / generation / labels).")]
 DockerOpt = Annotated[bool, typer.Option("--docker", help="Build a Docker image instead of a virtual environment.")]
 BasePythonOpt = Annotated[str | None, typer.Option("--base-python", help="Interpreter that creates the venv "
                                                    "(default: pythonX.Y of the plan, or the closest admitted).")]

@@ -85,8 +85,11 @@ TimeoutOpt = Annotated[float | None, timeout_option()]
 
 # --- the LLM group --------------------------------------------------------------------------------------------
 
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="litellm model name (default "
-                                              "$COHARDEN_LLM_MODEL).")]
+def model_option(help: str = "litellm model name (default $COHARDEN_LLM_MODEL).") -> Any:  # noqa: A002
+    return typer.Option("--model", "-m", help=help)
+
+
+ModelOpt = Annotated[str | None, model_option()]
 ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL (default "
                                                 "$COHARDEN_LLM_API_BASE).")]
 LLMStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "

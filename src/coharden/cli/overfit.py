@@ -12,16 +12,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
-    cli_errors,
-    console,
-    err_console,
-    fix_source,
-    llm_client,
-    new_app,
-    pick_instance,
-    read_patch_arg,
-)
+from coharden.cli import common
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
@@ -197,12 +189,12 @@ def reward_command(
 
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
     backend = _backend(coverage_backend)
-    local = pick_instance(instance, instance_id, settings)
+    local = common.pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
-    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix", instance)
-    fix_text = fix_source(fix_text, settings)
-    _, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    _, fix_text = common.read_patch_arg(fix, {}, inst.patch, "--fix", instance)
+    fix_text = common.fix_source(fix_text, settings)
+    _, test_text = common.read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
     check_backend(settings, backend, inst.python)
     settings = coverage_settings(settings, backend)
     with InstanceExecutor(inst, resolve_repo(inst, settings.repos_dir), settings, Store(settings.store)) as ex:
