@@ -259,6 +259,8 @@ def mpe(
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
     with progress_bar("mpe", quiet=as_json) as update:
+        update(description="fail-to-pass check, mutant pool")
+
         def report(stage: str, done: int, total: int | None) -> None:
             update(description=stage, completed=done, total=total)
 

@@ -188,20 +188,17 @@ def evaluate(
     *,
     llm_mutator: LLMMutator | None = None,
     executor_factory: Callable[[], InstanceExecutor] | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
     called for a fail-to-pass candidate. With ``config.workers`` > 1, ``executor_factory`` gives each mutant
-    worker its own executor. ``progress`` hears ``(stage, done, total)``: "fail-to-pass", "pool", then
-    "mutants" after each mutant."""
+    worker its own executor."""
     config = config or MPEConfig()
-    tell = progress or _quiet
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    tell("fail-to-pass", 0, None)
     cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
     cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
     timings["fail_to_pass"] = time.monotonic() - started
@@ -225,7 +222,6 @@ def evaluate(
         result.timings = timings
         return result
     mark = time.monotonic()
-    tell("pool", 0, None)
     if config.mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
                           operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
@@ -246,7 +242,7 @@ def evaluate(
     mark = time.monotonic()
     result.pool = pool.summary()
     result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
-                                 executor_factory, tell)
+                                 executor_factory, progress)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
