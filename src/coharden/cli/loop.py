@@ -195,7 +195,11 @@ def run_loop(
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
     for iid, error in summary["errors"].items():
         err_console.print(f"[yellow]{iid}[/]: {error}")
-    raise typer.Exit(0 if not summary["errors"] else 1)
+    for iid, cause in summary["model_errors"].items():
+        err_console.print(f"[red]{iid}[/]: {cause}", highlight=False, soft_wrap=True)
+    if summary["model_failure"]:
+        err_console.print("[bold red]error:[/] no instance produced a fix or a test: the model failed (causes above)")
+    raise typer.Exit(1 if summary["errors"] or summary["model_failure"] else 0)
 
 
 def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):  # type: ignore[no-untyped-def]
