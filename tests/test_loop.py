@@ -20,6 +20,7 @@ from coharden.instances import load_local
 from coharden.llm import Budget, CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.loop.config import LoopConfig, Method
 from coharden.loop.engine import InstanceLoop
+from coharden.loop.progress import LoopProgress
 from coharden.loop.runner import run_all
 from coharden.schema.mutant import Operator
 
@@ -96,7 +97,8 @@ def serve(monkeypatch: pytest.MonkeyPatch, mock_llm):  # type: ignore[no-untyped
 
 
 def make_loop(example, server: MockLLMServer, tmp_path: Path, config: LoopConfig, *,  # type: ignore[no-untyped-def]
-              budget: Budget | None = None, agent_wrapper=None, output: Path | None = None) -> InstanceLoop:
+              budget: Budget | None = None, agent_wrapper=None, output: Path | None = None,
+              progress=None) -> InstanceLoop:
     client = LLMClient(LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_tokens=2048,
                                  max_retries=0, timeout=20,
                                  cost_overrides={MODEL: CostOverride(input_per_token=1e-5, output_per_token=1e-5)}),
@@ -107,7 +109,7 @@ def make_loop(example, server: MockLLMServer, tmp_path: Path, config: LoopConfig
         agent = agent_wrapper(agent)
     inst = example.instance
     return InstanceLoop(inst, Path(inst.repo), settings, agent, config, output or tmp_path / "out",
-                        store=Store(settings.store), ledger=client.ledger)
+                        store=Store(settings.store), ledger=client.ledger, progress=progress)
 
 
 def decisions(result) -> list[str]:  # type: ignore[no-untyped-def]
@@ -215,8 +217,18 @@ def test_inconclusive_round_and_rounds_exhausted(example, serve, tmp_path: Path)
     fix_is_allowed = bash("sed -i 's/) <= limit$/) < limit/' throttle/limiter.py")
     server = serve(script([write_test(LAX), RUN, SUBMIT], [fix_is_allowed, RUN, SUBMIT]))
     config = LoopConfig(rounds=1, operators=[Operator.SYMPTOM_SUPPRESSION])
-    result = make_loop(example, server, tmp_path, config).run()
+    events: list[LoopProgress] = []
+    result = make_loop(example, server, tmp_path, config, progress=events.append).run()
     assert decisions(result) == ["lax_init", "inconclusive"]
+    # progress: rounds and phases, in order, as the CLI shows them
+    assert [(e.round, e.phase, e.decision) for e in events] == [
+        (0, "agent", ""), (0, "gate", ""), (0, "round", "lax_init"),
+        (1, "agent", ""), (1, "gate", ""), (1, "mutants", ""), (1, "round", "inconclusive"),
+        (1, "done", "rounds_exhausted")]
+    assert [e.completed for e in events] == [0, 0, 1, 1, 1, 1, 2, 2]
+    assert {e.rounds for e in events} == {2}
+    assert events[5].describe() == "round 1/1 mutants"
+    assert events[-1].describe() == "done: rounds_exhausted"
     assert result.decision == "rounds_exhausted"  # K rounds used, no cost cap involved
     assert result.error_kind == ""
     assert result.inconclusive_rounds == 1
@@ -265,6 +277,7 @@ def test_cli_run_writes_predictions_and_records(example, serve, tmp_path: Path, 
                                       "--api-base", server.base_url, "-o", str(out), "--run-name", "t-only",
                                       "--store", str(tmp_path / "s.sqlite"), "--workers", "1"])
     assert result.exit_code == 0, result.output
+    assert "round 1/1" not in result.output  # no progress display when stderr is not a terminal
     tests = [json.loads(line) for line in (out / "tests.jsonl").read_text().splitlines()]
     assert [(t["instance_id"], t["model_name_or_path"]) for t in tests] == [("example__boundary_check", "t-only")]
     assert "is_allowed([0, 1, 2], now=5" in tests[0]["model_patch"]

@@ -44,6 +44,7 @@ from coharden.llm import ErrorKind, Ledger, LLMError
 from coharden.loop import feedback
 from coharden.loop.config import LoopConfig, Method
 from coharden.loop.decision import Decision, decide, same_test
+from coharden.loop.progress import LoopProgress, Phase, ProgressCallback
 from coharden.loop.state import LoopState, RoundOutcome
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.patches import split_patch
@@ -91,7 +92,8 @@ class InstanceLoop:
 
     def __init__(self, instance: Instance, repo: Path, settings: Settings, agent: Agent, config: LoopConfig,
                  output: Path, *, store: Store | None = None, ledger: Ledger | None = None,
-                 llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None) -> None:
+                 llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None,
+                 progress: ProgressCallback | None = None) -> None:
         if config.method is Method.FIX_WITH_TEST and not (injected_test or "").strip():
             raise CoHardenError(f"{instance.instance_id}: fix-with-test needs a test to inject")
         if "llm" in config.mutator and llm_mutator is None:
@@ -110,6 +112,15 @@ class InstanceLoop:
         self.dir = output / "instances" / instance.instance_id
         self.state_path = self.dir / "state.json"
         self.records_path = output / "rounds" / f"{self.run_name}.jsonl"
+        self.progress = progress
+        self._round = 0
+
+    def _phase(self, phase: Phase, decision: str = "") -> None:
+        """Tell the listener (if any) where the run is; see :class:`LoopProgress`."""
+        if self.progress is not None:
+            one_shot = self.config.method in (Method.FIX_ONLY, Method.FIX_WITH_TEST, Method.TEST_ONLY, Method.COGEN)
+            rounds = 1 if one_shot else self.config.rounds + 1
+            self.progress(LoopProgress(self.instance.instance_id, self._round, rounds, phase, decision))
 
     # --- helpers --------------------------------------------------------------------------------------------
     def _spent(self) -> tuple[int, float]:
@@ -121,6 +132,8 @@ class InstanceLoop:
     def _agent(self, executor: InstanceExecutor, mode: Mode, round_no: int, *, fix: str = "", test: str = "",
                notes: str = "") -> AgentResult:
         """One agent run in a fresh workspace that starts from base + ``fix`` + ``test``."""
+        self._round = round_no
+        self._phase("agent")
         reference_test: TestPatch | str | None = self.injected_test or None
         context = CriticContext(mode, instance=self.instance, repo=self.repo, settings=self.settings,
                                 executor=executor, reference_fix="", reference_test=reference_test)
@@ -159,6 +172,7 @@ class InstanceLoop:
         state.rounds.append(outcome)
         state.round = outcome.round
         state.save(self.state_path)
+        self._phase("round", outcome.decision)
         if outcome.error_kind and outcome.error_kind not in CONTINUABLE_KINDS:
             raise InstanceStopped(outcome.error_kind, outcome.note or f"the agent stopped: {outcome.agent_status}")
 
@@ -173,6 +187,7 @@ class InstanceLoop:
         state.finished = True
         state.final_decision = decision.value
         state.save(self.state_path)
+        self._phase("done", decision.value)
         return self._result(state)
 
     # --- the run --------------------------------------------------------------------------------------------
@@ -247,6 +262,7 @@ class InstanceLoop:
 
     def _fails_on_buggy(self, executor: InstanceExecutor, test_patch: str) -> str:
         """'' when the test fails on the buggy code, else why not (mechanical verdict)."""
+        self._phase("gate")
         try:
             test = executor.test_patch(test_patch, name="t0")
         except CoHardenError as exc:
@@ -286,6 +302,7 @@ class InstanceLoop:
         """The F->P gate, mechanically: '' when the test fails on the buggy code and passes on the fix."""
         if not fix.strip() or not test_patch.strip():
             return "the submission needs both a test and a source fix"
+        self._phase("gate")
         try:
             test = executor.test_patch(test_patch, name="t_k")
         except CoHardenError as exc:
@@ -306,6 +323,7 @@ class InstanceLoop:
             outcome.note = "no reference test (no lax-init test): check skipped"
         else:
             reference = executor.test_patch(state.t_ref, name="t_ref")
+            self._phase("mutants")
             try:
                 mpe = evaluate(executor, outcome.fix, t_k, reference, operators=self.config.operators,
                                per_operator=self.config.samples, seed=seed, tau=self.config.tau,

@@ -33,6 +33,7 @@ from coharden.llm import Ledger
 from coharden.llm.errors import first_line
 from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
+from coharden.loop.progress import ProgressCallback
 from coharden.schema.instance import Instance
 
 
@@ -40,8 +41,11 @@ def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Ca
             config: LoopConfig, output: Path, *, run_name: str, store: Store | None = None,
             ledger: Ledger | None = None, llm_mutator_factory: Callable[[], Any] | None = None,
             injected: dict[str, str] | None = None,
-            progress: Callable[[str, LoopResult | None, str | None], None] | None = None) -> dict[str, Any]:
-    """Run ``config.method`` on every instance; errors of one instance are reported, not fatal."""
+            progress: Callable[[str, LoopResult | None, str | None], None] | None = None,
+            on_phase: ProgressCallback | None = None) -> dict[str, Any]:
+    """Run ``config.method`` on every instance; errors of one instance are reported, not fatal. ``progress`` is
+    called once per finished instance, ``on_phase`` at every phase of every round (see
+    :class:`~coharden.loop.progress.LoopProgress`); both from worker threads."""
     output.mkdir(parents=True, exist_ok=True)
     results: dict[str, LoopResult] = {}
     errors: dict[str, str] = {}
@@ -52,7 +56,8 @@ def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Ca
             repo = resolve_repo(instance, settings.repos_dir)
             loop = InstanceLoop(instance, repo, settings, agent_factory(), config, output, store=store,
                                 ledger=ledger, llm_mutator=llm_mutator_factory() if llm_mutator_factory else None,
-                                injected_test=(injected or {}).get(instance.instance_id), run_name=run_name)
+                                injected_test=(injected or {}).get(instance.instance_id), run_name=run_name,
+                                progress=on_phase)
             return instance.instance_id, loop.run(), None
         except CoHardenError as exc:
             return instance.instance_id, None, str(exc)
