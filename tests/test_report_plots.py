@@ -79,6 +79,11 @@ def test_laxity_histogram_has_one_panel_per_system() -> None:
     assert labels == ["Rigorous", "Lax", "tau = 0.202"]  # each class once, not once per panel
     _legend_covers_nothing(fig)
     assert _inside(fig._suptitle.get_window_extent(renderer), fig.bbox)
+    tests = _tests("otter", "one-class")
+    del tests["one-class"]["instances"]["i2"]  # a system whose tests are all of one class
+    fig = laxity_figure(tests, tau=0.202)
+    _draw(fig)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["Rigorous", "Lax", "tau = 0.202"]
 
 
 def test_matrix_plot_leaves_out_rounds_without_a_matrix_and_its_title_fits() -> None:

@@ -144,7 +144,8 @@ def laxity_figure(tests: dict[str, Any], tau: float):  # type: ignore[no-untyped
         _, _, patches = ax.hist([values[c] for c in names], bins=bins, stacked=True, label=names,
                                 color=[CLASS_COLORS[c] for c in names])
         line = ax.axvline(tau, color="black", linestyle=":")
-        shown.update({c: (p[0] if hasattr(p, "__getitem__") else p) for c, p in zip(names, patches, strict=True)})
+        containers = patches if len(names) > 1 else [patches]  # one dataset: hist returns its bars directly
+        shown.update({c: bars[0] for c, bars in zip(names, containers, strict=True)})
         shown[f"tau = {tau}"] = line
         ax.set(title=system, xlabel="laxity (beta / admissible)", xlim=(0, 1))
         _count_axis(ax)
