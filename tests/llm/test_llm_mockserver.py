@@ -227,3 +227,14 @@ def test_key_checking_server_answers_401_without_or_with_a_wrong_key() -> None:
     assert missing.json()["error"]["message"] == "You didn't provide an API key."
     assert wrong.json()["error"]["code"] == "invalid_api_key"
     assert wrong.json()["error"]["type"] == "authentication_error"
+
+
+def test_a_reply_can_make_tool_calls(serve: Serve) -> None:
+    server = serve([{"tool_calls": [{"name": "terminal", "arguments": {"command": "ls"}}]}])
+    choice = chat(server.base_url, msgs("s", "u")).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["type"] == "function"
+    assert call["id"].startswith("call_mock_")
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == ("terminal", {"command": "ls"})

@@ -118,14 +118,25 @@ class UsageSpec(BaseModel):
     completion_tokens: int = Field(ge=0)
 
 
+class ToolCallSpec(BaseModel):
+    """One function call in a scripted reply (OpenAI ``tool_calls``), for agents that use native tool calling."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class Rule(BaseModel):
-    """One scripted answer. Either ``reply`` (HTTP 200) or ``status`` (an HTTP error) must be given."""
+    """One scripted answer: ``reply`` and / or ``tool_calls`` (HTTP 200), or ``status`` (an HTTP error)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
     match: MatchSpec = Field(default_factory=MatchSpec)
     reply: str | None = None
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    """Function calls the reply makes (its ``finish_reason`` then defaults to ``tool_calls``)."""
     finish_reason: str = "stop"
     usage: UsageSpec | None = None
     """Reported token usage; default: whitespace-separated word counts of the prompt and the reply."""
@@ -150,8 +161,10 @@ class Rule(BaseModel):
 
     @model_validator(mode="after")
     def _reply_or_status(self) -> Rule:
-        if self.reply is None and self.status is None:
-            raise ValueError("a rule needs `reply` (a success) or `status` (an HTTP error)")
+        if self.reply is None and self.status is None and not self.tool_calls:
+            raise ValueError("a rule needs `reply` or `tool_calls` (a success) or `status` (an HTTP error)")
+        if self.tool_calls and "finish_reason" not in self.model_fields_set:
+            object.__setattr__(self, "finish_reason", "tool_calls")
         return self
 
 
@@ -326,6 +339,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(rule.status, body_out, rule.headers)
             return
         reply = rule.reply or ""
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if rule.tool_calls:
+            message["content"] = rule.reply  # None when the reply is only calls, as OpenAI sends it
+            message["tool_calls"] = [
+                {"id": f"call_mock_{next(mock._ids)}", "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+                for call in rule.tool_calls
+            ]
         usage = rule.usage or UsageSpec(
             prompt_tokens=_word_count(MatchSpec().haystack(body["messages"])), completion_tokens=_word_count(reply)
         )
@@ -335,7 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": body.get("model", "mock"),
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": rule.finish_reason}
+                {"index": 0, "message": message, "finish_reason": rule.finish_reason}
             ],
             "usage": {
                 "prompt_tokens": usage.prompt_tokens,
