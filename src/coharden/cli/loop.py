@@ -192,8 +192,9 @@ def run_loop(
     chosen = _loop_instances(instance, instances, instance_id, settings)
     summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
                         output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
-                        Progress(TextColumn("run"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                 TextColumn("{task.description}"), console=err_console))
+                        Progress(TextColumn("{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
+                                 disable=not err_console.is_terminal))
     table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
     table.add_column("decision")
     table.add_column("instances")
@@ -203,7 +204,11 @@ def run_loop(
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
     for iid, error in summary["errors"].items():
         err_console.print(f"[yellow]{iid}[/]: {error}")
-    raise typer.Exit(0 if not summary["errors"] else 1)
+    for iid, cause in summary["model_errors"].items():
+        err_console.print(f"[red]{iid}[/]: {cause}", highlight=False, soft_wrap=True)
+    if summary["model_failure"]:
+        err_console.print("[bold red]error:[/] no instance produced a fix or a test: the model failed (causes above)")
+    raise typer.Exit(1 if summary["errors"] or summary["model_failure"] else 0)
 
 
 def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):  # type: ignore[no-untyped-def]
@@ -250,12 +255,23 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
             return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=seed))
 
     with progress:
-        task = progress.add_task("", total=len(chosen))
+        task = progress.add_task("", total=len(chosen), label="instances")
+        rounds_of: dict[str, object] = {}  # instance id -> its rounds task (while it runs)
 
         def advance(iid: str, result, error: str | None) -> None:  # type: ignore[no-untyped-def]
             progress.update(task, advance=1, description=f"{iid}: {result.decision if result else 'error'}")
 
+        def on_phase(event) -> None:  # type: ignore[no-untyped-def]
+            """Rounds and phase (agent, gate, mutants) of each running instance, one line each."""
+            if event.instance_id not in rounds_of:
+                rounds_of[event.instance_id] = progress.add_task("", total=event.rounds, label=event.instance_id)
+            line = rounds_of[event.instance_id]
+            if event.phase == "done":
+                progress.remove_task(rounds_of.pop(event.instance_id))  # type: ignore[arg-type]
+            else:
+                progress.update(line, completed=event.completed, description=event.describe())  # type: ignore[arg-type]
+
         return run_all(chosen, settings, lambda: MiniSweAgent(client, step_limit=step_limit, python=settings.python),
                        loop_config, output, run_name=run_name or f"{method}-{llm_config.model.replace('/', '__')}",
                        store=Store(settings.store), ledger=client.ledger, llm_mutator_factory=mutator_factory,
-                       injected=injected, progress=advance)
+                       injected=injected, progress=advance, on_phase=on_phase)

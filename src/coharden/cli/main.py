@@ -453,6 +453,9 @@ def _register() -> None:
     app.command("eval")(eval_command)
     app.command("agent")(agent_cmd)
     app.command("run")(run_loop)
+    from coharden.cli.demo import demo_app
+
+    app.add_typer(demo_app, name="demo")
 
 
 _register()
