@@ -181,6 +181,14 @@ def check_fix(fix: str, patterns: Sequence[str]) -> str:
     return source
 
 
+#: hears (stage, done, total) while an MPE runs; total is None while unknown
+Progress = Callable[[str, int, int | None], None]
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    """The default progress callback: nobody listens."""
+
+
 def evaluate(
     executor: InstanceExecutor,
     fix: str,
@@ -190,6 +198,7 @@ def evaluate(
     *,
     llm_mutator: LLMMutator | None = None,
     executor_factory: Callable[[], InstanceExecutor] | None = None,
+    progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
@@ -250,8 +259,9 @@ def evaluate(
     mark = time.monotonic()
     result.pool = pool.summary()
     result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
-                                 executor_factory, limits=(result.time_limits["candidate"],
-                                                           result.time_limits["reference"]), combine=combine)
+                                 executor_factory, progress, limits=(result.time_limits["candidate"],
+                                                                     result.time_limits["reference"]),
+                                 combine=combine)
     timings["mutants"] = time.monotonic() - mark
     result.candidate_timeouts = sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
     result.reference_timeouts = sum(1 for r in result.mutants if r.reference.outcome is Outcome.TIMEOUT)
@@ -275,16 +285,23 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None, *,
-                limits: tuple[float | None, float | None] = (None, None), combine: bool = False
-                ) -> list[MutantResult]:
+                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
+                progress: Progress | None = None, *, limits: tuple[float | None, float | None] = (None, None),
+                combine: bool = False) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
     (its own workspace), so parallel and serial runs see the same files. ``limits``: the time limit of the
     candidate and of the reference on a mutant; ``combine``: both tests are trusted to share a process."""
+    tell = progress or _quiet
+    done = [0]
+    counting = threading.Lock()
+    tell("mutants", 0, len(mutants))
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits))
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        with counting:
+            done[0] += 1
+            tell("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
     if workers <= 1 or executor_factory is None or len(mutants) < 2:
