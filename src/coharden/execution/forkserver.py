@@ -45,8 +45,11 @@ class ForkServerError(RuntimeError):
 class ForkServer:
     def __init__(self, python: str, *, env: dict[str, str], network: bool, preload: list[str] | None = None,
                  start_timeout: float = 120.0, confine: Confinement | None = None) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="coharden-io-"))
-        mark_owner(self.scratch)
+        # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
+        self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
+        mark_owner(self._root)
+        self.scratch = self._root / "io"
+        self.scratch.mkdir()
         self.cgroup: PidsCgroup | None = None
         self.proc: subprocess.Popen | None = None
         script = Path(__file__).with_name("forkserver_main.py")
@@ -54,11 +57,11 @@ class ForkServer:
         if preload:
             cmd.append("--preload=" + ",".join(preload))
         # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
-        self.shared = self.scratch / "shared"
+        self.shared = self._root / "shared"
         self.shared.mkdir()
         if confine is not None:
             confine = dataclasses.replace(confine.with_writable(self.scratch),
-                                          protected=(*confine.protected, self.shared))
+                                          readable=(*confine.readable, self.shared))
         self.confine = confine
         cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
         self.env_overrides: dict[str, str] = {}
@@ -66,8 +69,7 @@ class ForkServer:
             assert confine is not None
             cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME]
             self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": SANDBOX_TMP}
-        elif self.isolation == "guard":
-            self.env_overrides = {"PYTHONPATH": env["PYTHONPATH"]}
+        self._guard = env["PYTHONPATH"].split(os.pathsep)[0] if self.isolation == "guard" else ""
         try:
             if confine is not None and confine.max_processes:
                 # the server, its run and what the run starts; the run's own share is also its RLIMIT_NPROC
@@ -111,7 +113,10 @@ class ForkServer:
             out = Path(tempfile.mkstemp(prefix="out-", dir=self.scratch)[1])
         start = time.monotonic()
         try:
-            request = {"cwd": str(cwd), "args": args, "env": {**env, **self.env_overrides}, "out": str(out),
+            env = {**env, **self.env_overrides}
+            if self._guard:  # the socket guard stays first on the path of every run
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (self._guard, env.get("PYTHONPATH", "")) if p)
+            request = {"cwd": str(cwd), "args": args, "env": env, "out": str(out),
                        "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
                        "max_processes": self.confine.max_processes if self.confine else None}
             try:
@@ -175,4 +180,4 @@ class ForkServer:
             self.cgroup.close()
             self.cgroup = None
         if not keep_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            shutil.rmtree(self._root, ignore_errors=True)

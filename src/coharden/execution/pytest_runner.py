@@ -215,7 +215,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         output=proc.output,
         cases=cases or [],
         junit_ok=cases is not None,
-        isolation=proc.isolation,
+        isolation="docker" if in_docker else proc.isolation,
         stream=events,
         lost=proc.lost,
         time_limit=limit,

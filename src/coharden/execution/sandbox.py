@@ -110,6 +110,25 @@ def bwrap_path() -> str | None:
     return exe if ok else None
 
 
+def _base(size: tuple[str, ...]) -> list[str]:
+    base = list(_BWRAP_BASE)
+    at = base.index("--tmpfs")
+    return [*base[:at], *size, *base[at:]]
+
+
+@functools.cache
+def _tmp_size() -> tuple[str, ...]:
+    """``--size`` for the private /tmp (1 GiB: a test cannot fill the machine's memory) where bwrap has it."""
+    exe = bwrap_path()
+    args = ("--size", str(1 << 30))
+    try:
+        ok = bool(exe) and subprocess.run([exe, *_base(args), "true"], capture_output=True,
+                                          timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return args if ok else ()
+
+
 @functools.cache
 def netns_prefix() -> tuple[str, ...] | None:
     """The command prefix that runs a process without network, or None when the OS does not allow it."""
@@ -155,7 +174,7 @@ def isolation_level(network: bool, confine: Confinement | None) -> str:
 def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
     exe = bwrap_path()
     assert exe is not None
-    args = [exe, *_BWRAP_BASE, "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME,
+    args = [exe, *_base(_tmp_size()), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME,
             "--setenv", "TMPDIR", SANDBOX_TMP]
     for path in confine.readable:
         if Path(path).exists():
