@@ -228,10 +228,10 @@ def mpe(
     reject_tampering: Annotated[bool, typer.Option("--reject-tampering", help="A candidate with tampering notes "
                                                    "(conftest.py, pytest hooks, JUnit writes, os._exit) is "
                                                    "Invalid.")] = False,
-    timeout_factor: Annotated[float, typer.Option("--timeout-factor", min=0.1, help="Time limit on a mutant: this "
-                                                  "many times the test's run on the fixed code.")] = 5.0,
-    timeout_floor: Annotated[float, typer.Option("--timeout-floor", min=0.1, help="Smallest time limit on a "
-                                                 "mutant, seconds.")] = 10.0,
+    timeout_factor: Annotated[float, ranged("--timeout-factor", help="Time limit on a mutant: this many times "
+                                            "the test's run on the fixed code.", lo=0, lo_open=True)] = 5.0,
+    timeout_floor: Annotated[float, ranged("--timeout-floor", help="Smallest time limit on a mutant, seconds.",
+                                           lo=0, lo_open=True)] = 10.0,
     instance_id: IdOpt = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
