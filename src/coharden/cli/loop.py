@@ -114,7 +114,8 @@ def agent_cmd(
         return
     summary = {"instance_id": inst.instance_id, "mode": run_mode.value, "agent": agent.name,
                "exit_status": result.exit_status, "accepted": result.accepted, "iterations": result.iterations,
-               "cost_usd": result.cost, "error": result.error, "trajectory": str(trajectory),
+               "cost_usd": result.cost, "error": result.error, "error_kind": result.error_kind,
+               "trajectory": str(trajectory),
                "preds": str(preds_path), "critic_scores": [r.score for r in result.critic_results]}
     if as_json:
         print(json.dumps(summary, indent=2))
