@@ -217,7 +217,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     from coharden.execution.store import Store
     from coharden.loop.config import LoopConfig, Method
     from coharden.loop.runner import run_all
-    from coharden.mpe.batch import load_predictions
+    from coharden.schema.prediction import load_predictions
 
     try:
         loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,

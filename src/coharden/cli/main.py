@@ -308,7 +308,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
 
     from coharden.execution.engine import make_engine
     from coharden.instances import load_records
-    from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, stage_times, summarize
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
+    from coharden.schema.prediction import load_predictions
 
     try:
         cut = [float(c) for c in cutoffs.split(",")] if cutoffs else list(DEFAULT_CUTOFFS)

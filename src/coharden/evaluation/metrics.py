@@ -13,8 +13,8 @@ from typing import Any
 
 from coharden.evaluation.grading import FixGrade, GradeOptions, InstanceGrades, InstanceWork, own_key
 from coharden.evaluation.inputs import Injection, PredictionSet
-from coharden.evaluation.records import RoundRecord
 from coharden.schema.instance import Instance
+from coharden.schema.round_record import RoundRecord
 
 SCHEMA_VERSION = 1
 CLASSES = ("Rigorous", "Lax", "Misaligned", "NotReproducing", "Invalid", "Inconclusive")

@@ -16,7 +16,7 @@ mutant runs against t_k and t_ref (the temporal matrix), l_k = beta / admissible
 
 The loop never sees the golden fix or test: the agent, its critic and the mechanical checks work on a copy
 of the instance with them removed. State is saved after every round, so a killed run resumes at the last
-finished round; each round writes a :class:`~coharden.evaluation.records.RoundRecord`.
+finished round; each round writes a :class:`~coharden.schema.round_record.RoundRecord`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from coharden.config import Settings
 from coharden.critic.builtin import default_critic
 from coharden.critic.context import CriticContext, Mode
 from coharden.errors import CoHardenError
-from coharden.evaluation.records import RoundRecord
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
+from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Workspace
 from coharden.llm import BudgetExceeded, Ledger
 from coharden.loop import feedback
@@ -44,6 +44,7 @@ from coharden.loop.state import LoopState, RoundOutcome
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance
+from coharden.schema.round_record import RoundRecord
 from coharden.schema.testpatch import TestPatch
 
 LAX_INIT_NOTES = ("Aim the test at the most observable witness of the bug: the simplest call that shows the "
@@ -268,12 +269,7 @@ class InstanceLoop:
             test = executor.test_patch(test_patch, name="t_k")
         except CoHardenError as exc:
             return str(exc)
-        buggy, fixed = executor.verdict("", test), executor.verdict(fix, test)
-        if not buggy.failed:
-            return f"the test does not fail on the buggy code ({buggy.short()})"
-        if not fixed.passed:
-            return f"the test does not pass with the fix ({fixed.short()})"
-        return ""
+        return fail_to_pass(executor, test, fix).problem()
 
     def _harden(self, state: LoopState, executor: InstanceExecutor, outcome: RoundOutcome, k: int) -> Decision:
         """The temporal matrix of (t_k vs t_ref) over mutants of c_k, and the decision it gives."""

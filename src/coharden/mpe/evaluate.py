@@ -26,10 +26,12 @@ from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.verify import fail_to_pass_all
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mpe_row import MPERow
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
@@ -109,6 +111,15 @@ class MPEResult(BaseModel):
     def harness_error(self) -> bool:
         """A verdict is a harness error (the runner, not the code, failed): a rerun may give another result."""
         return any(v.outcome is Outcome.HARNESS_ERROR for v in self.verdicts())
+
+    def row(self) -> MPERow:
+        """The summary row graders and reports keep (see :class:`~coharden.schema.mpe_row.MPERow`)."""
+        return MPERow(fail_to_pass=self.fail_to_pass, test_class=self.test_class.value, laxity=self.laxity,
+                      matrix=self.matrix.counts() if self.fail_to_pass else None, admissible=self.matrix.admissible,
+                      inadmissible=self.inadmissible_counts(), test_ids=self.test_ids,
+                      buggy=self.candidate_buggy.outcome.value, fixed=self.candidate_fixed.outcome.value,
+                      pool_complete=self.pool_complete,
+                      reason=f"buggy: {self.candidate_buggy.short()}; fixed: {self.candidate_fixed.short()}")
 
     def lax_mutants(self) -> list[MutantResult]:
         """The wrong fixes the candidate lets through (the beta cell)."""
@@ -190,24 +201,20 @@ def evaluate(
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
-    cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
+    cand, ref = fail_to_pass_all(executor, [candidate, reference], fix)
     timings["fail_to_pass"] = time.monotonic() - started
-    if not (ref_buggy.failed and ref_fixed.passed):
-        raise MPEError(
-            f"the reference test {reference.name or ''} is not fail-to-pass (buggy: {ref_buggy.short()}; "
-            f"fixed: {ref_fixed.short()}): no classification"
-        )
-    admissible_test = cand_buggy.admissible and cand_fixed.admissible
-    fail_to_pass = cand_buggy.failed and cand_fixed.passed
+    if not ref.fail_to_pass:
+        raise MPEError(f"the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
+                       "no classification")
+    fail_to_pass = cand.fail_to_pass
     result = MPEResult(
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
-        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
-        reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
+        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand.buggy, candidate_fixed=cand.fixed,
+        reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
         operators=[op.value for op in config.operators],
         mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
-        test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
-                            tau=tau, admissible=admissible_test, paper_classes=paper_classes),
+        test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
+                            tau=tau, admissible=cand.admissible, paper_classes=paper_classes),
     )
     if not fail_to_pass:
         result.timings = timings

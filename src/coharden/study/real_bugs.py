@@ -36,6 +36,7 @@ from coharden.execution.executor import InstanceExecutor, environment_id
 from coharden.execution.git import git
 from coharden.execution.pytest_runner import verdict_for
 from coharden.execution.store import Store, study_key
+from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Workspace
 from coharden.instances import load_records, resolve_repo
 from coharden.mpe.evaluate import check_fix, evaluate
@@ -464,11 +465,10 @@ class RealBugsStudy:
             ex = self.team(inst).main
             golden = ex.golden_test()
             fix = check_fix(inst.patch, self.settings.test_patterns)
-            buggy = ex.verdict("", golden)
-            fixed = ex.verdict(fix, golden)
-            row.update(test_ids=golden.ids, buggy=verdict_json(buggy), fixed=verdict_json(fixed),
-                       fail_to_pass=buggy.failed and fixed.passed)
-            _flag_harness_error(row, buggy, fixed)
+            f2p = fail_to_pass(ex, golden, fix)
+            row.update(test_ids=golden.ids, buggy=verdict_json(f2p.buggy), fixed=verdict_json(f2p.fixed),
+                       fail_to_pass=f2p.fail_to_pass)
+            _flag_harness_error(row, f2p.buggy, f2p.fixed)
 
         def compute() -> dict[str, Any]:
             return _guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
