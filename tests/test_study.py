@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from coharden.analysis import stats
 from coharden.execution.pytest_runner import PytestRun, verdict_for
 from coharden.schema.verdict import Outcome
-from coharden.study import stats
 from coharden.study.real_bugs import GOLDEN, StudyConfig, load_data, python_tag
-from coharden.study.report import (
+from coharden.study.summary import (
     by_instance,
     killed_laxity,
     no_admissible_reason,

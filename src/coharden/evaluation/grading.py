@@ -301,6 +301,30 @@ class InstanceGrades:
         return row if row is not None else self.fp_tests.get(patch_key(patch))
 
 
+def fix_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) -> tuple[FixGrade | None, str | None]:
+    """(grade, why there is none)."""
+    g = grades.get(iid)
+    if g is None:
+        return None, "instance not graded"
+    if g.error:
+        return None, g.error
+    if g.fix_error:
+        return None, g.fix_error
+    grade = g.fix(patch)
+    return (grade, None) if grade is not None else (None, "fix not graded")
+
+
+def test_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) -> dict[str, Any]:
+    """The MPE row of a test; ``{"error": ...}`` when it has none."""
+    g = grades.get(iid)
+    if g is None:
+        return {"error": "instance not graded"}
+    if g.error:
+        return {"error": g.error}
+    row = g.test(patch)
+    return row if row is not None else {"error": "test not graded"}
+
+
 def _guarded(run: Callable[[], _T], on_error: Callable[[str], _T]) -> _T:
     try:
         return run()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coharden.llm import LLMClient, LLMConfig
-from coharden.suite.loop import LoopConfig, Round0, SuiteRun, harden
+from coharden.suite.loop import HardeningConfig, Round0, SuiteRun, harden
 from coharden.suite.operators import ModuleMutant
 from coharden.suite.runner import KillOracle, MutantStatus
 
@@ -170,7 +170,7 @@ class CompareResult:
 
 
 def run_compare(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, arms: Sequence[Arm],
-                replicates: int, config: LoopConfig, *, client_for: Callable[[Arm], LLMClient | None],
+                replicates: int, config: HardeningConfig, *, client_for: Callable[[Arm], LLMClient | None],
                 n_boot: int = 2000, level: float = 0.95,
                 on_run: Callable[[SuiteRun], None] | None = None) -> CompareResult:
     """Every arm for replicates ``0..replicates-1`` from the same round 0; one LLM client per arm."""

@@ -77,7 +77,9 @@ class Round0:
 
 
 @dataclass
-class LoopConfig:
+class HardeningConfig:
+    """Rounds of suite hardening (not the CoHarden loop's :class:`~coharden.loop.config.LoopConfig`)."""
+
     max_rounds: int = 3
     max_shown: int = 10
     seed: int = 0
@@ -171,7 +173,7 @@ def evaluate_round0(oracle: KillOracle, mutants: Sequence[ModuleMutant], suite: 
 
 
 def harden(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, critic: LLMClient | None,
-           config: LoopConfig, *, arm: str = "critic", replicate: int = 0,
+           config: HardeningConfig, *, arm: str = "critic", replicate: int = 0,
            progress: Callable[[str], None] | None = None) -> SuiteRun:
     by_id = {m.id: m for m in mutants}
     survivors = [by_id[i] for i in round0.ids(MutantStatus.SURVIVED)]
