@@ -279,6 +279,7 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
                 mpe_config: MPEConfig, llm_mutator=None):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
     from coharden.mpe.evaluate import evaluate
@@ -294,11 +295,10 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     def factory() -> InstanceExecutor:
         return InstanceExecutor(inst, repo, settings, store)
 
-    with factory() as executor:
+    with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, mpe_config, llm_mutator=llm_mutator,
-                        executor_factory=factory)
+        return evaluate(executor, inst.patch, cand, ref, mpe_config, llm_mutator=llm_mutator, pool=pool)
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
@@ -391,6 +391,7 @@ def examples_check(
 
 def _check_examples(directory: Path, only: list[str], settings: Settings) -> list[dict]:  # type: ignore[type-arg]
     from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
     from coharden.mpe.evaluate import evaluate
@@ -411,14 +412,14 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
         def factory(inst=inst, repo=repo) -> InstanceExecutor:  # type: ignore[no-untyped-def]
             return InstanceExecutor(inst, repo, settings, store)
 
-        with factory() as executor:
+        with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
             reference = executor.golden_test()
             for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference,
                                   MPEConfig(seed=settings.seed, tau=settings.tau, workers=settings.workers),
-                                  executor_factory=factory)
+                                  pool=pool)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

@@ -15,7 +15,6 @@ why: nothing is classified from a broken pool.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pool import ExecutorPool
 from coharden.execution.verify import fail_to_pass_all
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
@@ -190,12 +190,12 @@ def evaluate(
     config: MPEConfig | None = None,
     *,
     llm_mutator: LLMMutator | None = None,
-    executor_factory: Callable[[], InstanceExecutor] | None = None,
+    pool: ExecutorPool | None = None,
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
-    called for a fail-to-pass candidate. With ``config.workers`` > 1, ``executor_factory`` gives each mutant
-    worker its own executor."""
+    called for a fail-to-pass candidate. With ``config.workers`` > 1, mutants run in parallel on executors
+    leased from ``pool`` (the caller owns and closes it)."""
     config = config or MPEConfig()
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     timings: dict[str, float] = {}
@@ -221,15 +221,16 @@ def evaluate(
         return result
     mark = time.monotonic()
     if config.mechanical:
-        pool = build_pool(executor, fix, [candidate, reference],
-                          operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
-                          per_operator=config.per_operator, seed=seed, prefer_exercised=config.prefer_exercised)
+        mutant_pool = build_pool(executor, fix, [candidate, reference],
+                                 operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
+                                 per_operator=config.per_operator, seed=seed,
+                                 prefer_exercised=config.prefer_exercised)
     else:
-        pool = Pool()
+        mutant_pool = Pool()
     timings["pool"] = time.monotonic() - mark
     if llm_mutator is not None:
         mark = time.monotonic()
-        report = llm_mutator.extend(executor, fix, candidate, reference, pool)
+        report = llm_mutator.extend(executor, fix, candidate, reference, mutant_pool)
         timings["llm_pool"] = time.monotonic() - mark
         result.llm_pool = report.to_dict()
         result.llm_usage = {"per_operator": report.usage_per_operator,
@@ -238,9 +239,9 @@ def evaluate(
             result.pool_complete = False
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
-    result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
-                                 executor_factory)
+    result.pool = mutant_pool.summary()
+    result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, config.workers,
+                                 pool)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -258,33 +259,21 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None) -> list[MutantResult]:
-    """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
-    (its own workspace), so parallel and serial runs see the same files."""
+                workers: int = 1, pool: ExecutorPool | None = None) -> list[MutantResult]:
+    """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
+    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files."""
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
-    if workers <= 1 or executor_factory is None or len(mutants) < 2:
+    if workers <= 1 or pool is None or len(mutants) < 2:
         return [one(executor, m) for m in mutants]
-    local = threading.local()
-    created: list[InstanceExecutor] = []
-    lock = threading.Lock()
 
     def task(mutant: Mutant) -> MutantResult:
-        ex = getattr(local, "executor", None)
-        if ex is None:
-            ex = executor_factory()
-            local.executor = ex
-            with lock:
-                created.append(ex)
-        return one(ex, mutant)
+        with pool.lease() as ex:
+            return one(ex, mutant)
 
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(task, mutants))
-    finally:
-        for ex in created:
-            ex.close()
+    with ThreadPoolExecutor(max_workers=min(workers, pool.size)) as threads:
+        return list(threads.map(task, mutants))

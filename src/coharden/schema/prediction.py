@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from coharden.errors import InstanceError
+from coharden.jsonl import json_lines
 
 
 class Prediction(BaseModel):
@@ -26,12 +27,7 @@ def load_predictions(path: Path) -> list[Prediction]:
     text = path.read_text()
     rows: list[tuple[str, Any]] = []
     if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append((f"{path}:{number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise InstanceError(f"{path}:{number}: malformed JSON line: {exc.msg}") from exc
+        rows = [(f"{path}:{number}", row) for number, row in json_lines(path, InstanceError, text=text)]
     else:
         try:
             data = json.loads(text)

@@ -15,7 +15,8 @@ from coharden.analysis import figures, stats
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import PAPER_TAU
-from coharden.study.real_bugs import StudyConfig, StudyData
+from coharden.study.data import StudyData
+from coharden.study.real_bugs import StudyConfig
 from coharden.study.summary import CLASS_ORDER, LAXITY_EDGES, OPERATOR_SHORT, summarize, test_class, verdict_text
 
 # --- rendering ------------------------------------------------------------------------------------------------
