@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from coharden.agent.base import Agent, AgentResult, AgentTask
 from coharden.config import Settings
 from coharden.critic.builtin import default_critic
 from coharden.critic.context import CriticContext, Mode
@@ -46,6 +45,9 @@ from coharden.patches import split_patch
 from coharden.schema.instance import Instance
 from coharden.schema.round_record import RoundRecord
 from coharden.schema.testpatch import TestPatch
+
+if TYPE_CHECKING:  # agents load on use: the loop module imports on a core install (no agent extras)
+    from coharden.agent.base import Agent, AgentResult
 
 LAX_INIT_NOTES = ("Aim the test at the most observable witness of the bug: the simplest call that shows the "
                   "behaviour the issue reports.")
@@ -102,6 +104,8 @@ class InstanceLoop:
     def _agent(self, executor: InstanceExecutor, mode: Mode, round_no: int, *, fix: str = "", test: str = "",
                notes: str = "") -> AgentResult:
         """One agent run in a fresh workspace that starts from base + ``fix`` + ``test``."""
+        from coharden.agent.base import AgentTask
+
         reference_test: TestPatch | str | None = self.injected_test or None
         context = CriticContext(mode, instance=self.instance, repo=self.repo, settings=self.settings,
                                 executor=executor, reference_fix="", reference_test=reference_test)

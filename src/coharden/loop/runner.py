@@ -18,9 +18,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from coharden.agent.base import Agent
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.store import Store
@@ -29,6 +28,9 @@ from coharden.llm import Ledger
 from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
 from coharden.schema.instance import Instance
+
+if TYPE_CHECKING:
+    from coharden.agent.base import Agent
 
 
 def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Callable[[], Agent],
