@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from coharden.cli import app
 from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
 
-COHARDEN = Path(sys.executable).parent / "coharden"
+COHARDEN = [sys.executable, "-m", "coharden"]  # works without the installed console script
 
 
 def _flat(text: str) -> str:
@@ -119,7 +119,7 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
     proc = subprocess.Popen(
-        [str(COHARDEN), "verify", str(instance_dir), "--test", str(hanging), "--timeout", "120",
+        [*COHARDEN, "verify", str(instance_dir), "--test", str(hanging), "--timeout", "120",
          "--store", str(tmp_path / "ctrlc.sqlite")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
