@@ -15,6 +15,7 @@ why: nothing is classified from a broken pool.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -182,6 +183,14 @@ def check_fix(fix: str, patterns: Sequence[str]) -> str:
     return source
 
 
+#: hears (stage, done, total) while an MPE runs; total is None while unknown
+Progress = Callable[[str, int, int | None], None]
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    """The default progress callback: nobody listens."""
+
+
 def evaluate(
     executor: InstanceExecutor,
     fix: str,
@@ -191,6 +200,7 @@ def evaluate(
     *,
     llm_mutator: LLMMutator | None = None,
     pool: ExecutorPool | None = None,
+    progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
@@ -241,7 +251,7 @@ def evaluate(
     mark = time.monotonic()
     result.pool = mutant_pool.summary()
     result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, config.workers,
-                                 pool)
+                                 pool, progress)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -259,13 +269,21 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, pool: ExecutorPool | None = None) -> list[MutantResult]:
+                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None
+                ) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
     its own executor (its own workspace) from the pool, so parallel and serial runs see the same files."""
+    tell = progress or _quiet
+    done = [0]
+    counting = threading.Lock()
+    tell("mutants", 0, len(mutants))
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        with counting:
+            done[0] += 1
+            tell("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
     if workers <= 1 or pool is None or len(mutants) < 2:
