@@ -178,8 +178,8 @@ def run_loop(
     agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this command as the agent "
                                                       "(external agent: no model needed with the mechanical "
                                                       "mutator; {prompt_file} is replaced).")] = None,
-    agent_timeout: Annotated[float, typer.Option("--agent-timeout", help="--agent-command: seconds per run.")]
-    = 600.0,
+    agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --agent-command invocation.", lo=0,
+                                           lo_open=True)] = 600.0,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
