@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from coharden.config import Settings
-from coharden.evaluation.records import load_run_file
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.execution.verify import fail_to_pass
@@ -23,6 +22,7 @@ from coharden.loop.engine import InstanceLoop
 from coharden.loop.progress import LoopProgress
 from coharden.loop.runner import run_all
 from coharden.schema.mutant import Operator
+from coharden.schema.round_record import load_run_file
 
 pytest.importorskip("minisweagent", reason="the default agent needs mini-swe-agent (in the dev extra)")
 from coharden.agent.mini import MiniSweAgent  # noqa: E402
