@@ -94,3 +94,54 @@ def study_real_bugs(
     console.print(f"report: {output / 'real_bugs_report.md'}")
     for line in summary["headline"]:
         console.print(f"- {line}")
+
+
+@study_app.command("envcheck")
+def study_envcheck(
+    records: Annotated[Path, typer.Option("--records", help="SWE-bench records (JSON / JSONL).")],
+    repos: Annotated[Path, typer.Option("--repos", help="Directory of owner__name repository snapshots.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (envcheck.md, .jsonl).")]
+    = Path("envcheck-results"),
+    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
+    = None,
+    only: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Verify the golden test of every reachable SWE-bench instance in its spec environment (resumable: rows
+    already in the output are kept) and write a per-repository table."""
+    from coharden.instances import load_records
+    from coharden.study.envcheck import EnvCheckRow, check_instance, load_done, render_table, summarize, write_outputs
+
+    try:
+        settings = _settings(config, timeout=timeout, swebench_specs=specs)
+        instances = [i for i in load_records(records) if (not only or i.instance_id in only)
+                     and (not only_repo or i.repo in only_repo)]
+        done = load_done(output)
+        rows: list[EnvCheckRow] = []
+        for instance in instances[:limit] if limit else instances:
+            if instance.instance_id in done:
+                rows.append(done[instance.instance_id])
+                continue
+            repo = repos / instance.repo.replace("/", "__")
+            if not repo.is_dir():
+                rows.append(EnvCheckRow(instance.instance_id, instance.repo, str(instance.version), False, "repo",
+                                        f"no snapshot at {instance.repo.replace('/', '__')}"))
+                continue
+            row = check_instance(instance, repo, settings)
+            err_console.print(f"{row.instance_id}: {'verified' if row.verified else row.category} "
+                              f"({row.seconds:.0f}s) {row.reason.splitlines()[0][:150] if row.reason else ''}",
+                              markup=False, highlight=False)
+            rows.append(row)
+            write_outputs(rows, output)
+        write_outputs(rows, output)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        print(json.dumps(summarize(rows), indent=2))
+        return
+    console.print(render_table(rows), markup=False, highlight=False)

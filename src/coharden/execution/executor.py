@@ -59,7 +59,7 @@ class InstanceExecutor:
         self.settings = settings
         self.store = store
         self.python = instance.python or settings.python
-        self.workspace = Workspace(repo, instance.base_commit, parent=None)
+        self.workspace = Workspace(repo, instance.base_commit, parent=None, overlay=settings.env_overlay)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self._server: ForkServer | None = None
@@ -70,7 +70,8 @@ class InstanceExecutor:
             template = settings.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
-        env = f"docker:{self.image}" if self.image else environment_id(self.python)
+        env = f"docker:{self.image}" if self.image else (
+            environment_id(self.python) if settings.runner == "pytest" else f"{self.python} {settings.runner}")
         self.env_id = env + " " + " ".join(settings.pytest_args)
         self._server_failed = ""  # why the fork server is not used, once it failed
 
@@ -89,7 +90,14 @@ class InstanceExecutor:
 
     def _runner(self) -> dict:
         """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh process."""
-        return {"image": self.image, "server": self._fork_server()}
+        return {"image": self.image, "server": self._fork_server(), "extra_env": self._job_env()}
+
+    def _job_env(self) -> dict[str, str] | None:
+        """The settings' test environment for this job's checkout ('{workspace}' filled in)."""
+        if not self.settings.test_env:
+            return None
+        root = str(self._root())
+        return {k: v.replace("{workspace}", root) for k, v in self.settings.test_env.items()}
 
     def _fork_server(self) -> ForkServer | None:
         """The warm fork server of this executor, started on first use; None when disabled or unusable."""
@@ -132,7 +140,9 @@ class InstanceExecutor:
         if not patch.strip():
             raise TestIdError(f"{name or 'test'}: the test patch is empty")
         files = self.post_images(patch)
-        if ids:
+        if ids and self.settings.runner == "django":  # unittest descriptions, not names in the files
+            resolved = list(ids)
+        elif ids:
             test_files = {p: c for p, c in files.items() if c is not None}
             resolved = resolve_names(ids, test_files)
         else:
@@ -194,9 +204,9 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        return run_pytest(root, list(test.ids), self.settings, self.python, **self._runner(),
-                          extra_args=extra_args,
-                          extra_env=extra_env)
+        where = self._runner()
+        where["extra_env"] = {**(where["extra_env"] or {}), **(extra_env or {})}
+        return run_pytest(root, list(test.ids), self.settings, self.python, **where, extra_args=extra_args)
 
     def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
         """Lay down as many of ``tests`` as can share one pytest process; run them; return verdicts for those
@@ -209,6 +219,8 @@ class InstanceExecutor:
         except ApplyError as exc:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
             return {j: verdict.model_copy() for j in range(len(tests))}, []
+        if self.settings.runner != "pytest":
+            return self._run_alone(tests[0]), list(range(1, len(tests)))
         claimed: set[str] = set(touched_files(source_patch))
         done: dict[int, Verdict] = {}
         groups: dict[int, tuple[list[str], dict[str, str]]] = {}
@@ -272,6 +284,20 @@ class InstanceExecutor:
             for j, (ids, back) in groups.items():
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
+
+
+    def _run_alone(self, test: TestPatch) -> dict[int, Verdict]:
+        """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout."""
+        from coharden.execution.runners import make_runner, run_with
+
+        try:
+            self.workspace.apply(test.patch)
+        except ApplyError as exc:
+            return {0: Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")}
+        runner = make_runner(self.settings.runner)
+        ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
+        self.runs += 1
+        return {0: run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env())}
 
 
 def _clean(run: PytestRun) -> bool:

@@ -8,6 +8,7 @@ re-created, and removed on exit, on errors and on Ctrl-C.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -17,8 +18,9 @@ from coharden.execution.git import apply_patch, check_repo, git, resolve_commit
 
 
 class Workspace:
-    def __init__(self, repo: Path, commit: str, *, parent: Path | None = None) -> None:
+    def __init__(self, repo: Path, commit: str, *, parent: Path | None = None, overlay: Path | None = None) -> None:
         self.source = check_repo(repo)
+        self.overlay = overlay  # built files (C extensions) laid over every fresh or reset checkout
         self.commit = resolve_commit(self.source, commit)
         self._parent = parent
         self.path: Path | None = None
@@ -39,6 +41,7 @@ class Workspace:
         try:
             git(["clone", "--quiet", "--shared", "--no-checkout", str(self.source), str(self.path)], root)
             git(["checkout", "--quiet", "--detach", self.commit], self.path)
+            self._lay_overlay()
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             self.path = None
@@ -77,3 +80,16 @@ class Workspace:
         git(["reset", "--quiet", "--hard", self.commit], self.root)
         git(["clean", "-fdxq"], self.root)
         self._dirty.clear()
+        self._lay_overlay()
+
+    def _lay_overlay(self) -> None:
+        if self.overlay is not None and self.overlay.is_dir():
+            shutil.copytree(self.overlay, self.root, dirs_exist_ok=True, symlinks=True, copy_function=_link_or_copy)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard links are instant for large built files; a copy where linking is impossible (another device)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

@@ -1,0 +1,174 @@
+"""Environment check: does the golden test of every reachable SWE-bench instance behave as the benchmark says
+in its spec environment (FAIL_TO_PASS fail on the buggy code and pass on the fixed code, PASS_TO_PASS pass)?
+
+A failed instance says why, in one category: ``interpreter`` / ``install`` / ``import`` (the environment),
+``network`` (a test needs the network, which test runs do not have), ``flaky`` (a second run disagrees with
+the first), ``tests`` (a wanted test keeps failing, or never fails on the buggy code), ``repo`` (no snapshot).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+from coharden.schema.instance import Instance
+from coharden.schema.verdict import Outcome, TestStatus, Verdict
+
+_NETWORK = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
+                      r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
+                      r"nodename nor servname|getaddrinfo failed|Connection refused", re.I)
+_BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
+
+
+@dataclass
+class EnvCheckRow:
+    instance_id: str
+    repo: str
+    version: str
+    verified: bool
+    category: str = ""  # empty when verified
+    reason: str = ""
+    f2p: int = 0
+    p2p: int = 0
+    failing: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def runnable_id(test_id: str) -> str:
+    """The harness's log parser cuts ids at the first space, leaving e.g. ``test_x[a`` for ``test_x[a b]``: such
+    ids run as their base test (all parameters)."""
+    if "[" in test_id and not test_id.endswith("]"):
+        return test_id.split("[", 1)[0]
+    return test_id
+
+
+def _statuses(verdict: Verdict, ids: list[str]) -> dict[str, list[TestStatus]]:
+    return {i: verdict.tests.get(i, [TestStatus.MISSING]) for i in ids}
+
+
+def _failing(statuses: dict[str, list[TestStatus]]) -> list[str]:
+    return [i for i, st in statuses.items() if any(s in _BAD for s in st)]
+
+
+def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvCheckRow:
+    """Build (or reuse) the instance's environment and check its golden test."""
+    from coharden.environment.build import BuildError
+    from coharden.environment.specbuild import SpecBuilder
+    from coharden.environment.specs import SpecTable, repo_slug
+    from coharden.execution.executor import InstanceExecutor
+
+    started = time.monotonic()
+    row = EnvCheckRow(instance.instance_id, repo_slug(instance.repo), str(instance.version), False,
+                      f2p=len(instance.FAIL_TO_PASS), p2p=len(instance.PASS_TO_PASS))
+    table = SpecTable.load(settings.swebench_specs)
+    try:
+        spec = table.get(row.repo, row.version)
+        built = SpecBuilder(settings.cache_dir).build(repo, spec, instance.environment_setup_commit
+                                                      or instance.base_commit, replacements=table.replacements())
+    except (CoHardenError, BuildError) as exc:
+        row.category, row.reason = "install", str(exc)[:500]
+        return row
+    if not built.ok:
+        row.category = built.failed_step if built.failed_step in ("interpreter", "import") else "install"
+        row.reason = built.error[-600:]
+        row.seconds = round(time.monotonic() - started, 1)
+        return row
+    run_settings = built.settings(settings)
+    f2p = list(dict.fromkeys(runnable_id(i) for i in instance.FAIL_TO_PASS))
+    p2p = [i for i in dict.fromkeys(runnable_id(i) for i in instance.PASS_TO_PASS) if i not in f2p]
+    try:
+        with InstanceExecutor(instance, repo, run_settings) as executor:
+            golden = executor.test_patch(instance.test_patch, name="golden", ids=f2p)
+            keep = executor.test_patch(instance.test_patch, name="p2p", ids=p2p) if p2p else None
+            buggy = executor.verdict("", golden)
+            fixed = executor.verdict(instance.patch, golden)
+            kept = executor.verdict(instance.patch, keep) if keep else None
+            problem = _judge(row, golden.ids, buggy, fixed, keep.ids if keep else [], kept)
+            if problem and row.category == "tests":  # a second run tells flaky from deterministic
+                if _rerun(executor, instance, golden, keep):
+                    row.category = "flaky"
+    except CoHardenError as exc:
+        row.category, row.reason = "tests", f"cannot run: {exc}"[:500]
+    row.verified = not row.category
+    row.seconds = round(time.monotonic() - started, 1)
+    return row
+
+
+def _rerun(executor: object, instance: Instance, golden: object, keep: object) -> bool:
+    """True when the fixed code passes everything on a second, uncached run."""
+    fresh = executor._run_together(instance.patch, [t for t in (golden, keep) if t is not None])[0]  # type: ignore[attr-defined]
+    return all(v.outcome is Outcome.PASS for v in fresh.values())
+
+
+def _judge(row: EnvCheckRow, f2p: list[str], buggy: Verdict, fixed: Verdict, p2p: list[str],
+           kept: Verdict | None) -> bool:
+    """Fill the row's category / reason; True when something is wrong."""
+    texts = " ".join(v.reason + " " + v.output_tail for v in (buggy, fixed, kept) if v is not None)
+    fixed_bad = _failing(_statuses(fixed, f2p)) if fixed.outcome is not Outcome.PASS else []
+    kept_bad = _failing(_statuses(kept, p2p)) if kept is not None and kept.outcome is not Outcome.PASS else []
+    if fixed.outcome is Outcome.HARNESS_ERROR or fixed.outcome is Outcome.TIMEOUT:
+        row.category, row.reason = "tests", f"fixed code: {fixed.short()}"[:500]
+    elif fixed.outcome is not Outcome.PASS or kept_bad or (kept is not None and not kept.admissible):
+        row.failing = (fixed_bad + kept_bad)[:10]
+        first = fixed if fixed.outcome is not Outcome.PASS else kept
+        reason = first.short() if first is not None else ""
+        row.category = "network" if _NETWORK.search(texts) else "tests"
+        row.reason = (f"on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests do "
+                      f"not pass: {reason}")[:600]
+    elif buggy.outcome is Outcome.PASS:
+        row.category, row.reason = "tests", "the golden test passes on the buggy code"
+    elif buggy.outcome not in (Outcome.FAIL, Outcome.COLLECTION_ERROR):
+        row.category, row.reason = "tests", f"buggy code: {buggy.short()}"[:500]
+    return bool(row.category)
+
+
+def summarize(rows: list[EnvCheckRow]) -> dict[str, dict[str, int]]:
+    table: dict[str, Counter[str]] = {}
+    for row in rows:
+        counts = table.setdefault(row.repo, Counter())
+        counts["instances"] += 1
+        counts["verified" if row.verified else row.category] += 1
+    return {repo: dict(c) for repo, c in sorted(table.items())}
+
+
+def render_table(rows: list[EnvCheckRow]) -> str:
+    categories = ["interpreter", "install", "import", "network", "flaky", "tests", "repo"]
+    summary = summarize(rows)
+    lines = ["| repository | instances | verified | " + " | ".join(categories) + " |",
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in categories) + " |"]
+    total: Counter[str] = Counter()
+    for repo, counts in summary.items():
+        total.update(counts)
+        lines.append(f"| {repo} | {counts.get('instances', 0)} | {counts.get('verified', 0)} | "
+                     + " | ".join(str(counts.get(c, 0)) for c in categories) + " |")
+    lines.append(f"| **all** | {total['instances']} | {total['verified']} | "
+                 + " | ".join(str(total[c]) for c in categories) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(rows: list[EnvCheckRow], output: Path) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    with open(output / "envcheck.jsonl", "w") as handle:
+        for row in rows:
+            handle.write(json.dumps(asdict(row)) + "\n")
+    failed = [r for r in rows if not r.verified]
+    body = ["# Environment check (golden tests in spec environments)", "", render_table(rows)]
+    if failed:
+        body += ["## Failed instances", ""]
+        body += [f"- `{r.instance_id}` ({r.category}): {r.reason.splitlines()[0] if r.reason else ''}"
+                 for r in failed]
+    (output / "envcheck.md").write_text("\n".join(body) + "\n")
+
+
+def load_done(output: Path) -> dict[str, EnvCheckRow]:
+    path = output / "envcheck.jsonl"
+    if not path.is_file():
+        return {}
+    rows = [EnvCheckRow(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return {r.instance_id: r for r in rows}
