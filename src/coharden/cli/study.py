@@ -136,8 +136,8 @@ def study_envcheck(
                               f"({row.seconds:.0f}s) {row.reason.splitlines()[0][:150] if row.reason else ''}",
                               markup=False, highlight=False)
             rows.append(row)
-            write_outputs(rows, output)
-        write_outputs(rows, output)
+            write_outputs(_with_others(done, rows), output)
+        write_outputs(_with_others(done, rows), output)
     except CoHardenError as exc:
         _fail(str(exc))
         return
@@ -145,3 +145,44 @@ def study_envcheck(
         print(json.dumps(summarize(rows), indent=2))
         return
     console.print(render_table(rows), markup=False, highlight=False)
+
+
+def _with_others(done: dict, rows: list) -> list:  # type: ignore[type-arg]
+    """This run's rows plus the rows of earlier runs on other instances (the output file keeps them all)."""
+    mine = {row.instance_id for row in rows}
+    return [*[row for key, row in done.items() if key not in mine], *rows]
+
+
+@study_app.command("agreement")
+def study_agreement(
+    report: Annotated[Path, typer.Option("--report", help="report.json of `coharden eval --fixes ...`.")],
+    predictions: Annotated[Path, typer.Option("--predictions", help="The same fixes with the harness's "
+                                              "'resolved' and 'tests_status' (JSONL).")],
+    system: Annotated[str | None, typer.Option("--system", help="Fix system of the report (default: first).")]
+    = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write agreement.md / .json here.")]
+    = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Agreement of coharden's fix grades with the official SWE-bench harness: resolved and per test."""
+    from coharden.study.agreement import compare, load_predictions, render, to_json
+
+    try:
+        if not report.is_file():
+            raise CoHardenError(f"{report}: eval report not found")
+        try:
+            data = json.loads(report.read_text())
+        except json.JSONDecodeError as exc:
+            raise CoHardenError(f"{report}: not JSON: {exc.msg}") from None
+        result = compare(data, load_predictions(predictions), system)
+    except CoHardenError as exc:
+        _fail(str(exc))
+        return
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "agreement.md").write_text(render(result))
+        (output / "agreement.json").write_text(json.dumps(to_json(result), indent=2))
+    if as_json:
+        print(json.dumps(to_json(result), indent=2))
+    else:
+        console.print(render(result), markup=False, highlight=False)

@@ -351,3 +351,20 @@ def spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | N
         raise BuildError(f"{instance.instance_id}: environment {built.key} failed ({built.failed_step}): "
                          f"{built.error}")
     return built.settings(settings)
+
+
+def auto_spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
+    """The spec environment's settings for a SWE-bench record (one with a version and an environment-setup
+    commit, of a repository the spec table knows), built on first use; ``settings`` unchanged when the user
+    chose an interpreter (``--python`` / config) or the instance names its own, or it is not such a record."""
+    import sys
+
+    from coharden.environment.specs import repo_slug
+
+    if settings.python != sys.executable or getattr(instance, "python", None):
+        return settings
+    if not (instance.version and instance.environment_setup_commit):
+        return settings
+    if repo_slug(instance.repo) not in SpecTable.load(settings.swebench_specs).repos():
+        return settings
+    return spec_settings(instance, repo, settings, log=log)

@@ -335,6 +335,9 @@ def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, s
     grades = InstanceGrades()
     try:
         repo = resolve_repo(instance, settings.repos_dir)
+        from coharden.environment.specbuild import auto_spec_settings
+
+        settings = auto_spec_settings(instance, repo, settings)  # a SWE-bench record: its spec environment
         with InstanceExecutor(instance, repo, settings, store) as executor:
             golden = golden_tests(executor)
             if work.fixes or work.own:

@@ -71,7 +71,10 @@ class InstanceExecutor:
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
         env = f"docker:{self.image}" if self.image else (
-            environment_id(self.python) if settings.runner == "pytest" else f"{self.python} {settings.runner}")
+            # a spec environment (test_env set) is named by its path, which holds the spec's digest; the project
+            # under test (pytest itself, for one) is importable only from a job's checkout
+            environment_id(self.python) if settings.runner == "pytest" and not settings.test_env
+            else f"{self.python} {settings.runner}")
         self.env_id = env + " " + " ".join(settings.pytest_args)
         self._server_failed = ""  # why the fork server is not used, once it failed
 
@@ -297,7 +300,10 @@ class InstanceExecutor:
         runner = make_runner(self.settings.runner)
         ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
         self.runs += 1
-        return {0: run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env())}
+        verdict = run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env())
+        back = dict(zip(ids, test.ids, strict=True))  # report under the test patch's own ids
+        verdict.tests = {back.get(k, k): v for k, v in verdict.tests.items()}
+        return {0: verdict}
 
 
 def _clean(run: PytestRun) -> bool:
