@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 from coharden.cli.main import app
 from coharden.environment.build import BuildError
 from coharden.environment.specbuild import find_interpreter
+from coharden.execution.testids import runnable_id
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
-from coharden.study.envcheck import EnvCheckRow, _judge, render_table, runnable_id, summarize
+from coharden.study.envcheck import EnvCheckRow, _judge, render_table, summarize
 
 
 def test_truncated_harness_ids_run_as_their_base_test() -> None:
@@ -119,3 +120,37 @@ def test_envcheck_end_to_end_with_a_user_spec(tmp_path: Path) -> None:
     assert rows["acme__widget-3"]["category"] == "install"
     assert "known: 1.0" in rows["acme__widget-3"]["reason"]
     assert "| acme/widget | 3 | 1 |" in (out / "envcheck.md").read_text()
+
+
+def test_agreement_with_the_harness_resolved_and_per_test(tmp_path: Path) -> None:
+    from coharden.errors import CoHardenError
+    from coharden.study.agreement import compare, load_predictions, render
+
+    def status(f2p_ok: list[str], f2p_bad: list[str], p2p_ok: list[str]) -> dict:  # type: ignore[type-arg]
+        return {"FAIL_TO_PASS": {"success": f2p_ok, "failure": f2p_bad},
+                "PASS_TO_PASS": {"success": p2p_ok, "failure": []}}
+
+    harness = tmp_path / "preds.jsonl"
+    harness.write_text("\n".join(json.dumps(r) for r in [
+        {"instance_id": "o__a-1", "resolved": True, "tests_status": status(["t1"], [], ["p1", "p2[x"])},
+        {"instance_id": "o__a-2", "resolved": False, "tests_status": status([], ["t2"], ["p1"])},
+        {"instance_id": "o__b-3", "resolved": True, "tests_status": status(["t3"], [], [])},
+    ]) + "\n")
+    report = {"instances": {"errors": {"o__b-3": "environment failed"}, "fix_errors": {}},
+              "fixes": {"mini": {"instances": {
+                  "o__a-1": {"resolved": True, "tests_status": status(["t1"], [], ["p1"])},
+                  "o__a-2": {"resolved": True, "outcome": "PASS", "tests_status": status(["t2"], [], ["p1"])},
+                  "o__b-3": {"error": "environment failed"}}}}}
+    result = compare(report, load_predictions(harness))
+    assert (result.compared, result.resolved_agree) == (2, 1)
+    assert (result.tests_compared, result.tests_agree, result.tests_unreported) == (4, 3, 1)
+    assert [d.instance_id for d in result.disagreements] == ["o__a-2"]
+    assert result.disagreements[0].tests == ["t2"]
+    assert "o__b-3" in result.not_graded
+    assert "resolved: 1 / 2 agree (50.0 %)" in render(result)
+    with pytest.raises(CoHardenError, match="no fix system 'other'"):
+        compare(report, load_predictions(harness), "other")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "x"}\n')
+    with pytest.raises(CoHardenError, match="no 'resolved' field"):
+        load_predictions(bad)

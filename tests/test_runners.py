@@ -54,6 +54,8 @@ def test_django_log_is_read_like_the_harness() -> None:
     assert status["test_f (app.tests.ATests)"] is TestStatus.PASSED  # 'ok' on its own line
     assert status["A docstring that describes test g."] is TestStatus.PASSED  # the harness's id
     assert status["test_g (app.tests.ATests.test_g)"] is TestStatus.PASSED  # and the test it describes
+    assert status["test_g (app.tests.ATests)"] is TestStatus.PASSED  # in either unittest format
+    assert status["test_a (app.tests.ATests.test_a)"] is TestStatus.PASSED
 
 
 def test_django_ids_become_labels() -> None:
@@ -211,7 +213,7 @@ def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]
              "        self.assertEqual(capfirst('hello'), 'Hello!')\n\n")
     test_patch = make_patch(root, {"tests/str/tests.py": tests_py.replace(marker, marker + probe)})
     text_py = (root / "django" / "utils" / "text.py").read_text()
-    old = "return value and str(value[0]).upper() + value[1:]"
+    old = "return x[0].upper() + x[1:]"
     assert old in text_py
     fix = make_patch(root, {"django/utils/text.py": text_py.replace(old, old + " + '!'")})
     instance = Instance(instance_id="django__probe", repo=str(root), base_commit=commit, patch=fix,

@@ -141,6 +141,14 @@ def parse_django_log(log: str) -> dict[str, TestStatus]:
             described = line
         elif new or " ... " in line:
             described = None
+    # Python 3.11+ prints 'test_x (module.Class.test_x)', older ones 'test_x (module.Class)': ids of either
+    # form find the test
+    for test_id, value in list(status.items()):
+        match = _DJANGO_ID.match(test_id)
+        if match:
+            name, where = match["name"], match["where"]
+            other = where[: -len(name) - 1] if where.endswith("." + name) else f"{where}.{name}"
+            status.setdefault(f"{name} ({other})", value)
     return status
 
 

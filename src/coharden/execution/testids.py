@@ -88,3 +88,11 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
     if unresolved:
         raise TestIdError(f"test names not found in the test patch's files: {', '.join(unresolved)}")
     return resolved
+
+
+def runnable_id(test_id: str) -> str:
+    """The SWE-bench harness's log parser cuts ids at the first space, leaving e.g. ``t.py::test_x[a`` for
+    ``t.py::test_x[a b]``; such an id runs as its base test (all its parameters)."""
+    if "::" in test_id and "[" in test_id and not test_id.endswith("]"):
+        return test_id.split("[", 1)[0]
+    return test_id

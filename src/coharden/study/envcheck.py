@@ -17,6 +17,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.execution.testids import runnable_id
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -38,14 +39,6 @@ class EnvCheckRow:
     p2p: int = 0
     failing: list[str] = field(default_factory=list)
     seconds: float = 0.0
-
-
-def runnable_id(test_id: str) -> str:
-    """The harness's log parser cuts ids at the first space, leaving e.g. ``test_x[a`` for ``test_x[a b]``: such
-    ids run as their base test (all parameters)."""
-    if "[" in test_id and not test_id.endswith("]"):
-        return test_id.split("[", 1)[0]
-    return test_id
 
 
 def _statuses(verdict: Verdict, ids: list[str]) -> dict[str, list[TestStatus]]:
