@@ -33,29 +33,33 @@ def _row() -> EnvCheckRow:
 
 
 def test_judge_sorts_failures_by_cause() -> None:
-    ok = _v(Outcome.PASS, {"a": [TestStatus.PASSED]})
+    ok = _v(Outcome.PASS, {"a": [TestStatus.PASSED], "b": [TestStatus.PASSED]})
     failing = _v(Outcome.FAIL, {"a": [TestStatus.FAILED]}, "a: boom")
     row = _row()
-    assert not _judge(row, ["a"], failing, ok, [], None)
+    assert not _judge(row, ["a"], ["b"], failing, ok)
     row = _row()
-    assert _judge(row, ["a"], ok, ok, [], None)
+    assert _judge(row, ["a"], ["b"], ok, ok)
     assert row.category == "tests"
     assert "passes on the buggy code" in row.reason
     row = _row()
-    net = _v(Outcome.FAIL, {"a": [TestStatus.FAILED]}, "a: OSError: [Errno 101] Network is unreachable")
-    assert _judge(row, ["a"], failing, net, [], None)
+    net = _v(Outcome.FAIL, {"a": [TestStatus.FAILED], "b": [TestStatus.PASSED]},
+             "a: OSError: [Errno 101] Network is unreachable")
+    assert _judge(row, ["a"], ["b"], failing, net)
     assert row.category == "network"
     assert row.failing == ["a"]
     row = _row()
-    kept = _v(Outcome.FAIL, {"b": [TestStatus.PASSED], "c": [TestStatus.ERROR]}, "c: error")
-    assert _judge(row, ["a"], failing, ok, ["b", "c"], kept)
+    kept = _v(Outcome.FAIL, {"a": [TestStatus.PASSED], "b": [TestStatus.PASSED], "c": [TestStatus.ERROR]}, "c: e")
+    assert _judge(row, ["a"], ["b", "c"], failing, kept)
     assert row.category == "tests"
     assert row.failing == ["c"]
     assert "1 PASS_TO_PASS" in row.reason
     row = _row()
-    assert _judge(row, ["a"], failing, _v(Outcome.HARNESS_ERROR, reason="no output"), [], None)
+    assert _judge(row, ["a"], [], failing, _v(Outcome.HARNESS_ERROR, reason="no output"))
     assert row.category == "tests"
     assert "HARNESS_ERROR" in row.reason
+    row = _row()
+    assert _judge(row, ["a"], [], failing, _v(Outcome.TIMEOUT, reason="killed"))
+    assert row.category == "timeout"
 
 
 def test_table_counts_per_repository() -> None:

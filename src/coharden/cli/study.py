@@ -117,7 +117,8 @@ def study_envcheck(
     from coharden.study.envcheck import EnvCheckRow, check_instance, load_done, render_table, summarize, write_outputs
 
     try:
-        settings = _settings(config, timeout=timeout, swebench_specs=specs)
+        # whole PASS_TO_PASS sets of real repositories run in one process: give them time
+        settings = _settings(config, timeout=timeout or 900, swebench_specs=specs)
         instances = [i for i in load_records(records) if (not only or i.instance_id in only)
                      and (not only_repo or i.repo in only_repo)]
         done = load_done(output)

@@ -3,7 +3,8 @@ in its spec environment (FAIL_TO_PASS fail on the buggy code and pass on the fix
 
 A failed instance says why, in one category: ``interpreter`` / ``install`` / ``import`` (the environment),
 ``network`` (a test needs the network, which test runs do not have), ``flaky`` (a second run disagrees with
-the first), ``tests`` (a wanted test keeps failing, or never fails on the buggy code), ``repo`` (no snapshot).
+the first), ``timeout`` (the fixed run exceeded the time limit), ``tests`` (a wanted test keeps failing, or
+never fails on the buggy code), ``repo`` (no snapshot).
 """
 
 from __future__ import annotations
@@ -78,13 +79,14 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
     try:
         with InstanceExecutor(instance, repo, run_settings) as executor:
             golden = executor.test_patch(instance.test_patch, name="golden", ids=f2p)
-            keep = executor.test_patch(instance.test_patch, name="p2p", ids=p2p) if p2p else None
+            # the fixed code runs FAIL_TO_PASS and PASS_TO_PASS in one process, as the harness does
+            both = executor.test_patch(instance.test_patch, name="golden+p2p", ids=f2p + p2p)
+            kept = [i for i in both.ids if i not in golden.ids]
             buggy = executor.verdict("", golden)
-            fixed = executor.verdict(instance.patch, golden)
-            kept = executor.verdict(instance.patch, keep) if keep else None
-            problem = _judge(row, golden.ids, buggy, fixed, keep.ids if keep else [], kept)
-            if problem and row.category == "tests":  # a second run tells flaky from deterministic
-                if _rerun(executor, instance, golden, keep):
+            fixed = executor.verdict(instance.patch, both)
+            if _judge(row, golden.ids, kept, buggy, fixed) and row.category == "tests":
+                # a second run (nothing is cached without a store) tells flaky from deterministic
+                if executor.verdict(instance.patch, both).outcome is Outcome.PASS:
                     row.category = "flaky"
     except CoHardenError as exc:
         row.category, row.reason = "tests", f"cannot run: {exc}"[:500]
@@ -93,27 +95,20 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
     return row
 
 
-def _rerun(executor: object, instance: Instance, golden: object, keep: object) -> bool:
-    """True when the fixed code passes everything on a second, uncached run."""
-    fresh = executor._run_together(instance.patch, [t for t in (golden, keep) if t is not None])[0]  # type: ignore[attr-defined]
-    return all(v.outcome is Outcome.PASS for v in fresh.values())
-
-
-def _judge(row: EnvCheckRow, f2p: list[str], buggy: Verdict, fixed: Verdict, p2p: list[str],
-           kept: Verdict | None) -> bool:
-    """Fill the row's category / reason; True when something is wrong."""
-    texts = " ".join(v.reason + " " + v.output_tail for v in (buggy, fixed, kept) if v is not None)
-    fixed_bad = _failing(_statuses(fixed, f2p)) if fixed.outcome is not Outcome.PASS else []
-    kept_bad = _failing(_statuses(kept, p2p)) if kept is not None and kept.outcome is not Outcome.PASS else []
-    if fixed.outcome is Outcome.HARNESS_ERROR or fixed.outcome is Outcome.TIMEOUT:
+def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fixed: Verdict) -> bool:
+    """Fill the row's category / reason from the buggy run (FAIL_TO_PASS) and the fixed run (both kinds);
+    True when something is wrong."""
+    texts = " ".join(v.reason + " " + v.output_tail for v in (buggy, fixed))
+    if fixed.outcome is Outcome.TIMEOUT:
+        row.category, row.reason = "timeout", f"fixed code: {fixed.short()}"[:500]
+    elif fixed.outcome is Outcome.HARNESS_ERROR:
         row.category, row.reason = "tests", f"fixed code: {fixed.short()}"[:500]
-    elif fixed.outcome is not Outcome.PASS or kept_bad or (kept is not None and not kept.admissible):
+    elif fixed.outcome is not Outcome.PASS:
+        fixed_bad, kept_bad = _failing(_statuses(fixed, f2p)), _failing(_statuses(fixed, p2p))
         row.failing = (fixed_bad + kept_bad)[:10]
-        first = fixed if fixed.outcome is not Outcome.PASS else kept
-        reason = first.short() if first is not None else ""
         row.category = "network" if _NETWORK.search(texts) else "tests"
         row.reason = (f"on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests do "
-                      f"not pass: {reason}")[:600]
+                      f"not pass: {fixed.short()}")[:600]
     elif buggy.outcome is Outcome.PASS:
         row.category, row.reason = "tests", "the golden test passes on the buggy code"
     elif buggy.outcome not in (Outcome.FAIL, Outcome.COLLECTION_ERROR):
@@ -131,7 +126,7 @@ def summarize(rows: list[EnvCheckRow]) -> dict[str, dict[str, int]]:
 
 
 def render_table(rows: list[EnvCheckRow]) -> str:
-    categories = ["interpreter", "install", "import", "network", "flaky", "tests", "repo"]
+    categories = ["interpreter", "install", "import", "network", "flaky", "timeout", "tests", "repo"]
     summary = summarize(rows)
     lines = ["| repository | instances | verified | " + " | ".join(categories) + " |",
              "| --- | ---: | ---: | " + " | ".join("---:" for _ in categories) + " |"]
