@@ -210,3 +210,33 @@ def test_spec_environment_runs_the_jobs_checkout_with_the_built_overlay(tmp_path
     assert "assert 5 == 4" in buggy.reason
     assert fixed.passed
     assert gen.passed
+
+
+def test_spec_environment_is_used_only_for_swebench_records_without_a_chosen_python(tmp_path: Path) -> None:
+    from coharden.environment.specbuild import auto_spec_settings
+
+    repo, commit = make_repo(tmp_path / "repo", {"a.py": "X = 1\n"})
+    record = Instance(instance_id="sympy__sympy-1", repo="sympy/sympy", base_commit=commit, version="1.1",
+                      environment_setup_commit=commit)
+    settings = Settings(cache_dir=tmp_path / "cache")
+    chosen = settings.with_overrides(python="/usr/bin/python3")
+    assert auto_spec_settings(record, repo, chosen) is chosen  # --python wins
+    local = record.model_copy(update={"version": None})
+    assert auto_spec_settings(local, repo, settings) is settings  # not a SWE-bench record
+    other = record.model_copy(update={"repo": "acme/unknown"})
+    assert auto_spec_settings(other, repo, settings) is settings  # a repository no spec describes
+
+
+def test_env_build_instance_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    no_records = runner.invoke(app, ["env", "build", "--instance", "x-1"])
+    assert no_records.exit_code == 2
+    assert "--records" in no_records.output
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps({"instance_id": "a-1", "repo": "acme/x", "base_commit": "HEAD"}) + "\n")
+    missing = runner.invoke(app, ["env", "build", "--instance", "b-2", "--records", str(records)])
+    assert missing.exit_code == 2
+    assert "b-2" in missing.output
+    neither = runner.invoke(app, ["env", "build"])
+    assert neither.exit_code == 2
+    assert "--instance" in neither.output
