@@ -13,6 +13,7 @@ session), so no test's verdict depends on the tests it happened to share a proce
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from pathlib import Path, PurePosixPath
 
@@ -209,7 +210,10 @@ class InstanceExecutor:
         self.workspace.apply(test.patch)
         self.runs += 1
         where = self._runner()
-        where["extra_env"] = {**(where["extra_env"] or {}), **(extra_env or {})}
+        job, extra = where["extra_env"] or {}, dict(extra_env or {})
+        if "PYTHONPATH" in job and "PYTHONPATH" in extra:  # a plugin's directory and the job's checkout, both
+            extra["PYTHONPATH"] = os.pathsep.join([extra["PYTHONPATH"], job["PYTHONPATH"]])
+        where["extra_env"] = {**job, **extra}
         return run_pytest(root, list(test.ids), self.settings, self.python, **where, extra_args=extra_args)
 
     def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
