@@ -158,3 +158,15 @@ def test_agreement_with_the_harness_resolved_and_per_test(tmp_path: Path) -> Non
     bad.write_text('{"instance_id": "x"}\n')
     with pytest.raises(CoHardenError, match="no 'resolved' field"):
         load_predictions(bad)
+
+
+def test_binary_stub_diffs_are_dropped_like_the_harness_does() -> None:
+    from coharden.patches import drop_binary_stubs, touched_files
+
+    text = ("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+            "diff --git a/plot.png b/plot.png\nnew file mode 100644\nindex 00000000..50466939\n"
+            "Binary files /dev/null and b/plot.png differ\n")
+    kept, dropped = drop_binary_stubs(text)
+    assert dropped == ["plot.png"]
+    assert touched_files(kept) == ["m.py"]
+    assert drop_binary_stubs("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x\n+y\n")[1] == []

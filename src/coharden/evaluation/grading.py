@@ -43,7 +43,7 @@ from coharden.execution.testids import resolve_names, runnable_id
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.mutation.pool import MECHANICAL_OPERATORS
-from coharden.patches import split_patch, touched_files
+from coharden.patches import drop_binary_stubs, split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
 from coharden.schema.mutant import Operator
@@ -164,6 +164,8 @@ def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) 
     try:
         source, tests = split_patch(fix, executor.settings.test_patterns)
         dropped = touched_files(tests)
+        source, stubs = drop_binary_stubs(source)  # as the harness's patch fallback does
+        dropped += stubs
     except PatchError as exc:
         return FixGrade(reason=f"the fix is not a valid patch: {exc}")
     verdict = executor.verdict(source, golden.patch)
