@@ -2,8 +2,8 @@
 harness's ``resolved`` flag and per-test ``tests_status`` stored with the same predictions.
 
 Per test, a harness id counts as agreeing when coharden put it in the same bucket (success / failure) of the
-same kind (FAIL_TO_PASS / PASS_TO_PASS). Ids coharden does not report (e.g. ones the harness's log parser cut
-at a space) are counted apart, not as agreement.
+same kind (FAIL_TO_PASS / PASS_TO_PASS); an id the harness's log parser cut at a space is compared with the
+base test coharden ran for it. Ids coharden does not report are counted apart, not as agreement.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coharden.errors import CoHardenError
+from coharden.execution.testids import runnable_id
 
 
 @dataclass
@@ -100,7 +101,9 @@ def compare(report: dict[str, Any], harness: dict[str, dict[str, Any]], system: 
         counts["agree"] += same
         mine = _buckets(ours.get("tests_status") or {})
         differing: list[str] = []
-        for test_id, where in _buckets(theirs.get("tests_status") or {}).items():
+        for harness_id, where in _buckets(theirs.get("tests_status") or {}).items():
+            # an id the harness's parser cut at a space ran here as its base test (all its parameters)
+            test_id = harness_id if harness_id in mine else runnable_id(harness_id)
             if test_id not in mine:
                 result.tests_unreported += 1
                 continue
