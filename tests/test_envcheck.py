@@ -136,18 +136,18 @@ def test_agreement_with_the_harness_resolved_and_per_test(tmp_path: Path) -> Non
 
     harness = tmp_path / "preds.jsonl"
     harness.write_text("\n".join(json.dumps(r) for r in [
-        {"instance_id": "o__a-1", "resolved": True, "tests_status": status(["t1"], [], ["p1", "p2[x", "f.py::p3[a"])},
+        {"instance_id": "o__a-1", "resolved": True, "tests_status": status(["t1"], [], ["p1", "p2[x", "f.py::p3[a", "test_bare"])},
         {"instance_id": "o__a-2", "resolved": False, "tests_status": status([], ["t2"], ["p1"])},
         {"instance_id": "o__b-3", "resolved": True, "tests_status": status(["t3"], [], [])},
     ]) + "\n")
     report = {"instances": {"errors": {"o__b-3": "environment failed"}, "fix_errors": {}},
               "fixes": {"mini": {"instances": {
-                  "o__a-1": {"resolved": True, "tests_status": status(["t1"], [], ["p1", "f.py::p3"])},
+                  "o__a-1": {"resolved": True, "tests_status": status(["t1"], [], ["p1", "f.py::p3", "g.py::test_bare"])},
                   "o__a-2": {"resolved": True, "outcome": "PASS", "tests_status": status(["t2"], [], ["p1"])},
                   "o__b-3": {"error": "environment failed"}}}}}
     result = compare(report, load_predictions(harness))
     assert (result.compared, result.resolved_agree) == (2, 1)
-    assert (result.tests_compared, result.tests_agree, result.tests_unreported) == (5, 4, 1)
+    assert (result.tests_compared, result.tests_agree, result.tests_unreported) == (6, 5, 1)
     assert [d.instance_id for d in result.disagreements] == ["o__a-2"]
     assert result.disagreements[0].tests == ["t2"]
     assert "o__b-3" in result.not_graded

@@ -100,10 +100,15 @@ def compare(report: dict[str, Any], harness: dict[str, dict[str, Any]], system: 
         result.resolved_agree += same
         counts["agree"] += same
         mine = _buckets(ours.get("tests_status") or {})
+        by_name: dict[str, list[str]] = {}
+        for node in mine:  # sympy's harness ids are bare names; coharden's are path::name
+            by_name.setdefault(node.rsplit("::", 1)[-1], []).append(node)
         differing: list[str] = []
         for harness_id, where in _buckets(theirs.get("tests_status") or {}).items():
             # an id the harness's parser cut at a space ran here as its base test (all its parameters)
             test_id = harness_id if harness_id in mine else runnable_id(harness_id)
+            if test_id not in mine and len(by_name.get(harness_id, [])) == 1:
+                test_id = by_name[harness_id][0]
             if test_id not in mine:
                 result.tests_unreported += 1
                 continue
