@@ -240,3 +240,18 @@ def test_env_build_instance_bad_input(tmp_path: Path) -> None:
     neither = runner.invoke(app, ["env", "build"])
     assert neither.exit_code == 2
     assert "--instance" in neither.output
+
+
+@pytest.mark.slow
+def test_a_pin_that_does_not_resolve_names_the_step_and_the_log_tail(tmp_path: Path) -> None:
+    try:
+        find_interpreter(HERE)
+    except BuildError:
+        pytest.skip(f"python {HERE} not installed")
+    repo, commit = make_repo(tmp_path / "repo", {"widget/__init__.py": "X = 1\n"})
+    spec = _spec(python=HERE, pip_packages=["coharden-no-such-package-xyz==0.0.1"])
+    built = SpecBuilder(tmp_path / "cache").build(repo, spec, commit)
+    assert not built.ok
+    assert built.failed_step == "pins"
+    assert "coharden-no-such-package-xyz" in built.error
+    assert (built.env_dir / "build.log").is_file()
