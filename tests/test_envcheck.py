@@ -136,7 +136,8 @@ def test_agreement_with_the_harness_resolved_and_per_test(tmp_path: Path) -> Non
 
     harness = tmp_path / "preds.jsonl"
     harness.write_text("\n".join(json.dumps(r) for r in [
-        {"instance_id": "o__a-1", "resolved": True, "tests_status": status(["t1"], [], ["p1", "p2[x", "f.py::p3[a", "test_bare"])},
+        {"instance_id": "o__a-1", "resolved": True,
+         "tests_status": status(["t1"], [], ["p1", "p2[x", "f.py::p3[a", "test_bare"])},
         {"instance_id": "o__a-2", "resolved": False, "tests_status": status([], ["t2"], ["p1"])},
         {"instance_id": "o__b-3", "resolved": True, "tests_status": status(["t3"], [], [])},
     ]) + "\n")
