@@ -143,7 +143,8 @@ def test_agreement_with_the_harness_resolved_and_per_test(tmp_path: Path) -> Non
     ]) + "\n")
     report = {"instances": {"errors": {"o__b-3": "environment failed"}, "fix_errors": {}},
               "fixes": {"mini": {"instances": {
-                  "o__a-1": {"resolved": True, "tests_status": status(["t1"], [], ["p1", "f.py::p3", "g.py::test_bare"])},
+                  "o__a-1": {"resolved": True,
+                             "tests_status": status(["t1"], [], ["p1", "f.py::p3", "g.py::test_bare"])},
                   "o__a-2": {"resolved": True, "outcome": "PASS", "tests_status": status(["t2"], [], ["p1"])},
                   "o__b-3": {"error": "environment failed"}}}}}
     result = compare(report, load_predictions(harness))
