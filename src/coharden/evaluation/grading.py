@@ -39,7 +39,7 @@ from coharden.errors import ApplyError, CoHardenError, PatchError, TestIdError
 from coharden.evaluation.inputs import patch_key
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
-from coharden.execution.testids import resolve_names, runnable_id
+from coharden.execution.testids import resolve_names, runnable_ids
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.mutation.pool import MECHANICAL_OPERATORS
@@ -118,7 +118,7 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     are kept as they are, wherever they live.
     """
     reference = executor.golden_test()
-    p2p_names = list(dict.fromkeys(runnable_id(n) for n in executor.instance.PASS_TO_PASS))
+    p2p_names = runnable_ids(executor.instance.PASS_TO_PASS)
     files = {p: c for p, c in reference.files.items() if c is not None}
     if executor.settings.runner == "django":  # unittest descriptions, not names in the files
         p2p = p2p_names

@@ -24,7 +24,7 @@ from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
 from coharden.execution.store import Store, verdict_key
-from coharden.execution.testids import contributed_ids, resolve_names, runnable_id
+from coharden.execution.testids import contributed_ids, resolve_names, runnable_ids
 from coharden.execution.workspace import Workspace
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.instance import Instance
@@ -159,7 +159,7 @@ class InstanceExecutor:
 
     def golden_test(self) -> TestPatch:
         """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
-        ids = list(dict.fromkeys(runnable_id(i) for i in self.instance.FAIL_TO_PASS))
+        ids = runnable_ids(self.instance.FAIL_TO_PASS)
         return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
