@@ -53,6 +53,8 @@ class Settings(BaseModel):
         description="Modules the fork server imports once: the project's dependencies, never the project.",
     )
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
+    legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
+                                "--no-header / -rN options); a spec environment sets it.")
     runner: str = Field(default="pytest", pattern="^(pytest|django|sympy)$",
                         description="Test runner: pytest, Django's tests/runtests.py, or sympy's bin/test.")
     test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "

@@ -53,6 +53,7 @@ class SpecEnv(BaseModel):
     python: str = ""
     python_version: str = ""
     runner: str = "pytest"
+    pytest_version: str = ""
     overlay: Path | None = None
     test_env: dict[str, str] = Field(default_factory=dict)
     steps: list[StepLog] = Field(default_factory=list)
@@ -64,8 +65,10 @@ class SpecEnv(BaseModel):
 
     def settings(self, base: Settings) -> Settings:
         """``base`` running tests in this environment (fork server off: PYTHONPATH is set per job)."""
+        legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
         return base.with_overrides(python=self.python, fork_server=False, runner=self.runner,
-                                   test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay)
+                                   test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
+                                   legacy_pytest=legacy)
 
 
 def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:
@@ -168,6 +171,9 @@ class SpecBuilder:
                 previous = SpecEnv.model_validate_json(record.read_text())
                 if not previous.ok or Path(previous.python).exists():
                     self.log(f"reusing environment {env_dir}")
+                    if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
+                        previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
+                        record.write_text(previous.model_dump_json(indent=2))
                     return previous.model_copy(update={"cached": True})
             import time
 
@@ -241,14 +247,18 @@ class SpecBuilder:
         check_env = {**env, **{k: v.replace("{workspace}", str(src)) for k, v in result.test_env.items()}}
         module = _IMPORT_NAME.get(spec.repo.split("/")[-1], spec.repo.split("/")[-1].replace("-", "_"))
         probe = f"import sys, {module}" + (", pytest" if spec.runner == "pytest" else "")
-        check = run_limited([str(python), "-c", probe + "; print(sys.version.split()[0])"], src, timeout=300,
-                            env=check_env, network=False)
+        report = "print(sys.version.split()[0], pytest.__version__)" if spec.runner == "pytest" \
+            else "print(sys.version.split()[0])"
+        check = run_limited([str(python), "-c", f"{probe}; {report}"], src, timeout=300, env=check_env,
+                            network=False)
         if check.returncode != 0:
             result.failed_step = "import"
             result.error = f"`{probe}` fails in the built environment:\n{_tail(check.output, 15)}"
             return result
         result.ok, result.python = True, str(python)
-        result.python_version = check.output.strip().splitlines()[-1] if check.output.strip() else ""
+        versions = check.output.strip().splitlines()[-1].split() if check.output.strip() else []
+        result.python_version = versions[0] if versions else ""
+        result.pytest_version = versions[1] if len(versions) > 1 else ""
         return result
 
     def _installer(self, python: str, version: str) -> str:
@@ -294,6 +304,15 @@ class SpecBuilder:
             return True
         names = [p for p in spec.packages.split() if p.split("=")[0].lower() not in _CONDA_ONLY]
         return not names or bool(run("packages", f"{install} {' '.join(shlex.quote(n) for n in names)}"))
+
+
+def _pytest_version(env: SpecEnv) -> str:
+    src = env.env_dir / "src"
+    run_env = {**_build_env(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
+    out = run_limited([env.python, "-c", "import pytest; print(pytest.__version__)"], src, timeout=300,
+                      env=run_env, network=False)
+    lines = out.output.strip().splitlines()
+    return lines[-1].strip() if out.returncode == 0 and lines else ""
 
 
 def _uv_binary() -> str | None:
