@@ -61,6 +61,12 @@ def test_judge_sorts_failures_by_cause() -> None:
     assert row.category == "tests"
     assert "HARNESS_ERROR" in row.reason
     row = _row()
+    broken = _v(Outcome.HARNESS_ERROR, reason="pytest produced no results")
+    broken.output_tail = "ModuleNotFoundError: No module named 'importlib_metadata'"
+    assert _judge(row, ["a"], [], broken, broken)
+    assert row.category == "import"
+    assert "importlib_metadata" in row.reason
+    row = _row()
     assert _judge(row, ["a"], [], failing, _v(Outcome.TIMEOUT, reason="killed"))
     assert row.category == "timeout"
 

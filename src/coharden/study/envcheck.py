@@ -25,6 +25,7 @@ from coharden.schema.verdict import Outcome, TestStatus, Verdict
 _NETWORK = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
                       r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
                       r"nodename nor servname|getaddrinfo failed|Connection refused", re.I)
+_MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '?[\w.]+'?")
 _BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
 
 
@@ -99,7 +100,12 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
     """Fill the row's category / reason from the buggy run (FAIL_TO_PASS) and the fixed run (both kinds);
     True when something is wrong."""
     texts = " ".join(v.reason + " " + v.output_tail for v in (buggy, fixed))
-    if fixed.outcome is Outcome.TIMEOUT:
+    missing = _MISSING_MODULE.search(texts)
+    if missing and fixed.outcome in (Outcome.HARNESS_ERROR, Outcome.COLLECTION_ERROR):
+        # the code under test needs a module the environment lacks: typically a dependency declared at the
+        # instance's base commit but not at the environment-setup commit the environment was installed from
+        row.category, row.reason = "import", f"fixed code: {fixed.outcome.value}: {missing.group(0)}"
+    elif fixed.outcome is Outcome.TIMEOUT:
         row.category, row.reason = "timeout", f"fixed code: {fixed.short()}"[:500]
     elif fixed.outcome is Outcome.HARNESS_ERROR:
         row.category, row.reason = "tests", f"fixed code: {fixed.short()}"[:500]
