@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import PAPER_TAU
 
 DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
 
@@ -62,7 +63,7 @@ class Settings(BaseModel):
     env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "
                                      "generated modules) copied into every checkout after it is reset.")
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
-    tau: float = Field(default=0.202, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
+    tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0
 
     def with_overrides(self, **overrides: Any) -> Settings:
