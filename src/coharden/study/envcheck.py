@@ -112,7 +112,8 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
     elif fixed.outcome is not Outcome.PASS:
         fixed_bad, kept_bad = _failing(_statuses(fixed, f2p)), _failing(_statuses(fixed, p2p))
         row.failing = (fixed_bad + kept_bad)[:10]
-        row.category = "network" if _NETWORK.search(texts) else "tests"
+        # the failing tests' own messages decide (other tests' output may mention connections)
+        row.category = "network" if _NETWORK.search(fixed.reason) else "tests"
         row.reason = (f"on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests do "
                       f"not pass: {fixed.short()}")[:600]
     elif buggy.outcome is Outcome.PASS:
