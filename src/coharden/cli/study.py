@@ -102,3 +102,90 @@ def study_real_bugs(
     console.print(f"report: {output / 'real_bugs_report.md'}")
     for line in summary["headline"]:
         console.print(f"- {line}")
+
+
+@study_app.command("envcheck")
+@cli_errors
+def study_envcheck(
+    records: Annotated[Path, typer.Option("--records", help="SWE-bench records (JSON / JSONL).")],
+    repos: Annotated[Path, typer.Option("--repos", help="Directory of owner__name repository snapshots.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (envcheck.md, .jsonl).")]
+    = Path("envcheck-results"),
+    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
+    = None,
+    only: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Verify the golden test of every reachable SWE-bench instance in its spec environment (resumable: rows
+    already in the output are kept) and write a per-repository table."""
+    from coharden.instances import load_records
+    from coharden.study.envcheck import EnvCheckRow, check_instance, load_done, render_table, summarize, write_outputs
+
+    # whole PASS_TO_PASS sets of real repositories run in one process: give them time
+    settings = _settings(config, timeout=timeout or 900, swebench_specs=specs)
+    instances = [i for i in load_records(records) if (not only or i.instance_id in only)
+                 and (not only_repo or i.repo in only_repo)]
+    done = load_done(output)
+    rows: list[EnvCheckRow] = []
+    for instance in instances[:limit] if limit else instances:
+        if instance.instance_id in done:
+            rows.append(done[instance.instance_id])
+            continue
+        repo = repos / instance.repo.replace("/", "__")
+        if not repo.is_dir():
+            rows.append(EnvCheckRow(instance.instance_id, instance.repo, str(instance.version), False, "repo",
+                                    f"no snapshot at {instance.repo.replace('/', '__')}"))
+            continue
+        row = check_instance(instance, repo, settings)
+        err_console.print(f"{row.instance_id}: {'verified' if row.verified else row.category} "
+                          f"({row.seconds:.0f}s) {row.reason.splitlines()[0][:150] if row.reason else ''}",
+                          markup=False, highlight=False)
+        rows.append(row)
+        write_outputs(_with_others(done, rows), output)
+    write_outputs(_with_others(done, rows), output)
+    if as_json:
+        print(json.dumps(summarize(rows), indent=2))
+        return
+    console.print(render_table(rows), markup=False, highlight=False)
+
+
+def _with_others(done: dict, rows: list) -> list:  # type: ignore[type-arg]
+    """This run's rows plus the rows of earlier runs on other instances (the output file keeps them all)."""
+    mine = {row.instance_id for row in rows}
+    return [*[row for key, row in done.items() if key not in mine], *rows]
+
+
+@study_app.command("agreement")
+@cli_errors
+def study_agreement(
+    report: Annotated[Path, typer.Option("--report", help="report.json of `coharden eval --fixes ...`.")],
+    predictions: Annotated[Path, typer.Option("--predictions", help="The same fixes with the harness's "
+                                              "'resolved' and 'tests_status' (JSONL).")],
+    system: Annotated[str | None, typer.Option("--system", help="Fix system of the report (default: first).")]
+    = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write agreement.md / .json here.")]
+    = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Agreement of coharden's fix grades with the official SWE-bench harness: resolved and per test."""
+    from coharden.study.agreement import compare, load_predictions, render, to_json
+
+    if not report.is_file():
+        raise CoHardenError(f"{report}: eval report not found")
+    try:
+        data = json.loads(report.read_text())
+    except json.JSONDecodeError as exc:
+        raise CoHardenError(f"{report}: not JSON: {exc.msg}") from None
+    result = compare(data, load_predictions(predictions), system)
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "agreement.md").write_text(render(result))
+        (output / "agreement.json").write_text(json.dumps(to_json(result), indent=2))
+    if as_json:
+        print(json.dumps(to_json(result), indent=2))
+    else:
+        console.print(render(result), markup=False, highlight=False)
