@@ -13,6 +13,10 @@ class Operator(StrEnum):
     BEHAVIOR_SUBSTITUTION = "behavior_substitution"
     SYMPTOM_SUPPRESSION = "symptom_suppression"
     INPUT_SPECIFIC_SHORTCUT = "input_specific_shortcut"
+    TOKEN_REVERT = "token_revert"
+    WIDENED_SCOPE = "widened_scope"
+    NARROWED_SCOPE = "narrowed_scope"
+    CALLER_PATCH = "caller_patch"
     VANILLA = "vanilla"
 
 
