@@ -115,19 +115,23 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         matrix.add_row("candidate FAIL", f"gamma {counts['gamma']}", f"delta {counts['delta']}")
         console.print(matrix)
         ops = Table(title="per operator")
-        for col in ("operator", "total", "admissible", "alpha", "beta", "gamma", "delta", "inadmissible"):
+        for col in ("operator", "total", "admissible", "alpha", "beta", "gamma", "delta", "laxity", "inadmissible"):
             ops.add_column(col)
         for op, row in result.per_operator().items():
             inad = ", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-"
-            ops.add_row(op, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")), inad)
+            op_lax = "-" if row["laxity"] is None else f"{row['laxity']:.3f}"
+            ops.add_row(op, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")),
+                        op_lax, inad)
         console.print(ops)
-        dropped = result.pool.get("dropped", {})
-        if dropped:
-            console.print("dropped before running: " + "; ".join(
-                f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
+        for what, key in (("dropped before running", "dropped"), ("skipped by operators", "skipped")):
+            if reasons_of := result.pool.get(key, {}):
+                console.print(f"{what}: " + "; ".join(f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items())
+                                                       for op, reasons in reasons_of.items()))
         _render_sources(result)
     laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
-    console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
+    balanced = "n/a" if result.balanced_laxity is None else f"{result.balanced_laxity:.3f}"
+    console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]   "
+                  f"balanced laxity (operators weighted equally): {balanced}")
     lax = result.lax_mutants()
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")

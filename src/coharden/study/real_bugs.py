@@ -123,9 +123,11 @@ def python_tag(version: str) -> str:
 
 
 def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[str],
-              systems: Sequence[str] = tuple(SYSTEM_FILES)) -> StudyData:
+              systems: Sequence[str] = tuple(SYSTEM_FILES), system_files: dict[str, Path] | None = None,
+              wrong_fixes: Path | None = None, correct_fixes: Path | None = None) -> StudyData:
     """Everything the study reads from the shared data directory, filtered to the instances that the
-    environment check verified on ``python_version`` and that are in SWT-bench Verified."""
+    environment check verified on ``python_version`` and that are in SWT-bench Verified. ``system_files``
+    (name -> predictions JSONL), ``wrong_fixes`` and ``correct_fixes`` replace the data directory's files."""
     data_dir = Path(data_dir)
     instances = {inst.instance_id: inst for inst in load_records(data_dir / RECORDS)}
     check = _json(data_dir / ENV_CHECK)
@@ -145,9 +147,11 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
 
     predictions: dict[str, dict[str, str]] = {}
     for system in systems:
-        if system not in SYSTEM_FILES:
-            raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)})")
-        rows = _jsonl(data_dir / "brt_predictions" / SYSTEM_FILES[system])
+        given = (system_files or {}).get(system)
+        if given is None and system not in SYSTEM_FILES:
+            raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)}; or give its "
+                             "predictions with --system NAME=FILE)")
+        rows = _jsonl(given or data_dir / "brt_predictions" / SYSTEM_FILES[system])
         chosen: dict[str, str] = {}
         for row in rows:
             iid = row.get("instance_id")
@@ -164,7 +168,7 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
     assertflip_resolved.update({i: False for i in report.get("error_ids", [])})
 
     wrong: dict[str, Fix] = {}
-    for row in _jsonl(data_dir / WRONG_FIXES):
+    for row in _jsonl(wrong_fixes or data_dir / WRONG_FIXES):
         iid = row["instance_id"]
         if iid not in wanted or row.get("resolved"):
             continue
@@ -178,7 +182,7 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
 
     correct: dict[str, list[Fix]] = {}
     seen: dict[tuple[str, str], Fix] = {}
-    for row in _jsonl(data_dir / CORRECT_FIXES):
+    for row in _jsonl(correct_fixes or data_dir / CORRECT_FIXES):
         iid = row["instance_id"]
         if iid not in wanted or not row.get("resolved", True):
             continue
@@ -387,7 +391,8 @@ class RealBugsStudy:
         self.env = environment_id(settings.python) + " " + " ".join(settings.pytest_args)
         self._checkouts = [_Checkout(settings.python, config.bytecode) for _ in range(max(1, config.workers))]
         self._team: tuple[str, _Team] | None = None
-        self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": []}
+        self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": [],
+                                                      "imitation": []}
         self.missing: dict[str, int] = {}  # report_only: steps with no record in the store, per kind
 
     # selection -------------------------------------------------------------------------------------------
@@ -585,7 +590,7 @@ class RealBugsStudy:
 
         try:
             verified: set[str] = set()
-            if "verify" in phases or "golden" in phases or "grade" in phases:
+            if {"verify", "golden", "grade", "imitation"} & set(phases):
                 for iid in self.verify_ids():
                     row = self.verify(iid)
                     if row is not None and row.get("fail_to_pass"):
@@ -610,6 +615,16 @@ class RealBugsStudy:
                     for fix in self.data.correct_fixes.get(iid, []):
                         keep("fix", self.fix_verdicts(iid, fix, "correct"),
                              lambda r, f=fix: f"correct fix {f.fix_id}")
+            if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
+                for iid in study:
+                    fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
+                    for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
+                        keep("fix", self.fix_verdicts(iid, fix, kind), lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
+            if "imitation" in phases:  # study/imitation.py: one shared pool per wrong fix, every test on it
+                from coharden.study.imitation import imitation_step
+
+                for iid in (i for i in study if i in self.data.wrong_fixes):
+                    keep("imitation", imitation_step(self, iid), lambda r, i=iid: f"imitation {i}")
         finally:
             self.release()
         return self.rows
