@@ -35,6 +35,7 @@ def _load(source: str) -> dict[str, Any]:
 def test_registry_lists_every_operator_with_a_docstring_and_an_example() -> None:
     ops = registry.registry()
     assert list(ops) == list(MECHANICAL_OPERATORS)
+    assert registry.builtin_names() == registry.operator_names()  # --help lists them without importing
     assert {"token_revert", "widened_scope", "narrowed_scope", "caller_patch"} <= set(registry.operator_names())
     for op, cls in ops.items():
         assert cls.name is op

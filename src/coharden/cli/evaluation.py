@@ -26,6 +26,7 @@ from coharden.cli.common import (
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.errors import CoHardenError
+from coharden.mutation.registry import builtin_names
 
 
 def eval_command(
@@ -47,7 +48,8 @@ def eval_command(
                                                         "test source.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
-    operators: Annotated[str | None, typer.Option("--operators", help="MPE: comma-separated operators.")] = None,
+    operators: Annotated[str | None, typer.Option(
+        "--operators", help=f"MPE: comma-separated operators (default: all of {', '.join(builtin_names())}).")] = None,
     per_operator: Annotated[int | None, typer.Option("--per-operator", min=1, help="MPE: mutants per operator "
                                                      "(all).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="MPE sampling seed.")] = None,

@@ -29,6 +29,7 @@ from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.mutation.registry import builtin_names
 
 app = typer.Typer(
     name="coharden",
@@ -175,7 +176,8 @@ def mpe(
     instances: Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")] = None,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
-    operators: Annotated[str | None, typer.Option("--operators", help="Comma-separated operators.")] = None,
+    operators: Annotated[str | None, typer.Option(
+        "--operators", help=f"Comma-separated operators (default: all of {', '.join(builtin_names())}).")] = None,
     per_operator: Annotated[int | None, typer.Option("--per-operator", help="Mutants per operator (all).")]
     = None,
     prefer_exercised: Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "

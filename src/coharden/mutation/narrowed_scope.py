@@ -2,15 +2,15 @@
 
 While the tests run on the fixed code the recorder notes, per call of a function the fix touches, the
 *shape* of its arguments (``self`` included): the type names (level ``type``: the same Python type, the same
-sympy class) and, at level ``shape``, also the sign of a number and the length of a sized value or of a sympy
-object's args (:func:`coharden.mutation.recorder_plugin._coh_shape`). For each bug-revealing input (outcome
-differs on the buggy code) and level, one mutant: the fixed function, which first checks the shape of its
+sympy class) and, at level ``shape``, also the sign of a number, the length of a sized value and the classes
+of a sympy object's args (``_coh_shape`` in :mod:`coharden.mutation.recorder_plugin`). For each bug-revealing
+input (outcome differs on the buggy code) and level, one mutant: the fixed function, which first checks the shape of its
 arguments and hands any other shape to a copy of the buggy function (``_coh_buggy_<name>``) placed beside it.
 The shape function is copied into the mutated module, so the test code computes shapes exactly as recorded.
 
-Skipped (counted in the pool's ``skipped``): no recorded bug-revealing input (``no_revealing_input``), a
-generator or async function (``generator``), a function missing from the buggy or fixed code
-(``function_not_found``).
+Skipped (counted in the pool's ``skipped``): no recorded bug-revealing input (``no_revealing_input``); a
+function that cannot be narrowed (``function_not_narrowable``: a generator, async, or missing from the buggy
+or the fixed code).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ _CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
 
 
 def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
-    """The shape of a value: its type name; with ``level`` "shape" also the sign of a real number and the
-    length of a sized value (a sympy object: the number of its args). Tuples and lists recurse two levels.
+    """The shape of a value: its type name; with ``level`` "shape" also the sign of a real number, the
+    length of a sized value, and for a sympy object the type names of its args. Tuples and lists recurse.
     Copied verbatim into narrowed_scope mutants, so the test code computes the same shape as the recorder."""
     kind = type(value).__qualname__
     try:
@@ -45,7 +45,7 @@ def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
         if isinstance(args, property):
             inner = value.args
             if isinstance(inner, tuple):
-                return (kind, len(inner))
+                return (kind, tuple(_coh_shape(a, "type", depth + 1) for a in inner))
     except Exception:  # noqa: BLE001 - an odd value has just its type
         return kind
     return kind

@@ -104,6 +104,12 @@ def operator_names() -> list[str]:
     return [op.value for op in registry()]
 
 
+def builtin_names() -> list[str]:
+    """The built-in operators' names without importing them (each module is named after its operator): for
+    ``--help`` texts, which must not pay for importing libcst."""
+    return [module.rsplit(".", 1)[1] for module in BUILTIN_MODULES]
+
+
 def get(name: Operator | str) -> MutationOperator:
     """An instance of the operator called ``name``; a clear error naming the known ones otherwise."""
     ops = registry()
