@@ -27,6 +27,7 @@ from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.errors import CoHardenError
 from coharden.mutation.registry import builtin_names
+from coharden.schema.mpe_config import DEFAULT_PER_OPERATOR
 
 
 def eval_command(
@@ -50,8 +51,8 @@ def eval_command(
                                          "report.html).")] = Path("eval-results"),
     operators: Annotated[str | None, typer.Option(
         "--operators", help=f"MPE: comma-separated operators (default: all of {', '.join(builtin_names())}).")] = None,
-    per_operator: Annotated[int | None, typer.Option("--per-operator", min=1, help="MPE: mutants per operator "
-                                                     "(all).")] = None,
+    per_operator: Annotated[int, typer.Option("--per-operator", min=0, help="MPE: mutants sampled per operator, "
+                                              "seeded (the paper's N; 0: all).")] = DEFAULT_PER_OPERATOR,
     seed: Annotated[int | None, typer.Option("--seed", help="MPE sampling seed.")] = None,
     tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
     paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
@@ -76,6 +77,7 @@ def eval_command(
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
+    from coharden.schema.mpe_config import MPEConfig
 
     try:
         settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
@@ -84,8 +86,9 @@ def eval_command(
             cut = [float(c) for c in cutoffs.split(",") if c.strip()] if cutoffs else list(DEFAULT_CUTOFFS)
         except ValueError as exc:
             raise CoHardenError(f"--cutoffs: {exc}") from exc
-        options = GradeOptions(operators=parse_operators(operators), per_operator=per_operator, seed=settings.seed,
-                               tau=settings.tau, paper_classes=paper_classes, workers=settings.workers)
+        options = GradeOptions(mpe=MPEConfig(operators=parse_operators(operators), per_operator=per_operator or None,
+                                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes),
+                               workers=settings.workers)
         inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                                  injections=injection or [], runs=runs, overfit=overfit or [])
         with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

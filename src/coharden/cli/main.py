@@ -30,6 +30,7 @@ from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.mutation.registry import builtin_names
+from coharden.schema.mpe_config import DEFAULT_PER_OPERATOR, MPEConfig
 
 app = typer.Typer(
     name="coharden",
@@ -178,8 +179,8 @@ def mpe(
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
     operators: Annotated[str | None, typer.Option(
         "--operators", help=f"Comma-separated operators (default: all of {', '.join(builtin_names())}).")] = None,
-    per_operator: Annotated[int | None, typer.Option("--per-operator", help="Mutants per operator (all).")]
-    = None,
+    per_operator: Annotated[int, typer.Option("--per-operator", min=0, help="Mutants sampled per operator, "
+                                              "seeded (the paper's N; 0: all).")] = DEFAULT_PER_OPERATOR,
     prefer_exercised: Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
                                                    "among mutants that change code the tests run.")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
@@ -229,20 +230,22 @@ def mpe(
         if "llm" in sources:
             llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
             ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
+        mpe_config = MPEConfig(operators=ops, per_operator=per_operator or None, seed=settings.seed, tau=settings.tau,
+                               paper_classes=paper_classes, mechanical="mechanical" in sources,
+                               llm=llm.client.config.model if llm is not None else None,
+                               prefer_exercised=prefer_exercised, workers=settings.workers)
         if instances is not None or predictions is not None:
             if instances is None or predictions is None:
                 raise CoHardenError("batch mode needs both --instances and --predictions")
             if llm is not None and executor != "local":
                 raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                     "record/replay store for the whole batch)")
-            _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
-                       paper_classes, cutoffs, as_json, executor, address,
-                       mechanical="mechanical" in sources, llm_mutator=llm, prefer_exercised=prefer_exercised)
+            _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_config, cutoffs, as_json,
+                       executor, address, llm_mutator=llm)
             return
         if instance is None:
             raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
-        result = _mpe_single(instance, instance_id, test, reference, settings, ops, per_operator, paper_classes,
-                             mechanical="mechanical" in sources, llm_mutator=llm, prefer_exercised=prefer_exercised)
+        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_config, llm_mutator=llm)
     except CoHardenError as exc:
         _fail(str(exc))
         return
@@ -280,9 +283,7 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
 
 
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
-                ops: list, per_operator: int | None, paper_classes: bool,  # type: ignore[type-arg]
-                mechanical: bool = True, llm_mutator=None,  # type: ignore[no-untyped-def]
-                prefer_exercised: bool = False):
+                mpe_config: MPEConfig, llm_mutator=None):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
@@ -302,16 +303,13 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, operators=ops, per_operator=per_operator,
-                        seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                        workers=settings.workers, executor_factory=factory, mechanical=mechanical,
-                        llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
+        return evaluate(executor, inst.patch, cand, ref, mpe_config, llm_mutator=llm_mutator,
+                        executor_factory=factory)
 
 
-def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
-               per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool,
-               executor: str = "local", address: str | None = None, mechanical: bool = True,
-               llm_mutator=None, prefer_exercised: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
+               mpe_config: MPEConfig, cutoffs: str | None, as_json: bool, executor: str = "local",
+               address: str | None = None, llm_mutator=None) -> None:  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from coharden.execution.engine import make_engine
@@ -333,10 +331,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
 
         engine = make_engine(executor, workers=settings.workers, address=address)
         try:
-            rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
-                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                             workers=settings.workers, progress=advance, engine=engine, mechanical=mechanical,
-                             llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
+            rows = run_batch(records, preds, settings, store, output, mpe_config, workers=settings.workers,
+                             progress=advance, engine=engine, llm_mutator=llm_mutator)
         finally:
             engine.close()
     summary = summarize(rows, cut)
@@ -425,8 +421,9 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
             for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
-                result = evaluate(executor, inst.patch, candidate, reference, seed=settings.seed, tau=settings.tau,
-                                  workers=settings.workers, executor_factory=factory)
+                result = evaluate(executor, inst.patch, candidate, reference,
+                                  MPEConfig(seed=settings.seed, tau=settings.tau, workers=settings.workers),
+                                  executor_factory=factory)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

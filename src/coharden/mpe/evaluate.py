@@ -29,9 +29,10 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
-from coharden.schema.mutant import Mutant, Operator
+from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
-from coharden.schema.verdict import Verdict
+from coharden.schema.verdict import Outcome, Verdict
 
 if TYPE_CHECKING:
     from coharden.mutation.llm_operators import LLMMutator
@@ -106,6 +107,16 @@ class MPEResult(BaseModel):
     def inadmissible_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
 
+    def verdicts(self) -> list[Verdict]:
+        """Every verdict the result holds: both tests on buggy and fixed code, and on every mutant."""
+        return [self.candidate_buggy, self.candidate_fixed, self.reference_buggy, self.reference_fixed,
+                *(v for r in self.mutants for v in (r.candidate, r.reference))]
+
+    @property
+    def harness_error(self) -> bool:
+        """A verdict is a harness error (the runner, not the code, failed): a rerun may give another result."""
+        return any(v.outcome is Outcome.HARNESS_ERROR for v in self.verdicts())
+
     def lax_mutants(self) -> list[MutantResult]:
         """The wrong fixes the candidate lets through (the beta cell)."""
         return [r for r in self.mutants if r.cell is Cell.BETA]
@@ -176,20 +187,17 @@ def evaluate(
     fix: str,
     candidate: TestPatch,
     reference: TestPatch,
+    config: MPEConfig | None = None,
     *,
-    operators: Sequence[Operator] = MECHANICAL_OPERATORS,
-    per_operator: int | None = None,
-    seed: int = 0,
-    tau: float = 0.202,
-    paper_classes: bool = False,
-    workers: int = 1,
-    executor_factory: Callable[[], InstanceExecutor] | None = None,
-    mechanical: bool = True,
     llm_mutator: LLMMutator | None = None,
-    prefer_exercised: bool = False,
+    executor_factory: Callable[[], InstanceExecutor] | None = None,
 ) -> MPEResult:
-    """MPE of ``candidate`` against ``reference``. The pool holds the mechanical mutants (``mechanical``) and
-    those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass candidate."""
+    """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
+    the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
+    called for a fail-to-pass candidate. With ``config.workers`` > 1, ``executor_factory`` gives each mutant
+    worker its own executor."""
+    config = config or MPEConfig()
+    tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
@@ -207,8 +215,8 @@ def evaluate(
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
         test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
         reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
-        operators=[op.value for op in operators],
-        mutators=(["mechanical"] if mechanical else []) + (["llm"] if llm_mutator is not None else []),
+        operators=[op.value for op in config.operators],
+        mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
         test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
                             tau=tau, admissible=admissible_test, paper_classes=paper_classes),
     )
@@ -216,10 +224,10 @@ def evaluate(
         result.timings = timings
         return result
     mark = time.monotonic()
-    if mechanical:
+    if config.mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
-                          operators=[op for op in operators if op in MECHANICAL_OPERATORS],
-                          per_operator=per_operator, seed=seed, prefer_exercised=prefer_exercised)
+                          operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
+                          per_operator=config.per_operator, seed=seed, prefer_exercised=config.prefer_exercised)
     else:
         pool = Pool()
     timings["pool"] = time.monotonic() - mark
@@ -235,7 +243,8 @@ def evaluate(
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory)
+    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
+                                 executor_factory)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:

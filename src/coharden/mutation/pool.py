@@ -28,7 +28,7 @@ from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
 MECHANICAL_OPERATORS: tuple[Operator, ...] = tuple(registry())
-"""Every registered mechanical operator, in registry order."""
+"""Every registered mechanical operator, in registry order (equal to ``schema.mutant.MECHANICAL_DEFAULT``)."""
 
 Key = tuple[tuple[str, str], ...]
 """A mutant's identity for deduplication: sorted (path, normalized AST) of every file of the fix."""

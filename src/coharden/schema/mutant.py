@@ -20,12 +20,25 @@ class Operator(StrEnum):
     VANILLA = "vanilla"
 
 
+MECHANICAL_DEFAULT = (
+    Operator.INCOMPLETE_FIX,
+    Operator.BEHAVIOR_SUBSTITUTION,
+    Operator.SYMPTOM_SUPPRESSION,
+    Operator.INPUT_SPECIFIC_SHORTCUT,
+    Operator.TOKEN_REVERT,
+    Operator.WIDENED_SCOPE,
+    Operator.NARROWED_SCOPE,
+    Operator.CALLER_PATCH,
+)
+"""Every built-in mechanical operator (the registry, ``coharden.mutation.registry``, holds their code)."""
+
 TARGETED_OPERATORS = (
     Operator.INCOMPLETE_FIX,
     Operator.BEHAVIOR_SUBSTITUTION,
     Operator.SYMPTOM_SUPPRESSION,
     Operator.INPUT_SPECIFIC_SHORTCUT,
 )
+"""The paper's four targeted operators (the LLM operators' prompts cover these and ``vanilla``)."""
 
 
 class Mutant(BaseModel):

@@ -112,9 +112,9 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
         tests = [specs[n] for n in names]
         golden_fix = check_fix(inst.patch, study.settings.test_patterns)
         mark = time.monotonic()
-        pool = build_pool(team.main, golden_fix, tests, operators=study.config.operators,
-                          per_operator=study.config.per_operator, seed=study.config.seed,
-                          prefer_exercised=study.config.prefer_exercised)
+        mpe = study.config.mpe
+        pool = build_pool(team.main, golden_fix, tests, operators=mpe.operators, per_operator=mpe.per_operator,
+                          seed=mpe.seed, prefer_exercised=mpe.prefer_exercised)
         row["pool_seconds"] = time.monotonic() - mark
         row["pool"] = pool.summary()
         mark = time.monotonic()
@@ -131,7 +131,7 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
         return _guarded({"instance_id": iid, "fix_id": fix.fix_id, "errors": {}}, body)
 
     key = record_key(KIND, *study._instance_key(inst), sha(fix.patch), sorted((n, sha(p)) for n, p in patches.items()),
-                     study.config.mpe_key(), sorted(op.value for op in study.config.operators))
+                     study.config.mpe.cache_key(), sorted(op.value for op in study.config.mpe.operators))
     return study._cached(KIND, key, compute, keep=_keep_row)
 
 
