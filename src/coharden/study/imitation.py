@@ -122,6 +122,10 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
                                    tests, study.config.workers)
         row["run_seconds"] = time.monotonic() - mark
         buggy, fixed, wrong, *on_mutants = ([_outcome(v) for v in vs] for vs in fixed_runs)
+        row["harness_error"] = any(v == "HARNESS_ERROR" for vs in (buggy, fixed, wrong, *on_mutants) for v in vs)
+        if GOLDEN in names and (buggy[names.index(GOLDEN)], fixed[names.index(GOLDEN)]) != ("FAIL", "PASS"):
+            # verify found it F->P: a cached verdict was altered (a test process can reach the store) or flaky
+            raise CoHardenError("the golden test is not F->P in the shared run: verdicts unreliable, not stored")
         row.update(tests=names, buggy=dict(zip(names, buggy, strict=True)), fixed=dict(zip(names, fixed, strict=True)),
                    wrong=dict(zip(names, wrong, strict=True)),
                    mutants=[_mutant_json(m, dict(zip(names, v, strict=True)))
@@ -130,9 +134,12 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
     def compute() -> dict[str, Any]:
         return _guarded({"instance_id": iid, "fix_id": fix.fix_id, "errors": {}}, body)
 
+    def keep(row: dict[str, Any]) -> bool:
+        return _keep_row(row) and "verdicts unreliable" not in str(row.get("error", ""))
+
     key = record_key(KIND, *study._instance_key(inst), sha(fix.patch), sorted((n, sha(p)) for n, p in patches.items()),
                      study.config.mpe.cache_key(), sorted(op.value for op in study.config.mpe.operators))
-    return study._cached(KIND, key, compute, keep=_keep_row)
+    return study._cached(KIND, key, compute, keep=keep)
 
 
 def _mutant_json(mutant: Mutant, verdicts: dict[str, str]) -> dict[str, Any]:

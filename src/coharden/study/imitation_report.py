@@ -35,6 +35,8 @@ def render_imitation(summary: dict[str, Any], operators: list[str], per_operator
            "The pool imitates it when an admissible mutant has the same signature. One pool per instance, its "
            f"recorder fed by every graded test; operators {', '.join(operators)}; at most "
            f"{per_operator or 'all'} mutants per operator (seeded).", ""]
+    if summary.get("llm_skipped"):
+        out += [f"LLM operators: skipped ({summary['llm_skipped']}).", ""]
     rows = [[op, _pct(share)] for op, share in summary["per_operator"].items()]
     rows.append(["**any operator**", f"**{_pct(summary['overall'])}**"])
     out += _table(["operator", "wrong fixes imitated"], rows) + [""]

@@ -626,6 +626,8 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
 
         ops = [op.value for op in config.mpe.operators]
         summary["imitation"] = summarize_imitation(rows["imitation"], ops, config.mpe.tau, rows.get("fix", []))
+        if config.mpe.llm is None:  # the study's pool is mechanical unless a model is configured
+            summary["imitation"]["llm_skipped"] = "no model configured; the pool is mechanical"
         text += "\n" + "\n".join(render_imitation(summary["imitation"], ops, config.mpe.per_operator))
     (output / "real_bugs_report.md").write_text(text + "\n")
     (output / "rows").mkdir(exist_ok=True)
