@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.mpe.evaluate import evaluate
 from coharden.schema.instance import Instance
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 from conftest import make_patch, make_repo
 
@@ -36,8 +39,9 @@ def test_new_operators_end_to_end(tmp_path: Path) -> None:
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
         golden = ex.golden_test()
         lax = ex.test_patch(make_patch(repo, {"tests/test_repro.py": LAX}), name="lax")
-        itself = evaluate(ex, inst.patch, golden, golden, operators=NEW)
-        graded = evaluate(ex, inst.patch, lax, golden, operators=NEW)
+        config = MPEConfig(operators=NEW, per_operator=None)
+        itself = evaluate(ex, inst.patch, golden, golden, config)
+        graded = evaluate(ex, inst.patch, lax, golden, config)
     assert itself.matrix.counts()["beta"] == itself.matrix.counts()["gamma"] == 0
     generated = graded.pool["generated"]
     assert generated.get("caller_patch", 0) >= 2, graded.pool  # shortcut and catch in total()
@@ -49,6 +53,12 @@ def test_new_operators_end_to_end(tmp_path: Path) -> None:
     assert set(skipped) == {"frame_in_test", "frame_outside_repository"}, graded.pool
     beta = {m.mutant.operator.value for m in graded.mutants if m.cell is not None and m.cell.value == "beta"}
     assert {"caller_patch", "narrowed_scope"} <= beta  # the lax test pins total([0, 2]) only
+    # each operator's own laxity beside the pooled one, and their mean (every operator weighted equally)
+    per_op = graded.to_json()["per_operator"]
+    rates = [row["laxity"] for row in per_op.values() if row["laxity"] is not None]
+    assert per_op["caller_patch"]["laxity"] > 0
+    assert graded.to_json()["balanced_laxity"] == pytest.approx(sum(rates) / len(rates))
+    assert graded.laxity == pytest.approx(graded.matrix.counts()["beta"] / graded.matrix.admissible)
     caller = next(m for m in graded.mutants if m.mutant.operator is Operator.CALLER_PATCH)
     assert "m/use.py" in caller.mutant.patch
     assert "m/core.py" not in caller.mutant.patch  # the fix itself is reverted

@@ -256,12 +256,19 @@ def summarize_imitation(rows: Sequence[dict[str, Any]], operators: Sequence[str]
     total = len(per_fix)
     per_operator = {op: stats.Share(sum(1 for f in per_fix if op in f["imitated_by"]), total) for op in operators}
     overall = stats.Share(sum(1 for f in per_fix if f["imitated_by"]), total)
+    # a wrong fix every graded test rejects is matched by any mutant that fails them all: the informative
+    # cases are those some graded test lets through
+    accepted = [f for f in per_fix if f["signature"]]
+    per_operator_accepted = {op: stats.Share(sum(1 for f in accepted if op in f["imitated_by"]), len(accepted))
+                             for op in operators}
+    overall_accepted = stats.Share(sum(1 for f in accepted if f["imitated_by"]), len(accepted))
     missed: dict[str, list[str]] = {}
     for f in per_fix:
         if not f["imitated_by"]:
             missed.setdefault(f["kind"], []).append(f["instance_id"])
     tests = [t for r in usable for t in laxities_per_test(r, tau)]
     return {"per_fix": per_fix, "per_operator": per_operator, "overall": overall, "missed_kinds": missed,
+            "per_operator_accepted": per_operator_accepted, "overall_accepted": overall_accepted,
             "errors": [r["instance_id"] for r in rows if r.get("error")], "tests": tests,
             "validity": stats.validity(tests), "validity_by_instance": stats.validity(by_instance(tests)),
             "over_specification": over_specification(tests, fix_rows),

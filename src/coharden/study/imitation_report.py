@@ -37,9 +37,10 @@ def render_imitation(summary: dict[str, Any], operators: list[str], per_operator
            f"{per_operator or 'all'} mutants per operator (seeded).", ""]
     if summary.get("llm_skipped"):
         out += [f"LLM operators: skipped ({summary['llm_skipped']}).", ""]
-    rows = [[op, _pct(share)] for op, share in summary["per_operator"].items()]
-    rows.append(["**any operator**", f"**{_pct(summary['overall'])}**"])
-    out += _table(["operator", "wrong fixes imitated"], rows) + [""]
+    accepted = summary["per_operator_accepted"]
+    rows = [[op, _pct(share), _pct(accepted[op])] for op, share in summary["per_operator"].items()]
+    rows.append(["**any operator**", f"**{_pct(summary['overall'])}**", f"**{_pct(summary['overall_accepted'])}**"])
+    out += _table(["operator", "wrong fixes imitated", "of those some graded test accepts"], rows) + [""]
     fix_rows = []
     for f in summary["per_fix"]:
         by = ", ".join(f"{op} ({len(ids)})" for op, ids in sorted(f["imitated_by"].items())) or "-"
