@@ -12,24 +12,29 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
+from coharden.cli.common import cli_errors, console, err_console, progress_bar
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
     ConfigOpt,
+    CutoffsOpt,
     JsonOpt,
+    OperatorsOpt,
+    PaperClassesOpt,
+    PerOperatorOpt,
     PythonOpt,
     ReposOpt,
+    SeedOpt,
     StoreOpt,
+    TauOpt,
     TimeoutOpt,
-    console,
-    err_console,
+    mpe_config,
+    parse_cutoffs,
     parse_operators,
+    workers_option,
 )
-from coharden.cli.common import fail as _fail
-from coharden.cli.common import settings_from as _settings
-from coharden.errors import CoHardenError
-from coharden.mutation.registry import builtin_names
-from coharden.schema.mpe_config import DEFAULT_PER_OPERATOR
 
 
+@cli_errors
 def eval_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
                                             "a directory of instance directories (like examples/).")],
@@ -49,18 +54,14 @@ def eval_command(
                                                         "test source.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
-    operators: Annotated[str | None, typer.Option(
-        "--operators", help=f"MPE: comma-separated operators (default: all of {', '.join(builtin_names())}).")] = None,
-    per_operator: Annotated[int, typer.Option("--per-operator", min=0, help="MPE: mutants sampled per operator, "
-                                              "seeded (the paper's N; 0: all).")] = DEFAULT_PER_OPERATOR,
-    seed: Annotated[int | None, typer.Option("--seed", help="MPE sampling seed.")] = None,
-    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
-    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
-    = False,
-    cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Cutoffs of the Rigorous/Lax sensitivity table.")]
-    = None,
+    operators: OperatorsOpt = None,
+    per_operator: PerOperatorOpt = None,
+    seed: SeedOpt = None,
+    tau: TauOpt = None,
+    paper_classes: PaperClassesOpt = False,
+    cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances graded in parallel.")] = None,
+    workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
@@ -71,42 +72,28 @@ def eval_command(
     """Grade fixes (Resolved, SWE-bench semantics) and tests (F->P, MPE class, laxity) of any system, side by
     side: coupling of test and fix errors, test overfitting, test injection, cutoff sensitivity, loop runs.
     Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from coharden.evaluation.grading import GradeOptions
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
-    from coharden.schema.mpe_config import MPEConfig
 
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                             tau=tau, workers=workers)
-        try:
-            cut = [float(c) for c in cutoffs.split(",") if c.strip()] if cutoffs else list(DEFAULT_CUTOFFS)
-        except ValueError as exc:
-            raise CoHardenError(f"--cutoffs: {exc}") from exc
-        options = GradeOptions(mpe=MPEConfig(operators=parse_operators(operators), per_operator=per_operator or None,
-                                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes),
-                               workers=settings.workers)
-        inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
-                                 injections=injection or [], runs=runs, overfit=overfit or [])
-        with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=err_console, transient=as_json) as bar:
-            task = bar.add_task("", total=None)
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
+                         tau=tau, workers=workers)
+    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+    options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
+                                          paper_classes=paper_classes), workers=settings.workers)
+    inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
+                             injections=injection or [], runs=runs, overfit=overfit or [])
+    with progress_bar("eval", quiet=as_json) as update:
+        def planned(total: int) -> None:
+            update(total=total)
 
-            def planned(total: int) -> None:
-                bar.update(task, total=total)
+        def advance(instance_id: str, what: str) -> None:
+            update(advance=1, description=f"{instance_id}: {what}")
 
-            def advance(instance_id: str, what: str) -> None:
-                bar.update(task, advance=1, description=f"{instance_id}: {what}")
-
-            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
-                                    on_plan=planned)
-        written = write_outputs(report, output, html=not no_html)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+        report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
+                                on_plan=planned)
+    written = write_outputs(report, output, html=not no_html)
     if as_json:
         print(json.dumps(report, indent=2))  # not sorted: instance and class order carry meaning
     else:

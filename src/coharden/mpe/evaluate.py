@@ -182,6 +182,14 @@ def check_fix(fix: str, patterns: Sequence[str]) -> str:
     return source
 
 
+#: hears (stage, done, total) while an MPE runs; total is None while unknown
+Progress = Callable[[str, int, int | None], None]
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    """The default progress callback: nobody listens."""
+
+
 def evaluate(
     executor: InstanceExecutor,
     fix: str,
@@ -191,6 +199,7 @@ def evaluate(
     *,
     llm_mutator: LLMMutator | None = None,
     executor_factory: Callable[[], InstanceExecutor] | None = None,
+    progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
@@ -244,7 +253,7 @@ def evaluate(
     mark = time.monotonic()
     result.pool = pool.summary()
     result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
-                                 executor_factory)
+                                 executor_factory, progress)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -262,13 +271,21 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None) -> list[MutantResult]:
+                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
+                progress: Progress | None = None) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
     (its own workspace), so parallel and serial runs see the same files."""
+    tell = progress or _quiet
+    done = [0]
+    counting = threading.Lock()
+    tell("mutants", 0, len(mutants))
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        with counting:
+            done[0] += 1
+            tell("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
     if workers <= 1 or executor_factory is None or len(mutants) < 2:
