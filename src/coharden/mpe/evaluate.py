@@ -26,10 +26,13 @@ from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pool import ExecutorPool
+from coharden.execution.verify import fail_to_pass_all
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mpe_row import MPERow
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
@@ -117,6 +120,15 @@ class MPEResult(BaseModel):
         """A verdict is a harness error (the runner, not the code, failed): a rerun may give another result."""
         return any(v.outcome is Outcome.HARNESS_ERROR for v in self.verdicts())
 
+    def row(self) -> MPERow:
+        """The summary row graders and reports keep (see :class:`~coharden.schema.mpe_row.MPERow`)."""
+        return MPERow(fail_to_pass=self.fail_to_pass, test_class=self.test_class.value, laxity=self.laxity,
+                      matrix=self.matrix.counts() if self.fail_to_pass else None, admissible=self.matrix.admissible,
+                      inadmissible=self.inadmissible_counts(), test_ids=self.test_ids,
+                      buggy=self.candidate_buggy.outcome.value, fixed=self.candidate_fixed.outcome.value,
+                      pool_complete=self.pool_complete,
+                      reason=f"buggy: {self.candidate_buggy.short()}; fixed: {self.candidate_fixed.short()}")
+
     def lax_mutants(self) -> list[MutantResult]:
         """The wrong fixes the candidate lets through (the beta cell)."""
         return [r for r in self.mutants if r.cell is Cell.BETA]
@@ -198,51 +210,48 @@ def evaluate(
     config: MPEConfig | None = None,
     *,
     llm_mutator: LLMMutator | None = None,
-    executor_factory: Callable[[], InstanceExecutor] | None = None,
+    pool: ExecutorPool | None = None,
     progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
-    called for a fail-to-pass candidate. With ``config.workers`` > 1, ``executor_factory`` gives each mutant
-    worker its own executor."""
+    called for a fail-to-pass candidate. With ``config.workers`` > 1, mutants run in parallel on executors
+    leased from ``pool`` (the caller owns and closes it)."""
     config = config or MPEConfig()
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
-    cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
+    cand, ref = fail_to_pass_all(executor, [candidate, reference], fix)
     timings["fail_to_pass"] = time.monotonic() - started
-    if not (ref_buggy.failed and ref_fixed.passed):
-        raise MPEError(
-            f"the reference test {reference.name or ''} is not fail-to-pass (buggy: {ref_buggy.short()}; "
-            f"fixed: {ref_fixed.short()}): no classification"
-        )
-    admissible_test = cand_buggy.admissible and cand_fixed.admissible
-    fail_to_pass = cand_buggy.failed and cand_fixed.passed
+    if not ref.fail_to_pass:
+        raise MPEError(f"the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
+                       "no classification")
+    fail_to_pass = cand.fail_to_pass
     result = MPEResult(
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
-        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
-        reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
+        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand.buggy, candidate_fixed=cand.fixed,
+        reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
         operators=[op.value for op in config.operators],
         mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
-        test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
-                            tau=tau, admissible=admissible_test, paper_classes=paper_classes),
+        test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
+                            tau=tau, admissible=cand.admissible, paper_classes=paper_classes),
     )
     if not fail_to_pass:
         result.timings = timings
         return result
     mark = time.monotonic()
     if config.mechanical:
-        pool = build_pool(executor, fix, [candidate, reference],
-                          operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
-                          per_operator=config.per_operator, seed=seed, prefer_exercised=config.prefer_exercised)
+        mutant_pool = build_pool(executor, fix, [candidate, reference],
+                                 operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
+                                 per_operator=config.per_operator, seed=seed,
+                                 prefer_exercised=config.prefer_exercised)
     else:
-        pool = Pool()
+        mutant_pool = Pool()
     timings["pool"] = time.monotonic() - mark
     if llm_mutator is not None:
         mark = time.monotonic()
-        report = llm_mutator.extend(executor, fix, candidate, reference, pool)
+        report = llm_mutator.extend(executor, fix, candidate, reference, mutant_pool)
         timings["llm_pool"] = time.monotonic() - mark
         result.llm_pool = report.to_dict()
         result.llm_usage = {"per_operator": report.usage_per_operator,
@@ -251,9 +260,9 @@ def evaluate(
             result.pool_complete = False
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
-    result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, config.workers,
-                                 executor_factory, progress)
+    result.pool = mutant_pool.summary()
+    result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, config.workers,
+                                 pool, progress)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -271,10 +280,10 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
-                progress: Progress | None = None) -> list[MutantResult]:
-    """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
-    (its own workspace), so parallel and serial runs see the same files."""
+                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None
+                ) -> list[MutantResult]:
+    """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
+    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files."""
     tell = progress or _quiet
     done = [0]
     counting = threading.Lock()
@@ -288,24 +297,12 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
             tell("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
-    if workers <= 1 or executor_factory is None or len(mutants) < 2:
+    if workers <= 1 or pool is None or len(mutants) < 2:
         return [one(executor, m) for m in mutants]
-    local = threading.local()
-    created: list[InstanceExecutor] = []
-    lock = threading.Lock()
 
     def task(mutant: Mutant) -> MutantResult:
-        ex = getattr(local, "executor", None)
-        if ex is None:
-            ex = executor_factory()
-            local.executor = ex
-            with lock:
-                created.append(ex)
-        return one(ex, mutant)
+        with pool.lease() as ex:
+            return one(ex, mutant)
 
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(task, mutants))
-    finally:
-        for ex in created:
-            ex.close()
+    with ThreadPoolExecutor(max_workers=min(workers, pool.size)) as threads:
+        return list(threads.map(task, mutants))

@@ -14,9 +14,8 @@ accepts the wrong fix or not.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +27,11 @@ from coharden.schema.matrix import Cell, cell, classify
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Verdict
-from coharden.study import stats
+from coharden.analysis import stats
 
 if TYPE_CHECKING:
     from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.pool import ExecutorPool
     from coharden.study.real_bugs import RealBugsStudy
 
 KIND = "study.imitation"
@@ -54,29 +54,18 @@ def _outcome(verdict: Verdict) -> str:
     return verdict.outcome.value
 
 
-def _verdicts_all(make: Callable[[], Any], patches: Sequence[str], tests: list[TestPatch],
+def _verdicts_all(team: ExecutorPool, patches: Sequence[str], tests: list[TestPatch],
                   workers: int) -> list[list[Verdict]]:
-    """Every test's verdict on every source patch; each worker thread borrows its own executor."""
-    local = threading.local()
-    borrowed: list[Any] = []
-    lock = threading.Lock()
+    """Every test's verdict on every source patch; each task leases one of the team's executors."""
 
     def one(patch: str) -> list[Verdict]:
-        ex = getattr(local, "ex", None)
-        if ex is None:
-            ex = local.ex = make()
-            with lock:
-                borrowed.append(ex)
-        return list(ex.verdicts(patch, tests))
+        with team.lease() as ex:
+            return list(ex.verdicts(patch, tests))
 
-    try:
-        if workers <= 1 or len(patches) < 2:
-            return [one(p) for p in patches]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(one, patches))
-    finally:
-        for ex in borrowed:
-            ex.close()
+    if workers <= 1 or len(patches) < 2:
+        return [one(p) for p in patches]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, patches))
 
 
 def _tests(ex: InstanceExecutor, patches: dict[str, str], row: dict[str, Any]) -> dict[str, TestPatch]:
@@ -107,18 +96,19 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
 
     def body(row: dict[str, Any]) -> None:
         team = study.team(inst)
-        specs = _tests(team.main, patches, row)
+        main = team.executors[0]
+        specs = _tests(main, patches, row)
         names = list(specs)
         tests = [specs[n] for n in names]
         golden_fix = check_fix(inst.patch, study.settings.test_patterns)
         mark = time.monotonic()
         mpe = study.config.mpe
-        pool = build_pool(team.main, golden_fix, tests, operators=mpe.operators, per_operator=mpe.per_operator,
+        pool = build_pool(main, golden_fix, tests, operators=mpe.operators, per_operator=mpe.per_operator,
                           seed=mpe.seed, prefer_exercised=mpe.prefer_exercised)
         row["pool_seconds"] = time.monotonic() - mark
         row["pool"] = pool.summary()
         mark = time.monotonic()
-        fixed_runs = _verdicts_all(team.borrow, ["", golden_fix, fix.patch, *(m.patch for m in pool.mutants)],
+        fixed_runs = _verdicts_all(team, ["", golden_fix, fix.patch, *(m.patch for m in pool.mutants)],
                                    tests, study.config.workers)
         row["run_seconds"] = time.monotonic() - mark
         buggy, fixed, wrong, *on_mutants = ([_outcome(v) for v in vs] for vs in fixed_runs)
@@ -240,7 +230,7 @@ def summarize_imitation(rows: Sequence[dict[str, Any]], operators: Sequence[str]
                         fix_rows: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Per operator and overall: the share of real wrong fixes imitated; the kinds missed; validity; and, from
     ``fix_rows`` (the study's fix verdicts), over-specification with this pool's classes."""
-    from coharden.study.report import by_instance
+    from coharden.study.summary import by_instance
 
     usable = [r for r in rows if not r.get("error") and r.get("tests")]
     per_fix = []

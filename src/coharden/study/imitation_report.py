@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coharden.study import stats
+from coharden.analysis import stats
 
 
 def _pct(share: stats.Share) -> str:
