@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from coharden.analysis import stats
 from coharden.errors import CoHardenError, RepoError
 from coharden.mpe.evaluate import check_fix
 from coharden.mutation.pool import build_pool
@@ -27,7 +28,6 @@ from coharden.schema.matrix import Cell, cell, classify
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Verdict
-from coharden.analysis import stats
 
 if TYPE_CHECKING:
     from coharden.execution.executor import InstanceExecutor
