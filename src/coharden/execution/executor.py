@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import os
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,7 @@ from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_i
 from coharden.execution.sandbox import Confinement, isolation_level
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
-from coharden.execution.testids import contributed_ids, resolve_names
+from coharden.execution.testids import contributed_ids, resolve_names, runnable_ids
 from coharden.execution.workspace import Checkout, Workspace
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.instance import Instance
@@ -74,7 +75,8 @@ class InstanceExecutor:
         self.settings = settings
         self.store = store
         self.python = instance.python or settings.python
-        self.workspace = Workspace(repo, instance.base_commit, parent=None, checkout=checkout)
+        self.workspace = Workspace(repo, instance.base_commit, parent=None, checkout=checkout,
+                                   overlay=settings.env_overlay)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self._server: ForkServer | None = None
@@ -85,7 +87,11 @@ class InstanceExecutor:
             template = settings.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
-        env = f"docker:{self.image}" if self.image else environment_id(self.python)
+        env = f"docker:{self.image}" if self.image else (
+            # a spec environment (test_env set) is named by its path, which holds the spec's digest; the project
+            # under test (pytest itself, for one) is importable only from a job's checkout
+            environment_id(self.python) if settings.runner == "pytest" and not settings.test_env
+            else f"{self.python} {settings.runner}")
         self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
         self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation}"
         self._server_failed = ""  # why the fork server is not used, once it failed
@@ -154,7 +160,15 @@ class InstanceExecutor:
     def _runner(self) -> dict:
         """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh sandboxed process."""
         root = self._root()
-        return {"image": self.image, "server": self._fork_server(), "confine": self._confinement(root)}
+        return {"image": self.image, "server": self._fork_server(), "confine": self._confinement(root),
+                "extra_env": self._job_env()}
+
+    def _job_env(self) -> dict[str, str] | None:
+        """The settings' test environment for this job's checkout ('{workspace}' filled in)."""
+        if not self.settings.test_env:
+            return None
+        root = str(self._root())
+        return {k: v.replace("{workspace}", root) for k, v in self.settings.test_env.items()}
 
     def _fork_server(self) -> ForkServer | None:
         """The warm fork server of this executor, started on first use (and again after a test killed it);
@@ -206,7 +220,9 @@ class InstanceExecutor:
         if not patch.strip():
             raise TestIdError(f"{name or 'test'}: the test patch is empty")
         files = self.post_images(patch)
-        if ids:
+        if ids and self.settings.runner == "django":  # unittest descriptions, not names in the files
+            resolved = list(ids)
+        elif ids:
             test_files = {p: c for p, c in files.items() if c is not None}
             resolved = resolve_names(ids, test_files)
         else:
@@ -220,7 +236,8 @@ class InstanceExecutor:
 
     def golden_test(self) -> TestPatch:
         """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
-        return self.test_patch(self.instance.test_patch, name="golden", ids=self.instance.FAIL_TO_PASS or None)
+        ids = runnable_ids(self.instance.FAIL_TO_PASS)
+        return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
     def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = ()) -> str:
@@ -308,8 +325,11 @@ class InstanceExecutor:
             runner["confine"] = dataclasses.replace(runner["confine"],
                                                     readable=(*runner["confine"].readable, *readable))
             runner["server"] = None  # a server's sandbox was fixed when it started
+        job, more = runner.pop("extra_env") or {}, dict(extra.pop("extra_env", None) or {})  # type: ignore[call-overload]
+        if "PYTHONPATH" in job and "PYTHONPATH" in more:  # a plugin's directory and the job's checkout, both
+            more["PYTHONPATH"] = os.pathsep.join([more["PYTHONPATH"], job["PYTHONPATH"]])
         run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
-                         **extra)  # type: ignore[arg-type]
+                         extra_env={**job, **more} or None, **extra)  # type: ignore[arg-type]
         if run.lost:
             self.server_losses.append(run.lost)
         return run
@@ -326,6 +346,8 @@ class InstanceExecutor:
         except ApplyError as exc:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
             return {j: verdict.model_copy() for j in range(len(tests))}, []
+        if self.settings.runner != "pytest":
+            return self._run_alone(tests[0]), list(range(1, len(tests)))
         claimed: set[str] = set(touched_files(source_patch))
         done: dict[int, Verdict] = {}
         groups: dict[int, tuple[list[str], dict[str, str]]] = {}
@@ -393,6 +415,23 @@ class InstanceExecutor:
             for j, (ids, back) in groups.items():
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
+
+
+    def _run_alone(self, test: TestPatch) -> dict[int, Verdict]:
+        """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout."""
+        from coharden.execution.runners import make_runner, run_with
+
+        try:
+            self.workspace.apply(test.patch)
+        except ApplyError as exc:
+            return {0: Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")}
+        runner = make_runner(self.settings.runner)
+        ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
+        self.runs += 1
+        verdict = run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env())
+        back = dict(zip(ids, test.ids, strict=True))  # report under the test patch's own ids
+        verdict.tests = {back.get(k, k): v for k, v in verdict.tests.items()}
+        return {0: verdict}
 
 
 def _digest(test: TestPatch) -> str:

@@ -101,6 +101,13 @@ class MPEResult(BaseModel):
     def per_operator(self) -> dict[str, dict[str, object]]:
         return _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
 
+    @property
+    def balanced_laxity(self) -> float | None:
+        """The mean of the per-operator laxities (operators with an admissible mutant): every operator weighs
+        the same, however many mutants it made. Reported beside ``laxity``; the class uses ``laxity``."""
+        rates = [row["laxity"] for row in self.per_operator().values() if row["laxity"] is not None]
+        return sum(rates) / len(rates) if rates and self.laxity is not None else None  # type: ignore[arg-type]
+
     def per_source(self) -> dict[str, dict[str, object]]:
         """Like :meth:`per_operator`, per mutant source (``mechanical`` / ``llm``), each with its operators."""
         table = _tally_rows(self.mutants, lambda r: r.mutant.source)
@@ -145,6 +152,7 @@ class MPEResult(BaseModel):
         data["matrix_counts"] = self.matrix.counts()
         data["admissible"] = self.matrix.admissible
         data["per_operator"] = self.per_operator()
+        data["balanced_laxity"] = self.balanced_laxity
         data["inadmissible"] = self.inadmissible_counts()
         data["per_source"] = self.per_source()
         if not timings and data.get("llm_pool"):
@@ -166,6 +174,9 @@ def _tally_rows(results: Sequence[MutantResult], key: Callable[[MutantResult], s
         else:
             row["admissible"] = int(row["admissible"]) + 1  # type: ignore[call-overload]
             row[result.cell.value] = int(row[result.cell.value]) + 1  # type: ignore[call-overload]
+    for row in table.values():  # each operator's own laxity, beside the pooled one (issue 19, item 11)
+        admissible = int(row["admissible"])  # type: ignore[call-overload]
+        row["laxity"] = int(row["beta"]) / admissible if admissible else None  # type: ignore[call-overload]
     return dict(sorted(table.items()))
 
 

@@ -7,26 +7,28 @@ Admission drops mutants that do not parse, equal the fix, equal the buggy code, 
 from __future__ import annotations
 
 import functools
-import json
-import os
 import random
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
-from coharden.mutation import behavior_substitution, incomplete_fix, input_specific_shortcut, symptom_suppression
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext, function_spans, normalized, parses
+from coharden.mutation.context import FileChange, FixContext, function_spans, functions_touched, normalized, parses
+from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
+    buggy_symptoms,
+    called_functions,
+    record_calls,
+    revealing_inputs,
+)
+from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, OperatorInputs, registry
 from coharden.patches import is_test_path, make_patch, touched_files
-from coharden.schema.mutant import TARGETED_OPERATORS, Mutant, Operator
+from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
-MECHANICAL_OPERATORS = TARGETED_OPERATORS
+MECHANICAL_OPERATORS: tuple[Operator, ...] = tuple(registry())
+"""Every registered mechanical operator, in registry order (equal to ``schema.mutant.MECHANICAL_DEFAULT``)."""
 
 Key = tuple[tuple[str, str], ...]
 """A mutant's identity for deduplication: sorted (path, normalized AST) of every file of the fix."""
@@ -39,84 +41,6 @@ def fix_context(executor: InstanceExecutor, fix: str) -> FixContext:
              for path in touched_files(fix) if fixed.get(path) is not None
              and not is_test_path(path, executor.settings.test_patterns)]
     return FixContext(files)
-
-
-def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
-                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Run each test on base + ``source_patch`` with the recorder plugin: the deterministic inputs and outcomes
-    of ``targets``, one ``summary`` record per function (calls seen, exception types that escaped), and, for
-    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input."""
-    if not targets:
-        return []
-    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-", dir=executor.shared_dir()))
-    try:
-        shutil.copy(Path(__file__).with_name("recorder_plugin.py"), plugin_dir / "coharden_recorder.py")
-        records: list[dict[str, Any]] = []
-        root = executor.workspace_root()
-        targets_file = plugin_dir / "targets.json"
-        targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
-                                            for t in targets]))
-        env = {
-            "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
-            "COHARDEN_RECORD_TARGETS": str(targets_file),
-        }
-        if probes:
-            probe_file = plugin_dir / "probes.jsonl"
-            probe_file.write_text("".join(json.dumps({"file": str(root / r["path"]), "qualname": r["qualname"],
-                                                      "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
-                                          for r in probes))
-            env["COHARDEN_RECORD_PROBE"] = str(probe_file)
-        for index, test in enumerate(tests):
-            out = root / f".coharden-records-{index}.jsonl"  # the worktree: writable in the test sandbox
-            executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
-                             extra_env={**env, "COHARDEN_RECORD_OUT": str(out)}, readable=[plugin_dir])
-            if out.exists():  # the plugin opens it at start: it ran, even if no target was called
-                records.append({"kind": "session", "from_test": test.name or f"test{index}"})
-                for line in out.read_text().splitlines():
-                    rec = json.loads(line)
-                    rec["path"] = str(Path(rec.pop("file")).relative_to(root.resolve()))
-                    rec["from_test"] = test.name or f"test{index}"
-                    records.append(rec)
-        return records
-    finally:
-        shutil.rmtree(plugin_dir, ignore_errors=True)
-
-
-def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
-    a shortcut for an input the bug does not affect would only be the buggy function again."""
-    on_buggy = {(r["qualname"], r["key"]): (r["kind"], r["value_pickle"]) for r in buggy
-                if r["kind"] in ("return", "raise")}
-    on_buggy.update({(r["qualname"], r["key"]): (r["outcome"], r["value_pickle"]) for r in buggy
-                     if r["kind"] == "probe"})
-    seen: set[tuple[str, str]] = set()
-    kept = []
-    for rec in fixed:
-        if rec["kind"] not in ("return", "raise"):
-            continue
-        ident = (rec["qualname"], rec["key"])
-        if ident in seen or on_buggy.get(ident) == (rec["kind"], rec["value_pickle"]):
-            continue
-        seen.add(ident)
-        kept.append(rec)
-    return kept
-
-
-def buggy_symptoms(buggy: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """Per touched function observed on the buggy code: the exception types that escaped it."""
-    symptoms: dict[str, set[str]] = {}
-    for rec in buggy:
-        if rec["kind"] == "summary" and rec["calls"]:
-            symptoms.setdefault(rec["qualname"], set()).update(rec["raised"])
-    return symptoms
-
-
-def called_functions(records: list[dict[str, Any]], tests: int) -> set[tuple[str, str]] | None:
-    """(path, qualname) of the recorded functions some test called; None unless the recorder ran for every
-    test (then 'not called' cannot be told from 'not recorded')."""
-    if sum(1 for r in records if r["kind"] == "session") < tests:
-        return None
-    return {(r["path"], r["qualname"]) for r in records if r["kind"] == "summary" and r["calls"]}
 
 
 def exercised(ctx: FixContext, files: dict[str, str], targets: set[tuple[str, str]],
@@ -153,6 +77,9 @@ class Pool:
         self.keys: set[Key] = set()
         """Normalized file sets of the admitted mutants: later admissions (e.g. LLM mutants) are deduplicated
         against them, whatever their source."""
+        self.skipped: Counter[tuple[str, str]] = Counter()
+        """(operator, reason) -> sites an operator could not use (no recorded input, a frame outside the
+        repository, unparseable source, ...)."""
         self.unexercised: Counter[str] | None = None
         """With ``prefer_exercised``: per operator, the admitted candidates (before sampling) that change only
         code no test ran."""
@@ -163,6 +90,11 @@ class Pool:
         for (op, reason), n in sorted(self.dropped.items()):
             dropped.setdefault(op, {})[reason] = n
         out: dict[str, Any] = {"generated": dict(sorted(per_op.items())), "dropped": dropped}
+        if self.skipped:
+            skipped: dict[str, dict[str, int]] = {}
+            for (op, reason), n in sorted(self.skipped.items()):
+                skipped.setdefault(op, {})[reason] = n
+            out["skipped"] = skipped
         if self.unexercised is not None:
             out["unexercised_candidates"] = dict(sorted(self.unexercised.items()))
         return out
@@ -182,14 +114,17 @@ class AdmissionFilter:
     def of(cls, ctx: FixContext) -> AdmissionFilter:
         return cls({c.path: normalized(c.new) for c in ctx.files}, {c.path: normalized(c.old) for c in ctx.files})
 
-    def check(self, files: dict[str, str], seen: set[Key]) -> tuple[str | None, Key]:
-        """``(reason or None, key)`` for ``files``, the full candidate content of every file of the fix."""
+    def check(self, files: dict[str, str], seen: set[Key],
+              originals: dict[str, str] | None = None) -> tuple[str | None, Key]:
+        """``(reason or None, key)`` for ``files``, the full candidate content of every file of the fix plus
+        any file outside the fix the candidate changes (``originals``: their base content)."""
         if not all(parses(code) for path, code in files.items() if path.endswith(".py")):
             return "does_not_parse", ()
         norm = tuple(sorted((p, normalized(c)) for p, c in files.items()))
-        if all(n == self.fixed[p] for p, n in norm):
+        outside = {p: normalized(c) for p, c in (originals or {}).items()}
+        if all(n == self.fixed.get(p, outside.get(p)) for p, n in norm):
             return "equals_fix", norm
-        if all(n == self.buggy[p] for p, n in norm):
+        if all(n == self.buggy.get(p, outside.get(p)) for p, n in norm):
             return "equals_buggy", norm
         if norm in seen:
             return "duplicate", norm
@@ -208,13 +143,16 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
     check = AdmissionFilter.of(ctx).check
     for candidate in raw:
         op = candidate.operator.value
+        originals = {p: c for p, c in candidate.originals.items() if p not in base}
         files = {path: candidate.files.get(path, base[path]) for path in base}
-        reason, norm = check(files, seen)
+        files.update({path: candidate.files.get(path, content) for path, content in originals.items()})
+        reason, norm = check(files, seen, originals)
         if reason is not None:
             pool.dropped[(op, reason)] += 1
             continue
         seen.add(norm)
-        patch = make_patch((path, base[path] or None, files[path]) for path in base)
+        bases = {**base, **originals}
+        patch = make_patch((path, bases[path] or None, files[path]) for path in bases)
         mutants = per_operator.setdefault(candidate.operator, [])
         preferred = preferred_of.setdefault(candidate.operator, [])
         mutants.append((Mutant(id=f"{op}-{len(mutants) + 1}", operator=candidate.operator,
@@ -224,7 +162,7 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
     if prefer is not None:
         pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
     rng = random.Random(seed)
-    for operator in MECHANICAL_OPERATORS:
+    for operator in (op for op in MECHANICAL_OPERATORS if op in per_operator):
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if limit is not None and len(mutants) > limit:
@@ -267,7 +205,8 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
                seed: int = 0, prefer_exercised: bool = False) -> Pool:
-    """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder.
+    """Mechanical mutants of ``fix`` from the registered ``operators``. ``tests`` (candidate and reference)
+    feed the input recorder, run only when an operator needs it (or ``prefer_exercised``).
 
     ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
     that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
@@ -277,25 +216,28 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     pool = Pool()
     if not ctx.python_files:
         return pool
-    raw: list[RawMutant] = []
-    targets = input_specific_shortcut.targets(ctx)
-    shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
-    fixed_records = record_calls(executor, fix, tests, targets) if shortcut or prefer_exercised else []
+    chosen = {op: registry()[Operator(op)]() for op in operators}
+    needs = set().union(*(type(o).needs for o in chosen.values())) if chosen else set()
+    targets = record_targets(ctx)
+    fixed_records = record_calls(executor, fix, tests, targets) \
+        if FIXED_RECORDS in needs or BUGGY_RECORDS in needs or prefer_exercised else []
     fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
-    needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
-    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
-    if Operator.INCOMPLETE_FIX in operators:
-        raw += incomplete_fix.generate(ctx)
-    if Operator.BEHAVIOR_SUBSTITUTION in operators:
-        raw += behavior_substitution.generate(ctx)
-    if Operator.SYMPTOM_SUPPRESSION in operators:
-        raw += symptom_suppression.generate(ctx, buggy_symptoms(buggy_records))
-    if Operator.INPUT_SPECIFIC_SHORTCUT in operators:
-        raw += input_specific_shortcut.generate(ctx, revealing_inputs(fixed_records, buggy_records))
+    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if BUGGY_RECORDS in needs else []
+    inputs = OperatorInputs(ctx, fixed_records, buggy_records, base_file=executor.base_file,
+                            is_test_path=lambda path: is_test_path(path, executor.settings.test_patterns))
+    raw: list[RawMutant] = []
+    for operator in chosen.values():
+        raw += operator.generate(inputs)
+    pool.skipped.update(inputs.skipped)
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
     if called is not None:
         recorded = {(t["path"], t["qualname"]) for t in targets}
         prefer = functools.partial(exercised, ctx, targets=recorded, called=called)
-    admit(ctx, raw, pool, {op: per_operator for op in operators}, seed, prefer=prefer)
+    admit(ctx, raw, pool, {op: per_operator for op in chosen}, seed, prefer=prefer)
     return pool
+
+
+def record_targets(ctx: FixContext) -> list[dict[str, str]]:
+    """Functions the recorder watches: those the fix touches that also exist in the buggy code."""
+    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]

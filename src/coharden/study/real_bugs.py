@@ -81,7 +81,8 @@ class RealBugsStudy:
         self._checkouts = [Checkout(keep=KEEP, on_move=Bytecode(settings.python, config.bytecode))
                            for _ in range(max(1, config.workers))]
         self._team: tuple[str, ExecutorPool] | None = None
-        self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": []}
+        self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": [],
+                                                      "imitation": []}
         self.missing: dict[str, int] = {}  # report_only: steps with no record in the store, per kind
 
     # selection -------------------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ class RealBugsStudy:
 
         try:
             verified: set[str] = set()
-            if "verify" in phases or "golden" in phases or "grade" in phases:
+            if {"verify", "golden", "grade", "imitation"} & set(phases):
                 for iid in self.verify_ids():
                     row = self.verify(iid)
                     if row is not None and row.get("fail_to_pass"):
@@ -317,6 +318,16 @@ class RealBugsStudy:
                     for fix in self.data.correct_fixes.get(iid, []):
                         keep("fix", self.fix_verdicts(iid, fix, "correct"),
                              lambda r, f=fix: f"correct fix {f.fix_id}")
+            if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
+                for iid in study:
+                    fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
+                    for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
+                        keep("fix", self.fix_verdicts(iid, fix, kind), lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
+            if "imitation" in phases:  # study/imitation.py: one shared pool per wrong fix, every test on it
+                from coharden.study.imitation import imitation_step
+
+                for iid in (i for i in study if i in self.data.wrong_fixes):
+                    keep("imitation", imitation_step(self, iid), lambda r, i=iid: f"imitation {i}")
         finally:
             self.release()
         return self.rows
