@@ -223,6 +223,8 @@ def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]
     with InstanceExecutor(instance, root, settings) as executor:
         golden = executor.golden_test()
         buggy, fixed = executor.verdict("", golden), executor.verdict(fix, golden)
+        isolation = executor.isolation
+    assert fixed.isolation == buggy.isolation == isolation  # the log runner gets the pytest runs' sandbox
     assert buggy.outcome is Outcome.FAIL
     assert buggy.tests == {"test_coharden_probe (str.tests.SimpleTests)": [TestStatus.FAILED]}
     assert fixed.passed, fixed.reason + fixed.output_tail

@@ -428,7 +428,8 @@ class InstanceExecutor:
         runner = make_runner(self.settings.runner)
         ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
         self.runs += 1
-        verdict = run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env())
+        verdict = run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env(),
+                           confine=self._confinement(self._root()))
         back = dict(zip(ids, test.ids, strict=True))  # report under the test patch's own ids
         verdict.tests = {back.get(k, k): v for k, v in verdict.tests.items()}
         return {0: verdict}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from coharden.config import Settings
-from coharden.execution.sandbox import run_limited
+from coharden.execution.sandbox import Confinement, run_limited
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 _TAIL_LINES = 40
@@ -200,17 +200,20 @@ def parse_sympy_log(log: str) -> dict[str, TestStatus]:
 
 # --- shared verdict rules --------------------------------------------------------------------------------------
 def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, python: str, *,
-             env: dict[str, str] | None = None) -> Verdict:
-    """Run ``ids`` with a log-based ``runner`` in the sandbox and apply the false-pass rules."""
+             env: dict[str, str] | None = None, confine: Confinement | None = None) -> Verdict:
+    """Run ``ids`` with a log-based ``runner`` in the sandbox (``confine``: the executor's bwrap confinement; the
+    same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation."""
     from coharden.execution.pytest_runner import test_environment
 
     command = runner.command(python, ids)
     full_env = {**test_environment(), **command.env, **(env or {})}
     cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
     proc = run_limited(command.argv, root, timeout=settings.timeout, env=full_env, memory_mb=settings.memory_mb,
-                       cpu_seconds=cpu, network=settings.network)
-    return verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
-                            timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
+                       cpu_seconds=cpu, network=settings.network, confine=confine)
+    verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
+                               timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
+    verdict.isolation = proc.isolation
+    return verdict
 
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
