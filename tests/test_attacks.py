@@ -73,6 +73,9 @@ def test_store_poisoning_through_proc_finds_nothing(make_executor, example: Loca
     golden = ex.golden_test()
     assert ex.verdict("", golden).outcome is Outcome.FAIL
     before = store_rows(store.path)
+    # the attacker is given the store's path (the worst case); the payload touches that store only, so that a
+    # run where the sandbox failed to confine it cannot damage any other store on the machine
+    assert ex.isolation == "bwrap"
     poison = attack(ex, """\
         def test_repro_poison():
             import glob, sqlite3
@@ -82,7 +85,8 @@ def test_store_poisoning_through_proc_finds_nothing(make_executor, example: Loca
                     target = os.readlink(fd)
                 except OSError:
                     continue
-                if target.endswith(".sqlite"):
+                if target == STORE:"""
+    .replace("STORE", repr(str(store.path.resolve()))) + """
                     try:
                         conn = sqlite3.connect(fd)
                         conn.execute("UPDATE verdicts SET outcome = 'PASS', verdict = replace(verdict, 'FAIL', 'PASS')")
