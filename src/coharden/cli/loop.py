@@ -14,14 +14,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, pick_instance
-from coharden.cli.common import settings_from as _settings
+from coharden.cli.common import RunOptions, cli_errors, console, err_console, llm_client, pick_instance, run_options
 from coharden.cli.options import (
     LOOP_TAU_HELP,
     MPE_TAU_HELP,
     ApiBaseOpt,
     BudgetOpt,
-    ConfigOpt,
     IdOpt,
     IdsOpt,
     InstanceBudgetOpt,
@@ -30,11 +28,7 @@ from coharden.cli.options import (
     LLMStoreOpt,
     ModelOpt,
     MutatorOpt,
-    PythonOpt,
-    ReposOpt,
     StepLimitOpt,
-    StoreOpt,
-    TimeoutOpt,
     ranged,
     seed_option,
     tau_option,
@@ -46,6 +40,7 @@ from coharden.schema.mpe_config import LOOP_TAU
 
 
 @cli_errors
+@run_options
 def agent_cmd(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     mode: Annotated[str, typer.Option("--mode", help="test-only, fix-only or joint.")] = "test-only",
@@ -72,11 +67,7 @@ def agent_cmd(
     llm_mode: LLMModeOpt = "auto",
     output: Annotated[Path, typer.Option("--output", "-o", help="Trajectories and preds.json go here.")
                       ] = Path("coharden-agent"),
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on one instance in a throwaway clone; the critic checks every finish (mechanical gates:
@@ -94,7 +85,7 @@ def agent_cmd(
         run_mode = Mode(mode)
     except ValueError as exc:
         raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    settings = run.settings()
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     repo = resolve_repo(inst, settings.repos_dir)
@@ -150,6 +141,7 @@ def _agent_for(command: str | None, agent_timeout: float, model: str | None, api
 
 
 @cli_errors
+@run_options
 def run_loop(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
     instances: Annotated[Path | None, typer.Option("--instances", help="SWE-bench records (.json/.jsonl).")] = None,
@@ -181,11 +173,7 @@ def run_loop(
                                                       "mutator; {prompt_file} is replaced).")] = None,
     agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --agent-command invocation.", lo=0,
                                            lo_open=True)] = 600.0,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
 ) -> None:
     """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -194,7 +182,7 @@ def run_loop(
 
     if method not in {m.value for m in Method}:
         raise CoHardenError(f"--method: {method!r} (known: {', '.join(m.value for m in Method)})")
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+    settings = run.settings(workers=workers)
     chosen = _loop_instances(instance, instances, instance_id, settings)
     summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
                         output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from coharden.cli.common import (
+    RunOptions,
     cli_errors,
     console,
     err_console,
@@ -21,6 +22,7 @@ from coharden.cli.common import (
     print_diff,
     progress_bar,
     read_patch_arg,
+    run_options,
 )
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
@@ -38,13 +40,10 @@ from coharden.cli.options import (
     PaperClassesOpt,
     PerOperatorOpt,
     PreferExercisedOpt,
-    PythonOpt,
-    ReposOpt,
     SamplesOpt,
     SeedOpt,
     StoreOpt,
     TauOpt,
-    TimeoutOpt,
     WorkersOpt,
     mpe_config,
     parse_cutoffs,
@@ -80,16 +79,13 @@ def _root(
 
 @app.command()
 @cli_errors
+@run_options
 def verify(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     test: Annotated[str, typer.Option("--test", "-t", help="Test patch file, candidate name, or 'golden'.")] = "golden",
     fix: Annotated[str, typer.Option("--fix", "-f", help="Fix patch file (default: the golden fix).")] = "golden",
     instance_id: IdOpt = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Verdicts of a test on the buggy and the fixed code, and whether it is fail-to-pass."""
@@ -99,7 +95,7 @@ def verify(
     from coharden.execution.verify import fail_to_pass
     from coharden.instances import resolve_repo
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    settings = run.settings()
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
@@ -193,6 +189,7 @@ def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
 
 @app.command()
 @cli_errors
+@run_options
 def mpe(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file (single mode).")] = None,
     test: Annotated[str, typer.Option("--test", "-t", help="Candidate test: patch file, candidate name, 'golden'.")]
@@ -221,11 +218,7 @@ def mpe(
     llm_mode: LLMModeOpt = "auto",
     budget_usd: BudgetOpt = None,
     instance_id: IdOpt = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Mutation Patch Evaluation: is a reproduction test Rigorous, Lax, Misaligned or NotReproducing?
@@ -234,8 +227,7 @@ def mpe(
     reported, but no laxity and no class (fail closed)."""
     from coharden.execution.store import Store
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                         tau=tau, workers=workers)
+    settings = run.settings(seed=seed, tau=tau, workers=workers)
     if executor not in ("local", "ray"):
         raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     if executor != "local" and instances is None:
