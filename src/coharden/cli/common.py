@@ -75,6 +75,18 @@ def print_diff(text: str) -> None:
         console.out(body, highlight=False)
 
 
+def print_counts(title: str, columns: tuple[str, str], counts: dict[str, int]) -> None:
+    """A table of counts by name (decisions, classes) on stdout."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for name, n in counts.items():
+        table.add_row(name, str(n))
+    console.print(table)
+
+
 def settings_from(config: Path | None, **overrides: object) -> Settings:
     """Settings from the config file (or pyproject.toml) with the CLI flags that were given on top."""
     return load_settings(config).with_overrides(**overrides)

@@ -12,9 +12,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from coharden.cli.common import RunOptions, cli_errors, console, err_console, llm_client, pick_instance, run_options
+from coharden.cli.common import (
+    RunOptions,
+    cli_errors,
+    console,
+    err_console,
+    llm_client,
+    pick_instance,
+    print_counts,
+    run_options,
+)
 from coharden.cli.options import (
     LOOP_TAU_HELP,
     MPE_TAU_HELP,
@@ -190,12 +198,8 @@ def run_loop(
                                  TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
                                  disable=not err_console.is_terminal),
                         agent_command=agent_command, agent_timeout=agent_timeout)
-    table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
-    table.add_column("decision")
-    table.add_column("instances")
-    for name, n in summary["decisions"].items():
-        table.add_row(name, str(n))
-    console.print(table)
+    print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
+                 ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
     for iid, error in summary["errors"].items():
         err_console.print(f"[yellow]{iid}[/]: {error}")

@@ -19,6 +19,7 @@ from coharden.cli.common import (
     llm_client,
     new_app,
     pick_instance,
+    print_counts,
     print_diff,
     progress_bar,
     read_patch_arg,
@@ -339,12 +340,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
         return
-    classes = Table(title=f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})")
-    classes.add_column("class")
-    classes.add_column("tests")
-    for name, n in summary["classes"].items():
-        classes.add_row(name, str(n))
-    console.print(classes)
+    print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
+                 summary["classes"])
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
         cut_table.add_column(col)
