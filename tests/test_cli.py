@@ -395,3 +395,20 @@ def test_relative_patch_paths_fall_back_to_the_instance_directory(tmp_path, monk
                                                                                 "candidates/lax.patch"]))
     missing = CliRunner().invoke(app, [*args, "--test", "candidates/none.patch"])
     assert "'candidates/none.patch' is neither a patch file nor a known name" in _one_error_line(missing)
+
+
+# --- the run options, spelled once (@run_options) --------------------------------------------------------------
+
+def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from coharden.cli.common import RunOptions
+
+    for command in (["verify"], ["mpe"], ["run"], ["eval"], ["overfit", "reward"]):
+        lines = [line.strip().removeprefix("-c, ") for line in CliRunner().invoke(app, [*command, "--help"]).output
+                 .splitlines()]
+        flags = [line.split()[0] for line in lines if line.startswith("--")]
+        at = flags.index("--repos")
+        assert flags[at:at + 5] == ["--repos", "--config", "--timeout", "--python", "--store"], command
+    settings = RunOptions(repos=tmp_path, timeout=7.0, python="python3.11", store=tmp_path / "s.sqlite").settings(
+        seed=3)
+    assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.seed) == (
+        tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)

@@ -1,4 +1,5 @@
-"""Reading JSON Lines files: every reader of the project names the file and line of a malformed one."""
+"""JSON Lines files: every reader of the project names the file and line of a malformed one; logs append one
+line per record."""
 
 from __future__ import annotations
 
@@ -22,3 +23,10 @@ def json_lines(path: Path, error: Callable[[str], Exception] = CoHardenError, *,
         except json.JSONDecodeError as exc:
             raise error(f"{path}:{number}: malformed JSON line: {exc.msg} (column {exc.colno})") from exc
         yield number, value
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one record (``line``, without its newline) to the log ``path``, creating its directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        handle.write(line + "\n")

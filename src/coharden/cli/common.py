@@ -5,8 +5,10 @@ client built from the LLM option group, and instance / patch arguments. The opti
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,9 +75,63 @@ def print_diff(text: str) -> None:
         console.out(body, highlight=False)
 
 
+def print_counts(title: str, columns: tuple[str, str], counts: dict[str, int]) -> None:
+    """A table of counts by name (decisions, classes) on stdout."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for name, n in counts.items():
+        table.add_row(name, str(n))
+    console.print(table)
+
+
 def settings_from(config: Path | None, **overrides: object) -> Settings:
     """Settings from the config file (or pyproject.toml) with the CLI flags that were given on top."""
     return load_settings(config).with_overrides(**overrides)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of every command that runs instances: --repos, --config, --timeout, --python, --store."""
+
+    repos: Path | None = None
+    config: Path | None = None
+    timeout: float | None = None
+    python: str | None = None
+    store: Path | None = None
+
+    def settings(self, **overrides: object) -> Settings:
+        """Settings from --config with these options (and ``overrides``) on top."""
+        return settings_from(self.config, repos_dir=self.repos, timeout=self.timeout, python=self.python,
+                             store=self.store, **overrides)
+
+
+_RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "python": PythonOpt,
+                "store": StoreOpt}
+
+
+def run_options(command: F) -> F:
+    """Spell the run options once: ``command`` declares ``run: RunOptions = RunOptions()`` and its command line
+    gets --repos, --config, --timeout, --python and --store in that place (typer reads ``__signature__``);
+    the body receives them as one :class:`RunOptions`."""
+    sig = inspect.signature(command, eval_str=True)
+    params: list[inspect.Parameter] = []
+    for param in sig.parameters.values():
+        if param.name != "run":
+            params.append(param)
+            continue
+        params += [param.replace(name=name, annotation=alias, default=None) for name, alias in _RUN_OPTIONS.items()]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        run = RunOptions(**{name: kwargs.pop(name, None) for name in _RUN_OPTIONS})
+        return command(*args, run=run, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+    return wrapper  # type: ignore[return-value]
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -12,21 +12,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, progress_bar
-from coharden.cli.common import settings_from as _settings
+from coharden.cli.common import RunOptions, cli_errors, console, err_console, progress_bar, run_options
 from coharden.cli.options import (
-    ConfigOpt,
     CutoffsOpt,
     JsonOpt,
     OperatorsOpt,
     PaperClassesOpt,
     PerOperatorOpt,
-    PythonOpt,
-    ReposOpt,
     SeedOpt,
-    StoreOpt,
     TauOpt,
-    TimeoutOpt,
     mpe_config,
     parse_cutoffs,
     parse_operators,
@@ -35,6 +29,7 @@ from coharden.cli.options import (
 
 
 @cli_errors
+@run_options
 def eval_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
                                             "a directory of instance directories (like examples/).")],
@@ -62,11 +57,7 @@ def eval_command(
     cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Grade fixes (Resolved, SWE-bench semantics) and tests (F->P, MPE class, laxity) of any system, side by
@@ -77,8 +68,7 @@ def eval_command(
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                         tau=tau, workers=workers)
+    settings = run.settings(seed=seed, tau=tau, workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
                                           paper_classes=paper_classes), workers=settings.workers)

@@ -12,16 +12,22 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, pick_instance
-from coharden.cli.common import settings_from as _settings
+from coharden.cli.common import (
+    RunOptions,
+    cli_errors,
+    console,
+    err_console,
+    llm_client,
+    pick_instance,
+    print_counts,
+    run_options,
+)
 from coharden.cli.options import (
     LOOP_TAU_HELP,
     MPE_TAU_HELP,
     ApiBaseOpt,
     BudgetOpt,
-    ConfigOpt,
     IdOpt,
     IdsOpt,
     InstanceBudgetOpt,
@@ -30,11 +36,7 @@ from coharden.cli.options import (
     LLMStoreOpt,
     ModelOpt,
     MutatorOpt,
-    PythonOpt,
-    ReposOpt,
     StepLimitOpt,
-    StoreOpt,
-    TimeoutOpt,
     ranged,
     seed_option,
     tau_option,
@@ -46,6 +48,7 @@ from coharden.schema.mpe_config import LOOP_TAU
 
 
 @cli_errors
+@run_options
 def agent_cmd(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     mode: Annotated[str, typer.Option("--mode", help="test-only, fix-only or joint.")] = "test-only",
@@ -72,11 +75,7 @@ def agent_cmd(
     llm_mode: LLMModeOpt = "auto",
     output: Annotated[Path, typer.Option("--output", "-o", help="Trajectories and preds.json go here.")
                       ] = Path("coharden-agent"),
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on one instance in a throwaway clone; the critic checks every finish (mechanical gates:
@@ -94,7 +93,7 @@ def agent_cmd(
         run_mode = Mode(mode)
     except ValueError as exc:
         raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    settings = run.settings()
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     repo = resolve_repo(inst, settings.repos_dir)
@@ -150,6 +149,7 @@ def _agent_for(command: str | None, agent_timeout: float, model: str | None, api
 
 
 @cli_errors
+@run_options
 def run_loop(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
     instances: Annotated[Path | None, typer.Option("--instances", help="SWE-bench records (.json/.jsonl).")] = None,
@@ -181,11 +181,7 @@ def run_loop(
                                                       "mutator; {prompt_file} is replaced).")] = None,
     agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --agent-command invocation.", lo=0,
                                            lo_open=True)] = 600.0,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
 ) -> None:
     """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -194,7 +190,7 @@ def run_loop(
 
     if method not in {m.value for m in Method}:
         raise CoHardenError(f"--method: {method!r} (known: {', '.join(m.value for m in Method)})")
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+    settings = run.settings(workers=workers)
     chosen = _loop_instances(instance, instances, instance_id, settings)
     summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
                         output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
@@ -202,12 +198,8 @@ def run_loop(
                                  TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
                                  disable=not err_console.is_terminal),
                         agent_command=agent_command, agent_timeout=agent_timeout)
-    table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
-    table.add_column("decision")
-    table.add_column("instances")
-    for name, n in summary["decisions"].items():
-        table.add_row(name, str(n))
-    console.print(table)
+    print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
+                 ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
     for iid, error in summary["errors"].items():
         err_console.print(f"[yellow]{iid}[/]: {error}")

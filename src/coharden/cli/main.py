@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from coharden.cli.common import (
+    RunOptions,
     cli_errors,
     console,
     err_console,
@@ -18,9 +19,11 @@ from coharden.cli.common import (
     llm_client,
     new_app,
     pick_instance,
+    print_counts,
     print_diff,
     progress_bar,
     read_patch_arg,
+    run_options,
 )
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
@@ -38,13 +41,10 @@ from coharden.cli.options import (
     PaperClassesOpt,
     PerOperatorOpt,
     PreferExercisedOpt,
-    PythonOpt,
-    ReposOpt,
     SamplesOpt,
     SeedOpt,
     StoreOpt,
     TauOpt,
-    TimeoutOpt,
     WorkersOpt,
     mpe_config,
     parse_cutoffs,
@@ -80,16 +80,13 @@ def _root(
 
 @app.command()
 @cli_errors
+@run_options
 def verify(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     test: Annotated[str, typer.Option("--test", "-t", help="Test patch file, candidate name, or 'golden'.")] = "golden",
     fix: Annotated[str, typer.Option("--fix", "-f", help="Fix patch file (default: the golden fix).")] = "golden",
     instance_id: IdOpt = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Verdicts of a test on the buggy and the fixed code, and whether it is fail-to-pass."""
@@ -99,7 +96,7 @@ def verify(
     from coharden.execution.verify import fail_to_pass
     from coharden.instances import resolve_repo
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    settings = run.settings()
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
@@ -198,6 +195,7 @@ def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
 
 @app.command()
 @cli_errors
+@run_options
 def mpe(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file (single mode).")] = None,
     test: Annotated[str, typer.Option("--test", "-t", help="Candidate test: patch file, candidate name, 'golden'.")]
@@ -235,11 +233,7 @@ def mpe(
     timeout_floor: Annotated[float, ranged("--timeout-floor", help="Smallest time limit on a mutant, seconds.",
                                            lo=0, lo_open=True)] = 10.0,
     instance_id: IdOpt = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Mutation Patch Evaluation: is a reproduction test Rigorous, Lax, Misaligned or NotReproducing?
@@ -248,8 +242,7 @@ def mpe(
     reported, but no laxity and no class (fail closed)."""
     from coharden.execution.store import Store
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                         tau=tau, workers=workers)
+    settings = run.settings(seed=seed, tau=tau, workers=workers)
     if executor not in ("local", "ray"):
         raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     if executor != "local" and instances is None:
@@ -363,12 +356,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
         return
-    classes = Table(title=f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})")
-    classes.add_column("class")
-    classes.add_column("tests")
-    for name, n in summary["classes"].items():
-        classes.add_row(name, str(n))
-    console.print(classes)
+    print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
+                 summary["classes"])
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
         cut_table.add_column(col)

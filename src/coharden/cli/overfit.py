@@ -13,12 +13,10 @@ import typer
 from rich.table import Table
 
 from coharden.cli import common
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app
-from coharden.cli.common import settings_from as _settings
+from coharden.cli.common import RunOptions, cli_errors, console, err_console, llm_client, new_app, run_options
 from coharden.cli.options import (
     ApiBaseOpt,
     BudgetOpt,
-    ConfigOpt,
     IdOpt,
     IdsOpt,
     JsonOpt,
@@ -26,11 +24,7 @@ from coharden.cli.options import (
     LLMStoreOpt,
     MaxTokensOpt,
     ModelOpt,
-    PythonOpt,
-    ReposOpt,
-    StoreOpt,
     TemperatureOpt,
-    TimeoutOpt,
     ranged,
 )
 from coharden.errors import CoHardenError
@@ -67,6 +61,7 @@ def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: 
 
 @overfit_app.command("refine")
 @cli_errors
+@run_options
 def refine_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, "
                                             "or a directory of instance directories (like examples/).")],
@@ -89,11 +84,7 @@ def refine_command(
     llm_store: LLMStoreOpt = None,
     llm_mode: LLMModeOpt = "auto",
     budget_usd: BudgetOpt = None,
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
 ) -> None:
     """Refine each (fix, test) pair with an LLM critic, keeping a change only when the pair's reward rises;
     writes refined fixes / tests as SWE-bench / SWT-bench predictions plus iterations.jsonl (grade them with
@@ -105,7 +96,7 @@ def refine_command(
     from coharden.overfit.refine import RefineConfig, RefineResult, refine_instance
     from coharden.overfit.report import IterationLog, summarize, write_outputs
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    settings = run.settings()
     try:
         refine_config = RefineConfig(max_iterations=max_iterations, hide_test=hide_test,
                                      extra_context=not no_extra_context, backend=_backend(coverage_backend))
@@ -166,6 +157,7 @@ def _yes(value: Any) -> str:
 
 @overfit_app.command("reward")
 @cli_errors
+@run_options
 def reward_command(
     instance: Annotated[Path, typer.Argument(help="Instance directory or records file.")],
     fix: Annotated[str, typer.Option("--fix", help="Fix patch file, or 'golden'.")],
@@ -173,11 +165,7 @@ def reward_command(
                                       "'golden'.")],
     instance_id: IdOpt = None,
     coverage_backend: BackendOpt = "coverage",
-    repos: ReposOpt = None,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    python: PythonOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """The reward of one (fix, test) pair: 1/3 fails on the old code + 1/3 passes on the new code + 1/3
@@ -187,7 +175,7 @@ def reward_command(
     from coharden.instances import resolve_repo
     from coharden.overfit.reward import check_backend, coverage_settings, evaluate_pair
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    settings = run.settings()
     backend = _backend(coverage_backend)
     local = common.pick_instance(instance, instance_id, settings)
     inst = local.instance

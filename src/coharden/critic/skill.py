@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from coharden.critic.base import CriticBase, CriticResult, IterativeRefinementConfig
 from coharden.critic.context import CriticContext
 from coharden.critic.events import Event
 from coharden.errors import CoHardenError
+from coharden.yamlfile import read_yaml
 
 SKILL_FILE = "critic.yaml"
 
@@ -163,14 +163,7 @@ def _load_detector(path: Path, where: str) -> tuple[DetectFn, bool]:
 
 def read_spec(path: Path) -> SkillSpec:
     """Parse and validate a ``critic.yaml``; errors name the file and the field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SkillError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SkillError(f"{path}: not valid YAML: {exc}") from None
+    data = read_yaml(path, SkillError)
     if not isinstance(data, dict):
         raise SkillError(f"{path}: expected a mapping with threshold, max_iterations and signals, "
                          f"got {type(data).__name__}")

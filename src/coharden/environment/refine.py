@@ -25,6 +25,7 @@ from coharden.config import Settings
 from coharden.environment.build import BuildError, BuildResult
 from coharden.environment.plan import EnvPlan, PlanError, patch_plan
 from coharden.environment.smoke import SmokeReport, smoke_test
+from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
 from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
 
@@ -113,9 +114,7 @@ def refine_environment(repo: Path, commit: str, plan: EnvPlan, builder: Builder,
     def log(attempt: Attempt) -> None:
         result.attempts.append(attempt)
         if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(log_path, "a") as handle:
-                handle.write(attempt.model_dump_json() + "\n")
+            append_line(log_path, attempt.model_dump_json())
 
     for number in range(1, max_attempts + 1):
         tried.add(plan.digest())

@@ -47,6 +47,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import git, resolve_commit, show_file
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.store import Store
+from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
 from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
 from coharden.patches import is_test_path, make_diff, split_patch, touched_files
@@ -342,9 +343,7 @@ def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings
     def log(entry: GenerationAttempt) -> None:
         result.attempts.append(entry)
         if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(log_path, "a") as handle:
-                handle.write(entry.model_dump_json() + "\n")
+            append_line(log_path, entry.model_dump_json())
 
     for number in range(1, max_attempts + 1):
         entry = GenerationAttempt(attempt=number, time=time.time())

@@ -133,9 +133,7 @@ class Ledger:
                     usage.errors_by_kind[unusable_kind] += 1
 
     def record_retry(self, *, model: str, instance_id: str | None = None) -> None:
-        with self._lock:
-            for usage in self._scopes(model, instance_id):
-                usage.retries += 1
+        self._bump("retries", model, instance_id)
 
     def record_error(self, kind: str, *, model: str, instance_id: str | None = None) -> None:
         """Account a call that failed for good (``kind`` like ``auth``, ``retries_exhausted``, ``replay_miss``)."""
@@ -145,9 +143,13 @@ class Ledger:
                 usage.errors_by_kind[kind] += 1
 
     def record_budget_refusal(self, *, model: str, instance_id: str | None = None) -> None:
+        self._bump("budget_refusals", model, instance_id)
+
+    def _bump(self, counter: str, model: str, instance_id: str | None) -> None:
+        """Add one to the integer field ``counter`` of every scope of the call."""
         with self._lock:
             for usage in self._scopes(model, instance_id):
-                usage.budget_refusals += 1
+                setattr(usage, counter, getattr(usage, counter) + 1)
 
     def run_usage(self) -> Usage:
         """A snapshot of the run totals."""

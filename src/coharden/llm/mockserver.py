@@ -50,8 +50,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from coharden.yamlfile import read_yaml
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
@@ -208,14 +209,7 @@ def parse_rules(data: Any, *, source: str = "<rules>") -> list[Rule]:
 def load_rules(path: str | Path) -> list[Rule]:
     """Read a YAML or JSON rules file (JSON is YAML, so one parser reads both)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RulesError(f"{path}: cannot read rules file: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise RulesError(f"{path}: not valid YAML/JSON: {exc}") from None
+    data = read_yaml(path, RulesError, what=" rules file", kind="YAML/JSON")
     return parse_rules(data, source=str(path))
 
 

@@ -8,7 +8,6 @@ base test coharden ran for it. Ids coharden does not report are counted apart, n
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from coharden.errors import CoHardenError
 from coharden.execution.testids import runnable_id
+from coharden.jsonl import json_lines
 
 
 @dataclass
@@ -62,13 +62,7 @@ def load_predictions(path: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         raise CoHardenError(f"{path}: predictions file not found")
     rows: dict[str, dict[str, Any]] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CoHardenError(f"{path}:{number}: malformed JSON line: {exc.msg}") from None
+    for number, row in json_lines(path):
         if "resolved" not in row:
             raise CoHardenError(f"{path}:{number}: no 'resolved' field (not a graded prediction)")
         rows[row["instance_id"]] = row
