@@ -128,7 +128,7 @@ def study_envcheck(
     only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
     = None,
     only: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    limit: Annotated[int | None, ranged("--limit", help="At most this many instances.", lo=1)] = None,
     specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
