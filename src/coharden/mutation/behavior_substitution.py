@@ -16,7 +16,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.registry import Example, OperatorInputs, register
+from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
 _COMPARE_SWAPS: dict[type, Callable[[], cst.BaseCompOp]] = {
@@ -193,17 +193,11 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
 
 
 @register
-class BehaviorSubstitution:
+class BehaviorSubstitution(ContextOperator):
     """Imitates a wrong fix with the right shape but a *slightly wrong expression* (an off-by-one bound, the
     wrong comparison or look-alike call) on a line the fix adds."""
 
     name = Operator.BEHAVIOR_SUBSTITUTION
-    needs: frozenset[str] = frozenset()
-
-    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
-        return generate(inputs.ctx)
-
-    @classmethod
-    def examples(cls) -> list[Example]:
-        return [Example("def f(x):\n    return x\n", "def f(x):\n    return x if x > 0 else 0\n",
-                        "return x if x >= 0 else 0")]
+    from_context = staticmethod(generate)
+    EXAMPLES = (Example("def f(x):\n    return x\n", "def f(x):\n    return x if x > 0 else 0\n",
+                        "return x if x >= 0 else 0"),)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.registry import Example, OperatorInputs, register
+from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
 Block = tuple[int, int, int, int, int, int]  # (file index, opcode index, i1, i2, j1, j2)
@@ -89,18 +89,12 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
 
 
 @register
-class IncompleteFix:
+class IncompleteFix(ContextOperator):
     """Imitates a wrong fix that is a *subset of the golden fix*: one hunk or change block missing (real cases:
     sympy-18199 without composite moduli, sympy-20438 without the comparison.py hunk)."""
 
     name = Operator.INCOMPLETE_FIX
-    needs: frozenset[str] = frozenset()
-
-    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
-        return generate(inputs.ctx)
-
-    @classmethod
-    def examples(cls) -> list[Example]:
-        return [Example("def f(x):\n    a = x\n    b = 1\n    return a + b\n",
+    from_context = staticmethod(generate)
+    EXAMPLES = (Example("def f(x):\n    a = x\n    b = 1\n    return a + b\n",
                         "def f(x):\n    a = abs(x)\n    b = 1\n    return a * b\n",
-                        "    a = x\n    b = 1\n    return a * b\n")]
+                        "    a = x\n    b = 1\n    return a * b\n"),)

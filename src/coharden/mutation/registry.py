@@ -82,6 +82,22 @@ class MutationOperator(Protocol):
     def examples(cls) -> list[Example]: ...
 
 
+class ContextOperator:
+    """Base of the operators that read only the fix, not the recorder: ``generate`` runs the operator's
+    ``from_context`` (its module's ``generate(ctx)``) and ``examples()`` lists its ``EXAMPLES``."""
+
+    needs: ClassVar[frozenset[str]] = frozenset()
+    from_context: ClassVar[Callable[[FixContext], Iterable[RawMutant]]]
+    EXAMPLES: ClassVar[tuple[Example, ...]] = ()
+
+    def generate(self, inputs: OperatorInputs) -> Iterable[RawMutant]:
+        return type(self).from_context(inputs.ctx)
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return list(cls.EXAMPLES)
+
+
 _REGISTRY: dict[Operator, type[MutationOperator]] = {}
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.registry import Example, OperatorInputs, register
+from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
 _TOKEN = re.compile(r"""[rbuRBUfF]{0,2}('''|\"\"\"|'|")(?:\\.|(?!\1).)*\1|\w+|\*\*=?|//=?|->|:=|[=!<>]=|<<|>>|\S""")
@@ -106,22 +106,16 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
 
 
 @register
-class TokenRevert:
+class TokenRevert(ContextOperator):
     """Imitates *sub-line incompleteness*: the fix is right in one token of a changed line and still buggy in
     another (real case: sympy-20916, whose regex made the letter class Unicode-aware but kept ``[0-9]``)."""
 
     name = Operator.TOKEN_REVERT
-    needs: frozenset[str] = frozenset()
-
-    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
-        return generate(inputs.ctx)
-
-    @classmethod
-    def examples(cls) -> list[Example]:
-        return [
-            Example("import re\nNAME = re.compile(r'^([a-zA-Z]+)([0-9]+)$')\n",
-                    "import re\nNAME = re.compile(r'^([^\\W\\d_]+)(\\d+)$')\n",
-                    "NAME = re.compile(r'^([^\\W\\d_]+)([0-9]+)$')"),
-            Example("def f(x, y):\n    return g(x) + 1\n", "def f(x, y):\n    return g(x, y) + 2\n",
-                    "return g(x) + 2"),
-        ]
+    from_context = staticmethod(generate)
+    EXAMPLES = (
+        Example("import re\nNAME = re.compile(r'^([a-zA-Z]+)([0-9]+)$')\n",
+                "import re\nNAME = re.compile(r'^([^\\W\\d_]+)(\\d+)$')\n",
+                "NAME = re.compile(r'^([^\\W\\d_]+)([0-9]+)$')"),
+        Example("def f(x, y):\n    return g(x) + 1\n", "def f(x, y):\n    return g(x, y) + 2\n",
+                "return g(x) + 2"),
+    )

@@ -21,7 +21,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from coharden.mutation.behavior_substitution import Site, SiteReplacer, code_of
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.registry import Example, OperatorInputs, register
+from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
@@ -112,24 +112,18 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
 
 
 @register
-class WidenedScope:
+class WidenedScope(ContextOperator):
     """Imitates *overreach*: the new behaviour also hits cases that must keep the old one, because a guard or
     condition the fix adds or relies on is dropped or always true (real case: sympy-22080, whose
     ``_print_Mod`` parenthesises every Mod and breaks a PASS_TO_PASS test)."""
 
     name = Operator.WIDENED_SCOPE
-    needs: frozenset[str] = frozenset()
-
-    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
-        return generate(inputs.ctx)
-
-    @classmethod
-    def examples(cls) -> list[Example]:
-        return [
-            Example("def f(x):\n    return str(x)\n",
-                    "def f(x):\n    if isinstance(x, int) and x < 0:\n        return f'({x})'\n    return str(x)\n",
-                    "if True:"),
-            Example("def f(x):\n    return int(x)\n",
-                    "def f(x):\n    try:\n        return int(x)\n    except ValueError:\n        return 0\n",
-                    "except Exception:"),
-        ]
+    from_context = staticmethod(generate)
+    EXAMPLES = (
+        Example("def f(x):\n    return str(x)\n",
+                "def f(x):\n    if isinstance(x, int) and x < 0:\n        return f'({x})'\n    return str(x)\n",
+                "if True:"),
+        Example("def f(x):\n    return int(x)\n",
+                "def f(x):\n    try:\n        return int(x)\n    except ValueError:\n        return 0\n",
+                "except Exception:"),
+    )
