@@ -121,13 +121,7 @@ def transplant_function(target: str, donor: str, qualname: str) -> str | None:
     Used to put one function back to its buggy version inside otherwise fixed code, so an operator can act on
     one function of a fix that touches several while the rest of the fix stays in place.
     """
-    try:
-        donor_module = cst.parse_module(donor)
-    except cst.ParserSyntaxError:
+    replacement = find_function(donor, qualname)
+    if replacement is None:
         return None
-    finder = _FunctionFinder(qualname)
-    donor_module.visit(finder)
-    if finder.found is None:
-        return None
-    replacement = finder.found
     return rewrite_function(target, qualname, lambda body: list(body), whole=replacement)
