@@ -4,6 +4,7 @@ client built from the LLM option group, and instance / patch arguments. The opti
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterator
@@ -112,26 +113,37 @@ _RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "
                 "store": StoreOpt}
 
 
-def run_options(command: F) -> F:
-    """Spell the run options once: ``command`` declares ``run: RunOptions = RunOptions()`` and its command line
-    gets --repos, --config, --timeout, --python and --store in that place (typer reads ``__signature__``);
-    the body receives them as one :class:`RunOptions`."""
-    sig = inspect.signature(command, eval_str=True)
-    params: list[inspect.Parameter] = []
-    for param in sig.parameters.values():
-        if param.name != "run":
-            params.append(param)
-            continue
-        params += [param.replace(name=name, annotation=alias, default=None) for name, alias in _RUN_OPTIONS.items()]
+def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F], F]:
+    """A decorator that spells a group of options once: the command declares ``<param>: cls = cls()`` and its
+    command line gets one option per entry of ``aliases`` (field name -> ``Annotated`` alias) in that place,
+    with the dataclass field's default (typer reads ``__signature__``); the body receives one ``cls``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        run = RunOptions(**{name: kwargs.pop(name, None) for name in _RUN_OPTIONS})
-        return command(*args, run=run, **kwargs)
+    def decorate(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != param:
+                params.append(p)
+                continue
+            params += [p.replace(name=name, annotation=alias, default=defaults[name])
+                       for name, alias in aliases.items()]
 
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
-    return wrapper  # type: ignore[return-value]
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            group = cls(**{name: kwargs.pop(name, defaults[name]) for name in aliases})
+            return command(*args, **{param: group}, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+#: ``command`` declares ``run: RunOptions = RunOptions()`` and gets --repos, --config, --timeout, --python and
+#: --store in that place; the body receives them as one :class:`RunOptions`.
+run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
 
 
 def fail(message: str, code: int = 2) -> None:

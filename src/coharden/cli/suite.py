@@ -8,13 +8,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, print_diff, read_text
+from coharden.cli.common import (
+    cli_errors,
+    console,
+    err_console,
+    llm_client,
+    new_app,
+    option_group,
+    print_diff,
+    read_text,
+)
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
@@ -52,6 +62,42 @@ ShowOpt = Annotated[int, ranged("--show", help="How many surviving mutants to pr
 Round0Opt = Annotated[Path | None, typer.Option("--round0", help="A saved round-0 suite (.py) to start from.")]
 MaxRoundsOpt = Annotated[int, ranged("--max-rounds", help="Critic round budget.", lo=0)]
 MaxShownOpt = Annotated[int, ranged("--max-shown", help="Surviving mutants shown to the critic per round.", lo=1)]
+
+
+@dataclass(frozen=True)
+class HardeningOptions:
+    """The critic rounds and the mutants of ``suite run`` and ``suite compare`` (one flag each)."""
+
+    max_rounds: int = 3
+    max_shown: int = 10
+    root: Path | None = None
+    engine: str = "builtin"
+    operators: str | None = None
+    max_mutants: int | None = None
+    seed: int = 0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """The LLM record/replay store, its budget, and the sandbox settings of ``suite run`` and ``suite compare``."""
+
+    llm_store: Path | None = None
+    llm_mode: str = "auto"
+    budget_usd: float | None = None
+    timeout: float | None = None
+    config: Path | None = None
+    store: Path | None = None
+
+
+hardening_options = option_group(HardeningOptions, {
+    "max_rounds": MaxRoundsOpt, "max_shown": MaxShownOpt, "root": RootOpt, "engine": EngineOpt,
+    "operators": SuiteOperatorsOpt, "max_mutants": MaxMutantsOpt, "seed": SuiteSeedOpt, "workers": SuiteWorkersOpt,
+}, "hardening")
+store_options = option_group(StoreOptions, {
+    "llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt, "budget_usd": BudgetOpt, "timeout": SuiteTimeoutOpt,
+    "config": ConfigOpt, "store": StoreOpt,
+}, "stores")
 
 
 def _read(path: Path | None, what: str) -> str:
@@ -173,6 +219,8 @@ def mutants_cmd(
 
 @suite_app.command("run")
 @cli_errors
+@hardening_options
+@store_options
 def run_cmd(
     module: ModuleArg,
     tests: TestsOpt = None,
@@ -184,21 +232,9 @@ def run_cmd(
     api_base: ApiBaseOpt = None,
     temperature: TemperatureOpt = None,
     max_tokens: MaxTokensOpt = None,
-    max_rounds: MaxRoundsOpt = 3,
-    max_shown: MaxShownOpt = 10,
-    root: RootOpt = None,
-    engine: EngineOpt = "builtin",
-    operators: SuiteOperatorsOpt = None,
-    max_mutants: MaxMutantsOpt = None,
-    seed: SuiteSeedOpt = 0,
-    workers: SuiteWorkersOpt = 1,
+    hardening: HardeningOptions = HardeningOptions(),
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("suite-results"),
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
-    timeout: SuiteTimeoutOpt = None,
-    config: ConfigOpt = None,
-    store: StoreOpt = None,
+    stores: StoreOptions = StoreOptions(),
     show: ShowOpt = 5,
     as_json: JsonOpt = False,
 ) -> None:
@@ -211,6 +247,8 @@ def run_cmd(
     from coharden.suite.loop import HardeningConfig, build_round0, evaluate_round0, harden
     from coharden.suite.runner import KillOracle, MutantStatus
 
+    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
+    llm_store, llm_mode, budget_usd, timeout, config, store = astuple(stores)
     if round0 is not None and (tests is not None or tester_model is not None):
         raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
     settings = _settings(config, timeout=timeout, store=store)
@@ -305,6 +343,8 @@ def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
 
 @suite_app.command("compare")
 @cli_errors
+@hardening_options
+@store_options
 def compare_cmd(
     module: ModuleArg,
     round0: Annotated[Path, typer.Option("--round0", help="The frozen round-0 suite every arm starts from.")],
@@ -317,21 +357,9 @@ def compare_cmd(
                                                     "line); default: each arm beats the control.")] = None,
     n_boot: Annotated[int, ranged("--n-boot", help="Bootstrap resamples.", lo=100)] = 2000,
     api_base: ApiBaseOpt = None,
-    max_rounds: MaxRoundsOpt = 3,
-    max_shown: MaxShownOpt = 10,
-    root: RootOpt = None,
-    engine: EngineOpt = "builtin",
-    operators: SuiteOperatorsOpt = None,
-    max_mutants: MaxMutantsOpt = None,
-    seed: SuiteSeedOpt = 0,
-    workers: SuiteWorkersOpt = 1,
+    hardening: HardeningOptions = HardeningOptions(),
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("suite-compare"),
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
-    timeout: SuiteTimeoutOpt = None,
-    config: ConfigOpt = None,
-    store: StoreOpt = None,
+    stores: StoreOptions = StoreOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Arms (no critic, critic model A, B, ...) x replicates from one frozen round 0, with kill-rate intervals.
@@ -348,6 +376,8 @@ def compare_cmd(
     from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
     from coharden.suite.runner import KillOracle
 
+    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
+    llm_store, llm_mode, budget_usd, timeout, config, store = astuple(stores)
     settings = _settings(config, timeout=timeout, store=store)
     arms = _parse_arms(list(arm or []), arms_file)
     suite0 = _read(round0, "--round0")
