@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
@@ -144,6 +146,33 @@ def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F]
 #: ``command`` declares ``run: RunOptions = RunOptions()`` and gets --repos, --config, --timeout, --python and
 #: --store in that place; the body receives them as one :class:`RunOptions`.
 run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode,
+    --budget-usd (declared as one parameter with :func:`llm_options`)."""
+
+    model: str | None = None
+    api_base: str | None = None
+    llm_store: Path | None = None
+    llm_mode: str = "auto"
+    budget_usd: float | None = None
+
+    def client(self, default_store: Path, *, required: bool = False) -> LLMClient | None:
+        """A client from these flags and ``COHARDEN_LLM_*``; None when no model is named (and none is
+        required)."""
+        if not (self.model or os.environ.get("COHARDEN_LLM_MODEL")) and not required:
+            return None
+        return llm_client(model=self.model, api_base=self.api_base, llm_store=self.llm_store,
+                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd)
+
+
+def llm_options(model: Any, param: str = "llm_options") -> Callable[[F], F]:
+    """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets the model options in that place;
+    ``model`` is the command's ``--model`` alias (its help says what the model is for)."""
+    return option_group(LLMOptions, {"model": model, "api_base": ApiBaseOpt, "llm_store": LLMStoreOpt,
+                                     "llm_mode": LLMModeOpt, "budget_usd": BudgetOpt}, param)
 
 
 def fail(message: str, code: int = 2) -> None:

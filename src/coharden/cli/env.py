@@ -15,16 +15,21 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, read_patch_file, read_text
+from coharden.cli.common import (
+    LLMOptions,
+    cli_errors,
+    console,
+    err_console,
+    llm_options,
+    new_app,
+    read_patch_file,
+    read_text,
+)
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
-    ApiBaseOpt,
-    BudgetOpt,
     ConfigOpt,
     JsonOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
     PythonOpt,
     TimeoutOpt,
     model_option,
@@ -46,15 +51,7 @@ ModelOpt = Annotated[str | None, model_option("litellm model name (default $COHA
 DockerOpt = Annotated[bool, typer.Option("--docker", help="Build a Docker image instead of a virtual environment.")]
 BasePythonOpt = Annotated[str | None, typer.Option("--base-python", help="Interpreter that creates the venv "
                                                    "(default: pythonX.Y of the plan, or the closest admitted).")]
-
-
-def _llm(settings: Settings, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
-         budget_usd: float | None, *, required: bool = False) -> Any:
-    """An LLM client from flags and ``COHARDEN_LLM_*``; None when no model is named (and none is required)."""
-    if not (model or os.environ.get("COHARDEN_LLM_MODEL")) and not required:
-        return None
-    return llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                      default_store=settings.store, budget_usd=budget_usd)
+with_llm_options = llm_options(ModelOpt, "llm_opts")
 
 
 def _load_plan(path: Path) -> Any:
@@ -156,6 +153,7 @@ def env_spec(
 
 @env_app.command("build")
 @cli_errors
+@with_llm_options
 def env_build(
     repo: Annotated[Path | None, typer.Argument(help="A local git repository (omit with --instance).")] = None,
     commit: CommitOpt = "HEAD",
@@ -177,11 +175,7 @@ def env_build(
     log: Annotated[Path | None, typer.Option("--log", help="Refinement log, JSONL (default: env-refine.jsonl "
                                              "next to the result store).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the final plan here.")] = None,
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
+    llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -202,7 +196,7 @@ def env_build(
         raise CoHardenError("give a repository, or --instance ID with --records FILE")
     settings = _settings(config, seed=seed, timeout=timeout)
     plan = _load_plan(plan_file) if plan_file else _infer(repo, commit)
-    llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
+    llm = llm_opts.client(settings.store)
     builder = make_builder(settings, docker=docker, base_python=base_python,
                            log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
     result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,
@@ -353,6 +347,7 @@ def _render_report(report: Any) -> None:
 
 @reproduce_app.command("generate")
 @cli_errors
+@with_llm_options
 def reproduce_generate(
     repo: RepoArg,
     issue: Annotated[Path, typer.Option("--issue", help="The issue text (a file).")],
@@ -372,11 +367,7 @@ def reproduce_generate(
     docker: DockerOpt = False,
     base_python: BasePythonOpt = None,
     python: PythonOpt = None,
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
+    llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -390,7 +381,7 @@ def reproduce_generate(
     if (patched is None) == (fix is None):
         raise CoHardenError("give exactly one of --patched and --fix")
     base = _settings(config, python=python, timeout=timeout)
-    llm = _llm(base, model, api_base, llm_store, llm_mode, budget_usd, required=True)
+    llm = llm_opts.client(base.store, required=True)
     settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
     result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
                                    fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
@@ -410,16 +401,13 @@ def reproduce_generate(
 
 @reproduce_app.command("mine")
 @cli_errors
+@with_llm_options
 def reproduce_mine(
     exports: Annotated[list[Path], typer.Argument(help="Exported GitHub issues / pull requests (JSON).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="SWE-bench-style records (JSONL).")]
     = Path("mined.jsonl"),
     repo: Annotated[str | None, typer.Option("--repo", help="owner/name (default: from the export).")] = None,
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
+    llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -428,7 +416,7 @@ def reproduce_mine(
     from coharden.environment.mining import load_export, mine, write_records
 
     settings = _settings(config)
-    llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
+    llm = llm_opts.client(settings.store)
     found_repo, issues, pulls = load_export(exports)
     result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
                   progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
