@@ -12,6 +12,23 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from coharden.llm.types import Completion
 
+__all__ = [
+    "BudgetExceeded",
+    "ContextWindowExceeded",
+    "ErrorKind",
+    "LLMAuthError",
+    "LLMConfigError",
+    "LLMError",
+    "LLMRequestError",
+    "MissingAPIKey",
+    "ReplayMiss",
+    "RetriesExhausted",
+    "TruncatedReply",
+    "UnsupportedParameter",
+    "UnusableReply",
+    "kind_of",
+]
+
 
 class ErrorKind(StrEnum):
     """What kind of model failure an :class:`LLMError` is; recorded per instance by a loop run and shown in its
