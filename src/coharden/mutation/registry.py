@@ -6,7 +6,8 @@ site in ``inputs.skipped`` (the pool reports those counts). ``examples()`` gives
 the mutant text each must produce; the parametrized unit test runs every registered operator on its own.
 
 A new operator: a class with ``name``, ``needs``, ``generate`` and ``examples``, decorated with
-:func:`register`, in a module listed in ``BUILTIN_MODULES``.
+:func:`register`, in a module listed in ``BUILTIN_MODULES``; one that reads only the fix subclasses
+:class:`ContextOperator` and sets ``from_context`` and ``EXAMPLES``.
 """
 
 from __future__ import annotations
