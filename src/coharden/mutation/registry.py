@@ -114,7 +114,10 @@ def registry() -> dict[Operator, type[MutationOperator]]:
     """Every registered operator by name, in ``BUILTIN_MODULES`` order (imports them on first use)."""
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
-    return dict(_REGISTRY)
+    # in BUILTIN_MODULES order whatever imported them first (a test or a caller may import one module early),
+    # then any operator registered from elsewhere, in registration order
+    builtin = [Operator(name) for name in builtin_names() if Operator(name) in _REGISTRY]
+    return {op: _REGISTRY[op] for op in [*builtin, *(op for op in _REGISTRY if op not in builtin)]}
 
 
 def operator_names() -> list[str]:
