@@ -58,10 +58,19 @@ def openhands_env(python: Path) -> Path:
     shutil.rmtree(env, ignore_errors=True)
     env.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(python), "-m", "venv", str(env)], check=True)
-    pip = [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, *REQUIREMENTS, "-e", f"{ROOT}[llm]"], check=True, timeout=1800)
+    subprocess.run([*_installer(interpreter), *REQUIREMENTS, "-e", f"{ROOT}[llm]"], check=True, timeout=1800)
     (env / ".complete").write_text(" ".join(REQUIREMENTS) + "\n")
     return interpreter
+
+
+def _installer(interpreter: Path) -> list[str]:
+    """uv (a coharden dependency: parallel downloads, no bytecode compilation, several times faster than pip
+    for the SDK's ~700 MB) where it is importable, else pip."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return [str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    return [find_uv_bin(), "pip", "install", "--quiet", "--python", str(interpreter)]
 
 
 if __name__ == "__main__":  # warm the cache: python tests/openhands_env.py
