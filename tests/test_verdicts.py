@@ -368,3 +368,14 @@ def test_workspace_is_reused_and_reset_between_jobs(executor, calc_fix) -> None:
     assert executor.workspace.root == root
     assert not any(p.name == "__pycache__" for p in Path(root).rglob("*"))
     assert root.is_dir()
+
+
+def test_runs_leak_no_file_descriptors(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    """A batch or a test session holds one process for hours: a descriptor leaked per run ends, past 1024, in
+    'filedescriptor out of range in select()' for every later verdict."""
+    test = _test(executor, "def test_ok():\n    assert True\n")
+    assert executor.verdict(calc_fix, test).passed  # the fork server and its pipes exist from here on
+    before = len(list(Path("/proc/self/fd").iterdir()))
+    for _ in range(5):
+        executor.verdict(calc_fix, _test(executor, f"def test_ok_{_}():\n    assert True\n"))
+    assert len(list(Path("/proc/self/fd").iterdir())) <= before

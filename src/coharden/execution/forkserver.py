@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import json
 import os
-import select
+import selectors
 import shutil
 import signal
 import subprocess
@@ -90,9 +90,12 @@ class ForkServer:
     def _read(self, timeout: float | None) -> dict | None:
         assert self.proc is not None
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            return None
+        # a selector (poll/epoll), not select(): a long-lived process (a batch, a test session) may hold
+        # descriptors numbered above FD_SETSIZE (1024), which select() cannot watch
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                return None
         line = self.proc.stdout.readline()
         try:
             return json.loads(line) if line else None
@@ -110,7 +113,9 @@ class ForkServer:
         assert self.proc.stdin is not None
         own_out = out is None
         if out is None:
-            out = Path(tempfile.mkstemp(prefix="out-", dir=self.scratch)[1])
+            handle, name = tempfile.mkstemp(prefix="out-", dir=self.scratch)
+            os.close(handle)  # the fork opens the file itself; keeping this descriptor leaked one per run
+            out = Path(name)
         start = time.monotonic()
         try:
             env = {**env, **self.env_overrides}

@@ -104,7 +104,9 @@ def _wait(pid, timeout):
             if left <= 0:
                 return None
             if pidfd is not None:
-                select.select([pidfd], [], [], left)
+                poller = select.poll()  # not select(): no FD_SETSIZE limit on the descriptor number
+                poller.register(pidfd, select.POLLIN)
+                poller.poll(left * 1000)
             else:
                 time.sleep(min(0.005, left))
     finally:
