@@ -31,7 +31,7 @@ from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
-from coharden.schema.verdict import Verdict
+from coharden.schema.verdict import Outcome, Verdict
 
 if TYPE_CHECKING:
     from coharden.mutation.llm_operators import LLMMutator
@@ -212,6 +212,7 @@ def evaluate(
     else:
         pool = Pool()
     timings["pool"] = time.monotonic() - mark
+    timings["recording"] = pool.recording_seconds  # part of "pool"
     if llm_mutator is not None:
         mark = time.monotonic()
         report = llm_mutator.extend(executor, fix, candidate, reference, pool)
@@ -224,7 +225,8 @@ def evaluate(
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory)
+    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory,
+                                 timings=timings)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -242,15 +244,33 @@ def evaluate(
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None) -> list[MutantResult]:
+                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
+                timings: dict[str, float] | None = None) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
-    (its own workspace), so parallel and serial runs see the same files."""
+    (its own workspace), so parallel and serial runs see the same files. ``timings["timeouts"]`` gets the
+    seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs)."""
+    spent = {"timeouts": 0.0}
+    lock_spent = threading.Lock()
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
+        mark = time.monotonic()
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
+        if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
+            with lock_spent:
+                spent["timeouts"] += time.monotonic() - mark
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
+    try:
+        return _run_all(one, executor, mutants, workers, executor_factory)
+    finally:
+        if timings is not None:
+            timings["timeouts"] = timings.get("timeouts", 0.0) + spent["timeouts"]
+
+
+def _run_all(one: Callable[[InstanceExecutor, Mutant], MutantResult], executor: InstanceExecutor,
+             mutants: Sequence[Mutant], workers: int,
+             executor_factory: Callable[[], InstanceExecutor] | None) -> list[MutantResult]:
     if workers <= 1 or executor_factory is None or len(mutants) < 2:
         return [one(executor, m) for m in mutants]
     local = threading.local()

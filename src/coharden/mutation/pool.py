@@ -12,6 +12,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -156,6 +157,8 @@ class Pool:
         self.unexercised: Counter[str] | None = None
         """With ``prefer_exercised``: per operator, the admitted candidates (before sampling) that change only
         code no test ran."""
+        self.recording_seconds = 0.0
+        """Wall time the input recorder's test runs took while building the pool."""
 
     def summary(self) -> dict[str, Any]:
         per_op = Counter(m.operator.value for m in self.mutants)
@@ -280,10 +283,12 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     raw: list[RawMutant] = []
     targets = input_specific_shortcut.targets(ctx)
     shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
+    mark = time.monotonic()
     fixed_records = record_calls(executor, fix, tests, targets) if shortcut or prefer_exercised else []
     fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
     needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
     buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
+    pool.recording_seconds = time.monotonic() - mark
     if Operator.INCOMPLETE_FIX in operators:
         raw += incomplete_fix.generate(ctx)
     if Operator.BEHAVIOR_SUBSTITUTION in operators:
