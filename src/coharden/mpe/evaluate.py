@@ -15,17 +15,18 @@ why: nothing is classified from a broken pool.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.mpe.workers import Workers
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
@@ -182,8 +183,20 @@ def evaluate(
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    cand_buggy, ref_buggy = executor.verdicts("", [candidate, reference])
-    cand_fixed, ref_fixed = executor.verdicts(fix, [candidate, reference])
+    with Workers(executor, workers, executor_factory) as team:
+        return _evaluate(team, fix, candidate, reference, operators=operators, per_operator=per_operator, seed=seed,
+                         tau=tau, paper_classes=paper_classes, mechanical=mechanical, llm_mutator=llm_mutator,
+                         prefer_exercised=prefer_exercised, timings=timings, started=started)
+
+
+def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, *, operators: Sequence[Operator],
+              per_operator: int | None, seed: int, tau: float, paper_classes: bool, mechanical: bool,
+              llm_mutator: LLMMutator | None, prefer_exercised: bool, timings: dict[str, float],
+              started: float) -> MPEResult:
+    executor = team.executor
+    # buggy and fixed runs are independent: on two workers they run side by side
+    (cand_buggy, ref_buggy), (cand_fixed, ref_fixed) = team.map(
+        [lambda ex: ex.verdicts("", [candidate, reference]), lambda ex: ex.verdicts(fix, [candidate, reference])])
     timings["fail_to_pass"] = time.monotonic() - started
     if not (ref_buggy.failed and ref_fixed.passed):
         raise MPEError(
@@ -208,7 +221,8 @@ def evaluate(
     if mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
                           operators=[op for op in operators if op in MECHANICAL_OPERATORS],
-                          per_operator=per_operator, seed=seed, prefer_exercised=prefer_exercised)
+                          per_operator=per_operator, seed=seed, prefer_exercised=prefer_exercised,
+                          mapper=team.map)
     else:
         pool = Pool()
     timings["pool"] = time.monotonic() - mark
@@ -225,8 +239,7 @@ def evaluate(
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, workers, executor_factory,
-                                 timings=timings)
+    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, timings=timings, team=team)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -245,7 +258,7 @@ def evaluate(
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
                 workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
-                timings: dict[str, float] | None = None) -> list[MutantResult]:
+                timings: dict[str, float] | None = None, team: Workers | None = None) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
     (its own workspace), so parallel and serial runs see the same files. ``timings["timeouts"]`` gets the
     seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs)."""
@@ -261,34 +274,12 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
+    tasks = [functools.partial(one, mutant=m) for m in mutants]
     try:
-        return _run_all(one, executor, mutants, workers, executor_factory)
+        if team is not None:
+            return team.map(tasks)
+        with Workers(executor, workers if len(mutants) > 1 else 1, executor_factory) as own:
+            return own.map(tasks)
     finally:
         if timings is not None:
             timings["timeouts"] = timings.get("timeouts", 0.0) + spent["timeouts"]
-
-
-def _run_all(one: Callable[[InstanceExecutor, Mutant], MutantResult], executor: InstanceExecutor,
-             mutants: Sequence[Mutant], workers: int,
-             executor_factory: Callable[[], InstanceExecutor] | None) -> list[MutantResult]:
-    if workers <= 1 or executor_factory is None or len(mutants) < 2:
-        return [one(executor, m) for m in mutants]
-    local = threading.local()
-    created: list[InstanceExecutor] = []
-    lock = threading.Lock()
-
-    def task(mutant: Mutant) -> MutantResult:
-        ex = getattr(local, "executor", None)
-        if ex is None:
-            ex = executor_factory()
-            local.executor = ex
-            with lock:
-                created.append(ex)
-        return one(ex, mutant)
-
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(task, mutants))
-    finally:
-        for ex in created:
-            ex.close()

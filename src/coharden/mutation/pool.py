@@ -7,6 +7,7 @@ Admission drops mutants that do not parse, equal the fix, equal the buggy code, 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import random
@@ -42,17 +43,70 @@ def fix_context(executor: InstanceExecutor, fix: str) -> FixContext:
     return FixContext(files)
 
 
+Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
+"""Runs tasks (functions of an executor) and returns their results in order, e.g. on several workers."""
+
+RECORDER = Path(__file__).with_name("recorder_plugin.py")
+
+
+def _serial(executor: InstanceExecutor) -> Mapper:
+    return lambda tasks: [task(executor) for task in tasks]
+
+
 def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
-                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None, *,
+                 mapper: Mapper | None = None) -> list[dict[str, Any]]:
     """Run each test on base + ``source_patch`` with the recorder plugin: the deterministic inputs and outcomes
     of ``targets``, one ``summary`` record per function (calls seen, exception types that escaped), and, for
-    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input."""
+    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input.
+
+    Tests that lay down the same files with the same ids (the golden test and a copy of it) are recorded once.
+    ``mapper`` runs the per-test recordings (in parallel when it has several workers). With a result store the
+    records of one (code, test, targets, probes) are kept, so grading several tests of one instance records the
+    reference test once."""
     if not targets:
         return []
+    first: dict[str, int] = {}
+    for index, test in enumerate(tests):
+        first.setdefault(_recording_ident(test), index)
+    unique = sorted(set(first.values()))
+    runs = (mapper or _serial(executor))(
+        [functools.partial(_record_one, source_patch=source_patch, test=tests[i], targets=targets, probes=probes)
+         for i in unique])
+    by_index = dict(zip(unique, runs, strict=True))
+    records: list[dict[str, Any]] = []
+    for index, test in enumerate(tests):
+        ran = by_index[first[_recording_ident(test)]]
+        if ran is None:
+            continue
+        label = test.name or f"test{index}"
+        records.append({"kind": "session", "from_test": label})
+        records += [{**rec, "from_test": label} for rec in ran]
+    return records
+
+
+def _recording_ident(test: TestPatch) -> str:
+    """What a recording run depends on from the test: the files it lays down and the ids it runs."""
+    files = test.files or {"<patch>": test.patch}
+    return json.dumps([sorted(files.items(), key=lambda kv: kv[0]), list(test.ids)], default=str)
+
+
+def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatch, targets: list[dict[str, str]],
+                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The records (paths relative to the workspace, no ``from_test``) of one test, or None when the recorder
+    did not run. Served from / kept in the executor's store when it has one."""
+    store = executor.store
+    key = hashlib.sha256(json.dumps([
+        "recording", 1, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
+        _recording_ident(test), targets, probes or [], hashlib.sha256(RECORDER.read_bytes()).hexdigest(),
+    ], sort_keys=True, default=str).encode()).hexdigest()
+    if store is not None:
+        cached = store.get_record("recording", key)
+        if cached is not None:
+            return cached["records"]
     plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-"))
     try:
-        shutil.copy(Path(__file__).with_name("recorder_plugin.py"), plugin_dir / "coharden_recorder.py")
-        records: list[dict[str, Any]] = []
+        shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
         root = executor.workspace_root()
         targets_file = plugin_dir / "targets.json"
         targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
@@ -67,17 +121,18 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
                                                       "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
                                           for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
-        for index, test in enumerate(tests):
-            out = plugin_dir / f"records-{index}.jsonl"
-            executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
-                             extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
-            if out.exists():  # the plugin opens it at start: it ran, even if no target was called
-                records.append({"kind": "session", "from_test": test.name or f"test{index}"})
-                for line in out.read_text().splitlines():
-                    rec = json.loads(line)
-                    rec["path"] = str(Path(rec.pop("file")).relative_to(root.resolve()))
-                    rec["from_test"] = test.name or f"test{index}"
-                    records.append(rec)
+        out = plugin_dir / "records.jsonl"
+        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
+                               extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
+        if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
+            return None
+        records = []
+        for line in out.read_text().splitlines():
+            rec = json.loads(line)
+            rec["path"] = str(Path(rec.pop("file")).relative_to(root.resolve()))
+            records.append(rec)
+        if store is not None and not run.timed_out:
+            store.put_record("recording", key, {"records": records})
         return records
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
@@ -269,8 +324,9 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
-               seed: int = 0, prefer_exercised: bool = False) -> Pool:
-    """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder.
+               seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None) -> Pool:
+    """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder (its runs go
+    through ``mapper``, see :func:`record_calls`).
 
     ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
     that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
@@ -284,10 +340,11 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     targets = input_specific_shortcut.targets(ctx)
     shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
     mark = time.monotonic()
-    fixed_records = record_calls(executor, fix, tests, targets) if shortcut or prefer_exercised else []
+    fixed_records = record_calls(executor, fix, tests, targets, mapper=mapper) if shortcut or prefer_exercised else []
     fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
     needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
-    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
+    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs,
+                                 mapper=mapper) if needs_buggy else []
     pool.recording_seconds = time.monotonic() - mark
     if Operator.INCOMPLETE_FIX in operators:
         raw += incomplete_fix.generate(ctx)
