@@ -58,6 +58,8 @@ def eval_command(
     = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances graded in parallel.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="Where instances are graded: local or ray.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
@@ -72,6 +74,7 @@ def eval_command(
 
     from coharden.evaluation.grading import GradeOptions
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
+    from coharden.execution.engine import make_engine
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
 
@@ -96,8 +99,14 @@ def eval_command(
             def advance(instance_id: str, what: str) -> None:
                 bar.update(task, advance=1, description=f"{instance_id}: {what}")
 
-            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
-                                    on_plan=planned)
+            engine = make_engine(executor, workers=settings.workers, address=address) if executor != "local" \
+                else None
+            try:
+                report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
+                                        on_plan=planned, engine=engine)
+            finally:
+                if engine is not None:
+                    engine.close()
         written = write_outputs(report, output, html=not no_html)
     except CoHardenError as exc:
         _fail(str(exc))

@@ -372,6 +372,9 @@ class _Borrowed:
     def close(self) -> None:
         self._team.give_back(self._ex)
 
+    def __getattr__(self, name: str) -> Any:  # everything else (store, run_raw, workspace_root...) as the executor
+        return getattr(self._ex, name)
+
 
 # --- the study ----------------------------------------------------------------------------------------------
 

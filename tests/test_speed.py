@@ -1,0 +1,124 @@
+"""The fast paths of MPE give the verdicts of a fresh serial run: parallel phases (F->P side by side, recordings
+on the workers), cached verdicts and recordings (a rerun starts no test process), one recording for a test and
+its identical copy."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coharden.config import Settings
+from coharden.evaluation.grading import GradeOptions, InstanceWork, grade_all
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.store import Store
+from coharden.instances import load_local, resolve_repo
+from coharden.mpe.evaluate import evaluate
+from coharden.mutation import input_specific_shortcut
+from coharden.mutation.pool import fix_context, record_calls
+from coharden.schema.mutant import Operator
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "printer_brackets"
+
+
+def _comparable(result: Any) -> str:
+    data = result.to_json(timings=False)
+    return json.dumps(data, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    cache = tmp_path_factory.mktemp("cache")
+    local = load_local(EXAMPLE, cache)
+    return {"instance": local.instance, "repo": resolve_repo(local.instance, None), "cache": cache,
+            "candidates": {c.name: c.patch for c in local.candidates}}
+
+
+def _mpe(example: dict[str, Any], tmp: Path, *, workers: int, store: Store | None, name: str = "lax"
+         ) -> tuple[Any, int]:
+    """MPE of candidate ``name`` vs golden; the number of pytest processes it started (all executors)."""
+    settings = Settings(timeout=60, cache_dir=example["cache"], workers=workers)
+    made: list[InstanceExecutor] = []
+
+    def factory() -> InstanceExecutor:
+        ex = InstanceExecutor(example["instance"], example["repo"], settings, store)
+        made.append(ex)
+        return ex
+
+    with factory() as ex:
+        result = evaluate(ex, example["instance"].patch, ex.test_patch(example["candidates"][name], name=name),
+                          ex.golden_test(), workers=workers, executor_factory=factory, seed=3)
+    return result, sum(e.runs for e in made)
+
+
+@pytest.mark.slow
+def test_parallel_and_cached_runs_equal_a_fresh_serial_run(example: dict[str, Any], tmp_path: Path) -> None:
+    serial, serial_runs = _mpe(example, tmp_path, workers=1, store=None)
+    assert serial.mutants
+    assert serial.fail_to_pass
+    store = Store(tmp_path / "s.sqlite")
+    parallel, parallel_runs = _mpe(example, tmp_path, workers=2, store=store)
+    cached, cached_runs = _mpe(example, tmp_path, workers=2, store=store)
+    assert _comparable(parallel) == _comparable(serial)
+    assert _comparable(cached) == _comparable(serial)
+    assert parallel_runs == serial_runs > 0
+    assert cached_runs == 0  # verdicts and recordings both come from the store
+    assert serial.timings["recording"] > 0
+    assert "timeouts" in serial.timings
+
+
+def test_a_test_and_its_identical_copy_are_recorded_once(example: dict[str, Any]) -> None:
+    settings = Settings(timeout=60, cache_dir=example["cache"], workers=1)
+    inst = example["instance"]
+    with InstanceExecutor(inst, example["repo"], settings, None) as ex:
+        golden = ex.golden_test()
+        copy = golden.model_copy(update={"name": "copy", "patch": golden.patch + "\n"})
+        targets = input_specific_shortcut.targets(fix_context(ex, inst.patch))
+        assert targets
+        before = ex.runs
+        both = record_calls(ex, inst.patch, [golden, copy], targets)
+        assert ex.runs - before == 1
+        alone = record_calls(ex, inst.patch, [golden], targets)
+    assert [r["from_test"] for r in both if r["kind"] == "session"] == ["golden", "copy"]
+    strip = [{k: v for k, v in r.items() if k != "from_test"} for r in both if r.get("from_test") == "golden"]
+    assert strip == [{k: v for k, v in r.items() if k != "from_test"} for r in alone]
+    assert len(both) == 2 * len(alone)
+
+
+def _grades(example: dict[str, Any], tmp: Path, engine: Any, workers: int) -> str:
+    settings = Settings(timeout=60, cache_dir=example["cache"], store=tmp / "s.sqlite", workers=workers)
+    work = InstanceWork()
+    for name in ("lax", "rigorous", "misaligned"):
+        work.add_test(example["candidates"][name])
+    work.add_fix(example["instance"].patch)
+    iid = example["instance"].instance_id
+    options = GradeOptions(operators=[Operator.INCOMPLETE_FIX, Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=2,
+                           workers=workers)
+    store = Store(settings.store) if engine is None else None
+    grades = grade_all({iid: example["instance"]}, {iid: work}, settings, store, options, engine=engine)
+    return json.dumps(dataclasses.asdict(grades[iid]), sort_keys=True, default=str)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (the dev extra has it)")
+def test_eval_on_ray_equals_the_local_executor(example: dict[str, Any], tmp_path: Path) -> None:
+    import ray
+
+    from coharden.execution.engine import LocalEngine, make_engine
+
+    serial = _grades(example, tmp_path / "serial", None, 1)
+    local = _grades(example, tmp_path / "local", LocalEngine(2), 2)
+    engine = make_engine("ray", workers=2)
+    try:
+        on_ray = _grades(example, tmp_path / "ray", engine, 2)
+    finally:
+        engine.close()
+    assert not ray.is_initialized()
+    assert '"Lax"' in serial
+    assert '"Rigorous"' in serial
+    assert local == serial
+    assert on_ray == serial
