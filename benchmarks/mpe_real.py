@@ -43,6 +43,7 @@ from coharden.execution.store import Store
 from coharden.mpe.evaluate import MPEResult, check_fix, evaluate
 from coharden.patches import make_patch
 from coharden.schema.instance import Instance
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
 from coharden.study.real_bugs import SYSTEM_FILES, RealBugsStudy, StudyConfig, load_data
 
@@ -90,10 +91,8 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
         out["bare_outcome"] = verdict_for(list(golden.ids), bare).outcome.value
     cand = candidate if candidate is not None else golden_copy(ex, golden)
     mark = time.monotonic()
-    cfg = study.config
-    result: MPEResult = evaluate(ex, inst.patch, cand, golden, operators=cfg.operators,
-                                 per_operator=cfg.per_operator, seed=cfg.seed, tau=cfg.tau, workers=cfg.workers,
-                                 executor_factory=team.borrow)
+    config = study.config.mpe.model_copy(update={"workers": study.config.workers})  # as the study's _mpe
+    result: MPEResult = evaluate(ex, inst.patch, cand, golden, config, executor_factory=team.borrow)
     out["mpe"] = time.monotonic() - mark
     out["wall"] = out["mpe"]  # as the study's mpe_wall: the checkout is open before MPE starts
     timings = result.timings
@@ -152,7 +151,7 @@ def main() -> int:
     try:
         for workers in (1, 2):
             store = Store(tmp / f"store-{workers}w.sqlite")
-            config = StudyConfig(per_operator=args.per_operator, workers=workers, ids=ids)
+            config = StudyConfig(mpe=MPEConfig(per_operator=args.per_operator), workers=workers, ids=ids)
             studies[workers] = RealBugsStudy(data, settings.with_overrides(workers=workers), store, config)
         header = (f"{'instance':<20} {'mut':>3} {'bare':>5} {'wall1':>6} {'wall2':>6} {'env':>5} {'f2p':>5} "
                   f"{'rec':>5} {'pool':>5} {'mut':>6} {'tmo':>5} {'grade':>6} {'naive':>7} {'cold':>5}")
@@ -217,7 +216,8 @@ def main() -> int:
     speedup = statistics.median(r["wall1"] / r["wall"] for r in ok)
     naive = statistics.median(r["naive"] / r["wall"] for r in ok)
     worst = max(r["wall"] for r in ok)
-    print(f"\nMPE wall / bare golden test (median)   : {ratio_bare:5.2f}x  (goal <= 4x; vs cold pytest {ratio_cold:.2f}x)")
+    print(f"\nMPE wall / bare golden test (median)   : {ratio_bare:5.2f}x  (goal <= 4x)")
+    print(f"MPE wall / bare cold pytest (median)   : {ratio_cold:5.2f}x")
     print(f"worst instance MPE wall               : {worst:5.1f} s  (goal <= 120 s)")
     print(f"2 workers vs 1 worker (median speedup) : {speedup:5.2f}x  (goal >= 1.6x)")
     print(f"naive loop / MPE 2 workers (median)    : {naive:5.2f}x  (goal >= 5x)")

@@ -17,6 +17,7 @@ from coharden.execution.engine import LocalEngine, make_engine
 from coharden.execution.store import Store
 from coharden.mpe.batch import Prediction, run_batch
 from coharden.schema.instance import Instance
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 from conftest import make_patch, make_repo
 from test_mpe import BUGGY, FIX, GOLDEN, LAX, MISALIGNED
@@ -63,7 +64,7 @@ class CountingEngine(LocalEngine):
 def _run(batch: dict[str, Any], tmp: Path, engine: Any, store_name: str = "s.sqlite") -> list[dict[str, Any]]:
     settings = Settings(timeout=60, store=tmp / store_name, cache_dir=tmp / "cache", workers=2)
     return run_batch(batch["instances"], batch["predictions"], settings, Store(settings.store), tmp / "out",
-                     operators=OPERATORS, engine=engine)
+                     MPEConfig(operators=OPERATORS), engine=engine)
 
 
 def test_local_batch_resumes_from_the_store(batch: dict[str, Any], tmp_path: Path) -> None:

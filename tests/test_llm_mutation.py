@@ -35,6 +35,7 @@ from coharden.mutation.llm_operators import (
 from coharden.mutation.pool import Pool, admit_llm
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 from coharden.schema.testpatch import TestPatch
 from conftest import make_patch, make_repo
@@ -177,7 +178,8 @@ class Project:
         with InstanceExecutor(self.instance, self.repo, self.settings, Store(self.settings.store)) as ex:
             reference = ex.golden_test()
             cand = reference if candidate == "golden" else ex.test_patch(self.lax, name=CANDIDATE_NAME)
-            return evaluate(ex, self.fix, cand, reference, mechanical=mechanical, llm_mutator=mutator, **kw)
+            config = MPEConfig(mechanical=mechanical, llm=mutator.client.config.model if mutator else None, **kw)
+            return evaluate(ex, self.fix, cand, reference, config, llm_mutator=mutator)
 
 
 @pytest.fixture
@@ -432,7 +434,8 @@ def test_llm_is_not_called_for_a_test_that_is_not_fail_to_pass(serve: Any, proje
         reference = ex.golden_test()
         passing = ex.test_patch(make_patch(project.repo, {"tests/test_clamp.py": (
             TESTS + "\n\ndef test_mid():\n    assert clamp(1, 0, 3) == 1\n")}), name="np")
-        result = evaluate(ex, project.fix, passing, reference, mechanical=False, llm_mutator=mutator(server.base_url))
+        result = evaluate(ex, project.fix, passing, reference, MPEConfig(mechanical=False, llm="mock"),
+                          llm_mutator=mutator(server.base_url))
     assert result.test_class is TestClass.NOT_REPRODUCING
     assert server.requests == []
 

@@ -17,6 +17,7 @@ from coharden.execution.store import Store
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 from conftest import make_patch, make_repo
 
@@ -162,7 +163,7 @@ def test_non_fail_to_pass_classes(executor: InstanceExecutor, project: dict[str,
     assert result.test_class is expected
     assert result.mutants == []
     paper = evaluate(executor, project["fix"], executor.test_patch(project[name], name=name), golden,
-                     paper_classes=True)
+                     MPEConfig(paper_classes=True))
     assert paper.test_class is TestClass.MISALIGNED
 
 
@@ -172,7 +173,7 @@ def test_same_seed_gives_byte_identical_json(project: dict[str, str], tmp_path: 
         settings = Settings(timeout=60, store=tmp_path / f"s{run}.sqlite", cache_dir=tmp_path / "c", workers=1)
         with InstanceExecutor(_instance(project), Path(project["repo"]), settings, None) as ex:
             result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
-                              per_operator=2, seed=7)
+                              MPEConfig(per_operator=2, seed=7))
         outputs.append(json.dumps(result.to_json(timings=False), sort_keys=True))
     assert outputs[0] == outputs[1]
 
@@ -188,7 +189,7 @@ def test_parallel_workers_agree_with_serial(project: dict[str, str], tmp_path: P
 
         with factory() as ex:
             result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
-                              workers=workers, executor_factory=factory)
+                              MPEConfig(workers=workers), executor_factory=factory)
         cells.append([(mr.mutant.id, mr.cell) for mr in result.mutants])
     assert cells[0] == cells[1]
 
@@ -273,9 +274,9 @@ def test_prefer_exercised_samples_mutants_of_code_the_tests_run(tmp_path: Path) 
     settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
         ref = ex.golden_test()
-        plain = evaluate(ex, inst.patch, ref, ref, operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3)
-        chosen = evaluate(ex, inst.patch, ref, ref, operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3,
-                          prefer_exercised=True)
+        config = MPEConfig(operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3)
+        plain = evaluate(ex, inst.patch, ref, ref, config)
+        chosen = evaluate(ex, inst.patch, ref, ref, config.model_copy(update={"prefer_exercised": True}))
     assert "unexercised_candidates" not in plain.pool
     assert chosen.pool["unexercised_candidates"] == {"incomplete_fix": 1}  # the fix of unused() reverted
     # the one candidate left, in used(): the golden test kills it (the other would have been accepted by any test)

@@ -20,6 +20,7 @@ from coharden.instances import load_local, resolve_repo
 from coharden.mpe.evaluate import evaluate
 from coharden.mutation import input_specific_shortcut
 from coharden.mutation.pool import fix_context, record_calls
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "printer_brackets"
@@ -51,7 +52,7 @@ def _mpe(example: dict[str, Any], tmp: Path, *, workers: int, store: Store | Non
 
     with factory() as ex:
         result = evaluate(ex, example["instance"].patch, ex.test_patch(example["candidates"][name], name=name),
-                          ex.golden_test(), workers=workers, executor_factory=factory, seed=3)
+                          ex.golden_test(), MPEConfig(workers=workers, seed=3), executor_factory=factory)
     return result, sum(e.runs for e in made)
 
 
@@ -96,8 +97,8 @@ def _grades(example: dict[str, Any], tmp: Path, engine: Any, workers: int) -> st
         work.add_test(example["candidates"][name])
     work.add_fix(example["instance"].patch)
     iid = example["instance"].instance_id
-    options = GradeOptions(operators=[Operator.INCOMPLETE_FIX, Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=2,
-                           workers=workers)
+    options = GradeOptions(mpe=MPEConfig(operators=[Operator.INCOMPLETE_FIX, Operator.INPUT_SPECIFIC_SHORTCUT],
+                                         per_operator=2), workers=workers)
     store = Store(settings.store) if engine is None else None
     grades = grade_all({iid: example["instance"]}, {iid: work}, settings, store, options, engine=engine)
     return json.dumps(dataclasses.asdict(grades[iid]), sort_keys=True, default=str)

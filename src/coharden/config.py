@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import PAPER_TAU
 
 DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
 
@@ -53,7 +54,7 @@ class Settings(BaseModel):
         description="Modules the fork server imports once: the project's dependencies, never the project.",
     )
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
-    tau: float = Field(default=0.202, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
+    tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0
 
     def with_overrides(self, **overrides: Any) -> Settings:

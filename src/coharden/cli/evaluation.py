@@ -77,6 +77,7 @@ def eval_command(
     from coharden.execution.engine import make_engine
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
+    from coharden.schema.mpe_config import MPEConfig
 
     try:
         settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
@@ -85,8 +86,9 @@ def eval_command(
             cut = [float(c) for c in cutoffs.split(",") if c.strip()] if cutoffs else list(DEFAULT_CUTOFFS)
         except ValueError as exc:
             raise CoHardenError(f"--cutoffs: {exc}") from exc
-        options = GradeOptions(operators=parse_operators(operators), per_operator=per_operator, seed=settings.seed,
-                               tau=settings.tau, paper_classes=paper_classes, workers=settings.workers)
+        options = GradeOptions(mpe=MPEConfig(operators=parse_operators(operators), per_operator=per_operator,
+                                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes),
+                               workers=settings.workers)
         inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                                  injections=injection or [], runs=runs, overfit=overfit or [])
         with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

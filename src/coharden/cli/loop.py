@@ -31,6 +31,7 @@ from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import LOOP_TAU
 
 
 def agent_cmd(
@@ -152,7 +153,7 @@ def run_loop(
     model: Annotated[str | None, typer.Option("--model", help="litellm model name ($COHARDEN_LLM_MODEL).")] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint.")] = None,
     rounds: Annotated[int, typer.Option("--rounds", help="K: joint rounds after round 0.")] = 5,
-    tau: Annotated[float, typer.Option("--tau", help="Laxity above which a round is a regression.")] = 0.2,
+    tau: Annotated[float, typer.Option("--tau", help="Laxity above which a round is a regression.")] = LOOP_TAU,
     samples: Annotated[int, typer.Option("--samples", help="N: mutants per operator per round.")] = 3,
     mutator: Annotated[str, typer.Option("--mutator", help="mechanical, llm or mechanical,llm.")] = "mechanical",
     inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "

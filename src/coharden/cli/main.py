@@ -29,6 +29,7 @@ from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import MPEConfig
 
 app = typer.Typer(
     name="coharden",
@@ -223,20 +224,22 @@ def mpe(
         if "llm" in sources:
             llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
             ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
+        mpe_config = MPEConfig(operators=ops, per_operator=per_operator, seed=settings.seed, tau=settings.tau,
+                               paper_classes=paper_classes, mechanical="mechanical" in sources,
+                               llm=llm.client.config.model if llm is not None else None,
+                               prefer_exercised=prefer_exercised, workers=settings.workers)
         if instances is not None or predictions is not None:
             if instances is None or predictions is None:
                 raise CoHardenError("batch mode needs both --instances and --predictions")
             if llm is not None and executor != "local":
                 raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                     "record/replay store for the whole batch)")
-            _mpe_batch(instances, predictions, output, settings, Store(settings.store), ops, per_operator,
-                       paper_classes, cutoffs, as_json, executor, address,
-                       mechanical="mechanical" in sources, llm_mutator=llm, prefer_exercised=prefer_exercised)
+            _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_config, cutoffs, as_json,
+                       executor, address, llm_mutator=llm)
             return
         if instance is None:
             raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
-        result = _mpe_single(instance, instance_id, test, reference, settings, ops, per_operator, paper_classes,
-                             mechanical="mechanical" in sources, llm_mutator=llm, prefer_exercised=prefer_exercised)
+        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_config, llm_mutator=llm)
     except CoHardenError as exc:
         _fail(str(exc))
         return
@@ -274,9 +277,7 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
 
 
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
-                ops: list, per_operator: int | None, paper_classes: bool,  # type: ignore[type-arg]
-                mechanical: bool = True, llm_mutator=None,  # type: ignore[no-untyped-def]
-                prefer_exercised: bool = False):
+                mpe_config: MPEConfig, llm_mutator=None):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
@@ -296,16 +297,13 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, operators=ops, per_operator=per_operator,
-                        seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                        workers=settings.workers, executor_factory=factory, mechanical=mechanical,
-                        llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
+        return evaluate(executor, inst.patch, cand, ref, mpe_config, llm_mutator=llm_mutator,
+                        executor_factory=factory)
 
 
-def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store, ops: list,  # type: ignore[no-untyped-def,type-arg]
-               per_operator: int | None, paper_classes: bool, cutoffs: str | None, as_json: bool,
-               executor: str = "local", address: str | None = None, mechanical: bool = True,
-               llm_mutator=None, prefer_exercised: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
+               mpe_config: MPEConfig, cutoffs: str | None, as_json: bool, executor: str = "local",
+               address: str | None = None, llm_mutator=None) -> None:  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from coharden.execution.engine import make_engine
@@ -327,10 +325,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
 
         engine = make_engine(executor, workers=settings.workers, address=address)
         try:
-            rows = run_batch(records, preds, settings, store, output, operators=ops, per_operator=per_operator,
-                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes,
-                             workers=settings.workers, progress=advance, engine=engine, mechanical=mechanical,
-                             llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
+            rows = run_batch(records, preds, settings, store, output, mpe_config, workers=settings.workers,
+                             progress=advance, engine=engine, llm_mutator=llm_mutator)
         finally:
             engine.close()
     summary = summarize(rows, cut)
@@ -419,8 +415,9 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
             for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
-                result = evaluate(executor, inst.patch, candidate, reference, seed=settings.seed, tau=settings.tau,
-                                  workers=settings.workers, executor_factory=factory)
+                result = evaluate(executor, inst.patch, candidate, reference,
+                                  MPEConfig(seed=settings.seed, tau=settings.tau, workers=settings.workers),
+                                  executor_factory=factory)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

@@ -53,6 +53,7 @@ def study_real_bugs(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.execution.store import Store
+    from coharden.schema.mpe_config import MPEConfig
     from coharden.study.real_bugs import SYSTEM_FILES, RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
 
@@ -65,10 +66,10 @@ def study_real_bugs(
         wanted = [p.strip() for p in phases.split(",") if p.strip()]
         if unknown := [p for p in wanted if p not in ("verify", "golden", "grade")]:
             raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
-        study_config = StudyConfig(per_operator=per_operator, seed=settings.seed, tau=settings.tau,
-                                   workers=workers, systems=chosen, ids=only or None,
-                                   bytecode=["sympy"] if bytecode else [], report_only=report_only,
-                                   prefer_exercised=prefer_exercised)
+        mpe = MPEConfig(per_operator=per_operator, seed=settings.seed, tau=settings.tau,
+                        prefer_exercised=prefer_exercised)
+        study_config = StudyConfig(mpe=mpe, workers=workers, systems=chosen, ids=only or None,
+                                   bytecode=["sympy"] if bytecode else [], report_only=report_only)
         from coharden.execution.executor import environment_id
         from coharden.study.real_bugs import load_data
 

@@ -24,8 +24,6 @@ Verdicts are cached in the SQLite store; MPE rows are cached there too (kind ``e
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -39,15 +37,14 @@ from coharden.errors import ApplyError, CoHardenError, PatchError, TestIdError
 from coharden.evaluation.inputs import patch_key
 from coharden.execution.engine import Engine
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.store import Store
+from coharden.execution.store import EVAL_TEST, Store, eval_test_key
 from coharden.execution.testids import resolve_names
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
-from coharden.mutation.pool import MECHANICAL_OPERATORS
 from coharden.patches import split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
-from coharden.schema.mutant import Operator
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -56,18 +53,15 @@ P2P_SUCCESS = frozenset({TestStatus.PASSED, TestStatus.XFAIL, TestStatus.SKIPPED
 RESOLVED_FULL = "RESOLVED_FULL"
 RESOLVED_PARTIAL = "RESOLVED_PARTIAL"
 RESOLVED_NO = "RESOLVED_NO"
-CACHE_KIND = "eval-test"
+CACHE_KIND = EVAL_TEST
 _T = TypeVar("_T")
 
 
 class GradeOptions(BaseModel):
-    """How tests are classified (MPE) and how many instances are graded at once."""
+    """How tests are classified (``mpe``: the MPE config, mechanical pool) and how many instances are graded
+    at once (``workers``)."""
 
-    operators: list[Operator] = Field(default_factory=lambda: list(MECHANICAL_OPERATORS))
-    per_operator: int | None = None
-    seed: int = 0
-    tau: float = 0.202
-    paper_classes: bool = False
+    mpe: MPEConfig = Field(default_factory=MPEConfig)
     workers: int = 1
 
 
@@ -201,10 +195,9 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
                store: Store | None) -> dict[str, Any]:
     """F->P, MPE class and laxity of one test prediction (a JSON-able row; ``error`` when not classifiable)."""
     instance = executor.instance
-    key = hashlib.sha256(json.dumps([
-        instance.instance_id, executor.base_commit, patch_key(instance.patch), patch_key(golden.reference.patch),
-        golden.reference.ids, patch_key(test), sorted(op.value for op in options.operators), options.per_operator,
-        options.seed, options.tau, options.paper_classes, executor.env_id]).encode()).hexdigest()
+    key = eval_test_key(instance_id=instance.instance_id, base_commit=executor.base_commit, fix=instance.patch,
+                        reference=golden.reference.patch, reference_ids=golden.reference.ids, candidate=test,
+                        environment=executor.env_id, mpe=options.mpe.cache_key())
     cached = store.get_record(CACHE_KIND, key) if store is not None else None
     if cached is not None:
         return cached
@@ -215,9 +208,7 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
         row = _invalid(str(exc))
     else:
         try:
-            result = evaluate(executor, instance.patch, candidate, golden.reference, operators=options.operators,
-                              per_operator=options.per_operator, seed=options.seed, tau=options.tau,
-                              paper_classes=options.paper_classes)
+            result = evaluate(executor, instance.patch, candidate, golden.reference, options.mpe)
         except MPEError as exc:  # the golden side is broken: nothing about this test can be concluded
             return {"error": str(exc)}
         row = {

@@ -543,9 +543,9 @@ def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[Predictio
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "coharden-eval",
-        "settings": {"tau": options.tau, "operators": [op.value for op in options.operators],
-                     "per_operator": options.per_operator, "seed": options.seed,
-                     "paper_classes": options.paper_classes},
+        "settings": {"tau": options.mpe.tau, "operators": [op.value for op in options.mpe.operators],
+                     "per_operator": options.mpe.per_operator, "seed": options.mpe.seed,
+                     "paper_classes": options.mpe.paper_classes},
         "definitions": DEFINITIONS,
         "instances": {"total": len(ids), "ids": ids,
                       "errors": {iid: g.error for iid, g in sorted(grades.items()) if g.error},

@@ -33,14 +33,59 @@ CREATE TABLE IF NOT EXISTS records (
 """
 
 
+# --- store keys: one hashing recipe, one key function per record kind -----------------------------------------
+
+MPE_ROW = "mpe"
+"""A batch MPE row (``coharden mpe --predictions``)."""
+EVAL_TEST = "eval-test"
+"""A graded test of ``coharden eval`` (F->P, class, laxity)."""
+SUITE_RUN = "suite-run"
+"""A finished mutant run of ``coharden suite`` (killed / survived)."""
+STUDY_KINDS = ("study.verify", "study.golden", "study.mpe", "study.fix")
+"""The real-bugs study's step records."""
+
+
+def text_key(text: str | None) -> str:
+    """sha256 of a text (a patch, a module); None and "" share a key."""
+    return hashlib.sha256((text or "").encode()).hexdigest()
+
+
+def content_key(*parts: Any) -> str:
+    """The one recipe of every store key: sha256 of the JSON of ``parts`` (texts enter as :func:`text_key`)."""
+    return hashlib.sha256(json.dumps(list(parts), sort_keys=True, default=str).encode()).hexdigest()
+
+
 def verdict_key(*, repo: str, base_commit: str, source_patch: str, test_patch: str, test_ids: list[str],
                 environment: str) -> str:
     """Content hash of everything a verdict depends on."""
-    payload = json.dumps(
-        [repo, base_commit, hashlib.sha256(source_patch.encode()).hexdigest(),
-         hashlib.sha256(test_patch.encode()).hexdigest(), sorted(test_ids), environment],
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return content_key(repo, base_commit, text_key(source_patch), text_key(test_patch), sorted(test_ids),
+                       environment)
+
+
+def mpe_row_key(*, instance_id: str, base_commit: str, fix: str, reference: str, candidate: str,
+                candidate_name: str, mpe: list[Any]) -> str:
+    """Key of a batch MPE row: the instance, its fix and golden test, the prediction, the MPE config's
+    :meth:`~coharden.schema.mpe_config.MPEConfig.cache_key`."""
+    return content_key(MPE_ROW, instance_id, base_commit, candidate_name, text_key(candidate), text_key(fix),
+                       text_key(reference), mpe)
+
+
+def eval_test_key(*, instance_id: str, base_commit: str, fix: str, reference: str, reference_ids: list[str],
+                  candidate: str | None, environment: str, mpe: list[Any]) -> str:
+    """Key of a graded test (``coharden eval``): like :func:`mpe_row_key`, plus the reference ids and the test
+    environment (the grade reads verdicts of that environment)."""
+    return content_key(EVAL_TEST, instance_id, base_commit, text_key(fix), text_key(reference), reference_ids,
+                       text_key(candidate), environment, mpe)
+
+
+def suite_run_key(*, module_source: str, suite: str, test_ids: list[str], environment: str) -> str:
+    """Key of a suite mutant run: the mutated module, the suite, the test ids, the environment."""
+    return content_key(text_key(module_source), text_key(suite), sorted(test_ids), environment)
+
+
+def study_key(kind: str, version: int, *parts: Any) -> str:
+    """Key of a real-bugs study step record: its kind, the study's record version, the step's inputs."""
+    return content_key(kind, version, *parts)
 
 
 class Store:

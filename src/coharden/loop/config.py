@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from coharden.schema.mutant import TARGETED_OPERATORS, Operator
+from coharden.schema.mpe_config import LOOP_TAU, MPEConfig
+from coharden.schema.mutant import Operator
 
 
 class Method(StrEnum):
@@ -22,16 +24,72 @@ class Method(StrEnum):
     NO_HARDENING = "no-hardening"  # ablation: round 0 and one joint round, no mutation check
 
 
+MUTATOR_CHOICES = ("mechanical", "llm", "mechanical,llm")
+_LOOP_MPE = {"tau": "tau", "samples": "per_operator", "operators": "operators", "seed": "seed"}
+
+
+def _loop_mpe() -> MPEConfig:
+    """The loop's MPE defaults: N = 3 mutants per operator, the regression threshold LOOP_TAU."""
+    return MPEConfig(per_operator=3, tau=LOOP_TAU)
+
+
 class LoopConfig(BaseModel):
+    """K rounds of one method; ``mpe`` is the hardening check of every round (its ``tau`` is the regression
+    threshold, its ``per_operator`` the N mutants per operator, its ``seed`` + k the round's sampling seed).
+
+    The loop's own words are accepted as keywords and map into ``mpe``: ``tau``, ``samples`` (N),
+    ``operators``, ``seed``, ``mutator`` (``mechanical``, ``llm`` or ``mechanical,llm``)."""
+
     method: Method = Method.COHARDEN
     rounds: int = Field(default=5, ge=1, description="K: joint rounds after round 0.")
-    tau: float = Field(default=0.2, ge=0, le=1, description="Laxity above which a round is a regression.")
-    samples: int = Field(default=3, ge=1, description="N: mutants per operator per round.")
-    operators: list[Operator] = Field(default_factory=lambda: list(TARGETED_OPERATORS))
-    mutator: str = Field(default="mechanical", pattern="^(mechanical|llm|mechanical,llm)$")
-    seed: int = 0
+    mpe: MPEConfig = Field(default_factory=_loop_mpe)
     max_iterations: int | None = Field(default=None, description="Critic follow-ups per agent run.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _loop_words(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not ({*_LOOP_MPE, "mutator"} & data.keys()):
+            return data
+        data = dict(data)
+        mpe = data.get("mpe")
+        fields = mpe.model_dump() if isinstance(mpe, MPEConfig) else dict(mpe or _loop_mpe().model_dump())
+        for word, field in _LOOP_MPE.items():
+            if word in data:
+                fields[field] = data.pop(word)
+        if "mutator" in data:
+            mutator = data.pop("mutator")
+            if mutator not in MUTATOR_CHOICES:
+                raise ValueError(f"mutator must be one of {', '.join(MUTATOR_CHOICES)}, not {mutator!r}")
+            sources = mutator.split(",")
+            fields["mechanical"] = "mechanical" in sources
+            fields["llm"] = "llm" if "llm" in sources else None
+        data["mpe"] = fields
+        return data
+
+    @property
+    def tau(self) -> float:
+        return self.mpe.tau
+
+    @property
+    def samples(self) -> int:
+        return self.mpe.per_operator or 0
+
+    @property
+    def operators(self) -> list[Operator]:
+        return self.mpe.operators
+
+    @property
+    def seed(self) -> int:
+        return self.mpe.seed
+
+    @property
+    def mutator(self) -> str:
+        return ",".join(self.mpe.mutators())
+
     def digest(self) -> str:
-        """Identity of the configuration; a saved state with another digest is not resumed."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        """Identity of the configuration; a saved state with another digest is not resumed. Computed over the
+        loop's own words (as before ``mpe`` was embedded), so saved states stay resumable."""
+        flat = {"method": self.method.value, "rounds": self.rounds, "tau": self.tau, "samples": self.samples,
+                "operators": [op.value for op in self.operators], "mutator": self.mutator, "seed": self.seed,
+                "max_iterations": self.max_iterations}
+        return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()[:16]

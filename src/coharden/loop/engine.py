@@ -74,7 +74,7 @@ class InstanceLoop:
                  llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None) -> None:
         if config.method is Method.FIX_WITH_TEST and not (injected_test or "").strip():
             raise CoHardenError(f"{instance.instance_id}: fix-with-test needs a test to inject")
-        if "llm" in config.mutator and llm_mutator is None:
+        if config.mpe.llm is not None and llm_mutator is None:
             raise CoHardenError("--mutator llm needs a model for the LLM mutator")
         self.instance = blind(instance)
         self.repo = repo
@@ -285,10 +285,9 @@ class InstanceLoop:
         else:
             reference = executor.test_patch(state.t_ref, name="t_ref")
             try:
-                mpe = evaluate(executor, outcome.fix, t_k, reference, operators=self.config.operators,
-                               per_operator=self.config.samples, seed=seed, tau=self.config.tau,
-                               mechanical="mechanical" in self.config.mutator,
-                               llm_mutator=self.llm_mutator if "llm" in self.config.mutator else None)
+                config = self.config.mpe.model_copy(update={"seed": seed})
+                mpe = evaluate(executor, outcome.fix, t_k, reference, config,
+                               llm_mutator=self.llm_mutator if config.llm is not None else None)
             except MPEError as exc:
                 outcome.note = f"check skipped: {exc}"
             if mpe is not None:

@@ -6,7 +6,6 @@ summary counts classes and prints, for a list of cutoffs, how many F->P tests ar
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import Counter
@@ -20,12 +19,11 @@ from coharden.config import Settings
 from coharden.errors import CoHardenError, InstanceError
 from coharden.execution.engine import Engine, Job, LocalEngine
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.store import Store
+from coharden.execution.store import MPE_ROW, Store, mpe_row_key
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import evaluate
-from coharden.mutation.pool import MECHANICAL_OPERATORS
 from coharden.schema.instance import Instance
-from coharden.schema.mutant import Operator
+from coharden.schema.mpe_config import MPEConfig
 
 DEFAULT_CUTOFFS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
@@ -68,24 +66,16 @@ def load_predictions(path: Path) -> list[Prediction]:
     return predictions
 
 
-def result_key(prediction: Prediction, instance: Instance, operators: Sequence[Operator],
-               per_operator: int | None, seed: int, tau: float, mutators: str = "mechanical",
-               prefer_exercised: bool = False) -> str:
-    # prefer_exercised joins the key only when set, so rows stored before the option existed stay valid
-    if prefer_exercised:
-        mutators += "+prefer_exercised"
-    payload = json.dumps([mutators, instance.instance_id, instance.base_commit, prediction.model_name_or_path,
-                          hashlib.sha256((prediction.model_patch or "").encode()).hexdigest(),
-                          hashlib.sha256(instance.patch.encode()).hexdigest(),
-                          hashlib.sha256(instance.test_patch.encode()).hexdigest(),
-                          sorted(op.value for op in operators), per_operator, seed, tau])
-    return hashlib.sha256(payload.encode()).hexdigest()
+def result_key(prediction: Prediction, instance: Instance, config: MPEConfig) -> str:
+    """Store key of one prediction's MPE row (kind ``mpe``)."""
+    return mpe_row_key(instance_id=instance.instance_id, base_commit=instance.base_commit,
+                       fix=instance.patch, reference=instance.test_patch,
+                       candidate=prediction.model_patch or "", candidate_name=prediction.model_name_or_path,
+                       mpe=config.cache_key())
 
 
-def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store | None, *,
-                        operators: Sequence[Operator], per_operator: int | None, seed: int, tau: float,
-                        paper_classes: bool = False, mechanical: bool = True,
-                        llm_mutator: Any = None, prefer_exercised: bool = False) -> dict[str, Any]:
+def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store | None,
+                        config: MPEConfig, llm_mutator: Any = None) -> dict[str, Any]:
     """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
 
     ``store`` caches verdicts only; the driver of a batch keeps the rows (see :func:`run_batch`)."""
@@ -97,17 +87,15 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
         with InstanceExecutor(instance, repo, settings, store) as executor:
             reference = executor.golden_test()
             candidate = executor.test_patch(prediction.model_patch or "", name=prediction.model_name_or_path)
-            result = evaluate(executor, instance.patch, candidate, reference, operators=operators,
-                              per_operator=per_operator, seed=seed, tau=tau, paper_classes=paper_classes,
-                              mechanical=mechanical, llm_mutator=llm_mutator, prefer_exercised=prefer_exercised)
+            result = evaluate(executor, instance.patch, candidate, reference, config, llm_mutator=llm_mutator)
         row.update(result.to_json())
     except CoHardenError as exc:
         row["error"] = str(exc)
     return row
 
 
-def mpe_job(prediction: Prediction, instance: Instance | None, settings: Settings, options: dict[str, Any]
-            ) -> dict[str, Any]:
+def mpe_job(prediction: Prediction, instance: Instance | None, settings: Settings, config: MPEConfig,
+            llm_mutator: Any = None) -> dict[str, Any]:
     """The unit of work an engine runs (module level and picklable, for Ray). Opens the verdict cache at
     ``settings.store`` when it can (same machine or a shared disk) and works without one otherwise."""
     if instance is None:
@@ -118,7 +106,7 @@ def mpe_job(prediction: Prediction, instance: Instance | None, settings: Setting
     except OSError:
         store = None
     try:
-        return evaluate_prediction(prediction, instance, settings, store, **options)
+        return evaluate_prediction(prediction, instance, settings, store, config, llm_mutator)
     finally:
         if store is not None:
             store.close()
@@ -142,21 +130,18 @@ def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[
 
 
 def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], settings: Settings, store: Store,
-              output: Path, *, operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
-              seed: int = 0, tau: float = 0.202, paper_classes: bool = False, workers: int = 1,
+              output: Path, config: MPEConfig | None = None, *, workers: int = 1,
               progress: Callable[[dict[str, Any]], None] | None = None,
-              engine: Engine | None = None, mechanical: bool = True, llm_mutator: Any = None,
-              prefer_exercised: bool = False) -> list[dict[str, Any]]:
-    """Evaluate every prediction on ``engine`` (default: a local pool of ``workers``). Rows already in the
-    store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial`` as they
-    arrive; ``output/mpe.jsonl`` is written in prediction order at the end."""
+              engine: Engine | None = None, llm_mutator: Any = None) -> list[dict[str, Any]]:
+    """Evaluate every prediction with ``config`` on ``engine`` (default: a local pool of ``workers``). Rows
+    already in the store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial``
+    as they arrive; ``output/mpe.jsonl`` is written in prediction order at the end. With ``llm_mutator``,
+    ``config.llm`` names its model (set from the mutator when not given)."""
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
-    options = {"operators": list(operators), "per_operator": per_operator, "seed": seed, "tau": tau,
-               "paper_classes": paper_classes, "mechanical": mechanical, "llm_mutator": llm_mutator,
-               "prefer_exercised": prefer_exercised}
-    mutators = ",".join([*(["mechanical"] if mechanical else []),
-                         *([f"llm:{llm_mutator.client.config.model}"] if llm_mutator is not None else [])])
+    config = config or MPEConfig()
+    if llm_mutator is not None and config.llm is None:
+        config = config.model_copy(update={"llm": llm_mutator.client.config.model})
     rows: dict[int, dict[str, Any]] = {}
     keys: dict[int, str] = {}
     jobs: list[Job] = []
@@ -164,15 +149,14 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
     for index, prediction in enumerate(predictions):
         instance = instances.get(prediction.instance_id)
         if instance is not None and (prediction.model_patch or "").strip():
-            keys[index] = result_key(prediction, instance, operators, per_operator, seed, tau, mutators,
-                                     prefer_exercised)
-            cached = store.get_record("mpe", keys[index])
+            keys[index] = result_key(prediction, instance, config)
+            cached = store.get_record(MPE_ROW, keys[index])
             if cached is not None:
                 rows[index] = cached
                 if progress:
                     progress(cached)
                 continue
-        jobs.append((mpe_job, (prediction, instance, settings, options)))
+        jobs.append((mpe_job, (prediction, instance, settings, config, llm_mutator)))
         job_index.append(index)
     lock = threading.Lock()
     own_engine = engine is None
@@ -185,7 +169,7 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
                 rows[index] = row
                 # environment errors (missing repo, ...) are not stored: fixing them should rerun the job
                 if index in keys and "error" not in row and row.get("pool_complete", True):
-                    store.put_record("mpe", keys[index], row)
+                    store.put_record(MPE_ROW, keys[index], row)
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
                 handle.flush()
             if progress:

@@ -30,7 +30,8 @@ from coharden.mpe.workers import Workers
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
-from coharden.schema.mutant import Mutant, Operator
+from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 
@@ -100,6 +101,16 @@ class MPEResult(BaseModel):
     def inadmissible_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
 
+    def verdicts(self) -> list[Verdict]:
+        """Every verdict the result holds: both tests on buggy and fixed code, and on every mutant."""
+        return [self.candidate_buggy, self.candidate_fixed, self.reference_buggy, self.reference_fixed,
+                *(v for r in self.mutants for v in (r.candidate, r.reference))]
+
+    @property
+    def harness_error(self) -> bool:
+        """A verdict is a harness error (the runner, not the code, failed): a rerun may give another result."""
+        return any(v.outcome is Outcome.HARNESS_ERROR for v in self.verdicts())
+
     def lax_mutants(self) -> list[MutantResult]:
         """The wrong fixes the candidate lets through (the beta cell)."""
         return [r for r in self.mutants if r.cell is Cell.BETA]
@@ -166,34 +177,27 @@ def evaluate(
     fix: str,
     candidate: TestPatch,
     reference: TestPatch,
+    config: MPEConfig | None = None,
     *,
-    operators: Sequence[Operator] = MECHANICAL_OPERATORS,
-    per_operator: int | None = None,
-    seed: int = 0,
-    tau: float = 0.202,
-    paper_classes: bool = False,
-    workers: int = 1,
-    executor_factory: Callable[[], InstanceExecutor] | None = None,
-    mechanical: bool = True,
     llm_mutator: LLMMutator | None = None,
-    prefer_exercised: bool = False,
+    executor_factory: Callable[[], InstanceExecutor] | None = None,
 ) -> MPEResult:
-    """MPE of ``candidate`` against ``reference``. The pool holds the mechanical mutants (``mechanical``) and
-    those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass candidate."""
+    """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
+    the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
+    called for a fail-to-pass candidate. With ``config.workers`` > 1, ``executor_factory`` gives each mutant
+    worker its own executor."""
+    config = config or MPEConfig()
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    with Workers(executor, workers, executor_factory) as team:
-        return _evaluate(team, fix, candidate, reference, operators=operators, per_operator=per_operator, seed=seed,
-                         tau=tau, paper_classes=paper_classes, mechanical=mechanical, llm_mutator=llm_mutator,
-                         prefer_exercised=prefer_exercised, timings=timings, started=started)
+    with Workers(executor, config.workers, executor_factory) as team:  # the phases share the workers
+        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started)
 
 
-def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, *, operators: Sequence[Operator],
-              per_operator: int | None, seed: int, tau: float, paper_classes: bool, mechanical: bool,
-              llm_mutator: LLMMutator | None, prefer_exercised: bool, timings: dict[str, float],
-              started: float) -> MPEResult:
+def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
+              llm_mutator: LLMMutator | None, timings: dict[str, float], started: float) -> MPEResult:
     executor = team.executor
+    tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
     (cand_buggy, ref_buggy), (cand_fixed, ref_fixed) = team.map(
         [lambda ex: ex.verdicts("", [candidate, reference]), lambda ex: ex.verdicts(fix, [candidate, reference])])
@@ -209,8 +213,8 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
         test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
         reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
-        operators=[op.value for op in operators],
-        mutators=(["mechanical"] if mechanical else []) + (["llm"] if llm_mutator is not None else []),
+        operators=[op.value for op in config.operators],
+        mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
         test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
                             tau=tau, admissible=admissible_test, paper_classes=paper_classes),
     )
@@ -218,10 +222,10 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         result.timings = timings
         return result
     mark = time.monotonic()
-    if mechanical:
+    if config.mechanical:
         pool = build_pool(executor, fix, [candidate, reference],
-                          operators=[op for op in operators if op in MECHANICAL_OPERATORS],
-                          per_operator=per_operator, seed=seed, prefer_exercised=prefer_exercised,
+                          operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
+                          per_operator=config.per_operator, seed=seed, prefer_exercised=config.prefer_exercised,
                           mapper=team.map)
     else:
         pool = Pool()

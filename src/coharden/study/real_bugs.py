@@ -18,7 +18,6 @@ The report (``coharden.study.report``) is computed from these records alone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -36,14 +35,13 @@ from coharden.errors import CoHardenError, RepoError
 from coharden.execution.executor import InstanceExecutor, environment_id
 from coharden.execution.git import git
 from coharden.execution.pytest_runner import verdict_for
-from coharden.execution.store import Store
+from coharden.execution.store import Store, study_key
 from coharden.execution.workspace import Workspace
 from coharden.instances import load_records, resolve_repo
 from coharden.mpe.evaluate import check_fix, evaluate
-from coharden.mutation.pool import MECHANICAL_OPERATORS
 from coharden.patches import make_patch, sha, split_patch
 from coharden.schema.instance import Instance
-from coharden.schema.mutant import Operator
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 
@@ -202,21 +200,13 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
 
 
 class StudyConfig(BaseModel):
-    per_operator: int | None = 3
-    seed: int = 0
-    tau: float = 0.202
-    workers: int = 2
-    operators: list[Operator] = Field(default_factory=lambda: list(MECHANICAL_OPERATORS))
+    mpe: MPEConfig = Field(default_factory=lambda: MPEConfig(per_operator=3))
+    workers: int = 2  # checkouts, and MPE's mutant workers
     systems: list[str] = Field(default_factory=lambda: list(SYSTEM_FILES))
     ids: list[str] | None = None  # restrict to these instances
     verify_all: bool = True  # verify every instance of the environment check, not only the study set
     bytecode: list[str] = Field(default_factory=lambda: ["sympy"])  # packages given checked-hash bytecode
     report_only: bool = False  # compute nothing: use the records already in the store, count the missing ones
-    prefer_exercised: bool = False  # over-budget samples drawn first from mutants of code the tests run
-
-    def mpe_key(self) -> list[Any]:
-        key: list[Any] = [self.per_operator, self.seed, self.tau, sorted(op.value for op in self.operators)]
-        return key + ["prefer_exercised"] if self.prefer_exercised else key  # older records keep their keys
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
@@ -226,8 +216,7 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
 
 
 def record_key(kind: str, *parts: Any) -> str:
-    payload = [kind, RECORD_VERSION, *parts]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    return study_key(kind, RECORD_VERSION, *parts)
 
 
 # --- executors that share two long-lived checkouts ------------------------------------------------------------
@@ -458,11 +447,12 @@ class RealBugsStudy:
 
     def _mpe(self, team: _Team, inst: Instance, candidate: TestPatch, reference: TestPatch) -> dict[str, Any]:
         """MPE of ``candidate`` against ``reference`` with the study's pool settings, on the team's workers."""
-        result = evaluate(team.main, inst.patch, candidate, reference, operators=self.config.operators,
-                          per_operator=self.config.per_operator, seed=self.config.seed, tau=self.config.tau,
-                          workers=self.config.workers, executor_factory=team.borrow,
-                          prefer_exercised=self.config.prefer_exercised)
-        return _slim(result.to_json())
+        config = self.config.mpe.model_copy(update={"workers": self.config.workers})
+        result = evaluate(team.main, inst.patch, candidate, reference, config, executor_factory=team.borrow)
+        data = _slim(result.to_json())
+        if result.harness_error:
+            data["harness_error"] = True
+        return data
 
     def _instance_key(self, inst: Instance) -> list[Any]:
         return [self.env, inst.instance_id, inst.base_commit, sha(inst.patch), sha(inst.test_patch),
@@ -481,6 +471,7 @@ class RealBugsStudy:
             fixed = ex.verdict(fix, golden)
             row.update(test_ids=golden.ids, buggy=verdict_json(buggy), fixed=verdict_json(fixed),
                        fail_to_pass=buggy.failed and fixed.passed)
+            _flag_harness_error(row, buggy, fixed)
 
         def compute() -> dict[str, Any]:
             return _guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
@@ -511,16 +502,20 @@ class RealBugsStudy:
             bare = ex.run_raw(fix, golden)
             row["bare_test_seconds"] = bare.duration
             row["bare_test_wall"] = time.monotonic() - mark
-            row["bare_outcome"] = verdict_for(list(golden.ids), bare).outcome.value
+            bare_verdict = verdict_for(list(golden.ids), bare)
+            row["bare_outcome"] = bare_verdict.outcome.value
+            _flag_harness_error(row, bare_verdict)
             mark = time.monotonic()
             row["mpe"] = self._mpe(team, inst, copy, golden)
+            if row["mpe"].pop("harness_error", False):
+                row["harness_error"] = True
             row["mpe_wall"] = time.monotonic() - mark
             row["bytecode"] = self.config.bytecode
 
         def compute() -> dict[str, Any]:
             return _guarded({"instance_id": iid}, body)
 
-        key = record_key("study.golden", *self._instance_key(inst), self.config.mpe_key(), self.config.workers)
+        key = record_key("study.golden", *self._instance_key(inst), self.config.mpe.cache_key(), self.config.workers)
         return self._cached("study.golden", key, compute, keep=_keep_row)
 
     # step 3 -------------------------------------------------------------------------------------------------
@@ -543,7 +538,7 @@ class RealBugsStudy:
                 return {**row, "error": "empty model_patch"}
             return _guarded(row, body)
 
-        key = record_key("study.mpe", *self._instance_key(inst), system, sha(patch), self.config.mpe_key())
+        key = record_key("study.mpe", *self._instance_key(inst), system, sha(patch), self.config.mpe.cache_key())
         return self._cached("study.mpe", key, compute, keep=_keep_row)
 
     # step 4 -------------------------------------------------------------------------------------------------
@@ -568,6 +563,7 @@ class RealBugsStudy:
             names = list(specs)
             verdicts = ex.verdicts(fix.patch, [specs[n] for n in names])
             row["verdicts"] = {n: verdict_json(v) for n, v in zip(names, verdicts, strict=True)}
+            _flag_harness_error(row, *verdicts)
 
         def compute() -> dict[str, Any]:
             return _guarded({"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
@@ -633,12 +629,15 @@ def _guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dic
     return row
 
 
+def _flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:
+    if any(v.outcome is Outcome.HARNESS_ERROR for v in verdicts):
+        row["harness_error"] = True
+
+
 def _keep_row(row: dict[str, Any]) -> bool:
-    """Store a step's record unless it failed for a reason a rerun could fix (environment, harness)."""
-    if row.get("environment_error"):
-        return False
-    text = json.dumps(row)
-    return Outcome.HARNESS_ERROR.value not in text
+    """Store a step's record unless it failed for a reason a rerun could fix: an environment error, or a
+    harness error in any of its verdicts (``harness_error``, set by the step that ran them)."""
+    return not (row.get("environment_error") or row.get("harness_error"))
 
 
 def _slim(data: dict[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from coharden.config import Settings
+from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study import stats
 from coharden.study.real_bugs import GOLDEN, StudyConfig, StudyData
 
 CLASS_ORDER = ("Rigorous", "Lax", "Inconclusive", "NotReproducing", "Misaligned", "Invalid", "Error")
 OPERATOR_SHORT = {"incomplete_fix": "IF", "behavior_substitution": "BS", "symptom_suppression": "SS",
                   "input_specific_shortcut": "ISS"}
-LAXITY_EDGES = (0.0, 0.1, 0.202, 0.4, 0.6, 0.8, 1.0)
+LAXITY_EDGES = (0.0, 0.1, PAPER_TAU, 0.4, 0.6, 0.8, 1.0)
 
 
 def test_class(row: dict[str, Any]) -> str:
@@ -167,7 +168,7 @@ def by_instance(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequence[dict[str, Any]],
-                          systems: Sequence[str], tau: float = 0.202) -> dict[str, Any]:
+                          systems: Sequence[str], tau: float = PAPER_TAU) -> dict[str, Any]:
     graded = graded_tests(grade_rows)
     per_fix = []
     validity_rows = []
@@ -278,7 +279,7 @@ def summarize_timing(golden_rows: Sequence[dict[str, Any]], grade_rows: Sequence
 
 
 def summarize(rows: dict[str, list[dict[str, Any]]], data: StudyData, systems: Sequence[str],
-              tau: float = 0.202) -> dict[str, Any]:
+              tau: float = PAPER_TAU) -> dict[str, Any]:
     return {
         "verify": summarize_verify(rows["verify"]),
         "golden": summarize_golden(rows["golden"]),
@@ -536,7 +537,7 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
     for i, values in enumerate(data):
         jitter = [i + 1 + ((k % 7) - 3) * 0.03 for k in range(len(values))]
         ax.scatter(jitter, values, s=14, alpha=0.7)
-    tau = summary.get("tau", 0.202)
+    tau = summary.get("tau", PAPER_TAU)
     ax.axhline(tau, color="grey", linestyle="--", linewidth=1)
     ax.text(len(systems) + 0.45, tau + 0.02, f"tau = {tau}", fontsize=8, color="grey", ha="right")
     ax.set_xticks(range(1, len(systems) + 1), systems)
@@ -556,7 +557,7 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
             xs = [r["laxity"] for r in rows if r["accepts"] is flag]
             ys = [(1 if flag else 0) + ((k % 5) - 2) * 0.04 for k in range(len(xs))]
             ax.scatter(xs, ys, s=18, color=color, label=label, alpha=0.8)
-        ax.axvline(summary.get("tau", 0.202), color="grey", linestyle="--", linewidth=1)
+        ax.axvline(summary.get("tau", PAPER_TAU), color="grey", linestyle="--", linewidth=1)
         ax.set_yticks([0, 1], ["rejects", "accepts"])
         ax.set_xlabel("laxity (mechanical mutants)")
         ax.set_xlim(-0.05, 1.05)
@@ -596,7 +597,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
     from coharden.execution.executor import environment_id
 
     output.mkdir(parents=True, exist_ok=True)
-    summary = summarize(rows, data, config.systems, config.tau)
+    summary = summarize(rows, data, config.systems, config.mpe.tau)
     made = plots(summary, output, config.systems)
     env = environment_id(settings.python).split()
     settings_text = [
@@ -605,8 +606,9 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         f"test interpreter: Python {env[1]}, pytest {env[2] if len(env) > 2 else '?'}; "
         f"timeout {settings.timeout:.0f} s, memory limit {settings.memory_mb} MB, fork server "
         f"{'on' if settings.fork_server else 'off'} (preload {', '.join(settings.preload) or '-'})",
-        f"mutant pool: mechanical operators {', '.join(op.value for op in config.operators)}; at most "
-        f"{config.per_operator} mutants per operator (seeded sample, seed {config.seed}); tau = {config.tau}; "
+        f"mutant pool: mechanical operators {', '.join(op.value for op in config.mpe.operators)}; at most "
+        f"{config.mpe.per_operator} mutants per operator (seeded sample, seed {config.mpe.seed}); "
+        f"tau = {config.mpe.tau}; "
         f"{config.workers} MPE workers; checked-hash bytecode (PEP 552) kept in the checkouts for: "
         f"{', '.join(config.bytecode) or 'nothing'} (rows made without it are marked in section 7)",
         f"machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores (shared with other work "

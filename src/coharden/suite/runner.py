@@ -22,8 +22,6 @@ interrupted comparison resumes where it stopped.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import queue
 import shutil
 import tempfile
@@ -40,7 +38,7 @@ from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.pytest_runner import PytestRun, run_pytest, test_environment
-from coharden.execution.store import Store
+from coharden.execution.store import SUITE_RUN, Store, suite_run_key
 from coharden.schema.verdict import TestStatus
 from coharden.suite.operators import ModuleMutant
 
@@ -185,9 +183,7 @@ class KillOracle:
 
     # -- runs --------------------------------------------------------------------------------------------
     def _key(self, module_source: str, suite: str, ids: Sequence[str]) -> str:
-        payload = json.dumps([hashlib.sha256(module_source.encode()).hexdigest(),
-                              hashlib.sha256(suite.encode()).hexdigest(), sorted(ids), self._env_id])
-        return hashlib.sha256(payload.encode()).hexdigest()
+        return suite_run_key(module_source=module_source, suite=suite, test_ids=list(ids), environment=self._env_id)
 
     def run(self, module_source: str, suite: str, tests: Sequence[str] = (), *, timeout: float | None = None,
             use_cache: bool = True) -> RunResult:
@@ -197,7 +193,7 @@ class KillOracle:
         limit = timeout or self.settings.timeout
         key = self._key(module_source, suite, tests)
         if use_cache and self.store is not None:
-            stored = self.store.get_record("suite-run", key)
+            stored = self.store.get_record(SUITE_RUN, key)
             if stored is not None:
                 with self._lock:
                     self.cache_hits += 1
@@ -219,7 +215,7 @@ class KillOracle:
         # only finished verdicts are cached: they do not depend on the time limit (which follows the baseline
         # duration of each session); timeouts and harness errors are run again
         if self.store is not None and result.status in (MutantStatus.KILLED, MutantStatus.SURVIVED):
-            self.store.put_record("suite-run", key, result.to_json())
+            self.store.put_record(SUITE_RUN, key, result.to_json())
         return result
 
     def baseline(self, suite: str) -> RunResult:

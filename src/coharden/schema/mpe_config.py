@@ -1,0 +1,58 @@
+"""How one Mutation Patch Evaluation is run: the mutant pool, the sampling and the class cutoff, in one record.
+
+Every caller of :func:`coharden.mpe.evaluate.evaluate` (single MPE, the batch, ``coharden eval`` grading, the
+real-bugs study, the CoHarden loop) builds one :class:`MPEConfig`; their own configs embed it. The two laxity
+cutoffs of the project are defined here and nowhere else:
+
+* :data:`PAPER_TAU` (0.202): the paper's MPE cutoff between Rigorous (laxity < tau) and Lax - the default of
+  every MPE classification (``coharden mpe``, ``coharden eval``, the study, the reports);
+* :data:`LOOP_TAU` (0.2): the CoHarden loop's regression threshold - a round whose laxity is above it reverts
+  the test to t0 (Algorithm 1). It is also the cutoff of the loop's own MPE calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from coharden.schema.mutant import TARGETED_OPERATORS, Operator
+
+PAPER_TAU = 0.202
+"""The paper's MPE laxity cutoff: Rigorous when laxity < PAPER_TAU, else Lax."""
+LOOP_TAU = 0.2
+"""The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
+
+
+class MPEConfig(BaseModel):
+    """The settings of one MPE run. :meth:`cache_key` is the part of a stored row's key they contribute."""
+
+    operators: list[Operator] = Field(default_factory=lambda: list(TARGETED_OPERATORS),
+                                      description="Mechanical operators of the pool.")
+    per_operator: int | None = Field(default=None, ge=1, description="Mutants sampled per operator (None: all).")
+    seed: int = Field(default=0, description="Sampling seed.")
+    tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
+    paper_classes: bool = Field(default=False, description="Map every non-F->P test to Misaligned.")
+    mechanical: bool = Field(default=True, description="The mechanical mutants join the pool.")
+    llm: str | None = Field(default=None, description="The LLM mutator's model when LLM mutants join the pool "
+                            "(the mutator itself is passed to evaluate()); None: no LLM mutants.")
+    prefer_exercised: bool = Field(default=False, description="With per_operator: sample first among mutants "
+                                   "that change code the tests run.")
+    workers: int = Field(default=1, ge=1, description="Threads running mutants (not part of the cache key).")
+
+    def mutators(self) -> list[str]:
+        """The mutant sources, as MPE results name them."""
+        return (["mechanical"] if self.mechanical else []) + (["llm"] if self.llm is not None else [])
+
+    def cache_key(self) -> list[Any]:
+        """What a stored MPE row depends on, as JSON-able parts. Options at their default add nothing, so rows
+        stored before an option existed keep their keys (the real-bugs study's records among them)."""
+        key: list[Any] = [self.per_operator, self.seed, self.tau, sorted(op.value for op in self.operators)]
+        if self.prefer_exercised:
+            key.append("prefer_exercised")
+        if self.paper_classes:
+            key.append("paper_classes")
+        if not self.mechanical or self.llm is not None:
+            key.append(",".join([*(["mechanical"] if self.mechanical else []),
+                                 *([f"llm:{self.llm}"] if self.llm is not None else [])]))
+        return key

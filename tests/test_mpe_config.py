@@ -1,0 +1,74 @@
+"""MPEConfig: one record of MPE settings, its cache key, and the store keys built from it.
+
+The legacy recipes are written out here by hand: keys of records already stored (verdicts, the real-bugs
+study's steps, suite runs) must not change when the code that builds them moves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from coharden.config import Settings
+from coharden.execution.store import content_key, study_key, suite_run_key, verdict_key
+from coharden.loop.config import LoopConfig
+from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU, MPEConfig
+from coharden.schema.mutant import TARGETED_OPERATORS, Operator
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_two_cutoffs_are_defined_once_and_used_as_defaults() -> None:
+    assert (PAPER_TAU, LOOP_TAU) == (0.202, 0.2)
+    assert MPEConfig().tau == PAPER_TAU
+    assert Settings().tau == PAPER_TAU
+    assert LoopConfig().mpe.tau == LOOP_TAU
+
+
+def test_cache_key_depends_on_what_changes_a_row_and_not_on_workers() -> None:
+    base = MPEConfig()
+    key = base.cache_key()
+    assert MPEConfig(workers=8).cache_key() == key
+    assert MPEConfig(operators=list(reversed(TARGETED_OPERATORS))).cache_key() == key  # order does not matter
+    for change in [{"per_operator": 2}, {"seed": 1}, {"tau": 0.5}, {"operators": [Operator.INCOMPLETE_FIX]},
+                   {"paper_classes": True}, {"mechanical": False}, {"llm": "gpt"}, {"prefer_exercised": True}]:
+        assert MPEConfig(**change).cache_key() != key, change
+    assert MPEConfig(llm="a").cache_key() != MPEConfig(llm="b").cache_key()
+
+
+def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
+    config = MPEConfig(per_operator=3)
+    old_mpe_key = [3, 0, 0.202, sorted(op.value for op in TARGETED_OPERATORS)]
+    assert config.cache_key() == old_mpe_key
+    exercised = config.model_copy(update={"prefer_exercised": True})
+    assert exercised.cache_key() == [*old_mpe_key, "prefer_exercised"]
+    parts = ["env", "sympy__sympy-1", "abc", ["t1"], config.cache_key()]
+    legacy = hashlib.sha256(json.dumps(["study.mpe", 1, *parts], sort_keys=True, default=str).encode()).hexdigest()
+    assert study_key("study.mpe", 1, *parts) == legacy
+
+
+def test_verdict_and_suite_keys_are_unchanged() -> None:
+    legacy = _sha(json.dumps(["r", "c", _sha("s"), _sha("t"), ["a", "b"], "env"]))
+    assert verdict_key(repo="r", base_commit="c", source_patch="s", test_patch="t", test_ids=["b", "a"],
+                       environment="env") == legacy
+    legacy_suite = _sha(json.dumps([_sha("m"), _sha("s"), ["x", "y"], "env"]))
+    assert suite_run_key(module_source="m", suite="s", test_ids=["y", "x"], environment="env") == legacy_suite
+    assert content_key("a", [1]) != content_key("a", [2])
+
+
+def test_loop_config_maps_its_own_words_into_mpe_and_keeps_its_digest() -> None:
+    config = LoopConfig(rounds=2, tau=0.1, samples=5, seed=4, mutator="mechanical,llm",
+                        operators=[Operator.SYMPTOM_SUPPRESSION])
+    assert (config.mpe.per_operator, config.mpe.tau, config.mpe.seed) == (5, 0.1, 4)
+    assert config.mpe.mechanical
+    assert config.mpe.llm is not None
+    assert (config.samples, config.tau, config.mutator) == (5, 0.1, "mechanical,llm")
+    legacy = {"method": "coharden", "rounds": 2, "tau": 0.1, "samples": 5, "operators": ["symptom_suppression"],
+              "mutator": "mechanical,llm", "seed": 4, "max_iterations": None}
+    assert config.digest() == _sha(json.dumps(legacy, sort_keys=True))[:16]
+    with pytest.raises(ValidationError, match="mutator"):
+        LoopConfig(mutator="genetic")
