@@ -24,6 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -409,6 +410,9 @@ class RealBugsStudy:
         repo = resolve_repo(instance, self.settings.repos_dir)
         team = _Team(instance, repo, self.settings, self.store, self._checkouts)
         self._team = (instance.instance_id, team)
+        if len(team.executors) > 1:  # move the checkouts (and refresh their bytecode) side by side
+            with ThreadPoolExecutor(len(team.executors)) as pool:
+                list(pool.map(lambda ex: ex.workspace_root(), team.executors))
         return team
 
     def release(self) -> None:
@@ -583,22 +587,19 @@ class RealBugsStudy:
                 progress(text(row) if row is not None else "not in the store", 1)
 
         try:
-            verified: set[str] = set()
-            if "verify" in phases or "golden" in phases or "grade" in phases:
-                for iid in self.verify_ids():
-                    row = self.verify(iid)
-                    if row is not None and row.get("fail_to_pass"):
-                        verified.add(iid)
-                    keep("verify", row, lambda r, i=iid: f"verify {i}: "
-                         f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
-            study = [i for i in self.study_ids() if i in verified]
-            if "golden" in phases:
-                for iid in study:
+            # one instance at a time through every phase: its checkouts move (and recompile) once, and the
+            # golden step's verdicts and recordings are still in the store when its predictions are graded
+            study = set(self.study_ids())
+            for iid in self.verify_ids():
+                row = self.verify(iid)
+                keep("verify", row, lambda r, i=iid: f"verify {i}: "
+                     f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
+                if iid not in study or row is None or not row.get("fail_to_pass"):
+                    continue
+                if "golden" in phases:
                     keep("golden", self.golden(iid), lambda r, i=iid: "golden {}: beta {} gamma {}".format(
                         i, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
-                self.release()
-            if "grade" in phases:
-                for iid in study:
+                if "grade" in phases:
                     for system in self.config.systems:
                         if iid in self.data.predictions.get(system, {}):
                             keep("mpe", self.grade(iid, system),
