@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,56 @@ def test_eval_on_ray_equals_the_local_executor(example: dict[str, Any], tmp_path
     assert '"Rigorous"' in serial
     assert local == serial
     assert on_ray == serial
+
+
+# --- real data: 3 sympy instances ----------------------------------------------------------------------------
+
+SHARED = Path(os.environ.get("COHARDEN_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+REPOS = os.environ.get("COHARDEN_REPOS")
+SYMPY_PYTHON = os.environ.get("COHARDEN_SYMPY_PYTHON")
+REAL_IDS = ["sympy__sympy-14976", "sympy__sympy-15017", "sympy__sympy-18763"]
+
+
+def _strip_durations(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_durations(v) for k, v in value.items() if k not in ("duration", "output_tail")}
+    if isinstance(value, list):
+        return [_strip_durations(v) for v in value]
+    return value
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "swebench_verified_sympy.jsonl").is_file(), reason=f"no shared data at {SHARED}")
+@pytest.mark.skipif(not REPOS or not (Path(REPOS) / "sympy__sympy").is_dir(),
+                    reason="set COHARDEN_REPOS to a directory holding a sympy clone as sympy__sympy")
+@pytest.mark.skipif(not SYMPY_PYTHON or not Path(SYMPY_PYTHON).exists(),
+                    reason="set COHARDEN_SYMPY_PYTHON to a Python 3.11 with pytest and mpmath==1.3.0")
+def test_real_parallel_and_cached_mpe_equal_a_fresh_serial_run(tmp_path: Path) -> None:
+    from coharden.study.real_bugs import RealBugsStudy, StudyConfig, load_data
+
+    settings = Settings(python=SYMPY_PYTHON, repos_dir=Path(REPOS or ""), timeout=300, preload=["mpmath"])
+    data = load_data(SHARED, python_version="3.11.7", test_patterns=settings.test_patterns)
+
+    def golden_mpe(study: RealBugsStudy, iid: str) -> str:
+        inst = data.instances[iid]
+        team = study.team(inst)
+        golden = team.main.golden_test()
+        config = study.config.mpe.model_copy(update={"workers": study.config.workers})
+        result = evaluate(team.main, inst.patch, golden, golden, config, executor_factory=team.borrow)
+        return json.dumps(_strip_durations(result.to_json(timings=False)), sort_keys=True)
+
+    studies = {w: RealBugsStudy(data, settings, Store(tmp_path / f"{w}.sqlite"),
+                                StudyConfig(mpe=MPEConfig(per_operator=3), workers=w, ids=REAL_IDS))
+               for w in (1, 2)}
+    try:
+        for iid in REAL_IDS:
+            serial = golden_mpe(studies[1], iid)
+            parallel = golden_mpe(studies[2], iid)
+            cached = golden_mpe(studies[2], iid)
+            assert '"mutants": []' not in serial, iid
+            assert parallel == serial, iid
+            assert cached == serial, iid
+    finally:
+        for study in studies.values():
+            study.close()
