@@ -164,6 +164,7 @@ def main() -> int:
                 two = mpe(studies[2], inst, None, with_bare=True)
                 studies[1].release()
                 row.update(wall1=one["wall"], **{k: two[k] for k in (*PHASES, "wall", "bare", "n_mutants")})
+                row["phases1"] = " ".join(f"{p[:3]} {one[p]:.1f}" for p in PHASES[1:])
                 row["agree"] = one["verdicts"] == two["verdicts"]
                 pred = data.predictions.get(args.system, {}).get(iid, "")
                 if pred.strip():
@@ -195,6 +196,7 @@ def main() -> int:
                   f"{row['wall']:6.1f} {row['environment']:5.1f} {row['fail_to_pass']:5.1f} {row['recording']:5.1f} "
                   f"{row['pool']:5.1f} {row['mutants']:6.1f} {row['timeouts']:5.1f} {row.get('grade', 0):6.1f} "
                   f"{row['naive']:7.1f} {row['cold']:5.1f}{'' if row['agree'] else '  VERDICTS DIFFER'}", flush=True)
+            print(f"{'':<20} 1 worker: {row['phases1']}", flush=True)
     finally:
         for study in studies.values():
             study.close()

@@ -20,18 +20,20 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.mpe.early import EarlyRecording
 from coharden.mpe.workers import Workers
-from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
+from coharden.mutation import input_specific_shortcut
+from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool, fix_context
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
-from coharden.schema.mutant import Mutant
+from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 
@@ -190,12 +192,24 @@ def evaluate(
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    with Workers(executor, config.workers, executor_factory) as team:  # the phases share the workers
-        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started)
+    team = Workers(executor, config.workers, executor_factory)  # the phases share the workers
+    early: EarlyRecording | None = None
+    try:
+        if team.parallel and config.mechanical and Operator.INPUT_SPECIFIC_SHORTCUT in config.operators:
+            targets = input_specific_shortcut.targets(fix_context(executor, fix))
+            if targets:  # the pool's recordings run beside the F->P checks
+                early = EarlyRecording(team, fix, [candidate, reference], targets)
+        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started,
+                         early.recorder if early is not None else None)
+    finally:
+        team.close()
+        if early is not None:
+            early.join()
 
 
 def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
-              llm_mutator: LLMMutator | None, timings: dict[str, float], started: float) -> MPEResult:
+              llm_mutator: LLMMutator | None, timings: dict[str, float], started: float,
+              recorder: Callable[..., list[dict[str, Any]]] | None) -> MPEResult:
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
@@ -226,7 +240,7 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         pool = build_pool(executor, fix, [candidate, reference],
                           operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
                           per_operator=config.per_operator, seed=seed, prefer_exercised=config.prefer_exercised,
-                          mapper=team.map)
+                          mapper=team.map, recorder=recorder)
     else:
         pool = Pool()
     timings["pool"] = time.monotonic() - mark

@@ -1,18 +1,20 @@
 """The worker executors of one MPE run, shared by its phases (F->P checks, recording, mutant runs).
 
-Every phase hands a list of tasks (functions of an executor) to :meth:`Workers.map`; with more than one
-worker the tasks run on executors made by ``executor_factory`` (each its own workspace and fork server), one
-per worker thread, created on first use and kept until :meth:`Workers.close`, so the phases of one MPE run
-reuse the same checkouts instead of each phase starting its own. With one worker (or no factory) the tasks
-run one after another on the caller's executor: the serial reference every parallel run must agree with.
+Tasks are functions of an executor. With more than one worker, :meth:`Workers.submit` queues a task for a
+fixed set of worker threads, each holding one executor made by ``executor_factory`` (its own workspace and fork
+server) on first use and kept until :meth:`Workers.close`; the phases of one MPE run, and tasks submitted from
+several threads at once (F->P checks while recordings run), share those workers first come, first served, so
+both cores stay busy and no phase starts checkouts of its own. With one worker (or no factory) a task runs at
+once on the caller's executor, in the caller's thread: the serial reference every parallel run must agree with.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from coharden.execution.executor import InstanceExecutor
 
@@ -26,49 +28,85 @@ class Workers:
         self.executor = executor
         self.workers = max(1, workers) if executor_factory is not None else 1
         self._factory = executor_factory
-        self._idle: list[InstanceExecutor] = []
+        self._queue: queue.Queue[tuple[Future[Any], Task[Any]] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
         self._created: list[InstanceExecutor] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     @property
     def parallel(self) -> bool:
         return self.workers > 1
 
+    def submit(self, task: Task[T]) -> Future[T]:
+        future: Future[T] = Future()
+        if not self.parallel:
+            _run(future, task, self.executor)
+            return future
+        with self._lock:  # closing and queueing exclude each other: nothing is queued behind the stop signals
+            if self._closed:
+                raise RuntimeError("the workers are closed")
+            if len(self._threads) < self.workers:
+                thread = threading.Thread(target=self._loop, name=f"mpe-worker-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._queue.put((future, task))
+        return future
+
     def map(self, tasks: Sequence[Task[T]]) -> list[T]:
-        """Results of ``tasks`` in order; in parallel on the worker executors when there are several."""
-        if not self.parallel or len(tasks) < 2:
-            if self.parallel and tasks:  # one task: still on a worker, so the caller's executor stays free
-                return [self._run(tasks[0])]
-            return [task(self.executor) for task in tasks]
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(tasks))) as pool:
-            return list(pool.map(self._run, tasks))
+        """Results of ``tasks`` in order (the first error is raised once all have ended)."""
+        futures = [self.submit(task) for task in tasks]
+        return [future.result() for future in futures]
 
-    def _run(self, task: Task[T]) -> T:
-        ex = self._take()
-        try:
-            return task(ex)
-        finally:
-            with self._lock:
-                self._idle.append(ex)
-
-    def _take(self) -> InstanceExecutor:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        assert self._factory is not None
-        ex = self._factory()
-        with self._lock:
-            self._created.append(ex)
-        return ex
+    def _loop(self) -> None:
+        ex: InstanceExecutor | None = None
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, task = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            if ex is None:
+                try:
+                    assert self._factory is not None
+                    ex = self._factory()
+                except BaseException as exc:  # noqa: BLE001 - the task's caller sees it
+                    future.set_exception(exc)
+                    continue
+                with self._lock:
+                    self._created.append(ex)
+            _run(future, task, ex)
 
     def close(self) -> None:
+        """Cancel the tasks not started, wait for the running ones, close the executors made."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in threads:
+            self._queue.put(None)
+        for thread in threads:
+            thread.join()
         for ex in self._created:
             ex.close()
         self._created.clear()
-        self._idle.clear()
 
     def __enter__(self) -> Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _run(future: Future[T], task: Task[T], ex: InstanceExecutor) -> None:
+    try:
+        future.set_result(task(ex))
+    except BaseException as exc:  # noqa: BLE001 - delivered to whoever waits on the future
+        future.set_exception(exc)

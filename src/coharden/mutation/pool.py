@@ -324,9 +324,11 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
-               seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None) -> Pool:
+               seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
+               recorder: Callable[..., list[dict[str, Any]]] | None = None) -> Pool:
     """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder (its runs go
-    through ``mapper``, see :func:`record_calls`).
+    through ``mapper``, see :func:`record_calls`; ``recorder``, with the signature of :func:`record_calls`,
+    replaces it, e.g. to serve recordings started before the pool was asked for).
 
     ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
     that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
@@ -340,11 +342,11 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     targets = input_specific_shortcut.targets(ctx)
     shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
     mark = time.monotonic()
-    fixed_records = record_calls(executor, fix, tests, targets, mapper=mapper) if shortcut or prefer_exercised else []
+    record = recorder or functools.partial(record_calls, mapper=mapper)
+    fixed_records = record(executor, fix, tests, targets) if shortcut or prefer_exercised else []
     fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
     needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
-    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs,
-                                 mapper=mapper) if needs_buggy else []
+    buggy_records = record(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
     pool.recording_seconds = time.monotonic() - mark
     if Operator.INCOMPLETE_FIX in operators:
         raw += incomplete_fix.generate(ctx)
