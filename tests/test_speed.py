@@ -8,6 +8,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,55 @@ def test_real_parallel_and_cached_mpe_equal_a_fresh_serial_run(tmp_path: Path) -
     finally:
         for study in studies.values():
             study.close()
+
+
+# --- the real-bugs study on an engine (offline data built from a bundled example) ----------------------------
+
+def _stable(rows: dict[str, list[dict[str, Any]]]) -> str:
+    """Rows without what differs between runs (times, durations, whether a step was resumed)."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()
+                    if k not in ("seconds", "mpe_wall", "timings", "duration", "resumed", "bare_test_seconds",
+                                 "bare_test_wall", "time_limits", "output_tail")}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(rows), sort_keys=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (the dev extra has it)")
+def test_study_on_ray_and_local_engines_equals_the_serial_run(tmp_path: Path) -> None:
+    import ray
+
+    from coharden.execution.engine import LocalEngine, make_engine
+    from coharden.study.distributed import run_on_engine
+    from coharden.study.real_bugs import RealBugsStudy, StudyConfig, load_data
+    from test_study import _study_data_dir
+
+    repos = tmp_path / "repos"
+    repos.mkdir()
+    data_dir = _study_data_dir(tmp_path, repos)
+    version = ".".join(map(str, sys.version_info[:3]))
+
+    def run(name: str, engine: Any) -> str:
+        settings = Settings(repos_dir=repos, store=tmp_path / f"{name}.sqlite", cache_dir=tmp_path / "cache",
+                            timeout=60, workers=2)
+        data = load_data(data_dir, python_version=version, test_patterns=settings.test_patterns)
+        config = StudyConfig(workers=2, bytecode=[])
+        with RealBugsStudy(data, settings, Store(settings.store), config) as study:
+            rows = study.run() if engine is None else run_on_engine(study, engine)
+        assert rows["golden"]
+        assert len(rows["mpe"]) == 3
+        return _stable(rows)
+
+    serial = run("serial", None)
+    assert run("local", LocalEngine(2)) == serial
+    engine = make_engine("ray", workers=2)
+    try:
+        assert run("ray", engine) == serial
+    finally:
+        engine.close()
+    assert not ray.is_initialized()

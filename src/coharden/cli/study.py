@@ -40,6 +40,9 @@ def study_real_bugs(
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
     prefer_exercised: Annotated[bool, typer.Option("--prefer-exercised", help="Sample first among mutants that "
                                                    "change code the tests run (see coharden mpe).")] = False,
+    executor: Annotated[str, typer.Option("--executor", help="local (one instance after another, MPE on "
+                                          "--workers checkouts) or ray (one job per instance).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
     = False,
@@ -84,7 +87,17 @@ def study_real_bugs(
             def advance(text: str, steps: int) -> None:
                 bar.update(task, advance=steps, description=text)
 
-            rows = study.run(progress=advance, phases=wanted)
+            if executor == "local":
+                rows = study.run(progress=advance, phases=wanted)
+            else:
+                from coharden.execution.engine import make_engine
+                from coharden.study.distributed import run_on_engine
+
+                engine = make_engine(executor, workers=workers, address=address)
+                try:
+                    rows = run_on_engine(study, engine, advance, wanted)
+                finally:
+                    engine.close()
         summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
     except CoHardenError as exc:
         _fail(str(exc))
