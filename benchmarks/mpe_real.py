@@ -98,7 +98,8 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     timings = result.timings
     out["fail_to_pass"] = timings.get("fail_to_pass", 0.0)
     out["recording"] = timings.get("recording", 0.0)
-    out["pool"] = timings.get("pool", 0.0) - out["recording"]
+    # built in the background, the pool's recording overlapped the F->P checks: "pool" is the wait after them
+    out["pool"] = timings.get("pool", 0.0) - (0.0 if timings.get("early_pool") else out["recording"])
     out["mutants"] = timings.get("mutants", 0.0)
     out["timeouts"] = timings.get("timeouts", 0.0)
     out["n_mutants"] = len(result.mutants)

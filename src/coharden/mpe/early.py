@@ -1,4 +1,4 @@
-"""Recordings started before the pool asks for them, so they overlap the F->P checks.
+"""Recordings and pool building started with MPE, so that they overlap the F->P checks.
 
 The input recorder runs each test on the fixed code, then on the buggy code with the fixed code's inputs as
 probes: two test runs one after the other that only the pool needs. On two workers, :class:`EarlyRecording`
@@ -18,7 +18,8 @@ from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.mpe.workers import Workers
-from coharden.mutation.pool import record_calls
+from coharden.mutation.context import FixContext
+from coharden.mutation.pool import Pool, build_pool, record_calls
 from coharden.schema.testpatch import TestPatch
 
 Records = list[dict[str, Any]]
@@ -58,3 +59,28 @@ class EarlyRecording:
 
     def join(self) -> None:
         self._thread.join()
+
+
+class EarlyPool:
+    """:func:`build_pool` in a background thread from the start of MPE: the operators that need no recording
+    generate while the F->P checks run (the generation is Python in this process, the checks are test
+    processes), and the pool is ready when the checks end. Nothing here touches an executor: the fix's context
+    is computed before the workers start, and recordings go through the workers."""
+
+    def __init__(self, team: Workers, fix: str, tests: Sequence[TestPatch], ctx: FixContext,
+                 recorder: Any = None, **options: Any) -> None:
+        self._result: Future[Pool] = Future()
+
+        def build() -> None:
+            try:
+                self._result.set_result(build_pool(team.executor, fix, tests, ctx=ctx, mapper=team.map,
+                                                   recorder=recorder, **options))
+            except BaseException as exc:  # noqa: BLE001 - raised again to whoever asks for the pool
+                self._result.set_exception(exc)
+
+        # a daemon: when the candidate is not F->P nobody waits for it; it stops at its next recording (the
+        # workers are closed) or when its generation ends, and touches nothing shared
+        threading.Thread(target=build, name="mpe-early-pool", daemon=True).start()
+
+    def result(self) -> Pool:
+        return self._result.result()

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
-from coharden.mpe.early import EarlyRecording
+from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.workers import Workers
 from coharden.mutation import input_specific_shortcut
 from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool, fix_context
@@ -194,13 +194,16 @@ def evaluate(
     fix = check_fix(fix, executor.settings.test_patterns)
     team = Workers(executor, config.workers, executor_factory)  # the phases share the workers
     early: EarlyRecording | None = None
+    pool: EarlyPool | None = None
     try:
-        if team.parallel and config.mechanical and Operator.INPUT_SPECIFIC_SHORTCUT in config.operators:
-            targets = input_specific_shortcut.targets(fix_context(executor, fix))
-            if targets:  # the pool's recordings run beside the F->P checks
+        if team.parallel and config.mechanical:  # pool and recordings are made beside the F->P checks
+            ctx = fix_context(executor, fix)  # before any worker may borrow this executor
+            targets = input_specific_shortcut.targets(ctx)
+            if targets and Operator.INPUT_SPECIFIC_SHORTCUT in config.operators:
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
-        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started,
-                         early.recorder if early is not None else None)
+            pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
+                             **_pool_options(config))
+        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, pool)
     finally:
         team.close()
         if early is not None:
@@ -209,7 +212,7 @@ def evaluate(
 
 def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
               llm_mutator: LLMMutator | None, timings: dict[str, float], started: float,
-              recorder: Callable[..., list[dict[str, Any]]] | None) -> MPEResult:
+              early_pool: EarlyPool | None) -> MPEResult:
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
@@ -236,15 +239,15 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         result.timings = timings
         return result
     mark = time.monotonic()
-    if config.mechanical:
-        pool = build_pool(executor, fix, [candidate, reference],
-                          operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
-                          per_operator=config.per_operator, seed=seed, prefer_exercised=config.prefer_exercised,
-                          mapper=team.map, recorder=recorder)
+    if early_pool is not None:
+        pool = early_pool.result()
+        timings["early_pool"] = 1.0  # "recording" then overlapped the F->P checks; "pool" is the wait after them
+    elif config.mechanical:
+        pool = build_pool(executor, fix, [candidate, reference], mapper=team.map, **_pool_options(config))
     else:
         pool = Pool()
     timings["pool"] = time.monotonic() - mark
-    timings["recording"] = pool.recording_seconds  # part of "pool"
+    timings["recording"] = pool.recording_seconds
     if llm_mutator is not None:
         mark = time.monotonic()
         report = llm_mutator.extend(executor, fix, candidate, reference, pool)
@@ -272,6 +275,11 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     timings["total"] = time.monotonic() - started
     result.timings = timings
     return result
+
+
+def _pool_options(config: MPEConfig) -> dict[str, Any]:
+    return {"operators": [op for op in config.operators if op in MECHANICAL_OPERATORS],
+            "per_operator": config.per_operator, "seed": config.seed, "prefer_exercised": config.prefer_exercised}
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,

@@ -325,7 +325,7 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
                seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
-               recorder: Callable[..., list[dict[str, Any]]] | None = None) -> Pool:
+               recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None) -> Pool:
     """Mechanical mutants of ``fix``. ``tests`` (candidate and reference) feed the input recorder (its runs go
     through ``mapper``, see :func:`record_calls`; ``recorder``, with the signature of :func:`record_calls`,
     replaces it, e.g. to serve recordings started before the pool was asked for).
@@ -333,12 +333,20 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
     that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
     test calls is accepted by every test, so it only dilutes laxity; on fixes with many hunks a uniform sample
-    can consist of nothing else."""
-    ctx = fix_context(executor, fix)
+    can consist of nothing else.
+
+    ``ctx``: the fix's context when the caller has it (then the executor's workspace is not used here). The
+    operators that need no recording generate first, so a caller building the pool in the background overlaps
+    that work with the recordings."""
+    ctx = ctx or fix_context(executor, fix)
     pool = Pool()
     if not ctx.python_files:
         return pool
     raw: list[RawMutant] = []
+    if Operator.INCOMPLETE_FIX in operators:
+        raw += incomplete_fix.generate(ctx)
+    if Operator.BEHAVIOR_SUBSTITUTION in operators:
+        raw += behavior_substitution.generate(ctx)
     targets = input_specific_shortcut.targets(ctx)
     shortcut = Operator.INPUT_SPECIFIC_SHORTCUT in operators
     mark = time.monotonic()
@@ -348,10 +356,6 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     needs_buggy = shortcut or Operator.SYMPTOM_SUPPRESSION in operators
     buggy_records = record(executor, "", tests, targets, probes=fixed_inputs) if needs_buggy else []
     pool.recording_seconds = time.monotonic() - mark
-    if Operator.INCOMPLETE_FIX in operators:
-        raw += incomplete_fix.generate(ctx)
-    if Operator.BEHAVIOR_SUBSTITUTION in operators:
-        raw += behavior_substitution.generate(ctx)
     if Operator.SYMPTOM_SUPPRESSION in operators:
         raw += symptom_suppression.generate(ctx, buggy_symptoms(buggy_records))
     if Operator.INPUT_SPECIFIC_SHORTCUT in operators:
