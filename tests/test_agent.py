@@ -543,6 +543,6 @@ def test_cli_agent_with_an_external_command(tmp_path, monkeypatch) -> None:  # t
     assert bad_mode.exit_code == 2
     assert "--mode: 'tests' (known: test-only, fix-only, joint)" in bad_mode.output
     assert bad_iterations.exit_code == 2
-    assert "--max-iterations: must be at least 1" in bad_iterations.output
+    assert "'--max-iterations': 0 is out of range (allowed: >= 1)" in bad_iterations.output
     preds = json.loads((tmp_path / "out" / "preds.json").read_text())
     assert preds["example__boundary_check"]["model_patch"] == ""  # the last run was rejected: no submission

@@ -1,4 +1,5 @@
-"""The command line: ``coharden verify`` output and errors, and Ctrl-C in the middle of a run."""
+"""The command line: ``coharden verify`` output and errors, Ctrl-C in the middle of a run, and the CLI's shape
+(shared options, range-checked numbers, help, messages, progress, unwrapped output; issues 16 and 21)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from coharden.cli import app
+from coharden.cli.common import cli_errors
 from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
 
 COHARDEN = Path(sys.executable).parent / "coharden"
@@ -166,3 +171,228 @@ def _processes_with_env(entry: str) -> list[int]:
             continue
         found.append(int(proc.name))
     return found
+
+
+# --- the CLI's shape and messages -----------------------------------------------------------------------------
+
+def _commands(group: Any = None, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(name, click command) of every command; typer vendors click, hence the duck typing."""
+    group = group or typer.main.get_command(app)
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            yield from _commands(command, f"{path}{name} ")
+        else:
+            yield f"{path}{name}", command
+
+
+def _one_error_line(result) -> str:  # type: ignore[no-untyped-def]
+    """The error line of a failed invocation, checking there is exactly one and no traceback."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.lower().startswith("error")]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+# --- item 1: every shared option defined once, one error boundary ---------------------------------------------
+
+def test_every_command_has_the_error_boundary_and_shared_options_agree() -> None:
+    commands = dict(_commands())
+    assert {"verify", "mpe", "run", "eval", "agent", "suite run", "overfit refine", "env build"} <= set(commands)
+    helps: dict[str, set[str]] = {}
+    for name, command in commands.items():
+        if name in ("mock-llm", "env run"):
+            continue  # no domain errors: the server and a pass-through command
+        assert getattr(command.callback, "__wrapped__", None) is not None, f"{name} has no error boundary"
+        for param in command.params:
+            if param.param_type_name == "option" and param.opts[-1] in ("--llm-mode", "--llm-store", "--store",
+                                                                       "--json", "--config", "--python"):
+                helps.setdefault(param.opts[-1], set()).add(param.help or "")
+    assert all(len(texts) == 1 for texts in helps.values()), helps  # one definition, one help text
+
+
+def test_the_error_boundary_prints_one_line_for_a_domain_error(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["mpe", str(tmp_path), "--config", str(tmp_path / "missing.yaml")])
+    assert "missing.yaml: config file not found" in _one_error_line(result)
+
+    @cli_errors
+    def raises_bytes() -> None:
+        b"\xff\xfe".decode()
+
+    with pytest.raises(typer.Exit):
+        raises_bytes()
+
+
+# --- item 2: numeric flags are range-checked at the command line ----------------------------------------------
+
+@pytest.mark.parametrize(("args", "flag", "allowed"), [
+    (["mpe", "x", "--per-operator", "-3"], "--per-operator", ">= 1"),
+    (["mpe", "x", "--per-operator", "0"], "--per-operator", ">= 1"),
+    (["mpe", "x", "--workers", "0"], "--workers", ">= 1"),
+    (["mpe", "x", "--tau", "1.5"], "--tau", "0 to 1"),
+    (["verify", "x", "--timeout", "-1"], "--timeout", "> 0"),
+    (["run", "x", "--rounds", "-1"], "--rounds", ">= 1"),
+    (["eval", "--instances", "x", "--seed", "-2"], "--seed", ">= 0"),
+    (["suite", "mutants", "m.py", "--workers", "0"], "--workers", ">= 1"),
+    (["overfit", "refine", "--instances", "x", "--fixes", "gold", "--tests", "t", "--max-iterations", "16"],
+     "--max-iterations", "0 to 15"),
+])
+def test_bad_numeric_flags_are_one_line(args, flag, allowed, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    line = _one_error_line(CliRunner().invoke(app, args))
+    assert f"'{flag}'" in line
+    assert f"(allowed: {allowed})" in line
+
+
+def test_every_numeric_option_is_range_checked() -> None:
+    unchecked = [f"{name} {param.opts[-1]}" for name, command in _commands() for param in command.params
+                 if param.param_type_name == "option" and not param.is_flag
+                 and getattr(param, "type_descriptor", None) is not None
+                 and param.type_descriptor.annotation in (int, float) and param.callback is None]
+    assert unchecked == []
+    checked = [p for _, c in _commands() for p in c.params if p.param_type_name == "option" and p.callback]
+    assert len(checked) > 40  # the walk does see the options
+
+
+# --- item 3: help and --version -------------------------------------------------------------------------------
+
+def test_version_and_help_texts() -> None:
+    from coharden import __version__
+    from coharden.schema.mutant import Operator
+
+    runner = CliRunner()
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0
+    assert version.stdout.strip() == f"coharden {__version__}"
+    for name, _ in [("", None), *_commands()]:
+        shown = runner.invoke(app, [*name.split(), "--help"], terminal_width=200)
+        assert shown.exit_code == 0, name
+        assert "<bool>" not in shown.stdout, name  # flags take no value
+    flat = " ".join(runner.invoke(app, ["mpe", "--help"], terminal_width=200).stdout.split())
+    assert all(op.value in flat for op in Operator)  # --operators names every operator
+    assert "default 0.202, the paper's MPE cutoff" in flat
+    run_help = " ".join(runner.invoke(app, ["run", "--help"], terminal_width=200).stdout.split())
+    assert "default 0.2, the CoHarden loop's threshold" in run_help
+    assert "--seed <int> Seed of the loop's samplers" in run_help
+
+
+# --- item 4: precise messages ---------------------------------------------------------------------------------
+
+def test_patch_and_flag_messages(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = calc_repo
+    runner = CliRunner()
+    store = ["--store", str(tmp_path / "s.sqlite"), "--timeout", "30"]
+
+    def error(*args: str) -> str:
+        return _one_error_line(runner.invoke(app, [*args, *store]))
+
+    broken = tmp_path / "broken.diff"
+    broken.write_text(make_patch(repo, calc_test_file("def test_broken(:\n    pass")))
+    assert "broken: the test patch leaves tests/test_calc.py with a syntax error (line" in \
+        error("verify", str(instance_dir), "--test", str(broken))
+    prose = tmp_path / "notes.txt"
+    prose.write_text("just some notes\n")
+    assert error("verify", str(instance_dir), "--test", str(prose)) == \
+        f"error: --test: {prose} is not a unified diff (no file changes in it)"
+    empty = tmp_path / "empty.diff"
+    empty.write_text("")
+    assert error("verify", str(instance_dir), "--fix", str(empty)) == f"error: --fix: {empty} is empty"
+    test_only = tmp_path / "test-only.diff"
+    test_only.write_text(make_patch(repo, calc_test_file(GOOD_TEST)))
+    assert "--fix: the patch changes no source file (only tests: give it as --test)" in \
+        error("verify", str(instance_dir), "--fix", str(test_only))
+    binary = tmp_path / "latin1.diff"
+    binary.write_bytes(make_patch(repo, CALC_FIX).encode() + b"# caf\xe9\n")
+    assert f"--test: {binary} is not UTF-8 text" in error("verify", str(instance_dir), "--test", str(binary))
+    records = tmp_path / "records.jsonl"
+    records.write_bytes(b'{"instance_id": "caf\xe9", "repo": "o/n", "base_commit": "c"}\n')
+    assert f"{records}: not UTF-8 text" in error("verify", str(records))
+    assert "--executor: 'foo' (known: local, ray)" in error("mpe", str(instance_dir), "--executor", "foo")
+    assert "--method: 'bogus' (known: coharden, fix-only," in error("run", str(instance_dir), "--method", "bogus")
+
+
+def test_env_infer_on_a_directory_inside_a_repository_analyses_that_directory() -> None:
+    project = Path(__file__).resolve().parents[1] / "examples" / "boundary_check" / "project"
+    result = CliRunner().invoke(app, ["env", "infer", str(project)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["repo"] == str(project)
+    assert "analysing the files of this directory only" in " ".join(result.stderr.split())
+    at_commit = CliRunner().invoke(app, ["env", "infer", str(project), "--commit", "HEAD~1"])
+    assert "give the repository's top directory" in _one_error_line(at_commit)
+
+
+def test_an_unclassified_mpe_says_so_once(instance_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(app, [
+        "mpe", str(instance_dir), "--mutator", "llm", "--model", "openai/gpt-4o-mini", "--api-base",
+        "http://127.0.0.1:9/v1", "--budget-usd", "0", "--samples", "1", "--store", str(tmp_path / "s.sqlite"),
+        "--timeout", "30", "-w", "1"])
+    assert result.exit_code == 1, result.output
+    assert "Inconclusive" not in result.output
+    assert result.output.count("no classification") == 1
+    assert result.output.count("LLM pool incomplete") == 1
+
+
+# --- item 5: progress on stderr, output never wrapped ---------------------------------------------------------
+
+@pytest.mark.slow
+def test_single_mpe_shows_mutant_progress_on_a_terminal_only(instance_dir, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from rich.console import Console
+
+    import coharden.cli.common as common
+
+    args = ["mpe", str(instance_dir), "--store", str(tmp_path / "s.sqlite"), "--timeout", "30", "-w", "1"]
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=screen, force_terminal=True, width=160))
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    total = sum(row["total"] for row in json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+                ["per_operator"].values())
+    assert total > 0
+    assert f"{total}/{total}" in screen.getvalue()
+    assert "mutants" in screen.getvalue()
+    quiet = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=quiet, force_terminal=True, width=160))
+    assert CliRunner().invoke(app, [*args, "--json"]).exit_code == 0
+    assert quiet.getvalue() == ""  # --json: no bar
+    piped = io.StringIO()
+    monkeypatch.setattr(common, "err_console", Console(file=piped, width=160))
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert piped.getvalue() == ""  # stderr not a terminal: no bar
+
+
+@pytest.mark.slow
+def test_printed_mutant_diffs_are_not_wrapped(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    example = Path(__file__).resolve().parents[1] / "examples" / "boundary_check"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    args = ["mpe", str(example), "--test", "lax", "--store", str(tmp_path / "s.sqlite"), "--show", "50"]
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    lax = [m["mutant"]["patch"] for m in data["mutants"] if m["cell"] == "beta"]
+    assert lax, "the lax example lets some mutant through"
+    assert max(len(line) for patch in lax for line in patch.splitlines()) > 30
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "30"})
+    assert shown.exit_code == 0, shown.output
+    for patch in lax:
+        assert patch.rstrip("\n") in shown.stdout  # verbatim: narrow or piped output does not break the diff
+
+
+# --- item 6: a relative patch path of the README resolves against the instance directory ----------------------
+
+def test_relative_patch_paths_fall_back_to_the_instance_directory(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    example = Path(__file__).resolve().parents[1] / "examples" / "boundary_check"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    args = ["verify", str(example), "--store", str(tmp_path / "s.sqlite"), "--json"]
+    found = CliRunner().invoke(app, [*args, "--test", "candidates/lax.patch"])  # the README's example
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["test"] == "lax"
+    local = tmp_path / "candidates" / "lax.patch"  # a file of that name in the current directory comes first
+    local.parent.mkdir()
+    local.write_text("not a diff\n")
+    assert "is not a unified diff" in _one_error_line(CliRunner().invoke(app, [*args, "--test",
+                                                                                "candidates/lax.patch"]))
+    missing = CliRunner().invoke(app, [*args, "--test", "candidates/none.patch"])
+    assert "'candidates/none.patch' is neither a patch file nor a known name" in _one_error_line(missing)

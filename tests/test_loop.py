@@ -20,6 +20,7 @@ from coharden.instances import load_local
 from coharden.llm import Budget, CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.loop.config import LoopConfig, Method
 from coharden.loop.engine import InstanceLoop
+from coharden.loop.progress import LoopProgress
 from coharden.loop.runner import run_all
 from coharden.schema.mutant import Operator
 
@@ -96,7 +97,8 @@ def serve(monkeypatch: pytest.MonkeyPatch, mock_llm):  # type: ignore[no-untyped
 
 
 def make_loop(example, server: MockLLMServer, tmp_path: Path, config: LoopConfig, *,  # type: ignore[no-untyped-def]
-              budget: Budget | None = None, agent_wrapper=None, output: Path | None = None) -> InstanceLoop:
+              budget: Budget | None = None, agent_wrapper=None, output: Path | None = None,
+              progress=None) -> InstanceLoop:
     client = LLMClient(LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_tokens=2048,
                                  max_retries=0, timeout=20,
                                  cost_overrides={MODEL: CostOverride(input_per_token=1e-5, output_per_token=1e-5)}),
@@ -107,7 +109,7 @@ def make_loop(example, server: MockLLMServer, tmp_path: Path, config: LoopConfig
         agent = agent_wrapper(agent)
     inst = example.instance
     return InstanceLoop(inst, Path(inst.repo), settings, agent, config, output or tmp_path / "out",
-                        store=Store(settings.store), ledger=client.ledger)
+                        store=Store(settings.store), ledger=client.ledger, progress=progress)
 
 
 def decisions(result) -> list[str]:  # type: ignore[no-untyped-def]
@@ -209,15 +211,26 @@ def test_a_run_killed_after_round_2_resumes_at_round_3_with_the_same_result(exam
     assert rounds == [0, 1, 2, 3]
 
 
-def test_inconclusive_round_and_budget_exhausted(example, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_inconclusive_round_and_rounds_exhausted(example, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # round 1 fixes only is_allowed (one function that never raises, on the buggy code too), so symptom
     # suppression has nothing to wrap: no admissible mutant, the check is skipped
     fix_is_allowed = bash("sed -i 's/) <= limit$/) < limit/' throttle/limiter.py")
     server = serve(script([write_test(LAX), RUN, SUBMIT], [fix_is_allowed, RUN, SUBMIT]))
     config = LoopConfig(rounds=1, operators=[Operator.SYMPTOM_SUPPRESSION])
-    result = make_loop(example, server, tmp_path, config).run()
+    events: list[LoopProgress] = []
+    result = make_loop(example, server, tmp_path, config, progress=events.append).run()
     assert decisions(result) == ["lax_init", "inconclusive"]
-    assert result.decision == "budget_exhausted"
+    # progress: rounds and phases, in order, as the CLI shows them
+    assert [(e.round, e.phase, e.decision) for e in events] == [
+        (0, "agent", ""), (0, "gate", ""), (0, "round", "lax_init"),
+        (1, "agent", ""), (1, "gate", ""), (1, "mutants", ""), (1, "round", "inconclusive"),
+        (1, "done", "rounds_exhausted")]
+    assert [e.completed for e in events] == [0, 0, 1, 1, 1, 1, 2, 2]
+    assert {e.rounds for e in events} == {2}
+    assert events[5].describe() == "round 1/1 mutants"
+    assert events[-1].describe() == "done: rounds_exhausted"
+    assert result.decision == "rounds_exhausted"  # K rounds used, no cost cap involved
+    assert result.error_kind == ""
     assert result.inconclusive_rounds == 1
     assert result.rounds[1].admissible == 0
     assert "is_allowed" in result.fix
@@ -228,7 +241,9 @@ def test_cost_cap_stops_the_loop_and_keeps_finished_rounds(example, serve, tmp_p
     server = serve(full_script(example))
     # round 0 costs 3 x 60 tokens x 1e-5 = 0.0018 USD; the cap is reached during round 1
     result = make_loop(example, server, tmp_path, FULL_CONFIG, budget=Budget(per_run_usd=0.002)).run()
-    assert result.decision == "budget_exhausted"
+    assert result.decision == "cost_cap"
+    assert result.error_kind == "cost_cap"
+    assert "of 0.002000" in result.note  # the cap that was set, not a made-up 0.0
     assert decisions(result)[0] == "lax_init"
     assert result.rounds[0].test.strip()
     assert len(server.requests) < 6
@@ -262,8 +277,81 @@ def test_cli_run_writes_predictions_and_records(example, serve, tmp_path: Path, 
                                       "--api-base", server.base_url, "-o", str(out), "--run-name", "t-only",
                                       "--store", str(tmp_path / "s.sqlite"), "--workers", "1"])
     assert result.exit_code == 0, result.output
+    assert "round 1/1" not in result.output  # no progress display when stderr is not a terminal
     tests = [json.loads(line) for line in (out / "tests.jsonl").read_text().splitlines()]
     assert [(t["instance_id"], t["model_name_or_path"]) for t in tests] == [("example__boundary_check", "t-only")]
     assert "is_allowed([0, 1, 2], now=5" in tests[0]["model_patch"]
     assert json.loads((out / "summary.json").read_text())["decisions"] == {"done": 1}
     assert [r.decision for r in load_run_file(out / "rounds/t-only.jsonl")] == ["done"]
+
+
+# --- model errors are errors (issue 21) ---------------------------------------------------------------------
+
+
+def cli_run(server: MockLLMServer, tmp_path: Path, *extra: str, method: str = "coharden"):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from coharden.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(EXAMPLE), "--method", method, "--model", MODEL,
+                                      "--api-base", server.base_url, "-o", str(out), "--rounds", "2",
+                                      "--store", str(tmp_path / "s.sqlite"), "--workers", "1", *extra])
+    return result, json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None
+
+
+def test_run_with_a_rejected_key_fails_fast_with_kind_auth(example, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The provider answers 401 (wrong key): one request, no retries, no further rounds; exit 1 and the cause."""
+    monkeypatch.setenv("COHARDEN_LLM_API_KEY_ENV", KEY_VAR)
+    monkeypatch.setenv(KEY_VAR, "sk-wrong")
+    with MockLLMServer([{"reply": SUBMIT}], api_key="sk-right") as server:
+        result, summary = cli_run(server, tmp_path)
+        assert [r.status for r in server.requests] == [401]
+    assert result.exit_code == 1, result.output
+    assert summary["decisions"] == {"model_error": 1}
+    assert summary["per_instance"]["example__boundary_check"]["error_kind"] == "auth"
+    assert summary["model_failure"] is True
+    assert summary["model_errors"]["example__boundary_check"].startswith("auth: ")
+    assert "example__boundary_check: auth: " in " ".join(result.output.split())
+    assert "no instance produced a fix or a test" in result.output
+    state = json.loads((tmp_path / "out/instances/example__boundary_check/state.json").read_text())
+    assert (state["final_decision"], state["error_kind"], len(state["rounds"])) == ("model_error", "auth", 1)
+
+
+def test_run_without_any_key_is_auth_not_a_retried_server_error(example, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No key at all: litellm raises an HTTP 500 before sending anything; it is an auth error, not retried."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("COHARDEN_LLM_API_KEY_ENV", raising=False)
+    with MockLLMServer([{"reply": SUBMIT}]) as server:
+        result, summary = cli_run(server, tmp_path, method="test-only")
+        assert server.requests == []
+    assert result.exit_code == 1, result.output
+    assert summary["per_instance"]["example__boundary_check"]["error_kind"] == "auth"
+    assert "OPENAI_API_KEY" in summary["model_errors"]["example__boundary_check"]
+    assert summary["llm"]["retries"] == 0
+
+
+def test_run_with_an_unsupported_parameter_is_kind_bad_parameter(example, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("COHARDEN_LLM_API_KEY_ENV", KEY_VAR)
+    monkeypatch.setenv(KEY_VAR, "sk-test")
+    rule = {"status": 400, "error_code": "unsupported_parameter", "error_param": "temperature",
+            "error_message": "Unsupported parameter: 'temperature' is not supported with this model."}
+    with MockLLMServer([rule]) as server:
+        result, summary = cli_run(server, tmp_path)
+        assert len(server.requests) == 1  # never retried
+    assert result.exit_code == 1, result.output
+    assert summary["decisions"] == {"model_error": 1}
+    assert summary["model_errors"]["example__boundary_check"].startswith("bad_parameter: ")
+    assert "temperature" in summary["model_errors"]["example__boundary_check"]
+    records = load_run_file(tmp_path / "out/rounds/coharden-openai__loop-model.jsonl")
+    assert [(r.round, r.meta["error_kind"]) for r in records] == [(0, "bad_parameter")]
+
+
+def test_a_model_that_rejects_temperature_gets_it_dropped(tmp_path: Path, monkeypatch) -> None:
+    """gpt-5-mini rejects temperature=0: litellm drops the parameter (drop_params), the call goes through."""
+    monkeypatch.setenv(KEY_VAR, "sk-test")
+    with MockLLMServer([{"reply": "ok"}]) as server:
+        client = LLMClient(LLMConfig(model="openai/gpt-5-mini", api_base=server.base_url, api_key_env=KEY_VAR,
+                                     temperature=0.0, max_retries=0))
+        assert client.complete([{"role": "user", "content": "hi"}]).content == "ok"
+        assert "temperature" not in server.requests[0].body

@@ -54,7 +54,10 @@ def load_records(path: Path) -> list[Instance]:
     """SWE-bench records from a .jsonl file (one per line) or a .json file (a list, or one object)."""
     if not path.is_file():
         raise InstanceError(f"{path}: file not found")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstanceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     instances: list[Instance] = []
     if path.suffix == ".jsonl" or (path.suffix != ".json" and "\n{" in text.strip()):
         for number, line in enumerate(text.splitlines(), start=1):

@@ -306,3 +306,80 @@ def test_free_local_model_priced_zero_by_litellm_gets_a_note() -> None:
     assert cost == 0.0
     assert note is not None
     assert "0 USD (local or free model)" in note
+
+
+# --- error kinds (issue 21) ---------------------------------------------------------------------------------
+
+
+def test_wrong_key_against_a_key_checking_server_is_auth_and_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coharden.llm import MockLLMServer
+
+    monkeypatch.setenv(KEY_VAR, "sk-wrong")
+    sleeps = Sleeps()
+    with MockLLMServer([reply_rule("hi", "hello")], api_key="sk-right") as server:
+        with pytest.raises(LLMAuthError) as info:
+            LLMClient(make_config(server.base_url), sleep=sleeps).complete(user("hi"))
+        assert [r.status for r in server.requests] == [401]
+    assert info.value.kind == "auth"
+    assert "Incorrect API key provided" in str(info.value)
+    assert sleeps == []
+
+
+def test_missing_key_is_auth_before_any_request(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm reports a missing key as HTTP 500 without sending a request; it must not be retried as one."""
+    from coharden.llm import MissingAPIKey
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = serve([reply_rule("hi", "hello")])
+    sleeps = Sleeps()
+    client = LLMClient(make_config(server.base_url, api_key_env=None), sleep=sleeps)
+    with pytest.raises(MissingAPIKey, match=r"\$OPENAI_API_KEY") as info:
+        client.complete(user("hi"))
+    assert info.value.kind == "auth"
+    assert (server.requests, sleeps) == ([], [])
+    assert client.ledger.run_usage().errors_by_kind == {"auth": 1}
+
+
+def test_unset_key_variable_is_kind_auth(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_VAR)
+    server = serve([reply_rule("hi", "hello")])
+    with pytest.raises(LLMConfigError, match=f"\\${KEY_VAR}") as info:
+        LLMClient(make_config(server.base_url)).complete(user("hi"))
+    assert info.value.kind == "auth"
+
+
+def test_unsupported_parameter_400_is_bad_parameter_and_not_retried(serve: Serve) -> None:
+    from coharden.llm import UnsupportedParameter
+
+    server = serve([{"match": "hi", "status": 400, "error_code": "unsupported_parameter", "error_param": "temperature",
+                     "error_message": "Unsupported parameter: 'temperature' is not supported with this model."}])
+    sleeps = Sleeps()
+    client = LLMClient(make_config(server.base_url), sleep=sleeps)
+    with pytest.raises(UnsupportedParameter, match="not retried") as info:
+        client.complete(user("hi"))
+    assert info.value.kind == "bad_parameter"
+    assert "'temperature' is not supported" in str(info.value)
+    assert len(server.requests) == 1
+    assert sleeps == []
+    assert server.requests[0].status == 400
+    assert client.ledger.run_usage().errors_by_kind == {"bad_parameter": 1}
+
+
+def test_other_400_stays_a_bad_request(serve: Serve) -> None:
+    serve_ = serve([{"match": "hi", "status": 400, "error_message": "messages[0].content: bad shape"}])
+    with pytest.raises(LLMRequestError) as info:
+        LLMClient(make_config(serve_.base_url)).complete(user("hi"))
+    assert info.value.kind == "bad_request"
+
+
+def test_kind_of_maps_agent_exit_statuses() -> None:
+    from coharden.llm import kind_of
+
+    assert kind_of("LLMAuthError") == "auth"
+    assert kind_of("MissingAPIKey") == "auth"
+    assert kind_of("UnsupportedParameter") == "bad_parameter"
+    assert kind_of("RetriesExhausted") == "provider_down"
+    assert kind_of("BudgetExceeded") == "cost_cap"
+    assert kind_of("TruncatedReply") == "unusable_reply"
+    assert kind_of("Submitted") is None
+    assert kind_of("LimitsExceeded") is None

@@ -204,3 +204,37 @@ def test_missing_rules_file(tmp_path: Path) -> None:
 def test_rules_given_in_code_are_validated_too() -> None:
     with pytest.raises(RulesError, match=r"<rules>: invalid rules: rules\[0\]\.delay_s"):
         MockLLMServer([{"reply": "x", "delay_s": -1}])
+
+
+def test_error_rule_names_the_parameter_at_fault(serve: Serve) -> None:
+    server = serve([{"status": 400, "error_message": "Unsupported parameter: 'temperature'",
+                     "error_code": "unsupported_parameter", "error_param": "temperature"}])
+    error = chat(server.base_url, msgs("s", "u")).json()["error"]
+    assert (error["param"], error["code"], error["type"]) == ("temperature", "unsupported_parameter",
+                                                              "invalid_request_error")
+
+
+def test_key_checking_server_answers_401_without_or_with_a_wrong_key() -> None:
+    with MockLLMServer([{"reply": "ok"}], api_key="sk-right") as server:
+        url = server.base_url + "/chat/completions"
+        body = {"model": "m", "messages": msgs("s", "u")}
+        missing = httpx.post(url, json=body, timeout=5)
+        wrong = httpx.post(url, json=body, headers={"Authorization": "Bearer sk-wrong"}, timeout=5)
+        right = httpx.post(url, json=body, headers={"Authorization": "Bearer sk-right"}, timeout=5)
+        assert [r.status for r in server.requests] == [401, 401, 200]
+        assert server.uses(0) == 1  # a refused request uses no rule
+    assert (missing.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
+    assert missing.json()["error"]["message"] == "You didn't provide an API key."
+    assert wrong.json()["error"]["code"] == "invalid_api_key"
+    assert wrong.json()["error"]["type"] == "authentication_error"
+
+
+def test_a_reply_can_make_tool_calls(serve: Serve) -> None:
+    server = serve([{"tool_calls": [{"name": "terminal", "arguments": {"command": "ls"}}]}])
+    choice = chat(server.base_url, msgs("s", "u")).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["type"] == "function"
+    assert call["id"].startswith("call_mock_")
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == ("terminal", {"command": "ls"})

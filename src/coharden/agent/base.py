@@ -18,6 +18,7 @@ from coharden.critic.base import CriticBase, CriticResult
 from coharden.critic.context import Mode
 from coharden.critic.events import Event, make_event
 from coharden.execution.workspace import Workspace
+from coharden.llm.errors import kind_of
 from coharden.schema.instance import Instance
 
 CONFIG_DIR = Path(__file__).parent / "config"
@@ -77,6 +78,12 @@ class AgentResult(BaseModel):
     @property
     def submission(self) -> str | None:
         return self.patch if self.accepted else None
+
+    @property
+    def error_kind(self) -> str | None:
+        """The kind of model error that stopped the run (an :class:`~coharden.llm.errors.ErrorKind` value: ``auth``,
+        ``bad_parameter``, ``cost_cap``, ...), None when no model error stopped it."""
+        return kind_of(self.exit_status)
 
 
 class Agent(abc.ABC):

@@ -146,9 +146,14 @@ class OpenHandsAgent(Agent):
 
     name = "openhands"
 
-    def __init__(self, llm: Any, tools: list[Any] | None = None, **agent_kwargs: Any) -> None:
+    def __init__(self, llm: Any, tools: list[Any] | None = None, *,
+                 conversation_kwargs: dict[str, Any] | None = None, **agent_kwargs: Any) -> None:
+        """``conversation_kwargs`` go to the SDK's ``Conversation``; by default its console visualizer is off
+        (``visualizer=None``): it prints every step to stdout, which is coharden's (``--json`` output), and the
+        run's events go to coharden's trajectory anyway."""
         self.llm = llm
         self.tools = tools
+        self.conversation_kwargs = {"visualizer": None, **(conversation_kwargs or {})}
         self.agent_kwargs = agent_kwargs
 
     def describe(self) -> dict[str, Any]:
@@ -166,7 +171,7 @@ class OpenHandsAgent(Agent):
             tools = [Tool(name=TerminalTool.name), Tool(name=FileEditorTool.name)]
         adapter = to_openhands_critic(session.critic, session.root, session.workspace.commit)
         agent = SdkAgent(llm=self.llm, tools=tools, critic=adapter, **self.agent_kwargs)
-        conversation = Conversation(agent=agent, workspace=str(session.root))
+        conversation = Conversation(agent=agent, workspace=str(session.root), **self.conversation_kwargs)
         conversation.send_message(task.render(session.mode))
         conversation.run()
         for event in events_from_openhands(conversation.state.events):

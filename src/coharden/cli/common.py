@@ -1,31 +1,76 @@
-"""What every command-line module shares: option types, consoles, errors, settings, and the LLM client
-built from the usual flags. Sub-command modules (suite, env, overfit, ...) import these instead of
-redefining them."""
+"""What every command-line module shares: the app factory, consoles, the error decorator, settings, the LLM
+client built from the LLM option group, and instance / patch arguments. The options themselves are in
+:mod:`coharden.cli.options`."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from coharden.cli.options import ConfigOpt as ConfigOpt
+from coharden.cli.options import IdOpt as IdOpt
+from coharden.cli.options import JsonOpt as JsonOpt
+from coharden.cli.options import PythonOpt as PythonOpt
+from coharden.cli.options import ReposOpt as ReposOpt
+from coharden.cli.options import StoreOpt as StoreOpt
+from coharden.cli.options import TimeoutOpt as TimeoutOpt
+from coharden.cli.options import parse_operators as parse_operators
 from coharden.config import Settings, load_settings
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
-    from coharden.llm import Ledger, LLMClient
+    from coharden.llm import Ledger, LLMClient, LLMConfig
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: printed lines are never wrapped (piped output used to break at 80 columns, and with it the printed
+# diffs); tables still fit the terminal's width
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
-ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
-IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process.")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def new_app(**kwargs: Any) -> typer.Typer:
+    """A typer app (or command group) with the settings every group of coharden shares: plain click help and
+    errors (one ``Error: ...`` line; typer's rich panels wrap the message and render flags as ``<bool>``),
+    no typer traceback pages, help when called without arguments."""
+    return typer.Typer(**{"no_args_is_help": True, "pretty_exceptions_enable": False, "rich_markup_mode": None,
+                          "context_settings": {"max_content_width": 120}, **kwargs})
+
+
+@contextmanager
+def progress_bar(label: str, *, quiet: bool = False, total: int | None = None) -> Iterator[Callable[..., None]]:
+    """A progress bar on stderr, yielding ``update(**fields)`` (rich's ``Progress.update`` of its one task:
+    total, completed, advance, description). Silent under ``quiet`` (``--json``) and when stderr is not a
+    terminal; gone from the screen when done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err_console, transient=True,
+                  disable=quiet or not err_console.is_terminal) as bar:
+        task = bar.add_task("", total=total)
+
+        def update(**fields: Any) -> None:
+            bar.update(task, **fields)
+
+        yield update
+
+
+def print_diff(text: str) -> None:
+    """A patch on stdout exactly as it is (never wrapped, so it still applies), coloured on a terminal."""
+    from rich.syntax import Syntax
+
+    body = text.rstrip("\n")
+    if console.is_terminal:
+        console.print(Syntax(body, "diff", theme="ansi_dark").highlight(body), soft_wrap=True)
+    else:
+        console.out(body, highlight=False)
 
 
 def settings_from(config: Path | None, **overrides: object) -> Settings:
@@ -35,16 +80,35 @@ def settings_from(config: Path | None, **overrides: object) -> Settings:
 
 def fail(message: str, code: int = 2) -> None:
     """Print a user-facing error and exit (code 2: bad input or environment)."""
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+def cli_errors(command: F) -> F:
+    """The one error boundary of a command: a :class:`CoHardenError` (bad input, an environment problem) is
+    printed as one ``error:`` line with exit status 2, never a traceback; so is undecodable input."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except CoHardenError as exc:
+            fail(str(exc))
+        except UnicodeDecodeError as exc:
+            fail(f"input is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
                default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
-               ledger: Ledger | None = None, what: str = "this command", **config: object) -> LLMClient:
-    """An LLM client from the flags and ``$COHARDEN_LLM_*``: record/replay store (default next to the result
-    store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature, max_tokens, ...).
-    A missing model or a bad mode is a clear error."""
+               ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
+               **config: object) -> LLMClient:
+    """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
+    the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
+    max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
+    clear error."""
     from pydantic import ValidationError
 
     from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
@@ -54,8 +118,9 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
     except ValueError as exc:
         raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
     try:
-        llm_config = LLMConfig.from_env(model=model, api_base=api_base,
-                                        **{k: v for k, v in config.items() if v is not None})
+        if llm_config is None:
+            llm_config = LLMConfig.from_env(model=model, api_base=api_base,
+                                            **{k: v for k, v in config.items() if v is not None})
     except ValidationError as exc:
         if any(e["loc"] == ("model",) for e in exc.errors()):
             raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
@@ -65,20 +130,6 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
         budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
     return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
                      budget=budget, ledger=ledger)
-
-
-def parse_operators(value: str | None) -> list:  # type: ignore[type-arg]
-    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
-    from coharden.mutation.pool import MECHANICAL_OPERATORS
-    from coharden.schema.mutant import Operator
-
-    if not value:
-        return list(MECHANICAL_OPERATORS)
-    try:
-        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError as exc:
-        known = ", ".join(op.value for op in MECHANICAL_OPERATORS)
-        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
 
 
 def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
@@ -93,15 +144,54 @@ def pick_instance(source: Path, instance_id: str | None, settings: Settings):  #
     return found[0]
 
 
-def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str) -> tuple[str, str]:
+def read_patch_arg(value: str, candidates: dict[str, str], golden: str, what: str,
+                   instance: Path | None = None) -> tuple[str, str]:
     """A patch given as 'golden' (or 'gold'), a candidate name of a local instance, or a file path ->
-    (name, text)."""
+    (name, text). A relative path that is no file in the current directory is looked up in the ``instance``
+    directory (``--test candidates/lax.patch`` next to the example's manifest)."""
     if value in ("golden", "gold"):
         return "golden", golden
     if value in candidates:
         return value, candidates[value]
     path = Path(value)
+    if not path.is_file() and not path.is_absolute() and instance is not None and instance.is_dir() \
+            and (instance / path).is_file():
+        path = instance / path
     if not path.is_file():
         known = ", ".join(["golden", *candidates])
         raise CoHardenError(f"{what}: {value!r} is neither a patch file nor a known name ({known})")
-    return path.stem, path.read_text()
+    return path.stem, read_patch_file(path, what)
+
+
+def read_patch_file(path: Path, what: str) -> str:
+    """A patch file given on the command line: UTF-8 text holding a unified diff (else a one-line error)."""
+    from coharden.patches import touched_files
+
+    text = read_text(path, what)
+    if not text.strip():
+        raise CoHardenError(f"{what}: {path} is empty")
+    if not touched_files(text):
+        raise CoHardenError(f"{what}: {path} is not a unified diff (no file changes in it)")
+    return text
+
+
+def fix_source(text: str, settings: Settings, what: str = "--fix") -> str:
+    """The source part of a fix given on the command line; a fix that changes no source file is an error,
+    and one that also changes tests is used without them (with a warning)."""
+    from coharden.patches import split_patch
+
+    source, tests = split_patch(text, settings.test_patterns)
+    if not source.strip():
+        raise CoHardenError(f"{what}: the patch changes no source file" + (" (only tests: give it as --test)"
+                                                                            if tests.strip() else ""))
+    if tests.strip():
+        err_console.print("[yellow]warning:[/] the fix touches test files; only its source part is used")
+    return source
+
+
+def read_text(path: Path, what: str) -> str:
+    """The text of a file given on the command line; undecodable bytes are a one-line error naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CoHardenError(f"{what}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc

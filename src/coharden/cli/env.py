@@ -15,28 +15,34 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import ConfigOpt, PythonOpt, TimeoutOpt, console, err_console, llm_client
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, read_patch_file, read_text
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    ApiBaseOpt,
+    BudgetOpt,
+    ConfigOpt,
+    JsonOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    PythonOpt,
+    TimeoutOpt,
+    model_option,
+    ranged,
+    seed_option,
+)
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 
-env_app = typer.Typer(help="Environments for real repositories: infer a plan, build it (venv or Docker), "
-                      "smoke-test it, refine it with a model.", no_args_is_help=True)
-reproduce_app = typer.Typer(help="Verified reproduction of real bugs: check or generate fail-to-pass tests that "
-                            "do not mock the code under test; mine issue / pull-request exports.",
-                            no_args_is_help=True)
+env_app = new_app(help="Environments for real repositories: infer a plan, build it (venv or Docker), "
+                  "smoke-test it, refine it with a model.")
+reproduce_app = new_app(help="Verified reproduction of real bugs: check or generate fail-to-pass tests that "
+                        "do not mock the code under test; mine issue / pull-request exports.")
 
 RepoArg = Annotated[Path, typer.Argument(help="A local git repository.")]
 CommitOpt = Annotated[str, typer.Option("--commit", help="Commit to build the environment for.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="litellm model name (default $COHARDEN_LLM_MODEL; "
-                                              "no model: no refinement / generation / labels).")]
-ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL.")]
-LLMStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "
-                                                  "llm-calls.sqlite next to the result store).")]
-LLMModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto, record, or replay (offline).")]
-BudgetOpt = Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the run.")]
+ModelOpt = Annotated[str | None, model_option("litellm model name (default $COHARDEN_LLM_MODEL; no model: no "
+                                              "refinement / generation / labels).")]
 DockerOpt = Annotated[bool, typer.Option("--docker", help="Build a Docker image instead of a virtual environment.")]
 BasePythonOpt = Annotated[str | None, typer.Option("--base-python", help="Interpreter that creates the venv "
                                                    "(default: pythonX.Y of the plan, or the closest admitted).")]
@@ -56,21 +62,34 @@ def _load_plan(path: Path) -> Any:
 
     if not path.is_file():
         raise CoHardenError(f"{path}: plan file not found")
-    return EnvPlan.from_json(path.read_text(), source=str(path))
+    return EnvPlan.from_json(read_text(path, "plan"), source=str(path))
 
 
-def _infer(repo: Path, commit: str) -> Any:
+def _infer(repo: Path, commit: str, *, directory: bool = False) -> Any:
+    """The plan of ``repo`` at ``commit``. ``repo`` must be the top of a git repository, not a directory inside
+    one (whose enclosing repository would be analysed instead); with ``directory``, such a directory, or one
+    outside any repository, is analysed alone, as its files are on disk."""
     from coharden.environment.inference import infer_plan
-    from coharden.environment.sources import GitSource
+    from coharden.environment.sources import DirSource, GitSource
+    from coharden.execution.git import git
 
-    source = GitSource(repo)
-    if commit != "HEAD":
-        source = GitSource(repo, commit)
+    if not repo.is_dir():
+        raise CoHardenError(f"{repo}: not a directory")
+    top = git(["rev-parse", "--show-toplevel"], repo, check=False)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo.resolve():
+        inside = f"lies inside the git repository {top.stdout.strip()}" if top.returncode == 0 else \
+            "is not a git repository"
+        if not directory or commit != "HEAD":
+            raise CoHardenError(f"{repo}: {inside}; give the repository's top directory")
+        err_console.print(f"[dim]{repo} {inside}: analysing the files of this directory only[/]")
+        return infer_plan(DirSource(repo.resolve()), repo=str(repo.resolve()), commit="")
+    source = GitSource(repo, commit)
     return infer_plan(source, repo=str(source.repo), commit=source.commit)
 
 
 # --- coharden env ------------------------------------------------------------------------------------------------
 @env_app.command("infer")
+@cli_errors
 def env_infer(
     repo: RepoArg,
     commit: CommitOpt = "HEAD",
@@ -81,11 +100,7 @@ def env_infer(
     """Infer an environment plan from packaging, requirements, tox / nox and CI files (no build)."""
     from coharden.environment.dockerfile import render_dockerfile
 
-    try:
-        plan = _infer(repo, commit)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    plan = _infer(repo, commit, directory=True)
     if output is not None:
         output.write_text(plan.to_json())
     if dockerfile is not None:
@@ -93,7 +108,7 @@ def env_infer(
     if as_json or output is None:
         print(plan.to_json(), end="")
         return
-    table = Table(title=f"environment plan for {plan.repo} @ {plan.commit[:12]}")
+    table = Table(title=f"environment plan for {plan.repo} @ {plan.commit[:12] or 'files on disk'}")
     table.add_column("field")
     table.add_column("value", overflow="fold")
     table.add_row("python", f"{plan.python} (requires {plan.python_requires or 'any'}; tested "
@@ -109,6 +124,7 @@ def env_infer(
 
 
 @env_app.command("dockerfile")
+@cli_errors
 def env_dockerfile(
     plan_file: Annotated[Path, typer.Argument(help="A plan (JSON) from `coharden env infer`.")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
@@ -116,11 +132,7 @@ def env_dockerfile(
     """Render a plan as a Dockerfile on python:X.Y-slim."""
     from coharden.environment.dockerfile import render_dockerfile
 
-    try:
-        text = render_dockerfile(_load_plan(plan_file))
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    text = render_dockerfile(_load_plan(plan_file))
     if output is None:
         print(text, end="")
     else:
@@ -128,6 +140,7 @@ def env_dockerfile(
 
 
 @env_app.command("build")
+@cli_errors
 def env_build(
     repo: RepoArg,
     commit: CommitOpt = "HEAD",
@@ -136,10 +149,9 @@ def env_build(
     docker: DockerOpt = False,
     base_python: BasePythonOpt = None,
     smoke: Annotated[bool, typer.Option("--smoke/--no-smoke", help="Smoke-test the built environment.")] = True,
-    sample: Annotated[int, typer.Option("--sample", min=1, help="How many existing tests the smoke test runs.")]
-    = 20,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the smoke-test sample.")] = None,
-    attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Plans tried (with a model).")] = 3,
+    sample: Annotated[int, ranged("--sample", help="How many existing tests the smoke test runs.", lo=1)] = 20,
+    seed: Annotated[int | None, seed_option("Seed of the smoke-test sample.")] = None,
+    attempts: Annotated[int, ranged("--max-attempts", help="Plans tried (with a model).", lo=1)] = 3,
     log: Annotated[Path | None, typer.Option("--log", help="Refinement log, JSONL (default: env-refine.jsonl "
                                              "next to the result store).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the final plan here.")] = None,
@@ -154,22 +166,18 @@ def env_build(
 ) -> None:
     """Build the environment (cached per repository, commit and plan), smoke-test it, and refine the plan with
     a model when it fails. Exit status 1 when the environment does not work."""
-    from coharden.environment.build import BuildError, make_builder
+    from coharden.environment.build import make_builder
     from coharden.environment.refine import refine_environment
 
-    try:
-        settings = _settings(config, seed=seed, timeout=timeout)
-        plan = _load_plan(plan_file) if plan_file else _infer(repo, commit)
-        llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
-        builder = make_builder(settings, docker=docker, base_python=base_python,
-                               log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
-        result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,
-                                    smoke=smoke, sample=sample, seed=settings.seed,
-                                    log_path=log or settings.store.with_name("env-refine.jsonl"),
-                                    progress=lambda msg: err_console.print(msg))
-    except (CoHardenError, BuildError) as exc:
-        _fail(str(exc))
-        return
+    settings = _settings(config, seed=seed, timeout=timeout)
+    plan = _load_plan(plan_file) if plan_file else _infer(repo, commit)
+    llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
+    builder = make_builder(settings, docker=docker, base_python=base_python,
+                           log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
+    result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,
+                                smoke=smoke, sample=sample, seed=settings.seed,
+                                log_path=log or settings.store.with_name("env-refine.jsonl"),
+                                progress=lambda msg: err_console.print(msg))
     if output is not None:
         output.write_text(result.plan.to_json())
     if as_json:
@@ -250,10 +258,11 @@ def _read_fix(fix: Path | None) -> str | None:
         return None
     if not fix.is_file():
         raise CoHardenError(f"--fix: {fix} not found")
-    return fix.read_text()
+    return read_patch_file(fix, "--fix")
 
 
 @reproduce_app.command("check")
+@cli_errors
 def reproduce_check(
     repo: RepoArg,
     test: Annotated[Path, typer.Option("--test", "-t", help="The test patch (a diff adding the test).")],
@@ -279,19 +288,16 @@ def reproduce_check(
     import the real code, and mock nothing the fix changes. Exit status 1 when rejected."""
     from coharden.environment.reproduce import Expectation, check_reproduction
 
-    try:
-        if not test.is_file():
-            raise CoHardenError(f"--test: {test} not found")
-        if (patched is None) == (fix is None):
-            raise CoHardenError("give exactly one of --patched and --fix")
-        settings = _run_settings(_settings(config, python=python, timeout=timeout), repo, buggy, use_env, docker,
-                                 base_python)
-        report = check_reproduction(repo, buggy, test.read_text(), settings, patched=patched, fix=_read_fix(fix),
-                                    expect=Expectation(exception=expect_exception, message=expect_message),
-                                    mock_services=mock_services, strict_mocks=strict_mocks, test_ids=ids or None)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    if not test.is_file():
+        raise CoHardenError(f"--test: {test} not found")
+    if (patched is None) == (fix is None):
+        raise CoHardenError("give exactly one of --patched and --fix")
+    settings = _run_settings(_settings(config, python=python, timeout=timeout), repo, buggy, use_env, docker,
+                             base_python)
+    report = check_reproduction(repo, buggy, read_patch_file(test, "--test"), settings, patched=patched,
+                                fix=_read_fix(fix),
+                                expect=Expectation(exception=expect_exception, message=expect_message),
+                                mock_services=mock_services, strict_mocks=strict_mocks, test_ids=ids or None)
     if as_json:
         print(report.model_dump_json(indent=2))
     else:
@@ -315,6 +321,7 @@ def _render_report(report: Any) -> None:
 
 
 @reproduce_app.command("generate")
+@cli_errors
 def reproduce_generate(
     repo: RepoArg,
     issue: Annotated[Path, typer.Option("--issue", help="The issue text (a file).")],
@@ -325,7 +332,7 @@ def reproduce_generate(
     expect_message: ExpectMsgOpt = None,
     test_path: Annotated[str, typer.Option("--test-path", help="Where the generated test module goes.")]
     = "tests/test_coharden_reproduction.py",
-    attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Tests the model may write.")] = 3,
+    attempts: Annotated[int, ranged("--max-attempts", help="Tests the model may write.", lo=1)] = 3,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the accepted test patch here.")]
     = None,
     log: Annotated[Path | None, typer.Option("--log", help="Attempt log, JSONL.")] = None,
@@ -347,22 +354,18 @@ def reproduce_generate(
     Exit status 1 when no test was accepted."""
     from coharden.environment.reproduce import Expectation, generate_reproduction
 
-    try:
-        if not issue.is_file():
-            raise CoHardenError(f"--issue: {issue} not found")
-        if (patched is None) == (fix is None):
-            raise CoHardenError("give exactly one of --patched and --fix")
-        base = _settings(config, python=python, timeout=timeout)
-        llm = _llm(base, model, api_base, llm_store, llm_mode, budget_usd, required=True)
-        settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
-        result = generate_reproduction(repo, buggy, issue.read_text(), settings, llm, patched=patched,
-                                       fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
-                                                                              message=expect_message),
-                                       test_path=test_path, max_attempts=attempts, mock_services=mock_services,
-                                       log_path=log, progress=lambda msg: err_console.print(msg))
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    if not issue.is_file():
+        raise CoHardenError(f"--issue: {issue} not found")
+    if (patched is None) == (fix is None):
+        raise CoHardenError("give exactly one of --patched and --fix")
+    base = _settings(config, python=python, timeout=timeout)
+    llm = _llm(base, model, api_base, llm_store, llm_mode, budget_usd, required=True)
+    settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
+    result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
+                                   fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
+                                                                          message=expect_message),
+                                   test_path=test_path, max_attempts=attempts, mock_services=mock_services,
+                                   log_path=log, progress=lambda msg: err_console.print(msg))
     if output is not None and result.accepted:
         output.write_text(result.test_patch)
     if as_json:
@@ -375,6 +378,7 @@ def reproduce_generate(
 
 
 @reproduce_app.command("mine")
+@cli_errors
 def reproduce_mine(
     exports: Annotated[list[Path], typer.Argument(help="Exported GitHub issues / pull requests (JSON).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="SWE-bench-style records (JSONL).")]
@@ -392,16 +396,12 @@ def reproduce_mine(
     with the agent-harness components its fix touches."""
     from coharden.environment.mining import load_export, mine, write_records
 
-    try:
-        settings = _settings(config)
-        llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
-        found_repo, issues, pulls = load_export(exports)
-        result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
-                      progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
-        write_records(result.records, output)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    settings = _settings(config)
+    llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)
+    found_repo, issues, pulls = load_export(exports)
+    result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
+                  progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
+    write_records(result.records, output)
     summary = {"output": str(output), **result.counts, "dropped": result.dropped}
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))

@@ -12,22 +12,29 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
+from coharden.cli.common import cli_errors, console, err_console, progress_bar
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
     ConfigOpt,
+    CutoffsOpt,
     JsonOpt,
+    OperatorsOpt,
+    PaperClassesOpt,
+    PerOperatorOpt,
     PythonOpt,
     ReposOpt,
+    SeedOpt,
     StoreOpt,
+    TauOpt,
     TimeoutOpt,
-    console,
-    err_console,
+    mpe_config,
+    parse_cutoffs,
     parse_operators,
+    workers_option,
 )
-from coharden.cli.common import fail as _fail
-from coharden.cli.common import settings_from as _settings
-from coharden.errors import CoHardenError
 
 
+@cli_errors
 def eval_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
                                             "a directory of instance directories (like examples/).")],
@@ -47,17 +54,14 @@ def eval_command(
                                                         "test source.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
-    operators: Annotated[str | None, typer.Option("--operators", help="MPE: comma-separated operators.")] = None,
-    per_operator: Annotated[int | None, typer.Option("--per-operator", min=1, help="MPE: mutants per operator "
-                                                     "(all).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="MPE sampling seed.")] = None,
-    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
-    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
-    = False,
-    cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Cutoffs of the Rigorous/Lax sensitivity table.")]
-    = None,
+    operators: OperatorsOpt = None,
+    per_operator: PerOperatorOpt = None,
+    seed: SeedOpt = None,
+    tau: TauOpt = None,
+    paper_classes: PaperClassesOpt = False,
+    cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances graded in parallel.")] = None,
+    workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
     executor: Annotated[str, typer.Option("--executor", help="Where instances are graded: local or ray.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
     repos: ReposOpt = None,
@@ -70,49 +74,34 @@ def eval_command(
     """Grade fixes (Resolved, SWE-bench semantics) and tests (F->P, MPE class, laxity) of any system, side by
     side: coupling of test and fix errors, test overfitting, test injection, cutoff sensitivity, loop runs.
     Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from coharden.evaluation.grading import GradeOptions
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
     from coharden.execution.engine import make_engine
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
-    from coharden.schema.mpe_config import MPEConfig
 
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                             tau=tau, workers=workers)
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
+                         tau=tau, workers=workers)
+    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+    options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
+                                          paper_classes=paper_classes), workers=settings.workers)
+    inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
+                             injections=injection or [], runs=runs, overfit=overfit or [])
+    with progress_bar("eval", quiet=as_json) as update:
+        def planned(total: int) -> None:
+            update(total=total)
+
+        def advance(instance_id: str, what: str) -> None:
+            update(advance=1, description=f"{instance_id}: {what}")
+
+        engine = make_engine(executor, workers=settings.workers, address=address) if executor != "local" else None
         try:
-            cut = [float(c) for c in cutoffs.split(",") if c.strip()] if cutoffs else list(DEFAULT_CUTOFFS)
-        except ValueError as exc:
-            raise CoHardenError(f"--cutoffs: {exc}") from exc
-        options = GradeOptions(mpe=MPEConfig(operators=parse_operators(operators), per_operator=per_operator,
-                                             seed=settings.seed, tau=settings.tau, paper_classes=paper_classes),
-                               workers=settings.workers)
-        inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
-                                 injections=injection or [], runs=runs, overfit=overfit or [])
-        with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=err_console, transient=as_json) as bar:
-            task = bar.add_task("", total=None)
-
-            def planned(total: int) -> None:
-                bar.update(task, total=total)
-
-            def advance(instance_id: str, what: str) -> None:
-                bar.update(task, advance=1, description=f"{instance_id}: {what}")
-
-            engine = make_engine(executor, workers=settings.workers, address=address) if executor != "local" \
-                else None
-            try:
-                report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
-                                        on_plan=planned, engine=engine)
-            finally:
-                if engine is not None:
-                    engine.close()
-        written = write_outputs(report, output, html=not no_html)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
+                                    on_plan=planned, engine=engine)
+        finally:
+            if engine is not None:
+                engine.close()
+    written = write_outputs(report, output, html=not no_html)
     if as_json:
         print(json.dumps(report, indent=2))  # not sorted: instance and class order carry meaning
     else:

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from coharden.cli.options import ranged
 from coharden.llm.mockserver import MockLLMServer, ReceivedRequest, RulesError
 
 _err = Console(stderr=True)
@@ -21,7 +22,7 @@ _err = Console(stderr=True)
 def mock_llm(
     rules: Path = typer.Option(..., "--rules", "-r", help="YAML or JSON rules file.", dir_okay=False),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (keep it on loopback)."),
-    port: int = typer.Option(0, "--port", help="Port to bind; 0 picks a free one.", min=0, max=65535),
+    port: int = ranged("--port", default=0, help="Port to bind; 0 picks a free one.", lo=0, hi=65535),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print one line per request to stderr."),
 ) -> None:
     """Serve an OpenAI-compatible mock LLM from a rules file until Ctrl-C.
@@ -53,7 +54,8 @@ def mock_llm(
         server.stop()
 
 
-app = typer.Typer(add_completion=False, help="Serve an OpenAI-compatible mock LLM from a rules file.")
+app = typer.Typer(add_completion=False, rich_markup_mode=None,
+                  help="Serve an OpenAI-compatible mock LLM from a rules file.")
 app.callback(invoke_without_command=True)(mock_llm)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,50 +14,62 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
+from coharden.cli.common import cli_errors, console, err_console, llm_client, pick_instance
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    LOOP_TAU_HELP,
+    MPE_TAU_HELP,
+    ApiBaseOpt,
+    BudgetOpt,
     ConfigOpt,
     IdOpt,
+    IdsOpt,
+    InstanceBudgetOpt,
     JsonOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    ModelOpt,
+    MutatorOpt,
     PythonOpt,
     ReposOpt,
+    StepLimitOpt,
     StoreOpt,
     TimeoutOpt,
-    console,
-    err_console,
-    llm_client,
-    pick_instance,
+    ranged,
+    seed_option,
+    tau_option,
+    workers_option,
 )
-from coharden.cli.common import fail as _fail
-from coharden.cli.common import settings_from as _settings
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import LOOP_TAU
 
 
+@cli_errors
 def agent_cmd(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     mode: Annotated[str, typer.Option("--mode", help="test-only, fix-only or joint.")] = "test-only",
     instance_id: IdOpt = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="litellm model name "
-                                              "(default $COHARDEN_LLM_MODEL).")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL.")] = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
     command: Annotated[str | None, typer.Option(
         "--command", help="Run this command-line agent instead of the default one (re-invoked until the critic "
         "accepts); {prompt_file} is replaced by the prompt file's path.")] = None,
-    agent_timeout: Annotated[float, typer.Option("--agent-timeout", help="Seconds per --command invocation.")
-                             ] = 1800.0,
+    agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --command invocation.", lo=0,
+                                           lo_open=True)] = 1800.0,
     critic_skill: Annotated[list[Path] | None, typer.Option(
         "--critic-skill", help="A critic skill directory (critic.yaml + detectors); repeatable.")] = None,
     builtins: Annotated[str | None, typer.Option(
         "--builtins", help="Built-in gates, comma-separated (default: all that apply): clean_patch, "
         "structural_validity, ran_the_test, fail_to_pass; 'none' for only --critic-skill.")] = None,
-    max_iterations: Annotated[int | None, typer.Option("--max-iterations", help="Follow-ups after rejections.")
+    max_iterations: Annotated[int | None, ranged("--max-iterations", help="Follow-ups after rejections.", lo=1)
                               ] = None,
-    threshold: Annotated[float | None, typer.Option("--threshold", help="Critic score needed to accept.")] = None,
-    step_limit: Annotated[int, typer.Option("--step-limit", help="Model calls per run (0: none).")] = 50,
-    cost_limit: Annotated[float, typer.Option("--cost-limit", help="USD per run (0: none).")] = 3.0,
-    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM call store (record / replay).")] = None,
-    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
+    threshold: Annotated[float | None, ranged("--threshold", help="Critic score needed to accept.", lo=0, hi=1)
+                         ] = None,
+    step_limit: StepLimitOpt = 50,
+    cost_limit: Annotated[float, ranged("--cost-limit", help="USD per run (0: none).", lo=0)] = 3.0,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
     output: Annotated[Path, typer.Option("--output", "-o", help="Trajectories and preds.json go here.")
                       ] = Path("coharden-agent"),
     repos: ReposOpt = None,
@@ -79,39 +91,31 @@ def agent_cmd(
     from coharden.instances import resolve_repo
 
     try:
-        try:
-            run_mode = Mode(mode)
-        except ValueError as exc:
-            raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
-        if max_iterations is not None and max_iterations < 1:
-            raise CoHardenError("--max-iterations: must be at least 1")
-        if threshold is not None and not 0 <= threshold <= 1:
-            raise CoHardenError("--threshold: must be between 0 and 1")
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
-        local = pick_instance(instance, instance_id, settings)
-        inst = local.instance
-        repo = resolve_repo(inst, settings.repos_dir)
-        chosen = None if builtins is None else [b.strip() for b in builtins.split(",") if b.strip() not in ("", "none")]
-        from coharden.agent import AgentTask
+        run_mode = Mode(mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    local = pick_instance(instance, instance_id, settings)
+    inst = local.instance
+    repo = resolve_repo(inst, settings.repos_dir)
+    chosen = None if builtins is None else [b.strip() for b in builtins.split(",") if b.strip() not in ("", "none")]
+    from coharden.agent import AgentTask
 
-        task = AgentTask.from_instance(inst)
-        agent = _agent_for(command, agent_timeout, model, api_base, llm_store or settings.store.with_name(
-            "llm-calls.sqlite"), llm_mode, step_limit, cost_limit, settings)
-        output.mkdir(parents=True, exist_ok=True)
-        trajectory = output / f"{inst.instance_id}.traj.jsonl"
-        with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor, \
-                CriticContext(run_mode, executor=executor) as context, Workspace(repo, inst.base_commit) as ws:
-            critic = default_critic(context, skills=critic_skill or [], builtins=chosen, threshold=threshold,
-                                    max_iterations=max_iterations)
-            result = agent.run(task, ws, run_mode, critic, trajectory_path=trajectory)
-        preds_path = output / "preds.json"
-        preds = json.loads(preds_path.read_text()) if preds_path.is_file() else {}
-        preds[inst.instance_id] = {"instance_id": inst.instance_id, "model_name_or_path": f"coharden-{agent.name}",
-                                   "model_patch": result.submission or ""}
-        preds_path.write_text(json.dumps(preds, indent=2, sort_keys=True) + "\n")
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    task = AgentTask.from_instance(inst)
+    agent = _agent_for(command, agent_timeout, model, api_base, llm_store or settings.store.with_name(
+        "llm-calls.sqlite"), llm_mode, step_limit, cost_limit, settings)
+    output.mkdir(parents=True, exist_ok=True)
+    trajectory = output / f"{inst.instance_id}.traj.jsonl"
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor, \
+            CriticContext(run_mode, executor=executor) as context, Workspace(repo, inst.base_commit) as ws:
+        critic = default_critic(context, skills=critic_skill or [], builtins=chosen, threshold=threshold,
+                                max_iterations=max_iterations)
+        result = agent.run(task, ws, run_mode, critic, trajectory_path=trajectory)
+    preds_path = output / "preds.json"
+    preds = json.loads(preds_path.read_text()) if preds_path.is_file() else {}
+    preds[inst.instance_id] = {"instance_id": inst.instance_id, "model_name_or_path": f"coharden-{agent.name}",
+                               "model_patch": result.submission or ""}
+    preds_path.write_text(json.dumps(preds, indent=2, sort_keys=True) + "\n")
     summary = {"instance_id": inst.instance_id, "mode": run_mode.value, "agent": agent.name,
                "exit_status": result.exit_status, "accepted": result.accepted, "iterations": result.iterations,
                "cost_usd": result.cost, "error": result.error, "trajectory": str(trajectory),
@@ -144,30 +148,33 @@ def _agent_for(command: str | None, agent_timeout: float, model: str | None, api
     return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python)
 
 
+@cli_errors
 def run_loop(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
     instances: Annotated[Path | None, typer.Option("--instances", help="SWE-bench records (.json/.jsonl).")] = None,
-    instance_id: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
+    instance_id: IdsOpt = None,
     method: Annotated[str, typer.Option("--method", help="coharden, fix-only, fix-with-test, test-only, cogen, "
                                         "self-refine, no-lax-init, no-hardening.")] = "coharden",
-    model: Annotated[str | None, typer.Option("--model", help="litellm model name ($COHARDEN_LLM_MODEL).")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint.")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", help="K: joint rounds after round 0.")] = 5,
-    tau: Annotated[float, typer.Option("--tau", help="Laxity above which a round is a regression.")] = LOOP_TAU,
-    samples: Annotated[int, typer.Option("--samples", help="N: mutants per operator per round.")] = 3,
-    mutator: Annotated[str, typer.Option("--mutator", help="mechanical, llm or mechanical,llm.")] = "mechanical",
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    rounds: Annotated[int, ranged("--rounds", help="K: joint rounds after round 0.", lo=1)] = 5,
+    tau: Annotated[float, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a "
+                                     f"regression (default {LOOP_TAU_HELP}; coharden mpe's cutoff is "
+                                     f"{MPE_TAU_HELP}).")] = LOOP_TAU,
+    samples: Annotated[int, ranged("--samples", help="N: mutants per operator per round.", lo=1)] = 3,
+    mutator: MutatorOpt = "mechanical",
     inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "
                                                       "predictions to give the fix-only agent.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("coharden-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="Cost cap for the whole run.")] = None,
-    instance_budget_usd: Annotated[float | None, typer.Option("--instance-budget-usd", help="Cost cap per "
-                                                              "instance.")] = None,
-    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store.")] = None,
-    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
-    step_limit: Annotated[int, typer.Option("--step-limit", help="Model calls per agent run.")] = 50,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Instances in parallel.")] = None,
+    budget_usd: BudgetOpt = None,
+    instance_budget_usd: InstanceBudgetOpt = None,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    step_limit: StepLimitOpt = 50,
+    seed: Annotated[int, seed_option("Seed of the loop's samplers (mutant samples per round, agent sampling).")]
+    = 0,
+    workers: Annotated[int | None, workers_option("Instances in parallel.")] = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
@@ -177,16 +184,17 @@ def run_loop(
     """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
-        chosen = _loop_instances(instance, instances, instance_id, settings)
-        summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
-                            output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
-                            Progress(TextColumn("run"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                     TextColumn("{task.description}"), console=err_console))
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    from coharden.loop.config import Method
+
+    if method not in {m.value for m in Method}:
+        raise CoHardenError(f"--method: {method!r} (known: {', '.join(m.value for m in Method)})")
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+    chosen = _loop_instances(instance, instances, instance_id, settings)
+    summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
+                        output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
+                        Progress(TextColumn("{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
+                                 disable=not err_console.is_terminal))
     table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
     table.add_column("decision")
     table.add_column("instances")
@@ -196,7 +204,11 @@ def run_loop(
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
     for iid, error in summary["errors"].items():
         err_console.print(f"[yellow]{iid}[/]: {error}")
-    raise typer.Exit(0 if not summary["errors"] else 1)
+    for iid, cause in summary["model_errors"].items():
+        err_console.print(f"[red]{iid}[/]: {cause}", highlight=False, soft_wrap=True)
+    if summary["model_failure"]:
+        err_console.print("[bold red]error:[/] no instance produced a fix or a test: the model failed (causes above)")
+    raise typer.Exit(1 if summary["errors"] or summary["model_failure"] else 0)
 
 
 def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):  # type: ignore[no-untyped-def]
@@ -243,12 +255,23 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
             return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=seed))
 
     with progress:
-        task = progress.add_task("", total=len(chosen))
+        task = progress.add_task("", total=len(chosen), label="instances")
+        rounds_of: dict[str, object] = {}  # instance id -> its rounds task (while it runs)
 
         def advance(iid: str, result, error: str | None) -> None:  # type: ignore[no-untyped-def]
             progress.update(task, advance=1, description=f"{iid}: {result.decision if result else 'error'}")
 
+        def on_phase(event) -> None:  # type: ignore[no-untyped-def]
+            """Rounds and phase (agent, gate, mutants) of each running instance, one line each."""
+            if event.instance_id not in rounds_of:
+                rounds_of[event.instance_id] = progress.add_task("", total=event.rounds, label=event.instance_id)
+            line = rounds_of[event.instance_id]
+            if event.phase == "done":
+                progress.remove_task(rounds_of.pop(event.instance_id))  # type: ignore[arg-type]
+            else:
+                progress.update(line, completed=event.completed, description=event.describe())  # type: ignore[arg-type]
+
         return run_all(chosen, settings, lambda: MiniSweAgent(client, step_limit=step_limit, python=settings.python),
                        loop_config, output, run_name=run_name or f"{method}-{llm_config.model.replace('/', '__')}",
                        store=Store(settings.store), ledger=client.ledger, llm_mutator_factory=mutator_factory,
-                       injected=injected, progress=advance)
+                       injected=injected, progress=advance, on_phase=on_phase)

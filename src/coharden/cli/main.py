@@ -5,46 +5,81 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from coharden.cli.common import (
-    ConfigOpt,
-    IdOpt,
-    JsonOpt,
-    PythonOpt,
-    ReposOpt,
-    StoreOpt,
-    TimeoutOpt,
+    cli_errors,
     console,
     err_console,
+    fix_source,
     llm_client,
-    parse_operators,
+    new_app,
     pick_instance,
+    print_diff,
+    progress_bar,
     read_patch_arg,
 )
-from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    ApiBaseOpt,
+    BudgetOpt,
+    ConfigOpt,
+    CutoffsOpt,
+    IdOpt,
+    JsonOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    ModelOpt,
+    MutatorOpt,
+    OperatorsOpt,
+    PaperClassesOpt,
+    PerOperatorOpt,
+    PreferExercisedOpt,
+    PythonOpt,
+    ReposOpt,
+    SamplesOpt,
+    SeedOpt,
+    StoreOpt,
+    TauOpt,
+    TimeoutOpt,
+    WorkersOpt,
+    mpe_config,
+    parse_cutoffs,
+    parse_mutators,
+    parse_operators,
+    ranged,
+    workers_option,
+)
 from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.schema.mpe_config import MPEConfig
 
-app = typer.Typer(
-    name="coharden",
-    help="Measure and harden the rigor of bug reproduction tests with mutant patches.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+if TYPE_CHECKING:
+    from coharden.schema.mpe_config import MPEConfig
+
+app = new_app(name="coharden", help="Measure and harden the rigor of bug reproduction tests with mutant patches.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from coharden import __version__
+
+        print(f"coharden {__version__}")
+        raise typer.Exit(0)
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
+) -> None:
     """coharden: verdicts, mutation patch evaluation (MPE) and hardening of reproduction tests."""
 
 
 @app.command()
+@cli_errors
 def verify(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     test: Annotated[str, typer.Option("--test", "-t", help="Test patch file, candidate name, or 'golden'.")] = "golden",
@@ -62,25 +97,20 @@ def verify(
     from coharden.execution.store import Store
     from coharden.execution.verify import fail_to_pass
     from coharden.instances import resolve_repo
-    from coharden.patches import split_patch
 
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
-        local = pick_instance(instance, instance_id, settings)
-        inst = local.instance
-        candidates = {c.name: c.patch for c in local.candidates}
-        test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
-        _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
-        fix_source, fix_tests = split_patch(fix_text, settings.test_patterns)
-        if fix_tests.strip():
-            err_console.print("[yellow]warning:[/] the fix touches test files; only its source part is used")
-        repo = resolve_repo(inst, settings.repos_dir)
-        with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor:
-            spec = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-            result = fail_to_pass(executor, spec, fix_source)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    local = pick_instance(instance, instance_id, settings)
+    inst = local.instance
+    candidates = {c.name: c.patch for c in local.candidates}
+    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix", instance)
+    repo = resolve_repo(inst, settings.repos_dir)
+    if not fix_text.strip():
+        raise CoHardenError(f"--fix: {inst.instance_id} has no golden fix; give a fix patch file")
+    source = fix_source(fix_text, settings)
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor:
+        spec = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
+        result = fail_to_pass(executor, spec, source)
     if as_json:
         print(json.dumps({"instance_id": inst.instance_id, "test": test_name, **result.to_json()}, indent=2))
     else:
@@ -98,8 +128,6 @@ def verify(
 
 
 def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
-    from rich.syntax import Syntax
-
     table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
     for col in ("", "buggy", "fixed"):
         table.add_column(col)
@@ -127,14 +155,15 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
-    laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
-    console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
+    if result.pool_complete:  # else the caller says why there is no class, once
+        laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
+        console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
     lax = result.lax_mutants()
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
         for mr in lax[:show]:
             console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
-            console.print(Syntax(mr.mutant.patch, "diff", theme="ansi_dark", word_wrap=True))
+            print_diff(mr.mutant.patch)
 
 
 def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
@@ -158,11 +187,10 @@ def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
                     ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-",
                     f"{u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}", f"{u.get('cost_usd', 0.0):.4f}")
     console.print(llm)
-    if not result.pool_complete:
-        console.print(f"[bold red]{result.pool_incomplete_reason}[/]")
 
 
 @app.command()
+@cli_errors
 def mpe(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file (single mode).")] = None,
     test: Annotated[str, typer.Option("--test", "-t", help="Candidate test: patch file, candidate name, 'golden'.")]
@@ -172,35 +200,24 @@ def mpe(
     instances: Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")] = None,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
-    operators: Annotated[str | None, typer.Option("--operators", help="Comma-separated operators.")] = None,
-    per_operator: Annotated[int | None, typer.Option("--per-operator", help="Mutants per operator (all).")]
-    = None,
-    prefer_exercised: Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
-                                                   "among mutants that change code the tests run.")] = False,
-    seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
-    tau: Annotated[float | None, typer.Option("--tau", help="Laxity cutoff (default 0.202).")] = None,
-    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
-    = False,
-    cutoffs: Annotated[str | None, typer.Option("--cutoffs", help="Batch: cutoffs for the Rigorous/Lax table.")]
-    = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Parallel workers.")] = None,
+    operators: OperatorsOpt = None,
+    per_operator: PerOperatorOpt = None,
+    prefer_exercised: PreferExercisedOpt = False,
+    seed: SeedOpt = None,
+    tau: TauOpt = None,
+    paper_classes: PaperClassesOpt = False,
+    cutoffs: CutoffsOpt = None,
+    workers: WorkersOpt = None,
     executor: Annotated[str, typer.Option("--executor", help="Batch: where jobs run: local or ray.")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Batch: Ray cluster address.")] = None,
-    show: Annotated[int, typer.Option("--show", help="How many beta mutants to print as diffs.")] = 5,
-    mutator: Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
-    = "mechanical",
-    model: Annotated[str | None, typer.Option("--model", help="LLM mutator: litellm model name "
-                                              "(default $COHARDEN_LLM_MODEL).")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="LLM mutator: endpoint URL.")] = None,
-    samples: Annotated[int, typer.Option("--samples", min=1, help="LLM mutator: mutants wanted per operator.")]
-    = 3,
-    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "
-                                                   "llm-calls.sqlite next to --store).")] = None,
-    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto (replay stored calls, record new ones), "
-                                          "record (always call, overwrite), replay (offline, fail on a miss).")]
-    = "auto",
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the run.")]
-    = None,
+    show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
+    mutator: MutatorOpt = "mechanical",
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    samples: SamplesOpt = 3,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
     instance_id: IdOpt = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
@@ -215,34 +232,39 @@ def mpe(
     reported, but no laxity and no class (fail closed)."""
     from coharden.execution.store import Store
 
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                             tau=tau, workers=workers)
-        sources = _parse_mutators(mutator)
-        ops = parse_operators(operators)
-        llm = None
-        if "llm" in sources:
-            llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
-            ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
-        mpe_config = MPEConfig(operators=ops, per_operator=per_operator, seed=settings.seed, tau=settings.tau,
-                               paper_classes=paper_classes, mechanical="mechanical" in sources,
-                               llm=llm.client.config.model if llm is not None else None,
-                               prefer_exercised=prefer_exercised, workers=settings.workers)
-        if instances is not None or predictions is not None:
-            if instances is None or predictions is None:
-                raise CoHardenError("batch mode needs both --instances and --predictions")
-            if llm is not None and executor != "local":
-                raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
-                                    "record/replay store for the whole batch)")
-            _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_config, cutoffs, as_json,
-                       executor, address, llm_mutator=llm)
-            return
-        if instance is None:
-            raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
-        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_config, llm_mutator=llm)
-    except CoHardenError as exc:
-        _fail(str(exc))
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
+                         tau=tau, workers=workers)
+    if executor not in ("local", "ray"):
+        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
+    if executor != "local" and instances is None:
+        raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
+    sources = parse_mutators(mutator)
+    ops = parse_operators(operators)
+    llm = None
+    if "llm" in sources:
+        llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
+        ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
+    mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
+                         llm_model=llm.client.config.model if llm is not None else None,
+                         prefer_exercised=prefer_exercised, workers=settings.workers)
+    if instances is not None or predictions is not None:
+        if instances is None or predictions is None:
+            raise CoHardenError("batch mode needs both --instances and --predictions")
+        if llm is not None and executor != "local":
+            raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
+                                "record/replay store for the whole batch)")
+        _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json,
+                   executor, address)
         return
+    if instance is None:
+        raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
+    with progress_bar("mpe", quiet=as_json) as update:
+        update(description="fail-to-pass check, mutant pool")
+
+        def report(stage: str, done: int, total: int | None) -> None:
+            update(description=stage, completed=done, total=total)
+
+        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_cfg, llm, report)
     if as_json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -250,17 +272,6 @@ def mpe(
     if not result.pool_complete:
         err_console.print(f"[bold red]no classification:[/] {result.pool_incomplete_reason}")
         raise typer.Exit(1)
-
-
-MUTATORS = ("mechanical", "llm")
-
-
-def _parse_mutators(value: str) -> list[str]:
-    sources = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [v for v in sources if v not in MUTATORS]
-    if not sources or unknown:
-        raise CoHardenError(f"--mutator: {', '.join(unknown) or 'empty'} (known: {', '.join(MUTATORS)})")
-    return [m for m in MUTATORS if m in sources]
 
 
 def _llm_mutator(settings: Settings, operators: str | None, model: str | None, api_base: str | None, samples: int,
@@ -276,8 +287,8 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
     return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
-def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
-                mpe_config: MPEConfig, llm_mutator=None):  # type: ignore[no-untyped-def]
+def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,  # type: ignore[no-untyped-def]
+                config: MPEConfig, llm_mutator, progress):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
@@ -286,8 +297,9 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
-    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
-    ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference")
+    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference",
+                                      instance)
     repo = resolve_repo(inst, settings.repos_dir)
     store = Store(settings.store)
 
@@ -297,35 +309,27 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, mpe_config, llm_mutator=llm_mutator,
-                        executor_factory=factory)
+        return evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, executor_factory=factory,
+                        progress=progress)
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
-               mpe_config: MPEConfig, cutoffs: str | None, as_json: bool, executor: str = "local",
-               address: str | None = None, llm_mutator=None) -> None:  # type: ignore[no-untyped-def]
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
+               config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
+               cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
     from coharden.execution.engine import make_engine
     from coharden.instances import load_records
     from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, stage_times, summarize
 
-    try:
-        cut = [float(c) for c in cutoffs.split(",")] if cutoffs else list(DEFAULT_CUTOFFS)
-    except ValueError as exc:
-        raise CoHardenError(f"--cutoffs: {exc}") from exc
+    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     records = {inst.instance_id: inst for inst in load_records(instances)}
     preds = load_predictions(predictions)
-    with Progress(TextColumn("mpe"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.description}"), console=err_console) as bar:
-        task = bar.add_task("", total=len(preds))
-
+    with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
         def advance(row: dict) -> None:  # type: ignore[type-arg]
-            bar.update(task, advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
+            update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
         engine = make_engine(executor, workers=settings.workers, address=address)
         try:
-            rows = run_batch(records, preds, settings, store, output, mpe_config, workers=settings.workers,
+            rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
                              progress=advance, engine=engine, llm_mutator=llm_mutator)
         finally:
             engine.close()
@@ -354,26 +358,24 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
 
 
-examples_app = typer.Typer(help="Bundled examples: hand-labelled candidate tests for checking coharden.")
+examples_app = new_app(help="Bundled examples: hand-labelled candidate tests for checking coharden.")
 app.add_typer(examples_app, name="examples")
 
 
 @examples_app.command("check")
+@cli_errors
 def examples_check(
     directory: Annotated[Path, typer.Option("--dir", help="Examples directory.")] = Path("examples"),
     only: Annotated[list[str] | None, typer.Option("--only", help="Run only these examples.")] = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-w", help="Parallel workers per MPE.")] = None,
+    workers: Annotated[int | None, workers_option("Parallel workers per MPE.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run MPE on every bundled candidate test and compare with its label (exit 1 on any mismatch)."""
-    try:
-        settings = _settings(config, store=store, workers=workers)
-        rows = _check_examples(directory, only or [], settings)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    settings = _settings(config, store=store, workers=workers)
+    with progress_bar("examples", quiet=as_json) as update:
+        rows = _check_examples(directory, only or [], settings, update)
     if as_json:
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
@@ -388,7 +390,9 @@ def examples_check(
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 
 
-def _check_examples(directory: Path, only: list[str], settings: Settings) -> list[dict]:  # type: ignore[type-arg]
+def _check_examples(directory: Path, only: list[str], settings: Settings,  # type: ignore[no-untyped-def]
+                    update=lambda **_: None) -> list[dict]:  # type: ignore[type-arg]
+    """One row per candidate test of every example; ``update`` (a progress bar's) hears candidates done / all."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
@@ -402,8 +406,9 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
         raise CoHardenError(f"{directory}: no examples found")
     store = Store(settings.store)
     rows: list[dict] = []  # type: ignore[type-arg]
-    for example in dirs:
-        local = load_local(example, settings.cache_dir)
+    examples = [(example, load_local(example, settings.cache_dir)) for example in dirs]
+    update(total=sum(1 + len(local.candidates) for _, local in examples), completed=0)
+    for example, local in examples:
         inst = local.instance
         repo = resolve_repo(inst, settings.repos_dir)
 
@@ -414,10 +419,10 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
             reference = executor.golden_test()
             for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
+                update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference,
-                                  MPEConfig(seed=settings.seed, tau=settings.tau, workers=settings.workers),
-                                  executor_factory=factory)
+                                  mpe_config(settings, None, None, workers=settings.workers), executor_factory=factory)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma
@@ -426,91 +431,34 @@ def _check_examples(directory: Path, only: list[str], settings: Settings) -> lis
                              "got": result.test_class.value, "laxity": result.laxity, "ok": ok,
                              "matrix": "/".join(str(counts[k]) for k in ("alpha", "beta", "gamma", "delta")),
                              "per_operator": result.per_operator()})
+                update(advance=1)
     return rows
 
 
-def _register_mock_llm() -> None:
-    # the mock server's CLI lives with the LLM layer; it imports no provider SDK, so mounting it is cheap
+def _register() -> None:
+    """Mount the command modules of this package; each imports its layer only inside its commands, so
+    ``coharden --help`` stays fast."""
     from coharden.cli import llm as llm_cli
-
-    app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
-
-
-_register_mock_llm()
-
-
-# --- studies on real data (coharden study ...) ------------------------------------------------------------------
-
-def _register_study() -> None:
-    # the group lives with its layer (coharden.study.cli) and imports that layer only inside its commands
-    from coharden.cli.study import study_app
-
-    app.add_typer(study_app, name="study")
-
-
-_register_study()
-
-
-# --- adversarial hardening of a whole test suite (coharden suite ...) -----------------------------------------
-
-def _register_suite() -> None:
-    # the group lives with its layer (coharden.suite.cli) and imports that layer only inside its commands
-    from coharden.cli.suite import suite_app
-
-    app.add_typer(suite_app, name="suite")
-
-
-_register_suite()
-
-
-# --- environments for real repositories (coharden env ...) ------------------------------------------------------
-
-def _register_env() -> None:
-    # the group lives with its layer (coharden.environment.cli) and imports that layer only inside its commands
-    from coharden.cli.env import env_app
-
-    app.add_typer(env_app, name="env")
-
-
-_register_env()
-
-
-# --- verified reproduction of real bugs (coharden reproduce ...) ------------------------------------------------
-
-def _register_reproduce() -> None:
-    from coharden.cli.env import reproduce_app
-
-    app.add_typer(reproduce_app, name="reproduce")
-
-
-_register_reproduce()
-
-
-# --- evaluation, agents and the loop (coharden eval / agent / run) ---------------------------------------------
-
-def _register_commands() -> None:
-    # the commands live with their layers and import those layers only inside the commands
+    from coharden.cli.env import env_app, reproduce_app
     from coharden.cli.evaluation import eval_command
     from coharden.cli.loop import agent_cmd, run_loop
+    from coharden.cli.overfit import overfit_app
+    from coharden.cli.study import study_app
+    from coharden.cli.suite import suite_app
 
+    app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
+    for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),
+                        ("overfit", overfit_app)):
+        app.add_typer(group, name=name)
     app.command("eval")(eval_command)
     app.command("agent")(agent_cmd)
     app.command("run")(run_loop)
+    from coharden.cli.demo import demo_app
+
+    app.add_typer(demo_app, name="demo")
 
 
-_register_commands()
-
-
-# --- test overfitting: reward and reward-guided refinement (coharden overfit ...) ---------------------------------
-
-def _register_overfit() -> None:
-    # the group lives with its layer (coharden.overfit.cli) and imports that layer only inside its commands
-    from coharden.cli.overfit import overfit_app
-
-    app.add_typer(overfit_app, name="overfit")
-
-
-_register_overfit()
+_register()
 
 
 def main() -> None:  # pragma: no cover - console entry

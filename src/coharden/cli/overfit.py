@@ -12,26 +12,31 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
+from coharden.cli import common
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    ApiBaseOpt,
+    BudgetOpt,
     ConfigOpt,
     IdOpt,
+    IdsOpt,
     JsonOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    MaxTokensOpt,
+    ModelOpt,
     PythonOpt,
     ReposOpt,
     StoreOpt,
+    TemperatureOpt,
     TimeoutOpt,
-    console,
-    err_console,
-    llm_client,
-    pick_instance,
-    read_patch_arg,
+    ranged,
 )
-from coharden.cli.common import fail as _fail
-from coharden.cli.common import settings_from as _settings
 from coharden.errors import CoHardenError
 
-overfit_app = typer.Typer(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "
-                               "refinement by an LLM critic.", no_args_is_help=True)
+overfit_app = new_app(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "
+                           "refinement by an LLM critic.")
 
 BackendOpt = Annotated[str, typer.Option("--coverage-backend", help="coverage (coverage.py in the test "
                                          "interpreter) or settrace (stdlib line tracer, when the test "
@@ -61,19 +66,18 @@ def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: 
 
 
 @overfit_app.command("refine")
+@cli_errors
 def refine_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, "
                                             "or a directory of instance directories (like examples/).")],
     fixes: Annotated[str, typer.Option("--fixes", help="Starting fixes: SWE-bench predictions file, or 'gold'.")],
     tests: Annotated[str, typer.Option("--tests", help="Starting tests: SWT-bench predictions file.")],
-    instance_id: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="litellm model name ($COHARDEN_LLM_MODEL).")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="Model endpoint.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Completion token limit (a reply "
-                                                   "reaching it is truncated: the loop stops).")] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", min=0)] = None,
-    max_iterations: Annotated[int, typer.Option("--max-iterations", min=0, max=15, help="Critic calls per "
-                                                "instance (at most 15).")] = 15,
+    instance_id: IdsOpt = None,
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    temperature: TemperatureOpt = None,
+    max_iterations: Annotated[int, ranged("--max-iterations", help="Critic calls per instance.", lo=0, hi=15)] = 15,
     hide_test: Annotated[bool, typer.Option("--hide-test", help="Variant: the critic sees the test's pass/fail "
                                             "flags only and changes the focal code only.")] = False,
     no_extra_context: Annotated[bool, typer.Option("--no-extra-context", help="Variant: no issue text, no whole "
@@ -82,9 +86,9 @@ def refine_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("overfit-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the refined "
                                                  "predictions.")] = None,
-    llm_store: Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store.")] = None,
-    llm_mode: Annotated[str, typer.Option("--llm-mode", help="auto, record or replay.")] = "auto",
-    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0, help="Cost cap for the run.")] = None,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
@@ -101,44 +105,40 @@ def refine_command(
     from coharden.overfit.refine import RefineConfig, RefineResult, refine_instance
     from coharden.overfit.report import IterationLog, summarize, write_outputs
 
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
     try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
-        try:
-            refine_config = RefineConfig(max_iterations=max_iterations, hide_test=hide_test,
-                                         extra_context=not no_extra_context, backend=_backend(coverage_backend))
-        except (ValueError, ValidationError) as exc:
-            raise CoHardenError(f"coharden overfit refine: {exc}") from exc
-        client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                            default_store=settings.store, budget_usd=budget_usd, what="coharden overfit refine",
-                            max_tokens=max_tokens, temperature=temperature)
-        llm_config = client.config
-        found = load_eval_instances(instances, settings.cache_dir)
-        if instance_id:
-            missing = sorted(set(instance_id) - set(found))
-            if missing:
-                raise CoHardenError(f"{instances}: no instance with id {', '.join(missing)}")
-            found = {iid: inst for iid, inst in found.items() if iid in set(instance_id)}
-        fix_of, test_of = _patches(fixes, found, "fix"), _patches(tests, found, "test")
-        chosen = [iid for iid in found if iid in fix_of and iid in test_of]
-        if not chosen:
-            raise CoHardenError("no instance has both a fix (--fixes) and a test (--tests)")
-        run = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
-        log = IterationLog(output / "iterations.jsonl")
-        result_store = Store(settings.store)
-        results: list[RefineResult] = []
-        for iid in chosen:
-            result = refine_instance(found[iid], settings, client, fix_of[iid], test_of[iid], refine_config,
-                                     store=result_store, run=run, on_iteration=log)
-            results.append(result)
-            err_console.print(f"{iid}: {result.stop_reason} after {result.iterations} iterations, reward "
-                              f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}")
-        skipped = {iid: "no fix" if iid not in fix_of else "no test" for iid in found if iid not in chosen}
-        summary = summarize(results, refine_config, run, llm_config.model)
-        summary["skipped"] = skipped
-        written = write_outputs(results, output, summary)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+        refine_config = RefineConfig(max_iterations=max_iterations, hide_test=hide_test,
+                                     extra_context=not no_extra_context, backend=_backend(coverage_backend))
+    except (ValueError, ValidationError) as exc:
+        raise CoHardenError(f"coharden overfit refine: {exc}") from exc
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, budget_usd=budget_usd, what="coharden overfit refine",
+                        max_tokens=max_tokens, temperature=temperature)
+    llm_config = client.config
+    found = load_eval_instances(instances, settings.cache_dir)
+    if instance_id:
+        missing = sorted(set(instance_id) - set(found))
+        if missing:
+            raise CoHardenError(f"{instances}: no instance with id {', '.join(missing)}")
+        found = {iid: inst for iid, inst in found.items() if iid in set(instance_id)}
+    fix_of, test_of = _patches(fixes, found, "fix"), _patches(tests, found, "test")
+    chosen = [iid for iid in found if iid in fix_of and iid in test_of]
+    if not chosen:
+        raise CoHardenError("no instance has both a fix (--fixes) and a test (--tests)")
+    run = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
+    log = IterationLog(output / "iterations.jsonl")
+    result_store = Store(settings.store)
+    results: list[RefineResult] = []
+    for iid in chosen:
+        result = refine_instance(found[iid], settings, client, fix_of[iid], test_of[iid], refine_config,
+                                 store=result_store, run=run, on_iteration=log)
+        results.append(result)
+        err_console.print(f"{iid}: {result.stop_reason} after {result.iterations} iterations, reward "
+                          f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}")
+    skipped = {iid: "no fix" if iid not in fix_of else "no test" for iid in found if iid not in chosen}
+    summary = summarize(results, refine_config, run, llm_config.model)
+    summary["skipped"] = skipped
+    written = write_outputs(results, output, summary)
     table = Table(title=f"{run}: {len(results)} instances ({output})")
     for title in ("instance", "stop", "iterations", "reward", "coverage", "F->P"):
         table.add_column(title, no_wrap=True)
@@ -165,6 +165,7 @@ def _yes(value: Any) -> str:
 
 
 @overfit_app.command("reward")
+@cli_errors
 def reward_command(
     instance: Annotated[Path, typer.Argument(help="Instance directory or records file.")],
     fix: Annotated[str, typer.Option("--fix", help="Fix patch file, or 'golden'.")],
@@ -186,21 +187,18 @@ def reward_command(
     from coharden.instances import resolve_repo
     from coharden.overfit.reward import check_backend, coverage_settings, evaluate_pair
 
-    try:
-        settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
-        backend = _backend(coverage_backend)
-        local = pick_instance(instance, instance_id, settings)
-        inst = local.instance
-        candidates = {c.name: c.patch for c in local.candidates}
-        _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix")
-        _, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test")
-        check_backend(settings, backend, inst.python)
-        settings = coverage_settings(settings, backend)
-        with InstanceExecutor(inst, resolve_repo(inst, settings.repos_dir), settings, Store(settings.store)) as ex:
-            evaluation = evaluate_pair(ex, fix_text, test_text, backend=backend)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store)
+    backend = _backend(coverage_backend)
+    local = common.pick_instance(instance, instance_id, settings)
+    inst = local.instance
+    candidates = {c.name: c.patch for c in local.candidates}
+    _, fix_text = common.read_patch_arg(fix, {}, inst.patch, "--fix", instance)
+    fix_text = common.fix_source(fix_text, settings)
+    _, test_text = common.read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    check_backend(settings, backend, inst.python)
+    settings = coverage_settings(settings, backend)
+    with InstanceExecutor(inst, resolve_repo(inst, settings.repos_dir), settings, Store(settings.store)) as ex:
+        evaluation = evaluate_pair(ex, fix_text, test_text, backend=backend)
     data = {**evaluation.summary(), "missed": evaluation.coverage.missed() if evaluation.coverage else {}}
     if as_json:
         print(json.dumps(data, indent=2))

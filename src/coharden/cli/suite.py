@@ -14,49 +14,44 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import ConfigOpt, console, err_console
-from coharden.cli.common import fail as _fail
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app, print_diff, read_text
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    ApiBaseOpt,
+    BudgetOpt,
+    ConfigOpt,
+    JsonOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    MaxTokensOpt,
+    StoreOpt,
+    TemperatureOpt,
+    ranged,
+    seed_option,
+    timeout_option,
+    workers_option,
+)
 from coharden.errors import CoHardenError
 
-suite_app = typer.Typer(help="Harden a module's whole test suite against mutants (mechanical kill oracle).",
-                        no_args_is_help=True)
+suite_app = new_app(help="Harden a module's whole test suite against mutants (mechanical kill oracle).")
 
 ModuleArg = Annotated[Path, typer.Argument(help="The Python module to mutate.")]
 TestsOpt = Annotated[Path | None, typer.Option("--tests", help="Seed test file (pytest) for the module.")]
 RootOpt = Annotated[Path | None, typer.Option("--root", help="Project root copied into the sandbox and put on "
                                               "sys.path (default: the module's directory).")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="Mutant generator: builtin, or mutmut (if installed).")]
-OperatorsOpt = Annotated[str | None, typer.Option("--operators", help="builtin engine: comma-separated "
-                                                  "behavior_substitution,statement_deletion,return_value.")]
-MaxMutantsOpt = Annotated[int | None, typer.Option("--max-mutants", min=1, help="Seeded sample of at most N "
-                                                   "mutants (default: all).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for mutant sampling, shown survivors, bootstrap.")]
-WorkersOpt = Annotated[int, typer.Option("--workers", "-w", min=1, help="Parallel sandboxes (one fork server "
-                                         "each).")]
-TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Seconds per test process (upper bound; "
-                                                  "mutants get min(this, 10 x baseline + 5)).")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).")]
-ShowOpt = Annotated[int, typer.Option("--show", help="How many surviving mutants to print as diffs.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+SuiteOperatorsOpt = Annotated[str | None, typer.Option("--operators", help="builtin engine: comma-separated "
+                                                       "behavior_substitution,statement_deletion,return_value.")]
+MaxMutantsOpt = Annotated[int | None, ranged("--max-mutants", help="Seeded sample of at most N mutants (default: "
+                                             "all).", lo=1)]
+SuiteSeedOpt = Annotated[int, seed_option("Seed for mutant sampling, shown survivors, bootstrap.")]
+SuiteWorkersOpt = Annotated[int, workers_option("Parallel sandboxes (one fork server each).")]
+SuiteTimeoutOpt = Annotated[float | None, timeout_option("Seconds per test process (upper bound; mutants get "
+                                                         "min(this, 10 x baseline + 5)).")]
+ShowOpt = Annotated[int, ranged("--show", help="How many surviving mutants to print as diffs.", lo=0)]
 Round0Opt = Annotated[Path | None, typer.Option("--round0", help="A saved round-0 suite (.py) to start from.")]
-ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="LLM endpoint URL (for arms that do not set "
-                                               "their own).")]
-TemperatureOpt = Annotated[float | None, typer.Option("--temperature", min=0, help="LLM sampling temperature.")]
-MaxTokensOpt = Annotated[int | None, typer.Option("--max-tokens", min=1, help="LLM completion token limit (a "
-                                                  "reply reaching it is rejected as truncated).")]
-MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=0, help="Critic round budget.")]
-MaxShownOpt = Annotated[int, typer.Option("--max-shown", min=1, help="Surviving mutants shown to the critic "
-                                          "per round.")]
-LlmStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM record/replay store (default: "
-                                                  "llm-calls.sqlite next to --store).")]
-LlmModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto, record or replay (offline).")]
-BudgetOpt = Annotated[float | None, typer.Option("--budget-usd", min=0, help="LLM cost cap for the whole run.")]
-
-
-def _settings(config: Path | None, timeout: float | None, store: Path | None):  # type: ignore[no-untyped-def]
-    from coharden.config import load_settings
-
-    return load_settings(config).with_overrides(timeout=timeout, store=store)
+MaxRoundsOpt = Annotated[int, ranged("--max-rounds", help="Critic round budget.", lo=0)]
+MaxShownOpt = Annotated[int, ranged("--max-shown", help="Surviving mutants shown to the critic per round.", lo=1)]
 
 
 def _read(path: Path | None, what: str) -> str:
@@ -64,7 +59,7 @@ def _read(path: Path | None, what: str) -> str:
         return ""
     if not path.is_file():
         raise CoHardenError(f"{what}: {path} is not a file")
-    return path.read_text()
+    return read_text(path, what)
 
 
 def _mutants(module: Path, root: Path | None, engine: str, operators: str | None, max_mutants: int | None,
@@ -97,33 +92,26 @@ def _progress(total: int, label: str) -> Iterator[Any]:
 def _client(model: str | None, api_base: str | None, temperature: float | None, max_tokens: int | None,
             llm_store: Path | None, llm_mode: str, store: Path, ledger: Any, budget_usd: float | None,
             overrides: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
-    """An LLM client for ``model`` (None -> None): config from $COHARDEN_LLM_* and flags, shared store/ledger."""
+    """An LLM client for ``model`` (None -> None), or for an arm's own config fields (``overrides``, no
+    ``$COHARDEN_LLM_*``), with the shared store and ledger."""
     if model is None and not overrides:
         return None
-    from pydantic import ValidationError
+    config = None
+    if overrides:
+        from pydantic import ValidationError
 
-    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+        from coharden.llm import LLMConfig
 
-    try:
-        mode = CacheMode(llm_mode)
-    except ValueError as exc:
-        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
-    try:
-        if overrides:
+        try:
             config = LLMConfig.model_validate({**({"api_base": api_base} if api_base else {}), **overrides})
-        else:
-            config = LLMConfig.from_env(model=model, api_base=api_base, temperature=temperature,
-                                        max_tokens=max_tokens)
-    except ValidationError as exc:
-        raise CoHardenError(f"LLM configuration: {exc}") from exc
-    budget = Budget(per_run_usd=budget_usd) if budget_usd is not None else None
-    call_store = CallStore(llm_store or store.with_name("llm-calls.sqlite"))
-    return LLMClient(config, store=call_store, mode=mode, ledger=ledger, budget=budget)
+        except ValidationError as exc:
+            raise CoHardenError(f"LLM configuration: {exc}") from exc
+    return llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode, default_store=store,
+                      budget_usd=budget_usd, ledger=ledger, llm_config=config, temperature=temperature,
+                      max_tokens=max_tokens)
 
 
 def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:  # type: ignore[type-arg]
-    from rich.syntax import Syntax
-
     by_id = {m.id: m for m in mutants}
     if not survivors or not show:
         return
@@ -131,21 +119,22 @@ def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:  
     for mid in survivors[:show]:
         m = by_id[mid]
         console.print(f"[bold]{m.id}[/] {m.operator} line {m.line}: {m.description}")
-        console.print(Syntax(m.diff, "diff", theme="ansi_dark"))
+        print_diff(m.diff)
 
 
 @suite_app.command("mutants")
+@cli_errors
 def mutants_cmd(
     module: ModuleArg,
     tests: TestsOpt = None,
     round0: Round0Opt = None,
     root: RootOpt = None,
     engine: EngineOpt = "builtin",
-    operators: OperatorsOpt = None,
+    operators: SuiteOperatorsOpt = None,
     max_mutants: MaxMutantsOpt = None,
-    seed: SeedOpt = 0,
-    workers: WorkersOpt = 1,
-    timeout: TimeoutOpt = None,
+    seed: SuiteSeedOpt = 0,
+    workers: SuiteWorkersOpt = 1,
+    timeout: SuiteTimeoutOpt = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
     show: ShowOpt = 10,
@@ -156,18 +145,14 @@ def mutants_cmd(
     from coharden.suite.loop import evaluate_round0
     from coharden.suite.runner import KillOracle, MutantStatus
 
-    try:
-        settings = _settings(config, timeout, store)
-        suite = _read(round0, "--round0") or _read(tests, "--tests")
-        if not suite.strip():
-            raise CoHardenError("give the tests to run: --tests FILE (or --round0 FILE)")
-        mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
-        with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle, \
-                _progress(len(mutants), "mutants") as advance:
-            r0 = evaluate_round0(oracle, mutants, suite, progress=advance)
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    settings = _settings(config, timeout=timeout, store=store)
+    suite = _read(round0, "--round0") or _read(tests, "--tests")
+    if not suite.strip():
+        raise CoHardenError("give the tests to run: --tests FILE (or --round0 FILE)")
+    mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
+    with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle, \
+            _progress(len(mutants), "mutants") as advance:
+        r0 = evaluate_round0(oracle, mutants, suite, progress=advance)
     counts = {s.value: len(r0.ids(s)) for s in MutantStatus}
     scored = counts["killed"] + counts["survived"] + counts["timeout"]
     if as_json:
@@ -187,6 +172,7 @@ def mutants_cmd(
 
 
 @suite_app.command("run")
+@cli_errors
 def run_cmd(
     module: ModuleArg,
     tests: TestsOpt = None,
@@ -202,15 +188,15 @@ def run_cmd(
     max_shown: MaxShownOpt = 10,
     root: RootOpt = None,
     engine: EngineOpt = "builtin",
-    operators: OperatorsOpt = None,
+    operators: SuiteOperatorsOpt = None,
     max_mutants: MaxMutantsOpt = None,
-    seed: SeedOpt = 0,
-    workers: WorkersOpt = 1,
+    seed: SuiteSeedOpt = 0,
+    workers: SuiteWorkersOpt = 1,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("suite-results"),
-    llm_store: LlmStoreOpt = None,
-    llm_mode: LlmModeOpt = "auto",
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
     budget_usd: BudgetOpt = None,
-    timeout: TimeoutOpt = None,
+    timeout: SuiteTimeoutOpt = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
     show: ShowOpt = 5,
@@ -225,36 +211,32 @@ def run_cmd(
     from coharden.suite.loop import LoopConfig, build_round0, evaluate_round0, harden
     from coharden.suite.runner import KillOracle, MutantStatus
 
-    try:
-        if round0 is not None and (tests is not None or tester_model is not None):
-            raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
-        settings = _settings(config, timeout, store)
-        ledger = Ledger()
-        tester = _client(tester_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
-                         ledger, budget_usd)
-        critic = _client(critic_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
-                         ledger, budget_usd)
-        seed_suite = _read(round0, "--round0") or _read(tests, "--tests")
-        mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
-        with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle:
-            suite0, record = build_round0(oracle, seed_suite, tester)
-            if round0 is not None:
-                record.role = "round0-file"
-            with _progress(len(mutants), "round 0") as advance:
-                r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
-            run = harden(oracle, mutants, r0, critic, LoopConfig(max_rounds, max_shown, seed),
-                         arm=critic_model or "none", progress=lambda text: err_console.print(text))
-        output.mkdir(parents=True, exist_ok=True)
-        (output / "round0.py").write_text(r0.suite)
-        (output / "final_suite.py").write_text(run.final_suite)
-        survivors_final = run.survivors
-        result = {"schema": "coharden-suite-run-1", "module": str(module), "engine": engine,
-                  "mutants": [m.to_json() for m in mutants], "round0": r0.to_json(), "run": run.to_json(),
-                  "llm": ledger.to_dict()}
-        (output / "run.json").write_text(json.dumps(result, indent=2, sort_keys=True))
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    if round0 is not None and (tests is not None or tester_model is not None):
+        raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
+    settings = _settings(config, timeout=timeout, store=store)
+    ledger = Ledger()
+    tester = _client(tester_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
+                     ledger, budget_usd)
+    critic = _client(critic_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
+                     ledger, budget_usd)
+    seed_suite = _read(round0, "--round0") or _read(tests, "--tests")
+    mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
+    with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle:
+        suite0, record = build_round0(oracle, seed_suite, tester)
+        if round0 is not None:
+            record.role = "round0-file"
+        with _progress(len(mutants), "round 0") as advance:
+            r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
+        run = harden(oracle, mutants, r0, critic, LoopConfig(max_rounds, max_shown, seed),
+                     arm=critic_model or "none", progress=lambda text: err_console.print(text))
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "round0.py").write_text(r0.suite)
+    (output / "final_suite.py").write_text(run.final_suite)
+    survivors_final = run.survivors
+    result = {"schema": "coharden-suite-run-1", "module": str(module), "engine": engine,
+              "mutants": [m.to_json() for m in mutants], "round0": r0.to_json(), "run": run.to_json(),
+              "llm": ledger.to_dict()}
+    (output / "run.json").write_text(json.dumps(result, indent=2, sort_keys=True))
     if as_json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
@@ -322,6 +304,7 @@ def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
 
 
 @suite_app.command("compare")
+@cli_errors
 def compare_cmd(
     module: ModuleArg,
     round0: Annotated[Path, typer.Option("--round0", help="The frozen round-0 suite every arm starts from.")],
@@ -329,24 +312,24 @@ def compare_cmd(
                                                   "first arm is the control for the differences.")] = None,
     arms_file: Annotated[Path | None, typer.Option("--arms", help="YAML list of arms: {name, model, api_base, "
                                                    "temperature, cost_overrides, ...}.")] = None,
-    replicates: Annotated[int, typer.Option("--replicates", "-r", min=1, help="Replicates per arm.")] = 5,
+    replicates: Annotated[int, ranged("--replicates", "-r", help="Replicates per arm.", lo=1)] = 5,
     hypotheses: Annotated[Path | None, typer.Option("--hypotheses", help="Hypotheses (YAML list or one per "
                                                     "line); default: each arm beats the control.")] = None,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=100, help="Bootstrap resamples.")] = 2000,
+    n_boot: Annotated[int, ranged("--n-boot", help="Bootstrap resamples.", lo=100)] = 2000,
     api_base: ApiBaseOpt = None,
     max_rounds: MaxRoundsOpt = 3,
     max_shown: MaxShownOpt = 10,
     root: RootOpt = None,
     engine: EngineOpt = "builtin",
-    operators: OperatorsOpt = None,
+    operators: SuiteOperatorsOpt = None,
     max_mutants: MaxMutantsOpt = None,
-    seed: SeedOpt = 0,
-    workers: WorkersOpt = 1,
+    seed: SuiteSeedOpt = 0,
+    workers: SuiteWorkersOpt = 1,
     output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("suite-compare"),
-    llm_store: LlmStoreOpt = None,
-    llm_mode: LlmModeOpt = "auto",
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
     budget_usd: BudgetOpt = None,
-    timeout: TimeoutOpt = None,
+    timeout: SuiteTimeoutOpt = None,
     config: ConfigOpt = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
@@ -365,55 +348,51 @@ def compare_cmd(
     from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
     from coharden.suite.runner import KillOracle
 
-    try:
-        settings = _settings(config, timeout, store)
-        arms = _parse_arms(list(arm or []), arms_file)
-        suite0 = _read(round0, "--round0")
-        mutants, rel = _mutants(module, root, engine, operators, max_mutants, seed)
-        hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
-        result_store = Store(settings.store)
-        plan = {
-            "coharden": __version__, "module": rel, "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),
-            "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": engine,
-            "operators": operators, "max_mutants": max_mutants, "mutants": len(mutants),
-            "mutant_ids_sha256": hashlib.sha256(",".join(f"{m.id}:{m.sha256}" for m in mutants).encode()).hexdigest(),
-            "arms": [a.describe() for a in arms], "api_base": api_base, "replicates": replicates,
-            "max_rounds": max_rounds,
-            "max_shown": max_shown, "seed": seed, "n_boot": n_boot, "level": 0.95, "budget_usd": budget_usd,
-            "metrics": {"kill_rate": "killed round-0 survivors / round-0 survivors, pooled over complete replicates",
-                        "interval": "cluster bootstrap over replicates, percentile, seeded",
-                        "cost_per_killed": "LLM USD of the arm / killed mutants"},
-        }
-        output.mkdir(parents=True, exist_ok=True)
-        prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
-        ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
+    settings = _settings(config, timeout=timeout, store=store)
+    arms = _parse_arms(list(arm or []), arms_file)
+    suite0 = _read(round0, "--round0")
+    mutants, rel = _mutants(module, root, engine, operators, max_mutants, seed)
+    hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
+    result_store = Store(settings.store)
+    plan = {
+        "coharden": __version__, "module": rel, "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),
+        "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": engine,
+        "operators": operators, "max_mutants": max_mutants, "mutants": len(mutants),
+        "mutant_ids_sha256": hashlib.sha256(",".join(f"{m.id}:{m.sha256}" for m in mutants).encode()).hexdigest(),
+        "arms": [a.describe() for a in arms], "api_base": api_base, "replicates": replicates,
+        "max_rounds": max_rounds,
+        "max_shown": max_shown, "seed": seed, "n_boot": n_boot, "level": 0.95, "budget_usd": budget_usd,
+        "metrics": {"kill_rate": "killed round-0 survivors / round-0 survivors, pooled over complete replicates",
+                    "interval": "cluster bootstrap over replicates, percentile, seeded",
+                    "cost_per_killed": "LLM USD of the arm / killed mutants"},
+    }
+    output.mkdir(parents=True, exist_ok=True)
+    prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
+    ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
 
-        def client_for(a: Any) -> Any:
-            if a.llm is None:
-                return None
-            return _client(None, api_base, None, None, llm_store, llm_mode, settings.store, ledger, budget_usd,
-                           overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
+    def client_for(a: Any) -> Any:
+        if a.llm is None:
+            return None
+        return _client(None, api_base, None, None, llm_store, llm_mode, settings.store, ledger, budget_usd,
+                       overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
 
-        def on_run(run: Any) -> None:
-            path = output / "runs" / run.arm / f"rep{run.replicate}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True))
-            mark = "" if run.complete else f" [red]INCOMPLETE ({run.failure['kind'] if run.failure else ''})[/]"
-            err_console.print(f"{run.arm} rep {run.replicate}: killed {len(run.killed)}/{len(run.survivors0)} "
-                              f"({run.stop_reason}){mark}")
+    def on_run(run: Any) -> None:
+        path = output / "runs" / run.arm / f"rep{run.replicate}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True))
+        mark = "" if run.complete else f" [red]INCOMPLETE ({run.failure['kind'] if run.failure else ''})[/]"
+        err_console.print(f"{run.arm} rep {run.replicate}: killed {len(run.killed)}/{len(run.survivors0)} "
+                          f"({run.stop_reason}){mark}")
 
-        with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
-            with _progress(len(mutants), "round 0") as advance:
-                r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
-            result = run_compare(oracle, mutants, r0, arms, replicates, LoopConfig(max_rounds, max_shown, seed),
-                                 client_for=client_for, n_boot=n_boot, on_run=on_run)
-        verify(output / "prereg.json")
-        data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,
-                "llm": ledger.to_dict()}
-        (output / "compare.json").write_text(json.dumps(data, indent=2, sort_keys=True))
-    except CoHardenError as exc:
-        _fail(str(exc))
-        return
+    with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
+        with _progress(len(mutants), "round 0") as advance:
+            r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
+        result = run_compare(oracle, mutants, r0, arms, replicates, LoopConfig(max_rounds, max_shown, seed),
+                             client_for=client_for, n_boot=n_boot, on_run=on_run)
+    verify(output / "prereg.json")
+    data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,
+            "llm": ledger.to_dict()}
+    (output / "compare.json").write_text(json.dumps(data, indent=2, sort_keys=True))
     if as_json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:

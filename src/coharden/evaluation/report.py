@@ -63,87 +63,170 @@ def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
     return buffer.getvalue()
 
 
-def _integer_axis(axis) -> None:  # type: ignore[no-untyped-def]
+def _round_axis(ax, rounds: Sequence[int]) -> None:  # type: ignore[no-untyped-def]
+    """Rounds are whole numbers: one tick per round (a locator would give 0.5 steps around a single round)."""
     from matplotlib.ticker import MaxNLocator
 
-    axis.set_major_locator(MaxNLocator(integer=True))
+    values = sorted(set(rounds))
+    if not values:
+        return
+    if len(values) <= 20:
+        ax.set_xticks(values)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(values[0] - 0.6, values[-1] + 0.6)
 
 
-def plot_rounds(runs: dict[str, Any]) -> bytes:
-    fig = _figure(8, 3.6)
+def _count_axis(ax) -> None:  # type: ignore[no-untyped-def]
+    """Counts and costs are never negative: the axis starts at 0 (also when every value is 0)."""
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top if top > 0 else 1)
+
+
+def _legend_below(fig, ax, ncols: int = 4) -> None:  # type: ignore[no-untyped-def]
+    """One legend for the figure, outside the axes (below them), so it covers no data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(ncols, len(labels)), fontsize=7,
+                   frameon=False)
+
+
+def rounds_figure(runs: dict[str, Any]):  # type: ignore[no-untyped-def]
+    fig = _figure(8, 4.2)
     left, right = fig.subplots(1, 2)
+    all_rounds: list[int] = []
     for name, run in runs.items():
         rounds = [r["round"] for r in run["rounds"]]
+        all_rounds += rounds
         left.plot(rounds, [r["resolved_rate"] for r in run["rounds"]], marker="o", label=f"{name}: Resolved")
         left.plot(rounds, [r["fail_to_pass_rate"] for r in run["rounds"]], marker="s", linestyle="--",
                   label=f"{name}: F->P")
-        right.plot(rounds, [r["active"] for r in run["rounds"]], marker="o", label=name)
+        right.plot(rounds, [r["active"] for r in run["rounds"]], marker="o", label=f"{name}: active")
     left.set(title="Resolved and F->P by round", xlabel="round", ylabel="share of instances", ylim=(-0.02, 1.02))
     right.set(title="Active instances by round", xlabel="round", ylabel="instances")
-    right.set_ylim(bottom=0)
     for ax in (left, right):
-        _integer_axis(ax.xaxis)
-        ax.legend(fontsize=7)
-    _integer_axis(right.yaxis)
-    return _png(fig)
+        _round_axis(ax, all_rounds)
+    _count_axis(right)
+    right.yaxis.set_major_locator(_integer_locator())
+    handles, labels = left.get_legend_handles_labels()
+    handles2, labels2 = right.get_legend_handles_labels()
+    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncols=3, fontsize=7, frameon=False)
+    return fig
 
 
-def plot_laxity(tests: dict[str, Any], tau: float) -> bytes:
-    fig = _figure()
-    ax = fig.subplots()
-    values: dict[str, list[float]] = {}
-    for section in tests.values():
+def _integer_locator():  # type: ignore[no-untyped-def]
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def plot_rounds(runs: dict[str, Any]) -> bytes:
+    return _png(rounds_figure(runs))
+
+
+def laxity_figure(tests: dict[str, Any], tau: float):  # type: ignore[no-untyped-def]
+    """One panel per test system (same axes), each a histogram stacked by class; one legend below."""
+    per_system: dict[str, dict[str, list[float]]] = {}
+    for system, section in tests.items():
+        values: dict[str, list[float]] = {}
         for row in section["instances"].values():
             if "error" not in row and row.get("laxity") is not None:
                 values.setdefault(row["test_class"], []).append(row["laxity"])
-    names = [c for c in CLASSES if c in values]
+        if values:
+            per_system[system] = values
+    n = max(1, len(per_system))
+    fig = _figure(max(5.0, 3.2 * n), 3.8)
+    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
     bins = [i / 20 for i in range(21)]
-    ax.hist([values[c] for c in names], bins=bins, stacked=True, label=names,
-            color=[CLASS_COLORS[c] for c in names])
-    ax.axvline(tau, color="black", linestyle=":", label=f"tau = {tau}")
-    ax.set(title="Laxity of F->P tests, by class", xlabel="laxity (beta / admissible)", ylabel="tests", xlim=(0, 1))
-    ax.legend(fontsize=8)
-    return _png(fig)
+    shown: dict[str, Any] = {}
+    for ax, (system, values) in zip(axes, per_system.items(), strict=False):
+        names = [c for c in CLASSES if c in values]
+        _, _, patches = ax.hist([values[c] for c in names], bins=bins, stacked=True, label=names,
+                                color=[CLASS_COLORS[c] for c in names])
+        line = ax.axvline(tau, color="black", linestyle=":")
+        containers = patches if len(names) > 1 else [patches]  # one dataset: hist returns its bars directly
+        shown.update({c: bars[0] for c, bars in zip(names, containers, strict=True)})
+        shown[f"tau = {tau}"] = line
+        ax.set(title=system, xlabel="laxity (beta / admissible)", xlim=(0, 1))
+        _count_axis(ax)
+        ax.yaxis.set_major_locator(_integer_locator())
+    axes[0].set_ylabel("tests")
+    fig.suptitle("Laxity of F->P tests, by system and class", fontsize=10)
+    order = [c for c in CLASSES if c in shown] + [k for k in shown if k not in CLASSES]
+    fig.legend([shown[k] for k in order], order, loc="outside lower center", ncols=min(6, len(order)), fontsize=7,
+               frameon=False)
+    return fig
 
 
-def plot_matrix(tests: dict[str, Any], runs: dict[str, Any]) -> bytes:
+def plot_laxity(tests: dict[str, Any], tau: float) -> bytes:
+    return _png(laxity_figure(tests, tau))
+
+
+CELL_LABELS = {"alpha": "alpha: both pass", "beta": "beta: lax (candidate passes)",
+               "gamma": "gamma: rigor (candidate fails)", "delta": "delta: both fail"}
+
+
+def matrix_groups(tests: dict[str, Any], runs: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
+    """(label, cell counts) per test system and per loop round that ran mutants; a round without a matrix
+    (lax-init, a failed gate) has nothing to show and is left out rather than drawn as an empty bar."""
     groups: list[tuple[str, dict[str, int]]] = [(f"tests: {name}", s["summary"]["matrix"])
                                                 for name, s in tests.items()]
     for name, run in runs.items():
-        groups += [(f"{name} r{r['round']}", r["matrix"]) for r in run["rounds"]]
-    fig = _figure(max(5.0, 1.1 * len(groups) + 2), 3.6)
+        groups += [(f"{name} r{r['round']}", r["matrix"]) for r in run["rounds"]
+                   if sum((r.get("matrix") or {}).values())]
+    return groups
+
+
+def matrix_figure(tests: dict[str, Any], runs: dict[str, Any]):  # type: ignore[no-untyped-def]
+    groups = matrix_groups(tests, runs)
+    fig = _figure(max(5.5, 1.0 * len(groups) + 2.5), 4.2)
     ax = fig.subplots()
     bottom = [0] * len(groups)
     labels = [g[0] for g in groups]
     for cell in CELLS:
         heights = [g[1].get(cell, 0) for g in groups]
-        ax.bar(labels, heights, bottom=bottom, label=cell, color=CELL_COLORS[cell])
+        ax.bar(labels, heights, bottom=bottom, label=CELL_LABELS[cell], color=CELL_COLORS[cell])
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    ax.set(title="Matrix cells (alpha agree-pass, beta lax, gamma rigor, delta agree-fail)", ylabel="mutants")
+    ax.set(title="Matrix cells per test system and loop round", ylabel="mutants")
+    ax.title.set_fontsize(10)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    ax.legend(fontsize=8)
-    return _png(fig)
+    _count_axis(ax)
+    _legend_below(fig, ax, ncols=2)
+    return fig
 
 
-def plot_cost(runs: dict[str, Any]) -> bytes:
-    fig = _figure(8, 3.6)
+def plot_matrix(tests: dict[str, Any], runs: dict[str, Any]) -> bytes:
+    return _png(matrix_figure(tests, runs))
+
+
+def cost_figure(runs: dict[str, Any]):  # type: ignore[no-untyped-def]
+    fig = _figure(8, 4.2)
     left, right = fig.subplots(1, 2)
     width = 0.8 / max(1, len(runs))
+    all_rounds: list[int] = []
     for i, (name, run) in enumerate(runs.items()):
         offset = (i - (len(runs) - 1) / 2) * width  # bars of the runs side by side, centred on the round
+        all_rounds += [r["round"] for r in run["rounds"]]
         rounds = [r["round"] + offset for r in run["rounds"]]
         mutant = [r["mutant_usd"] for r in run["rounds"]]
         other = [r["usd"] - r["mutant_usd"] for r in run["rounds"]]
         left.bar(rounds, other, width=width, label=f"{name}: agent")
         left.bar(rounds, mutant, width=width, bottom=other, hatch="//", label=f"{name}: mutants")
         right.plot([r["round"] for r in run["rounds"]], [r["cumulative_usd"] for r in run["rounds"]], marker="o",
-                   label=name)
+                   label=f"{name}: cumulative")
     left.set(title="Cost by round (USD)", xlabel="round", ylabel="USD")
     right.set(title="Cumulative cost (USD)", xlabel="round", ylabel="USD")
     for ax in (left, right):
-        _integer_axis(ax.xaxis)
-        ax.legend(fontsize=7)
-    return _png(fig)
+        _round_axis(ax, all_rounds)
+        _count_axis(ax)
+    handles, labels = left.get_legend_handles_labels()
+    handles2, labels2 = right.get_legend_handles_labels()
+    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncols=3, fontsize=7, frameon=False)
+    return fig
+
+
+def plot_cost(runs: dict[str, Any]) -> bytes:
+    return _png(cost_figure(runs))
 
 
 def plot_injection(injection: dict[str, Any]) -> bytes:
@@ -174,7 +257,7 @@ def plots(report: dict[str, Any]) -> dict[str, bytes]:
         out["rounds"] = plot_rounds(runs)
     if any(r.get("laxity") is not None for s in tests.values() for r in s["instances"].values() if "error" not in r):
         out["laxity"] = plot_laxity(tests, report["settings"]["tau"])
-    if tests or any(run["rounds"] for run in runs.values()):
+    if matrix_groups(tests, runs):
         out["matrix"] = plot_matrix(tests, runs)
     if runs:
         out["cost"] = plot_cost(runs)
@@ -185,7 +268,8 @@ def plots(report: dict[str, Any]) -> dict[str, bytes]:
 
 # --- content -----------------------------------------------------------------------------------------------
 
-FIGURE_TITLES = {"rounds": "Per-round Resolved, F->P and active instances", "laxity": "Laxity histogram per class",
+FIGURE_TITLES = {"rounds": "Per-round Resolved, F->P and active instances",
+                 "laxity": "Laxity histogram per system and class",
                  "matrix": "The four matrix cells", "cost": "Cost by round", "injection": "Test injection"}
 
 
@@ -219,7 +303,7 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
                          rows=[[iid, r.get("resolved"), r.get("patch_successfully_applied"),
                                 *(len(r["tests_status"][k]["failure"]) if r.get("patch_successfully_applied")
                                   else None for k in ("FAIL_TO_PASS", "PASS_TO_PASS")),
-                                (r.get("error") or r.get("reason") or "")[:120]]
+                                r.get("error") or r.get("reason") or ""]
                                for iid, r in section["instances"].items()]))
     for name, section in report["tests"].items():
         sm = section["summary"]
@@ -229,7 +313,7 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
                               f"matrix a/b/g/d {_matrix(sm['matrix'])}."))
         out.append(Block("table", headers=["instance", "F->P", "class", "laxity", "matrix a/b/g/d", "note"],
                          rows=[[iid, r.get("fail_to_pass"), r.get("test_class", "Error"), r.get("laxity"),
-                                _matrix(r.get("matrix")), (r.get("error") or r.get("reason") or "")[:120]]
+                                _matrix(r.get("matrix")), r.get("error") or r.get("reason") or ""]
                                for iid, r in section["instances"].items()]))
     figure("laxity")
     figure("matrix")
@@ -268,12 +352,16 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
     cut = report["cutoffs"]
     if report["tests"] or cut["injection"]:
         out.append(Block("h2", "Cutoff sensitivity (Rigorous / Lax split)"))
-        headers = ["cutoff", "Rigorous", "Lax"]
+        systems = list(report["tests"]) if len(report["tests"]) > 1 else []  # one system: its counts are the total
+        headers = ["cutoff", "Rigorous (all)" if systems else "Rigorous", "Lax (all)" if systems else "Lax"]
+        headers += [f"{name}: {side}" for name in systems for side in ("Rigorous", "Lax")]
         if cut["injection"]:
             headers += ["delta Rigorous (n)", "delta Lax (n)"]
         rows = []
         for i, row in enumerate(cut["tests"]):
-            line = [row["cutoff"], row["Rigorous"], row["Lax"]]
+            by_system = row.get("by_system") or {}
+            line = [row["cutoff"], row["Rigorous"], row["Lax"],
+                    *(by_system.get(name, {}).get(side) for name in systems for side in ("Rigorous", "Lax"))]
             if cut["injection"]:
                 inj_row = cut["injection"][i]
                 line += [f"{fmt(inj_row['Rigorous']['delta'])} ({inj_row['Rigorous']['n']})",
@@ -371,6 +459,7 @@ STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 table { border-collapse: collapse; margin: 0.6em 0 1.4em; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
+td { max-width: 40em; white-space: normal; overflow-wrap: break-word; }  /* full notes, wrapped between words */
 th { background: #f0f0f0; }
 figure { margin: 1em 0 2em; } figcaption { font-weight: 600; margin-bottom: 0.4em; }
 img { max-width: 100%; }

@@ -140,7 +140,8 @@ class InstanceExecutor:
                      if is_test_path(p, self.settings.test_patterns)}
             resolved = contributed_ids(pairs)
             if not resolved:
-                raise TestIdError(f"{name or 'test'}: the test patch adds or changes no test function")
+                raise TestIdError(f"{name or 'test'}: " + (_syntax_error(pairs) or
+                                                           "the test patch adds or changes no test function"))
         return TestPatch(patch=patch, ids=resolved, name=name, files=files)
 
     def golden_test(self) -> TestPatch:
@@ -291,3 +292,15 @@ def _shareable(test: TestPatch, paths: set[str]) -> bool:
         if not (name.endswith(".py") and (name.startswith("test") or name.endswith("_test.py"))):
             return False
     return True
+
+
+def _syntax_error(files: dict[str, tuple[str | None, str | None]]) -> str | None:
+    """Why a test patch contributes no test when a touched Python file does not parse after it (else None)."""
+    for path, (_, after) in sorted(files.items()):
+        if after is None or not path.endswith(".py"):
+            continue
+        try:
+            compile(after, path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return f"the test patch leaves {path} with a syntax error (line {exc.lineno}: {exc.msg})"
+    return None

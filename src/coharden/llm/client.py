@@ -8,8 +8,13 @@ here is the only one and the number of requests a provider sees is exactly what 
 Retry policy (after mini-swe-agent's abort list):
 
 * retried with exponential backoff: HTTP 408 / 409 / 429 / 5xx, connection errors, timeouts;
-* never retried: 401 / 403 (:class:`LLMAuthError`), context window (:class:`ContextWindowExceeded`), other
-  4xx such as 400 / 404 / unsupported parameters (:class:`LLMRequestError`).
+* never retried: 401 / 403 and a missing key (:class:`LLMAuthError`, :class:`MissingAPIKey`), context window
+  (:class:`ContextWindowExceeded`), unsupported parameters (:class:`UnsupportedParameter`), other 4xx such as
+  400 / 404 (:class:`LLMRequestError`).
+
+litellm reports a missing key as an HTTP 500 raised before any request is sent; it is recognised by its
+message and classified as auth, not retried as a server error. Each error carries its kind
+(:class:`~coharden.llm.errors.ErrorKind`), which the ledger counts and loop runs record.
 
 litellm is imported lazily on the first provider call: replay needs neither litellm nor the network.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,9 +39,11 @@ from coharden.llm.errors import (
     LLMConfigError,
     LLMError,
     LLMRequestError,
+    MissingAPIKey,
     ReplayMiss,
     RetriesExhausted,
     TruncatedReply,
+    UnsupportedParameter,
     UnusableReply,
 )
 from coharden.llm.types import Completion
@@ -47,6 +55,13 @@ FILTERED_FINISH_REASONS = frozenset({"content_filter", "refusal", "safety"})
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _AUTH_STATUS = frozenset({401, 403})
+#: What provider libraries say when no key reached them (litellm raises these as HTTP 500 without a request).
+_MISSING_KEY = re.compile(r"missing credentials|api_key client option must be set|no api key|api key not (found|set)"
+                          r"|must provide an api key|api_key (is|was) not (set|provided)", re.IGNORECASE)
+#: What providers say when a model rejects a parameter (OpenAI: code ``unsupported_parameter`` /
+#: ``unsupported_value``; litellm: ``UnsupportedParamsError``, "doesn't support temperature").
+_BAD_PARAMETER = re.compile(r"unsupported[ _](parameter|value|param)|(does ?n[o']t|not) support(ed)?\b"
+                            r"|is not supported with this model|unrecognized request argument", re.IGNORECASE)
 
 _litellm_module: ModuleType | None = None
 _litellm_lock = threading.Lock()
@@ -89,21 +104,36 @@ def _normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
 
 
 def _classify(exc: Exception) -> str | None:
-    """``auth`` / ``context_window`` / ``request`` (fail at once), ``retryable``, or None (not a provider error)."""
+    """``auth`` / ``context_window`` / ``bad_parameter`` / ``request`` (fail at once), ``retryable``, or None (not
+    a provider error)."""
     litellm = _litellm()
     if isinstance(exc, litellm.ContextWindowExceededError):
         return "context_window"
-    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
-        return "retryable"
     if not isinstance(exc, tuple(litellm.LITELLM_EXCEPTION_TYPES)):
         return None  # not a provider error (a bug, KeyboardInterrupt, ...): let it through unchanged
+    text = f"{getattr(exc, 'message', '')} {exc}"
+    if isinstance(exc, litellm.AuthenticationError | litellm.PermissionDeniedError) or _MISSING_KEY.search(text):
+        return "auth"
+    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
+        return "retryable"
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         if status in _AUTH_STATUS:
             return "auth"
         if status in _RETRYABLE_STATUS or status >= 500:
             return "retryable"
+    if isinstance(exc, litellm.UnsupportedParamsError) or (status in (400, 422) and _BAD_PARAMETER.search(text)):
+        return "bad_parameter"
     return "request"
+
+
+def _provider_key_vars(model: str) -> str:
+    """The key variable(s) litellm reads for ``model`` (``$OPENAI_API_KEY``), for error messages."""
+    try:
+        missing = _litellm().validate_environment(model).get("missing_keys") or []
+    except Exception:  # a hint only; never fail over it
+        missing = []
+    return " or ".join(f"${name}" for name in missing) or "the provider's key variable"
 
 
 def _provider_message(exc: Exception) -> str:
@@ -240,8 +270,8 @@ class LLMClient:
         model = cfg.model
         try:
             api_key = cfg.resolve_api_key()
-        except LLMConfigError:
-            self.ledger.record_error("config", model=model, instance_id=instance_id)
+        except LLMConfigError as exc:
+            self.ledger.record_error(exc.kind, model=model, instance_id=instance_id)
             raise
         litellm = _litellm()
         kwargs: dict[str, Any] = {
@@ -276,7 +306,7 @@ class LLMClient:
                     continue
                 error = self._error(kind, what, exc, where=where, attempts=attempt + 1)
                 self.ledger.record_error(
-                    "retries_exhausted" if kind == "retryable" else kind, model=model, instance_id=instance_id
+                    "retries_exhausted" if kind == "retryable" else error.kind, model=model, instance_id=instance_id
                 )
                 raise error from exc
             latency = time.monotonic() - started
@@ -287,7 +317,13 @@ class LLMClient:
         model = self.config.model
         detail = _provider_message(exc)
         if kind == "auth":
-            key_hint = f"${self.config.api_key_env}" if self.config.api_key_env else "the provider's key variable"
+            key_hint = f"${self.config.api_key_env}" if self.config.api_key_env else _provider_key_vars(model)
+            if _MISSING_KEY.search(detail):
+                return MissingAPIKey(
+                    f"{model} at {where}: no API key reached the provider; not retried. Set the key in {key_hint} "
+                    f"(any non-empty value for a local endpoint such as `coharden mock-llm`). Provider library said: "
+                    f"{detail}"
+                )
             return LLMAuthError(
                 f"{model} at {where}: authentication/permission refused, {what}; not retried. Check the API key in "
                 f"{key_hint} and access to the model. Provider said: {detail}"
@@ -302,6 +338,11 @@ class LLMClient:
                 f"{model} at {where}: gave up after {attempts} attempts (1 + max_retries={self.config.max_retries}); "
                 f"last error {what}: {detail}",
                 attempts=attempts,
+            )
+        if kind == "bad_parameter":
+            return UnsupportedParameter(
+                f"{model} at {where}: the model rejects a request parameter, {what}; not retried. Remove it from "
+                f"the config (temperature, extra_params) or keep drop_params on. Provider said: {detail}"
             )
         return LLMRequestError(f"{model} at {where}: request rejected, {what}; not retried. Provider said: {detail}")
 

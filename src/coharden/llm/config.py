@@ -62,8 +62,9 @@ class LLMConfig(BaseModel):
     """Per model name: price per token, used instead of litellm's table (local or unlisted models)."""
     extra_params: dict[str, Any] = Field(default_factory=dict)
     """More keyword arguments for ``litellm.completion`` (``seed``, ``top_p``, ...). Part of the request hash."""
-    drop_params: bool = False
-    """Let litellm drop parameters the model does not support instead of failing."""
+    drop_params: bool = True
+    """Let litellm drop parameters it knows the model does not take (``temperature`` on reasoning models such as
+    ``gpt-5-mini``) instead of failing the call. Not part of the request hash: the request as configured is."""
 
     @field_validator("extra_params")
     @classmethod
@@ -92,9 +93,9 @@ class LLMConfig(BaseModel):
         env = os.environ if environ is None else environ
         key = env.get(self.api_key_env, "")
         if not key:
-            from coharden.llm.errors import LLMConfigError
+            from coharden.llm.errors import MissingAPIKey
 
-            raise LLMConfigError(
+            raise MissingAPIKey(
                 f"LLM config for {self.model!r} names API key variable ${self.api_key_env}, but it is not set"
             )
         return key

@@ -20,6 +20,16 @@ Rules file (YAML or JSON), either a list of rules or ``{"rules": [...]}``::
         delay_s: 0.01
       - reply: "catch-all"         # no match = every request
 
+A rule answering an error, as OpenAI does for a parameter the model rejects::
+
+      - status: 400
+        error_message: "Unsupported parameter: 'temperature' is not supported with this model."
+        error_code: unsupported_parameter
+        error_param: temperature
+
+``MockLLMServer(rules, api_key="sk-...")`` also checks the ``Authorization: Bearer`` header of every request
+first and answers HTTP 401 (``invalid_api_key``) when it is missing or different, as a real provider does.
+
 Every request received is kept in :attr:`MockLLMServer.requests` so tests can assert what the model saw.
 The module uses only the standard library and pydantic / PyYAML (no litellm).
 """
@@ -108,14 +118,25 @@ class UsageSpec(BaseModel):
     completion_tokens: int = Field(ge=0)
 
 
+class ToolCallSpec(BaseModel):
+    """One function call in a scripted reply (OpenAI ``tool_calls``), for agents that use native tool calling."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class Rule(BaseModel):
-    """One scripted answer. Either ``reply`` (HTTP 200) or ``status`` (an HTTP error) must be given."""
+    """One scripted answer: ``reply`` and / or ``tool_calls`` (HTTP 200), or ``status`` (an HTTP error)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = None
     match: MatchSpec = Field(default_factory=MatchSpec)
     reply: str | None = None
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    """Function calls the reply makes (its ``finish_reason`` then defaults to ``tool_calls``)."""
     finish_reason: str = "stop"
     usage: UsageSpec | None = None
     """Reported token usage; default: whitespace-separated word counts of the prompt and the reply."""
@@ -123,7 +144,9 @@ class Rule(BaseModel):
     status: int | None = Field(default=None, ge=400, le=599)
     error_message: str | None = None
     error_code: str | None = None
-    """OpenAI error ``code``, e.g. ``context_length_exceeded``."""
+    """OpenAI error ``code``, e.g. ``context_length_exceeded``, ``unsupported_parameter``, ``invalid_api_key``."""
+    error_param: str | None = None
+    """OpenAI error ``param``: the request parameter at fault, e.g. ``temperature``."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra response headers (e.g. ``retry-after``)."""
     times: int | None = Field(default=None, ge=1)
@@ -138,8 +161,10 @@ class Rule(BaseModel):
 
     @model_validator(mode="after")
     def _reply_or_status(self) -> Rule:
-        if self.reply is None and self.status is None:
-            raise ValueError("a rule needs `reply` (a success) or `status` (an HTTP error)")
+        if self.reply is None and self.status is None and not self.tool_calls:
+            raise ValueError("a rule needs `reply` or `tool_calls` (a success) or `status` (an HTTP error)")
+        if self.tool_calls and "finish_reason" not in self.model_fields_set:
+            object.__setattr__(self, "finish_reason", "tool_calls")
         return self
 
 
@@ -212,7 +237,7 @@ class ReceivedRequest:
         return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
 
 
-def _error_body(message: str, status: int, code: str | None = None) -> dict[str, Any]:
+def _error_body(message: str, status: int, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     kind = {
         400: "invalid_request_error",
         401: "authentication_error",
@@ -220,7 +245,7 @@ def _error_body(message: str, status: int, code: str | None = None) -> dict[str,
         404: "not_found_error",
         429: "rate_limit_error",
     }.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def _word_count(text: str) -> int:
@@ -284,6 +309,13 @@ class _Handler(BaseHTTPRequestHandler):
             mock._log(self, body, None, 400)
             self._send_json(400, _error_body("mock LLM: streaming is not supported", 400))
             return
+        if mock.api_key is not None and self.headers.get("Authorization") != f"Bearer {mock.api_key}":
+            mock._log(self, body, None, 401)
+            given = self.headers.get("Authorization", "")
+            message = ("You didn't provide an API key." if not given.strip()
+                       else "Incorrect API key provided. You can find your API key in your account settings.")
+            self._send_json(401, _error_body(message, 401, "invalid_api_key"))
+            return
         index, rule = mock._select(body)
         if rule is None:
             mock._log(self, body, None, 404)
@@ -303,9 +335,18 @@ class _Handler(BaseHTTPRequestHandler):
             mock._stopping.wait(rule.delay_s)
         if rule.status is not None:
             message = rule.error_message or f"mock LLM: scripted HTTP {rule.status} ({HTTPStatus(rule.status).phrase})"
-            self._send_json(rule.status, _error_body(message, rule.status, rule.error_code), rule.headers)
+            body_out = _error_body(message, rule.status, rule.error_code, rule.error_param)
+            self._send_json(rule.status, body_out, rule.headers)
             return
         reply = rule.reply or ""
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if rule.tool_calls:
+            message["content"] = rule.reply  # None when the reply is only calls, as OpenAI sends it
+            message["tool_calls"] = [
+                {"id": f"call_mock_{next(mock._ids)}", "type": "function",
+                 "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+                for call in rule.tool_calls
+            ]
         usage = rule.usage or UsageSpec(
             prompt_tokens=_word_count(MatchSpec().haystack(body["messages"])), completion_tokens=_word_count(reply)
         )
@@ -315,7 +356,7 @@ class _Handler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": body.get("model", "mock"),
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": rule.finish_reason}
+                {"index": 0, "message": message, "finish_reason": rule.finish_reason}
             ],
             "usage": {
                 "prompt_tokens": usage.prompt_tokens,
@@ -340,10 +381,13 @@ class MockLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         on_request: Callable[[ReceivedRequest], None] | None = None,
+        api_key: str | None = None,
     ) -> None:
         """``rules``: a rules file path, or a list of rules / rule dicts. ``on_request`` is called (in the
-        handler thread) with each request as it is logged, e.g. to print a line per request."""
+        handler thread) with each request as it is logged, e.g. to print a line per request. ``api_key``: when
+        set, a request without ``Authorization: Bearer <api_key>`` gets HTTP 401 before any rule is tried."""
         self.on_request = on_request
+        self.api_key = api_key
         if isinstance(rules, str | Path):
             self.rules = load_rules(rules)
         else:

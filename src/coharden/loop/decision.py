@@ -14,7 +14,9 @@ class Decision(StrEnum):
     INCONCLUSIVE = "inconclusive"  # no admissible mutant (or no usable reference): check skipped
     GATE_FAILED = "gate_failed"  # the agent's submission was not accepted (F->P gate, clean patch, ...)
     LAX_INIT = "lax_init"  # round 0 wrote t0
-    BUDGET_EXHAUSTED = "budget_exhausted"  # K rounds (or the cost cap) used up: return (t_K, c_K)
+    ROUNDS_EXHAUSTED = "rounds_exhausted"  # K rounds used up: return (t_K, c_K)
+    COST_CAP = "cost_cap"  # a configured cost cap was reached: return what the finished rounds made
+    MODEL_ERROR = "model_error"  # the model failed for good (auth, bad parameter, ...): see the error kind
     DONE = "done"  # a one-shot baseline finished
 
 

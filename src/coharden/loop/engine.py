@@ -12,7 +12,11 @@ mutant runs against t_k and t_ref (the temporal matrix), l_k = beta / admissible
 * t_k unchanged: t_ref <- t_k, continue with retry feedback;
 * no admissible mutant (or a reference that is not F->P on c_k, or an incomplete LLM pool): inconclusive,
   the check is skipped and counted; t_ref <- t_k;
-* K rounds used: return (t_K, c_K).
+* K rounds used: return (t_K, c_K) (decision ``rounds_exhausted``).
+
+A model error that a next round cannot cure (no or a wrong API key, a parameter the model rejects, a prompt
+over the context window, a provider down through every retry) ends the instance at once with decision
+``model_error`` and its kind; a reached cost cap ends it with ``cost_cap``. Both keep the finished rounds.
 
 The loop never sees the golden fix or test: the agent, its critic and the mechanical checks work on a copy
 of the instance with them removed. State is saved after every round, so a killed run resumes at the last
@@ -36,15 +40,20 @@ from coharden.evaluation.records import RoundRecord
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.execution.workspace import Workspace
-from coharden.llm import BudgetExceeded, Ledger
+from coharden.llm import ErrorKind, Ledger, LLMError
 from coharden.loop import feedback
 from coharden.loop.config import LoopConfig, Method
 from coharden.loop.decision import Decision, decide, same_test
+from coharden.loop.progress import LoopProgress, Phase, ProgressCallback
 from coharden.loop.state import LoopState, RoundOutcome
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
+
+#: Model error kinds after which the loop goes on (a next round may get a usable reply); every other kind ends
+#: the instance, since the same call fails again.
+CONTINUABLE_KINDS = frozenset({ErrorKind.UNUSABLE_REPLY.value})
 
 LAX_INIT_NOTES = ("Aim the test at the most observable witness of the bug: the simplest call that shows the "
                   "behaviour the issue reports.")
@@ -59,6 +68,18 @@ class LoopResult(BaseModel):
     rounds: list[RoundOutcome]
     cost_usd: float
     inconclusive_rounds: int
+    error_kind: str = ""
+    """The model error that ended the instance (``coharden.llm.ErrorKind``: auth, bad_parameter, cost_cap, ...)."""
+    note: str = ""
+    """Why the instance ended early, in the error's own words."""
+
+
+class InstanceStopped(Exception):
+    """The agent stopped on a model error no next round can cure; the instance ends with its kind."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def blind(instance: Instance) -> Instance:
@@ -71,7 +92,8 @@ class InstanceLoop:
 
     def __init__(self, instance: Instance, repo: Path, settings: Settings, agent: Agent, config: LoopConfig,
                  output: Path, *, store: Store | None = None, ledger: Ledger | None = None,
-                 llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None) -> None:
+                 llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None,
+                 progress: ProgressCallback | None = None) -> None:
         if config.method is Method.FIX_WITH_TEST and not (injected_test or "").strip():
             raise CoHardenError(f"{instance.instance_id}: fix-with-test needs a test to inject")
         if config.mpe.llm is not None and llm_mutator is None:
@@ -90,6 +112,15 @@ class InstanceLoop:
         self.dir = output / "instances" / instance.instance_id
         self.state_path = self.dir / "state.json"
         self.records_path = output / "rounds" / f"{self.run_name}.jsonl"
+        self.progress = progress
+        self._round = 0
+
+    def _phase(self, phase: Phase, decision: str = "") -> None:
+        """Tell the listener (if any) where the run is; see :class:`LoopProgress`."""
+        if self.progress is not None:
+            one_shot = self.config.method in (Method.FIX_ONLY, Method.FIX_WITH_TEST, Method.TEST_ONLY, Method.COGEN)
+            rounds = 1 if one_shot else self.config.rounds + 1
+            self.progress(LoopProgress(self.instance.instance_id, self._round, rounds, phase, decision))
 
     # --- helpers --------------------------------------------------------------------------------------------
     def _spent(self) -> tuple[int, float]:
@@ -101,6 +132,8 @@ class InstanceLoop:
     def _agent(self, executor: InstanceExecutor, mode: Mode, round_no: int, *, fix: str = "", test: str = "",
                notes: str = "") -> AgentResult:
         """One agent run in a fresh workspace that starts from base + ``fix`` + ``test``."""
+        self._round = round_no
+        self._phase("agent")
         reference_test: TestPatch | str | None = self.injected_test or None
         context = CriticContext(mode, instance=self.instance, repo=self.repo, settings=self.settings,
                                 executor=executor, reference_fix="", reference_test=reference_test)
@@ -120,7 +153,8 @@ class InstanceLoop:
             laxity=outcome.laxity if matrix else None, matrix=matrix, admissible=outcome.admissible if matrix else None,
             tokens=tokens, usd=outcome.cost_usd, mutant_usd=outcome.mutant_cost_usd,
             fix_patch=outcome.fix or None, test_patch=outcome.test or None,
-            meta={"method": self.config.method.value, "agent_status": outcome.agent_status, "note": outcome.note},
+            meta={"method": self.config.method.value, "agent_status": outcome.agent_status, "note": outcome.note,
+                  **({"error_kind": outcome.error_kind} if outcome.error_kind else {})},
         )
         self.records_path.parent.mkdir(parents=True, exist_ok=True)
         with self.records_path.open("a") as handle:
@@ -138,20 +172,22 @@ class InstanceLoop:
         state.rounds.append(outcome)
         state.round = outcome.round
         state.save(self.state_path)
-        if outcome.agent_status == "BudgetExceeded":
-            raise BudgetExceeded("cost cap reached during the agent run", scope="run", cap_usd=0.0,
-                                 spent_usd=usd)
+        self._phase("round", outcome.decision)
+        if outcome.error_kind and outcome.error_kind not in CONTINUABLE_KINDS:
+            raise InstanceStopped(outcome.error_kind, outcome.note or f"the agent stopped: {outcome.agent_status}")
 
     def _result(self, state: LoopState) -> LoopResult:
         return LoopResult(instance_id=state.instance_id, method=state.method, fix=state.fix, test=state.test,
                           decision=state.final_decision, rounds=state.rounds,
                           cost_usd=sum(r.cost_usd for r in state.rounds),
-                          inconclusive_rounds=sum(r.decision == Decision.INCONCLUSIVE for r in state.rounds))
+                          inconclusive_rounds=sum(r.decision == Decision.INCONCLUSIVE for r in state.rounds),
+                          error_kind=state.error_kind, note=state.final_note)
 
     def _finish(self, state: LoopState, decision: Decision) -> LoopResult:
         state.finished = True
         state.final_decision = decision.value
         state.save(self.state_path)
+        self._phase("done", decision.value)
         return self._result(state)
 
     # --- the run --------------------------------------------------------------------------------------------
@@ -165,9 +201,10 @@ class InstanceLoop:
         with InstanceExecutor(self.instance, self.repo, self.settings, self.store) as executor:
             try:
                 return self._run(state, executor)
-            except BudgetExceeded as exc:
-                state.final_note = str(exc)
-                return self._finish(state, Decision.BUDGET_EXHAUSTED)
+            except (InstanceStopped, LLMError) as exc:  # LLMError: a call outside an agent run (the LLM mutator)
+                state.error_kind, state.final_note = exc.kind, str(exc)
+                return self._finish(state, Decision.COST_CAP if exc.kind == ErrorKind.COST_CAP else
+                                    Decision.MODEL_ERROR)
 
     def _drop_records_after(self, last_round: int) -> None:
         """A resumed run rewrites the rounds it redoes: drop this instance's records past the saved state."""
@@ -193,7 +230,7 @@ class InstanceLoop:
             decision = self._joint_round(state, executor, k)
             if decision in (Decision.CLEAN, Decision.DONE):
                 return self._finish(state, decision)
-        return self._finish(state, Decision.BUDGET_EXHAUSTED)
+        return self._finish(state, Decision.ROUNDS_EXHAUSTED)
 
     def _one_shot(self, state: LoopState, executor: InstanceExecutor) -> LoopResult:
         mode = {Method.FIX_ONLY: Mode.FIX_ONLY, Method.FIX_WITH_TEST: Mode.FIX_ONLY, Method.TEST_ONLY: Mode.TEST_ONLY,
@@ -205,7 +242,7 @@ class InstanceLoop:
                                fix=source if mode is not Mode.TEST_ONLY else "",
                                test=tests if mode is not Mode.FIX_ONLY else "",
                                agent_status=result.exit_status, cost_usd=result.cost or 0.0,
-                               note=result.error or "")
+                               error_kind=result.error_kind or "", note=result.error or "")
         state.fix, state.test = outcome.fix, outcome.test
         self._finish_round(state, outcome, before)
         return self._finish(state, Decision(outcome.decision))
@@ -215,7 +252,7 @@ class InstanceLoop:
         result = self._agent(executor, Mode.TEST_ONLY, 0, notes=LAX_INIT_NOTES)
         _, t0 = split_patch(result.submission or "", self.settings.test_patterns)
         outcome = RoundOutcome(round=0, decision=Decision.LAX_INIT, test=t0, agent_status=result.exit_status,
-                               cost_usd=result.cost or 0.0)
+                               error_kind=result.error_kind or "", cost_usd=result.cost or 0.0)
         problem = (result.error or "not accepted") if not result.accepted else self._fails_on_buggy(executor, t0)
         if problem or not t0.strip():
             outcome.decision, outcome.test = Decision.GATE_FAILED, ""
@@ -225,6 +262,7 @@ class InstanceLoop:
 
     def _fails_on_buggy(self, executor: InstanceExecutor, test_patch: str) -> str:
         """'' when the test fails on the buggy code, else why not (mechanical verdict)."""
+        self._phase("gate")
         try:
             test = executor.test_patch(test_patch, name="t0")
         except CoHardenError as exc:
@@ -240,7 +278,7 @@ class InstanceLoop:
             notes = feedback.GENERIC_REFINE
         result = self._agent(executor, Mode.JOINT, k, fix=state.fix, test=state.t_ref or state.test, notes=notes)
         outcome = RoundOutcome(round=k, decision=Decision.GATE_FAILED, agent_status=result.exit_status,
-                               cost_usd=result.cost or 0.0)
+                               error_kind=result.error_kind or "", cost_usd=result.cost or 0.0)
         c_k, t_k = split_patch(result.submission or "", self.settings.test_patterns)
         problem = (result.error or "the critic did not accept the submission") if not result.accepted else \
             self._gate(executor, c_k, t_k)
@@ -264,6 +302,7 @@ class InstanceLoop:
         """The F->P gate, mechanically: '' when the test fails on the buggy code and passes on the fix."""
         if not fix.strip() or not test_patch.strip():
             return "the submission needs both a test and a source fix"
+        self._phase("gate")
         try:
             test = executor.test_patch(test_patch, name="t_k")
         except CoHardenError as exc:
@@ -284,6 +323,7 @@ class InstanceLoop:
             outcome.note = "no reference test (no lax-init test): check skipped"
         else:
             reference = executor.test_patch(state.t_ref, name="t_ref")
+            self._phase("mutants")
             try:
                 config = self.config.mpe.model_copy(update={"seed": seed})
                 mpe = evaluate(executor, outcome.fix, t_k, reference, config,

@@ -7,7 +7,11 @@ Output directory::
     fixes.jsonl                                      SWE-bench predictions (instance_id, model_name_or_path,
                                                      model_patch)
     tests.jsonl                                      SWT-bench predictions (the patch adds the tests)
-    summary.json                                     decisions, costs, errors
+    summary.json                                     decisions, costs, errors, model errors per instance
+
+``summary["model_errors"]`` maps each instance a model error ended to ``"<kind>: <first line of the error>"``;
+``summary["model_failure"]`` is true when no instance produced a fix or a test and model errors are why (the
+CLI then exits non-zero).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from coharden.errors import CoHardenError
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
 from coharden.llm import Ledger
+from coharden.llm.errors import first_line
 from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
+from coharden.loop.progress import ProgressCallback
 from coharden.schema.instance import Instance
 
 
@@ -35,8 +41,11 @@ def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Ca
             config: LoopConfig, output: Path, *, run_name: str, store: Store | None = None,
             ledger: Ledger | None = None, llm_mutator_factory: Callable[[], Any] | None = None,
             injected: dict[str, str] | None = None,
-            progress: Callable[[str, LoopResult | None, str | None], None] | None = None) -> dict[str, Any]:
-    """Run ``config.method`` on every instance; errors of one instance are reported, not fatal."""
+            progress: Callable[[str, LoopResult | None, str | None], None] | None = None,
+            on_phase: ProgressCallback | None = None) -> dict[str, Any]:
+    """Run ``config.method`` on every instance; errors of one instance are reported, not fatal. ``progress`` is
+    called once per finished instance, ``on_phase`` at every phase of every round (see
+    :class:`~coharden.loop.progress.LoopProgress`); both from worker threads."""
     output.mkdir(parents=True, exist_ok=True)
     results: dict[str, LoopResult] = {}
     errors: dict[str, str] = {}
@@ -47,7 +56,8 @@ def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Ca
             repo = resolve_repo(instance, settings.repos_dir)
             loop = InstanceLoop(instance, repo, settings, agent_factory(), config, output, store=store,
                                 ledger=ledger, llm_mutator=llm_mutator_factory() if llm_mutator_factory else None,
-                                injected_test=(injected or {}).get(instance.instance_id), run_name=run_name)
+                                injected_test=(injected or {}).get(instance.instance_id), run_name=run_name,
+                                progress=on_phase)
             return instance.instance_id, loop.run(), None
         except CoHardenError as exc:
             return instance.instance_id, None, str(exc)
@@ -77,8 +87,14 @@ def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Ca
         "cost_usd": sum(r.cost_usd for r in results.values()),
         "errors": errors,
         "per_instance": {iid: {"decision": results[iid].decision, "rounds": len(results[iid].rounds),
-                               "cost_usd": results[iid].cost_usd} for iid in order},
+                               "cost_usd": results[iid].cost_usd,
+                               **({"error_kind": results[iid].error_kind, "cause": first_line(results[iid].note)}
+                                  if results[iid].error_kind else {})} for iid in order},
     }
+    model_errors = {iid: f"{results[iid].error_kind}: {first_line(results[iid].note)}" for iid in order
+                    if results[iid].error_kind}
+    produced = sum(bool(results[iid].fix.strip() or results[iid].test.strip()) for iid in order)
+    summary.update(model_errors=model_errors, produced=produced, model_failure=not produced and bool(model_errors))
     if ledger is not None:
         summary["llm"] = ledger.to_dict()["run"]
     (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))

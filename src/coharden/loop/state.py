@@ -27,6 +27,7 @@ class RoundOutcome(BaseModel):
     cost_usd: float = 0.0
     mutant_cost_usd: float = 0.0
     agent_status: str = ""
+    error_kind: str = ""  # the model error that stopped the agent (coharden.llm.ErrorKind), "" when none
     note: str = ""
 
 
@@ -43,6 +44,7 @@ class LoopState(BaseModel):
     finished: bool = False
     final_decision: str = ""
     final_note: str = ""
+    error_kind: str = ""  # why a model_error / cost_cap run stopped (coharden.llm.ErrorKind)
     rounds: list[RoundOutcome] = Field(default_factory=list)
 
     @property

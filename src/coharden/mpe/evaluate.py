@@ -174,6 +174,14 @@ def check_fix(fix: str, patterns: Sequence[str]) -> str:
     return source
 
 
+#: hears (stage, done, total) while an MPE runs; total is None while unknown
+Progress = Callable[[str, int, int | None], None]
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    """The default progress callback: nobody listens."""
+
+
 def evaluate(
     executor: InstanceExecutor,
     fix: str,
@@ -183,6 +191,7 @@ def evaluate(
     *,
     llm_mutator: LLMMutator | None = None,
     executor_factory: Callable[[], InstanceExecutor] | None = None,
+    progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
@@ -203,7 +212,7 @@ def evaluate(
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
             pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
                              **_pool_options(config))
-        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, pool)
+        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, pool, progress)
     finally:
         team.close()
         if early is not None:
@@ -212,7 +221,7 @@ def evaluate(
 
 def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
               llm_mutator: LLMMutator | None, timings: dict[str, float], started: float,
-              early_pool: EarlyPool | None) -> MPEResult:
+              early_pool: EarlyPool | None, progress: Progress | None) -> MPEResult:
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
@@ -260,7 +269,8 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, timings=timings, team=team)
+    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, progress=progress, timings=timings,
+                                 team=team)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -284,12 +294,17 @@ def _pool_options(config: MPEConfig) -> dict[str, Any]:
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
                 workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
-                timings: dict[str, float] | None = None, team: Workers | None = None) -> list[MutantResult]:
+                progress: Progress | None = None, timings: dict[str, float] | None = None,
+                team: Workers | None = None) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
     (its own workspace), so parallel and serial runs see the same files. ``timings["timeouts"]`` gets the
     seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs)."""
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
+    tell = progress or _quiet
+    done = [0]
+    counting = threading.Lock()
+    tell("mutants", 0, len(mutants))
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         mark = time.monotonic()
@@ -298,6 +313,9 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
             with lock_spent:
                 spent["timeouts"] += time.monotonic() - mark
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        with counting:
+            done[0] += 1
+            tell("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
     tasks = [functools.partial(one, mutant=m) for m in mutants]

@@ -1,0 +1,202 @@
+"""Every option that two or more commands share, defined once, with its validation.
+
+Groups: the common options (config, repos, store, timeout, python, json, id), the LLM group (model,
+endpoint, record/replay store and mode, cost caps, sampling) and the MPE group (operators, mutants per
+operator, seed, tau, workers, mutator, cutoffs). A command takes the aliases it needs; where a flag means
+something narrower in one command (``--workers`` in ``run`` counts instances), the command passes its own help
+to the same factory, so the validation stays the one defined here. Numeric flags are range-checked at the
+command line: a bad value is one line (``Error: Invalid value for '--tau': 1.5 is out of range (allowed: 0 to
+1)``) before anything runs.
+
+:func:`mpe_config` is the one place where the MPE group becomes an :class:`MPEConfig`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU
+
+if TYPE_CHECKING:
+    from coharden.config import Settings
+    from coharden.schema.mpe_config import MPEConfig
+    from coharden.schema.mutant import Operator
+
+#: the two laxity cutoffs as the help texts name them
+MPE_TAU_HELP = f"{PAPER_TAU}, the paper's MPE cutoff"
+LOOP_TAU_HELP = f"{LOOP_TAU}, the CoHarden loop's threshold"
+
+
+# --- range checks ---------------------------------------------------------------------------------------------
+
+def _allowed(lo: float | None, hi: float | None, lo_open: bool) -> str:
+    if lo is not None and hi is not None:
+        return f"{lo} to {hi}"
+    if lo is not None:
+        return f"{'>' if lo_open else '>='} {lo}"
+    return f"<= {hi}"
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[Any], Any]:
+    """A typer callback refusing a number outside [lo, hi] (``lo_open``: lo itself is refused too)."""
+
+    def check(value: Any) -> Any:
+        if value is None:
+            return value
+        for v in value if isinstance(value, list | tuple) else [value]:
+            low = lo is not None and (v <= lo if lo_open else v < lo)
+            if low or (hi is not None and v > hi):
+                raise typer.BadParameter(f"{v} is out of range (allowed: {_allowed(lo, hi, lo_open)})")
+        return value
+
+    return check
+
+
+def ranged(*decls: str, help: str, lo: float | None = None, hi: float | None = None,  # noqa: A002
+           lo_open: bool = False, **kwargs: Any) -> Any:
+    """``typer.Option(*decls)`` whose value must lie in [lo, hi]; the allowed range is appended to the help.
+    ``default=`` is for the non-Annotated style (``x: int = ranged(...)``)."""
+    head = (kwargs.pop("default"),) if "default" in kwargs else ()
+    return typer.Option(*head, *decls, help=f"{help} [{_allowed(lo, hi, lo_open)}]",
+                        callback=in_range(lo, hi, lo_open=lo_open), **kwargs)
+
+
+# --- common ---------------------------------------------------------------------------------------------------
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
+ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
+IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
+IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def timeout_option(help: str = "Seconds per test process.") -> Any:  # noqa: A002
+    return ranged("--timeout", help=help, lo=0, lo_open=True)
+
+
+TimeoutOpt = Annotated[float | None, timeout_option()]
+
+# --- the LLM group --------------------------------------------------------------------------------------------
+
+def model_option(help: str = "litellm model name (default $COHARDEN_LLM_MODEL).") -> Any:  # noqa: A002
+    return typer.Option("--model", "-m", help=help)
+
+
+ModelOpt = Annotated[str | None, model_option()]
+ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL (default "
+                                                "$COHARDEN_LLM_API_BASE).")]
+LLMStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "
+                                                  "llm-calls.sqlite next to --store).")]
+LLMModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto (replay stored calls, record new ones), record "
+                                         "(always call, overwrite), replay (offline, fail on a miss).")]
+BudgetOpt = Annotated[float | None, ranged("--budget-usd", help="LLM cost cap for the whole run (USD).", lo=0)]
+InstanceBudgetOpt = Annotated[float | None, ranged("--instance-budget-usd", help="LLM cost cap per instance (USD).",
+                                                   lo=0)]
+TemperatureOpt = Annotated[float | None, ranged("--temperature", help="LLM sampling temperature.", lo=0)]
+MaxTokensOpt = Annotated[int | None, ranged("--max-tokens", help="LLM completion token limit (a reply reaching it "
+                                            "is rejected as truncated).", lo=1)]
+StepLimitOpt = Annotated[int, ranged("--step-limit", help="Model calls per agent run (0: no limit).", lo=0)]
+
+# --- the MPE group --------------------------------------------------------------------------------------------
+
+
+def _operator_help() -> str:
+    # the names come from the Operator enum, which every registered operator is named by; importing the
+    # registry itself would load every operator module (libcst) on each start of the CLI
+    from coharden.schema.mutant import Operator
+
+    names = [op.value for op in Operator if op.value != "vanilla"]
+    return (f"Comma-separated mutant operators (default: every mechanical one): {', '.join(names)}; "
+            "vanilla too for --mutator llm.")
+
+
+OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_help())]
+PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="Mutants per operator, a seeded sample "
+                                              "(default: all).", lo=1)]
+
+
+def seed_option(help: str = "Seed of every sampler (mutant sample, shown mutants).") -> Any:  # noqa: A002
+    return ranged("--seed", help=help, lo=0)
+
+
+SeedOpt = Annotated[int | None, seed_option()]
+
+
+def tau_option(help: str = f"Laxity cutoff between Rigorous and Lax (default {MPE_TAU_HELP}).") -> Any:  # noqa: A002
+    return ranged("--tau", help=help, lo=0, hi=1)
+
+
+TauOpt = Annotated[float | None, tau_option()]
+
+
+def workers_option(help: str = "Parallel workers (default: the CPU count).") -> Any:  # noqa: A002
+    return ranged("--workers", "-w", help=help, lo=1)
+
+
+WorkersOpt = Annotated[int | None, workers_option()]
+PreferExercisedOpt = Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
+                                                  "among mutants that change code the tests run.")]
+PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
+CutoffsOpt = Annotated[str | None, typer.Option("--cutoffs", help="Comma-separated cutoffs (0 to 1) of the "
+                                                "Rigorous/Lax sensitivity table.")]
+MutatorOpt = Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
+SamplesOpt = Annotated[int, ranged("--samples", help="LLM mutator: mutants wanted per operator.", lo=1)]
+
+MUTATORS = ("mechanical", "llm")
+
+
+def parse_mutators(value: str) -> list[str]:
+    """The mutant sources of a --mutator value, in canonical order."""
+    sources = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [v for v in sources if v not in MUTATORS]
+    if not sources or unknown:
+        raise CoHardenError(f"--mutator: {', '.join(unknown) or 'empty'} (known: {', '.join(MUTATORS)})")
+    return [m for m in MUTATORS if m in sources]
+
+
+def parse_operators(value: str | None) -> list[Operator]:
+    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
+    from coharden.mutation.pool import MECHANICAL_OPERATORS
+    from coharden.schema.mutant import Operator
+
+    if not value:
+        return list(MECHANICAL_OPERATORS)
+    try:
+        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        known = ", ".join(op.value for op in Operator)
+        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
+
+
+def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
+    """Cutoffs from a comma-separated --cutoffs value, each between 0 and 1."""
+    if not value:
+        return list(default)
+    try:
+        cut = [float(c) for c in value.split(",") if c.strip()]
+    except ValueError as exc:
+        raise CoHardenError(f"--cutoffs: {exc}") from exc
+    if not cut or any(not 0 <= c <= 1 for c in cut):
+        raise CoHardenError(f"--cutoffs: {value!r} (allowed: numbers from 0 to 1, comma-separated)")
+    return cut
+
+
+def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_operator: int | None, *,
+               paper_classes: bool = False, mechanical: bool = True, llm_model: str | None = None,
+               prefer_exercised: bool = False, workers: int = 1) -> MPEConfig:
+    """The :class:`MPEConfig` of the MPE option group: every command that runs MPE builds it here. Seed and tau
+    come from ``settings`` (the flags folded over the config file); ``operators`` None keeps MPEConfig's
+    default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel)."""
+    from coharden.schema.mpe_config import MPEConfig
+
+    chosen = {} if operators is None else {"operators": list(operators)}
+    return MPEConfig(**chosen, per_operator=per_operator, seed=settings.seed, tau=settings.tau,
+                     paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
+                     prefer_exercised=prefer_exercised, workers=workers)

@@ -1,0 +1,129 @@
+"""The evaluation report's plots and tables on small hand-made report documents (no grading): per-system
+laxity panels, legends outside the data, titles that fit, integer round axes, no negative axes, per-system
+cutoff columns, notes kept whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="plots need the report extra")
+
+from coharden.evaluation.report import (  # noqa: E402
+    cost_figure,
+    laxity_figure,
+    matrix_figure,
+    matrix_groups,
+    render_html,
+    render_markdown,
+    rounds_figure,
+)
+
+
+def _round(k: int, matrix: dict[str, int] | None = None, usd: float = 0.0) -> dict[str, Any]:
+    return {"round": k, "active": 1, "resolved_rate": None, "fail_to_pass_rate": 1.0, "usd": usd, "mutant_usd": 0.0,
+            "cumulative_usd": usd, "matrix": matrix or {"alpha": 0, "beta": 0, "gamma": 0, "delta": 0}}
+
+
+def _tests(*systems: str) -> dict[str, Any]:
+    rows = {"i1": {"test_class": "Rigorous", "laxity": 0.0, "fail_to_pass": True},
+            "i2": {"test_class": "Lax", "laxity": 0.5, "fail_to_pass": True}}
+    return {name: {"instances": {k: dict(v, laxity=v["laxity"] + 0.1 * i) for k, v in rows.items()},
+                   "summary": {"matrix": {"alpha": 1, "beta": 2, "gamma": 3, "delta": 0}}}
+            for i, name in enumerate(systems)}
+
+
+def _draw(fig):  # type: ignore[no-untyped-def]
+    """Lay out and draw the figure on an Agg canvas, as the report's PNGs are; return the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _inside(inner, outer, slack: float = 1.0) -> bool:  # type: ignore[no-untyped-def]
+    return (inner.x0 >= outer.x0 - slack and inner.y0 >= outer.y0 - slack and inner.x1 <= outer.x1 + slack
+            and inner.y1 <= outer.y1 + slack)
+
+
+def _legend_covers_nothing(fig) -> None:  # type: ignore[no-untyped-def]
+    renderer = _draw(fig)
+    assert all(ax.get_legend() is None for ax in fig.axes)  # no legend drawn inside an axes
+    assert len(fig.legends) == 1
+    box = fig.legends[0].get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent(renderer))
+    assert _inside(box, fig.bbox)
+
+
+def test_one_round_gets_integer_ticks_and_no_negative_usd_axis() -> None:
+    runs = {"loop": {"rounds": [_round(1)]}}  # a single round, zero cost: fractional ticks and -0.05 USD before
+    for fig in (rounds_figure(runs), cost_figure(runs)):
+        _draw(fig)
+        for ax in fig.axes:
+            assert [float(t) for t in ax.get_xticks()] == [1.0]
+        _legend_covers_nothing(fig)
+    cost = cost_figure(runs)
+    _draw(cost)
+    assert all(ax.get_ylim()[0] == 0 for ax in cost.axes)
+
+
+def test_laxity_histogram_has_one_panel_per_system() -> None:
+    fig = laxity_figure(_tests("otter", "coharden"), tau=0.202)
+    renderer = _draw(fig)
+    assert [ax.get_title() for ax in fig.axes] == ["otter", "coharden"]
+    assert fig.axes[0].get_shared_y_axes().joined(fig.axes[0], fig.axes[1])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["Rigorous", "Lax", "tau = 0.202"]  # each class once, not once per panel
+    _legend_covers_nothing(fig)
+    assert _inside(fig._suptitle.get_window_extent(renderer), fig.bbox)
+    tests = _tests("otter", "one-class")
+    del tests["one-class"]["instances"]["i2"]  # a system whose tests are all of one class
+    fig = laxity_figure(tests, tau=0.202)
+    _draw(fig)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["Rigorous", "Lax", "tau = 0.202"]
+
+
+def test_matrix_plot_leaves_out_rounds_without_a_matrix_and_its_title_fits() -> None:
+    runs = {"loop": {"rounds": [_round(0), _round(1, {"alpha": 1, "beta": 1, "gamma": 2, "delta": 0})]},
+            "lax-only": {"rounds": [_round(0)]}}  # a run that never reached the mutant check
+    assert [label for label, _ in matrix_groups(_tests("otter"), runs)] == ["tests: otter", "loop r1"]
+    fig = matrix_figure(_tests("otter"), runs)
+    renderer = _draw(fig)
+    (ax,) = fig.axes
+    assert _inside(ax.title.get_window_extent(renderer), fig.bbox)
+    assert ax.get_ylim()[0] == 0
+    _legend_covers_nothing(fig)
+
+
+def _report(tests: dict[str, Any], note: str) -> dict[str, Any]:
+    """The smallest report document the renderers take, with a cutoff table of the given systems."""
+    for section in tests.values():
+        section["source"] = "preds.jsonl"
+        section["summary"].update(fail_to_pass_instances=2, total_instances=2, fail_to_pass_rate=1.0,
+                                  mean_laxity=0.25)
+        section["instances"]["i2"]["reason"] = note
+    by_system = {name: {"Rigorous": 1, "Lax": 1} for name in tests}
+    return {"settings": {"tau": 0.202, "operators": ["incomplete_fix"], "per_operator": 3, "seed": 0},
+            "instances": {"total": 2, "errors": {}, "fix_errors": {}}, "comparison": [], "fixes": {},
+            "tests": tests, "coupling": {}, "overfitting": {}, "refinement": {}, "injection": None, "runs": {},
+            "cutoffs": {"cutoffs": [0.202], "injection": None,
+                        "tests": [{"cutoff": 0.202, "Rigorous": 2 * len(tests), "Lax": 2 * len(tests) - len(tests),
+                                   "by_system": by_system}]},
+            "definitions": {}}
+
+
+def test_cutoff_table_has_columns_per_system_and_notes_are_whole() -> None:
+    note = "the reference test does not apply: " + " ".join(f"word{i}" for i in range(60)) + " END"
+    markdown = render_markdown(_report(_tests("otter", "coharden"), note))
+    assert "| cutoff | Rigorous (all) | Lax (all) | otter: Rigorous | otter: Lax | coharden: Rigorous | " \
+           "coharden: Lax |" in markdown
+    assert "| 0.202 | 4 | 2 | 1 | 1 | 1 | 1 |" in markdown
+    assert note in markdown  # the whole note, not cut at 120 characters
+    page = render_html(_report(_tests("otter", "coharden"), note), figures={})
+    assert note in page
+    assert "overflow-wrap: break-word" in page  # long notes wrap in their cell
+    single = render_markdown(_report(_tests("otter"), note))
+    assert "| cutoff | Rigorous | Lax |" in single  # one system: its counts are the totals, no extra columns
