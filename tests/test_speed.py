@@ -230,3 +230,16 @@ def test_study_on_ray_and_local_engines_equals_the_serial_run(tmp_path: Path) ->
     finally:
         engine.close()
     assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("command", [["eval", "--instances", "nowhere.jsonl"],
+                                     ["study", "real-bugs", "--data", "nowhere", "--repos", "nowhere"]])
+def test_an_unknown_executor_is_a_one_line_error(command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from coharden.cli import app
+
+    result = CliRunner().invoke(app, [*command, "--executor", "nope"])
+    assert result.exit_code != 0
+    assert "--executor: 'nope' (known: local, ray)" in result.output
+    assert "Traceback" not in result.output

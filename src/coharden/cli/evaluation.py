@@ -32,6 +32,7 @@ from coharden.cli.options import (
     parse_operators,
     workers_option,
 )
+from coharden.errors import CoHardenError
 
 
 @cli_errors
@@ -80,6 +81,8 @@ def eval_command(
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
 
+    if executor not in ("local", "ray"):
+        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)

@@ -71,6 +71,8 @@ def study_real_bugs(
     from coharden.study.real_bugs import SYSTEM_FILES, RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
 
+    if executor not in ("local", "ray"):
+        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
     if not settings.preload:  # sympy's one dependency: imported once per fork server, never sympy itself
