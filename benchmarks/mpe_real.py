@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -149,6 +150,15 @@ def main() -> int:
           f"{load_start[0]:.1f}; timeout {args.timeout:.0f} s, {args.per_operator} mutants per operator", flush=True)
     rows: list[dict[str, Any]] = []
     studies = {}
+    interrupted = False
+
+    def stop(*_: Any) -> None:  # SIGTERM / SIGINT: finish the instance under way, then summarize
+        nonlocal interrupted
+        interrupted = True
+        print("stopping after this instance", flush=True)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         for workers in (1, 2):
             store = Store(tmp / f"store-{workers}w.sqlite")
@@ -158,6 +168,8 @@ def main() -> int:
                   f"{'rec':>5} {'pool':>5} {'mut':>6} {'tmo':>5} {'grade':>6} {'naive':>7} {'cold':>5}")
         print(header, flush=True)
         for iid in ids:
+            if interrupted:
+                break
             inst = data.instances[iid]
             row: dict[str, Any] = {"id": iid}
             try:

@@ -145,6 +145,7 @@ def _strip_durations(value: Any) -> Any:
 
 @pytest.mark.realdata
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @pytest.mark.skipif(not (SHARED / "swebench_verified_sympy.jsonl").is_file(), reason=f"no shared data at {SHARED}")
 @pytest.mark.skipif(not REPOS or not (Path(REPOS) / "sympy__sympy").is_dir(),
                     reason="set COHARDEN_REPOS to a directory holding a sympy clone as sympy__sympy")
