@@ -83,7 +83,7 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     for ex in team.executors:
         ex.workspace_root()
     out["environment"] = time.monotonic() - mark
-    ex = team.main
+    ex = team.executors[0]
     golden = ex.golden_test()
     fix = check_fix(inst.patch, study.settings.test_patterns)
     if with_bare:
@@ -93,7 +93,7 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     cand = candidate if candidate is not None else golden_copy(ex, golden)
     mark = time.monotonic()
     config = study.config.mpe.model_copy(update={"workers": study.config.workers})  # as the study's _mpe
-    result: MPEResult = evaluate(ex, inst.patch, cand, golden, config, executor_factory=team.borrow)
+    result: MPEResult = evaluate(ex, inst.patch, cand, golden, config, pool=team)
     out["mpe"] = time.monotonic() - mark
     out["wall"] = out["mpe"]  # as the study's mpe_wall: the checkout is open before MPE starts
     timings = result.timings
@@ -184,7 +184,7 @@ def main() -> int:
                     mark = time.monotonic()
                     team = studies[2].team(inst)
                     try:
-                        cand = team.main.test_patch(pred, name=args.system)
+                        cand = team.executors[0].test_patch(pred, name=args.system)
                         mpe(studies[2], inst, cand, with_bare=False)
                     except Exception as exc:  # noqa: BLE001 - a bad prediction is reported, not fatal
                         row["grade_error"] = str(exc)[:80]

@@ -21,7 +21,7 @@ from coharden.cli import app
 from coharden.cli.common import cli_errors
 from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
 
-COHARDEN = Path(sys.executable).parent / "coharden"
+COHARDEN = [sys.executable, "-m", "coharden"]  # works without the installed console script
 
 
 def _flat(text: str) -> str:
@@ -124,7 +124,7 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     scratch.mkdir()
     env = {**os.environ, "TMPDIR": str(scratch)}
     proc = subprocess.Popen(
-        [str(COHARDEN), "verify", str(instance_dir), "--test", str(hanging), "--timeout", "120",
+        [*COHARDEN, "verify", str(instance_dir), "--test", str(hanging), "--timeout", "120",
          "--store", str(tmp_path / "ctrlc.sqlite")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coharden.cli import app
-from coharden.evaluation.records import load_run_file
+from coharden.schema.round_record import load_run_file
 
 pytest.importorskip("minisweagent", reason="the demo runs the default agent (mini-swe-agent, in the dev extra)")
 

@@ -15,10 +15,11 @@ import pytest
 from coharden.config import Settings
 from coharden.execution.engine import LocalEngine, make_engine
 from coharden.execution.store import Store
-from coharden.mpe.batch import Prediction, run_batch
+from coharden.mpe.batch import run_batch
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
+from coharden.schema.prediction import Prediction
 from conftest import make_patch, make_repo
 from test_mpe import BUGGY, FIX, GOLDEN, LAX, MISALIGNED
 

@@ -24,11 +24,11 @@ from coharden.errors import CoHardenError
 from coharden.evaluation.grading import RESOLVED_FULL, RESOLVED_NO, RESOLVED_PARTIAL, grade_statuses, resolution
 from coharden.evaluation.inputs import load_injection, load_prediction_sets
 from coharden.evaluation.metrics import coupling, paired_delta
-from coharden.evaluation.records import RecordError, RoundRecord, load_runs
 from coharden.evaluation.report import render_html, render_markdown
 from coharden.execution.store import Store
 from coharden.instances import load_local
 from coharden.patches import make_diff
+from coharden.schema.round_record import RecordError, RoundRecord, load_runs
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

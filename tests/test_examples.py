@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from coharden.cli import app
@@ -13,6 +14,8 @@ from coharden.cli import app
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+@pytest.mark.slow  # ~90 s idle: MPE of every bundled candidate
+@pytest.mark.timeout(900)  # on a loaded machine it took 300 s+
 def test_every_bundled_candidate_gets_its_label(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
     result = CliRunner().invoke(app, ["examples", "check", "--dir", str(EXAMPLES), "--json", "-w", "2",

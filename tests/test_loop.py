@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from coharden.config import Settings
-from coharden.evaluation.records import load_run_file
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.execution.verify import fail_to_pass
@@ -23,6 +22,7 @@ from coharden.loop.engine import InstanceLoop
 from coharden.loop.progress import LoopProgress
 from coharden.loop.runner import run_all
 from coharden.schema.mutant import Operator
+from coharden.schema.round_record import load_run_file
 
 pytest.importorskip("minisweagent", reason="the default agent needs mini-swe-agent (in the dev extra)")
 from coharden.agent.mini import MiniSweAgent  # noqa: E402
@@ -355,3 +355,20 @@ def test_a_model_that_rejects_temperature_gets_it_dropped(tmp_path: Path, monkey
                                      temperature=0.0, max_retries=0))
         assert client.complete([{"role": "user", "content": "hi"}]).content == "ok"
         assert "temperature" not in server.requests[0].body
+
+
+def test_agent_command_reports_the_error_kind(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from coharden.cli import app
+
+    monkeypatch.setenv("COHARDEN_LLM_API_KEY_ENV", KEY_VAR)
+    monkeypatch.setenv(KEY_VAR, "sk-wrong")
+    with MockLLMServer([{"reply": SUBMIT}], api_key="sk-right") as server:
+        result = CliRunner().invoke(app, ["agent", str(EXAMPLE), "--model", MODEL, "--api-base", server.base_url,
+                                          "-o", str(tmp_path / "out"), "--store", str(tmp_path / "s.sqlite"),
+                                          "--json"])
+        assert [r.status for r in server.requests] == [401]
+    assert result.exit_code == 1, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["accepted"], summary["exit_status"], summary["error_kind"]) == (False, "LLMAuthError", "auth")

@@ -17,6 +17,7 @@ import pytest
 from coharden.config import Settings
 from coharden.evaluation.grading import GradeOptions, InstanceWork, grade_all
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
 from coharden.instances import load_local, resolve_repo
 from coharden.mpe.evaluate import evaluate
@@ -52,9 +53,9 @@ def _mpe(example: dict[str, Any], tmp: Path, *, workers: int, store: Store | Non
         made.append(ex)
         return ex
 
-    with factory() as ex:
+    with factory() as ex, ExecutorPool(factory, size=workers) as pool:
         result = evaluate(ex, example["instance"].patch, ex.test_patch(example["candidates"][name], name=name),
-                          ex.golden_test(), MPEConfig(workers=workers, seed=3), executor_factory=factory)
+                          ex.golden_test(), MPEConfig(workers=workers, seed=3), pool=pool)
     return result, sum(e.runs for e in made)
 
 
@@ -164,9 +165,9 @@ def test_real_parallel_and_cached_mpe_equal_a_fresh_serial_run(tmp_path: Path) -
     def golden_mpe(study: RealBugsStudy, iid: str) -> str:
         inst = data.instances[iid]
         team = study.team(inst)
-        golden = team.main.golden_test()
+        golden = team.executors[0].golden_test()
         config = study.config.mpe.model_copy(update={"workers": study.config.workers})
-        result = evaluate(team.main, inst.patch, golden, golden, config, executor_factory=team.borrow)
+        result = evaluate(team.executors[0], inst.patch, golden, golden, config, pool=team)
         return json.dumps(_strip_durations(result.to_json(timings=False)), sort_keys=True)
 
     studies = {w: RealBugsStudy(data, settings, Store(tmp_path / f"{w}.sqlite"),

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from coharden.analysis import stats
 from coharden.execution.pytest_runner import PytestRun, verdict_for
 from coharden.schema.verdict import Outcome
-from coharden.study import stats
-from coharden.study.real_bugs import GOLDEN, StudyConfig, load_data, python_tag
-from coharden.study.report import (
+from coharden.study.data import load_data, python_tag
+from coharden.study.real_bugs import GOLDEN, StudyConfig
+from coharden.study.summary import (
     by_instance,
     killed_laxity,
     no_admissible_reason,
@@ -349,14 +350,13 @@ def test_checked_hash_bytecode_never_runs_stale_code(calc_repo) -> None:  # type
     import subprocess
 
     from coharden.execution.pytest_runner import test_environment
-    from coharden.study.real_bugs import _Checkout
+    from coharden.study.bytecode import Bytecode
 
     repo, _ = calc_repo
-    checkout = _Checkout(sys.executable, ["calc"])
-    checkout.path = repo
-    checkout.warm_up()
-    checkout.warm_up()
-    assert checkout.warmed == [1, 0]  # calc/__init__.py compiled once, then found current
+    bytecode = Bytecode(sys.executable, ["calc"])
+    bytecode(repo)
+    bytecode(repo)
+    assert bytecode.warmed == [1, 0]  # calc/__init__.py compiled once, then found current
     assert list((repo / "calc" / "__pycache__").glob("__init__.*.pyc"))
     source = repo / "calc" / "__init__.py"
     stat = source.stat()

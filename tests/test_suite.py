@@ -36,10 +36,10 @@ from coharden.suite.compare import (
 )
 from coharden.suite.critic import critic_messages, shown_mutants
 from coharden.suite.guard import _classify, _existing, apply_reply, extract_code
-from coharden.suite.loop import LoopConfig, Round0, build_round0, evaluate_round0, harden
+from coharden.suite.loop import HardeningConfig, Round0, build_round0, evaluate_round0, harden
 from coharden.suite.operators import ModuleMutant, generate_mutants, mutmut_available, select_mutants
 from coharden.suite.prereg import default_hypotheses, digest, load_hypotheses, preregister, verify
-from coharden.suite.runner import KillOracle, MutantStatus, classify
+from coharden.suite.runner import KillOracle, MutantStatus, mutant_status
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "suite"
 MODULE = EXAMPLE / "intervals.py"
@@ -180,15 +180,15 @@ def test_classify_fixed_vocabulary() -> None:
     ok = Case("coharden_suite.test_m", "test_a", TestStatus.PASSED)
     bad = Case("coharden_suite.test_m.TestC", "test_b", TestStatus.FAILED)
     collection = Case("", "coharden_suite.test_m", TestStatus.ERROR)
-    assert classify(_run(0, [ok])).status is MutantStatus.SURVIVED
-    killed = classify(_run(1, [ok, bad]))
+    assert mutant_status(_run(0, [ok])).status is MutantStatus.SURVIVED
+    killed = mutant_status(_run(1, [ok, bad]))
     assert (killed.status, killed.failed, killed.passed) == (MutantStatus.KILLED, ["TestC::test_b"], ["test_a"])
-    assert classify(_run(1, [collection])).failed == ["<collection>"]
-    assert classify(_run(None, [], timed_out=True)).status is MutantStatus.TIMEOUT
-    assert classify(_run(-24, [])).status is MutantStatus.TIMEOUT  # SIGXCPU
-    assert classify(_run(3, [ok])).status is MutantStatus.ERROR  # pytest internal error is never a kill
-    assert classify(_run(1, [], junit_ok=False)).status is MutantStatus.ERROR
-    assert classify(_run(5, [])).status is MutantStatus.ERROR
+    assert mutant_status(_run(1, [collection])).failed == ["<collection>"]
+    assert mutant_status(_run(None, [], timed_out=True)).status is MutantStatus.TIMEOUT
+    assert mutant_status(_run(-24, [])).status is MutantStatus.TIMEOUT  # SIGXCPU
+    assert mutant_status(_run(3, [ok])).status is MutantStatus.ERROR  # pytest internal error is never a kill
+    assert mutant_status(_run(1, [], junit_ok=False)).status is MutantStatus.ERROR
+    assert mutant_status(_run(5, [])).status is MutantStatus.ERROR
 
 
 def test_round0_baseline_forced_fail_and_verdicts(round0: Round0, oracle: KillOracle) -> None:
@@ -284,7 +284,7 @@ def test_critic_round_keeps_killing_test_and_rejects_bad_ones(oracle: KillOracle
     scripted = reply(TEST_FORMAT_DAY, TEST_FAILS_ON_ORIGINAL, EDIT_EXISTING)
     with MockLLMServer([rule("critic-a", scripted)]) as server:
         client = LLMClient(llm_config(server.base_url, "openai/critic-a"))
-        run = harden(oracle, mutants, round0, client, LoopConfig(max_rounds=1, max_shown=5, seed=0), arm="a")
+        run = harden(oracle, mutants, round0, client, HardeningConfig(max_rounds=1, max_shown=5, seed=0), arm="a")
         prompt = server.requests[0].messages[1]["content"]
     (first,) = run.rounds
     assert (run.complete, run.stop_reason) == (True, "max_rounds")
@@ -312,9 +312,9 @@ def test_provider_error_and_truncation_stop_the_run_fail_closed(oracle: KillOrac
     rules = [rule("critic-t", "def test_", finish_reason="length")]
     with MockLLMServer(rules) as server:
         truncated = harden(oracle, mutants, round0, LLMClient(llm_config(server.base_url, "openai/critic-t")),
-                           LoopConfig(max_rounds=3), arm="t")
+                           HardeningConfig(max_rounds=3), arm="t")
         missing = harden(oracle, mutants, round0, LLMClient(llm_config(server.base_url, "openai/critic-t")),
-                         LoopConfig(max_rounds=3), arm="t", replicate=1)
+                         HardeningConfig(max_rounds=3), arm="t", replicate=1)
     assert (truncated.complete, truncated.stop_reason) == (False, "llm_failure")
     assert truncated.failure is not None
     assert truncated.failure["kind"] == "truncated"
@@ -398,7 +398,7 @@ def test_compare_arms_over_replicates(oracle: KillOracle, mutants: list[ModuleMu
     with MockLLMServer(rules) as server:
         arms = [Arm("none"), Arm("a", llm_config(server.base_url, "openai/critic-a")),
                 Arm("b", llm_config(server.base_url, "openai/critic-b"))]
-        result = run_compare(oracle, mutants, round0, arms, 3, LoopConfig(max_rounds=1, max_shown=9, seed=7),
+        result = run_compare(oracle, mutants, round0, arms, 3, HardeningConfig(max_rounds=1, max_shown=9, seed=7),
                              client_for=lambda arm: LLMClient(arm.llm) if arm.llm else None, n_boot=400)
     s = result.summary
     assert (s["round0_killed"], s["round0_survivors"]) == (2, 9)

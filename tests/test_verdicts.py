@@ -233,7 +233,7 @@ def test_nonzero_exit_with_nothing_failed_is_harness_error(executor, calc_fix, c
     conftest = {"tests/conftest.py": hook}
     test = _test(executor, GOOD_TEST, extra=conftest)
     verdict = executor.verdict(calc_fix, test)
-    assert verdict.tests == {} or verdict.tests == {"tests/test_calc.py::test_add": [TestStatus.PASSED]}
+    assert verdict.tests == {}  # no per-test statuses from a run whose exit code contradicts them
     assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short()
     assert f"code {code}" in verdict.reason
 

@@ -147,3 +147,30 @@ def test_patch_for_missing_file_and_garbage(repo_factory) -> None:  # type: igno
         apply_patch(repo, "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,5 +1,5 @@\n-x\n")
     apply_patch(repo, "")  # empty patch: nothing to do
     assert (repo / "a.py").read_text() == "x = 1\n"
+
+
+def test_a_checkout_is_reused_across_workspaces_and_keeps_what_it_is_told(calc_repo, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    from coharden.execution.workspace import Checkout
+
+    repo, base = calc_repo
+    moves: list[Path] = []
+    checkout = Checkout(keep=["__pycache__"], on_move=moves.append)
+    try:
+        with Workspace(repo, base, checkout=checkout) as first:
+            path = first.root
+            first.apply(calc_fix)
+            (path / "calc" / "__pycache__").mkdir()
+            (path / "calc" / "__pycache__" / "kept.pyc").write_bytes(b"x")
+            (path / "scratch.txt").write_text("dropped")
+        assert checkout.path == path  # closing the workspace leaves the clone in place
+        assert path.is_dir()
+        with Workspace(repo, base, checkout=checkout) as second:
+            assert second.root == path  # moved, not cloned again
+            assert not (path / "scratch.txt").exists()
+            assert (path / "calc" / "__pycache__" / "kept.pyc").exists()
+            assert "a - b" in (path / "calc" / "__init__.py").read_text()  # the fix is gone
+        assert moves == [path, path]
+    finally:
+        checkout.close()
+    assert checkout.path is None
+    assert not path.exists()

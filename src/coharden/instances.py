@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from coharden.errors import InstanceError, RepoError
 from coharden.execution.git import check_repo, git
+from coharden.jsonl import json_lines
 from coharden.schema.instance import Instance
 
 MANIFEST_NAMES = ("instance.yaml", "instance.yml", "instance.json")
@@ -60,13 +61,7 @@ def load_records(path: Path) -> list[Instance]:
         raise InstanceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     instances: list[Instance] = []
     if path.suffix == ".jsonl" or (path.suffix != ".json" and "\n{" in text.strip()):
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InstanceError(f"{path}:{number}: malformed JSON line: {exc.msg} (column {exc.colno})") from exc
+        for number, data in json_lines(path, InstanceError, text=text):
             instances.append(_validate(data, f"{path}:{number}"))
     else:
         try:

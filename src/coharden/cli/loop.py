@@ -118,7 +118,8 @@ def agent_cmd(
     preds_path.write_text(json.dumps(preds, indent=2, sort_keys=True) + "\n")
     summary = {"instance_id": inst.instance_id, "mode": run_mode.value, "agent": agent.name,
                "exit_status": result.exit_status, "accepted": result.accepted, "iterations": result.iterations,
-               "cost_usd": result.cost, "error": result.error, "trajectory": str(trajectory),
+               "cost_usd": result.cost, "error": result.error, "error_kind": result.error_kind,
+               "trajectory": str(trajectory),
                "preds": str(preds_path), "critic_scores": [r.score for r in result.critic_results]}
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -175,6 +176,11 @@ def run_loop(
     seed: Annotated[int, seed_option("Seed of the loop's samplers (mutant samples per round, agent sampling).")]
     = 0,
     workers: Annotated[int | None, workers_option("Instances in parallel.")] = None,
+    agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this command as the agent "
+                                                      "(external agent: no model needed with the mechanical "
+                                                      "mutator; {prompt_file} is replaced).")] = None,
+    agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --agent-command invocation.", lo=0,
+                                           lo_open=True)] = 600.0,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
@@ -194,7 +200,8 @@ def run_loop(
                         output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
                         Progress(TextColumn("{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
-                                 disable=not err_console.is_terminal))
+                                 disable=not err_console.is_terminal),
+                        agent_command=agent_command, agent_timeout=agent_timeout)
     table = Table(title=f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})")
     table.add_column("decision")
     table.add_column("instances")
@@ -223,27 +230,42 @@ def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str
 def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_base: str | None, rounds: int,  # type: ignore[no-untyped-def]
               tau: float, samples: int, mutator: str, inject_tests: Path | None, output: Path,
               run_name: str | None, budget_usd: float | None, instance_budget_usd: float | None,
-              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress) -> dict:  # type: ignore[type-arg]
+              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress,  # type: ignore[no-untyped-def]
+              agent_command: str | None = None, agent_timeout: float = 600.0) -> dict:  # type: ignore[type-arg]
     from pydantic import ValidationError
 
     from coharden.execution.store import Store
     from coharden.loop.config import LoopConfig, Method
     from coharden.loop.runner import run_all
-    from coharden.mpe.batch import load_predictions
+    from coharden.schema.prediction import load_predictions
 
     try:
         loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
                                  seed=seed)
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, budget_usd=budget_usd,
-                        instance_budget_usd=instance_budget_usd, what="coharden run")
-    llm_config = client.config
-    try:
-        from coharden.agent.mini import MiniSweAgent
-    except ImportError as exc:
-        raise CoHardenError(f"coharden run needs the default agent: {exc}") from exc
+    client = None
+    if agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
+        client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                            default_store=settings.store, budget_usd=budget_usd,
+                            instance_budget_usd=instance_budget_usd, what="coharden run")
+    if agent_command is not None:
+        from coharden.agent.external import ExternalCommandAgent
+
+        def agent_factory():  # type: ignore[no-untyped-def]
+            return ExternalCommandAgent(agent_command, timeout=agent_timeout)
+
+        default_name = f"{method}-external"
+    else:
+        try:
+            from coharden.agent.mini import MiniSweAgent
+        except ImportError as exc:
+            raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
+
+        def agent_factory():  # type: ignore[no-untyped-def]
+            return MiniSweAgent(client, step_limit=step_limit, python=settings.python)
+
+        default_name = f"{method}-{client.config.model.replace('/', '__')}"  # type: ignore[union-attr]
     injected = None
     if inject_tests is not None:
         injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}
@@ -271,7 +293,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
             else:
                 progress.update(line, completed=event.completed, description=event.describe())  # type: ignore[arg-type]
 
-        return run_all(chosen, settings, lambda: MiniSweAgent(client, step_limit=step_limit, python=settings.python),
-                       loop_config, output, run_name=run_name or f"{method}-{llm_config.model.replace('/', '__')}",
-                       store=Store(settings.store), ledger=client.ledger, llm_mutator_factory=mutator_factory,
+        return run_all(chosen, settings, agent_factory, loop_config, output, run_name=run_name or default_name,
+                       store=Store(settings.store), ledger=client.ledger if client is not None else None,
+                       llm_mutator_factory=mutator_factory,
                        injected=injected, progress=advance, on_phase=on_phase)

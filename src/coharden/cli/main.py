@@ -290,6 +290,7 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,  # type: ignore[no-untyped-def]
                 config: MPEConfig, llm_mutator, progress):  # type: ignore[no-untyped-def]
     from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
     from coharden.mpe.evaluate import evaluate
@@ -306,10 +307,10 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     def factory() -> InstanceExecutor:
         return InstanceExecutor(inst, repo, settings, store)
 
-    with factory() as executor:
+    with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, executor_factory=factory,
+        return evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
                         progress=progress)
 
 
@@ -318,7 +319,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
     from coharden.execution.engine import make_engine
     from coharden.instances import load_records
-    from coharden.mpe.batch import DEFAULT_CUTOFFS, load_predictions, run_batch, stage_times, summarize
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
+    from coharden.schema.prediction import load_predictions
 
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     records = {inst.instance_id: inst for inst in load_records(instances)}
@@ -394,6 +396,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                     update=lambda **_: None) -> list[dict]:  # type: ignore[type-arg]
     """One row per candidate test of every example; ``update`` (a progress bar's) hears candidates done / all."""
     from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
     from coharden.mpe.evaluate import evaluate
@@ -415,14 +418,14 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
         def factory(inst=inst, repo=repo) -> InstanceExecutor:  # type: ignore[no-untyped-def]
             return InstanceExecutor(inst, repo, settings, store)
 
-        with factory() as executor:
+        with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
             reference = executor.golden_test()
             for name, patch, label in [("golden", inst.test_patch, "Rigorous"),
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
                 update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference,
-                                  mpe_config(settings, None, None, workers=settings.workers), executor_factory=factory)
+                                  mpe_config(settings, None, None, workers=settings.workers), pool=pool)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

@@ -53,7 +53,7 @@ def _backend(value: str):  # type: ignore[no-untyped-def]
 
 def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: ignore[type-arg]
     """Per instance id: the patch of a predictions file, or the golden one (``gold``)."""
-    from coharden.mpe.batch import load_predictions
+    from coharden.schema.prediction import load_predictions
 
     if spec in ("gold", "golden"):
         return {iid: (inst.patch if kind == "fix" else inst.test_patch) for iid, inst in instances.items()}

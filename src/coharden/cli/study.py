@@ -68,7 +68,8 @@ def study_real_bugs(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.execution.store import Store
-    from coharden.study.real_bugs import SYSTEM_FILES, RealBugsStudy, StudyConfig
+    from coharden.study.data import SYSTEM_FILES
+    from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
 
     if executor not in ("local", "ray"):
@@ -85,7 +86,7 @@ def study_real_bugs(
                                workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only)
     from coharden.execution.executor import environment_id
-    from coharden.study.real_bugs import load_data
+    from coharden.study.data import load_data
 
     version = environment_id(settings.python).split()[1]
     study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen)

@@ -208,7 +208,7 @@ def run_cmd(
     when an LLM call failed (truncated reply, provider error, budget): the run is reported as incomplete."""
     from coharden.execution.store import Store
     from coharden.llm import Ledger
-    from coharden.suite.loop import LoopConfig, build_round0, evaluate_round0, harden
+    from coharden.suite.loop import HardeningConfig, build_round0, evaluate_round0, harden
     from coharden.suite.runner import KillOracle, MutantStatus
 
     if round0 is not None and (tests is not None or tester_model is not None):
@@ -227,7 +227,7 @@ def run_cmd(
             record.role = "round0-file"
         with _progress(len(mutants), "round 0") as advance:
             r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
-        run = harden(oracle, mutants, r0, critic, LoopConfig(max_rounds, max_shown, seed),
+        run = harden(oracle, mutants, r0, critic, HardeningConfig(max_rounds, max_shown, seed),
                      arm=critic_model or "none", progress=lambda text: err_console.print(text))
     output.mkdir(parents=True, exist_ok=True)
     (output / "round0.py").write_text(r0.suite)
@@ -344,7 +344,7 @@ def compare_cmd(
     from coharden.execution.store import Store
     from coharden.llm import Ledger
     from coharden.suite.compare import run_compare
-    from coharden.suite.loop import LoopConfig, evaluate_round0
+    from coharden.suite.loop import HardeningConfig, evaluate_round0
     from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
     from coharden.suite.runner import KillOracle
 
@@ -387,7 +387,7 @@ def compare_cmd(
     with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
         with _progress(len(mutants), "round 0") as advance:
             r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
-        result = run_compare(oracle, mutants, r0, arms, replicates, LoopConfig(max_rounds, max_shown, seed),
+        result = run_compare(oracle, mutants, r0, arms, replicates, HardeningConfig(max_rounds, max_shown, seed),
                              client_for=client_for, n_boot=n_boot, on_run=on_run)
     verify(output / "prereg.json")
     data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,

@@ -39,12 +39,13 @@ from coharden.execution.engine import Engine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import EVAL_TEST, Store, eval_test_key
 from coharden.execution.testids import resolve_names
+from coharden.execution.verify import fail_to_pass
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.patches import split_patch, touched_files
 from coharden.schema.instance import Instance
-from coharden.schema.matrix import TestClass
 from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mpe_row import MPERow
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -185,15 +186,10 @@ def _test_part(executor: InstanceExecutor, patch: str | None) -> tuple[str, list
     return tests, touched_files(source)
 
 
-def _invalid(reason: str, **extra: Any) -> dict[str, Any]:
-    return {"applied": False, "fail_to_pass": False, "test_class": TestClass.INVALID.value, "laxity": None,
-            "matrix": None, "admissible": 0, "inadmissible": {}, "test_ids": [], "buggy": None, "fixed": None,
-            "pool_complete": True, "reason": reason, **extra}
-
-
 def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None, options: GradeOptions,
                store: Store | None) -> dict[str, Any]:
-    """F->P, MPE class and laxity of one test prediction (a JSON-able row; ``error`` when not classifiable)."""
+    """F->P, MPE class and laxity of one test prediction (an :class:`MPERow` as JSON; ``error`` when not
+    classifiable)."""
     instance = executor.instance
     key = eval_test_key(instance_id=instance.instance_id, base_commit=executor.base_commit, fix=instance.patch,
                         reference=golden.reference.patch, reference_ids=golden.reference.ids, candidate=test,
@@ -205,27 +201,19 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
         test_text, dropped = _test_part(executor, test)
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
-        row = _invalid(str(exc))
+        row = MPERow.invalid(str(exc))
     else:
         try:
             result = evaluate(executor, instance.patch, candidate, golden.reference, options.mpe)
         except MPEError as exc:  # the golden side is broken: nothing about this test can be concluded
             return {"error": str(exc)}
-        row = {
-            "applied": True, "fail_to_pass": result.fail_to_pass, "test_class": result.test_class.value,
-            "laxity": result.laxity, "matrix": result.matrix.counts() if result.fail_to_pass else None,
-            "admissible": result.matrix.admissible, "inadmissible": result.inadmissible_counts(),
-            "test_ids": result.test_ids, "buggy": result.candidate_buggy.outcome.value,
-            "fixed": result.candidate_fixed.outcome.value, "pool_complete": result.pool_complete,
-            "reason": "; ".join(f"{where}: {v.short()}" for where, v in
-                                (("buggy", result.candidate_buggy), ("fixed", result.candidate_fixed))),
-            "dropped_source_files": dropped,
-        }
-        if Outcome.HARNESS_ERROR.value in (row["buggy"], row["fixed"]):
-            return {"error": f"harness error: {row['reason']}"}  # not cached: a rerun may succeed
+        row = result.row().model_copy(update={"dropped_source_files": dropped})
+        if Outcome.HARNESS_ERROR.value in (row.buggy, row.fixed):
+            return {"error": f"harness error: {row.reason}"}  # not cached: a rerun may succeed
+    data = row.to_json()
     if store is not None:
-        store.put_record(CACHE_KIND, key, row)
-    return row
+        store.put_record(CACHE_KIND, key, data)
+    return data
 
 
 def fail_to_pass_only(executor: InstanceExecutor, test: str | None) -> dict[str, Any]:
@@ -235,11 +223,11 @@ def fail_to_pass_only(executor: InstanceExecutor, test: str | None) -> dict[str,
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
         return {"fail_to_pass": False, "buggy": None, "fixed": None, "reason": str(exc)}
-    buggy, fixed = executor.verdict("", candidate), executor.verdict(executor.instance.patch, candidate)
-    if Outcome.HARNESS_ERROR in (buggy.outcome, fixed.outcome):
-        return {"error": f"harness error: buggy {buggy.short()}; fixed {fixed.short()}"}
-    return {"fail_to_pass": buggy.failed and fixed.passed, "buggy": buggy.outcome.value,
-            "fixed": fixed.outcome.value, "reason": f"buggy: {buggy.short()}; fixed: {fixed.short()}"}
+    f2p = fail_to_pass(executor, candidate, executor.instance.patch)
+    if f2p.harness_error:
+        return {"error": f"harness error: {f2p.summary()}"}
+    return {"fail_to_pass": f2p.fail_to_pass, "buggy": f2p.buggy.outcome.value, "fixed": f2p.fixed.outcome.value,
+            "reason": f2p.summary()}
 
 
 def own_test(executor: InstanceExecutor, fix: str | None, test: str | None) -> dict[str, Any]:
@@ -312,6 +300,30 @@ class InstanceGrades:
         """F->P of a test: from its MPE row when it has one, else from the F->P-only run."""
         row = self.tests.get(patch_key(patch))
         return row if row is not None else self.fp_tests.get(patch_key(patch))
+
+
+def fix_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) -> tuple[FixGrade | None, str | None]:
+    """(grade, why there is none)."""
+    g = grades.get(iid)
+    if g is None:
+        return None, "instance not graded"
+    if g.error:
+        return None, g.error
+    if g.fix_error:
+        return None, g.fix_error
+    grade = g.fix(patch)
+    return (grade, None) if grade is not None else (None, "fix not graded")
+
+
+def test_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) -> dict[str, Any]:
+    """The MPE row of a test; ``{"error": ...}`` when it has none."""
+    g = grades.get(iid)
+    if g is None:
+        return {"error": "instance not graded"}
+    if g.error:
+        return {"error": g.error}
+    row = g.test(patch)
+    return row if row is not None else {"error": "test not graded"}
 
 
 def _guarded(run: Callable[[], _T], on_error: Callable[[str], _T]) -> _T:

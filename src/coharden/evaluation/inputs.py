@@ -2,7 +2,7 @@
 
 A *prediction set* is one system's predictions, at most one per instance. Files are read in every format the
 SWE-bench and SWT-bench harnesses accept (JSONL, a JSON list, a JSON dict keyed by instance id; see
-:func:`coharden.mpe.batch.load_predictions`). A file is split into one set per ``model_name_or_path`` (as the
+:func:`coharden.schema.prediction.load_predictions`). A file is split into one set per ``model_name_or_path`` (as the
 SWE-bench harness groups its logs), unless a name is given with ``NAME=PATH``: then the whole file is one set
 called NAME. The literal ``gold`` is the instances' own golden fix (or golden test).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 from coharden.errors import CoHardenError
-from coharden.mpe.batch import Prediction, load_predictions
 from coharden.schema.instance import Instance
+from coharden.schema.prediction import Prediction, load_predictions
 
 GOLD = "gold"
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coharden.analysis.stats import mean
 from coharden.errors import CoHardenError
 from coharden.evaluation.grading import InstanceGrades, InstanceWork
 from coharden.evaluation.inputs import PredictionSet, load_prediction_sets
-from coharden.evaluation.metrics import fix_row, mean, overfitting, paired_delta
+from coharden.evaluation.metrics import fix_row, overfitting, paired_delta
 from coharden.schema.instance import Instance
 
 DEFINITION = (

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coharden.errors import CoHardenError
+from coharden.analysis.figures import figure as _figure
+from coharden.analysis.figures import png as _png
 from coharden.evaluation.metrics import CELLS, CLASSES
 
 CLASS_COLORS = {"Rigorous": "#2e7d32", "Lax": "#f9a825", "Misaligned": "#c62828", "NotReproducing": "#6a1b9a",
@@ -47,21 +47,6 @@ def _matrix(counts: dict[str, int] | None) -> str:
 
 
 # --- plots -------------------------------------------------------------------------------------------------
-
-def _figure(width: float = 7.0, height: float = 3.6):  # type: ignore[no-untyped-def]
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise CoHardenError("the HTML report draws plots with matplotlib: pip install 'coharden[report]' "
-                            "(or write only Markdown / JSON)") from exc
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
-
-
-def _png(fig) -> bytes:  # type: ignore[no-untyped-def]
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
-
 
 def _round_axis(ax, rounds: Sequence[int]) -> None:  # type: ignore[no-untyped-def]
     """Rounds are whole numbers: one tick per round (a locator would give 0.5 steps around a single round)."""

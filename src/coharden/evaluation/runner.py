@@ -12,7 +12,6 @@ from coharden.errors import CoHardenError
 from coharden.evaluation.grading import GradeOptions, grade_all
 from coharden.evaluation.inputs import Injection, PredictionSet, load_injection, load_prediction_sets, unique_names
 from coharden.evaluation.metrics import build_report, plan
-from coharden.evaluation.records import RoundRecord, load_runs
 from coharden.evaluation.refinement import (
     DEFINITION,
     RefinementRun,
@@ -24,6 +23,7 @@ from coharden.execution.engine import Engine
 from coharden.execution.store import Store
 from coharden.instances import MANIFEST_NAMES, load_instances, load_local
 from coharden.schema.instance import Instance
+from coharden.schema.round_record import RoundRecord, load_runs
 
 
 def load_eval_instances(source: Path, cache_dir: Path) -> dict[str, Instance]:

@@ -24,7 +24,7 @@ from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.testids import contributed_ids, resolve_names
-from coharden.execution.workspace import Workspace
+from coharden.execution.workspace import Checkout, Workspace
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
@@ -54,12 +54,15 @@ def _renamed(path: str, index: int) -> str:
 class InstanceExecutor:
     """Runs tests for one instance. Not thread-safe: give every worker its own executor."""
 
-    def __init__(self, instance: Instance, repo: Path, settings: Settings, store: Store | None = None) -> None:
+    def __init__(self, instance: Instance, repo: Path, settings: Settings, store: Store | None = None, *,
+                 checkout: Checkout | None = None) -> None:
+        """``checkout``: a long-lived clone to work in (moved to the instance's base commit) instead of a
+        fresh temporary clone."""
         self.instance = instance
         self.settings = settings
         self.store = store
         self.python = instance.python or settings.python
-        self.workspace = Workspace(repo, instance.base_commit, parent=None)
+        self.workspace = Workspace(repo, instance.base_commit, parent=None, checkout=checkout)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self._server: ForkServer | None = None

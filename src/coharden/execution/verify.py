@@ -1,12 +1,15 @@
-"""Fail-to-pass: the verdicts of a test on the buggy code and on the fixed code."""
+"""Fail-to-pass: the verdicts of a test on the buggy code and on the fixed code - the one place F->P is decided
+(MPE, grading, the real-bugs study and the loop's gate all ask here)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.schema.testpatch import TestPatch
-from coharden.schema.verdict import Verdict
+from coharden.schema.verdict import Outcome, Verdict
 
 
 class FailToPass(BaseModel):
@@ -16,11 +19,28 @@ class FailToPass(BaseModel):
 
     @property
     def admissible(self) -> bool:
+        """Both verdicts are PASS or FAIL (the test applied and ran on both sides)."""
         return self.buggy.admissible and self.fixed.admissible
 
     @property
     def fail_to_pass(self) -> bool:
         return self.buggy.failed and self.fixed.passed
+
+    @property
+    def harness_error(self) -> bool:
+        """A side failed in the runner, not in the code: a rerun may answer differently."""
+        return Outcome.HARNESS_ERROR in (self.buggy.outcome, self.fixed.outcome)
+
+    def problem(self) -> str:
+        """'' when the test is F->P, else why not (the first side that is wrong)."""
+        if not self.buggy.failed:
+            return f"the test does not fail on the buggy code ({self.buggy.short()})"
+        if not self.fixed.passed:
+            return f"the test does not pass with the fix ({self.fixed.short()})"
+        return ""
+
+    def summary(self) -> str:
+        return f"buggy: {self.buggy.short()}; fixed: {self.fixed.short()}"
 
     def to_json(self) -> dict:
         return {
@@ -32,6 +52,11 @@ class FailToPass(BaseModel):
 
 
 def fail_to_pass(executor: InstanceExecutor, test: TestPatch, fix: str) -> FailToPass:
-    buggy = executor.verdict("", test)
-    fixed = executor.verdict(fix, test)
-    return FailToPass(test_ids=test.ids, buggy=buggy, fixed=fixed)
+    return fail_to_pass_all(executor, [test], fix)[0]
+
+
+def fail_to_pass_all(executor: InstanceExecutor, tests: Sequence[TestPatch], fix: str) -> list[FailToPass]:
+    """F->P of several tests, each side in one pytest process where the executor can combine them."""
+    buggy = executor.verdicts("", list(tests))
+    fixed = executor.verdicts(fix, list(tests))
+    return [FailToPass(test_ids=t.ids, buggy=b, fixed=f) for t, b, f in zip(tests, buggy, fixed, strict=True)]

@@ -4,23 +4,78 @@ A workspace is a ``git clone --shared --no-checkout`` of the user's repository i
 (objects are borrowed through alternates, so it is cheap and writes nothing into the source repository,
 unlike ``git worktree add`` which registers itself there). It is reset between jobs instead of being
 re-created, and removed on exit, on errors and on Ctrl-C.
+
+A :class:`Checkout` is a clone that outlives its workspaces: a workspace given one moves it to its commit
+(``git checkout --force`` + ``git clean``) instead of cloning, and leaves it in place on close. Runs over many
+instances of one repository (the real-bugs study) reuse a few checkouts instead of cloning per instance.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from coharden.execution.git import apply_patch, check_repo, git, resolve_commit
 
 
+def _clone(source: Path, commit: str, parent: Path | None) -> Path:
+    root = Path(tempfile.mkdtemp(prefix="coharden-ws-", dir=parent))
+    path = root / "repo"
+    try:
+        git(["clone", "--quiet", "--shared", "--no-checkout", str(source), str(path)], root)
+        git(["checkout", "--quiet", "--detach", commit], path)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return path
+
+
+class Checkout:
+    """A long-lived clone that workspaces borrow one at a time (see the module docstring).
+
+    ``keep``: ``git clean`` exclude patterns that survive every move and reset (e.g. ``__pycache__`` holding
+    checked-hash bytecode); ``on_move(path)``: called after every move (e.g. to refresh that bytecode)."""
+
+    def __init__(self, *, parent: Path | None = None, keep: Sequence[str] = (),
+                 on_move: Callable[[Path], None] | None = None) -> None:
+        self.path: Path | None = None
+        self.source: Path | None = None
+        self._parent = parent
+        self.clean_args = ["-fdxq", *(arg for pattern in keep for arg in ("-e", pattern))]
+        self._on_move = on_move
+
+    def move(self, source: Path, commit: str) -> Path:
+        """The clone, at ``commit`` of ``source`` with untracked files removed (cloned on first use, and
+        again when the source repository changes)."""
+        if self.path is not None and self.source == source and self.path.is_dir():
+            git(["checkout", "--quiet", "--force", "--detach", commit], self.path)
+            git(["clean", *self.clean_args], self.path)
+        else:
+            self.close()
+            self.path = _clone(source, commit, self._parent)
+            self.source = source
+        if self._on_move is not None:
+            self._on_move(self.path)
+        return self.path
+
+    def close(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+            self.path = None
+
+
 class Workspace:
-    def __init__(self, repo: Path, commit: str, *, parent: Path | None = None) -> None:
+    """A checkout of ``repo`` at ``commit``: a fresh temporary clone, or the borrowed ``checkout``."""
+
+    def __init__(self, repo: Path, commit: str, *, parent: Path | None = None,
+                 checkout: Checkout | None = None) -> None:
         self.source = check_repo(repo)
         self.commit = resolve_commit(self.source, commit)
         self._parent = parent
+        self.checkout = checkout
         self.path: Path | None = None
         self._dirty: set[str] = set()
 
@@ -34,21 +89,17 @@ class Workspace:
         self.close()
 
     def open(self) -> Path:
-        root = Path(tempfile.mkdtemp(prefix="coharden-ws-", dir=self._parent))
-        self.path = root / "repo"
-        try:
-            git(["clone", "--quiet", "--shared", "--no-checkout", str(self.source), str(self.path)], root)
-            git(["checkout", "--quiet", "--detach", self.commit], self.path)
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            self.path = None
-            raise
+        if self.checkout is not None:
+            self.path = self.checkout.move(self.source, self.commit)
+        else:
+            self.path = _clone(self.source, self.commit, self._parent)
+        self._dirty.clear()
         return self.path
 
     def close(self) -> None:
-        if self.path is not None:
+        if self.path is not None and self.checkout is None:  # a borrowed checkout outlives the workspace
             shutil.rmtree(self.path.parent, ignore_errors=True)
-            self.path = None
+        self.path = None
 
     @property
     def root(self) -> Path:
@@ -75,5 +126,5 @@ class Workspace:
         if not self._dirty:
             return
         git(["reset", "--quiet", "--hard", self.commit], self.root)
-        git(["clean", "-fdxq"], self.root)
+        git(["clean", *(self.checkout.clean_args if self.checkout is not None else ["-fdxq"])], self.root)
         self._dirty.clear()

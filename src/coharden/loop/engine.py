@@ -20,25 +20,24 @@ over the context window, a provider down through every retry) ends the instance 
 
 The loop never sees the golden fix or test: the agent, its critic and the mechanical checks work on a copy
 of the instance with them removed. State is saved after every round, so a killed run resumes at the last
-finished round; each round writes a :class:`~coharden.evaluation.records.RoundRecord`.
+finished round; each round writes a :class:`~coharden.schema.round_record.RoundRecord`.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from coharden.agent.base import Agent, AgentResult, AgentTask
 from coharden.config import Settings
 from coharden.critic.builtin import default_critic
 from coharden.critic.context import CriticContext, Mode
 from coharden.errors import CoHardenError
-from coharden.evaluation.records import RoundRecord
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
+from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Workspace
 from coharden.llm import ErrorKind, Ledger, LLMError
 from coharden.loop import feedback
@@ -49,7 +48,11 @@ from coharden.loop.state import LoopState, RoundOutcome
 from coharden.mpe.evaluate import MPEError, evaluate
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance
+from coharden.schema.round_record import RoundRecord
 from coharden.schema.testpatch import TestPatch
+
+if TYPE_CHECKING:  # agents load on use: the loop module imports on a core install (no agent extras)
+    from coharden.agent.base import Agent, AgentResult
 
 #: Model error kinds after which the loop goes on (a next round may get a usable reply); every other kind ends
 #: the instance, since the same call fails again.
@@ -132,6 +135,8 @@ class InstanceLoop:
     def _agent(self, executor: InstanceExecutor, mode: Mode, round_no: int, *, fix: str = "", test: str = "",
                notes: str = "") -> AgentResult:
         """One agent run in a fresh workspace that starts from base + ``fix`` + ``test``."""
+        from coharden.agent.base import AgentTask
+
         self._round = round_no
         self._phase("agent")
         reference_test: TestPatch | str | None = self.injected_test or None
@@ -307,12 +312,7 @@ class InstanceLoop:
             test = executor.test_patch(test_patch, name="t_k")
         except CoHardenError as exc:
             return str(exc)
-        buggy, fixed = executor.verdict("", test), executor.verdict(fix, test)
-        if not buggy.failed:
-            return f"the test does not fail on the buggy code ({buggy.short()})"
-        if not fixed.passed:
-            return f"the test does not pass with the fix ({fixed.short()})"
-        return ""
+        return fail_to_pass(executor, test, fix).problem()
 
     def _harden(self, state: LoopState, executor: InstanceExecutor, outcome: RoundOutcome, k: int) -> Decision:
         """The temporal matrix of (t_k vs t_ref) over mutants of c_k, and the decision it gives."""

@@ -22,9 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from coharden.agent.base import Agent
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.store import Store
@@ -35,6 +34,9 @@ from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
 from coharden.loop.progress import ProgressCallback
 from coharden.schema.instance import Instance
+
+if TYPE_CHECKING:
+    from coharden.agent.base import Agent
 
 
 def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Callable[[], Agent],

@@ -13,10 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 from coharden.config import Settings
-from coharden.errors import CoHardenError, InstanceError
+from coharden.errors import CoHardenError
 from coharden.execution.engine import Engine, Job, LocalEngine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import MPE_ROW, Store, mpe_row_key
@@ -24,46 +22,9 @@ from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.prediction import Prediction
 
 DEFAULT_CUTOFFS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
-
-
-class Prediction(BaseModel):
-    """A SWT-bench / SWE-bench prediction."""
-
-    instance_id: str
-    model_name_or_path: str = "unknown"
-    model_patch: str | None = None
-
-
-def load_predictions(path: Path) -> list[Prediction]:
-    """Predictions from .jsonl, a .json list, or a .json dict keyed by instance id (SWE-agent style)."""
-    if not path.is_file():
-        raise InstanceError(f"{path}: file not found")
-    text = path.read_text()
-    rows: list[tuple[str, Any]] = []
-    if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append((f"{path}:{number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise InstanceError(f"{path}:{number}: malformed JSON line: {exc.msg}") from exc
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InstanceError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from exc
-        items = data if isinstance(data, list) else [{"instance_id": k, **v} for k, v in data.items()]
-        rows = [(f"{path}: record {i}", item) for i, item in enumerate(items)]
-    predictions = []
-    for where, row in rows:
-        try:
-            predictions.append(Prediction.model_validate(row))
-        except ValidationError as exc:
-            fields = "; ".join(f"field {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise InstanceError(f"{where}: {fields}") from exc
-    return predictions
 
 
 def result_key(prediction: Prediction, instance: Instance, config: MPEConfig) -> str:

@@ -26,6 +26,8 @@ from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pool import ExecutorPool
+from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.workers import Workers
 from coharden.mutation import input_specific_shortcut
@@ -33,6 +35,7 @@ from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool, fix_c
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mpe_row import MPERow
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
@@ -113,6 +116,15 @@ class MPEResult(BaseModel):
         """A verdict is a harness error (the runner, not the code, failed): a rerun may give another result."""
         return any(v.outcome is Outcome.HARNESS_ERROR for v in self.verdicts())
 
+    def row(self) -> MPERow:
+        """The summary row graders and reports keep (see :class:`~coharden.schema.mpe_row.MPERow`)."""
+        return MPERow(fail_to_pass=self.fail_to_pass, test_class=self.test_class.value, laxity=self.laxity,
+                      matrix=self.matrix.counts() if self.fail_to_pass else None, admissible=self.matrix.admissible,
+                      inadmissible=self.inadmissible_counts(), test_ids=self.test_ids,
+                      buggy=self.candidate_buggy.outcome.value, fixed=self.candidate_fixed.outcome.value,
+                      pool_complete=self.pool_complete,
+                      reason=f"buggy: {self.candidate_buggy.short()}; fixed: {self.candidate_fixed.short()}")
+
     def lax_mutants(self) -> list[MutantResult]:
         """The wrong fixes the candidate lets through (the beta cell)."""
         return [r for r in self.mutants if r.cell is Cell.BETA]
@@ -190,29 +202,30 @@ def evaluate(
     config: MPEConfig | None = None,
     *,
     llm_mutator: LLMMutator | None = None,
-    executor_factory: Callable[[], InstanceExecutor] | None = None,
+    pool: ExecutorPool | None = None,
     progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
 ) -> MPEResult:
     """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
     the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
-    called for a fail-to-pass candidate. With ``config.workers`` > 1, ``executor_factory`` gives each mutant
-    worker its own executor."""
+    called for a fail-to-pass candidate. With ``config.workers`` > 1, mutants run in parallel on executors
+    leased from ``pool`` (the caller owns and closes it)."""
     config = config or MPEConfig()
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
-    team = Workers(executor, config.workers, executor_factory)  # the phases share the workers
+    team = Workers(executor, config.workers, pool)  # the phases share the workers
     early: EarlyRecording | None = None
-    pool: EarlyPool | None = None
+    early_pool: EarlyPool | None = None
     try:
         if team.parallel and config.mechanical:  # pool and recordings are made beside the F->P checks
             ctx = fix_context(executor, fix)  # before any worker may borrow this executor
             targets = input_specific_shortcut.targets(ctx)
             if targets and Operator.INPUT_SPECIFIC_SHORTCUT in config.operators:
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
-            pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
+            early_pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
                              **_pool_options(config))
-        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, pool, progress)
+        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, early_pool,
+                         progress)
     finally:
         team.close()
         if early is not None:
@@ -225,41 +238,40 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
-    (cand_buggy, ref_buggy), (cand_fixed, ref_fixed) = team.map(
-        [lambda ex: ex.verdicts("", [candidate, reference]), lambda ex: ex.verdicts(fix, [candidate, reference])])
+    buggy, fixed = team.map([lambda ex: ex.verdicts("", [candidate, reference]),
+                             lambda ex: ex.verdicts(fix, [candidate, reference])])
+    cand, ref = (FailToPass(test_ids=t.ids, buggy=b, fixed=f)
+                 for t, b, f in zip([candidate, reference], buggy, fixed, strict=True))
     timings["fail_to_pass"] = time.monotonic() - started
-    if not (ref_buggy.failed and ref_fixed.passed):
-        raise MPEError(
-            f"the reference test {reference.name or ''} is not fail-to-pass (buggy: {ref_buggy.short()}; "
-            f"fixed: {ref_fixed.short()}): no classification"
-        )
-    admissible_test = cand_buggy.admissible and cand_fixed.admissible
-    fail_to_pass = cand_buggy.failed and cand_fixed.passed
+    if not ref.fail_to_pass:
+        raise MPEError(f"the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
+                       "no classification")
+    fail_to_pass = cand.fail_to_pass
     result = MPEResult(
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
-        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand_buggy, candidate_fixed=cand_fixed,
-        reference_buggy=ref_buggy, reference_fixed=ref_fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
+        test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand.buggy, candidate_fixed=cand.fixed,
+        reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
         operators=[op.value for op in config.operators],
         mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
-        test_class=classify(fails_on_buggy=cand_buggy.failed, passes_on_fixed=cand_fixed.passed, laxity=None,
-                            tau=tau, admissible=admissible_test, paper_classes=paper_classes),
+        test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
+                            tau=tau, admissible=cand.admissible, paper_classes=paper_classes),
     )
     if not fail_to_pass:
         result.timings = timings
         return result
     mark = time.monotonic()
     if early_pool is not None:
-        pool = early_pool.result()
+        mutant_pool = early_pool.result()
         timings["early_pool"] = 1.0  # "recording" then overlapped the F->P checks; "pool" is the wait after them
     elif config.mechanical:
-        pool = build_pool(executor, fix, [candidate, reference], mapper=team.map, **_pool_options(config))
+        mutant_pool = build_pool(executor, fix, [candidate, reference], mapper=team.map, **_pool_options(config))
     else:
-        pool = Pool()
+        mutant_pool = Pool()
     timings["pool"] = time.monotonic() - mark
-    timings["recording"] = pool.recording_seconds
+    timings["recording"] = mutant_pool.recording_seconds
     if llm_mutator is not None:
         mark = time.monotonic()
-        report = llm_mutator.extend(executor, fix, candidate, reference, pool)
+        report = llm_mutator.extend(executor, fix, candidate, reference, mutant_pool)
         timings["llm_pool"] = time.monotonic() - mark
         result.llm_pool = report.to_dict()
         result.llm_usage = {"per_operator": report.usage_per_operator,
@@ -268,9 +280,9 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
             result.pool_complete = False
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
-    result.pool = pool.summary()
-    result.mutants = run_mutants(executor, pool.mutants, candidate, reference, progress=progress, timings=timings,
-                                 team=team)
+    result.pool = mutant_pool.summary()
+    result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, progress=progress,
+                                 timings=timings, team=team)
     timings["mutants"] = time.monotonic() - mark
     for mr in result.mutants:
         if mr.cell is not None:
@@ -293,11 +305,11 @@ def _pool_options(config: MPEConfig) -> dict[str, Any]:
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, executor_factory: Callable[[], InstanceExecutor] | None = None,
-                progress: Progress | None = None, timings: dict[str, float] | None = None,
-                team: Workers | None = None) -> list[MutantResult]:
-    """Verdicts of both tests on every mutant. With ``workers`` > 1 each worker thread has its own executor
-    (its own workspace), so parallel and serial runs see the same files. ``timings["timeouts"]`` gets the
+                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
+                timings: dict[str, float] | None = None, team: Workers | None = None) -> list[MutantResult]:
+    """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
+    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
+    (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
     seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs)."""
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
@@ -322,7 +334,7 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
     try:
         if team is not None:
             return team.map(tasks)
-        with Workers(executor, workers if len(mutants) > 1 else 1, executor_factory) as own:
+        with Workers(executor, workers if len(mutants) > 1 else 1, pool) as own:
             return own.map(tasks)
     finally:
         if timings is not None:

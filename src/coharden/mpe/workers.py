@@ -1,10 +1,10 @@
 """The worker executors of one MPE run, shared by its phases (F->P checks, recording, mutant runs).
 
 Tasks are functions of an executor. With more than one worker, :meth:`Workers.submit` queues a task for a
-fixed set of worker threads, each holding one executor made by ``executor_factory`` (its own workspace and fork
-server) on first use and kept until :meth:`Workers.close`; the phases of one MPE run, and tasks submitted from
+fixed set of worker threads, each holding one executor leased from ``pool`` (its own workspace and fork server)
+from its first task until :meth:`Workers.close`; the phases of one MPE run, and tasks submitted from
 several threads at once (F->P checks while recordings run), share those workers first come, first served, so
-both cores stay busy and no phase starts checkouts of its own. With one worker (or no factory) a task runs at
+both cores stay busy and no phase starts checkouts of its own. With one worker (or no pool) a task runs at
 once on the caller's executor, in the caller's thread: the serial reference every parallel run must agree with.
 """
 
@@ -14,23 +14,23 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pool import ExecutorPool
 
 T = TypeVar("T")
 Task = Callable[[InstanceExecutor], T]
 
 
 class Workers:
-    def __init__(self, executor: InstanceExecutor, workers: int = 1,
-                 executor_factory: Callable[[], InstanceExecutor] | None = None) -> None:
+    def __init__(self, executor: InstanceExecutor, workers: int = 1, pool: ExecutorPool | None = None) -> None:
         self.executor = executor
-        self.workers = max(1, workers) if executor_factory is not None else 1
-        self._factory = executor_factory
+        self.workers = max(1, min(workers, pool.size)) if pool is not None else 1
+        self._pool = pool
         self._queue: queue.Queue[tuple[Future[Any], Task[Any]] | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
-        self._created: list[InstanceExecutor] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -59,27 +59,27 @@ class Workers:
         return [future.result() for future in futures]
 
     def _loop(self) -> None:
-        ex: InstanceExecutor | None = None
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            future, task = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            if ex is None:
-                try:
-                    assert self._factory is not None
-                    ex = self._factory()
-                except BaseException as exc:  # noqa: BLE001 - the task's caller sees it
-                    future.set_exception(exc)
+        assert self._pool is not None
+        with ExitStack() as stack:
+            ex: InstanceExecutor | None = None
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    return
+                future, task = item
+                if not future.set_running_or_notify_cancel():
                     continue
-                with self._lock:
-                    self._created.append(ex)
-            _run(future, task, ex)
+                if ex is None:
+                    try:
+                        ex = stack.enter_context(self._pool.lease())
+                    except BaseException as exc:  # noqa: BLE001 - the task's caller sees it
+                        future.set_exception(exc)
+                        continue
+                _run(future, task, ex)
 
     def close(self) -> None:
-        """Cancel the tasks not started, wait for the running ones, close the executors made."""
+        """Cancel the tasks not started, wait for the running ones; the leased executors go back to the pool
+        (its owner closes them)."""
         with self._lock:
             self._closed = True
             threads = list(self._threads)
@@ -94,9 +94,6 @@ class Workers:
             self._queue.put(None)
         for thread in threads:
             thread.join()
-        for ex in self._created:
-            ex.close()
-        self._created.clear()
 
     def __enter__(self) -> Workers:
         return self

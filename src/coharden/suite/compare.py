@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coharden.llm import LLMClient, LLMConfig
-from coharden.suite.loop import LoopConfig, Round0, SuiteRun, harden
+from coharden.suite.loop import HardeningConfig, Round0, SuiteRun, harden
 from coharden.suite.operators import ModuleMutant
 from coharden.suite.runner import KillOracle, MutantStatus
 
@@ -59,20 +59,7 @@ def cluster_bootstrap_ci(clusters: Sequence[tuple[int, int]], *, n_boot: int = 2
     ``(1 - level) / 2`` and ``(1 + level) / 2`` :func:`percentile` s of the draws' ratios. None with no
     clusters (or no draw with a non-zero total).
     """
-    n = len(clusters)
-    if n == 0:
-        return None
-    rng = random.Random(seed)
-    stats: list[float] = []
-    for _ in range(n_boot):
-        draw = [clusters[rng.randrange(n)] for _ in range(n)]
-        value = ratio(draw)
-        if value is not None:
-            stats.append(value)
-    if not stats:
-        return None
-    stats.sort()
-    return percentile(stats, (1 - level) / 2), percentile(stats, (1 + level) / 2)
+    return _bootstrap(len(clusters), lambda idx: ratio([clusters[i] for i in idx]), n_boot, seed, level)
 
 
 def paired_bootstrap_diff_ci(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]], *, n_boot: int = 2000,
@@ -80,16 +67,26 @@ def paired_bootstrap_diff_ci(a: Sequence[tuple[int, int]], b: Sequence[tuple[int
     """Interval of ratio(a) - ratio(b), resampling the same replicate indices for both (paired clusters)."""
     if len(a) != len(b):
         raise ValueError("paired bootstrap needs the same replicates in both arms")
-    n = len(a)
+
+    def diff(idx: list[int]) -> float | None:
+        ra, rb = ratio([a[i] for i in idx]), ratio([b[i] for i in idx])
+        return ra - rb if ra is not None and rb is not None else None
+
+    return _bootstrap(len(a), diff, n_boot, seed, level)
+
+
+def _bootstrap(n: int, statistic: Callable[[list[int]], float | None], n_boot: int, seed: int, level: float
+               ) -> tuple[float, float] | None:
+    """Percentile interval of ``statistic`` over ``n_boot`` draws of ``n`` indices with replacement (one
+    seeded generator for all draws, indices drawn in order); draws whose statistic is None are skipped."""
     if n == 0:
         return None
     rng = random.Random(seed)
     stats: list[float] = []
     for _ in range(n_boot):
-        idx = [rng.randrange(n) for _ in range(n)]
-        ra, rb = ratio([a[i] for i in idx]), ratio([b[i] for i in idx])
-        if ra is not None and rb is not None:
-            stats.append(ra - rb)
+        value = statistic([rng.randrange(n) for _ in range(n)])
+        if value is not None:
+            stats.append(value)
     if not stats:
         return None
     stats.sort()
@@ -170,7 +167,7 @@ class CompareResult:
 
 
 def run_compare(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, arms: Sequence[Arm],
-                replicates: int, config: LoopConfig, *, client_for: Callable[[Arm], LLMClient | None],
+                replicates: int, config: HardeningConfig, *, client_for: Callable[[Arm], LLMClient | None],
                 n_boot: int = 2000, level: float = 0.95,
                 on_run: Callable[[SuiteRun], None] | None = None) -> CompareResult:
     """Every arm for replicates ``0..replicates-1`` from the same round 0; one LLM client per arm."""

@@ -33,7 +33,10 @@ def sha256(text: str) -> str:
 
 
 @dataclass
-class RoundRecord:
+class SuiteRound:
+    """One round of suite hardening: which role ran, what it was shown, what its suite killed (not the
+    CoHarden loop's :class:`~coharden.schema.round_record.RoundRecord`)."""
+
     round: int
     role: str
     status: str = "ok"
@@ -59,7 +62,7 @@ class Round0:
 
     suite: str
     results: dict[str, RunResult]
-    record: RoundRecord | None = None
+    record: SuiteRound | None = None
 
     @property
     def sha256(self) -> str:
@@ -74,7 +77,9 @@ class Round0:
 
 
 @dataclass
-class LoopConfig:
+class HardeningConfig:
+    """Rounds of suite hardening (not the CoHarden loop's :class:`~coharden.loop.config.LoopConfig`)."""
+
     max_rounds: int = 3
     max_shown: int = 10
     seed: int = 0
@@ -88,7 +93,7 @@ class SuiteRun:
     replicate: int
     round0_sha256: str
     survivors0: list[str]
-    rounds: list[RoundRecord] = field(default_factory=list)
+    rounds: list[SuiteRound] = field(default_factory=list)
     killed: list[str] = field(default_factory=list)
     """Round-0 survivors killed by a later round."""
     survivors: list[str] = field(default_factory=list)
@@ -136,17 +141,17 @@ class SuiteRun:
 
 
 def build_round0(oracle: KillOracle, seed_suite: str, tester: LLMClient | None, *,
-                 sample_index: int = 0) -> tuple[str, RoundRecord]:
+                 sample_index: int = 0) -> tuple[str, SuiteRound]:
     """The round-0 suite: the seed tests, plus the Tester's guarded additions when a tester is given.
     Fails closed (raises) on a tester LLM failure or when no test at all is left."""
     if tester is None:
         if not seed_suite.strip():
             raise CoHardenError("no round-0 suite: give seed tests (--tests), a saved suite (--round0) or a "
                                 "--tester-model")
-        return seed_suite, RoundRecord(0, "seed")
+        return seed_suite, SuiteRound(0, "seed")
     call = write_suite(tester, oracle.module_rel, oracle.original, seed_suite, sample_index=sample_index,
                        instance_id="tester")
-    record = RoundRecord(0, "tester", call=call)
+    record = SuiteRound(0, "tester", call=call)
     if not call.ok:
         raise CoHardenError(f"tester ({call.model}) failed: {call.failure}: {call.message[:300]}")
     record.guard = apply_reply(call.content, seed_suite, oracle, header="round 0 (tester)")
@@ -159,7 +164,7 @@ def build_round0(oracle: KillOracle, seed_suite: str, tester: LLMClient | None, 
 
 
 def evaluate_round0(oracle: KillOracle, mutants: Sequence[ModuleMutant], suite: str, *,
-                    record: RoundRecord | None = None,
+                    record: SuiteRound | None = None,
                     progress: Callable[[ModuleMutant, RunResult], None] | None = None) -> Round0:
     """Baseline and forced-fail sanity runs, then every mutant against the round-0 suite."""
     oracle.baseline(suite)
@@ -168,7 +173,7 @@ def evaluate_round0(oracle: KillOracle, mutants: Sequence[ModuleMutant], suite: 
 
 
 def harden(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, critic: LLMClient | None,
-           config: LoopConfig, *, arm: str = "critic", replicate: int = 0,
+           config: HardeningConfig, *, arm: str = "critic", replicate: int = 0,
            progress: Callable[[str], None] | None = None) -> SuiteRun:
     by_id = {m.id: m for m in mutants}
     survivors = [by_id[i] for i in round0.ids(MutantStatus.SURVIVED)]
@@ -184,7 +189,7 @@ def harden(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, 
         shown = shown_mutants(survivors, config.max_shown, f"{config.seed}:{replicate}:{k}")
         call = add_tests(critic, oracle.module_rel, oracle.original, suite, shown, len(survivors),
                          sample_index=replicate, instance_id=arm)
-        record = RoundRecord(k, "critic", call=call, shown=[m.id for m in shown])
+        record = SuiteRound(k, "critic", call=call, shown=[m.id for m in shown])
         run.rounds.append(record)
         if not call.ok:
             record.status = "llm_failure"

@@ -78,7 +78,7 @@ class RunResult:
         return cls(**{**data, "status": MutantStatus(data["status"])})
 
 
-def classify(run: PytestRun) -> RunResult:
+def mutant_status(run: PytestRun) -> RunResult:
     """Mechanical status of one run (see module docs). Never guesses: no results means ``error``."""
     base = {"duration": run.duration}
     if run.timed_out or (run.returncode in _TIMEOUT_SIGNALS):
@@ -206,7 +206,7 @@ class KillOracle:
             module_path.write_text(module_source)
             ids = [f"{self.suite_rel}::{t}" for t in tests] or [self.suite_rel]
             settings = self.settings.with_overrides(timeout=limit)
-            result = classify(run_pytest(worker.root, ids, settings, server=worker.server))
+            result = mutant_status(run_pytest(worker.root, ids, settings, server=worker.server))
         finally:
             (worker.root / self.module_rel).write_text(self.original)
             self._pool.put(worker)

@@ -1,6 +1,7 @@
-"""Pure computations behind the real-bugs report: correlations, per-class shares, a 2x2 exact test, quantiles.
+"""Pure computations behind the reports: rates and means, correlations, per-class shares, a 2x2 exact test,
+quantiles.
 
-No I/O and no third-party dependencies, so every figure of the report can be unit-tested on hand-made rows.
+No I/O and no third-party dependencies, so every figure of a report can be unit-tested on hand-made rows.
 """
 
 from __future__ import annotations
@@ -9,6 +10,11 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+
+def rate(k: float, n: float) -> float | None:
+    """k / n, None when n is 0."""
+    return k / n if n else None
 
 
 def mean(xs: Sequence[float]) -> float | None:

@@ -30,13 +30,13 @@ Fields:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coharden.errors import CoHardenError
+from coharden.jsonl import json_lines
 
 RECORD_VERSION = 1
 _TOLERANCE = 1e-9
@@ -134,13 +134,7 @@ def _message(exc: ValidationError) -> str:
 def load_run_file(path: Path) -> list[RoundRecord]:
     """Records of one JSONL file; ``run`` defaults to the file's stem."""
     records: list[RoundRecord] = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}:{number}: malformed JSON line: {exc.msg} (column {exc.colno})") from exc
+    for number, data in json_lines(path, RecordError):
         if not isinstance(data, dict):
             raise RecordError(f"{path}:{number}: a record must be a JSON object")
         try:

@@ -1,0 +1,56 @@
+"""Executors lent to worker threads: each worker gets its own executor (its own workspace and fork server),
+executors are reused from task to task, and the pool's owner closes them once.
+
+MPE runs mutants in parallel with one; the real-bugs study builds one over long-lived checkouts
+(:class:`~coharden.execution.workspace.Checkout`). Nobody patches an executor or fakes one."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from coharden.execution.executor import InstanceExecutor
+
+
+class ExecutorPool:
+    """At most ``size`` executors made by ``make`` on demand, or a fixed set of ``executors``."""
+
+    def __init__(self, make: Callable[[], InstanceExecutor] | None = None, size: int = 1, *,
+                 executors: Sequence[InstanceExecutor] = ()) -> None:
+        if make is None and not executors:
+            raise ValueError("an executor pool needs a factory or executors")
+        self._make = make
+        self.size = max(size, len(executors))
+        self.executors: list[InstanceExecutor] = list(executors)
+        self._free = list(executors)
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ExecutorPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def lease(self) -> Iterator[InstanceExecutor]:
+        """A free executor for the duration of the block (made when none is free and the pool is not full)."""
+        with self._lock:
+            if self._free:
+                executor = self._free.pop()
+            elif self._make is not None and len(self.executors) < self.size:
+                executor = self._make()
+                self.executors.append(executor)
+            else:
+                raise RuntimeError(f"all {len(self.executors)} executors of the pool are in use")
+        try:
+            yield executor
+        finally:
+            with self._lock:
+                self._free.append(executor)
+
+    def close(self) -> None:
+        for executor in self.executors:
+            executor.close()
+        self.executors.clear()
+        self._free.clear()

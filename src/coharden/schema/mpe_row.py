@@ -1,0 +1,41 @@
+"""The summary row of one test's MPE, as graders and reports keep it (no mutants, no verdict details)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from coharden.schema.matrix import TestClass
+
+
+class MPERow(BaseModel):
+    """F->P, class and laxity of a candidate test against a reference; ``applied`` False: the test could not
+    enter MPE (empty, does not apply, adds no test) and is ``Invalid``."""
+
+    applied: bool = True
+    fail_to_pass: bool = False
+    test_class: str = TestClass.INVALID.value
+    laxity: float | None = None
+    matrix: dict[str, int] | None = None
+    """Cell counts (alpha, beta, gamma, delta) of a F->P test; None otherwise."""
+    admissible: int = 0
+    inadmissible: dict[str, int] = Field(default_factory=dict)
+    test_ids: list[str] = Field(default_factory=list)
+    buggy: str | None = None
+    """The candidate's verdict outcome on the buggy code (None: not run)."""
+    fixed: str | None = None
+    pool_complete: bool = True
+    reason: str = ""
+    dropped_source_files: list[str] | None = None
+    """Source files the test prediction also touched (dropped: only its test part is the test)."""
+
+    @classmethod
+    def invalid(cls, reason: str, **extra: Any) -> MPERow:
+        return cls(applied=False, reason=reason, **extra)
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if data["dropped_source_files"] is None:
+            del data["dropped_source_files"]
+        return data

