@@ -46,7 +46,8 @@ from coharden.patches import make_patch
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
-from coharden.study.real_bugs import SYSTEM_FILES, RealBugsStudy, StudyConfig, load_data
+from coharden.study.data import SYSTEM_FILES, load_data
+from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 
 PHASES = ("environment", "fail_to_pass", "recording", "pool", "mutants", "timeouts")
 

@@ -157,7 +157,8 @@ def _strip_durations(value: Any) -> Any:
 @pytest.mark.skipif(not SYMPY_PYTHON or not Path(SYMPY_PYTHON).exists(),
                     reason="set COHARDEN_SYMPY_PYTHON to a Python 3.11 with pytest and mpmath==1.3.0")
 def test_real_parallel_and_cached_mpe_equal_a_fresh_serial_run(tmp_path: Path) -> None:
-    from coharden.study.real_bugs import RealBugsStudy, StudyConfig, load_data
+    from coharden.study.data import load_data
+    from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 
     settings = Settings(python=SYMPY_PYTHON, repos_dir=Path(REPOS or ""), timeout=300, preload=["mpmath"])
     data = load_data(SHARED, python_version="3.11.7", test_patterns=settings.test_patterns)
@@ -208,8 +209,9 @@ def test_study_on_ray_and_local_engines_equals_the_serial_run(tmp_path: Path) ->
     import ray
 
     from coharden.execution.engine import LocalEngine, make_engine
+    from coharden.study.data import load_data
     from coharden.study.distributed import run_on_engine
-    from coharden.study.real_bugs import RealBugsStudy, StudyConfig, load_data
+    from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from test_study import _study_data_dir
 
     repos = tmp_path / "repos"

@@ -14,7 +14,8 @@ from typing import Any
 from coharden.config import Settings
 from coharden.execution.engine import Engine
 from coharden.execution.store import Store
-from coharden.study.real_bugs import Progress, RealBugsStudy, StudyConfig, StudyData
+from coharden.study.data import StudyData
+from coharden.study.real_bugs import Progress, RealBugsStudy, StudyConfig
 
 Rows = dict[str, list[dict[str, Any]]]
 
