@@ -15,7 +15,7 @@ from coharden.config import Settings
 from coharden.execution.store import content_key, study_key, suite_run_key, verdict_key
 from coharden.loop.config import LoopConfig
 from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU, MPEConfig
-from coharden.schema.mutant import TARGETED_OPERATORS, Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, TARGETED_OPERATORS, Operator
 
 
 def _sha(text: str) -> str:
@@ -33,7 +33,7 @@ def test_cache_key_depends_on_what_changes_a_row_and_not_on_workers() -> None:
     base = MPEConfig()
     key = base.cache_key()
     assert MPEConfig(workers=8).cache_key() == key
-    assert MPEConfig(operators=list(reversed(TARGETED_OPERATORS))).cache_key() == key  # order does not matter
+    assert MPEConfig(operators=list(reversed(MECHANICAL_DEFAULT))).cache_key() == key  # order does not matter
     for change in [{"per_operator": 2}, {"seed": 1}, {"tau": 0.5}, {"operators": [Operator.INCOMPLETE_FIX]},
                    {"paper_classes": True}, {"mechanical": False}, {"llm": "gpt"}, {"prefer_exercised": True}]:
         assert MPEConfig(**change).cache_key() != key, change
@@ -41,7 +41,7 @@ def test_cache_key_depends_on_what_changes_a_row_and_not_on_workers() -> None:
 
 
 def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
-    config = MPEConfig(per_operator=3)
+    config = MPEConfig(per_operator=3, operators=list(TARGETED_OPERATORS))  # the pool before issue 19
     old_mpe_key = [3, 0, 0.202, sorted(op.value for op in TARGETED_OPERATORS)]
     assert config.cache_key() == old_mpe_key
     exercised = config.model_copy(update={"prefer_exercised": True})

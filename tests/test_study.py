@@ -440,7 +440,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
                      test_patterns=settings.test_patterns)
     config = StudyConfig(workers=1, bytecode=[])
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
-        rows = study.run()
+        rows = study.run(phases=("verify", "golden", "grade", "imitation"))
     (verify,) = rows["verify"]
     assert verify["fail_to_pass"]
     assert verify["agree"]
@@ -463,6 +463,14 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     report = (tmp_path / "out" / "real_bugs_report.md").read_text()
     assert "## 4. Real wrong fixes" in report
     assert "partial report" not in report
+    # imitation: one shared pool, every graded test on every mutant, the wrong fix's signature compared
+    (imitation,) = rows["imitation"]
+    assert imitation["wrong"] == {GOLDEN: "FAIL", "Otter": "PASS", "Otter++": "FAIL", "AssertFlip": "PASS"}
+    assert imitation["mutants"]
+    assert "## 8. Imitation of the real wrong fixes" in report
+    shares = summary["imitation"]["per_operator"]
+    assert set(shares) == {op.value for op in config.mpe.operators}
+    assert summary["imitation"]["overall"]["total"] == 1
 
     # a second run computes nothing: every step is served from the store
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
@@ -476,7 +484,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
         nothing = study.run()
         assert study.missing == {"study.verify": 1}
         assert all(c.path is None for c in study._checkouts)
-    assert nothing == {"verify": [], "golden": [], "mpe": [], "fix": []}
+    assert nothing == {"verify": [], "golden": [], "mpe": [], "fix": [], "imitation": []}
     write_report(nothing, data, empty, only, tmp_path / "out2", missing=study.missing)
     assert "partial report" in (tmp_path / "out2" / "real_bugs_report.md").read_text()
 
@@ -499,6 +507,16 @@ def test_study_cli_report_only_and_bad_input(tmp_path: Path) -> None:
     bad = runner.invoke(app, [*base, "--phases", "verify,mutate"])
     assert bad.exit_code != 0
     assert "--phases: unknown mutate" in bad.output
+    bad_system = runner.invoke(app, [*base, "--report-only", "--system", "Mine"])
+    assert bad_system.exit_code != 0
+    assert "--system 'Mine': expected NAME=FILE" in bad_system.output.replace("\n", "")
+    no_file = runner.invoke(app, [*base, "--report-only", "--system", f"Mine={tmp_path / 'nope.jsonl'}"])
+    assert no_file.exit_code != 0
+    assert "nope.jsonl: file not found" in no_file.output.replace("\n", "")
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text((data_dir / "brt_predictions" / "otter_gpt4o_tddbench_verified.jsonl").read_text())
+    own = runner.invoke(app, [*base, "--report-only", "--system", f"Mine={mine}", "--json"])
+    assert own.exit_code == 0, own.output
     (data_dir / "swtbench_verified_ids.txt").unlink()
     missing = runner.invoke(app, [*base, "--report-only"])
     assert missing.exit_code != 0

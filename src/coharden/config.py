@@ -54,6 +54,15 @@ class Settings(BaseModel):
         description="Modules the fork server imports once: the project's dependencies, never the project.",
     )
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
+    legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
+                                "--no-header / -rN options); a spec environment sets it.")
+    runner: str = Field(default="pytest", pattern="^(pytest|django|sympy)$",
+                        description="Test runner: pytest, Django's tests/runtests.py, or sympy's bin/test.")
+    test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "
+                                     "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
+    env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "
+                                     "generated modules) copied into every checkout after it is reset.")
+    swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0
 

@@ -70,6 +70,22 @@ def split_patch(text: str, patterns: Sequence[str] = DEFAULT_TEST_PATTERNS) -> t
     return "".join(source), "".join(tests)
 
 
+def drop_binary_stubs(text: str) -> tuple[str, list[str]]:
+    """(``text`` without file diffs that only say ``Binary files ... differ``, their paths). Such a diff carries
+    no content, so no tool can apply it; the SWE-bench harness's fallback (GNU patch) skips it and applies the
+    rest, and so must a grader that wants the harness's verdicts."""
+    if "Binary files" not in text:
+        return text, []
+    kept: list[str] = []
+    dropped: list[str] = []
+    for patched in parse(text):
+        if patched.is_binary_file and not patched and "GIT binary patch" not in str(patched):
+            dropped.append(file_path(patched))
+        else:
+            kept.append(str(patched))
+    return "".join(kept), dropped
+
+
 @dataclass(frozen=True)
 class ChangeBlock:
     """A run of consecutive removed/added lines inside a hunk."""

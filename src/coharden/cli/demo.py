@@ -11,9 +11,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from coharden.cli.common import ConfigOpt, JsonOpt, console, err_console, settings_from
-from coharden.cli.common import fail as _fail
-from coharden.errors import CoHardenError
+from coharden.cli.common import cli_errors, console, err_console, new_app, settings_from
+from coharden.cli.options import ConfigOpt, JsonOpt
 
 EXPLAIN = {
     "lax_init": "t0: a first test, aimed at the most visible symptom; fails on the buggy code",
@@ -24,10 +23,11 @@ EXPLAIN = {
     "gate_failed": "the submission failed the F->P gate",
 }
 
-demo_app = typer.Typer(help="Offline demonstrations on the bundled examples (no model, no key, no network).")
+demo_app = new_app(help="Offline demonstrations on the bundled examples (no model, no key, no network).")
 
 
 @demo_app.command("loop")
+@cli_errors
 def demo_loop(
     example: Annotated[Path, typer.Argument(help="A bundled example with scripted replies (loop-replies.yaml).")
                        ] = Path("examples/boundary_check"),
@@ -48,12 +48,8 @@ def demo_loop(
 
     with tempfile.TemporaryDirectory(prefix="coharden-demo-") as tmp:
         out = output or Path(tmp)
-        try:
-            settings = settings_from(config, store=out / "store.sqlite", cache_dir=out / "cache", workers=1)
-            result = run_demo(example, out / "run", settings, progress=show)
-        except CoHardenError as exc:
-            _fail(str(exc))
-            return
+        settings = settings_from(config, store=out / "store.sqlite", cache_dir=out / "cache", workers=1)
+        result = run_demo(example, out / "run", settings, progress=show)
     rows = [{"round": r.round, "decision": r.decision, "laxity": r.laxity, "admissible": r.admissible,
              "matrix": {cell: len(ids) for cell, ids in r.matrix.items()}, "note": r.note} for r in result.rounds]
     if as_json:

@@ -139,11 +139,33 @@ def env_dockerfile(
         output.write_text(text)
 
 
+@env_app.command("spec")
+@cli_errors
+def env_spec(
+    repo: Annotated[str, typer.Argument(help="owner/name of a SWE-bench repository, e.g. sympy/sympy.")],
+    version: Annotated[str | None, typer.Option("--version", help="The record's version (omit: list them).")]
+    = None,
+    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the SWE-bench environment spec of a repository version (unknown ones list the known)."""
+    from coharden.cli.envspec import show_spec
+
+    show_spec(repo, version, specs, as_json)
+
+
 @env_app.command("build")
 @cli_errors
 def env_build(
-    repo: RepoArg,
+    repo: Annotated[Path | None, typer.Argument(help="A local git repository (omit with --instance).")] = None,
     commit: CommitOpt = "HEAD",
+    instance: Annotated[str | None, typer.Option("--instance", help="Build the SWE-bench spec environment of this "
+                                                  "record of --records instead.")] = None,
+    records: Annotated[Path | None, typer.Option("--records", help="SWE-bench records (JSON / JSONL).")] = None,
+    repos: Annotated[Path | None, typer.Option("--repos", help="Directory of owner__name repositories.")] = None,
+    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
+    installer: Annotated[str, typer.Option("--installer", help="uv (default where it can) or pip.")] = "auto",
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when a cached build exists.")] = False,
     plan_file: Annotated[Path | None, typer.Option("--plan", help="Use this plan instead of inferring one.")]
     = None,
     docker: DockerOpt = False,
@@ -169,6 +191,15 @@ def env_build(
     from coharden.environment.build import make_builder
     from coharden.environment.refine import refine_environment
 
+    if instance is not None:
+        from coharden.cli.envspec import build_for_instance
+
+        settings = _settings(config, timeout=timeout, swebench_specs=specs)
+        ok = build_for_instance(settings, records, instance, repos, force=force, installer=installer,
+                                as_json=as_json)
+        raise typer.Exit(0 if ok else 1)
+    if repo is None:
+        raise CoHardenError("give a repository, or --instance ID with --records FILE")
     settings = _settings(config, seed=seed, timeout=timeout)
     plan = _load_plan(plan_file) if plan_file else _infer(repo, commit)
     llm = _llm(settings, model, api_base, llm_store, llm_mode, budget_usd)

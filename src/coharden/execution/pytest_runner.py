@@ -136,8 +136,8 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             f"--junitxml={CONTAINER_SCRATCH + '/junit.xml' if in_docker else junit}",
             "--continue-on-collection-errors",
             "-q",
-            "--no-header",
-            "-rN",
+            # pytest < 6 (old SWE-bench environments) has neither option
+            *([] if settings.legacy_pytest else ["--no-header", "-rN"]),
             *settings.pytest_args,
             *(extra_args or []),
             *ids,

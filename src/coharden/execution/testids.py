@@ -88,3 +88,21 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
     if unresolved:
         raise TestIdError(f"test names not found in the test patch's files: {', '.join(unresolved)}")
     return resolved
+
+
+def runnable_id(test_id: str) -> str:
+    """A SWE-bench id as pytest can select it. The harness's log parsers leave ids pytest cannot select: cut at
+    the first space (``t.py::test_x[a`` for ``t.py::test_x[a b]``), a parameter whose absolute path was
+    shortened (``test_x[/name.py]``), a parameter holding ``::`` (pytest would split the id there). Such an id
+    runs as its base test (all its parameters)."""
+    if "::" not in test_id or "[" not in test_id:
+        return test_id
+    head, _, param = test_id.partition("[")
+    if not test_id.endswith("]") or "::" in param or param.startswith("/"):
+        return head
+    return test_id
+
+
+def runnable_ids(test_ids: list[str]) -> list[str]:
+    """:func:`runnable_id` of each, deduplicated, without the harness's non-test lines (``[100%]``)."""
+    return list(dict.fromkeys(runnable_id(i) for i in test_ids if i.strip() and not i.startswith("[")))

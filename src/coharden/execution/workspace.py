@@ -12,6 +12,7 @@ instances of one repository (the real-bugs study) reuse a few checkouts instead 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -71,8 +72,9 @@ class Workspace:
     """A checkout of ``repo`` at ``commit``: a fresh temporary clone, or the borrowed ``checkout``."""
 
     def __init__(self, repo: Path, commit: str, *, parent: Path | None = None,
-                 checkout: Checkout | None = None) -> None:
+                 checkout: Checkout | None = None, overlay: Path | None = None) -> None:
         self.source = check_repo(repo)
+        self.overlay = overlay  # built files (C extensions) laid over every fresh or reset checkout
         self.commit = resolve_commit(self.source, commit)
         self._parent = parent
         self.checkout = checkout
@@ -94,6 +96,7 @@ class Workspace:
         else:
             self.path = _clone(self.source, self.commit, self._parent)
         self._dirty.clear()
+        self._lay_overlay()
         return self.path
 
     def close(self) -> None:
@@ -128,3 +131,16 @@ class Workspace:
         git(["reset", "--quiet", "--hard", self.commit], self.root)
         git(["clean", *(self.checkout.clean_args if self.checkout is not None else ["-fdxq"])], self.root)
         self._dirty.clear()
+        self._lay_overlay()
+
+    def _lay_overlay(self) -> None:
+        if self.overlay is not None and self.overlay.is_dir():
+            shutil.copytree(self.overlay, self.root, dirs_exist_ok=True, symlinks=True, copy_function=_link_or_copy)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard links are instant for large built files; a copy where linking is impossible (another device)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

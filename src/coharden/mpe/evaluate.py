@@ -30,13 +30,20 @@ from coharden.execution.pool import ExecutorPool
 from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.workers import Workers
-from coharden.mutation import input_specific_shortcut
-from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool, fix_context
+from coharden.mutation.pool import (
+    MECHANICAL_OPERATORS,
+    Pool,
+    build_pool,
+    fix_context,
+    record_targets,
+    recordings_needed,
+)
+from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mpe_row import MPERow
-from coharden.schema.mutant import Mutant, Operator
+from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 
@@ -95,6 +102,13 @@ class MPEResult(BaseModel):
     def per_operator(self) -> dict[str, dict[str, object]]:
         return _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
 
+    @property
+    def balanced_laxity(self) -> float | None:
+        """The mean of the per-operator laxities (operators with an admissible mutant): every operator weighs
+        the same, however many mutants it made. Reported beside ``laxity``; the class uses ``laxity``."""
+        rates = [row["laxity"] for row in self.per_operator().values() if row["laxity"] is not None]
+        return sum(rates) / len(rates) if rates and self.laxity is not None else None  # type: ignore[arg-type]
+
     def per_source(self) -> dict[str, dict[str, object]]:
         """Like :meth:`per_operator`, per mutant source (``mechanical`` / ``llm``), each with its operators."""
         table = _tally_rows(self.mutants, lambda r: r.mutant.source)
@@ -139,6 +153,7 @@ class MPEResult(BaseModel):
         data["matrix_counts"] = self.matrix.counts()
         data["admissible"] = self.matrix.admissible
         data["per_operator"] = self.per_operator()
+        data["balanced_laxity"] = self.balanced_laxity
         data["inadmissible"] = self.inadmissible_counts()
         data["per_source"] = self.per_source()
         if not timings and data.get("llm_pool"):
@@ -160,6 +175,9 @@ def _tally_rows(results: Sequence[MutantResult], key: Callable[[MutantResult], s
         else:
             row["admissible"] = int(row["admissible"]) + 1  # type: ignore[call-overload]
             row[result.cell.value] = int(row[result.cell.value]) + 1  # type: ignore[call-overload]
+    for row in table.values():  # each operator's own laxity, beside the pooled one (issue 19, item 11)
+        admissible = int(row["admissible"])  # type: ignore[call-overload]
+        row["laxity"] = int(row["beta"]) / admissible if admissible else None  # type: ignore[call-overload]
     return dict(sorted(table.items()))
 
 
@@ -219,8 +237,8 @@ def evaluate(
     try:
         if team.parallel and config.mechanical:  # pool and recordings are made beside the F->P checks
             ctx = fix_context(executor, fix)  # before any worker may borrow this executor
-            targets = input_specific_shortcut.targets(ctx)
-            if targets and Operator.INPUT_SPECIFIC_SHORTCUT in config.operators:
+            targets = record_targets(ctx)
+            if targets and BUGGY_RECORDS in recordings_needed(_pool_options(config)["operators"]):
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
             early_pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
                              **_pool_options(config))

@@ -16,6 +16,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
+from coharden.mutation.registry import Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
 _COMPARE_SWAPS: dict[type, Callable[[], cst.BaseCompOp]] = {
@@ -54,11 +55,13 @@ class Site:
     line: int
 
 
-def _code(node: cst.CSTNode) -> str:
+def code_of(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-class _Collector(cst.CSTVisitor):
+class SubstitutionSites(cst.CSTVisitor):
+    """The substitution sites of a module on the 1-based ``lines`` (public: ``coharden suite`` reuses it)."""
+
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, lines: set[int]) -> None:
@@ -82,16 +85,16 @@ class _Collector(cst.CSTVisitor):
             targets = list(node.comparisons)
             targets[k] = target.with_changes(operator=swap())
             new = node.with_changes(comparisons=targets)
-            self._add(node, new, f"{_code(node)} -> {_code(new)}")
+            self._add(node, new, f"{code_of(node)} -> {code_of(new)}")
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         new_op = cst.Or() if isinstance(node.operator, cst.And) else cst.And()
         new = node.with_changes(operator=new_op)
-        self._add(node, new, f"{_code(node)} -> {_code(new)}")
+        self._add(node, new, f"{code_of(node)} -> {code_of(new)}")
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
         if isinstance(node.operator, cst.Not):
-            self._add(node, node.expression, f"{_code(node)} -> {_code(node.expression)}")
+            self._add(node, node.expression, f"{code_of(node)} -> {code_of(node.expression)}")
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         swap = _BINARY_SWAPS.get(type(node.operator))
@@ -99,7 +102,7 @@ class _Collector(cst.CSTVisitor):
             op = node.operator
             new = node.with_changes(operator=swap().with_changes(whitespace_before=op.whitespace_before,
                                                                  whitespace_after=op.whitespace_after))
-            self._add(node, new, f"{_code(node)} -> {_code(new)}")
+            self._add(node, new, f"{code_of(node)} -> {code_of(new)}")
 
     def visit_Integer(self, node: cst.Integer) -> None:
         value = node.evaluated_value
@@ -128,7 +131,7 @@ class _Collector(cst.CSTVisitor):
                                 if i != k]
                         value = rest[0].value if len(rest) == 1 else node.args[1].value.with_changes(elements=rest)
                         new = node.with_changes(args=[node.args[0], node.args[1].with_changes(value=value)])
-                        self._add(node, new, f"{_code(node)} -> {_code(new)}")
+                        self._add(node, new, f"{code_of(node)} -> {code_of(new)}")
             elif func.value in _BUILTIN_SWAPS:
                 new = node.with_changes(func=cst.Name(_BUILTIN_SWAPS[func.value]))
                 self._add(node, new, f"{func.value}(...) -> {_BUILTIN_SWAPS[func.value]}(...)")
@@ -145,10 +148,12 @@ class _Collector(cst.CSTVisitor):
             for op, sign in ((cst.Add(), "+"), (cst.Subtract(), "-")):
                 new_bound = cst.BinaryOperation(left=bound, operator=op, right=cst.Integer("1"))
                 new = node.with_changes(**{part: new_bound})
-                self._add(node, new, f"slice {part} {_code(bound)} -> {_code(bound)} {sign} 1")
+                self._add(node, new, f"slice {part} {code_of(bound)} -> {code_of(bound)} {sign} 1")
 
 
-class _Replace(cst.CSTTransformer):
+class SiteReplacer(cst.CSTTransformer):
+    """Replace one node (found by identity) of a module; the rest keeps its layout."""
+
     def __init__(self, target: cst.CSTNode, replacement: cst.CSTNode) -> None:
         self.target = target
         self.replacement = replacement
@@ -164,7 +169,7 @@ def sites(source: str, lines: set[int]) -> tuple[MetadataWrapper, list[Site]] | 
         wrapper = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError:
         return None
-    collector = _Collector(lines)
+    collector = SubstitutionSites(lines)
     wrapper.visit(collector)
     return wrapper, collector.sites
 
@@ -175,7 +180,7 @@ def mutate_file(change: FileChange) -> Iterator[tuple[Site, str]]:
         return
     wrapper, all_sites = found
     for site in all_sites:
-        yield site, wrapper.module.visit(_Replace(site.node, site.replacement)).code
+        yield site, wrapper.module.visit(SiteReplacer(site.node, site.replacement)).code
 
 
 def generate(ctx: FixContext) -> Iterator[RawMutant]:
@@ -185,3 +190,20 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
             files = {**fixed, change.path: code}
             yield RawMutant(Operator.BEHAVIOR_SUBSTITUTION, site.description[:160], f"{change.path}:{site.line}",
                             files)
+
+
+@register
+class BehaviorSubstitution:
+    """Imitates a wrong fix with the right shape but a *slightly wrong expression* (an off-by-one bound, the
+    wrong comparison or look-alike call) on a line the fix adds."""
+
+    name = Operator.BEHAVIOR_SUBSTITUTION
+    needs: frozenset[str] = frozenset()
+
+    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
+        return generate(inputs.ctx)
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [Example("def f(x):\n    return x\n", "def f(x):\n    return x if x > 0 else 0\n",
+                        "return x if x >= 0 else 0")]

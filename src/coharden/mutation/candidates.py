@@ -15,3 +15,5 @@ class RawMutant:
     location: str
     files: dict[str, str]  # path -> mutated content (files not listed keep their BUGGY content)
     meta: dict[str, Any] = field(default_factory=dict)
+    originals: dict[str, str] = field(default_factory=dict)
+    """Base content of files outside the fix that ``files`` changes (a fix made at a caller elsewhere)."""

@@ -104,6 +104,17 @@ class _FunctionFinder(cst.CSTVisitor):
         self.stack.pop()
 
 
+def find_function(source: str, qualname: str) -> cst.FunctionDef | None:
+    """The definition of ``qualname`` in ``source`` (None when absent or ``source`` does not parse)."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    finder = _FunctionFinder(qualname)
+    module.visit(finder)
+    return finder.found
+
+
 def transplant_function(target: str, donor: str, qualname: str) -> str | None:
     """``target`` with the function ``qualname`` replaced by its definition in ``donor``.
 

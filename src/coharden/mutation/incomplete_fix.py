@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
+from coharden.mutation.registry import Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
 Block = tuple[int, int, int, int, int, int]  # (file index, opcode index, i1, i2, j1, j2)
@@ -85,3 +86,21 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
             files[change.path] = "".join(lines)
             yield RawMutant(Operator.INCOMPLETE_FIX, f"fix without added line {j + 1}: {new[j].strip()[:60]}",
                             f"{change.path}:{j + 1}", files, {"kind": "drop_line", "line": j + 1})
+
+
+@register
+class IncompleteFix:
+    """Imitates a wrong fix that is a *subset of the golden fix*: one hunk or change block missing (real cases:
+    sympy-18199 without composite moduli, sympy-20438 without the comparison.py hunk)."""
+
+    name = Operator.INCOMPLETE_FIX
+    needs: frozenset[str] = frozenset()
+
+    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
+        return generate(inputs.ctx)
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [Example("def f(x):\n    a = x\n    b = 1\n    return a + b\n",
+                        "def f(x):\n    a = abs(x)\n    b = 1\n    return a * b\n",
+                        "    a = x\n    b = 1\n    return a * b\n")]

@@ -21,6 +21,7 @@ import libcst as cst
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext, functions_touched
 from coharden.mutation.funcwrap import rewrite_function, transplant_function
+from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
 
@@ -29,7 +30,8 @@ def targets(ctx: FixContext) -> list[dict[str, str]]:
     return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]
 
 
-def _loads(payload: str) -> str:
+def loads_expr(payload: str) -> str:
+    """An expression that unpickles ``payload`` (base64) in the test interpreter."""
     return f"__import__('pickle').loads(__import__('base64').b64decode({payload!r}))"
 
 
@@ -44,13 +46,14 @@ def _literal(text: str | None) -> str | None:
     return text
 
 
-def _shortcut(record: dict[str, Any]):  # type: ignore[no-untyped-def]
+def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """A body rewrite: first return (or raise) the recorded outcome for exactly the recorded input."""
     params = record["params"]
     key = "(" + "".join(f"{p}, " for p in params) + ")"
     value = _literal(record.get("value_repr")) if record["kind"] == "return" else None
-    outcome = f"raise {_loads(record['value_pickle'])}" if record["kind"] == "raise" \
-        else f"return {value or _loads(record['value_pickle'])}"
-    expected = _literal(record["key"]) or _loads(record["args_pickle"])
+    outcome = f"raise {loads_expr(record['value_pickle'])}" if record["kind"] == "raise" \
+        else f"return {value or loads_expr(record['value_pickle'])}"
+    expected = _literal(record["key"]) or loads_expr(record["args_pickle"])
     code = (
         "try:\n"
         f"    _coh_hit = bool({key} == {expected})\n"
@@ -76,7 +79,7 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
             continue
         # the rest of the fix stays; only this function is back to its buggy self plus the shortcut
         base = transplant_function(change.new, change.old, record["qualname"])
-        code = rewrite_function(base, record["qualname"], _shortcut(record)) if base is not None else None
+        code = rewrite_function(base, record["qualname"], shortcut_rewrite(record)) if base is not None else None
         if code is None:
             continue
         verb = "raises" if record["kind"] == "raise" else "returns"
@@ -87,3 +90,25 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
             {**fixed, change.path: code},
             {"function": record["qualname"], "input": record["key"][:200], "from_test": record.get("from_test", "")},
         )
+
+
+@register
+class InputSpecificShortcut:
+    """Imitates a wrong fix that *special-cases the issue's example*: the buggy function plus an early return
+    for exactly one recorded bug-revealing input (the single-input extreme of sympy-23950's special-casing)."""
+
+    name = Operator.INPUT_SPECIFIC_SHORTCUT
+    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+
+    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
+        records = inputs.revealing()
+        if not records and inputs.ctx.python_files:
+            inputs.skip(self.name, "no_revealing_input")
+        return generate(inputs.ctx, records)
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        from coharden.mutation.recorded import example_record as record
+
+        return [Example("def f(x):\n    return x\n", "def f(x):\n    return abs(x)\n",
+                        "return 2", (record("f", ["x"], (-2,), "return", 2),))]

@@ -36,21 +36,14 @@ reported and the pool counts as complete.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import random
-import re
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from string import Template
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from coharden.config import DEFAULT_TEST_PATTERNS
@@ -65,301 +58,29 @@ from coharden.llm import (
     UnusableReply,
     Usage,
 )
-from coharden.llm.cache import canonical_json
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext
+from coharden.mutation.context import FixContext
+from coharden.mutation.llm_edits import (  # noqa: F401 - re-exported
+    EditBlock,
+    EditFormatError,
+    apply_edit_blocks,
+    parse_edit_blocks,
+    reply_to_raw_mutant,
+)
+from coharden.mutation.llm_prompts import (  # noqa: F401 - re-exported
+    LLM_OPERATORS,
+    build_messages,
+    operator_prompts,
+    prompt_hash,
+    render_fixed_code,
+    swap_tests,
+    system_prompt,
+)
 from coharden.mutation.pool import AdmissionFilter, Pool, admit_llm, fix_context
-from coharden.patches import is_test_path, make_patch
-from coharden.schema.mutant import TARGETED_OPERATORS, Mutant, Operator
+from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
-LLM_OPERATORS: tuple[Operator, ...] = (Operator.VANILLA, *TARGETED_OPERATORS)
 SOURCE = "llm"
-
-# --- prompts -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OperatorPrompt:
-    """What the prompt says about one operator."""
-
-    instruction: str
-    realizations: tuple[str, ...]
-
-
-def _prompt_text(name: str) -> str:
-    return resources.files("coharden.mutation").joinpath("prompts", name).read_text(encoding="utf-8")
-
-
-@cache
-def operator_prompts() -> dict[Operator, OperatorPrompt]:
-    """The instruction and typical realizations of every LLM operator (``prompts/operators.yaml``)."""
-    data = yaml.safe_load(_prompt_text("operators.yaml"))
-    prompts = {Operator(name): OperatorPrompt(" ".join(spec["instruction"].split()),
-                                              tuple(" ".join(r.split()) for r in spec["realizations"]))
-               for name, spec in data.items()}
-    missing = [op.value for op in LLM_OPERATORS if op not in prompts]
-    if missing:  # pragma: no cover - a packaging error
-        raise RuntimeError(f"prompts/operators.yaml lacks operators {missing}")
-    return prompts
-
-
-@cache
-def system_prompt() -> str:
-    return _prompt_text("system.md").strip()
-
-
-@cache
-def _user_template() -> Template:
-    return Template(_prompt_text("user.md"))
-
-
-EXAMPLE_BLOCK = """path/to/file.py
-<<<<<<< SEARCH
-exact lines of the fixed code
-=======
-the lines that replace them
->>>>>>> REPLACE"""
-
-
-def _fenced(text: str, lang: str = "") -> str:
-    """``text`` in a markdown code fence longer than any backtick run inside it."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    body = text if text.endswith("\n") or not text else text + "\n"
-    return f"{fence}{lang}\n{body}{fence}"
-
-
-def _excerpts(change: FileChange, context: int, whole_file_lines: int) -> list[tuple[int, int]]:
-    """1-based inclusive line ranges of the fixed file to show: the whole file if short, else windows of
-    ``context`` lines around every changed line, merged."""
-    lines = change.new_lines
-    if len(lines) <= whole_file_lines:
-        return [(1, max(1, len(lines)))]
-    centres: list[int] = []
-    for _tag, _i1, _i2, j1, j2 in change.opcodes():
-        centres += list(range(j1 + 1, j2 + 1)) or [j1 + 1]
-    ranges: list[tuple[int, int]] = []
-    for c in sorted(set(centres)):
-        start, end = max(1, c - context), min(len(lines), c + context)
-        if ranges and start <= ranges[-1][1] + 1:
-            ranges[-1] = (ranges[-1][0], max(ranges[-1][1], end))
-        else:
-            ranges.append((start, end))
-    return ranges or [(1, min(len(lines), 2 * context))]
-
-
-def render_fixed_code(ctx: FixContext, context: int = 40, whole_file_lines: int = 400) -> str:
-    parts: list[str] = []
-    for change in ctx.files:
-        lang = "python" if change.path.endswith(".py") else ""
-        lines = change.new_lines
-        ranges = _excerpts(change, context, whole_file_lines)
-        parts.append(f"## {change.path}")
-        for start, end in ranges:
-            if len(ranges) > 1 or (start, end) != (1, max(1, len(lines))):
-                parts.append(f"lines {start}-{end} of {len(lines)}:")
-            parts.append(_fenced("".join(lines[start - 1:end]), lang))
-    return "\n\n".join(parts)
-
-
-def build_messages(ctx: FixContext, tests: tuple[TestPatch, TestPatch], operator: Operator, *,
-                   problem_statement: str = "", swap: bool = False, context: int = 40,
-                   whole_file_lines: int = 400) -> list[dict[str, str]]:
-    """The chat messages of one sample. ``tests`` are shown as Test 1, Test 2 (reversed when ``swap``);
-    nothing else about them (names, which is the candidate) reaches the prompt."""
-    spec = operator_prompts()[operator]
-    first, second = (tests[1], tests[0]) if swap else tests
-    fix_diff = make_patch((c.path, c.old or None, c.new) for c in ctx.files)
-    issue = problem_statement.strip()
-    user = _user_template().substitute(
-        issue_section=f"# Issue\n\n{issue}\n\n" if issue else "",
-        fix_diff=_fenced(fix_diff, "diff"),
-        fixed_code=render_fixed_code(ctx, context, whole_file_lines),
-        test_1=_fenced(first.patch, "diff"),
-        test_2=_fenced(second.patch, "diff"),
-        operator=operator.value,
-        instruction=spec.instruction,
-        realizations="\n".join(f"- {r}" for r in spec.realizations),
-        example=_fenced(EXAMPLE_BLOCK),
-        editable_files=", ".join(f"`{c.path}`" for c in ctx.files),
-    )
-    return [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user.strip() + "\n"}]
-
-
-def prompt_hash(messages: Sequence[dict[str, Any]]) -> str:
-    """sha256 of the canonical JSON of the messages (the request hash also covers model, params, sample)."""
-    return hashlib.sha256(canonical_json(list(messages)).encode("ascii")).hexdigest()
-
-
-def swap_tests(seed: int, operator: Operator, sample_index: int) -> bool:
-    """Whether this sample shows the tests in reversed order: a fair coin per sample, fixed by the seed
-    (string seeds are hashed with sha512 by :mod:`random`, so this does not depend on PYTHONHASHSEED)."""
-    return random.Random(f"{seed}:{operator.value}:{sample_index}").random() < 0.5
-
-
-# --- the edit format -------------------------------------------------------------------------------------
-
-
-class EditFormatError(ValueError):
-    """A reply that cannot be turned into a mutant; ``reason`` is the short inadmissibility reason."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
-@dataclass(frozen=True)
-class EditBlock:
-    path: str | None
-    """The file named on the line before the block (None when no name was found)."""
-    search: tuple[str, ...]
-    replace: tuple[str, ...]
-    reply_line: int
-    """1-based line of ``<<<<<<< SEARCH`` in the reply, for messages."""
-
-
-_SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$")
-_DIVIDER = re.compile(r"^\s*={5,9}\s*$")
-_REPLACE = re.compile(r"^\s*>{5,9}\s*REPLACE\s*$")
-_SUMMARY = re.compile(r"^\s*\**summary\**\s*:\s*\**\s*(.+)$", re.IGNORECASE)
-
-
-def _path_from(line: str) -> str | None:
-    """A file path from the line above a block: ``path``, ``# File: path``, ```` ```python path ````, ..."""
-    text = line.strip()
-    if text.startswith("```"):
-        tokens = text.strip("`").split()
-        text = next((t for t in tokens if "/" in t or "." in t), "")
-    text = re.sub(r"^(#+\s*)?(file(name)?\s*:\s*)?", "", text, flags=re.IGNORECASE).strip()
-    text = text.strip("*`'\"").rstrip(":").strip().strip("*`'\"")
-    for prefix in ("./", "a/", "b/"):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return text or None
-
-
-def parse_edit_blocks(reply: str) -> tuple[list[EditBlock], str | None]:
-    """The SEARCH/REPLACE blocks of a reply and its ``Summary:`` line (if any).
-
-    Raises :class:`EditFormatError` (``no_edit_blocks`` / ``malformed_block``).
-    """
-    lines = reply.splitlines()
-    blocks: list[EditBlock] = []
-    summary: str | None = None
-    i = 0
-    while i < len(lines):
-        match = _SUMMARY.match(lines[i])
-        if match and summary is None:
-            summary = match.group(1).strip().strip("*").strip()
-        if not _SEARCH.match(lines[i]):
-            i += 1
-            continue
-        start = i
-        path: str | None = None
-        for j in range(i - 1, max(-1, i - 4), -1):  # the file name: the nearest non-empty line above
-            above = lines[j].strip()
-            if not above or (above.startswith("```") and _path_from(above) is None):
-                continue
-            if _REPLACE.match(above):
-                break
-            path = _path_from(above)
-            break
-        i += 1
-        search: list[str] = []
-        while i < len(lines) and not _DIVIDER.match(lines[i]):
-            if _SEARCH.match(lines[i]) or _REPLACE.match(lines[i]):
-                raise EditFormatError("malformed_block", f"block at reply line {start + 1} has no ======= divider")
-            search.append(lines[i])
-            i += 1
-        if i >= len(lines):
-            raise EditFormatError("malformed_block", f"block at reply line {start + 1} has no ======= divider")
-        i += 1
-        replace: list[str] = []
-        while i < len(lines) and not _REPLACE.match(lines[i]):
-            if _SEARCH.match(lines[i]) or _DIVIDER.match(lines[i]):
-                raise EditFormatError("malformed_block", f"block at reply line {start + 1} is not closed by "
-                                                         ">>>>>>> REPLACE")
-            replace.append(lines[i])
-            i += 1
-        if i >= len(lines):
-            raise EditFormatError("malformed_block", f"block at reply line {start + 1} is not closed by "
-                                                     ">>>>>>> REPLACE")
-        i += 1
-        if path is None and blocks:  # consecutive blocks without a file line: the same file as before
-            path = blocks[-1].path
-        blocks.append(EditBlock(path, tuple(search), tuple(replace), start + 1))
-    if not blocks:
-        raise EditFormatError("no_edit_blocks", "the reply holds no SEARCH/REPLACE block")
-    return blocks, summary
-
-
-def _resolve_path(block: EditBlock, files: dict[str, str], test_patterns: Sequence[str]) -> str:
-    """The fix file a block edits; inadmissible when it names a test file or a file outside the fix."""
-    path = block.path
-    if path is not None and path in files:
-        return path
-    if path is not None and is_test_path(path, test_patterns):
-        raise EditFormatError("touches_test_file", f"block at reply line {block.reply_line} edits test file {path}")
-    if path is not None and ("/" in path or re.search(r"\.\w+$", path)):
-        raise EditFormatError("unknown_file", f"block at reply line {block.reply_line} edits {path}, which the fix "
-                                              f"does not touch (editable: {', '.join(sorted(files))})")
-    if len(files) == 1:  # no recognizable file name, and only one file it can mean
-        return next(iter(files))
-    raise EditFormatError("missing_file_path", f"block at reply line {block.reply_line} names no file of the fix")
-
-
-def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
-                      test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS) -> tuple[dict[str, str], str]:
-    """Apply ``blocks`` in order to ``files`` (path -> FIXED content); return (new contents, location).
-
-    Each SEARCH text must match whole lines of the current content exactly once (trailing whitespace is
-    ignored: it is invisible in the prompt). Every block's file is checked before any block is applied, so a
-    reply touching a test file is rejected as such even if an earlier block fails to match. Raises
-    :class:`EditFormatError` with ``touches_test_file``, ``unknown_file``, ``missing_file_path``,
-    ``search_empty``, ``search_not_found`` or ``search_ambiguous``.
-    """
-    paths = [_resolve_path(block, files, test_patterns) for block in blocks]
-    current = dict(files)
-    location = ""
-    for block, path in zip(blocks, paths, strict=True):
-        if not any(line.strip() for line in block.search):
-            raise EditFormatError("search_empty", f"block at reply line {block.reply_line} has an empty SEARCH part")
-        content = current[path]
-        newline = "\r\n" if "\r\n" in content else "\n"
-        ends_with_newline = content.endswith("\n")
-        # split on newlines only: str.splitlines would also split on form feeds and other separators
-        lines = (content[:-1] if ends_with_newline else content).split("\n") if content else []
-        if newline == "\r\n":
-            lines = [line.removesuffix("\r") for line in lines]
-        wanted = [s.rstrip() for s in block.search]
-        n = len(wanted)
-        hits = [k for k in range(len(lines) - n + 1) if [x.rstrip() for x in lines[k:k + n]] == wanted]
-        if not hits:
-            raise EditFormatError("search_not_found", f"block at reply line {block.reply_line}: SEARCH text not found "
-                                                      f"in {path}")
-        if len(hits) > 1:
-            raise EditFormatError("search_ambiguous", f"block at reply line {block.reply_line}: SEARCH text occurs "
-                                                      f"{len(hits)} times in {path}")
-        k = hits[0]
-        new_lines = lines[:k] + list(block.replace) + lines[k + n:]
-        current[path] = newline.join(new_lines) + (newline if ends_with_newline and new_lines else "")
-        if not location:
-            location = f"{path}:{k + 1}"
-    return current, location
-
-
-def reply_to_raw_mutant(reply: str, ctx: FixContext, operator: Operator, *,
-                        test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS,
-                        meta: dict[str, Any] | None = None) -> RawMutant:
-    """A model reply -> a :class:`RawMutant` holding the full content of every file of the fix."""
-    blocks, summary = parse_edit_blocks(reply)
-    fixed = {c.path: c.new for c in ctx.files}
-    files, location = apply_edit_blocks(blocks, fixed, test_patterns)
-    description = (summary or f"LLM {operator.value} variant of the fix")[:300]
-    return RawMutant(operator, description, location, files, {**(meta or {}), "blocks": len(blocks)})
-
 
 # --- settings, reports -----------------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """A pytest plugin, loaded into the TEST interpreter (which need not have coharden installed), that records
-argument -> outcome of chosen functions while tests run.
+argument -> outcome of chosen functions while tests run, and of up to two calling frames of each.
 
 Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}].
 Records go to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_pickle", "key",
-"kind": "return"|"raise", "value_pickle"}. Only outermost calls are recorded (a recursive function records
+"kind": "return"|"raise", "value_pickle", "type_shape", "shape"}; a calling frame of an outermost target call
+(inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "outcome": "return"|"raise", "callee", "depth", "line",
+and the same argument/value fields}. Only outermost calls are recorded (a recursive function records
 the input the test gave it), and only inputs whose key is deterministic: picklable, equal after a pickle
 round trip, and with no memory address in their repr.
 """
@@ -20,6 +22,33 @@ import threading
 import pytest
 
 _MAX_PER_FUNCTION = 200
+_CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
+
+
+def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
+    """The shape of a value: its type name; with ``level`` "shape" also the sign of a real number, the
+    length of a sized value, and for a sympy object the type names of its args. Tuples and lists recurse.
+    Copied verbatim into narrowed_scope mutants, so the test code computes the same shape as the recorder."""
+    kind = type(value).__qualname__
+    try:
+        if value is None or isinstance(value, bool):
+            return kind
+        if isinstance(value, (tuple, list)) and (depth == 0 or level == "shape") and depth < 3:
+            return (kind, tuple(_coh_shape(v, level, depth + 1) for v in value))
+        if level != "shape":
+            return kind
+        if isinstance(value, (int, float)):
+            return (kind, (value > 0) - (value < 0))
+        if isinstance(value, (str, bytes, dict, set, frozenset)):
+            return (kind, len(value))
+        args = getattr(type(value), "args", None)
+        if isinstance(args, property):
+            inner = value.args
+            if isinstance(inner, tuple):
+                return (kind, tuple(_coh_shape(a, "type", depth + 1) for a in inner))
+    except Exception:  # noqa: BLE001 - an odd value has just its type
+        return kind
+    return kind
 
 
 def _deterministic(value):  # type: ignore[no-untyped-def]
@@ -43,9 +72,11 @@ class _Recorder:
         self.depth: dict[tuple[str, str], int] = {}
         self.pending: dict[int, tuple] = {}
         self.counts: dict[tuple[str, str], int] = {}
-        self.seen: set[tuple[str, str, str]] = set()
+        self.seen: set[tuple[str, str, str]] = set()  # (qualname or "outside", key or path, kind or name)
         self.calls: dict[tuple[str, str], int] = {}
         self.raised: dict[tuple[str, str], set[str]] = {}
+        root = os.environ.get("COHARDEN_RECORD_ROOT")
+        self.root = os.path.realpath(root) if root else None
 
     def _target(self, frame):  # type: ignore[no-untyped-def]
         code = frame.f_code
@@ -72,6 +103,11 @@ class _Recorder:
             params = params[1:]
         record = depth == 0 and self.counts.get(key, 0) < _MAX_PER_FUNCTION
         args = tuple(frame.f_locals.get(p) for p in params) if record else None
+        shapes = None
+        if record:
+            every = tuple(frame.f_locals.get(p) for p in code.co_varnames[:nargs])
+            shapes = (repr(_coh_shape(every, "type")), repr(_coh_shape(every, "shape")))
+            self._watch_callers(frame.f_back, key)
         state: dict = {"exc": None}
 
         def local(frame, event, arg):  # type: ignore[no-untyped-def]
@@ -86,12 +122,12 @@ class _Recorder:
                     if state["exc"] is not None:
                         self.raised.setdefault(key, set()).add(type(state["exc"]).__name__)
                 if record:
-                    self._emit(key, params, args, state["exc"], arg)
+                    self._emit(key, params, args, state["exc"], arg, shapes)
             return local
 
         return local
 
-    def _emit(self, key, params, args, exc, value):  # type: ignore[no-untyped-def]
+    def _emit(self, key, params, args, exc, value, shapes=None, extra=None):  # type: ignore[no-untyped-def]
         det = _deterministic(args)
         if det is None:
             return
@@ -106,10 +142,65 @@ class _Recorder:
             return
         self.seen.add(ident)
         self.counts[key] = self.counts.get(key, 0) + 1
-        self.out.write(json.dumps({"file": key[0], "qualname": key[1], "params": params, "key": det[0],
-                                   "args_pickle": det[1], "kind": kind, "value_pickle": out[1],
-                                   "value_repr": out[0][:200]}) + "\n")
+        rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_pickle": det[1],
+               "kind": kind, "value_pickle": out[1], "value_repr": out[0][:200]}
+        if exc is not None:
+            rec["exc_type"] = type(exc).__name__
+        if shapes is not None:
+            rec["type_shape"], rec["shape"] = shapes
+        if extra:  # a caller: "kind" is "caller", its outcome is "outcome"
+            rec.update(extra, outcome=kind, kind="caller")
+        self.out.write(json.dumps(rec) + "\n")
         self.out.flush()
+
+    def _watch_callers(self, frame, callee):  # type: ignore[no-untyped-def]
+        """Note up to ``_CALLER_DEPTH`` calling frames (comprehension and lambda frames are passed through) and
+        record each one's argument -> outcome when it returns. Frames outside the repository root are noted
+        as such, once per function, without arguments."""
+        depth = 0
+        while frame is not None and depth < _CALLER_DEPTH:
+            code = frame.f_code
+            if code.co_name.startswith("<"):
+                frame = frame.f_back
+                continue
+            depth += 1
+            path = os.path.realpath(code.co_filename)
+            qualname = getattr(code, "co_qualname", code.co_name).replace(".<locals>", "")
+            where = {"callee": callee[1], "depth": depth, "line": frame.f_lineno}
+            if self.root and not path.startswith(self.root + os.sep):
+                ident = ("outside", path, qualname)
+                if ident not in self.seen:
+                    self.seen.add(ident)
+                    self.out.write(json.dumps({"file": path, "qualname": qualname, "kind": "caller",
+                                               "outcome": None, "key": None, "value_pickle": None,
+                                               **where}) + "\n")
+                frame = frame.f_back
+                continue
+            ckey = (path, qualname)
+            if frame.f_trace is None and (ckey not in self.targets) and \
+                    self.counts.get(ckey, 0) < _MAX_PER_FUNCTION:
+                nargs = code.co_argcount + code.co_kwonlyargcount
+                nargs += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+                params = list(code.co_varnames[:nargs])
+                if params and params[0] in ("self", "cls"):
+                    params = params[1:]
+                args = tuple(frame.f_locals.get(p) for p in params)
+                frame.f_trace = self._caller_trace(ckey, params, args, where)
+            frame = frame.f_back
+
+    def _caller_trace(self, key, params, args, where):  # type: ignore[no-untyped-def]
+        state: dict = {"exc": None}
+
+        def local(frame, event, arg):  # type: ignore[no-untyped-def]
+            if event == "exception":
+                state["exc"] = arg[1]
+            elif event == "line" and state["exc"] is not None:
+                state["exc"] = None
+            elif event == "return":
+                self._emit(key, params, args, state["exc"], arg, extra=where)
+            return local
+
+        return local
 
 
     def summary(self):  # type: ignore[no-untyped-def]

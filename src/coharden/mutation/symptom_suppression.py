@@ -20,6 +20,8 @@ import libcst as cst
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, functions_touched
 from coharden.mutation.funcwrap import ensure_import, rewrite_function, transplant_function
+from coharden.mutation.recording import buggy_symptoms
+from coharden.mutation.registry import BUGGY_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
 
@@ -102,3 +104,20 @@ def generate(ctx: FixContext, symptoms: dict[str, set[str]] | None = None) -> It
                     yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: convert any exception to {exc}", loc,
                                     {**fixed, change.path: code}, {"kind": "convert", "function": qualname,
                                                                   "exception": exc})
+
+
+@register
+class SymptomSuppression:
+    """Imitates a wrong fix that *hides the symptom at the crash site* instead of removing its cause (real
+    case: sympy-17318, where a guard in the crashing helper returns an empty result)."""
+
+    name = Operator.SYMPTOM_SUPPRESSION
+    needs = frozenset({BUGGY_RECORDS})
+
+    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
+        return generate(inputs.ctx, buggy_symptoms(inputs.buggy_records))
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [Example("def f(xs):\n    return xs[0]\n", "def f(xs):\n    return xs[0] if xs else None\n",
+                        "except Exception:\n        return None")]

@@ -16,10 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from coharden.schema.mutant import TARGETED_OPERATORS, Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
 PAPER_TAU = 0.202
 """The paper's MPE laxity cutoff: Rigorous when laxity < PAPER_TAU, else Lax."""
+DEFAULT_PER_OPERATOR = 3
+"""N, the mutants sampled per operator by default (the paper samples N per operator; issue 19 item 11)."""
 LOOP_TAU = 0.2
 """The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
 
@@ -27,9 +29,11 @@ LOOP_TAU = 0.2
 class MPEConfig(BaseModel):
     """The settings of one MPE run. :meth:`cache_key` is the part of a stored row's key they contribute."""
 
-    operators: list[Operator] = Field(default_factory=lambda: list(TARGETED_OPERATORS),
+    operators: list[Operator] = Field(default_factory=lambda: list(MECHANICAL_DEFAULT),
                                       description="Mechanical operators of the pool.")
-    per_operator: int | None = Field(default=None, ge=1, description="Mutants sampled per operator (None: all).")
+    per_operator: int | None = Field(default=DEFAULT_PER_OPERATOR, ge=1, description="Mutants sampled per "
+                                     "operator, seeded (None: all). The same N for every operator, as in the "
+                                     "paper, so no operator dominates laxity by its mutant count.")
     seed: int = Field(default=0, description="Sampling seed.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     paper_classes: bool = Field(default=False, description="Map every non-F->P test to Misaligned.")

@@ -13,8 +13,24 @@ class Operator(StrEnum):
     BEHAVIOR_SUBSTITUTION = "behavior_substitution"
     SYMPTOM_SUPPRESSION = "symptom_suppression"
     INPUT_SPECIFIC_SHORTCUT = "input_specific_shortcut"
+    TOKEN_REVERT = "token_revert"
+    WIDENED_SCOPE = "widened_scope"
+    NARROWED_SCOPE = "narrowed_scope"
+    CALLER_PATCH = "caller_patch"
     VANILLA = "vanilla"
 
+
+MECHANICAL_DEFAULT = (
+    Operator.INCOMPLETE_FIX,
+    Operator.BEHAVIOR_SUBSTITUTION,
+    Operator.SYMPTOM_SUPPRESSION,
+    Operator.INPUT_SPECIFIC_SHORTCUT,
+    Operator.TOKEN_REVERT,
+    Operator.WIDENED_SCOPE,
+    Operator.NARROWED_SCOPE,
+    Operator.CALLER_PATCH,
+)
+"""Every built-in mechanical operator (the registry, ``coharden.mutation.registry``, holds their code)."""
 
 TARGETED_OPERATORS = (
     Operator.INCOMPLETE_FIX,
@@ -22,6 +38,7 @@ TARGETED_OPERATORS = (
     Operator.SYMPTOM_SUPPRESSION,
     Operator.INPUT_SPECIFIC_SHORTCUT,
 )
+"""The paper's four targeted operators (the LLM operators' prompts cover these and ``vanilla``)."""
 
 
 class Mutant(BaseModel):

@@ -82,9 +82,11 @@ def python_tag(version: str) -> str:
 
 
 def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[str],
-              systems: Sequence[str] = tuple(SYSTEM_FILES)) -> StudyData:
+              systems: Sequence[str] = tuple(SYSTEM_FILES), system_files: dict[str, Path] | None = None,
+              wrong_fixes: Path | None = None, correct_fixes: Path | None = None) -> StudyData:
     """Everything the study reads from the shared data directory, filtered to the instances that the
-    environment check verified on ``python_version`` and that are in SWT-bench Verified."""
+    environment check verified on ``python_version`` and that are in SWT-bench Verified. ``system_files``
+    (name -> predictions JSONL), ``wrong_fixes`` and ``correct_fixes`` replace the data directory's files."""
     data_dir = Path(data_dir)
     instances = {inst.instance_id: inst for inst in load_records(data_dir / RECORDS)}
     check = _json(data_dir / ENV_CHECK)
@@ -104,9 +106,11 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
 
     predictions: dict[str, dict[str, str]] = {}
     for system in systems:
-        if system not in SYSTEM_FILES:
-            raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)})")
-        rows = _jsonl(data_dir / "brt_predictions" / SYSTEM_FILES[system])
+        given = (system_files or {}).get(system)
+        if given is None and system not in SYSTEM_FILES:
+            raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)}; or give its "
+                             "predictions with --system NAME=FILE)")
+        rows = _jsonl(given or data_dir / "brt_predictions" / SYSTEM_FILES[system])
         chosen: dict[str, str] = {}
         for row in rows:
             iid = row.get("instance_id")
@@ -123,7 +127,7 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
     assertflip_resolved.update({i: False for i in report.get("error_ids", [])})
 
     wrong: dict[str, Fix] = {}
-    for row in _jsonl(data_dir / WRONG_FIXES):
+    for row in _jsonl(wrong_fixes or data_dir / WRONG_FIXES):
         iid = row["instance_id"]
         if iid not in wanted or row.get("resolved"):
             continue
@@ -137,7 +141,7 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
 
     correct: dict[str, list[Fix]] = {}
     seen: dict[tuple[str, str], Fix] = {}
-    for row in _jsonl(data_dir / CORRECT_FIXES):
+    for row in _jsonl(correct_fixes or data_dir / CORRECT_FIXES):
         iid = row["instance_id"]
         if iid not in wanted or not row.get("resolved", True):
             continue

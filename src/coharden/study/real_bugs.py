@@ -81,7 +81,8 @@ class RealBugsStudy:
         self._checkouts = [Checkout(keep=KEEP, on_move=Bytecode(settings.python, config.bytecode))
                            for _ in range(max(1, config.workers))]
         self._team: tuple[str, ExecutorPool] | None = None
-        self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": []}
+        self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": [],
+                                                      "imitation": []}
         self.missing: dict[str, int] = {}  # report_only: steps with no record in the store, per kind
 
     # selection -------------------------------------------------------------------------------------------
@@ -294,7 +295,8 @@ class RealBugsStudy:
             # one instance at a time through every phase: its checkouts move (and recompile) once, and the
             # golden step's verdicts and recordings are still in the store when its predictions are graded
             study = set(self.study_ids())
-            for iid in self.verify_ids():
+            visit = {"verify", "golden", "grade", "fixes", "imitation"} & set(phases)
+            for iid in self.verify_ids() if visit else []:
                 row = self.verify(iid)
                 keep("verify", row, lambda r, i=iid: f"verify {i}: "
                      f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
@@ -314,6 +316,16 @@ class RealBugsStudy:
                     for fix in self.data.correct_fixes.get(iid, []):
                         keep("fix", self.fix_verdicts(iid, fix, "correct"),
                              lambda r, f=fix: f"correct fix {f.fix_id}")
+                if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
+                    fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
+                    for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
+                        keep("fix", self.fix_verdicts(iid, fix, kind),
+                             lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
+                if "imitation" in phases and iid in self.data.wrong_fixes:
+                    # study/imitation.py: one shared pool per wrong fix, every test on it
+                    from coharden.study.imitation import imitation_step
+
+                    keep("imitation", imitation_step(self, iid), lambda r, i=iid: f"imitation {i}")
         finally:
             self.release()
         return self.rows

@@ -342,6 +342,15 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         settings_text.append("**partial report**: steps with no record in the store (report-only run): "
                              + ", ".join(f"{k} {n}" for k, n in sorted(missing.items())))
     text = render(summary, rows, data, settings_text=settings_text, systems=config.systems, plots=made)
+    if rows.get("imitation"):  # study/imitation.py
+        from coharden.study.imitation import summarize_imitation
+        from coharden.study.imitation_report import render_imitation
+
+        ops = [op.value for op in config.mpe.operators]
+        summary["imitation"] = summarize_imitation(rows["imitation"], ops, config.mpe.tau, rows.get("fix", []))
+        if config.mpe.llm is None:  # the study's pool is mechanical unless a model is configured
+            summary["imitation"]["llm_skipped"] = "no model configured; the pool is mechanical"
+        text += "\n" + "\n".join(render_imitation(summary["imitation"], ops, config.mpe.per_operator))
     (output / "real_bugs_report.md").write_text(text + "\n")
     (output / "rows").mkdir(exist_ok=True)
     for kind, kind_rows in rows.items():

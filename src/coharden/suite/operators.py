@@ -29,7 +29,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from coharden.errors import CoHardenError
-from coharden.mutation.behavior_substitution import _Collector, _Replace
+from coharden.mutation.behavior_substitution import SiteReplacer, SubstitutionSites
 from coharden.mutation.context import normalized
 
 ENGINES = ("builtin", "mutmut")
@@ -132,7 +132,7 @@ class _Splicer:
             end = self.starts[pos.end.line - 1] + pos.end.column
             if self.source[start:end] == _code(node):
                 return self.source[:start] + _code(replacement) + self.source[end:]
-        return self.module.visit(_Replace(node, replacement)).code
+        return self.module.visit(SiteReplacer(node, replacement)).code
 
 
 def _builtin(source: str, operators: Sequence[str]) -> Iterable[tuple[str, int, str, str]]:
@@ -144,7 +144,7 @@ def _builtin(source: str, operators: Sequence[str]) -> Iterable[tuple[str, int, 
     splice = _Splicer(source, wrapper.module, wrapper.resolve(PositionProvider))
     if "behavior_substitution" in operators:
         lines = set(range(1, len(source.splitlines()) + 1)) - ignored
-        collector = _Collector(lines)
+        collector = SubstitutionSites(lines)
         wrapper.visit(collector)
         for site in collector.sites:
             yield "behavior_substitution", site.line, site.description[:160], splice(site.node, site.replacement)

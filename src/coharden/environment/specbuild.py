@@ -1,0 +1,389 @@
+"""Environments built from SWE-bench specs, without Docker: one cached virtual environment per (spec,
+environment-setup commit), shared by every instance of that spec.
+
+Layout (``<cache_dir>/envs/spec-<name>-<version>-<digest>/``)::
+
+    src/        checkout of the environment-setup commit; the spec's install ran here
+    venv/       the virtual environment (the spec's interpreter, found under pyenv or on PATH, never downloaded)
+    overlay/    files the install generated (C extensions, generated version modules), laid over every job's
+                checkout after it is reset, so they are built once per environment
+    build.json  the result (a successful build is reused as is); build.log every command with its output
+
+The project itself is *not* importable from ``src/``: the install's editable hook (``__editable__*.pth``,
+``*.egg-link``) is removed after the install (its metadata stays, for entry points and versions), and each
+job's test processes get ``PYTHONPATH=<job checkout>[/src]`` instead, so the code that runs is the job's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from coharden.config import Settings
+from coharden.environment.build import BuildError, Log, StepLog, _build_env, _locked, _tail
+from coharden.environment.specs import EnvSpec, SpecTable
+from coharden.execution.git import check_repo, git, resolve_commit
+from coharden.execution.sandbox import run_limited
+
+PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
+_SKIP_OVERLAY = {".git", "build", ".eggs", "__pycache__", ".tox", ".pytest_cache", ".hypothesis", "dist"}
+# conda package names that are not pip distributions (or are the interpreter itself)
+_CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
+               "libgfortran", "hdf5", "netcdf-fortran", "compilers", "cxx-compiler", "c-compiler", "make"}
+_IMPORT_NAME = {"scikit-learn": "sklearn"}
+
+
+class SpecEnv(BaseModel):
+    """A built (or failed) spec environment."""
+
+    ok: bool
+    key: str
+    repo: str
+    version: str
+    env_dir: Path
+    python: str = ""
+    python_version: str = ""
+    runner: str = "pytest"
+    pytest_version: str = ""
+    overlay: Path | None = None
+    test_env: dict[str, str] = Field(default_factory=dict)
+    steps: list[StepLog] = Field(default_factory=list)
+    failed_step: str = ""  # interpreter, packages, pins, pre_install, install, import
+    error: str = ""
+    cached: bool = False
+    warnings: list[str] = Field(default_factory=list)
+    build_seconds: float = 0.0
+
+    def settings(self, base: Settings) -> Settings:
+        """``base`` running tests in this environment (fork server off: PYTHONPATH is set per job)."""
+        legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
+        return base.with_overrides(python=self.python, fork_server=False, runner=self.runner,
+                                   test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
+                                   legacy_pytest=legacy)
+
+
+def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:
+    versions = root / "versions"
+    found = [p.name for p in versions.iterdir() if (p / "bin" / "python").exists()] if versions.is_dir() else []
+    return sorted(found, key=lambda v: [int(x) if x.isdigit() else 0 for x in v.split(".")])
+
+
+def find_interpreter(version: str, root: Path = PYENV_ROOT) -> str:
+    """The newest installed ``version.*`` under pyenv, else ``pythonX.Y`` on PATH; never downloads one."""
+    matches = [v for v in installed_pythons(root) if v.startswith(version + ".")]
+    if matches:
+        return str(root / "versions" / matches[-1] / "bin" / "python")
+    on_path = shutil.which(f"python{version}")
+    if on_path:
+        return on_path
+    have = ", ".join(installed_pythons(root)) or "none"
+    raise BuildError(f"python {version} is not installed (looked in {root / 'versions'} and PATH; installed there: "
+                     f"{have}); install it (e.g. pyenv install {version}) or pass --python")
+
+
+def requirements_from_repo(src: Path, spec: EnvSpec, replacements: list[tuple[str, str | None]]) -> str:
+    """The harness's reading of requirement files: the first of ``requirements_paths`` that exists, with ``-r``
+    includes inlined and ``-e .`` / ``.[test`` / comment lines dropped; yanked packages replaced."""
+    for rel in spec.requirements_paths:
+        path = src / rel
+        if path.is_file():
+            break
+    else:
+        raise BuildError(f"no requirements file at {', '.join(spec.requirements_paths)} in {spec.repo}")
+    lines: list[str] = []
+    extra: list[str] = []
+
+    def keep(line: str) -> bool:
+        return not line.strip().startswith(("-e .", "#", ".[test"))
+
+    for line in path.read_text().splitlines():
+        if line.strip().startswith("-r"):
+            included = path.parent / line.strip()[2:].strip()
+            if included.is_file():
+                extra += [x for x in included.read_text().splitlines() if keep(x)]
+        elif keep(line):
+            lines.append(line)
+    text = "\n".join([*extra, *lines])
+    for old, new in replacements:
+        pattern = rf"^{re.escape(old)}([<>=!~]=?.*|$)\n?"
+        text = re.sub(pattern, "" if new is None else new + "\n", text, flags=re.M)
+    return text + "\n"
+
+
+def requirements_from_env_yml(src: Path, spec: EnvSpec) -> list[str]:
+    """Pip requirements for a conda ``environment.yml``: its dependencies (conda-only names dropped, ``=``
+    pins turned into ``==``) and its ``pip:`` section."""
+    for rel in spec.environment_yml_paths:
+        if (src / rel).is_file():
+            data: Any = yaml.safe_load((src / rel).read_text()) or {}
+            break
+    else:
+        raise BuildError(f"no environment.yml at {', '.join(spec.environment_yml_paths)} in {spec.repo}")
+    found: list[str] = []
+    for dep in data.get("dependencies", []) or []:
+        if isinstance(dep, dict):
+            found += [str(d) for d in dep.get("pip", []) or []]
+            continue
+        name = re.split(r"[<>=!~ ]", str(dep).strip(), maxsplit=1)[0]
+        if not name or name.lower() in _CONDA_ONLY:
+            continue
+        rest = str(dep).strip()[len(name):].strip()
+        if rest.startswith("=") and not rest.startswith("=="):
+            rest = "==" + rest[1:].rstrip("*").rstrip(".")
+        found.append(name + rest)
+    return found
+
+
+class SpecBuilder:
+    """Builds :class:`SpecEnv` s under ``<cache_dir>/envs``; install commands run with the network allowed."""
+
+    def __init__(self, cache_dir: Path, *, installer: str = "auto", step_timeout: float = 1800.0,
+                 pyenv_root: Path = PYENV_ROOT, log: Log | None = None) -> None:
+        self.root = (cache_dir / "envs").resolve()
+        self.installer = installer
+        self.step_timeout = step_timeout
+        self.pyenv_root = pyenv_root
+        self.log = log or (lambda _msg: None)
+
+    def key(self, spec: EnvSpec, setup_commit: str) -> str:
+        digest = hashlib.sha256(f"{spec.model_dump_json()}\0{setup_commit}\0{self.installer}".encode()).hexdigest()
+        name = spec.repo.split("/")[-1].lower()
+        return f"spec-{name}-{spec.version}-{digest[:12]}"
+
+    def build(self, repo: Path, spec: EnvSpec, setup_commit: str, *, replacements: list | None = None,
+              force: bool = False) -> SpecEnv:
+        repo = check_repo(repo)
+        commit = resolve_commit(repo, setup_commit)
+        key = self.key(spec, commit)
+        env_dir = self.root / key
+        with _locked(self.root / f"{key}.lock"):
+            record = env_dir / "build.json"
+            if record.is_file() and not force:
+                previous = SpecEnv.model_validate_json(record.read_text())
+                if not previous.ok or Path(previous.python).exists():
+                    self.log(f"reusing environment {env_dir}")
+                    if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
+                        previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
+                        record.write_text(previous.model_dump_json(indent=2))
+                    return previous.model_copy(update={"cached": True})
+            import time
+
+            started = time.monotonic()
+            result = self._build(repo, commit, spec, key, env_dir, replacements or [])
+            result.build_seconds = round(time.monotonic() - started, 1)
+            env_dir.mkdir(parents=True, exist_ok=True)
+            record.write_text(result.model_dump_json(indent=2))
+            return result
+
+    # --- the steps ----------------------------------------------------------------------------------------
+    def _build(self, repo: Path, commit: str, spec: EnvSpec, key: str, env_dir: Path,
+               replacements: list[tuple[str, str | None]]) -> SpecEnv:
+        shutil.rmtree(env_dir, ignore_errors=True)
+        env_dir.mkdir(parents=True)
+        result = SpecEnv(ok=False, key=key, repo=spec.repo, version=spec.version, env_dir=env_dir,
+                         runner=spec.runner)
+        result.warnings += [f"skipped system step (needs root / a system package manager): {c}"
+                            for c in spec.system_steps()]
+        try:
+            base = find_interpreter(spec.python, self.pyenv_root)
+        except BuildError as exc:
+            result.failed_step, result.error = "interpreter", str(exc)
+            return result
+        src, venv = env_dir / "src", env_dir / "venv"
+        git(["clone", "--quiet", "--shared", "--no-checkout", str(repo), str(src)], env_dir)
+        git(["checkout", "--quiet", "--detach", commit], src)
+        python = venv / "bin" / "python"
+        env = _build_env()
+        env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
+        with open(env_dir / "build.log", "w") as log_file:
+            def run(step: str, command: str) -> bool:
+                self.log(f"$ {command}")
+                proc = run_limited(["/bin/bash", "-c", command], src, timeout=self.step_timeout, env=env,
+                                   network=True)
+                result.steps.append(StepLog(command=command, returncode=proc.returncode,
+                                            duration=round(proc.duration, 3), timed_out=proc.timed_out,
+                                            output_tail=_tail(proc.output)))
+                log_file.write(f"$ {command}\n{proc.output}\n[exit {proc.returncode}, {proc.duration:.1f}s]\n\n")
+                log_file.flush()
+                if proc.timed_out or proc.returncode != 0:
+                    what = "timed out" if proc.timed_out else f"exited with {proc.returncode}"
+                    result.failed_step = step
+                    result.error = f"{step} step `{command[:200]}` {what}:\n{_tail(proc.output, 25)}"
+                    return False
+                return True
+
+            if not run("interpreter", f"{shlex.quote(base)} -m venv {shlex.quote(str(venv))}"):
+                return result
+            install = self._installer(str(python), spec.python)
+            # what a fresh conda environment has: pip, setuptools (before 70 dropped old commands) and wheel
+            tooling = "'pip<24.1' 'setuptools<70' wheel" if _vkey(spec.python) >= (3, 8) else "-U 'pip<22' wheel"
+            if not run("interpreter", f"{install} {tooling}"):
+                return result
+            if not self._packages(spec, src, env_dir, install, replacements, run, result):
+                return result
+            pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
+            if pins and not run("pins", f"{install} {pins}"):
+                return result
+            for command in spec.local_pre_install():
+                if not run("pre_install", command):
+                    return result
+            if spec.install and not run("install", spec.install):
+                return result
+        site = _site_packages(python)
+        _detach_editable(site, src)
+        result.overlay = _collect_overlay(src, env_dir / "overlay")
+        roots = ["."] + [d for d in ("src", "lib") if any((src / d).glob("*/__init__.py"))]
+        pythonpath = os.pathsep.join("{workspace}" if r == "." else "{workspace}/" + r for r in roots)
+        result.test_env = {"PYTHONPATH": pythonpath, **spec.env}
+        check_env = {**env, **{k: v.replace("{workspace}", str(src)) for k, v in result.test_env.items()}}
+        module = _IMPORT_NAME.get(spec.repo.split("/")[-1], spec.repo.split("/")[-1].replace("-", "_"))
+        probe = f"import sys, {module}" + (", pytest" if spec.runner == "pytest" else "")
+        report = "print(sys.version.split()[0], pytest.__version__)" if spec.runner == "pytest" \
+            else "print(sys.version.split()[0])"
+        check = run_limited([str(python), "-c", f"{probe}; {report}"], src, timeout=300, env=check_env,
+                            network=False)
+        if check.returncode != 0:
+            result.failed_step = "import"
+            result.error = f"`{probe}` fails in the built environment:\n{_tail(check.output, 15)}"
+            return result
+        result.ok, result.python = True, str(python)
+        versions = check.output.strip().splitlines()[-1].split() if check.output.strip() else []
+        result.python_version = versions[0] if versions else ""
+        result.pytest_version = versions[1] if len(versions) > 1 else ""
+        return result
+
+    def _installer(self, python: str, version: str) -> str:
+        """``uv pip install --python ...`` (fast) where uv exists and supports the interpreter, else pip."""
+        uv = _uv_binary()
+        if self.installer != "pip" and uv and _vkey(version) >= (3, 8):
+            return f"{shlex.quote(uv)} pip install --python {shlex.quote(python)}"
+        return f"{shlex.quote(python)} -m pip install"
+
+    def _packages(self, spec: EnvSpec, src: Path, env_dir: Path, install: str,
+                  replacements: list[tuple[str, str | None]], run: Any, result: SpecEnv) -> bool:
+        if not spec.packages:
+            return True
+        if spec.packages == "requirements.txt":
+            try:
+                text = requirements_from_repo(src, spec, replacements)
+            except BuildError as exc:
+                result.failed_step, result.error = "packages", str(exc)
+                return False
+            (env_dir / "requirements.txt").write_text(text)
+            return bool(run("packages", f"{install} -r {shlex.quote(str(env_dir / 'requirements.txt'))}"))
+        if spec.packages == "environment.yml":
+            try:
+                wanted = requirements_from_env_yml(src, spec)
+            except BuildError as exc:
+                result.failed_step, result.error = "packages", str(exc)
+                return False
+            # the pins decide where the conda file and the pins disagree
+            pinned = {re.split(r"[<>=!~\[ ]", p, maxsplit=1)[0].lower() for p in spec.pip_packages}
+            wanted = [w for w in wanted if re.split(r"[<>=!~\[ ]", w, maxsplit=1)[0].lower() not in pinned]
+            (env_dir / "environment-requirements.txt").write_text("\n".join(wanted) + "\n")
+            pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
+            if run("packages", f"{install} {pins} {' '.join(shlex.quote(w) for w in wanted)}"):
+                return True
+            # conda files name optional packages pip cannot always build: install what installs, say what not
+            result.steps.pop()
+            result.failed_step = result.error = ""
+            for requirement in wanted:
+                if not run("packages", f"{install} {pins} {shlex.quote(requirement)}"):
+                    result.steps.pop()
+                    result.warnings.append(f"optional package from environment.yml not installed: {requirement}")
+                    result.failed_step = result.error = ""
+            return True
+        names = [p for p in spec.packages.split() if p.split("=")[0].lower() not in _CONDA_ONLY]
+        return not names or bool(run("packages", f"{install} {' '.join(shlex.quote(n) for n in names)}"))
+
+
+def _pytest_version(env: SpecEnv) -> str:
+    src = env.env_dir / "src"
+    run_env = {**_build_env(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
+    out = run_limited([env.python, "-c", "import pytest; print(pytest.__version__)"], src, timeout=300,
+                      env=run_env, network=False)
+    lines = out.output.strip().splitlines()
+    return lines[-1].strip() if out.returncode == 0 and lines else ""
+
+
+def _uv_binary() -> str | None:
+    try:
+        from uv import find_uv_bin  # the PyPI package ships the binary
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def _vkey(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    return Path(out.stdout.strip())
+
+
+def _detach_editable(site: Path, src: Path) -> None:
+    """Remove the path hooks an editable install left (the job's checkout must be what is imported)."""
+    for hook in [*site.glob("__editable__*.pth"), *site.glob("__editable__*finder.py"), *site.glob("*.egg-link")]:
+        hook.unlink()
+    for pth in site.glob("*.pth"):
+        lines = pth.read_text().splitlines()
+        kept = [line for line in lines if not line.strip().startswith(str(src))]
+        if kept != lines:
+            pth.write_text("\n".join(kept) + "\n")
+
+
+def _collect_overlay(src: Path, overlay: Path) -> Path | None:
+    """Copy files the install generated inside the checkout (untracked, ignored or not) to ``overlay``."""
+    out = git(["ls-files", "--others", "-z"], src).stdout
+    generated = [p for p in out.split("\0") if p and not (set(Path(p).parts) & _SKIP_OVERLAY)
+                 and ".egg-info" not in p and not p.endswith((".pyc", ".o"))]
+    for rel in generated:
+        target = overlay / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, target)
+    return overlay if generated else None
+
+
+def spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
+    """``settings`` running ``instance`` (a SWE-bench record) in its spec environment, built on first use."""
+    from coharden.environment.specs import repo_slug
+
+    table = SpecTable.load(settings.swebench_specs)
+    spec = table.get(repo_slug(instance.repo), str(instance.version))
+    commit = instance.environment_setup_commit or instance.base_commit
+    built = SpecBuilder(settings.cache_dir, log=log).build(repo, spec, commit, replacements=table.replacements())
+    if not built.ok:
+        raise BuildError(f"{instance.instance_id}: environment {built.key} failed ({built.failed_step}): "
+                         f"{built.error}")
+    return built.settings(settings)
+
+
+def auto_spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
+    """The spec environment's settings for a SWE-bench record (one with a version and an environment-setup
+    commit, of a repository the spec table knows), built on first use; ``settings`` unchanged when the user
+    chose an interpreter (``--python`` / config) or the instance names its own, or it is not such a record."""
+    import sys
+
+    from coharden.environment.specs import repo_slug
+
+    if settings.python != sys.executable or getattr(instance, "python", None):
+        return settings
+    if not (instance.version and instance.environment_setup_commit):
+        return settings
+    if repo_slug(instance.repo) not in SpecTable.load(settings.swebench_specs).repos():
+        return settings
+    return spec_settings(instance, repo, settings, log=log)

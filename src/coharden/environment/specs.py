@@ -1,0 +1,172 @@
+"""SWE-bench environment specs as data: one spec per (repository, version).
+
+The facts (interpreter version, packages and pins, pre-install and install commands, environment variables,
+test command, log parser) are transcribed from the SWE-bench harness's published tables into
+``coharden/data/swebench_specs.json``; see its ``source`` field for the commit they come from. A user file in
+the same shape (or only the fields to change) overrides them field by field: ``--specs FILE`` or the
+``swebench_specs`` setting.
+
+``packages`` keeps the harness's meaning: ``requirements.txt`` (read the repository's requirement files at
+the environment-setup commit), ``environment.yml`` (a conda environment file: its dependencies are installed
+with pip here) or a space-separated package list (conda there, pip here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from coharden.errors import CoHardenError
+
+RunnerName = Literal["pytest", "django", "sympy"]
+# commands that need root or a system package manager: a plain machine cannot run them
+_SYSTEM = re.compile(r"\b(apt-get|apt|locale-gen|yum|conda)\b|/etc/")
+
+
+class SpecError(CoHardenError):
+    """An unknown repository or version, or a specs file that cannot be read."""
+
+
+class EnvSpec(BaseModel):
+    """How SWE-bench builds and tests one (repository, version)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str
+    version: str
+    python: str
+    packages: str = ""
+    pip_packages: list[str] = Field(default_factory=list)
+    pre_install: list[str] = Field(default_factory=list)
+    install: str = ""
+    eval_commands: list[str] = Field(default_factory=list)
+    test_cmd: str
+    log_parser: str
+    no_use_env: bool = False
+    requirements_paths: list[str] = Field(default_factory=list)
+    environment_yml_paths: list[str] = Field(default_factory=list)
+
+    @property
+    def runner(self) -> RunnerName:
+        """Which coharden runner executes this spec's tests (from its test command)."""
+        if "runtests.py" in self.test_cmd:
+            return "django"
+        if "bin/test" in self.test_cmd:
+            return "sympy"
+        return "pytest"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment variables of test runs: the ``export NAME=value`` lines of ``eval_commands`` and the
+        ``NAME=value`` prefixes of the test command."""
+        found: dict[str, str] = {}
+        for command in [*self.eval_commands, self.test_cmd]:
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                continue
+            if words and words[0] == "export":
+                words = words[1:]
+            for word in words:
+                match = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(.*)", word)
+                if not match:
+                    break
+                found[match[1]] = match[2]
+        return found
+
+    def system_steps(self) -> list[str]:
+        """Pre-install and eval commands that need root / a system package manager (skipped locally)."""
+        return [c for c in [*self.pre_install, *self.eval_commands] if _SYSTEM.search(c)]
+
+    def local_pre_install(self) -> list[str]:
+        return [c for c in self.pre_install if not _SYSTEM.search(c)]
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+
+
+class SpecTable:
+    """All specs: the packaged data file, optionally overridden by a user file."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    @classmethod
+    def load(cls, override: Path | None = None) -> SpecTable:
+        data = json.loads(json.dumps(_packaged()))  # a deep copy the override may change
+        if override is not None:
+            _merge(data, _read_override(override))
+        return cls(data)
+
+    def repos(self) -> list[str]:
+        return sorted(self.data["repos"])
+
+    def versions(self, repo: str) -> list[str]:
+        return list(self._repo(repo)["versions"])
+
+    def _repo(self, repo: str) -> dict[str, Any]:
+        try:
+            return self.data["repos"][repo]
+        except KeyError:
+            raise SpecError(f"no SWE-bench spec for repository {repo!r} (known: {', '.join(self.repos())})") from None
+
+    def get(self, repo: str, version: str) -> EnvSpec:
+        entry = self._repo(repo)
+        versions = entry["versions"]
+        if version not in versions:
+            raise SpecError(f"no spec for {repo} version {version!r} (known: {', '.join(versions)})")
+        fields = {k: v for k, v in entry.items() if k != "versions"}
+        try:
+            return EnvSpec.model_validate({**fields, **versions[version], "repo": repo, "version": version})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise SpecError(f"spec {repo} {version} is invalid: {problems}") from None
+
+    def replacements(self) -> list[tuple[str, str | None]]:
+        return [(a, b) for a, b in self.data.get("replace_requirements", [])]
+
+
+@cache
+def _packaged() -> dict[str, Any]:
+    text = resources.files("coharden.data").joinpath("swebench_specs.json").read_text()
+    return json.loads(text)
+
+
+def _read_override(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise SpecError(f"{path}: specs file not found")
+    try:
+        data = yaml.safe_load(path.read_text())  # JSON is YAML
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: cannot parse: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("repos"), dict):
+        raise SpecError(f"{path}: a specs file is a mapping with a 'repos' mapping "
+                        "({repo: {versions: {version: {field: value}}}})")
+    return data
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> None:
+    """Field-level merge: mappings merge recursively, anything else replaces."""
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def repo_slug(repo: str) -> str:
+    """'owner/name' of a record's repo field, also accepting 'owner__name' and a path ending in it."""
+    name = repo.rstrip("/").split("/")[-1] if "__" in repo.rstrip("/").split("/")[-1] else repo
+    if "__" in name:
+        owner, _, rest = name.partition("__")
+        return f"{owner}/{rest}"
+    return repo

@@ -1,0 +1,285 @@
+"""Test runners: build the command for a set of test ids and read per-test outcomes from its output.
+
+Three runners: ``pytest`` (coharden's JUnit-based runner, :mod:`coharden.execution.pytest_runner`, with its
+fork server), Django's ``tests/runtests.py`` (unittest ids ``test_x (module.Class)``, verbosity 2) and
+sympy's ``bin/test``. The two log-based runners read output the way the SWE-bench harness's log parsers do.
+Every runner's process goes through :func:`coharden.execution.sandbox.run_limited`, so the time and memory
+limits, the process-group kill and the no-network rule are the same; so are the false-pass rules: a wanted
+test that is missing or skipped is not a pass, and output that yields no per-test result is an inadmissible
+HARNESS_ERROR carrying the unparsed tail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from coharden.config import Settings
+from coharden.execution.sandbox import run_limited
+from coharden.schema.verdict import Outcome, TestStatus, Verdict
+
+_TAIL_LINES = 40
+
+
+def _tail(text: str, lines: int = _TAIL_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclass
+class RunnerCommand:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Runner(Protocol):
+    """What the executor needs from a test runner."""
+
+    name: str
+
+    def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
+        """FAIL_TO_PASS / PASS_TO_PASS names in the repository's own format -> this runner's ids."""
+
+    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+        """The command (run from the repository root) that runs ``ids``."""
+
+    def parse(self, output: str) -> dict[str, TestStatus]:
+        """{test id: status} from the command's output (empty when nothing could be read)."""
+
+
+# --- Django --------------------------------------------------------------------------------------------------
+_DJANGO_ID = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)$")
+
+
+class DjangoRunner:
+    """``tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 LABEL...``.
+
+    Ids are unittest descriptions as verbosity 2 prints them: ``test_x (module.Class)`` (Django < 4.1 / Python
+    < 3.11) or ``test_x (module.Class.test_x)``. A label is the dotted path ``module.Class.test_x``. Some
+    harness ids are a test's docstring (unittest prints its first line instead); those cannot name a label,
+    so their test modules (``extra_labels``, from the test patch) run whole and the id is looked up there.
+    """
+
+    name = "django"
+
+    def __init__(self, extra_labels: list[str] | None = None, settings_module: str = "test_sqlite") -> None:
+        self.extra_labels = list(extra_labels or [])
+        self.settings_module = settings_module
+
+    @staticmethod
+    def label(test_id: str) -> str | None:
+        match = _DJANGO_ID.match(test_id.strip())
+        if not match:
+            return None
+        where, name = match["where"], match["name"]
+        return where if where.endswith("." + name) else f"{where}.{name}"
+
+    @staticmethod
+    def module_label(path: str) -> str | None:
+        """'tests/admin_views/tests.py' -> 'admin_views.tests' (the harness's test directive)."""
+        if not path.endswith(".py"):
+            return None
+        rel = path[len("tests/"):] if path.startswith("tests/") else path
+        return rel[:-3].replace("/", ".")
+
+    def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
+        self.extra_labels += [m for p in test_files if (m := self.module_label(p)) and m not in self.extra_labels]
+        return list(names)
+
+    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+        labels: list[str] = []
+        for test_id in ids:
+            label = self.label(test_id)
+            if label is None:  # a docstring id: run the test patch's modules whole
+                labels += self.extra_labels
+            elif label not in labels:
+                labels.append(label)
+        labels = list(dict.fromkeys(labels))
+        argv = [python, "tests/runtests.py", "--verbosity", "2", f"--settings={self.settings_module}",
+                "--parallel", "1", *labels]
+        return RunnerCommand(argv, {"PYTHONIOENCODING": "utf8", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"})
+
+    def parse(self, output: str) -> dict[str, TestStatus]:
+        return parse_django_log(output)
+
+
+def parse_django_log(log: str) -> dict[str, TestStatus]:
+    """Statuses from Django's verbosity-2 runner output, with the SWE-bench harness's reading rules: ``X ...
+    ok`` / ``skipped`` / ``FAIL`` / ``ERROR``, ``FAIL: X`` / ``ERROR: X`` headers, and an ``ok`` on a line of
+    its own closing the last ``X ...`` line (a test that printed between the dots and its result)."""
+    status: dict[str, TestStatus] = {}
+    previous: str | None = None
+    described: str | None = None  # 'test_x (module.Class)' alone on a line: its docstring line follows
+    for raw in log.split("\n"):
+        line = raw.strip()
+        before = dict(status)
+        if " ... " in line:
+            previous = line.split(" ... ")[0]
+        if line.endswith((" ... ok", " ... OK", " ...  OK")):
+            status[line.rsplit(" ... ", 1)[0]] = TestStatus.PASSED
+        elif " ... skipped" in line:
+            status[line.split(" ... skipped")[0]] = TestStatus.SKIPPED
+        elif line.endswith(" ... expected failure"):
+            status[line.split(" ... ")[0]] = TestStatus.XFAIL
+        elif line.endswith(" ... FAIL"):
+            status[line.split(" ... FAIL")[0]] = TestStatus.FAILED
+        elif line.endswith(" ... ERROR"):
+            status[line.split(" ... ERROR")[0]] = TestStatus.ERROR
+        if line.startswith(("FAIL:", "ERROR:")) and len(line.split()) > 1:
+            kind, rest = line.split(":", 1)
+            test = rest.strip()
+            status[test] = TestStatus.FAILED if kind == "FAIL" else TestStatus.ERROR
+            # 'FAIL: test_x (module.Class)' - the harness keys on the first word; keep both forms findable
+            status.setdefault(test.split()[0], status[test])
+        elif line.startswith("ok") and previous is not None and " ... " not in line:
+            status[previous] = TestStatus.PASSED
+        new = [k for k in status if before.get(k) is not status[k]]
+        if described and new:  # the docstring line got a result: so did the test it describes
+            status[described] = status[new[0]]
+        if _DJANGO_ID.match(line):
+            described = line
+        elif new or " ... " in line:
+            described = None
+    # Python 3.11+ prints 'test_x (module.Class.test_x)', older ones 'test_x (module.Class)': ids of either
+    # form find the test
+    for test_id, value in list(status.items()):
+        match = _DJANGO_ID.match(test_id)
+        if match:
+            name, where = match["name"], match["where"]
+            other = where[: -len(name) - 1] if where.endswith("." + name) else f"{where}.{name}"
+            status.setdefault(f"{name} ({other})", value)
+    return status
+
+
+# --- sympy bin/test --------------------------------------------------------------------------------------------
+_SYMPY_FAILURE_HEADER = re.compile(r"^_+ (?P<path>\S+\.py):(?P<name>\w+) _+$", re.M)
+
+
+class SympyRunner:
+    """``bin/test -C --verbose FILE...`` (sympy's own runner; no cache, one line per test).
+
+    Ids are ``path.py::test_name`` (or bare ``test_name`` with ``test_files`` given); the files run whole and the
+    wanted names are looked up in the per-test lines (``test_x ok`` / ``F`` / ``E`` / ``f`` / ``s``).
+    """
+
+    name = "sympy"
+
+    def __init__(self) -> None:
+        self.files: list[str] = []
+
+    def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
+        self.files += [f for f in test_files if f.endswith(".py") and f not in self.files]
+        return [n.split("::")[-1] for n in names]
+
+    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+        files = list(dict.fromkeys([i.split("::")[0] for i in ids if "::" in i] + self.files))
+        return RunnerCommand([python, "bin/test", "-C", "--verbose", *files],
+                             {"PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning"})
+
+    def parse(self, output: str) -> dict[str, TestStatus]:
+        return parse_sympy_log(output)
+
+
+def parse_sympy_log(log: str) -> dict[str, TestStatus]:
+    codes = {"ok": TestStatus.PASSED, "F": TestStatus.FAILED, "E": TestStatus.ERROR, "f": TestStatus.XFAIL,
+             "s": TestStatus.SKIPPED, "X": TestStatus.PASSED, "w": TestStatus.SKIPPED}
+    status: dict[str, TestStatus] = {}
+    for match in _SYMPY_FAILURE_HEADER.finditer(log):
+        status[match["name"]] = TestStatus.FAILED
+    for raw in log.split("\n"):
+        words = raw.strip().split()
+        if len(words) >= 3 and re.fullmatch(r"\[\w+\]", words[-1]):
+            # the last test of a file carries the file's verdict ('test_x ok   [OK]'); the harness's parser,
+            # which wants the line to end in ' ok', misses that test - here it counts
+            words = words[:-1]
+        if len(words) >= 2 and words[0].startswith("test_") and words[-1] in codes:
+            status[words[0]] = codes[words[-1]]
+    return status
+
+
+# --- shared verdict rules --------------------------------------------------------------------------------------
+def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, python: str, *,
+             env: dict[str, str] | None = None) -> Verdict:
+    """Run ``ids`` with a log-based ``runner`` in the sandbox and apply the false-pass rules."""
+    from coharden.execution.pytest_runner import test_environment
+
+    command = runner.command(python, ids)
+    full_env = {**test_environment(), **command.env, **(env or {})}
+    cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
+    proc = run_limited(command.argv, root, timeout=settings.timeout, env=full_env, memory_mb=settings.memory_mb,
+                       cpu_seconds=cpu, network=settings.network)
+    return verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
+                            timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
+
+
+def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
+                     timed_out: bool, duration: float, runner: str) -> Verdict:
+    base = {"duration": duration, "output_tail": _tail(output)}
+    if timed_out:
+        return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
+    if not statuses:
+        reason = f"{runner} output has no per-test result (exit code {returncode}); unparsed tail:\n{_tail(output, 15)}"
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
+    tests = {i: [statuses.get(i, TestStatus.MISSING)] for i in ids}
+    missing = [i for i, s in tests.items() if s == [TestStatus.MISSING]]
+    if missing:
+        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=f"test ids not run: {', '.join(missing[:5])}",
+                       tests=tests, **base)
+    bad = [i for i, s in tests.items() if s[0] in (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED)]
+    if bad:
+        reason = "; ".join(f"{i}: {tests[i][0].value}" for i in bad[:3])
+        return Verdict(outcome=Outcome.FAIL, reason=reason, tests=tests, **base)
+    if returncode not in (0, None) and not any(s in (TestStatus.FAILED, TestStatus.ERROR) for s in statuses.values()):
+        reason = f"{runner} exited with {returncode} but no failure was parsed"
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, tests=tests, **base)
+    return Verdict(outcome=Outcome.PASS, tests=tests, **base)
+
+
+def make_runner(name: str) -> Runner:
+    if name == "django":
+        return DjangoRunner()
+    if name == "sympy":
+        return SympyRunner()
+    if name == "pytest":
+        return PytestRunner()
+    raise ValueError(f"unknown test runner {name!r} (known: pytest, django, sympy)")
+
+
+# --- pytest (today's runner, wrapped) ---------------------------------------------------------------------------
+class PytestRunner:
+    """coharden's pytest runner (JUnit XML, fork server) behind the runner interface; ``parse`` reads ``-rA``
+    short-summary lines the way the harness's pytest parser does (used to compare with harness logs)."""
+
+    name = "pytest"
+
+    def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
+        return list(names)  # SWE-bench's pytest ids are node ids already
+
+    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+        return RunnerCommand([python, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *ids])
+
+    def parse(self, output: str) -> dict[str, TestStatus]:
+        return parse_pytest_log(output)
+
+    def run(self, root: Path, ids: list[str], settings: Settings, python: str, *,
+            env: dict[str, str] | None = None) -> Verdict:
+        from coharden.execution.pytest_runner import run_pytest, verdict_for
+
+        return verdict_for(ids, run_pytest(root, ids, settings, python, extra_env=env))
+
+
+def parse_pytest_log(log: str) -> dict[str, TestStatus]:
+    """``PASSED id`` / ``FAILED id - message`` lines of ``pytest -rA`` (and ``id PASSED`` of ``-v``)."""
+    names = {s.value for s in TestStatus if s is not TestStatus.MISSING}
+    status: dict[str, TestStatus] = {}
+    for raw in log.split("\n"):
+        line = re.sub(r"\x1b\[[0-9;]*m", "", raw).strip()
+        words = line.split()
+        if len(words) < 2:
+            continue
+        if words[0] in names:
+            status[words[1]] = TestStatus(words[0])
+        elif words[1] in names and "::" in words[0]:
+            status[words[0]] = TestStatus(words[1])
+    return status

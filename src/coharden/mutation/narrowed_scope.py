@@ -1,0 +1,190 @@
+"""narrowed_scope: the fixed behaviour only for inputs shaped like the recorded bug-revealing inputs.
+
+While the tests run on the fixed code the recorder notes, per call of a function the fix touches, the
+*shape* of its arguments (``self`` included): the type names (level ``type``: the same Python type, the same
+sympy class) and, at level ``shape``, also the sign of a number, the length of a sized value and the classes
+of a sympy object's args (``_coh_shape`` in :mod:`coharden.mutation.recorder_plugin`). For each bug-revealing
+input (outcome differs on the buggy code) and level, one mutant: the fixed function, which first checks the shape of its
+arguments and hands any other shape to a copy of the buggy function (``_coh_buggy_<name>``) placed beside it.
+The shape function is copied into the mutated module, so the test code computes shapes exactly as recorded.
+
+Skipped (counted in the pool's ``skipped``): no recorded bug-revealing input (``no_revealing_input``); a
+function that cannot be narrowed (``function_not_narrowable``: a generator, async, or missing from the buggy
+or the fixed code).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import libcst as cst
+
+from coharden.mutation.behavior_substitution import code_of
+from coharden.mutation.candidates import RawMutant
+from coharden.mutation.context import FixContext
+from coharden.mutation.funcwrap import find_function
+from coharden.mutation.recorded import SHAPE_FUNCTION, example_record, shape_source
+from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
+from coharden.schema.mutant import Operator
+
+PREFIX = "_coh_buggy_"
+_PROPERTY = re.compile(r"^(property|cached_property|\w+\.(setter|getter|deleter)|functools\.cached_property)$")
+_HELPER = f'''
+
+def _coh_narrow(args, level, expected):
+    try:
+        return repr({SHAPE_FUNCTION}(args, level)) == expected
+    except Exception:
+        return False
+'''
+
+
+def _shape_names(params: cst.Parameters) -> list[str]:
+    """Parameter names in the order of ``co_varnames`` (positional, keyword-only, ``*args``, ``**kwargs``)."""
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    if isinstance(params.star_arg, cst.Param):
+        names.append(params.star_arg.name.value)
+    if params.star_kwarg is not None:
+        names.append(params.star_kwarg.name.value)
+    return names
+
+
+def _call_args(params: cst.Parameters, skip_first: bool) -> str:
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][1 if skip_first else 0:]
+    parts = list(positional)
+    if isinstance(params.star_arg, cst.Param):
+        parts.append(f"*{params.star_arg.name.value}")
+    parts += [f"{p.name.value}={p.name.value}" for p in params.kwonly_params]
+    if params.star_kwarg is not None:
+        parts.append(f"**{params.star_kwarg.name.value}")
+    return ", ".join(parts)
+
+
+def _decorator_names(node: cst.FunctionDef) -> list[str]:
+    return [code_of(d.decorator).split("(")[0] for d in node.decorators]
+
+
+class _Narrow(cst.CSTTransformer):
+    """Put the shape guard into ``qualname`` and its buggy copy right after it."""
+
+    def __init__(self, qualname: str, buggy: cst.FunctionDef, level: str, expected: str) -> None:
+        self.qualname, self.buggy, self.level, self.expected = qualname, buggy, level, expected
+        self.stack: list[tuple[str, bool]] = []  # (name, is a class)
+        self.done = False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.stack.append((node.name.value, True))
+        return True
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self.stack.pop()
+        return updated_node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.stack.append((node.name.value, False))
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+                          ) -> cst.FunctionDef | cst.FlattenSentinel[cst.BaseStatement]:
+        in_class = len(self.stack) > 1 and self.stack[-2][1]
+        name = ".".join(n for n, _ in self.stack)
+        self.stack.pop()
+        if name != self.qualname or self.done or not isinstance(updated_node.body, cst.IndentedBlock):
+            return updated_node
+        decorators = _decorator_names(updated_node)
+        copy_name = PREFIX + updated_node.name.value
+        params = updated_node.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if in_class and "staticmethod" not in decorators:
+            if not positional:
+                return updated_node
+            callee, skip_first = f"{positional[0]}.{copy_name}", True
+        elif in_class:
+            callee, skip_first = f"{self.stack[-1][0]}.{copy_name}", False
+        else:
+            callee, skip_first = copy_name, False
+        names = _shape_names(params)
+        shape_args = "(" + "".join(f"{n}, " for n in names) + ")"
+        guard = cst.parse_statement(
+            f"if not _coh_narrow({shape_args}, {self.level!r}, {self.expected!r}):\n"
+            f"    return {callee}({_call_args(params, skip_first)})\n")
+        body = list(updated_node.body.body)
+        doc = 1 if body and code_of(body[0]).lstrip().startswith(('"', "'", 'r"', "r'")) else 0
+        narrowed = updated_node.with_changes(body=updated_node.body.with_changes(
+            body=[*body[:doc], guard, *body[doc:]]))
+        kept = [d for d in self.buggy.decorators if not _PROPERTY.match(code_of(d.decorator).split("(")[0])]
+        copy = self.buggy.with_changes(name=cst.Name(copy_name), decorators=kept,
+                                       leading_lines=[cst.EmptyLine()])
+        self.done = True
+        return cst.FlattenSentinel([narrowed, copy])
+
+
+def narrow(fixed: str, buggy: str, qualname: str, level: str, expected: str) -> str | None:
+    """``fixed`` with ``qualname`` narrowed to argument shapes equal to ``expected`` at ``level``; None when
+    the function is missing or cannot be narrowed (generator, async)."""
+    buggy_def, fixed_def = find_function(buggy, qualname), find_function(fixed, qualname)
+    if buggy_def is None or fixed_def is None:
+        return None
+    if fixed_def.asynchronous or re.search(r"\byield\b", code_of(fixed_def) + code_of(buggy_def)):
+        return None
+    transformer = _Narrow(qualname, buggy_def, level, expected)
+    module = cst.parse_module(fixed).visit(transformer)
+    if not transformer.done:
+        return None
+    code = module.code
+    return code + ("" if code.endswith("\n") else "\n") + "\n\n" + shape_source() + _HELPER
+
+
+def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
+    ctx: FixContext = inputs.ctx
+    fixed = {c.path: c.new for c in ctx.files}
+    by_path = {c.path: c for c in ctx.python_files if c.old}
+    records = [r for r in inputs.revealing() if r.get("shape") and r["path"] in by_path]
+    if not records:
+        inputs.skip(Operator.NARROWED_SCOPE, "no_revealing_input")
+        return
+    seen: set[tuple[str, str, str, str]] = set()
+    for record in records:
+        change = by_path[record["path"]]
+        levels = [("type", record["type_shape"])]
+        if record["shape"] != record["type_shape"]:
+            levels.append(("shape", record["shape"]))
+        for level, expected in levels:
+            ident = (record["path"], record["qualname"], level, expected)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            code = narrow(change.new, change.old, record["qualname"], level, expected)
+            if code is None:
+                inputs.skip(Operator.NARROWED_SCOPE, "function_not_narrowable")
+                continue
+            yield RawMutant(Operator.NARROWED_SCOPE,
+                            f"{record['qualname']}: fixed only for arguments of {level} {expected[:80]}"[:160],
+                            f"{change.path}:{record['qualname']}", {**fixed, change.path: code},
+                            _meta(record, level, expected))
+
+
+def _meta(record: dict[str, Any], level: str, expected: str) -> dict[str, Any]:
+    return {"function": record["qualname"], "level": level, "shape": expected[:200],
+            "from_test": record.get("from_test", "")}
+
+
+@register
+class NarrowedScope:
+    """Imitates *partial generalisation*: the right mechanism with a narrower scope, the fixed behaviour only
+    for inputs shaped like the issue's example (real cases: sympy-16597 fixes even/odd but not integer,
+    18698 univariate only, 23950 special-cases a class of inputs)."""
+
+    name = Operator.NARROWED_SCOPE
+    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+
+    def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
+        return generate(inputs)
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [Example("def f(x):\n    return x\n", "def f(x):\n    return abs(x)\n",
+                        "if not _coh_narrow((x, ), 'type', \"('tuple', ('int',))\"):\n        return _coh_buggy_f(x)",
+                        (example_record("f", ["x"], (-2,), "return", 2),))]

@@ -1,0 +1,188 @@
+"""Run the tests with the input recorder plugin and read what it saw.
+
+The plugin (:mod:`coharden.mutation.recorder_plugin`) runs inside the test interpreter. It records, for the
+functions the fix touches, argument -> outcome of their outermost calls, and for each such call up to two
+calling frames inside the repository (their own argument -> outcome), so operators can imitate fixes made at
+the caller. This module turns its JSON lines into records with repository-relative paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from coharden.execution.executor import InstanceExecutor
+from coharden.schema.testpatch import TestPatch
+
+Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
+"""Runs tasks (functions of an executor) and returns their results in order, e.g. on several workers."""
+
+RECORDER = Path(__file__).with_name("recorder_plugin.py")
+
+
+def _serial(executor: InstanceExecutor) -> Mapper:
+    return lambda tasks: [task(executor) for task in tasks]
+
+
+def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
+                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None, *,
+                 mapper: Mapper | None = None) -> list[dict[str, Any]]:
+    """Run each test on base + ``source_patch`` with the recorder plugin: the deterministic inputs and outcomes
+    of ``targets``, one ``summary`` record per function (calls seen, exception types that escaped), and, for
+    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input.
+
+    Tests that lay down the same files with the same ids (the golden test and a copy of it) are recorded once.
+    ``mapper`` runs the per-test recordings (in parallel when it has several workers). With a result store the
+    records of one (code, test, targets, probes) are kept, so grading several tests of one instance records the
+    reference test once."""
+    if not targets:
+        return []
+    first: dict[str, int] = {}
+    for index, test in enumerate(tests):
+        first.setdefault(_recording_ident(test), index)
+    unique = sorted(set(first.values()))
+    runs = (mapper or _serial(executor))(
+        [functools.partial(_record_one, source_patch=source_patch, test=tests[i], targets=targets, probes=probes)
+         for i in unique])
+    by_index = dict(zip(unique, runs, strict=True))
+    records: list[dict[str, Any]] = []
+    for index, test in enumerate(tests):
+        ran = by_index[first[_recording_ident(test)]]
+        if ran is None:
+            continue
+        label = test.name or f"test{index}"
+        records.append({"kind": "session", "from_test": label})
+        records += [{**rec, "from_test": label} for rec in ran]
+    return records
+
+
+def _recording_ident(test: TestPatch) -> str:
+    """What a recording run depends on from the test: the files it lays down and the ids it runs."""
+    files = test.files or {"<patch>": test.patch}
+    return json.dumps([sorted(files.items(), key=lambda kv: kv[0]), list(test.ids)], default=str)
+
+
+def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatch, targets: list[dict[str, str]],
+                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The records (paths relative to the repository, None outside it; no ``from_test``) of one test, or None
+    when the recorder did not run. Served from / kept in the executor's store when it has one."""
+    store = executor.store
+    key = hashlib.sha256(json.dumps([
+        "recording", 2, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
+        _recording_ident(test), targets, probes or [], hashlib.sha256(RECORDER.read_bytes()).hexdigest(),
+    ], sort_keys=True, default=str).encode()).hexdigest()
+    if store is not None:
+        cached = store.get_record("recording", key)
+        if cached is not None:
+            return cached["records"]
+    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-"))
+    try:
+        shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
+        root = executor.workspace_root()
+        targets_file = plugin_dir / "targets.json"
+        targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
+                                            for t in targets]))
+        env = {
+            "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
+            "COHARDEN_RECORD_TARGETS": str(targets_file),
+            "COHARDEN_RECORD_ROOT": str(root.resolve()),
+        }
+        if probes:
+            probe_file = plugin_dir / "probes.jsonl"
+            probe_file.write_text("".join(json.dumps({"file": str(root / r["path"]), "qualname": r["qualname"],
+                                                      "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
+                                          for r in probes))
+            env["COHARDEN_RECORD_PROBE"] = str(probe_file)
+        out = plugin_dir / "records.jsonl"
+        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
+                               extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
+        if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
+            return None
+        records = []
+        for line in out.read_text().splitlines():
+            rec = json.loads(line)
+            rec["path"] = _relative(rec.pop("file"), root.resolve())
+            records.append(rec)
+        if store is not None and not run.timed_out:
+            store.put_record("recording", key, {"records": records})
+        return records
+    finally:
+        shutil.rmtree(plugin_dir, ignore_errors=True)
+
+
+def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
+    a shortcut for an input the bug does not affect would only be the buggy function again."""
+    on_buggy = {(r["qualname"], r["key"]): (r["kind"], r["value_pickle"]) for r in buggy
+                if r["kind"] in ("return", "raise")}
+    on_buggy.update({(r["qualname"], r["key"]): (r["outcome"], r["value_pickle"]) for r in buggy
+                     if r["kind"] == "probe"})
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for rec in fixed:
+        if rec["kind"] not in ("return", "raise"):
+            continue
+        ident = (rec["qualname"], rec["key"])
+        if ident in seen or on_buggy.get(ident) == (rec["kind"], rec["value_pickle"]):
+            continue
+        seen.add(ident)
+        kept.append(rec)
+    return kept
+
+
+def buggy_symptoms(buggy: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Per touched function observed on the buggy code: the exception types that escaped it."""
+    symptoms: dict[str, set[str]] = {}
+    for rec in buggy:
+        if rec["kind"] == "summary" and rec["calls"]:
+            symptoms.setdefault(rec["qualname"], set()).update(rec["raised"])
+    return symptoms
+
+
+def called_functions(records: list[dict[str, Any]], tests: int) -> set[tuple[str, str]] | None:
+    """(path, qualname) of the recorded functions some test called; None unless the recorder ran for every
+    test (then 'not called' cannot be told from 'not recorded')."""
+    if sum(1 for r in records if r["kind"] == "session") < tests:
+        return None
+    return {(r["path"], r["qualname"]) for r in records if r["kind"] == "summary" and r["calls"]}
+
+
+def _relative(file: str, root: Path) -> str | None:
+    """``file`` relative to the repository root; None for a file outside it (a caller in the standard
+    library or site-packages: operators never patch those)."""
+    try:
+        return str(Path(file).relative_to(root))
+    except ValueError:
+        return None
+
+
+def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Caller records (``kind == "caller"``) of the fixed run whose own outcome differs on the buggy code (or
+    whose input was not seen there): the frames where repairing the symptom would make the test pass. Frames
+    outside the repository are kept (``path`` None) so the operator can count them as skipped."""
+    on_buggy = {(r["qualname"], r["key"]): (r["outcome"], r["value_pickle"]) for r in buggy
+                if r["kind"] == "caller" and r.get("key") is not None}
+    buggy_exc = {(r["qualname"], r["key"]): r.get("exc_type") for r in buggy if r["kind"] == "caller"}
+    seen: set[tuple[Any, ...]] = set()
+    kept = []
+    for rec in fixed:
+        if rec["kind"] != "caller":
+            continue
+        ident = (rec.get("path"), rec["qualname"], rec.get("key"))
+        if ident in seen:
+            continue
+        seen.add(ident)
+        if rec.get("path") is not None and on_buggy.get((rec["qualname"], rec["key"])) == (
+                rec["outcome"], rec["value_pickle"]):
+            continue
+        ident2 = (rec["qualname"], rec.get("key"))
+        kept.append({**rec, "buggy_outcome": (on_buggy.get(ident2) or (None, None))[0],
+                     "buggy_exc_type": buggy_exc.get(ident2)})
+    return kept

@@ -1,0 +1,169 @@
+"""Environment check: does the golden test of every reachable SWE-bench instance behave as the benchmark says
+in its spec environment (FAIL_TO_PASS fail on the buggy code and pass on the fixed code, PASS_TO_PASS pass)?
+
+A failed instance says why, in one category: ``interpreter`` / ``install`` / ``import`` (the environment),
+``network`` (a test needs the network, which test runs do not have), ``flaky`` (a second run disagrees with
+the first), ``timeout`` (the fixed run exceeded the time limit), ``tests`` (a wanted test keeps failing, or
+never fails on the buggy code), ``repo`` (no snapshot).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+from coharden.execution.testids import runnable_ids
+from coharden.schema.instance import Instance
+from coharden.schema.verdict import Outcome, TestStatus, Verdict
+
+_NETWORK = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
+                      r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
+                      r"nodename nor servname|getaddrinfo failed|Connection refused", re.I)
+_MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '?[\w.]+'?")
+_BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
+
+
+@dataclass
+class EnvCheckRow:
+    instance_id: str
+    repo: str
+    version: str
+    verified: bool
+    category: str = ""  # empty when verified
+    reason: str = ""
+    f2p: int = 0
+    p2p: int = 0
+    failing: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _statuses(verdict: Verdict, ids: list[str]) -> dict[str, list[TestStatus]]:
+    return {i: verdict.tests.get(i, [TestStatus.MISSING]) for i in ids}
+
+
+def _failing(statuses: dict[str, list[TestStatus]]) -> list[str]:
+    return [i for i, st in statuses.items() if any(s in _BAD for s in st)]
+
+
+def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvCheckRow:
+    """Build (or reuse) the instance's environment and check its golden test."""
+    from coharden.environment.build import BuildError
+    from coharden.environment.specbuild import SpecBuilder
+    from coharden.environment.specs import SpecTable, repo_slug
+    from coharden.execution.executor import InstanceExecutor
+
+    started = time.monotonic()
+    row = EnvCheckRow(instance.instance_id, repo_slug(instance.repo), str(instance.version), False,
+                      f2p=len(instance.FAIL_TO_PASS), p2p=len(instance.PASS_TO_PASS))
+    table = SpecTable.load(settings.swebench_specs)
+    try:
+        spec = table.get(row.repo, row.version)
+        built = SpecBuilder(settings.cache_dir).build(repo, spec, instance.environment_setup_commit
+                                                      or instance.base_commit, replacements=table.replacements())
+    except (CoHardenError, BuildError) as exc:
+        row.category, row.reason = "install", str(exc)[:500]
+        return row
+    if not built.ok:
+        row.category = built.failed_step if built.failed_step in ("interpreter", "import") else "install"
+        row.reason = built.error[-600:]
+        row.seconds = round(time.monotonic() - started, 1)
+        return row
+    run_settings = built.settings(settings)
+    f2p = runnable_ids(instance.FAIL_TO_PASS)
+    p2p = [i for i in runnable_ids(instance.PASS_TO_PASS) if i not in f2p]
+    try:
+        with InstanceExecutor(instance, repo, run_settings) as executor:
+            golden = executor.test_patch(instance.test_patch, name="golden", ids=f2p)
+            # the fixed code runs FAIL_TO_PASS and PASS_TO_PASS in one process, as the harness does
+            both = executor.test_patch(instance.test_patch, name="golden+p2p", ids=f2p + p2p)
+            kept = [i for i in both.ids if i not in golden.ids]
+            buggy = executor.verdict("", golden)
+            fixed = executor.verdict(instance.patch, both)
+            if _judge(row, golden.ids, kept, buggy, fixed) and row.category == "tests":
+                # a second run (nothing is cached without a store) tells flaky from deterministic
+                if executor.verdict(instance.patch, both).outcome is Outcome.PASS:
+                    row.category = "flaky"
+    except CoHardenError as exc:
+        row.category, row.reason = "tests", f"cannot run: {exc}"[:500]
+    row.verified = not row.category
+    row.seconds = round(time.monotonic() - started, 1)
+    return row
+
+
+def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fixed: Verdict) -> bool:
+    """Fill the row's category / reason from the buggy run (FAIL_TO_PASS) and the fixed run (both kinds);
+    True when something is wrong."""
+    texts = " ".join(v.reason + " " + v.output_tail for v in (buggy, fixed))
+    missing = _MISSING_MODULE.search(texts)
+    if missing and fixed.outcome in (Outcome.HARNESS_ERROR, Outcome.COLLECTION_ERROR):
+        # the code under test needs a module the environment lacks: typically a dependency declared at the
+        # instance's base commit but not at the environment-setup commit the environment was installed from
+        row.category, row.reason = "import", f"fixed code: {fixed.outcome.value}: {missing.group(0)}"
+    elif fixed.outcome is Outcome.TIMEOUT:
+        row.category, row.reason = "timeout", f"fixed code: {fixed.short()}"[:500]
+    elif fixed.outcome is Outcome.HARNESS_ERROR:
+        row.category, row.reason = "tests", f"fixed code: {fixed.short()}"[:500]
+    elif fixed.outcome is not Outcome.PASS:
+        fixed_bad, kept_bad = _failing(_statuses(fixed, f2p)), _failing(_statuses(fixed, p2p))
+        row.failing = (fixed_bad + kept_bad)[:10]
+        # the failing tests' own messages decide (other tests' output may mention connections)
+        row.category = "network" if _NETWORK.search(fixed.reason) else "tests"
+        row.reason = (f"on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests do "
+                      f"not pass: {fixed.short()}")[:600]
+    elif buggy.outcome is Outcome.PASS:
+        row.category, row.reason = "tests", "the golden test passes on the buggy code"
+    elif buggy.outcome not in (Outcome.FAIL, Outcome.COLLECTION_ERROR):
+        row.category, row.reason = "tests", f"buggy code: {buggy.short()}"[:500]
+    return bool(row.category)
+
+
+def summarize(rows: list[EnvCheckRow]) -> dict[str, dict[str, int]]:
+    table: dict[str, Counter[str]] = {}
+    for row in rows:
+        counts = table.setdefault(row.repo, Counter())
+        counts["instances"] += 1
+        counts["verified" if row.verified else row.category] += 1
+    return {repo: dict(c) for repo, c in sorted(table.items())}
+
+
+def render_table(rows: list[EnvCheckRow]) -> str:
+    categories = ["interpreter", "install", "import", "network", "flaky", "timeout", "tests", "repo"]
+    summary = summarize(rows)
+    lines = ["| repository | instances | verified | " + " | ".join(categories) + " |",
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in categories) + " |"]
+    total: Counter[str] = Counter()
+    for repo, counts in summary.items():
+        total.update(counts)
+        lines.append(f"| {repo} | {counts.get('instances', 0)} | {counts.get('verified', 0)} | "
+                     + " | ".join(str(counts.get(c, 0)) for c in categories) + " |")
+    lines.append(f"| **all** | {total['instances']} | {total['verified']} | "
+                 + " | ".join(str(total[c]) for c in categories) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(rows: list[EnvCheckRow], output: Path) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    with open(output / "envcheck.jsonl", "w") as handle:
+        for row in rows:
+            handle.write(json.dumps(asdict(row)) + "\n")
+    failed = [r for r in rows if not r.verified]
+    body = ["# Environment check (golden tests in spec environments)", "", render_table(rows)]
+    if failed:
+        body += ["## Failed instances", ""]
+        body += [f"- `{r.instance_id}` ({r.category}): {r.reason.splitlines()[0] if r.reason else ''}"
+                 for r in failed]
+    (output / "envcheck.md").write_text("\n".join(body) + "\n")
+
+
+def load_done(output: Path) -> dict[str, EnvCheckRow]:
+    path = output / "envcheck.jsonl"
+    if not path.is_file():
+        return {}
+    rows = [EnvCheckRow(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return {r.instance_id: r for r in rows}

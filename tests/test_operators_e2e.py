@@ -1,0 +1,64 @@
+"""End to end: MPE with the four new operators on a small real repository (real git, real pytest, the input
+recorder with its call stacks), where the fix is made in one module and the symptom shows in a caller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coharden.config import Settings
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.store import Store
+from coharden.mpe.evaluate import evaluate
+from coharden.schema.instance import Instance
+from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mutant import Operator
+from conftest import make_patch, make_repo
+
+BUGGY = {
+    "m/__init__.py": "",
+    "m/core.py": "def inv(x):\n    return 1 / x\n",
+    "m/use.py": "from m.core import inv\n\n\ndef total(xs):\n    return sum(inv(x) for x in xs)\n",
+    "tests/__init__.py": "",
+    "tests/test_m.py": "def test_old():\n    pass\n",
+}
+FIXED_CORE = "def inv(x):\n    if x == 0:\n        return 0.0\n    return 1 / x\n"
+GOLDEN = ("from m.core import inv\nfrom m.use import total\n\n\ndef test_old():\n    pass\n\n\n"
+          "def test_zero():\n    assert total([0, 2]) == 0.5\n    assert inv(0) == 0.0\n    assert inv(0.0) == 0.0\n")
+LAX = "from m.use import total\n\n\ndef test_repro_total():\n    assert total([0, 2]) == 0.5\n"
+NEW = [Operator.TOKEN_REVERT, Operator.WIDENED_SCOPE, Operator.NARROWED_SCOPE, Operator.CALLER_PATCH]
+
+
+def test_new_operators_end_to_end(tmp_path: Path) -> None:
+    repo, commit = make_repo(tmp_path / "m", BUGGY)
+    inst = Instance(instance_id="m__inv", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"m/core.py": FIXED_CORE}),
+                    test_patch=make_patch(repo, {"tests/test_m.py": GOLDEN}))
+    settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
+        golden = ex.golden_test()
+        lax = ex.test_patch(make_patch(repo, {"tests/test_repro.py": LAX}), name="lax")
+        config = MPEConfig(operators=NEW, per_operator=None)
+        itself = evaluate(ex, inst.patch, golden, golden, config)
+        graded = evaluate(ex, inst.patch, lax, golden, config)
+    assert itself.matrix.counts()["beta"] == itself.matrix.counts()["gamma"] == 0
+    generated = graded.pool["generated"]
+    assert generated.get("caller_patch", 0) >= 2, graded.pool  # shortcut and catch in total()
+    assert generated.get("narrowed_scope", 0) >= 1, graded.pool
+    assert generated.get("widened_scope", 0) >= 1, graded.pool
+    # the test functions one frame up from total() or inv() are in the repository but tests; above them,
+    # pytest's own frames are outside the repository: neither is patched, both are counted
+    skipped = graded.pool["skipped"]["caller_patch"]
+    assert set(skipped) == {"frame_in_test", "frame_outside_repository"}, graded.pool
+    beta = {m.mutant.operator.value for m in graded.mutants if m.cell is not None and m.cell.value == "beta"}
+    assert {"caller_patch", "narrowed_scope"} <= beta  # the lax test pins total([0, 2]) only
+    # each operator's own laxity beside the pooled one, and their mean (every operator weighted equally)
+    per_op = graded.to_json()["per_operator"]
+    rates = [row["laxity"] for row in per_op.values() if row["laxity"] is not None]
+    assert per_op["caller_patch"]["laxity"] > 0
+    assert graded.to_json()["balanced_laxity"] == pytest.approx(sum(rates) / len(rates))
+    assert graded.laxity == pytest.approx(graded.matrix.counts()["beta"] / graded.matrix.admissible)
+    caller = next(m for m in graded.mutants if m.mutant.operator is Operator.CALLER_PATCH)
+    assert "m/use.py" in caller.mutant.patch
+    assert "m/core.py" not in caller.mutant.patch  # the fix itself is reverted

@@ -1,0 +1,228 @@
+"""Runners beyond pytest: Django's runtests.py and sympy's bin/test, with the harness's reading of their logs."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from tests.conftest import make_patch, make_repo, run_git
+
+from coharden.config import Settings
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.runners import (
+    DjangoRunner,
+    SympyRunner,
+    make_runner,
+    parse_django_log,
+    parse_pytest_log,
+    parse_sympy_log,
+    run_with,
+)
+from coharden.schema.instance import Instance
+from coharden.schema.verdict import Outcome, TestStatus
+
+DJANGO_LOG = """\
+test_a (app.tests.ATests) ... ok
+test_b (app.tests.ATests) ... FAIL
+test_c (app.tests.ATests) ... ERROR
+test_d (app.tests.ATests) ... skipped 'no db'
+test_e (app.tests.ATests) ... expected failure
+test_f (app.tests.ATests) ... printed something
+ok
+test_g (app.tests.ATests.test_g)
+A docstring that describes test g. ... ok
+======================================================================
+FAIL: test_b (app.tests.ATests)
+----------------------------------------------------------------------
+"""
+
+
+def test_django_log_is_read_like_the_harness() -> None:
+    status = parse_django_log(DJANGO_LOG)
+    assert status["test_a (app.tests.ATests)"] is TestStatus.PASSED
+    assert status["test_b (app.tests.ATests)"] is TestStatus.FAILED
+    assert status["test_c (app.tests.ATests)"] is TestStatus.ERROR
+    assert status["test_d (app.tests.ATests)"] is TestStatus.SKIPPED
+    assert status["test_e (app.tests.ATests)"] is TestStatus.XFAIL
+    assert status["test_f (app.tests.ATests)"] is TestStatus.PASSED  # 'ok' on its own line
+    assert status["A docstring that describes test g."] is TestStatus.PASSED  # the harness's id
+    assert status["test_g (app.tests.ATests.test_g)"] is TestStatus.PASSED  # and the test it describes
+    assert status["test_g (app.tests.ATests)"] is TestStatus.PASSED  # in either unittest format
+    assert status["test_a (app.tests.ATests.test_a)"] is TestStatus.PASSED
+
+
+def test_django_ids_become_labels() -> None:
+    assert DjangoRunner.label("test_x (admin_views.tests.AdminTests)") == "admin_views.tests.AdminTests.test_x"
+    assert DjangoRunner.label("test_x (admin_views.tests.AdminTests.test_x)") == "admin_views.tests.AdminTests.test_x"
+    assert DjangoRunner.label("A docstring line") is None
+    assert DjangoRunner.module_label("tests/utils_tests/test_text.py") == "utils_tests.test_text"
+    runner = DjangoRunner()
+    runner.runner_ids(["A docstring line"], ["tests/str/tests.py", "tests/str/models.py"])
+    argv = runner.command("python", ["A docstring line", "test_y (str.tests.T)"]).argv
+    assert argv[:6] == ["python", "tests/runtests.py", "--verbosity", "2", "--settings=test_sqlite", "--parallel"]
+    assert argv[7:] == ["str.tests", "str.models", "str.tests.T.test_y"]
+
+
+def test_sympy_and_pytest_logs() -> None:
+    log = ("test_one ok\ntest_two F\ntest_three E\ntest_four f\ntest_six ok                 [OK]\n"
+           "________________ sympy/core/tests/test_x.py:test_five ________________\n")
+    assert parse_sympy_log(log) == {"test_one": TestStatus.PASSED, "test_two": TestStatus.FAILED,
+                                    "test_three": TestStatus.ERROR, "test_four": TestStatus.XFAIL,
+                                    "test_five": TestStatus.FAILED, "test_six": TestStatus.PASSED}
+    pytest_log = "PASSED t.py::a\nFAILED t.py::b - assert 1 == 2\nt.py::c SKIPPED\n"
+    assert parse_pytest_log(pytest_log) == {"t.py::a": TestStatus.PASSED, "t.py::b": TestStatus.FAILED,
+                                            "t.py::c": TestStatus.SKIPPED}
+    with pytest.raises(ValueError, match="known: pytest, django, sympy"):
+        make_runner("nose")
+
+
+def _fake_bin_test(root: Path, body: str) -> None:
+    script = root / "bin" / "test"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(f"#!{sys.executable}\nimport sys\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def test_unparseable_output_is_a_harness_error_with_the_tail(tmp_path: Path) -> None:
+    _fake_bin_test(tmp_path, "print('Segmentation fault in the runner itself'); sys.exit(3)")
+    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert verdict.outcome is Outcome.HARNESS_ERROR
+    assert "no per-test result" in verdict.reason
+    assert "Segmentation fault in the runner itself" in verdict.reason
+
+
+def test_log_runner_rules_missing_skipped_and_timeout(tmp_path: Path) -> None:
+    _fake_bin_test(tmp_path, "print('test_a ok'); print('test_b s')")
+    settings = Settings(timeout=30)
+    assert run_with(SympyRunner(), tmp_path, ["test_a"], settings, sys.executable).passed
+    skipped = run_with(SympyRunner(), tmp_path, ["test_a", "test_b"], settings, sys.executable)
+    assert skipped.outcome is Outcome.FAIL
+    assert "test_b: SKIPPED" in skipped.reason
+    missing = run_with(SympyRunner(), tmp_path, ["test_c"], settings, sys.executable)
+    assert missing.outcome is Outcome.COLLECTION_ERROR
+    assert "test_c" in missing.reason
+    _fake_bin_test(tmp_path, "import time; time.sleep(30)")
+    slow = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=1), sys.executable)
+    assert slow.outcome is Outcome.TIMEOUT
+
+
+def test_log_runners_have_no_network(tmp_path: Path) -> None:
+    _fake_bin_test(tmp_path, "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=3)\n"
+                   "    print('test_net ok')\nexcept OSError as exc:\n    print(exc); print('test_net F')")
+    verdict = run_with(SympyRunner(), tmp_path, ["test_net"], Settings(timeout=30), sys.executable)
+    assert verdict.outcome is Outcome.FAIL
+
+
+SYMPY = Path("/work/repos/sympy__sympy")
+SYMPY_PY = Path("/work/envs/sympy311/bin/python")
+
+
+@pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")
+def test_sympy_bin_test_through_the_executor(tmp_path: Path) -> None:
+    """Bare FAIL_TO_PASS names (sympy's format) run with bin/test on a real sympy checkout."""
+    # a 2021 commit: sympy's own runner there needs only mpmath (later ones also need hypothesis)
+    commit = run_git(SYMPY, "rev-list", "-1", "--before=2021-06-01", "HEAD").strip()
+    path = "sympy/core/tests/test_singleton.py"
+    original = run_git(SYMPY, "show", f"{commit}:{path}")
+    test_patch = _diff(path, original, original + "\n\ndef test_coharden_probe():\n    assert S.One == 1\n")
+    instance = Instance(instance_id="sympy__probe", repo=str(SYMPY), base_commit=commit, test_patch=test_patch,
+                        FAIL_TO_PASS=["test_coharden_probe"])
+    settings = Settings(python=str(SYMPY_PY), runner="sympy", fork_server=False, timeout=300)
+    with InstanceExecutor(instance, SYMPY, settings) as executor:
+        golden = executor.golden_test()
+        assert golden.ids == [f"{path}::test_coharden_probe"]
+        verdict = executor.verdict("", golden)
+    assert verdict.passed, verdict.reason
+    assert verdict.tests == {f"{path}::test_coharden_probe": [TestStatus.PASSED]}
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    body = difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}")
+    return f"diff --git a/{path} b/{path}\n" + "".join(body)
+
+
+# --- Django's own test suite, from its PyPI sdist -----------------------------------------------------------
+DJANGO_CACHE = Path(os.environ.get("COHARDEN_TEST_CACHE", Path.home() / ".cache" / "coharden-tests")) / "django"
+
+
+def _django_sdist() -> tuple[Path, str] | None:
+    """(extracted sdist as a git repository, python with Django's dependencies), cached across runs; None when
+    the sdist or the dependencies cannot be fetched."""
+    root = DJANGO_CACHE / "src"
+    venv = DJANGO_CACHE / "venv"
+    python = venv / "bin" / "python"
+    if not (root / ".git").is_dir() or not python.exists():
+        shutil.rmtree(DJANGO_CACHE, ignore_errors=True)
+        DJANGO_CACHE.mkdir(parents=True)
+        download = subprocess.run([sys.executable, "-m", "pip", "download", "django<6", "--no-binary", ":all:",
+                                   "--no-deps", "-d", str(DJANGO_CACHE), "-q"], capture_output=True, timeout=600)
+        archives = list(DJANGO_CACHE.glob("[Dd]jango-*.tar.gz"))
+        if download.returncode != 0 or not archives:
+            return None
+        with tarfile.open(archives[0]) as tar:
+            tar.extractall(DJANGO_CACHE, filter="data")
+        extracted = next(p for p in DJANGO_CACHE.iterdir() if p.is_dir() and p.name.lower().startswith("django-"))
+        extracted.rename(root)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        deps = subprocess.run([str(python), "-m", "pip", "install", "-q", "asgiref", "sqlparse"],
+                              capture_output=True, timeout=600)
+        if deps.returncode != 0:
+            return None
+        make_repo(root, {})
+    return root, str(python)
+
+
+@pytest.fixture(scope="module")
+def django_sdist() -> tuple[Path, str]:
+    found = _django_sdist()
+    if found is None:
+        pytest.skip("Django's sdist (or its dependencies) cannot be downloaded here")
+    return found
+
+
+@pytest.mark.slow
+def test_django_runner_on_djangos_own_suite(django_sdist: tuple[Path, str], tmp_path: Path) -> None:
+    root, python = django_sdist
+    settings = Settings(timeout=300)
+    env = {"PYTHONPATH": str(root)}
+    ids = ["test_defaults (str.tests.SimpleTests)", "test_international (str.tests.SimpleTests)"]
+    ok = run_with(DjangoRunner(), root, ids, settings, python, env=env)
+    assert ok.passed, ok.reason + ok.output_tail
+    # the harness's id of a test with a docstring is the docstring's first line: its module runs whole
+    runner = DjangoRunner(extra_labels=["str.tests"])
+    doc = "The default implementation of __str__ and __repr__ should return"
+    by_doc = run_with(runner, root, [doc], settings, python, env=env)
+    assert by_doc.passed, by_doc.reason
+
+
+@pytest.mark.slow
+def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]) -> None:
+    root, python = django_sdist
+    commit = run_git(root, "rev-parse", "HEAD").strip()
+    tests_py = (root / "tests" / "str" / "tests.py").read_text()
+    marker = "class SimpleTests(TestCase):\n"
+    assert marker in tests_py
+    probe = ("    def test_coharden_probe(self):\n        from django.utils.text import capfirst\n\n"
+             "        self.assertEqual(capfirst('hello'), 'Hello!')\n\n")
+    test_patch = make_patch(root, {"tests/str/tests.py": tests_py.replace(marker, marker + probe)})
+    text_py = (root / "django" / "utils" / "text.py").read_text()
+    old = "return x[0].upper() + x[1:]"
+    assert old in text_py
+    fix = make_patch(root, {"django/utils/text.py": text_py.replace(old, old + " + '!'")})
+    instance = Instance(instance_id="django__probe", repo=str(root), base_commit=commit, patch=fix,
+                        test_patch=test_patch, FAIL_TO_PASS=["test_coharden_probe (str.tests.SimpleTests)"])
+    settings = Settings(python=python, runner="django", fork_server=False, timeout=300,
+                        test_env={"PYTHONPATH": "{workspace}"})
+    with InstanceExecutor(instance, root, settings) as executor:
+        golden = executor.golden_test()
+        buggy, fixed = executor.verdict("", golden), executor.verdict(fix, golden)
+    assert buggy.outcome is Outcome.FAIL
+    assert buggy.tests == {"test_coharden_probe (str.tests.SimpleTests)": [TestStatus.FAILED]}
+    assert fixed.passed, fixed.reason + fixed.output_tail
