@@ -1,17 +1,21 @@
 """MPE throughput: admissible mutants evaluated per second, measured side by side in one run.
 
-    python benchmarks/mpe_throughput.py [EXAMPLE_DIR] [--test lax] [--limit N]
+    python benchmarks/mpe_throughput.py [EXAMPLE_DIR] [--test lax] [--limit N] [--rounds 2] [--naive]
 
 On a bundled example (default examples/printer_brackets, candidate 'lax' against the golden test) the same
-mechanical mutant pool is evaluated three ways, with no result store so nothing is served from a cache:
+mechanical mutant pool is evaluated, with no result store so nothing is served from a cache, four ways (one
+worker, warm fork server each):
 
-* coharden, 1 worker: one reused workspace, candidate and reference in one warm (forked) pytest process;
-* coharden, 2 workers: the same with two workspaces and two fork servers;
-* naive loop: per mutant and per test a fresh checkout, ``git apply`` of mutant and test, and a fresh
-  ``python -m pytest <ids>``, as a hand-written script would do.
+* combined, netns: candidate and reference in one pytest process, network isolation only (the old default);
+* combined, bwrap: the same inside the bubblewrap sandbox;
+* separate, netns: candidate and reference in separate processes, network isolation only;
+* separate, bwrap: separate processes in the sandbox, one after the other;
+* separate, bwrap, 2 lanes: the same, the two processes at once (two workspaces; the default).
 
-Prints mutants/second for each and the ratios (2 workers vs 1, coharden vs naive). The issue's goal is
->= 2x over the naive loop on 2 cores. Checks that all three agree on every mutant's verdicts.
+The modes are interleaved round by round so drifting machine load hits all alike; the fastest round of each
+counts. Prints mutants/second per mode and the cost of the sandbox, of the separation and of both against
+the old default (goal: both together < 20 %). ``--naive`` adds a hand-written loop (fresh checkout and
+``python -m pytest`` per mutant and test). Checks that every mode agrees on every mutant's verdicts.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from pathlib import Path
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import junit_classname, parse_junit, split_node_id
+from coharden.execution.sandbox import bwrap_path
 from coharden.instances import load_local, resolve_repo
-from coharden.mpe.evaluate import run_mutants
 from coharden.mutation.pool import build_pool
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -54,57 +58,86 @@ def naive_verdict(repo: Path, commit: str, mutant: Mutant, test: TestPatch, pyth
         return all(c.status.value in ("PASSED", "XFAIL") for c in ran)
 
 
+MODES = {  # name: (combine, bwrap, test lanes)
+    "combined, netns": (True, False, 1),
+    "combined, bwrap": (True, True, 1),
+    "separate, netns": (False, False, 1),
+    "separate, bwrap": (False, True, 1),
+    "separate, bwrap, 2 lanes": (False, True, 2),
+}
+
+
+def run_mode(ex: InstanceExecutor, mutants: list[Mutant], candidate: TestPatch, reference: TestPatch,
+             combine: bool) -> list[tuple[bool, bool] | None]:
+    """(candidate passed, reference passed) per mutant, None where either verdict is inadmissible."""
+    out: list[tuple[bool, bool] | None] = []
+    for mutant in mutants:
+        cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine)
+        out.append((cand.passed, ref.passed) if cand.admissible and ref.admissible else None)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("example", nargs="?", default=str(Path(__file__).parents[1] / "examples/printer_brackets"))
     parser.add_argument("--test", default="lax")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N mutants")
+    parser.add_argument("--rounds", type=int, default=2, help="timed rounds per mode (default 2)")
+    parser.add_argument("--naive", action="store_true", help="also time a hand-written loop")
     args = parser.parse_args()
 
     cache = Path(tempfile.mkdtemp(prefix="coharden-bench-"))
+    executors: dict[str, InstanceExecutor] = {}
     try:
-        settings = Settings(cache_dir=cache, workers=1)
+        base = Settings(cache_dir=cache, workers=1)
         local = load_local(Path(args.example), cache)
         inst = local.instance
         repo = resolve_repo(inst, None)
         candidate_patch = {c.name: c.patch for c in local.candidates}[args.test]
-
-        def factory() -> InstanceExecutor:
-            return InstanceExecutor(inst, repo, settings, None)
-
-        with factory() as ex:
-            reference = ex.golden_test()
-            candidate = ex.test_patch(candidate_patch, name=args.test)
-            mutants = build_pool(ex, inst.patch, [candidate, reference], seed=0).mutants[: args.limit]
-            commit = ex.base_commit
-            print(f"{inst.instance_id}: {len(mutants)} mutants, candidate {args.test!r} vs golden", flush=True)
-
-            timings: dict[str, float] = {}
-            results = {}
-            for workers in (1, 2):
+        modes = {name: mode for name, mode in MODES.items() if not mode[1] or bwrap_path()}
+        for name, (_, bwrap, lanes) in modes.items():
+            executors[name] = InstanceExecutor(inst, repo, base.with_overrides(bwrap=bwrap, test_lanes=lanes), None)
+        first = next(iter(executors.values()))
+        reference = first.golden_test()
+        candidate = first.test_patch(candidate_patch, name=args.test)
+        mutants = build_pool(first, inst.patch, [candidate, reference], seed=0).mutants[: args.limit]
+        print(f"{inst.instance_id}: {len(mutants)} mutants, candidate {args.test!r} vs golden, "
+              f"{args.rounds} rounds", flush=True)
+        for name, ex in executors.items():  # warm-up: workspace, fork server, OS caches
+            ex.verdicts("", [candidate, reference], combine=modes[name][0])
+        timings: dict[str, list[float]] = {name: [] for name in modes}
+        results: dict[str, list[tuple[bool, bool] | None]] = {}
+        for _ in range(args.rounds):
+            for name, ex in executors.items():
                 start = time.monotonic()
-                results[workers] = run_mutants(ex, mutants, candidate, reference, workers=workers,
-                                               executor_factory=factory)
-                timings[f"coharden_{workers}w"] = time.monotonic() - start
-        start = time.monotonic()
-        naive = [(naive_verdict(repo, commit, m, candidate, settings.python),
-                  naive_verdict(repo, commit, m, reference, settings.python)) for m in mutants]
-        timings["naive"] = time.monotonic() - start
+                results[name] = run_mode(ex, mutants, candidate, reference, combine=modes[name][0])
+                timings[name].append(time.monotonic() - start)
+        commit = first.base_commit
+        naive: list[tuple[bool, bool] | None] | None = None
+        if args.naive:
+            start = time.monotonic()
+            pairs = [(naive_verdict(repo, commit, m, candidate, base.python),
+                      naive_verdict(repo, commit, m, reference, base.python)) for m in mutants]
+            timings["naive"] = [time.monotonic() - start]
+            naive = [None if None in pair else pair for pair in pairs]  # type: ignore[misc]
     finally:
+        for ex in executors.values():
+            ex.close()
         shutil.rmtree(cache, ignore_errors=True)
 
-    admissible = sum(1 for r in results[1] if r.cell is not None)
-    agree = all(
-        (r1.candidate.passed, r1.reference.passed) == (r2.candidate.passed, r2.reference.passed) == n
-        for r1, r2, n in zip(results[1], results[2], naive, strict=True) if r1.cell is not None
-    )
-    rate = {k: admissible / v for k, v in timings.items()}
-    for key, seconds in timings.items():
-        print(f"{key:>12}: {seconds:7.2f} s  {rate[key]:6.2f} admissible mutants/s")
-    print(f"ratio 2 workers / 1 worker : {rate['coharden_2w'] / rate['coharden_1w']:.2f}x")
-    print(f"ratio coharden 1w / naive  : {rate['coharden_1w'] / rate['naive']:.2f}x")
-    print(f"ratio coharden 2w / naive  : {rate['coharden_2w'] / rate['naive']:.2f}x  (goal >= 2x)")
-    print(f"verdicts agree across the three runs: {agree}")
+    reference_run = results["combined, netns"]
+    admissible = sum(1 for r in reference_run if r is not None)
+    agree = all(r == reference_run for r in results.values()) and (
+        naive is None or all(n == r for n, r in zip(naive, reference_run, strict=True) if r is not None))
+    rate = {name: admissible / min(seconds) for name, seconds in timings.items()}
+    for name, seconds in timings.items():
+        print(f"{name:>24}: {min(seconds):7.2f} s  {rate[name]:6.2f} admissible mutants/s")
+    old = rate["combined, netns"]
+    for name in ("combined, bwrap", "separate, netns", "separate, bwrap", "separate, bwrap, 2 lanes"):
+        if name in rate:
+            print(f"throughput cost of {name:24} vs combined, netns: {100 * (1 - rate[name] / old):+5.1f} %")
+    print("goal: the default (separate, bwrap, 2 lanes) costs < 20 % of the old combined throughput")
+    print(f"verdicts agree across the modes: {agree}")
     sys.exit(0 if agree else 1)
 
 

@@ -11,7 +11,8 @@ project is built in a temporary directory. The golden test's ids are timed on ba
   interpreter, same ids.
 
 The two are interleaved (one of each per round, after a warm-up round) so drifting machine load hits both
-alike. Prints both medians, the ratio coharden / bare and the overhead in percent; the goal is < 25 %.
+alike. Prints the medians, the ratio coharden / bare and the overhead in percent (goal < 25 %), and the
+cost of the bwrap sandbox per verdict (each mode with and without it).
 ``--profile`` adds where coharden's own time goes (git, pytest process, the rest).
 """
 
@@ -31,7 +32,7 @@ from pathlib import Path
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import apply_patch, git
-from coharden.execution.sandbox import netns_prefix
+from coharden.execution.sandbox import bwrap_path
 from coharden.instances import load_instances, resolve_repo
 from coharden.patches import make_patch, split_patch
 from coharden.schema.instance import Instance
@@ -137,17 +138,19 @@ def main(argv: list[str] | None = None) -> int:
         repo = resolve_repo(instance, settings.repos_dir)
         fix, _ = split_patch(instance.patch, settings.test_patterns)
 
-        # coharden as configured; and, when a warm fork server is the default, also with a fresh process per run
-        modes = {"coharden": settings}
-        if getattr(settings, "fork_server", False):
-            modes = {"coharden (fork server)": settings,
-                     "coharden (fresh process)": settings.with_overrides(fork_server=False)}
+        # coharden with a warm fork server and with a fresh process per run, each in the bwrap sandbox (where it
+        # runs) and with network isolation only: the difference is the sandbox's cost per verdict
+        modes = {}
+        for server in (True, False):
+            for bwrap in ((True, False) if bwrap_path() else (False,)):
+                name = f"coharden ({'fork server' if server else 'fresh process'}, {'bwrap' if bwrap else 'netns'})"
+                modes[name] = settings.with_overrides(fork_server=server, bwrap=bwrap)
         executors = {name: InstanceExecutor(instance, repo, mode, store=None) for name, mode in modes.items()}
         try:
             first = next(iter(executors.values()))
             test = first.golden_test()
-            isolation = "netns" if netns_prefix() and not settings.network else "python-guard"
-            print(f"instance {instance.instance_id}: {len(test.ids)} test ids, n={args.n}, isolation={isolation}")
+            print(f"instance {instance.instance_id}: {len(test.ids)} test ids, n={args.n}, "
+                  f"isolation={', '.join(sorted({e.isolation for e in executors.values()}))}")
 
             # the bare checkout: base + fix + test, prepared once
             bare = scratch / "bare"
@@ -202,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             ratio = med_ours / med_theirs
             print(f"{name:26} median {med_ours:8.1f} ms  (test process {med_inside:.1f} ms, "
                   f"harness {med_ours - med_inside:.1f} ms)  ratio {ratio:.3f}  overhead {100 * (ratio - 1):+.1f} %")
+        for kind in ("fork server", "fresh process"):
+            sandboxed, plain = (totals.get(f"coharden ({kind}, {level})") for level in ("bwrap", "netns"))
+            if sandboxed and plain:
+                extra = _median_ms(sandboxed) - _median_ms(plain)
+                print(f"bwrap sandbox cost per verdict ({kind}): {extra:+.1f} ms "
+                      f"({100 * extra / _median_ms(plain):+.1f} %)")
         print("goal: overhead < 25 %")
         if profiler:
             stats = pstats.Stats(profiler)

@@ -27,6 +27,28 @@ GIT_ENV = {
 }
 
 
+def processes_with(marker: str, wait: float = 5.0) -> list[int]:
+    """Host pids whose command line contains ``marker``, after waiting up to ``wait`` s for them to go away."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in cmdline and state != "Z":
+                found.append(int(entry.name))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def run_git(repo: Path, *args: str, input: str | None = None) -> str:
     env = {**os.environ, **GIT_ENV}
     proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, text=True, env=env, check=False)

@@ -111,18 +111,19 @@ def test_malformed_jsonl_is_a_clear_error(tmp_path, monkeypatch) -> None:  # typ
 
 def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
     repo, _ = calc_repo
-    started = tmp_path / "started"
     hanging = tmp_path / "hang.diff"
+    # the test can only write its worktree (the sandbox); its processes carry the run's marker variable
     hanging.write_text(make_patch(repo, calc_test_file(
-        f"def test_hangs():\n"
-        f"    import os, time\n"
-        f"    open({str(started)!r}, 'w').write(str(os.getpid()))\n"
-        f"    while True:\n"
-        f"        time.sleep(0.05)\n"
+        "def test_hangs():\n"
+        "    import os, time\n"
+        "    open('started', 'w').write(str(os.getpid()))\n"
+        "    while True:\n"
+        "        time.sleep(0.05)\n"
     )))
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {**os.environ, "TMPDIR": str(scratch)}
+    mark = f"COHARDEN_CTRLC_MARK={os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "TMPDIR": str(scratch), mark.split("=")[0]: mark.split("=")[1]}
     proc = subprocess.Popen(
         [*COHARDEN, "verify", str(instance_dir), "--test", str(hanging), "--timeout", "120",
          "--store", str(tmp_path / "ctrlc.sqlite")],
@@ -130,12 +131,11 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     )
     try:
         deadline = time.monotonic() + 60
-        while not started.exists() or not started.read_text():
+        while not any(p.read_text() for p in scratch.glob("coharden-ws-*/repo/started")):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the hanging test never started"
             time.sleep(0.05)
-        assert any(p.name.startswith("coharden-ws-") for p in scratch.iterdir())
-        assert int(started.read_text()) in _processes_with_env(f"TMPDIR={scratch}")  # the detector works
+        assert _processes_with_env(mark)  # the detector works
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
         out, err = proc.communicate(timeout=20)
@@ -150,10 +150,9 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     assert [p.name for p in scratch.iterdir() if p.name.startswith("coharden-")] == []  # no workspace, no junit dir
     # every process of the run (the pytest process, any helper) is gone: find them by their TMPDIR
     deadline = time.monotonic() + 5
-    while (left := _processes_with_env(f"TMPDIR={scratch}")) and time.monotonic() < deadline:
+    while (left := _processes_with_env(mark)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left == []
-    assert int(started.read_text()) not in left
 
 
 def _processes_with_env(entry: str) -> list[int]:

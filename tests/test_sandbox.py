@@ -8,7 +8,19 @@ import sys
 import time
 from pathlib import Path
 
-from coharden.execution.sandbox import netns_prefix, network_guard_dir, run_limited
+import pytest
+
+from coharden.execution.sandbox import (
+    OWNER_FILE,
+    PRIVATE_HOME,
+    Confinement,
+    bwrap_path,
+    mark_owner,
+    netns_prefix,
+    network_guard_dir,
+    run_limited,
+    sweep_leftovers,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -72,7 +84,7 @@ def test_network_isolation_where_available(tmp_path: Path) -> None:
         "    print('BLOCKED', exc)\n"
     )
     result = run_limited([sys.executable, "-c", code], tmp_path, timeout=30)
-    assert result.isolation == ("netns" if netns_prefix() else "python-guard")
+    assert result.isolation == ("netns" if netns_prefix() else "guard")
     assert result.output.startswith("BLOCKED"), result.output
     assert "timed out" not in result.output
 
@@ -94,3 +106,66 @@ def test_python_guard_fallback_blocks_remote_but_not_loopback(tmp_path: Path) ->
     assert "blocked by coharden" in remote
     assert loopback.startswith("127.0.0.1")
     assert "blocked" not in loopback
+
+
+# --- the bwrap sandbox -----------------------------------------------------------------------------------------
+needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox on this machine")
+
+
+@needs_bwrap
+def test_bwrap_confines_writes_processes_and_home(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    code = (
+        "import os\n"
+        f"open({str(work / 'ok')!r}, 'w').write('x')\n"
+        "try:\n"
+        f"    open({str(outside / 'no')!r}, 'w').write('x')\n"
+        "except OSError as exc:\n"
+        "    print('DENIED', type(exc).__name__)\n"
+        "print('PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        "print('HOME', os.environ['HOME'], os.access(os.environ['HOME'], os.W_OK))\n"
+    )
+    result = run_limited([sys.executable, "-c", code], work, timeout=30, confine=Confinement(writable=(work,)))
+    assert result.isolation == "bwrap"
+    assert (work / "ok").exists()
+    assert not (outside / "no").exists()
+    assert "DENIED" in result.output
+    pids = eval(result.output.split("PIDS ", 1)[1].splitlines()[0])  # noqa: S307 - our own output
+    assert max(pids) < 10, pids  # only the sandbox's own few processes are visible
+    assert f"HOME {PRIVATE_HOME} True" in result.output
+
+
+def test_without_bwrap_a_confined_run_falls_back_and_says_so(tmp_path: Path) -> None:
+    result = run_limited([sys.executable, "-c", "print('hi')"], tmp_path, timeout=30,
+                         confine=Confinement(sandbox=False))
+    assert result.isolation in ("netns", "guard")
+    assert result.output.strip() == "hi"
+
+
+def test_leftovers_of_a_dead_owner_are_swept(tmp_path: Path) -> None:
+    dead = tmp_path / "coharden-ws-dead"
+    live = tmp_path / "coharden-ws-live"
+    foreign = tmp_path / "coharden-ws-foreign"  # no owner mark: never ours to remove
+    for directory in (dead, live, foreign):
+        directory.mkdir()
+    mark_owner(live)
+    (dead / OWNER_FILE).write_text("999999999 12345")
+    assert sweep_leftovers(parent=tmp_path) == [dead]
+    assert live.exists()
+    assert foreign.exists()
+
+
+def test_tampering_scan_names_what_and_where() -> None:
+    from coharden.execution.tampering import scan
+    from coharden.patches import make_patch
+
+    patch = make_patch([("tests/conftest.py", None, "def pytest_runtest_makereport(item, call):\n    pass\n"),
+                        ("tests/test_x.py", None, "import os\n\n\ndef test_x():\n    os._exit(0)\n")])
+    notes = scan(patch)
+    assert any(n.startswith("tests/conftest.py: adds or changes a conftest.py") for n in notes)
+    assert any("defines the pytest hook pytest_runtest_makereport" in n for n in notes)
+    assert any(n.startswith("tests/test_x.py: calls os._exit (added line 5)") for n in notes)
+    honest = make_patch([("tests/test_y.py", None, "def test_y():\n    assert 1 + 1 == 2\n")])
+    assert scan(honest) == []

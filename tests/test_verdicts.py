@@ -13,7 +13,7 @@ from coharden.execution.verify import fail_to_pass
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus
-from conftest import GOOD_TEST, calc_test_file, make_patch
+from conftest import GOOD_TEST, calc_test_file, make_patch, processes_with
 
 # runs as fresh `python -m pytest` processes (when a warm fork server is the default)
 FRESH = {"fork_server": False} if "fork_server" in Settings.model_fields else {}
@@ -129,12 +129,11 @@ def test_hanging_test_times_out_kills_the_group_and_the_run_goes_on(  # type: ig
     calc_repo, settings, calc_fix, tmp_path
 ) -> None:
     repo, base = calc_repo
-    pid_file = tmp_path / "child.pid"
+    marker = f"{300 + time.time() % 1:.6f}"  # a unique sleep argument: no process with it may survive
     hanging = f"""\
         def test_hangs():
             import subprocess, time
-            child = subprocess.Popen(["sleep", "300"])
-            open({str(pid_file)!r}, "w").write(str(child.pid))
+            child = subprocess.Popen(["sleep", "{marker}"])
             while True:
                 time.sleep(0.05)
         """
@@ -147,8 +146,7 @@ def test_hanging_test_times_out_kills_the_group_and_the_run_goes_on(  # type: ig
         assert verdict.outcome is Outcome.TIMEOUT
         assert "time limit" in verdict.reason
         assert elapsed < 10
-        child = int(pid_file.read_text())
-        assert _wait_dead(child), "the test's child process survived the timeout"
+        assert not processes_with(marker), "the test's child process survived the timeout"
         # the same executor goes on working
         good = _test(executor, GOOD_TEST)
         assert executor.verdict(calc_fix, good).outcome is Outcome.PASS
@@ -157,12 +155,11 @@ def test_hanging_test_times_out_kills_the_group_and_the_run_goes_on(  # type: ig
 def test_fresh_process_runs_keep_the_same_guarantees(calc_repo, settings, calc_fix, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Time limit with the process group killed, no network, sandbox environment - for fresh processes too."""
     repo, base = calc_repo
-    pid_file = tmp_path / "child.pid"
+    marker = f"{300 + time.time() % 1:.6f}"
     hanging = f"""\
         def test_hangs():
             import subprocess, time
-            child = subprocess.Popen(["sleep", "300"])
-            open({str(pid_file)!r}, "w").write(str(child.pid))
+            child = subprocess.Popen(["sleep", "{marker}"])
             while True:
                 time.sleep(0.05)
         """
@@ -183,7 +180,7 @@ def test_fresh_process_runs_keep_the_same_guarantees(calc_repo, settings, calc_f
         verdicts = executor.verdicts(calc_fix, [_test(executor, hanging), _test(executor, checks, name="checks")])
         assert verdicts[0].outcome is Outcome.TIMEOUT
         assert verdicts[1].outcome is Outcome.PASS, verdicts[1].short()
-        assert _wait_dead(int(pid_file.read_text())), "the test's child process survived the timeout"
+        assert not processes_with(marker), "the test's child process survived the timeout"
 
 
 def test_network_access_is_blocked(executor) -> None:  # type: ignore[no-untyped-def]
@@ -253,7 +250,7 @@ def test_test_killing_pytest_is_harness_error(executor, calc_fix) -> None:  # ty
         """
     verdict = executor.verdict(calc_fix, _test(executor, body))
     assert verdict.outcome is Outcome.HARNESS_ERROR
-    assert "no results" in verdict.reason
+    assert "no results" in verdict.reason or "ended before it finished" in verdict.reason
 
 
 # --- combined runs --------------------------------------------------------------------------------------------
@@ -262,21 +259,32 @@ def test_candidate_and_reference_share_one_process(executor, calc_fix) -> None: 
     reference = _test(executor, GOOD_TEST, name="reference")
     candidate = _test(executor, "def test_add_zero():\n    assert add(0, 0) == 0", name="candidate")
     assert set(reference.files) == set(candidate.files) == {"tests/test_calc.py"}
-    buggy = executor.verdicts("", [candidate, reference])
+    buggy = executor.verdicts("", [candidate, reference], combine=True)
     assert executor.runs == 1
     assert [v.outcome for v in buggy] == [Outcome.PASS, Outcome.FAIL]
     assert list(buggy[0].tests) == ["tests/test_calc.py::test_add_zero"]
     assert list(buggy[1].tests) == ["tests/test_calc.py::test_add"]
-    fixed = executor.verdicts(calc_fix, [reference, candidate])
+    fixed = executor.verdicts(calc_fix, [reference, candidate], combine=True)
     assert executor.runs == 2
     assert [v.outcome for v in fixed] == [Outcome.PASS, Outcome.PASS]
+
+
+def test_untrusted_tests_never_share_a_process(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    reference = _test(executor, GOOD_TEST, name="reference")
+    candidate = _test(executor, "def test_add_zero():\n    assert add(0, 0) == 0", name="candidate")
+    verdicts = executor.verdicts("", [candidate, reference])
+    assert executor.runs == 2
+    assert [v.outcome for v in verdicts] == [Outcome.PASS, Outcome.FAIL]
+    # a combined run is stored under other keys: it never answers for a lone run, nor the reverse
+    executor.verdicts("", [candidate, reference], combine=True)
+    assert executor.runs == 3
 
 
 def test_same_test_name_in_both_patches_gets_separate_verdicts(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
     reference = _test(executor, GOOD_TEST, name="reference")
     lax = _test(executor, "def test_add():\n    assert add(0, 0) == 0", name="lax")
     assert lax.ids == reference.ids
-    verdicts = executor.verdicts("", [reference, lax])
+    verdicts = executor.verdicts("", [reference, lax], combine=True)
     assert executor.runs == 1
     assert [v.outcome for v in verdicts] == [Outcome.FAIL, Outcome.PASS]
     assert list(verdicts[1].tests) == ["tests/test_calc.py::test_add"]
@@ -296,7 +304,7 @@ def test_candidate_conftest_does_not_reach_reference(executor, calc_fix) -> None
     assert candidate.ids == ["tests/test_cand.py::test_cand"]
     reference = _test(executor, GOOD_TEST, name="reference")
     for order in ([candidate, reference], [reference, candidate]):
-        got = executor.verdicts(calc_fix, order)
+        got = executor.verdicts(calc_fix, order, combine=True)
         verdicts = dict(zip(("candidate", "reference"), got if order[0] is candidate else got[::-1], strict=True))
         assert verdicts["candidate"].outcome is Outcome.FAIL
         assert "skipped by the candidate's conftest" in verdicts["candidate"].reason
@@ -308,7 +316,7 @@ def test_test_patch_that_does_not_apply_gets_apply_error(executor, calc_fix) -> 
     good = _test(executor, GOOD_TEST, name="good")
     stale = good.patch.replace(" def test_mul():", " def test_mul_renamed():")
     bad = TestPatch(patch=stale, ids=["tests/test_calc.py::test_add"], name="stale")
-    verdicts = executor.verdicts(calc_fix, [bad, good])
+    verdicts = executor.verdicts(calc_fix, [bad, good], combine=True)
     assert verdicts[0].outcome is Outcome.APPLY_ERROR
     assert "tests/test_calc.py" in verdicts[0].reason
     assert "hunk #1" in verdicts[0].reason
@@ -328,7 +336,7 @@ def test_source_patch_that_does_not_apply(executor, calc_fix) -> None:  # type: 
 def test_broken_candidate_does_not_spoil_reference(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
     reference = _test(executor, GOOD_TEST, name="reference")
     broken = _test(executor, "import no_such_module_xyz\n\n\ndef test_other():\n    assert True", name="broken")
-    verdicts = executor.verdicts("", [broken, reference])
+    verdicts = executor.verdicts("", [broken, reference], combine=True)
     assert verdicts[0].outcome is Outcome.COLLECTION_ERROR
     assert "no_such_module_xyz" in verdicts[0].reason
     assert verdicts[1].outcome is Outcome.FAIL, verdicts[1].short()

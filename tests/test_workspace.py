@@ -154,23 +154,52 @@ def test_a_checkout_is_reused_across_workspaces_and_keeps_what_it_is_told(calc_r
 
     repo, base = calc_repo
     moves: list[Path] = []
-    checkout = Checkout(keep=["__pycache__"], on_move=moves.append)
+    planted_seen: list[bool] = []
+
+    def on_move(path: Path) -> None:  # what coharden itself keeps (e.g. checked-hash bytecode)
+        planted_seen.append((path / "calc" / "__pycache__" / "evil.pyc").exists())
+        (path / "calc" / "__pycache__").mkdir(exist_ok=True)
+        (path / "calc" / "__pycache__" / "kept.pyc").write_bytes(b"trusted")
+        moves.append(path)
+
+    checkout = Checkout(keep=["__pycache__"], on_move=on_move)
     try:
         with Workspace(repo, base, checkout=checkout) as first:
             path = first.root
             first.apply(calc_fix)
-            (path / "calc" / "__pycache__").mkdir()
-            (path / "calc" / "__pycache__" / "kept.pyc").write_bytes(b"x")
+            # an untrusted test plants bytecode for a later test and rewrites the trusted file
+            (path / "calc" / "__pycache__" / "evil.pyc").write_bytes(b"planted")
+            (path / "calc" / "__pycache__" / "kept.pyc").write_bytes(b"rewritten")
             (path / "scratch.txt").write_text("dropped")
         assert checkout.path == path  # closing the workspace leaves the clone in place
         assert path.is_dir()
         with Workspace(repo, base, checkout=checkout) as second:
             assert second.root == path  # moved, not cloned again
             assert not (path / "scratch.txt").exists()
-            assert (path / "calc" / "__pycache__" / "kept.pyc").exists()
+            assert (path / "calc" / "__pycache__" / "kept.pyc").read_bytes() == b"trusted"
+            assert not (path / "calc" / "__pycache__" / "evil.pyc").exists()
             assert "a - b" in (path / "calc" / "__init__.py").read_text()  # the fix is gone
+            second.apply(calc_fix)
+            (path / "calc" / "__pycache__" / "evil.pyc").write_bytes(b"planted")
+            second.reset()  # between two jobs of one workspace: planted files go too
+            assert not (path / "calc" / "__pycache__" / "evil.pyc").exists()
+            assert (path / "calc" / "__pycache__" / "kept.pyc").read_bytes() == b"trusted"
         assert moves == [path, path]
+        assert planted_seen == [False, False]  # the refresh never sees a planted file
     finally:
         checkout.close()
     assert checkout.path is None
     assert not path.exists()
+
+
+def test_overlay_files_are_copies_not_links(calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A test writing to a built file of the overlay (a C extension) must not change the environment's copy."""
+    repo, base = calc_repo
+    overlay = tmp_path / "overlay"
+    (overlay / "calc").mkdir(parents=True)
+    (overlay / "calc" / "_speedups.so").write_bytes(b"built")
+    with Workspace(repo, base, overlay=overlay) as ws:
+        laid = ws.root / "calc" / "_speedups.so"
+        with open(laid, "r+b") as handle:  # write through whatever the workspace laid there
+            handle.write(b"EVIL!")
+    assert (overlay / "calc" / "_speedups.so").read_bytes() == b"built"

@@ -25,6 +25,11 @@ class Settings(BaseModel):
     memory_mb: int | None = Field(default=4096, description="Address-space limit per test process (None: off).")
     cpu_seconds: int | None = Field(default=None, description="CPU-time limit per test process (None: 2 x timeout).")
     network: bool = Field(default=False, description="Allow network access in test processes.")
+    max_processes: int | None = Field(default=512, ge=8, description="Process (task) limit per test sandbox.")
+    test_lanes: int = Field(default=2, ge=1, le=2, description="Test patches run separately may run two at once "
+                            "(a second workspace and fork server per executor); 1: one after the other.")
+    bwrap: bool = Field(default=True, description="Run test processes in a bubblewrap sandbox where bwrap works "
+                        "(off: network isolation only).")
     test_patterns: list[str] = Field(
         default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
         description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "
@@ -37,7 +42,8 @@ class Settings(BaseModel):
         description="Where plain example projects are turned into git repositories.",
     )
     workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
-    combine_tests: bool = Field(default=True, description="Run candidate and reference tests in one process.")
+    combine_tests: bool = Field(default=True, description="Allow trusted tests (--trust-tests, the golden test "
+                                "against itself) to share one pytest process; untrusted tests never do.")
     sandbox: str = Field(default="local", pattern="^(local|docker)$",
                          description="Where tests run: local processes, or the instance's Docker image.")
     docker_image: str | None = Field(

@@ -157,6 +157,11 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
+    if result.candidate_timeouts:
+        console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
+                      f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
+    for note in result.tampering:
+        console.print(f"[bold yellow]tampering:[/] {note}")
     if result.pool_complete:  # else the caller says why there is no class, once
         laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
         console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
@@ -220,6 +225,15 @@ def mpe(
     llm_store: LLMStoreOpt = None,
     llm_mode: LLMModeOpt = "auto",
     budget_usd: BudgetOpt = None,
+    trust_tests: Annotated[bool, typer.Option("--trust-tests", help="Candidate and reference may share one "
+                                              "pytest process (only for tests you trust).")] = False,
+    reject_tampering: Annotated[bool, typer.Option("--reject-tampering", help="A candidate with tampering notes "
+                                                   "(conftest.py, pytest hooks, JUnit writes, os._exit) is "
+                                                   "Invalid.")] = False,
+    timeout_factor: Annotated[float, ranged("--timeout-factor", help="Time limit on a mutant: this many times "
+                                            "the test's run on the fixed code.", lo=0, lo_open=True)] = 5.0,
+    timeout_floor: Annotated[float, ranged("--timeout-floor", help="Smallest time limit on a mutant, seconds.",
+                                           lo=0, lo_open=True)] = 10.0,
     instance_id: IdOpt = None,
     repos: ReposOpt = None,
     config: ConfigOpt = None,
@@ -249,6 +263,8 @@ def mpe(
     mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
                          llm_model=llm.client.config.model if llm is not None else None,
                          prefer_exercised=prefer_exercised, workers=settings.workers)
+    mpe_cfg = mpe_cfg.model_copy(update={"trust_tests": trust_tests, "reject_tampering": reject_tampering,
+                                         "timeout_factor": timeout_factor, "timeout_floor": timeout_floor})
     if instances is not None or predictions is not None:
         if instances is None or predictions is None:
             raise CoHardenError("batch mode needs both --instances and --predictions")

@@ -1,20 +1,30 @@
-"""Verdicts for one instance: a reusable workspace, combined test runs, and the result store.
+"""Verdicts for one instance: a reusable workspace, confined test runs, and the result store.
 
 ``InstanceExecutor.verdicts(source_patch, tests)`` answers "what do these test patches say on base +
 source_patch?". Cached verdicts are returned without running anything. Otherwise the workspace is reset to
-the base commit, the source patch applied with git, and all test patches laid down together: a test patch
-touching files no earlier one touched is applied with git; one that shares a test module with an earlier
-one is written as a renamed copy of that module (``test_coh<i>__<name>.py``) so both run in one pytest
-process. A test patch that touches anything but test modules (a conftest.py, a helper module) runs in its own
-process, and so does every test of a combined run that did not end cleanly (missing ids, a hang, an aborted
-session), so no test's verdict depends on the tests it happened to share a process with.
+the base commit, the source patch applied with git, and the test patch applied; every test patch runs in its
+own pytest process (a fork of the warm server), inside the sandbox of :mod:`coharden.execution.sandbox`, so a
+hostile test can forge at most its own verdict. Only with ``combine=True`` (both tests trusted: the caller
+says so) are several test patches laid down together: one touching files no earlier one touched is applied
+with git; one that shares a test module with an earlier one is written as a renamed copy of that module
+(``test_coh<i>__<name>.py``) so both run in one pytest process. A test patch that touches anything but test
+modules runs alone even then, and so does every test of a combined run that did not end cleanly (the test
+running at a time limit gets the TIMEOUT; the others run again alone).
+
+Cache keys name everything that can change a verdict: repository, base commit, source and test patch, ids,
+interpreter and pytest version, isolation level, and the tests sharing the process. A TIMEOUT is reused only
+for a time limit no larger than the one it was reached under.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import os
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from coharden.config import Settings
@@ -23,7 +33,9 @@ from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
+from coharden.execution.sandbox import Confinement, isolation_level
 from coharden.execution.store import Store, verdict_key
+from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, resolve_names, runnable_ids
 from coharden.execution.workspace import Checkout, Workspace
 from coharden.patches import is_test_path, touched_files
@@ -80,8 +92,12 @@ class InstanceExecutor:
             # under test (pytest itself, for one) is importable only from a job's checkout
             environment_id(self.python) if settings.runner == "pytest" and not settings.test_env
             else f"{self.python} {settings.runner}")
-        self.env_id = env + " " + " ".join(settings.pytest_args)
+        self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
+        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation}"
         self._server_failed = ""  # why the fork server is not used, once it failed
+        self.server_losses: list[str] = []  # runs during which a test killed the fork server
+        self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
+        self._lane_thread: ThreadPoolExecutor | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> InstanceExecutor:
@@ -94,11 +110,58 @@ class InstanceExecutor:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._lane is not None:
+            self._lane.close()
+            self._lane = None
+        if self._lane_thread is not None:
+            self._lane_thread.shutdown()
+            self._lane_thread = None
         self.workspace.close()
 
+    def _run_two(self, source_patch: str, tests: list[TestPatch], limits: list[float]
+                 ) -> tuple[dict[int, Verdict], list[int]]:
+        """The first two of ``tests`` at once, each alone in its own process: one in this executor's
+        workspace, one in a second lane (its own workspace, its own sandboxed server). Separate processes
+        then cost little more wall-clock time than a shared one."""
+        if self._lane is None:
+            self._lane = InstanceExecutor(self.instance, self.workspace.source,
+                                          self.settings.with_overrides(test_lanes=1), None)
+            # one long-lived thread: the lane's sandbox dies with the thread that started it (bwrap's
+            # --die-with-parent follows the starting thread)
+            self._lane_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coharden-lane")
+        lane = self._lane
+        assert self._lane_thread is not None
+        before = lane.runs
+        other = self._lane_thread.submit(lane._run_together, source_patch, [tests[1]], [limits[1]], False)
+        try:
+            mine, _ = self._run_together(source_patch, [tests[0]], [limits[0]], False)
+        finally:
+            theirs, _ = other.result()
+        self.runs += lane.runs - before
+        ran = {**mine, **({1: theirs[0]} if 0 in theirs else {})}
+        return ran, list(range(2, len(tests)))
+
+    def _confinement(self, root: Path | None) -> Confinement:
+        """The sandbox of this executor's test processes: only the worktree is writable, its ``.git`` is not (a
+        test must not plant hooks or config that coharden's own git commands would run); the repository it
+        borrows objects from is readable (read-only); the result store's directory is hidden."""
+        writable = (root,) if root is not None else ()
+        protected = (root / ".git",) if root is not None else ()
+        readable = (self.workspace.source / ".git" / "objects",)
+        hidden: tuple[Path, ...] = ()
+        if self.store is not None:
+            store_dir = self.store.path.resolve().parent
+            shown = [Path(p).resolve() for p in (*writable, *readable, self.python, self.workspace.source)]
+            if not any(p == store_dir or store_dir in p.parents for p in shown):
+                hidden = (store_dir,)
+        return Confinement(writable=writable, readable=readable, hidden=hidden, protected=protected,
+                           max_processes=self.settings.max_processes, sandbox=self.settings.bwrap)
+
     def _runner(self) -> dict:
-        """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh process."""
-        return {"image": self.image, "server": self._fork_server(), "extra_env": self._job_env()}
+        """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh sandboxed process."""
+        root = self._root()
+        return {"image": self.image, "server": self._fork_server(), "confine": self._confinement(root),
+                "extra_env": self._job_env()}
 
     def _job_env(self) -> dict[str, str] | None:
         """The settings' test environment for this job's checkout ('{workspace}' filled in)."""
@@ -108,17 +171,26 @@ class InstanceExecutor:
         return {k: v.replace("{workspace}", root) for k, v in self.settings.test_env.items()}
 
     def _fork_server(self) -> ForkServer | None:
-        """The warm fork server of this executor, started on first use; None when disabled or unusable."""
+        """The warm fork server of this executor, started on first use (and again after a test killed it);
+        None when disabled or unusable."""
         if not self.settings.fork_server or self._server_failed or self.image is not None:
             return None
         if self._server is None or not self._server.alive:
+            if self._server is not None:
+                self._server.close()
             try:
                 self._server = ForkServer(self.python, env=test_environment(), network=self.settings.network,
-                                          preload=self.settings.preload)
+                                          preload=self.settings.preload, confine=self._confinement(self._root()))
             except (ForkServerError, OSError) as exc:
                 self._server_failed = str(exc)
                 self._server = None
         return self._server
+
+    def shared_dir(self) -> Path | None:
+        """A directory for files coharden hands to instrumented runs (:meth:`run_raw` ``readable``): visible
+        read-only to the warm server's runs, so they need no fresh process. None without a fork server."""
+        server = self._fork_server()
+        return server.shared if server is not None else None
 
     def workspace_root(self) -> Path:
         """The workspace directory (opened on first use)."""
@@ -168,62 +240,104 @@ class InstanceExecutor:
         return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
-    def key(self, source_patch: str, test: TestPatch) -> str:
+    def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = ()) -> str:
+        """The store key of ``test``'s verdict on ``source_patch``; ``co_run``: the tests that may share its
+        process (named in the key, so a verdict from a shared process never answers for a lone run)."""
+        env = self.env_id
+        others = sorted({_digest(t) for t in co_run} - {_digest(test)})
+        if others:
+            env += " co-run=" + ",".join(others)
         return verdict_key(repo=self.instance.repo, base_commit=self.base_commit, source_patch=source_patch,
-                           test_patch=test.patch, test_ids=test.ids, environment=self.env_id)
+                           test_patch=test.patch, test_ids=test.ids, environment=env)
 
-    def verdict(self, source_patch: str, test: TestPatch) -> Verdict:
-        return self.verdicts(source_patch, [test])[0]
+    def verdict(self, source_patch: str, test: TestPatch, *, time_limit: float | None = None) -> Verdict:
+        return self.verdicts(source_patch, [test], limits=[time_limit])[0]
 
-    def verdicts(self, source_patch: str, tests: list[TestPatch]) -> list[Verdict]:
+    def verdicts(self, source_patch: str, tests: list[TestPatch], *, combine: bool = False,
+                 limits: Sequence[float | None] | None = None) -> list[Verdict]:
+        """Verdicts of ``tests`` on base + ``source_patch``. Each test runs in its own process unless
+        ``combine`` (the caller trusts every test: one cannot touch another's result) and the
+        ``combine_tests`` setting allow sharing one. ``limits``: a time limit per test (None: the setting)."""
+        combine = combine and self.settings.combine_tests
+        limit_of = [min(lim or self.settings.timeout, self.settings.timeout)
+                    for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)
         todo: list[int] = []
         first_of: dict[tuple[str, tuple[str, ...]], int] = {}
         twins: dict[int, int] = {}  # identical test patches run once
+        keys: dict[int, str] = {}
         for i, test in enumerate(tests):
             ident = (test.patch, tuple(test.ids))
             if ident in first_of:
                 twins[i] = first_of[ident]
                 continue
             first_of[ident] = i
-            cached = self.store.get_verdict(self.key(source_patch, test)) if self.store else None
-            if cached is not None:
+            keys[i] = self.key(source_patch, test, tests if combine else ())
+            cached = self.store.get_verdict(keys[i]) if self.store else None
+            if cached is not None and not _stale_timeout(cached, limit_of[i]):
                 results[i] = cached
             else:
                 todo.append(i)
         while todo:
-            ran, deferred = self._run_together(source_patch, [tests[i] for i in todo])
+            if not combine and len(todo) > 1 and self.settings.test_lanes > 1 and self.image is None:
+                ran, deferred = self._run_two(source_patch, [tests[i] for i in todo], [limit_of[i] for i in todo])
+            else:
+                ran, deferred = self._run_together(source_patch, [tests[i] for i in todo],
+                                                   [limit_of[i] for i in todo], combine)
             for j, verdict in ran.items():
                 index = todo[j]
                 results[index] = verdict
                 if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
-                    self.store.put_verdict(self.key(source_patch, tests[index]), verdict)
+                    self.store.put_verdict(keys[index], verdict)
             todo = [todo[j] for j in deferred]
         for i, j in twins.items():
             results[i] = results[j]
-        return [r for r in results if r is not None]
+        final = [r for r in results if r is not None]
+        for verdict, test in zip(final, tests, strict=True):
+            static = [note for note in _static_notes(test.patch) if note not in verdict.tampering]
+            if static:
+                verdict.tampering = [*static, *verdict.tampering]
+        return final
 
     def run_raw(self, source_patch: str, test: TestPatch, *, extra_args: list[str] | None = None,
-                extra_env: dict[str, str] | None = None) -> PytestRun:
+                extra_env: dict[str, str] | None = None, readable: Sequence[Path] = ()) -> PytestRun:
         """Run one test on base + ``source_patch`` with extra pytest arguments / environment (no caching).
 
-        Used for instrumented runs such as recording inputs.
+        Used for instrumented runs such as recording inputs. ``readable``: directories the run must see
+        (read-only) although the sandbox hides them (an instrumenting plugin's); such a run is a fresh process.
+        Files the run writes for the caller belong in the worktree (the only writable place).
         """
         root = self._root()
         self.workspace.reset()
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        where = self._runner()
-        job, extra = where["extra_env"] or {}, dict(extra_env or {})
-        if "PYTHONPATH" in job and "PYTHONPATH" in extra:  # a plugin's directory and the job's checkout, both
-            extra["PYTHONPATH"] = os.pathsep.join([extra["PYTHONPATH"], job["PYTHONPATH"]])
-        where["extra_env"] = {**job, **extra}
-        return run_pytest(root, list(test.ids), self.settings, self.python, **where, extra_args=extra_args)
+        return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env,
+                         readable=tuple(readable))
 
-    def _run_together(self, source_patch: str, tests: list[TestPatch]) -> tuple[dict[int, Verdict], list[int]]:
-        """Lay down as many of ``tests`` as can share one pytest process; run them; return verdicts for those
-        and the indices deferred to a later process."""
+    def _run(self, root: Path, ids: list[str], limit: float | None, *, readable: tuple[Path, ...] = (),
+             **extra: object) -> PytestRun:
+        runner = self._runner()
+        server = runner["server"]
+        if server is not None and all(Path(p).is_relative_to(server.shared) for p in readable):
+            readable = ()  # the server's sandbox shows its shared directory already
+        if readable and runner["confine"] is not None:
+            runner["confine"] = dataclasses.replace(runner["confine"],
+                                                    readable=(*runner["confine"].readable, *readable))
+            runner["server"] = None  # a server's sandbox was fixed when it started
+        job, more = runner.pop("extra_env") or {}, dict(extra.pop("extra_env", None) or {})  # type: ignore[call-overload]
+        if "PYTHONPATH" in job and "PYTHONPATH" in more:  # a plugin's directory and the job's checkout, both
+            more["PYTHONPATH"] = os.pathsep.join([more["PYTHONPATH"], job["PYTHONPATH"]])
+        run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
+                         extra_env={**job, **more} or None, **extra)  # type: ignore[arg-type]
+        if run.lost:
+            self.server_losses.append(run.lost)
+        return run
+
+    def _run_together(self, source_patch: str, tests: list[TestPatch], limits: list[float], combine: bool
+                      ) -> tuple[dict[int, Verdict], list[int]]:
+        """Lay down ``tests[0]`` (and, when ``combine``, as many more as can share its pytest process); run
+        them; return verdicts for those and the indices deferred to a later process."""
         ws = self.workspace
         self._root()
         ws.reset()
@@ -242,7 +356,7 @@ class InstanceExecutor:
         for j, test in enumerate(tests):
             paths = set(test.files) or set(touched_files(test.patch))
             overlap = paths & claimed
-            if groups and (not self.settings.combine_tests or exclusive or not _shareable(test, paths)):
+            if groups and (not combine or exclusive or not _shareable(test, paths)):
                 deferred.append(j)
                 continue
             if not overlap or not groups:
@@ -256,7 +370,7 @@ class InstanceExecutor:
                 exclusive = not _shareable(test, paths)
                 continue
             combinable = (
-                self.settings.combine_tests and groups and test.files
+                combine and groups and test.files
                 and all(PurePosixPath(p).name.startswith("test") and p.endswith(".py")
                         and PurePosixPath(p).name != "conftest.py" and test.files.get(p) is not None
                         for p in overlap)
@@ -283,14 +397,18 @@ class InstanceExecutor:
             groups[j] = (ids, back)
         if groups:
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
-            run = run_pytest(self._root(), all_ids, self.settings, self.python, **self._runner())
+            run = self._run(self._root(), all_ids, max(limits[j] for j in groups))
             self.runs += 1
             if len(groups) > 1 and not _clean(run):
                 # one test's problem (an id that does not exist, a module that does not import, a hang, an
                 # aborted session) would be charged to every test of the process - and cached under their keys:
-                # run each group alone so every verdict is its own
+                # the test running at the time limit gets the TIMEOUT; every other group runs again alone
+                hung = run.hung_test() if run.timed_out else None
                 for j, (ids, back) in groups.items():
-                    alone = run_pytest(self._root(), ids, self.settings, self.python, **self._runner())
+                    if hung is not None and any(hung == i or hung.startswith(i + "[") for i in ids):
+                        done[j] = verdict_for(ids, run, rename=back)
+                        continue
+                    alone = self._run(self._root(), ids, limits[j])
                     self.runs += 1
                     done[j] = verdict_for(ids, alone, rename=back)
                 return done, deferred
@@ -314,6 +432,20 @@ class InstanceExecutor:
         back = dict(zip(ids, test.ids, strict=True))  # report under the test patch's own ids
         verdict.tests = {back.get(k, k): v for k, v in verdict.tests.items()}
         return {0: verdict}
+
+
+def _digest(test: TestPatch) -> str:
+    return hashlib.sha256((test.patch + "\0" + "\0".join(sorted(test.ids))).encode()).hexdigest()[:16]
+
+
+def _stale_timeout(verdict: Verdict, limit: float) -> bool:
+    """A stored TIMEOUT reached under a smaller time limit (or an unknown one) says nothing about ``limit``."""
+    return verdict.outcome is Outcome.TIMEOUT and (verdict.time_limit is None or verdict.time_limit < limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _static_notes(patch: str) -> tuple[str, ...]:
+    return tuple(scan(patch))
 
 
 def _clean(run: PytestRun) -> bool:

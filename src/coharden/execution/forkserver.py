@@ -3,20 +3,39 @@
 One server per worker: it pays the interpreter start-up and pytest's import and plugin loading once, then
 every test run is a fork. When the server cannot start or reports that forking is unsafe, callers fall back
 to a fresh ``python -m pytest`` process per run.
+
+With a :class:`~coharden.execution.sandbox.Confinement` the server runs in the bwrap sandbox (where it can),
+so every fork is confined too; the server owns a scratch directory (``scratch``, writable inside) where
+callers put the files a run writes besides the worktree (JUnit XML, the result stream, the output). A run
+during which the server dies (a test killed it) comes back with ``lost`` set; the next run starts a new one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from coharden.execution.sandbox import ProcessResult, sandbox_wrap
+from coharden.execution.sandbox import (
+    PRIVATE_HOME,
+    SANDBOX_TMP,
+    Confinement,
+    PidsCgroup,
+    ProcessResult,
+    mark_owner,
+    sandbox_wrap,
+    spawn,
+)
+
+_GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, before it is presumed hijacked
 
 
 class ForkServerError(RuntimeError):
@@ -25,15 +44,42 @@ class ForkServerError(RuntimeError):
 
 class ForkServer:
     def __init__(self, python: str, *, env: dict[str, str], network: bool, preload: list[str] | None = None,
-                 start_timeout: float = 120.0) -> None:
+                 start_timeout: float = 120.0, confine: Confinement | None = None) -> None:
+        # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
+        self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
+        mark_owner(self._root)
+        self.scratch = self._root / "io"
+        self.scratch.mkdir()
+        self.cgroup: PidsCgroup | None = None
+        self.proc: subprocess.Popen | None = None
         script = Path(__file__).with_name("forkserver_main.py")
         cmd = [python, str(script)]
         if preload:
             cmd.append("--preload=" + ",".join(preload))
-        cmd, env, self.isolation = sandbox_wrap(cmd, env, network)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, text=True, bufsize=1, start_new_session=True)
-        hello = self._read(start_timeout)
+        # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
+        self.shared = self._root / "shared"
+        self.shared.mkdir()
+        if confine is not None:
+            confine = dataclasses.replace(confine.with_writable(self.scratch),
+                                          readable=(*confine.readable, self.shared))
+        self.confine = confine
+        cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
+        self.env_overrides: dict[str, str] = {}
+        if self.isolation == "bwrap":
+            assert confine is not None
+            cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME]
+            self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": SANDBOX_TMP}
+        self._guard = env["PYTHONPATH"].split(os.pathsep)[0] if self.isolation == "guard" else ""
+        try:
+            if confine is not None and confine.max_processes:
+                # the server, its run and what the run starts; the run's own share is also its RLIMIT_NPROC
+                self.cgroup = PidsCgroup.create(confine.max_processes + 8)
+            self.proc = spawn(cmd, Path.cwd(), env, confine=confine, cgroup=self.cgroup, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            hello = self._read(start_timeout)
+        except BaseException:
+            self.close()
+            raise
         if hello is None or not hello.get("ready"):
             self.close()
             raise ForkServerError("fork server did not start")
@@ -42,72 +88,96 @@ class ForkServer:
             raise ForkServerError(hello.get("reason") or "fork server reports forking is unsafe")
 
     def _read(self, timeout: float | None) -> dict | None:
+        assert self.proc is not None
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not ready:
             return None
         line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
+        try:
+            return json.loads(line) if line else None
+        except json.JSONDecodeError:
+            return None
 
     @property
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc is not None and self.proc.poll() is None
 
     def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
-            cpu_seconds: int | None) -> ProcessResult:
+            cpu_seconds: int | None, out: Path | None = None) -> ProcessResult:
+        """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory)."""
+        assert self.proc is not None
         assert self.proc.stdin is not None
-        with tempfile.NamedTemporaryFile(prefix="coharden-out-", delete=False) as handle:
-            out = handle.name
+        own_out = out is None
+        if out is None:
+            out = Path(tempfile.mkstemp(prefix="out-", dir=self.scratch)[1])
+        start = time.monotonic()
         try:
-            start = time.monotonic()
-            request = {"cwd": str(cwd), "args": args, "env": env, "out": out, "memory_mb": memory_mb,
-                       "cpu_seconds": cpu_seconds}
+            env = {**env, **self.env_overrides}
+            if self._guard:  # the socket guard stays first on the path of every run
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (self._guard, env.get("PYTHONPATH", "")) if p)
+            request = {"cwd": str(cwd), "args": args, "env": env, "out": str(out),
+                       "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
+                       "max_processes": self.confine.max_processes if self.confine else None}
             try:
                 self.proc.stdin.write(json.dumps(request) + "\n")
                 self.proc.stdin.flush()
-            except BrokenPipeError as exc:
+            except (BrokenPipeError, OSError) as exc:
                 raise ForkServerError("fork server is gone") from exc
             forked = self._read(30)
             if forked is None or "pid" not in forked:
                 raise ForkServerError("fork server did not fork")
-            pid = int(forked["pid"])
-            timed_out = False
             try:
-                done = self._read(timeout)
+                done = self._read(timeout + _GRACE)
             except BaseException:
-                _killpg(pid)
-                self._read(30)
+                self.close()
                 raise
-            if done is None:
-                timed_out = True
-                _killpg(pid)
-                done = self._read(30)
-                if done is None:
-                    raise ForkServerError("fork server did not reap a killed child")
-            _killpg(pid)  # processes the tests left behind die with their group
+            lost = ""
+            if done is None or "rc" not in done:
+                # the server died (a test killed it) or stopped answering: nothing it said can be trusted now
+                lost = ("the fork server died during the run (a test process killed it)" if self._exited_soon()
+                        else "the fork server stopped answering during the run (a test process hijacked it)")
+            elif self.cgroup is not None and self.proc is not None and self.isolation != "bwrap":
+                # outside bwrap (where the server clears its own namespace): daemons that left the group
+                self.cgroup.kill_all(spare=[self.proc.pid])
             duration = time.monotonic() - start
-            output = Path(out).read_text(errors="replace")
+            output = out.read_text(errors="replace") if out.exists() else ""
+            if lost:
+                self.close(keep_scratch=True)
         finally:
-            Path(out).unlink(missing_ok=True)
-        return ProcessResult(None if timed_out else int(done["rc"]), output, duration, timed_out, self.isolation)
+            if own_out:
+                out.unlink(missing_ok=True)
+        if lost:
+            return ProcessResult(None, output, duration, False, self.isolation, lost=lost)
+        timed_out = bool(done.get("timed_out"))
+        rc = done.get("rc")
+        return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
+                             self.isolation)
 
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+    def _exited_soon(self) -> bool:
+        """True when the server process is gone (or goes within a moment), False when it hangs."""
+        if self.proc is None:
+            return True
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=0.5)
+        return self.proc.poll() is not None
 
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    def close(self, *, keep_scratch: bool = False) -> None:
+        """Stop the server (and every process of its sandbox); ``keep_scratch`` leaves the scratch directory
+        to the caller's current run (it is removed by the final close)."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        if self.cgroup is not None:
+            self.cgroup.close()
+            self.cgroup = None
+        if not keep_scratch:
+            shutil.rmtree(self._root, ignore_errors=True)

@@ -8,6 +8,7 @@ inadmissible HARNESS_ERROR and never PASS; a zero exit code with failures parsed
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 from coharden.config import Settings
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.forkserver import ForkServer
-from coharden.execution.sandbox import run_limited
+from coharden.execution.sandbox import Confinement, mark_owner, run_limited
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 # pytest exit codes
@@ -50,6 +51,39 @@ class PytestRun:
     cases: list[Case] = field(default_factory=list)
     junit_ok: bool = False
     isolation: str = "none"
+    stream: list[dict] | None = None  # per-test events from the coharden_stream plugin (None: not streamed)
+    lost: str = ""  # why the run has no result of its own (the fork server died under it)
+    time_limit: float | None = None
+    junit_present: bool = False
+
+    @property
+    def session_finished(self) -> bool:
+        return any("finish" in event for event in self.stream or [])
+
+    def hung_test(self) -> str | None:
+        """The test that was running when the process stopped (started, no teardown report), if any."""
+        running: str | None = None
+        for event in self.stream or []:
+            if "start" in event:
+                running = event["start"]
+            elif event.get("when") == "teardown" and event.get("report") == running:
+                running = None
+        return running
+
+    def streamed_outcomes(self) -> dict[str, bool]:
+        """node id -> passed (every phase fine and the call passed or xfailed), from the stream."""
+        seen: dict[str, bool] = {}
+        for event in self.stream or []:
+            if "report" not in event:
+                continue
+            node, when, outcome = event["report"], event.get("when"), event.get("outcome")
+            if outcome == "failed":
+                seen[node] = False
+            elif when == "call":
+                seen.setdefault(node, outcome == "passed" or bool(event.get("xfail")))
+                if outcome == "skipped" and not event.get("xfail"):
+                    seen[node] = False
+        return seen
 
     def collection_errors(self) -> list[Case]:
         # with --continue-on-collection-errors pytest reports a broken module as an <error> case whose
@@ -116,13 +150,24 @@ def test_environment() -> dict[str, str]:
 test_environment.__test__ = False  # type: ignore[attr-defined]
 
 
+STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
+
+
 def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
                extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
-               server: ForkServer | None = None, image: str | None = None) -> PytestRun:
+               server: ForkServer | None = None, image: str | None = None,
+               confine: Confinement | None = None, time_limit: float | None = None) -> PytestRun:
     """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
-    Docker ``image``); results come from a JUnit XML file outside the workspace."""
-    with tempfile.TemporaryDirectory(prefix="coharden-junit-") as tmp:
+    Docker ``image``); results come from a JUnit XML file outside the workspace, and per-test events are
+    streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
+    ``time_limit`` overrides ``settings.timeout`` for this run."""
+    use_server = server is not None and server.alive and image is None
+    limit = time_limit or settings.timeout
+    scratch = server.scratch if use_server and server is not None else None
+    with tempfile.TemporaryDirectory(prefix="coharden-junit-", dir=scratch) as tmp:
+        mark_owner(Path(tmp))
         junit = Path(tmp) / "junit.xml"
+        stream = Path(tmp) / "stream.jsonl"
         in_docker = image is not None
         cmd = [
             "python" if in_docker else (python or settings.python),
@@ -138,24 +183,31 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             "-q",
             # pytest < 6 (old SWE-bench environments) has neither option
             *([] if settings.legacy_pytest else ["--no-header", "-rN"]),
+            *([] if in_docker else ["-p", "coharden_stream"]),
             *settings.pytest_args,
             *(extra_args or []),
             *ids,
         ]
         env = {**test_environment(), **(extra_env or {})}
-        cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
+        if not in_docker:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (STREAM_PLUGIN_DIR, env.get("PYTHONPATH", "")) if p)
+            env["COHARDEN_STREAM"] = str(stream)
+        cpu = settings.cpu_seconds or int(limit * 2) + 1
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
                                     timeout=settings.timeout, memory_mb=settings.memory_mb, network=settings.network)
             # the container has no network of its own (--network none); the client needs the engine's socket
             proc = run_limited(docker, root, timeout=settings.timeout + 60, env=env, network=True)
-        elif server is not None and server.alive:
-            proc = server.run(root, cmd[3:], env, timeout=settings.timeout, memory_mb=settings.memory_mb,
-                              cpu_seconds=cpu)
+        elif use_server and server is not None:
+            proc = server.run(root, cmd[3:], env, timeout=limit, memory_mb=settings.memory_mb, cpu_seconds=cpu)
         else:
-            proc = run_limited(cmd, root, timeout=settings.timeout, env=env, memory_mb=settings.memory_mb,
-                               cpu_seconds=cpu, network=settings.network)
+            if confine is not None:
+                confine = confine.with_writable(Path(tmp))
+            proc = run_limited(cmd, root, timeout=limit, env=env, memory_mb=settings.memory_mb,
+                               cpu_seconds=cpu, network=settings.network, confine=confine)
         cases = parse_junit(junit) if junit.exists() else None
+        events = None if in_docker else read_stream(stream)
+        present = junit.exists()
     return PytestRun(
         returncode=proc.returncode,
         timed_out=proc.timed_out,
@@ -163,8 +215,29 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         output=proc.output,
         cases=cases or [],
         junit_ok=cases is not None,
-        isolation=proc.isolation,
+        isolation="docker" if in_docker else proc.isolation,
+        stream=events,
+        lost=proc.lost,
+        time_limit=limit,
+        junit_present=present,
     )
+
+
+def read_stream(path: Path) -> list[dict]:
+    """The events the coharden_stream plugin wrote (a torn last line, as at a kill, is dropped)."""
+    events = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return events
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 def _tail(text: str, lines: int = 40) -> str:
@@ -200,10 +273,53 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
 
     ``rename`` maps an id as it ran (e.g. in a renamed copy of a test file) back to the id reported.
     """
-    rename = rename or {}
+    verdict = _verdict_for(ids, run, rename or {})
+    verdict.isolation = run.isolation
+    verdict.time_limit = run.time_limit
+    return verdict
+
+
+def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
+    """(reason, tampering notes) when the stream contradicts the exit code or the JUnit file, else None."""
+    if run.stream is None or run.timed_out or run.lost:
+        return None
+    started = any("start" in e for e in run.stream)
+    if started and not run.session_finished:
+        notes = []
+        if run.junit_present:
+            notes.append("a JUnit file exists although the pytest session never finished (written by a test)")
+        if run.returncode == 0:
+            notes.append("the process exited with code 0 in the middle of the session (os._exit)")
+        return (f"the pytest session ended before it finished (exit code {run.returncode}): a test called "
+                "os._exit or crashed the interpreter"), notes
+    if run.junit_ok and run.stream:
+        streamed = run.streamed_outcomes()
+        for node, passed in streamed.items():
+            matched = [c for c in run.cases if case_matches(node, c)]
+            junit_passed = bool(matched) and all(c.status in (TestStatus.PASSED, TestStatus.XFAIL) for c in matched)
+            if matched and junit_passed != passed:
+                note = (f"the JUnit file says {node} {'passed' if junit_passed else 'did not pass'}, "
+                        f"pytest reported it {'passed' if passed else 'not passed'} (results rewritten)")
+                return "JUnit results contradict pytest's own reports", [note]
+    return None
+
+
+def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verdict:
     base = {"duration": run.duration, "output_tail": _tail(run.output)}
+    if run.lost:
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.lost, **base)
     if run.timed_out:
-        return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
+        hung = run.hung_test()
+        hung = rename.get(hung, hung) if hung else None
+        reason = f"test process exceeded the time limit ({run.time_limit:g} s) and was killed" \
+            if run.time_limit else "test process exceeded the time limit and was killed"
+        if hung:
+            reason += f"; running at the limit: {hung}"
+        return Verdict(outcome=Outcome.TIMEOUT, reason=reason, **base)
+    problem = _streamed_problem(run)
+    if problem is not None:
+        reason, notes = problem
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, tampering=notes, **base)
     if run.returncode == _EXIT_USAGE:
         # a wanted id that does not exist, or whose module cannot be imported: pytest stops before running
         # anything (whether or not it still writes an empty JUnit file)

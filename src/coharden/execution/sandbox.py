@@ -1,35 +1,59 @@
-"""Run a command in its own process group with a wall-clock limit, rlimits and (where possible) no network.
+"""Run an untrusted command confined: a wall-clock limit, rlimits, a process-count limit, no network and, where
+bubblewrap runs, a filesystem it cannot change outside the directories it was given.
 
-Network isolation uses ``unshare --net`` (a fresh network namespace with only loopback, brought up when the
-``ip`` tool exists). Where unprivileged user namespaces are not allowed, coharden falls back to a
-``sitecustomize`` guard put first on PYTHONPATH that refuses socket connections to non-loopback addresses
-for Python processes; that fallback does not stop native code from opening sockets, so it is reported.
+Isolation levels, strongest first (every verdict records the one it got):
+
+* ``bwrap``: a bubblewrap sandbox. The whole system is mounted read-only; only the given ``writable``
+  directories (the job's worktree, a scratch directory for results) are writable, plus a private ``/tmp`` and a
+  private ``$HOME`` inside it. Fresh PID, network (loopback only), IPC and UTS namespaces, no capabilities:
+  no view of any process outside the sandbox (so no ``/proc/<ancestor>/fd``), and when the sandbox's first
+  process ends the kernel kills every process left inside it.
+* ``netns``: ``unshare --net`` only (where bwrap cannot run): no network, nothing else.
+* ``guard``: a ``sitecustomize`` put first on PYTHONPATH refuses non-loopback connections from Python code;
+  native code, ``python -S`` and raw ``_socket`` get around it.
+
+Where bwrap is missing or cannot create namespaces, one warning is printed and the next level is used. The
+process-count limit is a cgroup ``pids.max`` where coharden may create cgroups, else ``RLIMIT_NPROC`` (which the
+kernel does not enforce for root). Every process started here gets no file descriptor of ours but 0-2.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import dataclasses
 import functools
 import os
 import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 _GUARD = '''\
 import socket as _s
-_orig = _s.socket.connect
-def _guarded(self, address, *a, **k):
+def _blocked(address):
     host = address[0] if isinstance(address, tuple) else address
-    if self.family in (_s.AF_INET, _s.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
-        raise OSError(101, "network access blocked by coharden (tests run offline)")
-    return _orig(self, address, *a, **k)
-_s.socket.connect = _guarded
+    return host not in ("127.0.0.1", "::1", "localhost")
+def _wrap(name):
+    orig = getattr(_s.socket, name)
+    def guarded(self, address, *a, **k):
+        if self.family in (_s.AF_INET, _s.AF_INET6) and _blocked(address):
+            raise OSError(101, "network access blocked by coharden (tests run offline)")
+        return orig(self, address, *a, **k)
+    setattr(_s.socket, name, guarded)
+for _name in ("connect", "connect_ex"):
+    _wrap(_name)
 '''
+
+PRIVATE_HOME = "/tmp/coharden-home"  # inside a bwrap sandbox: $HOME, on the sandbox's private /tmp
+SANDBOX_TMP = "/tmp"
 
 
 @dataclass
@@ -38,7 +62,71 @@ class ProcessResult:
     output: str
     duration: float
     timed_out: bool
-    isolation: str  # "netns", "python-guard" or "none"
+    isolation: str  # "bwrap", "netns", "guard" or "none" (network allowed)
+    lost: str = ""  # why the run has no result of its own (the fork server died under it), else empty
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a sandboxed process may change. ``readable`` lists extra paths to show read-only inside a bwrap
+    sandbox (ones the private ``/tmp`` would otherwise hide); ``hidden`` paths get an empty tmpfs over them."""
+
+    writable: tuple[Path, ...] = ()
+    readable: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
+    max_processes: int | None = 512
+    sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
+
+    def with_writable(self, *paths: Path) -> Confinement:
+        return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
+
+    def keep_in_tmp(self) -> list[str]:
+        """Top-level entries of ``/tmp`` that hold a bind mount (never wiped between runs inside one sandbox)."""
+        names = set()
+        for path in (*self.writable, *self.readable):
+            parts = Path(path).resolve().parts
+            if len(parts) > 2 and parts[1] == "tmp":
+                names.add(parts[2])
+        return sorted(names)
+
+
+# --- levels ---------------------------------------------------------------------------------------------------
+_BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+               "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
+               "--die-with-parent")
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+    """The bwrap executable when it can build the sandbox on this machine (namespaces allowed), else None."""
+    exe = shutil.which("bwrap")
+    if not exe or os.environ.get("COHARDEN_NO_BWRAP"):
+        return None
+    try:
+        ok = subprocess.run([exe, *_BWRAP_BASE, "true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return exe if ok else None
+
+
+def _base(size: tuple[str, ...]) -> list[str]:
+    base = list(_BWRAP_BASE)
+    at = base.index("--tmpfs")
+    return [*base[:at], *size, *base[at:]]
+
+
+@functools.cache
+def _tmp_size() -> tuple[str, ...]:
+    """``--size`` for the private /tmp (1 GiB: a test cannot fill the machine's memory) where bwrap has it."""
+    exe = bwrap_path()
+    args = ("--size", str(1 << 30))
+    try:
+        ok = bool(exe) and subprocess.run([exe, *_base(args), "true"], capture_output=True,
+                                          timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return args if ok else ()
 
 
 @functools.cache
@@ -67,23 +155,158 @@ def network_guard_dir() -> str:
     return directory
 
 
-def _limits(memory_mb: int | None, cpu_seconds: int | None) -> None:
+@functools.cache
+def _warn_fallback(level: str) -> None:
+    why = "bwrap is not installed" if not shutil.which("bwrap") else "bwrap cannot create namespaces here"
+    print(f"coharden: warning: {why}; tests run with weaker isolation ({level}): they can write outside their "
+          "worktree and see other processes (install bubblewrap for the full sandbox)", file=sys.stderr)
+
+
+def isolation_level(network: bool, confine: Confinement | None) -> str:
+    """The isolation a process started with these options gets on this machine."""
+    if network:
+        return "none"
+    if confine is not None and confine.sandbox and bwrap_path():
+        return "bwrap"
+    return "netns" if netns_prefix() else "guard"
+
+
+def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
+    exe = bwrap_path()
+    assert exe is not None
+    args = [exe, *_base(_tmp_size()), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME,
+            "--setenv", "TMPDIR", SANDBOX_TMP]
+    for path in confine.readable:
+        if Path(path).exists():
+            args += ["--ro-bind", str(path), str(path)]
+    for path in confine.writable:
+        args += ["--bind", str(path), str(path)]
+    for path in confine.protected:
+        if Path(path).exists():
+            args += ["--ro-bind", str(path), str(path)]
+    for path in confine.hidden:
+        if Path(path).is_dir():
+            args += ["--tmpfs", str(path)]
+    if cwd is not None:
+        args += ["--chdir", str(cwd)]
+    return args
+
+
+def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Confinement | None = None,
+                 cwd: Path | None = None) -> tuple[list[str], dict[str, str], str]:
+    """``cmd`` and ``env`` changed for the strongest isolation available: (command, environment, level)."""
+    level = isolation_level(network, confine)
+    if level == "none":
+        return cmd, env, level
+    if level == "bwrap":
+        assert confine is not None
+        return [*bwrap_args(confine, cwd), *cmd], {**env, "HOME": PRIVATE_HOME, "TMPDIR": SANDBOX_TMP}, level
+    if confine is not None and confine.sandbox:
+        _warn_fallback(level)
+    prefix = netns_prefix()
+    if prefix:
+        return [*prefix, *cmd], env, "netns"
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (network_guard_dir(), env.get("PYTHONPATH", "")) if p)}
+    return cmd, env, "guard"
+
+
+# --- process-count limit ----------------------------------------------------------------------------------
+class PidsCgroup:
+    """A cgroup with ``pids.max`` (v1 ``pids`` hierarchy or v2) for one sandbox; ``None`` from :meth:`create`
+    where cgroups cannot be made. Its processes can be listed and killed, and it is removed on :meth:`close`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, limit: int) -> PidsCgroup | None:
+        for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+            if not (base / "cgroup.procs").exists():
+                continue
+            if base.name != "pids" and "pids" not in _read(base / "cgroup.subtree_control").split():
+                continue
+            path = base / f"coharden-{uuid.uuid4().hex[:12]}"
+            try:
+                path.mkdir()
+                (path / "pids.max").write_text(str(limit))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                continue
+            return cls(path)
+        return None
+
+    def join(self) -> None:
+        """Move the calling process into the group (run in the child before exec)."""
+        (self.path / "cgroup.procs").write_text("0")
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in _read(self.path / "cgroup.procs").split()]
+
+    def kill_all(self, spare: Sequence[int] = ()) -> None:
+        for _ in range(20):
+            victims = [p for p in self.pids() if p not in spare]
+            if not victims:
+                return
+            for pid in victims:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.kill_all()
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _child_setup(memory_mb: int | None, cpu_seconds: int | None, max_processes: int | None,
+                 cgroup: PidsCgroup | None) -> None:
+    """In the forked child, before exec: rlimits and the process-count limit."""
     if memory_mb:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    if cgroup is not None:
+        cgroup.join()
+    elif max_processes:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
 
 
-def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool) -> tuple[list[str], dict[str, str], str]:
-    """``cmd`` and ``env`` changed so the process has no network: (command, environment, isolation kind)."""
-    if network:
-        return cmd, env, "none"
-    prefix = netns_prefix()
-    if prefix:
-        return [*prefix, *cmd], env, "netns"
-    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (network_guard_dir(), env.get("PYTHONPATH", "")) if p)}
-    return cmd, env, "python-guard"
+@contextlib.contextmanager
+def process_limit(confine: Confinement | None) -> Iterator[PidsCgroup | None]:
+    cgroup = PidsCgroup.create(confine.max_processes) if confine is not None and confine.max_processes else None
+    try:
+        yield cgroup
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+def spawn(cmd: list[str], cwd: Path, env: dict[str, str], *, memory_mb: int | None = None,
+          cpu_seconds: int | None = None, confine: Confinement | None = None, cgroup: PidsCgroup | None = None,
+          **popen: object) -> subprocess.Popen:
+    """Popen in a new session with limits; no inherited descriptor but 0-2 (and pipes asked for)."""
+    return subprocess.Popen(  # type: ignore[call-overload]
+        cmd, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+        preexec_fn=functools.partial(_child_setup, memory_mb, cpu_seconds,
+                                     confine.max_processes if confine else None, cgroup),
+        **popen,
+    )
 
 
 def run_limited(
@@ -95,41 +318,71 @@ def run_limited(
     memory_mb: int | None = None,
     cpu_seconds: int | None = None,
     network: bool = False,
+    confine: Confinement | None = None,
 ) -> ProcessResult:
-    """Run ``cmd``; on timeout the whole process group is killed. Output (stdout+stderr) goes to a temp
-    file, not a pipe, so a chatty test cannot block on a full pipe."""
-    cmd, env, isolation = sandbox_wrap(cmd, dict(os.environ if env is None else env), network)
+    """Run ``cmd``; on timeout the whole process group (and sandbox) is killed, and after a normal exit so is
+    every process it left behind. Output (stdout+stderr) goes to a temp file, not a pipe, so a chatty test
+    cannot block on a full pipe. With ``confine`` the process runs in the bwrap sandbox where possible."""
+    if confine is not None:
+        confine = confine.with_writable(cwd)
+    cmd, env, isolation = sandbox_wrap(cmd, dict(os.environ if env is None else env), network, confine, cwd)
     start = time.monotonic()
-    with tempfile.TemporaryFile(mode="w+b") as out:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=functools.partial(_limits, memory_mb, cpu_seconds),
-        )
+    with tempfile.TemporaryFile(mode="w+b") as out, process_limit(confine) as cgroup:
+        proc = spawn(cmd, cwd, env, memory_mb=memory_mb, cpu_seconds=cpu_seconds, confine=confine, cgroup=cgroup,
+                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         timed_out = False
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
         except BaseException:
-            _kill_group(proc)
+            _kill_group(proc, cgroup)
             raise
         # on a timeout the whole group dies; after a normal exit, so do processes the tests left behind
-        _kill_group(proc)
+        _kill_group(proc, cgroup)
         duration = time.monotonic() - start
         out.seek(0)
         output = out.read().decode(errors="replace")
     return ProcessResult(None if timed_out else proc.returncode, output, duration, timed_out, isolation)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+def _kill_group(proc: subprocess.Popen, cgroup: PidsCgroup | None = None) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if cgroup is not None:  # daemons that left the process group (setsid) are still in the cgroup
+        cgroup.kill_all()
     proc.wait()
+
+
+# --- leftovers of killed runs ------------------------------------------------------------------------------
+OWNER_FILE = ".coharden-owner"
+
+
+def mark_owner(directory: Path) -> None:
+    """Record which process owns a temporary directory, so a later run can remove it once that process is gone."""
+    (directory / OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+
+
+def sweep_leftovers(prefixes: Sequence[str] = ("coharden-ws-", "coharden-io-", "coharden-junit-"),
+                    parent: Path | None = None) -> list[Path]:
+    """Remove temporary directories whose owning coharden process died without cleaning up (SIGKILL, OOM)."""
+    removed = []
+    base = Path(parent or tempfile.gettempdir())
+    for prefix in prefixes:
+        for directory in base.glob(prefix + "*"):
+            owner = _read(directory / OWNER_FILE).split()
+            if len(owner) != 2 or not owner[0].isdigit():
+                continue
+            pid, started = int(owner[0]), owner[1]
+            if _start_time(pid) == started:
+                continue  # still running
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory)
+    return removed
+
+
+def _start_time(pid: int) -> str:
+    """The start time of ``pid`` (clock ticks since boot), or '' when it is gone: tells a reused pid apart."""
+    stat = _read(Path(f"/proc/{pid}/stat"))
+    return stat.rsplit(")", 1)[1].split()[19] if stat else ""
+

@@ -55,8 +55,9 @@ def fail_to_pass(executor: InstanceExecutor, test: TestPatch, fix: str) -> FailT
     return fail_to_pass_all(executor, [test], fix)[0]
 
 
-def fail_to_pass_all(executor: InstanceExecutor, tests: Sequence[TestPatch], fix: str) -> list[FailToPass]:
-    """F->P of several tests, each side in one pytest process where the executor can combine them."""
-    buggy = executor.verdicts("", list(tests))
-    fixed = executor.verdicts(fix, list(tests))
+def fail_to_pass_all(executor: InstanceExecutor, tests: Sequence[TestPatch], fix: str, *,
+                     combine: bool = False) -> list[FailToPass]:
+    """F->P of several tests; each test runs in its own process unless ``combine`` (every test trusted)."""
+    buggy = executor.verdicts("", list(tests), combine=combine)
+    fixed = executor.verdicts(fix, list(tests), combine=combine)
     return [FailToPass(test_ids=t.ids, buggy=b, fixed=f) for t, b, f in zip(tests, buggy, fixed, strict=True)]

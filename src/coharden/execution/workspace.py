@@ -12,6 +12,7 @@ instances of one repository (the real-bugs study) reuse a few checkouts instead 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -20,10 +21,13 @@ from pathlib import Path
 from types import TracebackType
 
 from coharden.execution.git import apply_patch, check_repo, git, resolve_commit
+from coharden.execution.sandbox import mark_owner, sweep_leftovers
 
 
 def _clone(source: Path, commit: str, parent: Path | None) -> Path:
+    sweep_leftovers(parent=parent)  # workspaces of coharden runs that were killed
     root = Path(tempfile.mkdtemp(prefix="coharden-ws-", dir=parent))
+    mark_owner(root)
     path = root / "repo"
     try:
         git(["clone", "--quiet", "--shared", "--no-checkout", str(source), str(path)], root)
@@ -46,7 +50,9 @@ class Checkout:
         self.source: Path | None = None
         self._parent = parent
         self.clean_args = ["-fdxq", *(arg for pattern in keep for arg in ("-e", pattern))]
+        self._keep = tuple(keep)
         self._on_move = on_move
+        self._trusted: dict[str, str] = {}  # kept files as coharden left them: relative path -> sha256
 
     def move(self, source: Path, commit: str) -> Path:
         """The clone, at ``commit`` of ``source`` with untracked files removed (cloned on first use, and
@@ -54,13 +60,43 @@ class Checkout:
         if self.path is not None and self.source == source and self.path.is_dir():
             git(["checkout", "--quiet", "--force", "--detach", commit], self.path)
             git(["clean", *self.clean_args], self.path)
+            self.scrub(self.path)  # the last workspace may have closed after an untrusted run without a reset
         else:
             self.close()
             self.path = _clone(source, commit, self._parent)
             self.source = source
         if self._on_move is not None:
             self._on_move(self.path)
+        self._trusted = {rel: digest for rel, digest in self._kept_files(self.path)}
         return self.path
+
+    def scrub(self, path: Path) -> int:
+        """Remove every kept file (e.g. ``__pycache__`` bytecode) that differs from what coharden left after the
+        last move: a test runs with a writable checkout and could plant a ``.pyc`` (checked-hash, or pytest's
+        assertion-rewrite cache, which trusts size and mtime only) that a later test would import. Returns how
+        many files were removed."""
+        removed = 0
+        for rel, digest in self._kept_files(path):
+            if self._trusted.get(rel) != digest:
+                (path / rel).unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    def _kept_files(self, path: Path) -> list[tuple[str, str]]:
+        """(relative path, sha256) of every file inside a directory named by a keep pattern."""
+        names = {pattern.strip("/") for pattern in self._keep}
+        found: list[tuple[str, str]] = []
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            if Path(dirpath).name not in names:
+                continue
+            for name in filenames:
+                full = Path(dirpath, name)
+                if full.is_symlink() or not full.is_file():
+                    full.unlink(missing_ok=True)  # a link planted to redirect a later read: never trusted
+                    continue
+                found.append((str(full.relative_to(path)), hashlib.sha256(full.read_bytes()).hexdigest()))
+        return found
 
     def close(self) -> None:
         if self.path is not None:
@@ -130,17 +166,18 @@ class Workspace:
             return
         git(["reset", "--quiet", "--hard", self.commit], self.root)
         git(["clean", *(self.checkout.clean_args if self.checkout is not None else ["-fdxq"])], self.root)
+        if self.checkout is not None:
+            self.checkout.scrub(self.root)
         self._dirty.clear()
         self._lay_overlay()
 
     def _lay_overlay(self) -> None:
         if self.overlay is not None and self.overlay.is_dir():
-            shutil.copytree(self.overlay, self.root, dirs_exist_ok=True, symlinks=True, copy_function=_link_or_copy)
+            shutil.copytree(self.overlay, self.root, dirs_exist_ok=True, symlinks=True, copy_function=_copy)
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    """Hard links are instant for large built files; a copy where linking is impossible (another device)."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+def _copy(src: str, dst: str) -> None:
+    """A copy, never a hard link: the checkout is writable inside the sandbox, and a test writing through a
+    link would change the environment's built files (C extensions) for every later run."""
+    Path(dst).unlink(missing_ok=True)
+    shutil.copy2(src, dst)

@@ -96,6 +96,15 @@ class MPEResult(BaseModel):
     pool_incomplete_reason: str | None = None
     llm_pool: dict | None = None
     """The LLM pool report (per operator and per sample), when the LLM mutator ran."""
+    candidate_timeouts: int = 0
+    """Mutants on which the candidate hit its time limit (inadmissible: they count neither way in laxity)."""
+    reference_timeouts: int = 0
+    time_limits: dict[str, float] = Field(default_factory=dict)
+    """The time limits on mutants: each test's run on the fixed code scaled (MPEConfig.timeout_factor/floor)."""
+    tampering: list[str] = Field(default_factory=list)
+    """What the candidate did that could forge its results (see coharden.execution.tampering)."""
+    isolation: str = ""
+    """How test processes were confined (bwrap, netns, guard)."""
     llm_usage: dict = Field(default_factory=dict)
     """LLM ledger totals ``{"per_operator": {...}, "per_source": {"mechanical": ..., "llm": ...}}``."""
 
@@ -144,7 +153,7 @@ class MPEResult(BaseModel):
         return [r for r in self.mutants if r.cell is Cell.BETA]
 
     def to_json(self, *, timings: bool = True) -> dict:
-        data = self.model_dump(mode="json", exclude={"timings"} if not timings else set())
+        data = self.model_dump(mode="json", exclude={"timings", "time_limits"} if not timings else set())
         for verdict_key in ("candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
             _strip_verdict(data[verdict_key], timings)
         for m in data["mutants"]:
@@ -192,6 +201,7 @@ def _strip_verdict(verdict: dict, timings: bool) -> None:
     verdict.pop("cached", None)
     if not timings:
         verdict.pop("duration", None)
+        verdict.pop("time_limit", None)  # scaled from measured durations
 
 
 def check_fix(fix: str, patterns: Sequence[str]) -> str:
@@ -256,8 +266,9 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
-    buggy, fixed = team.map([lambda ex: ex.verdicts("", [candidate, reference]),
-                             lambda ex: ex.verdicts(fix, [candidate, reference])])
+    combine = config.trust_tests  # untrusted tests never share a process: one could rewrite the other's result
+    buggy, fixed = team.map([lambda ex: ex.verdicts("", [candidate, reference], combine=combine),
+                             lambda ex: ex.verdicts(fix, [candidate, reference], combine=combine)])
     cand, ref = (FailToPass(test_ids=t.ids, buggy=b, fixed=f)
                  for t, b, f in zip([candidate, reference], buggy, fixed, strict=True))
     timings["fail_to_pass"] = time.monotonic() - started
@@ -274,9 +285,15 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
                             tau=tau, admissible=cand.admissible, paper_classes=paper_classes),
     )
-    if not fail_to_pass:
+    result.tampering = list(dict.fromkeys([*cand.buggy.tampering, *cand.fixed.tampering]))
+    result.isolation = cand.fixed.isolation
+    if config.reject_tampering and result.tampering:
+        result.test_class = TestClass.INVALID
+    if not fail_to_pass or result.test_class is TestClass.INVALID:
         result.timings = timings
         return result
+    result.time_limits = {"candidate": config.mutant_limit(cand.fixed.duration, executor.settings.timeout),
+                          "reference": config.mutant_limit(ref.fixed.duration, executor.settings.timeout)}
     mark = time.monotonic()
     if early_pool is not None:
         mutant_pool = early_pool.result()
@@ -300,8 +317,13 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     mark = time.monotonic()
     result.pool = mutant_pool.summary()
     result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, progress=progress,
-                                 timings=timings, team=team)
+                                 timings=timings, team=team, combine=combine,
+                                 limits=(result.time_limits["candidate"], result.time_limits["reference"]))
     timings["mutants"] = time.monotonic() - mark
+    result.candidate_timeouts = sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
+    result.reference_timeouts = sum(1 for r in result.mutants if r.reference.outcome is Outcome.TIMEOUT)
+    result.tampering = list(dict.fromkeys([*result.tampering, *(n for r in result.mutants
+                                                                 for n in r.candidate.tampering)]))
     for mr in result.mutants:
         if mr.cell is not None:
             result.matrix.add(mr.mutant.id, mr.cell)
@@ -312,6 +334,8 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
         result.laxity = None
         result.test_class = TestClass.INCONCLUSIVE
+    if config.reject_tampering and result.tampering:
+        result.test_class = TestClass.INVALID
     timings["total"] = time.monotonic() - started
     result.timings = timings
     return result
@@ -324,11 +348,15 @@ def _pool_options(config: MPEConfig) -> dict[str, Any]:
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
                 workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
-                timings: dict[str, float] | None = None, team: Workers | None = None) -> list[MutantResult]:
+                timings: dict[str, float] | None = None, team: Workers | None = None, *,
+                limits: tuple[float | None, float | None] = (None, None), combine: bool = False
+                ) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
     its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
     (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
-    seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs)."""
+    seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs).
+    ``limits``: the time limit of the candidate and of the reference on a mutant; ``combine``: both tests are
+    trusted to share a process."""
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
     tell = progress or _quiet
@@ -338,7 +366,7 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         mark = time.monotonic()
-        cand, ref = ex.verdicts(mutant.patch, [candidate, reference])
+        cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits))
         if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
             with lock_spent:
                 spent["timeouts"] += time.monotonic() - mark

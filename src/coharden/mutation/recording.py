@@ -82,7 +82,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         cached = store.get_record("recording", key)
         if cached is not None:
             return cached["records"]
-    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-"))
+    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-", dir=executor.shared_dir()))
     try:
         shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
         root = executor.workspace_root()
@@ -100,8 +100,9 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
                                                       "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
                                           for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
-        out = plugin_dir / "records.jsonl"
-        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"],
+        out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
+        out.unlink(missing_ok=True)  # never read a file an earlier run left
+        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"], readable=[plugin_dir],
                                extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
         if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
             return None

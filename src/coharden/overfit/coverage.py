@@ -158,18 +158,19 @@ def run_lines(executor: InstanceExecutor, source_patch: str, test: TestPatch, pa
         cached = store.get_record(CACHE_KIND, key)
         if cached is not None:
             return SideRun.model_validate(cached)
-    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-linecov-"))
+    plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-linecov-", dir=executor.shared_dir()))
     try:
         shutil.copy(Path(__file__).with_name("linecov_plugin.py"), plugin_dir / f"{PLUGIN_MODULE}.py")
         root = executor.workspace_root().resolve()
-        out = plugin_dir / "lines.json"
+        out = root / ".coharden-linecov.json"  # the worktree: writable in the test sandbox
         env = {
             "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
             "COHARDEN_LINECOV_FILES": json.dumps([str(root / p) for p in paths]),
             "COHARDEN_LINECOV_OUT": str(out),
             "COHARDEN_LINECOV_BACKEND": backend,
         }
-        run = executor.run_raw(source_patch, test, extra_args=["-p", PLUGIN_MODULE], extra_env=env)
+        run = executor.run_raw(source_patch, test, extra_args=["-p", PLUGIN_MODULE], extra_env=env,
+                               readable=[plugin_dir])
         if not out.exists():
             if run.timed_out:
                 return SideRun(timed_out=True, backend=backend)

@@ -43,6 +43,17 @@ class MPEConfig(BaseModel):
     prefer_exercised: bool = Field(default=False, description="With per_operator: sample first among mutants "
                                    "that change code the tests run.")
     workers: int = Field(default=1, ge=1, description="Threads running mutants (not part of the cache key).")
+    timeout_factor: float = Field(default=5.0, gt=0, description="A test's time limit on a mutant: this many times "
+                                  "its own run on the fixed code (at least timeout_floor, at most the timeout).")
+    timeout_floor: float = Field(default=10.0, gt=0, description="Seconds: the smallest time limit on a mutant.")
+    trust_tests: bool = Field(default=False, description="Candidate and reference may share one pytest process "
+                              "(only for tests you trust: a test in the same process can rewrite the other's result).")
+    reject_tampering: bool = Field(default=False, description="A candidate with tampering notes (conftest.py, "
+                                   "pytest hooks, JUnit writes, os._exit) is Invalid.")
+
+    def mutant_limit(self, fixed_seconds: float, timeout: float) -> float:
+        """The time limit of a test on a mutant, scaled with its own run on the fixed code (as mutmut does)."""
+        return round(min(timeout, max(self.timeout_floor, self.timeout_factor * fixed_seconds)), 3)
 
     def mutators(self) -> list[str]:
         """The mutant sources, as MPE results name them."""
@@ -56,6 +67,12 @@ class MPEConfig(BaseModel):
             key.append("prefer_exercised")
         if self.paper_classes:
             key.append("paper_classes")
+        if (self.timeout_factor, self.timeout_floor) != (5.0, 10.0):
+            key.append(f"timeouts:{self.timeout_factor:g}x,{self.timeout_floor:g}s")
+        if self.trust_tests:
+            key.append("trust_tests")
+        if self.reject_tampering:
+            key.append("reject_tampering")
         if not self.mechanical or self.llm is not None:
             key.append(",".join([*(["mechanical"] if self.mechanical else []),
                                  *([f"llm:{self.llm}"] if self.llm is not None else [])]))

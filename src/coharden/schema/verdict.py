@@ -46,6 +46,12 @@ class Verdict(BaseModel):
     duration: float = 0.0
     cached: bool = False
     output_tail: str = ""
+    isolation: str = ""
+    """How the test process was confined: ``bwrap``, ``netns``, ``guard`` (see coharden.execution.sandbox)."""
+    time_limit: float | None = None
+    """The wall-clock limit the process ran under (a TIMEOUT is only reused for a limit no larger)."""
+    tampering: list[str] = Field(default_factory=list)
+    """What the test did that could forge results (conftest.py, pytest hooks, JUnit writes, os._exit)."""
 
     @property
     def admissible(self) -> bool:

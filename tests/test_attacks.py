@@ -1,0 +1,405 @@
+"""Hostile test patches against a bundled example, run in the real sandbox: none may change another test's
+verdict or a stored one, reach outside its worktree, outlive its run, or stop coharden (issue 17).
+
+Each attack is a real test patch (``tests/test_attack.py``) for ``examples/printer_brackets``; the assertions
+look at the host: the store, the user's checkout, ``$HOME``, ``/tmp``, the process table.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coharden.config import Settings
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.sandbox import bwrap_path
+from coharden.execution.store import Store
+from coharden.instances import LocalInstance, load_local, resolve_repo
+from coharden.patches import make_patch
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome
+from conftest import processes_with
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "printer_brackets"
+
+pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox on this machine "
+                                "(not installed, or no user/PID namespaces): the attacks would run unconfined")
+
+HEADER = "import os, sys, time\nfrom tinyexpr import sstr, symbols\n\n\n"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> LocalInstance:
+    return load_local(EXAMPLE, tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture
+def make_executor(example: LocalInstance, tmp_path: Path) -> Iterator:
+    opened: list[InstanceExecutor] = []
+
+    def make(store: Store | None = None, **overrides: object) -> InstanceExecutor:
+        settings = Settings(timeout=20, cache_dir=tmp_path / "cache", workers=1).with_overrides(**overrides)
+        executor = InstanceExecutor(example.instance, resolve_repo(example.instance, None), settings, store)
+        opened.append(executor)
+        return executor
+
+    yield make
+    for executor in opened:
+        executor.close()
+
+
+def attack(executor: InstanceExecutor, body: str, *, path: str = "tests/test_attack.py",
+           extra: dict[str, str] | None = None) -> TestPatch:
+    files = [(path, None, HEADER + textwrap.dedent(body))]
+    files += [(p, executor.base_file(p), c) for p, c in (extra or {}).items()]
+    return executor.test_patch(make_patch(files), name="attack")
+
+
+def store_rows(path: Path) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        return sorted(conn.execute("SELECT key, outcome, verdict FROM verdicts").fetchall())
+
+
+def test_store_poisoning_through_proc_finds_nothing(make_executor, example: LocalInstance, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store" / "store.sqlite")
+    ex = make_executor(store)
+    golden = ex.golden_test()
+    assert ex.verdict("", golden).outcome is Outcome.FAIL
+    before = store_rows(store.path)
+    poison = attack(ex, """\
+        def test_repro_poison():
+            import glob, sqlite3
+            hits = []
+            for fd in glob.glob("/proc/*/fd/*"):
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target.endswith(".sqlite"):
+                    try:
+                        conn = sqlite3.connect(fd)
+                        conn.execute("UPDATE verdicts SET outcome = 'PASS', verdict = replace(verdict, 'FAIL', 'PASS')")
+                        conn.commit()
+                        hits.append(target)
+                    except Exception as exc:
+                        hits.append(f"{target}: {exc}")
+            print("POISONED", hits)
+        """)
+    verdict = ex.verdict("", poison)
+    assert verdict.isolation == "bwrap"
+    assert verdict.outcome is Outcome.PASS, verdict.short()
+    assert store_rows(store.path)[: len(before)] == before or set(before) <= set(store_rows(store.path))
+    assert ex.verdict("", golden).outcome is Outcome.FAIL
+    assert any("/proc" in note for note in verdict.tampering)
+
+
+def test_conftest_forgery_is_flagged(make_executor) -> None:
+    ex = make_executor()
+    forged = attack(ex, """\
+        def test_repro_always_fails():
+            assert False, "this test never passes"
+        """, extra={"tests/conftest.py": textwrap.dedent("""\
+        import pytest
+
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            outcome = yield
+            outcome.get_result().outcome = "passed"
+        """)})
+    verdict = ex.verdict("", forged)
+    # in-process code can lie about its own result: what it cannot do is go unnoticed
+    assert any("conftest.py" in note for note in verdict.tampering), verdict.tampering
+    assert any("pytest_runtest_makereport" in note for note in verdict.tampering)
+
+
+def test_junit_forgery_with_os_exit_is_not_a_pass(make_executor) -> None:
+    ex = make_executor()
+    forged = attack(ex, """\
+        def test_repro_forge_junit():
+            target = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+            with open(target, "w") as handle:
+                handle.write('<?xml version="1.0"?><testsuites><testsuite tests="1">'
+                             '<testcase classname="tests.test_attack" name="test_repro_forge_junit"/>'
+                             '</testsuite></testsuites>')
+            os._exit(0)
+        """)
+    verdict = ex.verdict("", forged)
+    assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short()
+    assert "ended before it finished" in verdict.reason
+    assert any("JUnit file exists" in note for note in verdict.tampering), verdict.tampering
+    assert any("os._exit" in note for note in verdict.tampering)
+
+
+def test_writes_outside_the_worktree_do_not_land(make_executor, example: LocalInstance) -> None:
+    ex = make_executor()
+    marker = uuid.uuid4().hex
+    source = resolve_repo(example.instance, None)
+    tracked = source / "tinyexpr" / "printer.py"
+    original = tracked.read_text()
+    host_home, host_tmp = Path.home() / f"coharden-attack-{marker}", Path("/tmp") / f"coharden-attack-{marker}"
+    verdict = ex.verdict("", attack(ex, f"""\
+        def test_repro_escape():
+            results = {{}}
+            alternates = open(".git/objects/info/alternates").read().split()[0]
+            checkout = os.path.dirname(os.path.dirname(alternates))
+            targets = {{"checkout": os.path.join(checkout, "tinyexpr", "printer.py"),
+                        "home": os.path.expanduser("~/coharden-attack-{marker}"),
+                        "root-home": "{host_home}",
+                        "tmp": "{host_tmp}",
+                        "git-config": ".git/config", "git-hook": ".git/hooks/post-checkout"}}
+            for name, target in targets.items():
+                try:
+                    with open(target, "a") as handle:
+                        handle.write("# {marker}\\n")
+                    results[name] = "written"
+                except OSError as exc:
+                    results[name] = type(exc).__name__
+            assert False, "ESCAPE " + repr(sorted(results.items()))
+        """))
+    assert verdict.isolation == "bwrap"
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    # inside, $HOME and /tmp are private (the write lands there and vanishes); the rest is read-only
+    for name in ("checkout", "root-home", "git-config", "git-hook"):
+        assert f"('{name}', '" in verdict.reason
+        assert f"('{name}', 'written')" not in verdict.reason, verdict.reason
+    assert tracked.read_text() == original
+    assert not host_home.exists()
+    assert not host_tmp.exists()
+    assert not list(Path.home().glob(f"*{marker}*"))
+
+
+def test_a_daemon_does_not_survive(make_executor) -> None:
+    ex = make_executor()
+    marker = f"{300 + time.time() % 1:.6f}"
+    verdict = ex.verdict("", attack(ex, f"""\
+        def test_repro_daemon():
+            import subprocess
+            subprocess.Popen(["sleep", "{marker}"], start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if os.fork() == 0:  # a double fork as well
+                os.setsid()
+                if os.fork() == 0:
+                    os.execvp("sleep", ["sleep", "{marker}"])
+                os._exit(0)
+        """))
+    assert verdict.outcome is Outcome.PASS, verdict.short()
+    assert processes_with(marker) == []
+
+
+def test_a_bounded_fork_bomb_is_stopped_by_the_process_limit(make_executor) -> None:
+    ex = make_executor(max_processes=40)
+    marker = f"{300 + time.time() % 1:.6f}"
+    start = time.monotonic()
+    verdict = ex.verdict("", attack(ex, f"""\
+        def test_repro_fork_bomb():
+            started = 0
+            for _ in range(1000):
+                try:
+                    pid = os.fork()
+                except OSError:
+                    break
+                if pid == 0:
+                    os.execvp("sleep", ["sleep", "{marker}"])
+                started += 1
+            print("STARTED", started)
+            assert started < 1000, "nothing stopped the fork bomb"
+        """))
+    assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail
+    assert time.monotonic() - start < 20
+    assert processes_with(marker) == []
+
+
+def test_killing_the_parent_is_a_harness_error_and_the_next_run_works(make_executor) -> None:
+    ex = make_executor()
+    killer = attack(ex, """\
+        def test_repro_kill_parent():
+            import signal
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(5)
+        """)
+    verdict = ex.verdict("", killer)
+    assert verdict.outcome is Outcome.HARNESS_ERROR
+    assert "fork server died" in verdict.reason
+    assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL  # a new server took over
+
+
+def test_killing_every_process_it_sees_cannot_reach_coharden(make_executor) -> None:
+    ex = make_executor()
+    assert ex.isolation == "bwrap"  # unconfined, this attack kills the test run itself
+    killer = attack(ex, """\
+        def test_repro_kill_all():
+            import signal
+            pid = os.getppid()
+            while pid > 1:  # every Python ancestor it can see: the fork server, then coharden, ...
+                stat = open(f"/proc/{pid}/stat").read()
+                parent = int(stat.rsplit(")", 1)[1].split()[1])
+                if b"python" in open(f"/proc/{pid}/cmdline", "rb").read():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                pid = parent
+            time.sleep(5)
+        """)
+    verdict = ex.verdict("", killer)
+    assert verdict.outcome is Outcome.HARNESS_ERROR  # it took its own fork server down, nothing else
+    assert "killed it" in verdict.reason
+    assert os.getppid() > 1  # this process (coharden) and its parent live
+    assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL
+
+
+def test_timeout_then_a_larger_limit_is_not_served_from_the_cache(make_executor, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    slow = """\
+        def test_repro_slow():
+            time.sleep(3)
+        """
+    ex = make_executor(store, timeout=1)
+    assert ex.verdict("", attack(ex, slow)).outcome is Outcome.TIMEOUT
+    ex.close()
+    again = make_executor(store, timeout=1)
+    assert again.verdict("", attack(again, slow)).cached  # the same limit: the stored TIMEOUT holds
+    larger = make_executor(store, timeout=15)
+    verdict = larger.verdict("", attack(larger, slow))
+    assert verdict.outcome is Outcome.PASS
+    assert not verdict.cached
+    assert verdict.time_limit == 15
+
+
+# --- attacks on MPE -------------------------------------------------------------------------------------------
+
+HIJACK = """\
+    import gc
+
+
+    def _register_forger():
+        import pytest
+        from _pytest.config import Config
+
+        config = next(o for o in gc.get_objects() if isinstance(o, Config))
+
+        class Forger:
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_makereport(self, item, call):
+                outcome = yield
+                outcome.get_result().outcome = "passed"
+
+        config.pluginmanager.register(Forger(), "forger")
+
+
+    def test_repro_hijack():
+        a, b, c = symbols("a b c")
+        assert sstr(a / (b * c)) != "a/b*c"  # fails on the buggy code, so it is fail-to-pass
+        _register_forger()  # from now on every report in this process says "passed"
+    """
+
+
+def mpe_run(ex: InstanceExecutor, example: LocalInstance, candidate: TestPatch, **config: object):
+    from coharden.mpe.evaluate import evaluate
+    from coharden.schema.mpe_config import MPEConfig
+
+    return evaluate(ex, example.instance.patch, candidate, ex.golden_test(), MPEConfig(**config))
+
+
+@pytest.mark.slow
+def test_shared_process_hijack_cannot_reach_the_reference_or_the_store(make_executor, example: LocalInstance,
+                                                                        tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    ex = make_executor(store)
+    # the hijacker's file sorts before the golden test's: in a shared process it would run first
+    hijack = attack(ex, HIJACK, path="tests/test_a_hijack.py")
+    result = mpe_run(ex, example, hijack)
+    assert result.isolation == "bwrap"
+    assert result.fail_to_pass
+    # its plugin only ever saw its own process: the reference still rejects wrong fixes, and the hijacker is
+    # graded exactly like the honest test it resembles (the same single check): Lax at 0.5, not Rigorous
+    assert any(r.reference.failed for r in result.mutants)
+    assert result.test_class.value == "Lax"
+    assert result.laxity == pytest.approx(0.5)
+    assert any("plugin manager" in n or "gc." in n for n in result.tampering), result.tampering
+    # the reference was not touched: the honest lax candidate, graded on the same store, is Lax at 0.5
+    lax = ex.test_patch({c.name: c.patch for c in example.candidates}["lax"], name="lax")
+    honest = mpe_run(ex, example, lax)
+    assert honest.test_class.value == "Lax"
+    assert honest.laxity == pytest.approx(0.5)
+    assert [r.reference.outcome for r in honest.mutants] == [r.reference.outcome for r in result.mutants]
+
+
+def test_conftest_forgery_with_reject_tampering_is_invalid(make_executor, example: LocalInstance) -> None:
+    ex = make_executor()
+    forged = attack(ex, """\
+        def test_repro_forged():
+            a, b, c = symbols("a b c")
+            assert sstr(a / (b * c)) != "a/b*c"
+        """, extra={"conftest.py": "import pytest\n\n\ndef pytest_configure(config):\n    pass\n"})
+    result = mpe_run(ex, example, forged, reject_tampering=True)
+    assert result.test_class.value == "Invalid"
+    assert result.mutants == []  # rejected before any mutant ran
+    assert any("conftest.py" in note for note in result.tampering)
+    assert "tampering" in result.to_json()
+
+
+@pytest.mark.slow
+def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, example: LocalInstance) -> None:
+    ex = make_executor(timeout=120)
+    golden_checks = [("a / (b * c)", "a/(b*c)"), ("a / (b / c)", "a/(b/c)"), ("(a + b) / (c * d)", "(a + b)/(c*d)"),
+                     ("a - (b + c)", "a - (b + c)"), ("a - (b - c)", "a - (b - c)"), ("a * b / c", "a*b/c"),
+                     ("a / b / c", "a/b/c"), ("a / b**2", "a/b**2"), ("a - b * c", "a - b*c"),
+                     ("a - b - c", "a - b - c")]
+    hang = attack(ex, f"""\
+        def test_repro_hang_on_mutants():
+            a, b, c, d = symbols("a b c d")
+            names = {{"a": a, "b": b, "c": c, "d": d}}
+            assert sstr(a / (b * c)) != "a/b*c"  # fails on the buggy code
+            if any(sstr(eval(expr, {{}}, names)) != want for expr, want in {golden_checks!r}):
+                while True:  # a wrong fix: hang instead of failing
+                    time.sleep(0.01)
+        """)
+    start = time.monotonic()
+    result = mpe_run(ex, example, hang, timeout_floor=1.0, timeout_factor=3.0)
+    elapsed = time.monotonic() - start
+    assert result.fail_to_pass
+    limit = result.time_limits["candidate"]
+    assert limit < 10
+    assert result.candidate_timeouts > 0
+    assert result.candidate_timeouts == sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
+    # every wrong fix the candidate did not reject outright, it hung on
+    assert all(r.candidate.failed or r.candidate.outcome is Outcome.TIMEOUT for r in result.mutants
+               if r.reference.failed)
+    hung = [r.candidate for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT]
+    assert all("running at the limit: tests/test_attack.py::test_repro_hang_on_mutants" in v.reason for v in hung)
+    # each hang costs about the scaled limit, not the 120 s timeout (nor 3 x it)
+    assert elapsed < len(result.mutants) * (limit + 8)
+    assert result.to_json()["candidate_timeouts"] == result.candidate_timeouts
+
+
+@pytest.mark.slow
+def test_a_batch_goes_on_after_a_test_kills_its_parent(example: LocalInstance, tmp_path: Path) -> None:
+    from coharden.mpe.batch import Prediction, run_batch
+    from coharden.schema.mpe_config import MPEConfig
+
+    settings = Settings(timeout=20, cache_dir=tmp_path / "cache", workers=1, store=tmp_path / "store.sqlite")
+    with InstanceExecutor(example.instance, resolve_repo(example.instance, None), settings) as ex:
+        killer = attack(ex, """\
+            def test_repro_kill_parent():
+                import signal
+                os.kill(os.getppid(), signal.SIGKILL)
+            """)
+    lax = {c.name: c.patch for c in example.candidates}["lax"]
+    predictions = [Prediction(instance_id=example.instance.instance_id, model_name_or_path="killer",
+                              model_patch=killer.patch),
+                   Prediction(instance_id=example.instance.instance_id, model_name_or_path="honest", model_patch=lax)]
+    rows = run_batch({example.instance.instance_id: example.instance}, predictions, settings,
+                     Store(settings.store), tmp_path / "out", MPEConfig(per_operator=1))
+    assert rows[0]["candidate_buggy"]["outcome"] == "HARNESS_ERROR"
+    assert "fork server died" in rows[0]["candidate_buggy"]["reason"]
+    assert rows[1].get("fail_to_pass") is True
+    assert "error" not in rows[1]
