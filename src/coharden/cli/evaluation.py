@@ -26,6 +26,7 @@ from coharden.cli.options import (
     parse_operators,
     workers_option,
 )
+from coharden.errors import CoHardenError
 
 
 @cli_errors
@@ -57,6 +58,8 @@ def eval_command(
     cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="Where instances are graded: local or ray.")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
@@ -65,9 +68,12 @@ def eval_command(
     Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
     from coharden.evaluation.grading import GradeOptions
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
+    from coharden.execution.engine import make_engine
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
 
+    if executor not in ("local", "ray"):
+        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     settings = run.settings(seed=seed, tau=tau, workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
@@ -81,8 +87,13 @@ def eval_command(
         def advance(instance_id: str, what: str) -> None:
             update(advance=1, description=f"{instance_id}: {what}")
 
-        report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
-                                on_plan=planned)
+        engine = make_engine(executor, workers=settings.workers, address=address) if executor != "local" else None
+        try:
+            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
+                                    on_plan=planned, engine=engine)
+        finally:
+            if engine is not None:
+                engine.close()
     written = write_outputs(report, output, html=not no_html)
     if as_json:
         print(json.dumps(report, indent=2))  # not sorted: instance and class order carry meaning

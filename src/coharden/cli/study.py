@@ -62,6 +62,9 @@ def study_real_bugs(
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
     prefer_exercised: PreferExercisedOpt = False,
+    executor: Annotated[str, typer.Option("--executor", help="local (one instance after another, MPE on "
+                                          "--workers checkouts) or ray (one job per instance).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
     = False,
@@ -79,6 +82,8 @@ def study_real_bugs(
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
 
+    if executor not in ("local", "ray"):
+        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
     if not settings.preload:  # sympy's one dependency: imported once per fork server, never sympy itself
@@ -108,7 +113,17 @@ def study_real_bugs(
         def advance(text: str, steps: int) -> None:
             bar.update(task, advance=steps, description=text)
 
-        rows = study.run(progress=advance, phases=wanted)
+        if executor == "local":
+            rows = study.run(progress=advance, phases=wanted)
+        else:
+            from coharden.execution.engine import make_engine
+            from coharden.study.distributed import run_on_engine
+
+            engine = make_engine(executor, workers=workers, address=address)
+            try:
+                rows = run_on_engine(study, engine, advance, wanted)
+            finally:
+                engine.close()
     summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))

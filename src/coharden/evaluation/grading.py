@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, PatchError, TestIdError
 from coharden.evaluation.inputs import patch_key
+from coharden.execution.engine import Engine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import EVAL_TEST, Store, eval_test_key
 from coharden.execution.testids import resolve_names, runnable_ids
@@ -387,11 +388,27 @@ def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, s
     return grades
 
 
+def grade_instance_job(instance: Instance, work: InstanceWork, settings: Settings, options: GradeOptions
+                       ) -> InstanceGrades:
+    """One instance as an engine job (module level, picklable): opens the result store at ``settings.store``
+    when it can, so the F->P verdicts and recordings of the golden test are shared by the instance's tests."""
+    try:
+        store: Store | None = Store(settings.store)
+    except OSError:
+        store = None
+    try:
+        return grade_instance(instance, work, settings, store, options)
+    finally:
+        if store is not None:
+            store.close()
+
+
 def grade_all(instances: Mapping[str, Instance], work: Mapping[str, InstanceWork], settings: Settings,
               store: Store | None, options: GradeOptions,
-              progress: Callable[[str, str], None] | None = None) -> dict[str, InstanceGrades]:
+              progress: Callable[[str, str], None] | None = None,
+              engine: Engine | None = None) -> dict[str, InstanceGrades]:
     """Grade every instance with work; instances run in parallel (``options.workers``), each in its own
-    executor, so no two threads share a workspace."""
+    executor, so no two threads share a workspace. With ``engine`` (e.g. Ray) each instance is one job."""
     lock = threading.Lock()
 
     def task(iid: str) -> tuple[str, InstanceGrades]:
@@ -404,7 +421,17 @@ def grade_all(instances: Mapping[str, Instance], work: Mapping[str, InstanceWork
 
     todo = [iid for iid in work if iid in instances and work[iid].size()]
     results: dict[str, InstanceGrades] = {}
-    if options.workers <= 1 or len(todo) < 2:
+    if engine is not None:  # e.g. Ray: each job opens the store itself and reports when its instance is done
+
+        def arrived(index: int, grades: InstanceGrades) -> None:
+            results[todo[index]] = grades
+            if progress:
+                with lock:
+                    for _ in range(work[todo[index]].size()):
+                        progress(todo[index], "graded")
+
+        engine.run([(grade_instance_job, (instances[iid], work[iid], settings, options)) for iid in todo], arrived)
+    elif options.workers <= 1 or len(todo) < 2:
         for iid in todo:
             results[iid] = task(iid)[1]
     else:

@@ -19,6 +19,7 @@ from coharden.evaluation.refinement import (
     plan_refinement,
     refinement_section,
 )
+from coharden.execution.engine import Engine
 from coharden.execution.store import Store
 from coharden.instances import MANIFEST_NAMES, load_instances, load_local
 from coharden.schema.instance import Instance
@@ -79,8 +80,9 @@ class EvalInputs:
 
 def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options: GradeOptions,
                    cutoffs: Sequence[float], progress: Callable[[str, str], None] | None = None,
-                   on_plan: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Grade everything and return the report document (see :func:`coharden.evaluation.metrics.build_report`)."""
+                   on_plan: Callable[[int], None] | None = None, engine: Engine | None = None) -> dict[str, Any]:
+    """Grade everything and return the report document (see :func:`coharden.evaluation.metrics.build_report`).
+    ``engine``: where the instances are graded (default: local threads, ``options.workers``)."""
     if not (inputs.fix_sets or inputs.test_sets or inputs.injections or inputs.runs or inputs.refinements):
         raise CoHardenError("nothing to evaluate: give --fixes, --tests, --injection, --runs or --overfit")
     work = plan(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs)
@@ -88,7 +90,7 @@ def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options
         plan_refinement(work, refinement)
     if on_plan:
         on_plan(sum(w.size() for w in work.values()))
-    grades = grade_all(inputs.instances, work, settings, store, options, progress)
+    grades = grade_all(inputs.instances, work, settings, store, options, progress, engine=engine)
     report = build_report(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs, grades,
                           options, cutoffs)
     if inputs.refinements:  # test overfitting before / after reward-guided refinement (coharden overfit)

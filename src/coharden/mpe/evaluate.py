@@ -15,20 +15,30 @@ why: nothing is classified from a broken pool.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
-from coharden.execution.verify import fail_to_pass_all
-from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, build_pool
+from coharden.execution.verify import FailToPass
+from coharden.mpe.early import EarlyPool, EarlyRecording
+from coharden.mpe.workers import Workers
+from coharden.mutation.pool import (
+    MECHANICAL_OPERATORS,
+    Pool,
+    build_pool,
+    fix_context,
+    record_targets,
+    recordings_needed,
+)
+from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
@@ -228,12 +238,39 @@ def evaluate(
     called for a fail-to-pass candidate. With ``config.workers`` > 1, mutants run in parallel on executors
     leased from ``pool`` (the caller owns and closes it)."""
     config = config or MPEConfig()
-    tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     timings: dict[str, float] = {}
     started = time.monotonic()
     fix = check_fix(fix, executor.settings.test_patterns)
+    team = Workers(executor, config.workers, pool)  # the phases share the workers
+    early: EarlyRecording | None = None
+    early_pool: EarlyPool | None = None
+    try:
+        if team.parallel and config.mechanical:  # pool and recordings are made beside the F->P checks
+            ctx = fix_context(executor, fix)  # before any worker may borrow this executor
+            targets = record_targets(ctx)
+            if targets and BUGGY_RECORDS in recordings_needed(_pool_options(config)["operators"]):
+                early = EarlyRecording(team, fix, [candidate, reference], targets)
+            early_pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
+                             **_pool_options(config))
+        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, early_pool,
+                         progress)
+    finally:
+        team.close()
+        if early is not None:
+            early.join()
+
+
+def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
+              llm_mutator: LLMMutator | None, timings: dict[str, float], started: float,
+              early_pool: EarlyPool | None, progress: Progress | None) -> MPEResult:
+    executor = team.executor
+    tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
+    # buggy and fixed runs are independent: on two workers they run side by side
     combine = config.trust_tests  # untrusted tests never share a process: one could rewrite the other's result
-    cand, ref = fail_to_pass_all(executor, [candidate, reference], fix, combine=combine)
+    buggy, fixed = team.map([lambda ex: ex.verdicts("", [candidate, reference], combine=combine),
+                             lambda ex: ex.verdicts(fix, [candidate, reference], combine=combine)])
+    cand, ref = (FailToPass(test_ids=t.ids, buggy=b, fixed=f)
+                 for t, b, f in zip([candidate, reference], buggy, fixed, strict=True))
     timings["fail_to_pass"] = time.monotonic() - started
     if not ref.fail_to_pass:
         raise MPEError(f"the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
@@ -258,14 +295,15 @@ def evaluate(
     result.time_limits = {"candidate": config.mutant_limit(cand.fixed.duration, executor.settings.timeout),
                           "reference": config.mutant_limit(ref.fixed.duration, executor.settings.timeout)}
     mark = time.monotonic()
-    if config.mechanical:
-        mutant_pool = build_pool(executor, fix, [candidate, reference],
-                                 operators=[op for op in config.operators if op in MECHANICAL_OPERATORS],
-                                 per_operator=config.per_operator, seed=seed,
-                                 prefer_exercised=config.prefer_exercised)
+    if early_pool is not None:
+        mutant_pool = early_pool.result()
+        timings["early_pool"] = 1.0  # "recording" then overlapped the F->P checks; "pool" is the wait after them
+    elif config.mechanical:
+        mutant_pool = build_pool(executor, fix, [candidate, reference], mapper=team.map, **_pool_options(config))
     else:
         mutant_pool = Pool()
     timings["pool"] = time.monotonic() - mark
+    timings["recording"] = mutant_pool.recording_seconds
     if llm_mutator is not None:
         mark = time.monotonic()
         report = llm_mutator.extend(executor, fix, candidate, reference, mutant_pool)
@@ -278,9 +316,9 @@ def evaluate(
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = mutant_pool.summary()
-    result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, config.workers,
-                                 pool, progress, limits=(result.time_limits["candidate"],
-                                                         result.time_limits["reference"]), combine=combine)
+    result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, progress=progress,
+                                 timings=timings, team=team, combine=combine,
+                                 limits=(result.time_limits["candidate"], result.time_limits["reference"]))
     timings["mutants"] = time.monotonic() - mark
     result.candidate_timeouts = sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
     result.reference_timeouts = sum(1 for r in result.mutants if r.reference.outcome is Outcome.TIMEOUT)
@@ -303,33 +341,47 @@ def evaluate(
     return result
 
 
+def _pool_options(config: MPEConfig) -> dict[str, Any]:
+    return {"operators": [op for op in config.operators if op in MECHANICAL_OPERATORS],
+            "per_operator": config.per_operator, "seed": config.seed, "prefer_exercised": config.prefer_exercised}
+
+
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None, *,
+                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
+                timings: dict[str, float] | None = None, team: Workers | None = None, *,
                 limits: tuple[float | None, float | None] = (None, None), combine: bool = False
                 ) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
-    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files.
+    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
+    (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
+    seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs).
     ``limits``: the time limit of the candidate and of the reference on a mutant; ``combine``: both tests are
     trusted to share a process."""
+    spent = {"timeouts": 0.0}
+    lock_spent = threading.Lock()
     tell = progress or _quiet
     done = [0]
     counting = threading.Lock()
     tell("mutants", 0, len(mutants))
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
+        mark = time.monotonic()
         cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits))
+        if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
+            with lock_spent:
+                spent["timeouts"] += time.monotonic() - mark
         which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
         with counting:
             done[0] += 1
             tell("mutants", done[0], len(mutants))
         return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
 
-    if workers <= 1 or pool is None or len(mutants) < 2:
-        return [one(executor, m) for m in mutants]
-
-    def task(mutant: Mutant) -> MutantResult:
-        with pool.lease() as ex:
-            return one(ex, mutant)
-
-    with ThreadPoolExecutor(max_workers=min(workers, pool.size)) as threads:
-        return list(threads.map(task, mutants))
+    tasks = [functools.partial(one, mutant=m) for m in mutants]
+    try:
+        if team is not None:
+            return team.map(tasks)
+        with Workers(executor, workers if len(mutants) > 1 else 1, pool) as own:
+            return own.map(tasks)
+    finally:
+        if timings is not None:
+            timings["timeouts"] = timings.get("timeouts", 0.0) + spent["timeouts"]

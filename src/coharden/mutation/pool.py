@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext, function_spans, functions_touched, normalized, parses
+from coharden.mutation.context import FileChange, FixContext, function_spans, functions_touched, normalized
 from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
+    Mapper,
     buggy_symptoms,
     called_functions,
     record_calls,
@@ -83,6 +85,8 @@ class Pool:
         self.unexercised: Counter[str] | None = None
         """With ``prefer_exercised``: per operator, the admitted candidates (before sampling) that change only
         code no test ran."""
+        self.recording_seconds = 0.0
+        """Wall time the input recorder's test runs took while building the pool."""
 
     def summary(self) -> dict[str, Any]:
         per_op = Counter(m.operator.value for m in self.mutants)
@@ -109,19 +113,31 @@ class AdmissionFilter:
 
     fixed: dict[str, str]
     buggy: dict[str, str]
+    memo: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """content -> normalized AST: a candidate leaves most files of a multi-file fix as they are, and each
+    content is parsed and dumped once instead of once per candidate (sympy-16597: 6 files, 65 candidates)."""
 
     @classmethod
     def of(cls, ctx: FixContext) -> AdmissionFilter:
-        return cls({c.path: normalized(c.new) for c in ctx.files}, {c.path: normalized(c.old) for c in ctx.files})
+        new = AdmissionFilter({}, {})
+        return cls({c.path: new.normal(c.new) for c in ctx.files}, {c.path: new.normal(c.old) for c in ctx.files},
+                   new.memo)
+
+    def normal(self, code: str) -> str:
+        """:func:`normalized`, once per content."""
+        if code not in self.memo:
+            self.memo[code] = normalized(code)
+        return self.memo[code]
 
     def check(self, files: dict[str, str], seen: set[Key],
               originals: dict[str, str] | None = None) -> tuple[str | None, Key]:
         """``(reason or None, key)`` for ``files``, the full candidate content of every file of the fix plus
         any file outside the fix the candidate changes (``originals``: their base content)."""
-        if not all(parses(code) for path, code in files.items() if path.endswith(".py")):
+        if not all(not self.normal(code).startswith("<unparseable>")  # what parses() says, one parse
+                   for path, code in files.items() if path.endswith(".py")):
             return "does_not_parse", ()
-        norm = tuple(sorted((p, normalized(c)) for p, c in files.items()))
-        outside = {p: normalized(c) for p, c in (originals or {}).items()}
+        norm = tuple(sorted((p, self.normal(c)) for p, c in files.items()))
+        outside = {p: self.normal(c) for p, c in (originals or {}).items()}
         if all(n == self.fixed.get(p, outside.get(p)) for p, n in norm):
             return "equals_fix", norm
         if all(n == self.buggy.get(p, outside.get(p)) for p, n in norm):
@@ -204,30 +220,46 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
-               seed: int = 0, prefer_exercised: bool = False) -> Pool:
+               seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
+               recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None) -> Pool:
     """Mechanical mutants of ``fix`` from the registered ``operators``. ``tests`` (candidate and reference)
-    feed the input recorder, run only when an operator needs it (or ``prefer_exercised``).
+    feed the input recorder, run only when an operator needs it (or ``prefer_exercised``); its runs go through
+    ``mapper`` (see :func:`record_calls`), and ``recorder``, with the signature of :func:`record_calls`,
+    replaces it, e.g. to serve recordings started before the pool was asked for.
 
     ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
     that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
     test calls is accepted by every test, so it only dilutes laxity; on fixes with many hunks a uniform sample
-    can consist of nothing else."""
-    ctx = fix_context(executor, fix)
+    can consist of nothing else.
+
+    ``ctx``: the fix's context when the caller has it (then the executor's workspace is not used here: other
+    files are read from the base commit's git objects). The operators that need no recording generate first,
+    so a caller building the pool in the background overlaps that work with the recordings; the candidates
+    still reach admission in registry order."""
+    ctx = ctx or fix_context(executor, fix)
     pool = Pool()
     if not ctx.python_files:
         return pool
     chosen = {op: registry()[Operator(op)]() for op in operators}
-    needs = set().union(*(type(o).needs for o in chosen.values())) if chosen else set()
+    needs = recordings_needed(operators)
+    inputs = OperatorInputs(ctx, base_file=executor.base_file,
+                            is_test_path=lambda path: is_test_path(path, executor.settings.test_patterns))
+    generated: dict[Operator, list[RawMutant]] = {}
+    for op, operator in chosen.items():
+        if not type(operator).needs:
+            generated[op] = list(operator.generate(inputs))
     targets = record_targets(ctx)
-    fixed_records = record_calls(executor, fix, tests, targets) \
+    mark = time.monotonic()
+    record = recorder or functools.partial(record_calls, mapper=mapper)
+    fixed_records = record(executor, fix, tests, targets) \
         if FIXED_RECORDS in needs or BUGGY_RECORDS in needs or prefer_exercised else []
     fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
-    buggy_records = record_calls(executor, "", tests, targets, probes=fixed_inputs) if BUGGY_RECORDS in needs else []
-    inputs = OperatorInputs(ctx, fixed_records, buggy_records, base_file=executor.base_file,
-                            is_test_path=lambda path: is_test_path(path, executor.settings.test_patterns))
+    buggy_records = record(executor, "", tests, targets, probes=fixed_inputs) if BUGGY_RECORDS in needs else []
+    pool.recording_seconds = time.monotonic() - mark
+    inputs.fixed_records, inputs.buggy_records = fixed_records, buggy_records
     raw: list[RawMutant] = []
-    for operator in chosen.values():
-        raw += operator.generate(inputs)
+    for op, operator in chosen.items():
+        raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
@@ -236,6 +268,12 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         prefer = functools.partial(exercised, ctx, targets=recorded, called=called)
     admit(ctx, raw, pool, {op: per_operator for op in chosen}, seed, prefer=prefer)
     return pool
+
+
+def recordings_needed(operators: Sequence[Operator]) -> set[str]:
+    """What the chosen operators need recorded (``FIXED_RECORDS`` / ``BUGGY_RECORDS``) before they run."""
+    ops = registry()
+    return set().union(*(ops[Operator(op)].needs for op in operators))
 
 
 def record_targets(ctx: FixContext) -> list[dict[str, str]]:

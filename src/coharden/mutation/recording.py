@@ -8,29 +8,83 @@ the caller. This module turns its JSON lines into records with repository-relati
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.schema.testpatch import TestPatch
 
+Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
+"""Runs tasks (functions of an executor) and returns their results in order, e.g. on several workers."""
+
+RECORDER = Path(__file__).with_name("recorder_plugin.py")
+
+
+def _serial(executor: InstanceExecutor) -> Mapper:
+    return lambda tasks: [task(executor) for task in tasks]
+
 
 def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
-                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None, *,
+                 mapper: Mapper | None = None) -> list[dict[str, Any]]:
     """Run each test on base + ``source_patch`` with the recorder plugin: the deterministic inputs and outcomes
     of ``targets``, one ``summary`` record per function (calls seen, exception types that escaped), and, for
-    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input."""
+    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input.
+
+    Tests that lay down the same files with the same ids (the golden test and a copy of it) are recorded once.
+    ``mapper`` runs the per-test recordings (in parallel when it has several workers). With a result store the
+    records of one (code, test, targets, probes) are kept, so grading several tests of one instance records the
+    reference test once."""
     if not targets:
         return []
+    first: dict[str, int] = {}
+    for index, test in enumerate(tests):
+        first.setdefault(_recording_ident(test), index)
+    unique = sorted(set(first.values()))
+    runs = (mapper or _serial(executor))(
+        [functools.partial(_record_one, source_patch=source_patch, test=tests[i], targets=targets, probes=probes)
+         for i in unique])
+    by_index = dict(zip(unique, runs, strict=True))
+    records: list[dict[str, Any]] = []
+    for index, test in enumerate(tests):
+        ran = by_index[first[_recording_ident(test)]]
+        if ran is None:
+            continue
+        label = test.name or f"test{index}"
+        records.append({"kind": "session", "from_test": label})
+        records += [{**rec, "from_test": label} for rec in ran]
+    return records
+
+
+def _recording_ident(test: TestPatch) -> str:
+    """What a recording run depends on from the test: the files it lays down and the ids it runs."""
+    files = test.files or {"<patch>": test.patch}
+    return json.dumps([sorted(files.items(), key=lambda kv: kv[0]), list(test.ids)], default=str)
+
+
+def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatch, targets: list[dict[str, str]],
+                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The records (paths relative to the repository, None outside it; no ``from_test``) of one test, or None
+    when the recorder did not run. Served from / kept in the executor's store when it has one."""
+    store = executor.store
+    key = hashlib.sha256(json.dumps([
+        "recording", 2, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
+        _recording_ident(test), targets, probes or [], hashlib.sha256(RECORDER.read_bytes()).hexdigest(),
+    ], sort_keys=True, default=str).encode()).hexdigest()
+    if store is not None:
+        cached = store.get_record("recording", key)
+        if cached is not None:
+            return cached["records"]
     plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-", dir=executor.shared_dir()))
     try:
-        shutil.copy(Path(__file__).with_name("recorder_plugin.py"), plugin_dir / "coharden_recorder.py")
-        records: list[dict[str, Any]] = []
+        shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
         root = executor.workspace_root()
         targets_file = plugin_dir / "targets.json"
         targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
@@ -46,17 +100,19 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
                                                       "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
                                           for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
-        for index, test in enumerate(tests):
-            out = root / f".coharden-records-{index}.jsonl"  # the worktree: writable in the test sandbox
-            executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"], readable=[plugin_dir],
-                             extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
-            if out.exists():  # the plugin opens it at start: it ran, even if no target was called
-                records.append({"kind": "session", "from_test": test.name or f"test{index}"})
-                for line in out.read_text().splitlines():
-                    rec = json.loads(line)
-                    rec["path"] = _relative(rec.pop("file"), root.resolve())
-                    rec["from_test"] = test.name or f"test{index}"
-                    records.append(rec)
+        out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
+        out.unlink(missing_ok=True)  # never read a file an earlier run left
+        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"], readable=[plugin_dir],
+                               extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
+        if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
+            return None
+        records = []
+        for line in out.read_text().splitlines():
+            rec = json.loads(line)
+            rec["path"] = _relative(rec.pop("file"), root.resolve())
+            records.append(rec)
+        if store is not None and not run.timed_out:
+            store.put_record("recording", key, {"records": records})
         return records
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)

@@ -292,22 +292,20 @@ class RealBugsStudy:
                 progress(text(row) if row is not None else "not in the store", 1)
 
         try:
-            verified: set[str] = set()
-            if {"verify", "golden", "grade", "imitation"} & set(phases):
-                for iid in self.verify_ids():
-                    row = self.verify(iid)
-                    if row is not None and row.get("fail_to_pass"):
-                        verified.add(iid)
-                    keep("verify", row, lambda r, i=iid: f"verify {i}: "
-                         f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
-            study = [i for i in self.study_ids() if i in verified]
-            if "golden" in phases:
-                for iid in study:
+            # one instance at a time through every phase: its checkouts move (and recompile) once, and the
+            # golden step's verdicts and recordings are still in the store when its predictions are graded
+            study = set(self.study_ids())
+            visit = {"verify", "golden", "grade", "fixes", "imitation"} & set(phases)
+            for iid in self.verify_ids() if visit else []:
+                row = self.verify(iid)
+                keep("verify", row, lambda r, i=iid: f"verify {i}: "
+                     f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
+                if iid not in study or row is None or not row.get("fail_to_pass"):
+                    continue
+                if "golden" in phases:
                     keep("golden", self.golden(iid), lambda r, i=iid: "golden {}: beta {} gamma {}".format(
                         i, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
-                self.release()
-            if "grade" in phases:
-                for iid in study:
+                if "grade" in phases:
                     for system in self.config.systems:
                         if iid in self.data.predictions.get(system, {}):
                             keep("mpe", self.grade(iid, system),
@@ -318,15 +316,15 @@ class RealBugsStudy:
                     for fix in self.data.correct_fixes.get(iid, []):
                         keep("fix", self.fix_verdicts(iid, fix, "correct"),
                              lambda r, f=fix: f"correct fix {f.fix_id}")
-            if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
-                for iid in study:
+                if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
                     fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
                     for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
-                        keep("fix", self.fix_verdicts(iid, fix, kind), lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
-            if "imitation" in phases:  # study/imitation.py: one shared pool per wrong fix, every test on it
-                from coharden.study.imitation import imitation_step
+                        keep("fix", self.fix_verdicts(iid, fix, kind),
+                             lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
+                if "imitation" in phases and iid in self.data.wrong_fixes:
+                    # study/imitation.py: one shared pool per wrong fix, every test on it
+                    from coharden.study.imitation import imitation_step
 
-                for iid in (i for i in study if i in self.data.wrong_fixes):
                     keep("imitation", imitation_step(self, iid), lambda r, i=iid: f"imitation {i}")
         finally:
             self.release()
