@@ -147,7 +147,7 @@ class InstanceExecutor:
         borrows objects from is readable (read-only); the result store's directory is hidden."""
         writable = (root,) if root is not None else ()
         protected = (root / ".git",) if root is not None else ()
-        readable = (self.workspace.source / ".git" / "objects",)
+        readable = (self.workspace.source / ".git" / "objects", *self._environment_dirs())
         hidden: tuple[Path, ...] = ()
         if self.store is not None:
             store_dir = self.store.path.resolve().parent
@@ -156,6 +156,14 @@ class InstanceExecutor:
                 hidden = (store_dir,)
         return Confinement(writable=writable, readable=readable, hidden=hidden, protected=protected,
                            max_processes=self.settings.max_processes, sandbox=self.settings.bwrap)
+
+    def _environment_dirs(self) -> tuple[Path, ...]:
+        """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox:
+        a spec environment may live anywhere, /tmp included, which the sandbox replaces with a private one."""
+        dirs = [Path(self.python).parent.parent] if (Path(self.python).parent.parent / "pyvenv.cfg").is_file() else []
+        if self.settings.env_overlay is not None:
+            dirs.append(Path(self.settings.env_overlay))
+        return tuple(d for d in dirs if d.is_dir())
 
     def _runner(self) -> dict:
         """Where run_pytest runs: the Docker image, a warm fork server, or (neither) a fresh sandboxed process."""
