@@ -519,3 +519,19 @@ def test_cli_mutants_run_and_compare(tmp_path: Path, monkeypatch: pytest.MonkeyP
                                   str(cmp_out), *common])
     assert refused.exit_code == 2
     assert "different pre-registration" in refused.output
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bwrap is not installed")
+def test_suite_tests_run_in_the_sandbox(oracle: KillOracle, tmp_path: Path) -> None:
+    """The suite's tests (an LLM writes some) get the executor's sandbox: nothing outside their worker copy."""
+    outside = tmp_path / "outside.txt"
+    suite = textwrap.dedent(f"""\
+        def test_writes_outside():
+            try:
+                open({str(outside)!r}, "w").write("escaped")
+            except OSError:
+                pass
+    """)
+    result = oracle.run(MODULE.read_text(), suite, use_cache=False)
+    assert result.passed == ["test_writes_outside"], result.reason
+    assert not outside.exists()

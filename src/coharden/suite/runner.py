@@ -38,6 +38,7 @@ from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.pytest_runner import PytestRun, run_pytest, test_environment
+from coharden.execution.sandbox import Confinement
 from coharden.execution.store import SUITE_RUN, Store, suite_run_key
 from coharden.schema.verdict import TestStatus
 from coharden.suite.operators import ModuleMutant
@@ -113,6 +114,7 @@ def _name(classname: str, name: str) -> str:
 class _Worker:
     root: Path
     server: ForkServer | None
+    confine: Confinement | None = None
 
 
 class KillOracle:
@@ -153,13 +155,15 @@ class KillOracle:
                 shutil.copytree(self.root, root, ignore=_IGNORE, symlinks=True)
                 (root / SUITE_DIR).mkdir(exist_ok=True)
                 server = None
+                confine = self._confinement(root)
                 if self.settings.fork_server:
                     try:
                         server = ForkServer(self.settings.python, env=test_environment(),
-                                            network=self.settings.network, preload=self.settings.preload)
+                                            network=self.settings.network, preload=self.settings.preload,
+                                            confine=confine)
                     except ForkServerError:
                         server = None  # run_pytest falls back to a fresh process per run
-                worker = _Worker(root, server)
+                worker = _Worker(root, server, confine)
                 self._all.append(worker)
                 self._pool.put(worker)
         except BaseException:
@@ -171,6 +175,17 @@ class KillOracle:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    def _confinement(self, root: Path) -> Confinement:
+        """The same bwrap sandbox as the executor's test runs: the suite's tests (an LLM's among them) may write
+        only their worker copy; the store's directory is hidden."""
+        hidden: tuple[Path, ...] = ()
+        if self.store is not None:
+            store_dir = self.store.path.resolve().parent
+            if store_dir != root and store_dir not in root.parents and root not in store_dir.parents:
+                hidden = (store_dir,)
+        return Confinement(writable=(root,), hidden=hidden, max_processes=self.settings.max_processes,
+                           sandbox=self.settings.bwrap)
 
     def close(self) -> None:
         for worker in self._all:
@@ -206,7 +221,8 @@ class KillOracle:
             module_path.write_text(module_source)
             ids = [f"{self.suite_rel}::{t}" for t in tests] or [self.suite_rel]
             settings = self.settings.with_overrides(timeout=limit)
-            result = mutant_status(run_pytest(worker.root, ids, settings, server=worker.server))
+            result = mutant_status(run_pytest(worker.root, ids, settings, server=worker.server,
+                                              confine=worker.confine))
         finally:
             (worker.root / self.module_rel).write_text(self.original)
             self._pool.put(worker)
