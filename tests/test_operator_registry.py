@@ -141,7 +141,8 @@ def test_narrowed_scope_keeps_the_fix_only_for_inputs_shaped_like_the_recorded_o
     record = {**record, "type_shape": record["type_shape"].replace("_Self", "Printer"),
               "shape": record["shape"].replace("_Self", "Printer")}
     inputs = _inputs(NARROW_BUGGY, NARROW_FIXED, (record,))
-    mutants = {m.meta["level"]: m for m in registry.get("narrowed_scope").generate(inputs)}
+    mutants = {m.meta["level"]: m for m in registry.get("narrowed_scope").generate(inputs)
+               if m.meta["kind"] == "function"}
     assert set(mutants) == {"type", "shape"}
     by_type = _load(mutants["type"].files["m.py"])["Printer"]()
     assert by_type.show((1, 2)) == "[1, 2]"
@@ -221,3 +222,73 @@ def test_admission_of_a_mutant_outside_the_fix_that_changes_nothing_is_equals_bu
     admit(inputs.ctx, [raw], pool, {}, seed=0)
     assert pool.summary()["dropped"] == {"caller_patch": {"equals_buggy": 1}}
     assert parses(CALLER_FILE)
+
+
+# --- narrowed_scope: a condition the fix adds or widens ----------------------------------------------------
+
+COND_BUGGY = textwrap.dedent("""\
+    class Num:
+        def parity(self, n):
+            '''Name n's parity.'''
+            n = n * 1
+            if isinstance(n, int) and n % 2 == 0:
+                return 'even'
+            return '?'
+    """)
+COND_FIXED = textwrap.dedent("""\
+    class Num:
+        def parity(self, n):
+            '''Name n's parity.'''
+            n = n * 1
+            if isinstance(n, (int, float)) and n % 2 == 0:
+                return 'even'
+            if n % 2 == 1:
+                return 'odd'
+            return '?'
+    """)
+
+
+def _condition_mutants(buggy: str, fixed: str, record: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    inputs = _inputs(buggy, fixed, (record,))
+    mutants = [m for m in registry.get("narrowed_scope").generate(inputs) if m.meta["kind"] == "condition"]
+    return {(m.meta["level"], m.meta["buggy_condition"] and "widened" or "added"): m for m in mutants}
+
+
+def test_narrowed_scope_narrows_a_widened_and_an_added_condition_to_the_recorded_case() -> None:
+    # the issue's example: parity(4.0) said '?' and says 'even' after the fix
+    record = example_record("Num.parity", ["n"], (4.0,), "return", "even", self_shape=(_Self(),))
+    record = {k: v.replace("_Self", "Num") if k.endswith("shape") else v for k, v in record.items()}
+    mutants = _condition_mutants(COND_BUGGY, COND_FIXED, record)
+    assert set(mutants) == {("type", "widened"), ("type", "added"), ("shape", "widened"), ("shape", "added")}
+    assert mutants[("type", "widened")].meta["buggy_condition"] == "isinstance(n, int) and n % 2 == 0"
+    widened = _load(mutants[("type", "widened")].files["m.py"])["Num"]()
+    assert widened.parity(4.0) == "even"  # the recorded case: fixed
+    assert widened.parity(8.0) == "even"  # same type: fixed
+    assert widened.parity(4) == "even"  # the buggy condition already held for ints
+    added = _load(mutants[("shape", "added")].files["m.py"])["Num"]()
+    assert added.parity(3.0) == "odd"  # a positive float, as recorded: the added condition applies
+    assert added.parity(-3.0) == "?"  # another sign: the added condition is narrowed away
+    assert added.parity(3) == "?"  # another type too
+    assert added.parity.__doc__ == "Name n's parity."
+    fixed = _load(COND_FIXED)["Num"]()
+    assert (fixed.parity(-3.0), fixed.parity(3)) == ("odd", "odd")  # the real fix covers both
+    text = mutants[("type", "added")].files["m.py"]
+    # the shape is taken at the function's entry, before `n = n * 1` can change it
+    assert text.index("_coh_case = _coh_narrow((self, n, ), 'type'") < text.index("n = n * 1")
+    pool = Pool()
+    admit(_inputs(COND_BUGGY, COND_FIXED).ctx, list(mutants.values()), pool, {Operator.NARROWED_SCOPE: None}, seed=0)
+    assert len(pool.mutants) == 4
+
+
+def test_narrowed_scope_narrows_an_added_conditional_expression() -> None:
+    buggy = "def f(x):\n    return x\n"
+    fixed = "def f(x):\n    return -x if x < 0 else x\n"
+    mutants = _condition_mutants(buggy, fixed, example_record("f", ["x"], (-2,), "return", 2))
+    f = _load(mutants[("type", "added")].files["m.py"])["f"]
+    assert (f(-2), f(-2.5)) == (2, -2.5)  # an int as recorded is fixed; a float keeps the bug
+
+
+def test_narrowed_scope_ignores_a_condition_whose_line_changed_elsewhere() -> None:
+    buggy = "def f(x):\n    if x > 0: return g(x)\n    return 0\n"
+    fixed = "def f(x):\n    if x > 0: return h(x)\n    return 0\n"
+    assert not _condition_mutants(buggy, fixed, example_record("f", ["x"], (2,), "return", 2))

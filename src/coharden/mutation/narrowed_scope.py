@@ -8,9 +8,12 @@ input (outcome differs on the buggy code) and level, one mutant: the fixed funct
 arguments and hands any other shape to a copy of the buggy function (``_coh_buggy_<name>``) placed beside it.
 The shape function is copied into the mutated module, so the test code computes shapes exactly as recorded.
 
+And, for a fix that adds or widens a condition in such a function, one mutant per condition and level: the
+whole fix kept, that condition narrowed to the recorded case (:mod:`coharden.mutation.narrowed_condition`).
+
 Skipped (counted in the pool's ``skipped``): no recorded bug-revealing input (``no_revealing_input``); a
 function that cannot be narrowed (``function_not_narrowable``: a generator, async, or missing from the buggy
-or the fixed code).
+or the fixed code); a condition that cannot be narrowed (``condition_not_narrowable``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from coharden.mutation.behavior_substitution import code_of
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import find_function
+from coharden.mutation.narrowed_condition import ConditionSite, condition_sites, narrow_condition, shape_call
 from coharden.mutation.recorded import SHAPE_FUNCTION, example_record, shape_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
@@ -39,16 +43,6 @@ def _coh_narrow(args, level, expected):
     except Exception:
         return False
 '''
-
-
-def _shape_names(params: cst.Parameters) -> list[str]:
-    """Parameter names in the order of ``co_varnames`` (positional, keyword-only, ``*args``, ``**kwargs``)."""
-    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-    if isinstance(params.star_arg, cst.Param):
-        names.append(params.star_arg.name.value)
-    if params.star_kwarg is not None:
-        names.append(params.star_kwarg.name.value)
-    return names
 
 
 def _call_args(params: cst.Parameters, skip_first: bool) -> str:
@@ -105,10 +99,8 @@ class _Narrow(cst.CSTTransformer):
             callee, skip_first = f"{self.stack[-1][0]}.{copy_name}", False
         else:
             callee, skip_first = copy_name, False
-        names = _shape_names(params)
-        shape_args = "(" + "".join(f"{n}, " for n in names) + ")"
         guard = cst.parse_statement(
-            f"if not _coh_narrow({shape_args}, {self.level!r}, {self.expected!r}):\n"
+            f"if not {shape_call(params, self.level, self.expected)}:\n"
             f"    return {callee}({_call_args(params, skip_first)})\n")
         body = list(updated_node.body.body)
         doc = 1 if body and code_of(body[0]).lstrip().startswith(('"', "'", 'r"', "r'")) else 0
@@ -133,7 +125,11 @@ def narrow(fixed: str, buggy: str, qualname: str, level: str, expected: str) -> 
     module = cst.parse_module(fixed).visit(transformer)
     if not transformer.done:
         return None
-    code = module.code
+    return with_helpers(module.code)
+
+
+def with_helpers(code: str) -> str:
+    """``code`` with the shape function and ``_coh_narrow`` appended (module level, used at call time)."""
     return code + ("" if code.endswith("\n") else "\n") + "\n\n" + shape_source() + _HELPER
 
 
@@ -146,6 +142,7 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
         inputs.skip(Operator.NARROWED_SCOPE, "no_revealing_input")
         return
     seen: set[tuple[str, str, str, str]] = set()
+    conditions: dict[tuple[str, str], list[ConditionSite]] = {}
     for record in records:
         change = by_path[record["path"]]
         levels = [("type", record["type_shape"])]
@@ -159,23 +156,39 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             code = narrow(change.new, change.old, record["qualname"], level, expected)
             if code is None:
                 inputs.skip(Operator.NARROWED_SCOPE, "function_not_narrowable")
-                continue
-            yield RawMutant(Operator.NARROWED_SCOPE,
-                            f"{record['qualname']}: fixed only for arguments of {level} {expected[:80]}"[:160],
-                            f"{change.path}:{record['qualname']}", {**fixed, change.path: code},
-                            _meta(record, level, expected))
+            else:
+                yield RawMutant(Operator.NARROWED_SCOPE,
+                                f"{record['qualname']}: fixed only for arguments of {level} {expected[:80]}"[:160],
+                                f"{change.path}:{record['qualname']}", {**fixed, change.path: code},
+                                _meta(record, level, expected, "function"))
+            key = (change.path, record["qualname"])
+            if key not in conditions:
+                conditions[key] = condition_sites(change, record["qualname"])
+            for site in conditions[key]:
+                narrowed = narrow_condition(change.new, site, level, expected)
+                if narrowed is None:
+                    inputs.skip(Operator.NARROWED_SCOPE, "condition_not_narrowable")
+                    continue
+                what = "widened" if site.buggy is not None else "added"
+                yield RawMutant(Operator.NARROWED_SCOPE,
+                                f"{what} condition `{site.fixed[:60]}` only for arguments of {level} "
+                                f"{expected[:60]}"[:160], f"{change.path}:{site.line}",
+                                {**fixed, change.path: with_helpers(narrowed)},
+                                {**_meta(record, level, expected, "condition"), "condition": site.fixed[:200],
+                                 "buggy_condition": (site.buggy or "")[:200]})
 
 
-def _meta(record: dict[str, Any], level: str, expected: str) -> dict[str, Any]:
-    return {"function": record["qualname"], "level": level, "shape": expected[:200],
+def _meta(record: dict[str, Any], level: str, expected: str, kind: str) -> dict[str, Any]:
+    return {"kind": kind, "function": record["qualname"], "level": level, "shape": expected[:200],
             "from_test": record.get("from_test", "")}
 
 
 @register
 class NarrowedScope:
     """Imitates *partial generalisation*: the right mechanism with a narrower scope, the fixed behaviour only
-    for inputs shaped like the issue's example (real cases: sympy-16597 fixes even/odd but not integer,
-    18698 univariate only, 23950 special-cases a class of inputs)."""
+    for inputs shaped like the issue's example, or the condition the fix adds or widens narrowed to that case
+    (real cases: sympy-16597 fixes even/odd but not integer, 18698 univariate only, 23950 special-cases a class
+    of inputs)."""
 
     name = Operator.NARROWED_SCOPE
     needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
@@ -187,4 +200,12 @@ class NarrowedScope:
     def examples(cls) -> list[Example]:
         return [Example("def f(x):\n    return x\n", "def f(x):\n    return abs(x)\n",
                         "if not _coh_narrow((x, ), 'type', \"('tuple', ('int',))\"):\n        return _coh_buggy_f(x)",
-                        (example_record("f", ["x"], (-2,), "return", 2),))]
+                        (example_record("f", ["x"], (-2,), "return", 2),)),
+                Example("def f(x):\n    if isinstance(x, int):\n        return -x\n    return x\n",
+                        "def f(x):\n    if isinstance(x, (int, float)):\n        return -x\n    return x\n",
+                        "if (isinstance(x, (int, float))) if _coh_case else (isinstance(x, int)):",
+                        (example_record("f", ["x"], (2.5,), "return", -2.5),)),
+                Example("def f(x):\n    return x\n", "def f(x):\n    if x < 0:\n        return 0\n    return x\n",
+                        "    _coh_case = _coh_narrow((x, ), 'shape', \"('tuple', (('int', -1),))\")\n"
+                        "    if (x < 0) and _coh_case:",
+                        (example_record("f", ["x"], (-2,), "return", 0),))]
