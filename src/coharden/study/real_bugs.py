@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -42,6 +42,9 @@ from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import SYSTEM_FILES, Fix, StudyData
 
+if TYPE_CHECKING:
+    from coharden.mutation.llm_operators import LLMMutator
+
 GOLDEN = "golden"
 RECORD_VERSION = 1  # part of every step record's key: bump it when a step computes its row differently
 
@@ -54,6 +57,7 @@ class StudyConfig(BaseModel):
     verify_all: bool = True  # verify every instance of the environment check, not only the study set
     bytecode: list[str] = Field(default_factory=lambda: ["sympy"])  # packages given checked-hash bytecode
     report_only: bool = False  # compute nothing: use the records already in the store, count the missing ones
+    llm_skipped: str | None = None  # why the imitation step has no LLM mutants (said in the report)
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
@@ -72,8 +76,10 @@ Progress = Callable[[str, int], None]  # (description, steps done since the last
 
 
 class RealBugsStudy:
-    def __init__(self, data: StudyData, settings: Settings, store: Store, config: StudyConfig) -> None:
+    def __init__(self, data: StudyData, settings: Settings, store: Store, config: StudyConfig,
+                 llm_mutator: LLMMutator | None = None) -> None:
         self.data = data
+        self.llm_mutator = llm_mutator  # the imitation step's LLM operators (config.mpe.llm names its model)
         self.settings = settings
         self.store = store
         self.config = config
@@ -202,10 +208,7 @@ class RealBugsStudy:
             team = self.team(inst)
             ex = team.executors[0]
             golden = ex.golden_test()
-            copy_patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
-            if copy_patch == golden.patch:  # cannot happen with SWE-bench patches; keep the copy distinct
-                copy_patch += "\n"
-            copy = ex.test_patch(copy_patch, name="golden-copy", ids=golden.ids)
+            copy = golden_copy(ex, golden)
             fix = check_fix(inst.patch, self.settings.test_patterns)
             mark = time.monotonic()
             bare = ex.run_raw(fix, golden)
@@ -329,6 +332,15 @@ class RealBugsStudy:
         finally:
             self.release()
         return self.rows
+
+
+def golden_copy(ex: InstanceExecutor, golden: TestPatch) -> TestPatch:
+    """A regenerated but equivalent copy of the golden test patch (a different patch text, so its verdicts are
+    computed, not served from the golden test's)."""
+    copy_patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
+    if copy_patch == golden.patch:  # cannot happen with SWE-bench patches; keep the copy distinct
+        copy_patch += "\n"
+    return ex.test_patch(copy_patch, name="golden-copy", ids=golden.ids)
 
 
 def _guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

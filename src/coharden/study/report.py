@@ -343,13 +343,13 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
                              + ", ".join(f"{k} {n}" for k, n in sorted(missing.items())))
     text = render(summary, rows, data, settings_text=settings_text, systems=config.systems, plots=made)
     if rows.get("imitation"):  # study/imitation.py
-        from coharden.study.imitation import summarize_imitation
         from coharden.study.imitation_report import render_imitation
+        from coharden.study.imitation_summary import summarize_imitation
 
         ops = [op.value for op in config.mpe.operators]
         summary["imitation"] = summarize_imitation(rows["imitation"], ops, config.mpe.tau, rows.get("fix", []))
-        if config.mpe.llm is None:  # the study's pool is mechanical unless a model is configured
-            summary["imitation"]["llm_skipped"] = "no model configured; the pool is mechanical"
+        if "llm" not in summary["imitation"]:  # the study's pool is mechanical unless a model is configured
+            summary["imitation"]["llm_skipped"] = config.llm_skipped or "no model configured; the pool is mechanical"
         text += "\n" + "\n".join(render_imitation(summary["imitation"], ops, config.mpe.per_operator))
     (output / "real_bugs_report.md").write_text(text + "\n")
     (output / "rows").mkdir(exist_ok=True)
