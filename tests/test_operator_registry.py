@@ -292,3 +292,13 @@ def test_narrowed_scope_ignores_a_condition_whose_line_changed_elsewhere() -> No
     buggy = "def f(x):\n    if x > 0: return g(x)\n    return 0\n"
     fixed = "def f(x):\n    if x > 0: return h(x)\n    return 0\n"
     assert not _condition_mutants(buggy, fixed, example_record("f", ["x"], (2,), "return", 2))
+
+
+def test_narrow_condition_refuses_a_missing_site_or_unparseable_source() -> None:
+    from coharden.mutation.context import FileChange
+    from coharden.mutation.narrowed_condition import ConditionSite, condition_sites, narrow_condition
+
+    site = ConditionSite("f", 2, "x < 0", None)
+    assert narrow_condition("def f(x):\n    return x\n", site, "type", "()") is None  # no condition on line 2
+    assert narrow_condition("def f(x):\n    if x < 0\n", site, "type", "()") is None
+    assert condition_sites(FileChange("m.py", "def f(x):\n    return x\n", "def f(x):\n    if x <\n"), "f") == []
