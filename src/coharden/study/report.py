@@ -251,6 +251,9 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
 
 def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> dict[str, str]:
     """PNG figures (laxity per system; laxity vs acceptance of real wrong fixes); {} without matplotlib."""
+    data = [summary["systems"][s]["laxities"] for s in systems]
+    if not any(data):  # no system test graded (e.g. only the imitation phase ran): no empty figure
+        return {}
     try:
         fig = figures.figure(6, 3.2, layout="tight")
     except CoHardenError:
@@ -258,7 +261,6 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
     directory.mkdir(parents=True, exist_ok=True)
     made: dict[str, str] = {}
     ax = fig.subplots()
-    data = [summary["systems"][s]["laxities"] for s in systems]
     for i, values in enumerate(data):
         jitter = [i + 1 + ((k % 7) - 3) * 0.03 for k in range(len(values))]
         ax.scatter(jitter, values, s=14, alpha=0.7)
