@@ -160,7 +160,7 @@ def test_study_llm_imitation_recorded_then_replayed(tmp_path: Path, mock_llm: An
     assert figure["overall"]["hits"] == 1  # the LLM mutant is the wrong fix itself: the same signature
     assert figure["model"] == MODEL
     assert "### LLM operators (openai/gpt-4o-mini), the same figure" in recorded["report"]
-    assert "LLM operators: skipped" not in recorded["report"]
+    assert "LLM operators skipped" not in recorded["report"]
     seen = len(server.requests)
     assert seen >= 5  # one call per LLM operator at least
     server.stop()
@@ -175,7 +175,7 @@ def test_study_llm_imitation_recorded_then_replayed(tmp_path: Path, mock_llm: An
     # without a mutator the imitation step is mechanical and the report says why the LLM operators are absent
     plain = _run(data, repos, tmp_path / "a.sqlite", None)
     assert "llm" not in plain["summary"]["imitation"]
-    assert "LLM operators: skipped (no model configured" in plain["report"]
+    assert "LLM operators skipped: no model configured" in plain["report"]
 
 
 def test_study_cli_says_why_llm_operators_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

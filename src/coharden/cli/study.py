@@ -163,7 +163,7 @@ def _study_llm(settings, sources: list[str], model: str | None, api_base: str | 
     import os
 
     if "llm" not in sources:
-        return None, "not requested (--mutator mechanical,llm adds them)"
+        return None, "not requested (--mutator mechanical,llm adds them when a model is configured)"
     if not (model or os.environ.get("COHARDEN_LLM_MODEL")):
         return None, "no model configured (--model or $COHARDEN_LLM_MODEL)"
     from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings

@@ -36,7 +36,7 @@ def render_imitation(summary: dict[str, Any], operators: list[str], per_operator
            f"recorder fed by every graded test; operators {', '.join(operators)}; at most "
            f"{per_operator or 'all'} mutants per operator (seeded).", ""]
     if summary.get("llm_skipped"):
-        out += [f"LLM operators: skipped ({summary['llm_skipped']}).", ""]
+        out += [f"LLM operators skipped: {summary['llm_skipped']}.", ""]
     accepted = summary["per_operator_accepted"]
     rows = [[op, _pct(share), _pct(accepted[op])] for op, share in summary["per_operator"].items()]
     rows.append(["**any operator**", f"**{_pct(summary['overall'])}**", f"**{_pct(summary['overall_accepted'])}**"])
