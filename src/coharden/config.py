@@ -59,6 +59,12 @@ class Settings(BaseModel):
         default_factory=list,
         description="Modules the fork server imports once: the project's dependencies, never the project.",
     )
+    warm_imports: list[str] = Field(
+        default_factory=list,
+        description="The project's own heavy modules (e.g. sympy) the fork server keeps imported between runs "
+        "while no file they load is changed by the run's patches (opt-in: checked by content hash before every "
+        "fork, dropped and imported afresh otherwise).",
+    )
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
     legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
                                 "--no-header / -rN options); a spec environment sets it.")
