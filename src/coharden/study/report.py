@@ -341,7 +341,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         f"{', '.join(config.bytecode) or 'nothing'} (rows made without it are marked in section 7)",
         f"machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores (shared with other work "
         "during the run, so times are upper bounds)",
-        f"store: `{settings.store}`; steps resumed from it: "
+        f"store: `{Path(settings.store).name}`; steps resumed from it: "
         + ", ".join(f"{k} {sum(1 for r in v if r.get('resumed'))}/{len(v)}" for k, v in rows.items()),
     ]
     if missing:
