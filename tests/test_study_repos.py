@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_study import _study_data_dir, _write_jsonl
 
 from coharden.config import Settings
 from coharden.environment.build import BuildError
@@ -16,6 +15,7 @@ from coharden.execution.store import Store
 from coharden.study.data import StudyError, load_data
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 from coharden.study.report import write_report
+from test_study import _study_data_dir, _write_jsonl
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
