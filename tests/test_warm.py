@@ -109,10 +109,11 @@ TESTS = {"tests/test_pkg.py": "import pkg\nfrom pkg.extra import g\n\n\ndef test
 
 
 def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[str]):  # type: ignore[no-untyped-def]
+    from tests.conftest import make_patch
+
     from coharden.config import Settings
     from coharden.execution.executor import InstanceExecutor
     from coharden.schema.instance import Instance
-    from tests.conftest import make_patch
 
     test_patch = make_patch(repo, TESTS)
     fix = make_patch(repo, {"pkg/extra.py": "def g():\n    return 1  # fixed\n"})  # touches no warm module

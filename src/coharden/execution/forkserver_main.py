@@ -2,9 +2,10 @@
 
 It imports pytest, warms it up once (a collection run over an empty directory imports pytest's own modules
 and every installed plugin), optionally imports ``--preload`` modules (a project's dependencies) and, when a
-request asks for it, the project's own modules (see ``warm`` below), then forks one child per request. A child starts with a warm interpreter and runs
-``pytest.main`` exactly as ``python -m pytest`` would: cwd first on sys.path, the request's environment, its
-own session and process group, rlimits, stdout/stderr to a file, and no other file descriptor of the server.
+request asks for it, the project's own modules (see ``warm`` below), then forks one child per request. A
+child starts with a warm interpreter and runs ``pytest.main`` exactly as ``python -m pytest`` would: cwd
+first on sys.path, the request's environment, its own session and process group, rlimits, stdout/stderr to a
+file, and no other file descriptor of the server.
 
 The server enforces each request's time limit itself (it is the only process that can name the child when it
 runs in its own PID namespace). The server makes itself non-dumpable, so a child cannot ptrace it or read its

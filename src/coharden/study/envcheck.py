@@ -4,7 +4,7 @@ in its spec environment (FAIL_TO_PASS fail on the buggy code and pass on the fix
 A failed instance says why, in one category: ``interpreter`` / ``install`` / ``import`` (the environment),
 ``network`` (a test needs the network, which test runs do not have), ``flaky`` (a second run disagrees with
 the first), ``timeout`` (the fixed run exceeded the time limit), ``tests`` (a wanted test keeps failing, or
-never fails on the buggy code), ``repo`` (no snapshot).
+never fails on the buggy code), ``repo`` (no snapshot, or one that lacks a file the commit needs).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
-from coharden.errors import CoHardenError
+from coharden.errors import CoHardenError, SnapshotError
 from coharden.execution.testids import runnable_ids
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -89,6 +89,8 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
                 # a second run (nothing is cached without a store) tells flaky from deterministic
                 if executor.verdict(instance.patch, both).outcome is Outcome.PASS:
                     row.category = "flaky"
+    except SnapshotError as exc:
+        row.category, row.reason = "repo", str(exc)[:500]
     except CoHardenError as exc:
         row.category, row.reason = "tests", f"cannot run: {exc}"[:500]
     row.verified = not row.category
