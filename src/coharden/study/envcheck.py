@@ -54,18 +54,16 @@ def _failing(statuses: dict[str, list[TestStatus]]) -> list[str]:
 def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvCheckRow:
     """Build (or reuse) the instance's environment and check its golden test."""
     from coharden.environment.build import BuildError
-    from coharden.environment.specbuild import SpecBuilder
-    from coharden.environment.specs import SpecTable, repo_slug
+    from coharden.environment.derived import instance_environment
+    from coharden.environment.specs import repo_slug
     from coharden.execution.executor import InstanceExecutor
 
     started = time.monotonic()
     row = EnvCheckRow(instance.instance_id, repo_slug(instance.repo), str(instance.version), False,
                       f2p=len(instance.FAIL_TO_PASS), p2p=len(instance.PASS_TO_PASS))
-    table = SpecTable.load(settings.swebench_specs)
     try:
-        spec = table.get(row.repo, row.version)
-        built = SpecBuilder(settings.cache_dir).build(repo, spec, instance.environment_setup_commit
-                                                      or instance.base_commit, replacements=table.replacements())
+        # the spec environment, or one derived from it where the base commit needs more dependencies
+        built = instance_environment(instance, repo, settings)
     except (CoHardenError, BuildError) as exc:
         row.category, row.reason = "install", str(exc)[:500]
         return row
