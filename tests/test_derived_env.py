@@ -16,7 +16,7 @@ from tests.conftest import make_patch, make_repo, run_git, write_files
 
 from coharden.config import Settings
 from coharden.environment.build import BuildError
-from coharden.environment.derived import dependency_digest, instance_environment, relocate_venv
+from coharden.environment.derived import dependency_digest, dependency_part, instance_environment, relocate_venv
 from coharden.environment.specbuild import SpecBuilder, find_interpreter
 from coharden.environment.specs import EnvSpec, SpecTable
 from coharden.execution.executor import InstanceExecutor
@@ -60,6 +60,20 @@ def test_dependency_digest_follows_only_dependency_files(tmp_path: Path) -> None
     requirement = run_git(repo, "rev-parse", "HEAD").strip()
     assert dependency_digest(repo, first, spec) == dependency_digest(repo, code_only, spec)
     assert dependency_digest(repo, requirement, spec) != dependency_digest(repo, first, spec)
+
+
+def test_dependency_part_keeps_only_dependency_files(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path / "repo", {"setup.cfg": "[options]\n", "pkg/a.py": "A = 1\n",
+                                            "requirements_test.txt": "pytest\n"})
+    spec = EnvSpec(repo="acme/pkg", version="1", python="3.9", test_cmd="pytest", log_parser="pytest",
+                   requirements_paths=["requirements_test.txt"])
+    fix = make_patch(repo, {"setup.cfg": "[options]\ninstall_requires = appdirs\n", "pkg/a.py": "A = 2\n",
+                            "requirements_test.txt": "pytest\nappdirs\n"})
+    part = dependency_part(fix, spec)
+    assert "setup.cfg" in part and "requirements_test.txt" in part
+    assert "pkg/a.py" not in part
+    assert dependency_part(make_patch(repo, {"pkg/a.py": "A = 3\n"}), spec) == ""
+    assert dependency_part("not a patch at all", spec) == ""
 
 
 def test_relocate_venv_rewrites_scripts_of_the_copy(tmp_path: Path) -> None:
@@ -159,8 +173,19 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     run_git(repo, "commit", "-qm", "docs")
     docs = instance.model_copy(update={"base_commit": run_git(repo, "rev-parse", "HEAD").strip()})
     assert instance_environment(docs, repo, settings).key == env.key  # same dependency files as `needs`
-    setup_only = instance.model_copy(update={"base_commit": setup_commit})
+    setup_only = instance.model_copy(update={"base_commit": setup_commit, "patch": ""})
     assert instance_environment(setup_only, repo, settings).key == env.derived_from
+
+    # the fix itself declares the dependency (the harness installs again after applying it): derived with it
+    run_git(repo, "checkout", "-q", setup_commit)
+    declares = make_patch(repo, {"setup.py": _setup(["helperdep"]), "widget/__init__.py": "import helperdep\n"})
+    run_git(repo, "checkout", "-q", "main")
+    by_fix = instance_environment(instance.model_copy(update={"base_commit": setup_commit, "patch": declares}),
+                                  repo, settings)
+    assert by_fix.ok, by_fix.error
+    assert by_fix.derived_from == env.derived_from and by_fix.key != env.key
+    assert any("the fix changes setup.py" in w for w in by_fix.warnings)
+    assert subprocess.run([by_fix.python, "-c", "import helperdep"], capture_output=True).returncode == 0
 
     # a dependency that cannot be installed: the environment fails with a clear error, and so does the envcheck
     write_files(repo, {"setup.py": _setup(["helperdep", "nosuchdep"]),

@@ -13,6 +13,10 @@ Here the shared environment is kept and, only where the base commit needs it, a 
 3. when one is found: a copy of the spec environment's venv with the spec's pre-install and install steps run
    at the base commit (editable hooks detached as for the spec environment), cached under
    ``<spec env key>-at-<digest of the base commit's dependency files>``.
+
+The harness also runs the install step once more after applying the fix it grades, so a fix that declares a
+new dependency (pylint's move to ``appdirs``) gets it. Here an instance whose reference fix changes dependency
+files always gets a derived environment, installed with those files' changes applied (the digest covers them).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from coharden.config import Settings
 from coharden.environment.build import Log, _build_env, _locked
 from coharden.environment.specbuild import SpecBuilder, SpecEnv, finish_environment, import_name
 from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
+from coharden.errors import PatchError
 from coharden.execution.git import git, resolve_commit
 from coharden.execution.sandbox import run_limited
-from coharden.patches import touched_files
+from coharden.patches import file_path, parse, touched_files
 
 DEPENDENCY_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 _DEPENDENCY_PATTERNS = ("requirements*.txt", "requirements/*.txt", "ci/requirements/*.yml", "environment.yml")
@@ -42,13 +47,29 @@ MISSING_DEPENDENCY = re.compile(
     r"ImportError: cannot import name [^\n]+|[\w.]*DistributionNotFound[^\n]*|[\w.]*VersionConflict[^\n]*)")
 
 
+def is_dependency_file(path: str, spec: EnvSpec) -> bool:
+    if path in (*DEPENDENCY_FILES, *spec.requirements_paths, *spec.environment_yml_paths):
+        return True
+    return any(Path(path).match(g) and path.count("/") == g.count("/") for g in _DEPENDENCY_PATTERNS)
+
+
+def dependency_part(patch: str, spec: EnvSpec) -> str:
+    """The part of ``patch`` that changes dependency files ('' when none, or the patch cannot be read)."""
+    if not patch.strip():
+        return ""
+    try:
+        return "".join(str(f) for f in parse(patch) if is_dependency_file(file_path(f), spec))
+    except PatchError:
+        return ""
+
+
 def dependency_digest(repo: Path, commit: str, spec: EnvSpec) -> str:
     """A digest of the files that declare the project's dependencies at ``commit`` (their blob ids)."""
     names = [*DEPENDENCY_FILES, *spec.requirements_paths, *spec.environment_yml_paths, *_DEPENDENCY_PATTERNS]
     listing = git(["ls-tree", "-r", commit, "--", *names], repo, check=False).stdout
     # ls-tree takes literal paths; the patterns are matched here
     every = git(["ls-tree", "-r", "--name-only", commit], repo).stdout.splitlines()
-    wanted = [p for p in every if any(Path(p).match(g) and p.count("/") == g.count("/") for g in _DEPENDENCY_PATTERNS)]
+    wanted = [p for p in every if p not in DEPENDENCY_FILES and is_dependency_file(p, spec)]
     if wanted:
         listing += git(["ls-tree", "-r", commit, "--", *wanted], repo).stdout
     lines = sorted(set(listing.splitlines()))
@@ -80,17 +101,23 @@ def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: Spec
 
 
 def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, setup_commit: str,
-                    commit: str, test_files: list[str]) -> SpecEnv:
+                    commit: str, test_files: list[str], fix: str = "") -> SpecEnv:
     """``env`` (the spec environment, built at ``setup_commit``) or the environment derived from it for
-    ``commit`` when the base commit needs dependencies ``env`` lacks (see the module docstring)."""
+    ``commit`` (with the dependency-file changes of ``fix``, the reference fix) when the base commit needs
+    dependencies ``env`` lacks or the fix changes what the project declares (see the module docstring)."""
     if not env.ok:
         return env
     commit = resolve_commit(repo, commit)
-    if commit == resolve_commit(repo, setup_commit):
-        return env
+    fix_deps = dependency_part(fix, spec)
     digest = dependency_digest(repo, commit, spec)
-    if digest == dependency_digest(repo, setup_commit, spec):
+    if not fix_deps and (commit == resolve_commit(repo, setup_commit)
+                         or digest == dependency_digest(repo, setup_commit, spec)):
         return env
+    if fix_deps:
+        digest = hashlib.sha256(f"{digest}\0{fix_deps}".encode()).hexdigest()[:12]
+        files = ", ".join(touched_files(fix_deps))
+        builder.log(f"the fix changes {files}: deriving an environment installed with that change")
+        return derive(builder, repo, spec, env, commit, digest, f"the fix changes {files}", fix_deps)
     probes = builder.root / "probes" / env.key
     record = probes / f"{commit}.json"
     if record.is_file():
@@ -102,12 +129,13 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
     if not missing:
         return env
     builder.log(f"base commit {commit[:12]} needs what {env.key} lacks ({missing}): deriving an environment")
-    return derive(builder, repo, spec, env, commit, digest, missing)
+    return derive(builder, repo, spec, env, commit, digest, f"the spec environment lacks: {missing}")
 
 
 def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, digest: str,
-           why: str = "") -> SpecEnv:
-    """A copy of ``env``'s venv with the spec's pre-install and install steps run at ``commit`` (cached)."""
+           why: str = "", deps_patch: str = "") -> SpecEnv:
+    """A copy of ``env``'s venv with the spec's pre-install and install steps run at ``commit`` (with
+    ``deps_patch`` applied), cached."""
     key = f"{env.key}-at-{digest}"
     env_dir = builder.root / key
     with _locked(builder.root / f"{key}.lock"):
@@ -117,17 +145,17 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
             if not previous.ok or Path(previous.python).exists():
                 return previous.model_copy(update={"cached": True})
         started = time.monotonic()
-        result = _derive(builder, repo, spec, env, commit, key, env_dir)
+        result = _derive(builder, repo, spec, env, commit, key, env_dir, deps_patch)
         result.build_seconds = round(time.monotonic() - started, 1)
         if why:
-            result.warnings.append(f"derived for base commit {commit[:12]}: the spec environment lacks: {why}")
+            result.warnings.append(f"derived for base commit {commit[:12]}: {why}")
         env_dir.mkdir(parents=True, exist_ok=True)
         record.write_text(result.model_dump_json(indent=2))
         return result
 
 
 def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, key: str,
-            env_dir: Path) -> SpecEnv:
+            env_dir: Path, deps_patch: str) -> SpecEnv:
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir(parents=True)
     result = SpecEnv(ok=False, key=key, repo=spec.repo, version=spec.version, env_dir=env_dir, runner=spec.runner,
@@ -136,6 +164,12 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
     old_venv = Path(env.python).parent.parent
     git(["clone", "--quiet", "--shared", "--no-checkout", str(repo), str(src)], env_dir)
     git(["checkout", "--quiet", "--detach", commit], src)
+    if deps_patch:
+        applied = git(["apply", "--whitespace=nowarn", "-"], src, input=deps_patch, check=False)
+        if applied.returncode != 0:
+            result.failed_step = "install"
+            result.error = f"the fix's dependency-file change does not apply: {applied.stderr.strip()[-300:]}"
+            return result
     shutil.copytree(old_venv, venv, symlinks=True)
     relocate_venv(venv, old_venv)
     python = venv / "bin" / "python"
@@ -177,7 +211,8 @@ def instance_environment(instance: Any, repo: Path, settings: Settings, *, log: 
     if not built.ok or not instance.environment_setup_commit:
         return built
     files = touched_files(getattr(instance, "test_patch", "") or "")
-    derived = for_base_commit(builder, repo, spec, built, setup, instance.base_commit, files)
+    derived = for_base_commit(builder, repo, spec, built, setup, instance.base_commit, files,
+                              getattr(instance, "patch", "") or "")
     if derived is not built and not derived.ok:
         derived.error = (f"the environment derived from {built.key} for base commit {instance.base_commit[:12]} "
                          f"failed: {derived.error}")
