@@ -70,7 +70,8 @@ def test_dependency_part_keeps_only_dependency_files(tmp_path: Path) -> None:
     fix = make_patch(repo, {"setup.cfg": "[options]\ninstall_requires = appdirs\n", "pkg/a.py": "A = 2\n",
                             "requirements_test.txt": "pytest\nappdirs\n"})
     part = dependency_part(fix, spec)
-    assert "setup.cfg" in part and "requirements_test.txt" in part
+    assert "setup.cfg" in part
+    assert "requirements_test.txt" in part
     assert "pkg/a.py" not in part
     assert dependency_part(make_patch(repo, {"pkg/a.py": "A = 3\n"}), spec) == ""
     assert dependency_part("not a patch at all", spec) == ""
@@ -155,7 +156,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     env = instance_environment(instance, repo, settings)
     assert env.ok, env.error
     assert env.derived_from.startswith("spec-widget-1.0-")
-    assert env.key == f"{env.derived_from}-at-{dependency_digest(repo, needs, SpecTable.load(specs).get('acme/widget', '1.0'))}"
+    spec = SpecTable.load(specs).get("acme/widget", "1.0")
+    assert env.key == f"{env.derived_from}-at-{dependency_digest(repo, needs, spec)}"
     assert any("helperdep" in w for w in env.warnings)
     base_python = Path(settings.cache_dir).resolve() / "envs" / env.derived_from / "venv" / "bin" / "python"
     assert subprocess.run([str(base_python), "-c", "import helperdep"], capture_output=True).returncode != 0
@@ -165,7 +167,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
         assert executor.verdict("", golden).failed
         assert executor.verdict(fix, golden).passed
     again = instance_environment(instance, repo, settings)
-    assert again.cached and again.key == env.key
+    assert again.cached
+    assert again.key == env.key
 
     # the same dependency files: the spec environment itself
     write_files(repo, {"README": "docs only\n"})
@@ -183,7 +186,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     by_fix = instance_environment(instance.model_copy(update={"base_commit": setup_commit, "patch": declares}),
                                   repo, settings)
     assert by_fix.ok, by_fix.error
-    assert by_fix.derived_from == env.derived_from and by_fix.key != env.key
+    assert by_fix.derived_from == env.derived_from
+    assert by_fix.key != env.key
     assert any("the fix changes setup.py" in w for w in by_fix.warnings)
     assert subprocess.run([by_fix.python, "-c", "import helperdep"], capture_output=True).returncode == 0
 
@@ -196,7 +200,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     failed = instance_environment(broken, repo, settings)
     assert not failed.ok
     assert failed.failed_step == "install"
-    assert "derived from" in failed.error and "nosuchdep" in failed.error
+    assert "derived from" in failed.error
+    assert "nosuchdep" in failed.error
     from coharden.study.envcheck import check_instance
 
     row = check_instance(broken, repo, settings)
