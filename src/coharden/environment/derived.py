@@ -143,9 +143,10 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
         if record.is_file():
             previous = SpecEnv.model_validate_json(record.read_text())
             if not previous.ok or Path(previous.python).exists():
-                return previous.model_copy(update={"cached": True})
+                return previous.model_copy(update={"cached": True, "services": list(spec.services)})
         started = time.monotonic()
         result = _derive(builder, repo, spec, env, commit, key, env_dir, deps_patch)
+        result.services = list(spec.services)
         result.build_seconds = round(time.monotonic() - started, 1)
         if why:
             result.warnings.append(f"derived for base commit {commit[:12]}: {why}")

@@ -64,13 +64,14 @@ class SpecEnv(BaseModel):
     build_seconds: float = 0.0
     derived_from: str = ""  # the spec environment this one copies, installed again at ``commit``
     commit: str = ""
+    services: list[str] = Field(default_factory=list)  # the spec's (not part of the environment's identity)
 
     def settings(self, base: Settings) -> Settings:
         """``base`` running tests in this environment (fork server off: PYTHONPATH is set per job)."""
         legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
         return base.with_overrides(python=self.python, fork_server=False, runner=self.runner,
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
-                                   legacy_pytest=legacy)
+                                   legacy_pytest=legacy, services=self.services or base.services)
 
 
 def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:
@@ -176,11 +177,12 @@ class SpecBuilder:
                     if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
                         previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
                         record.write_text(previous.model_dump_json(indent=2))
-                    return previous.model_copy(update={"cached": True})
+                    return previous.model_copy(update={"cached": True, "services": list(spec.services)})
             import time
 
             started = time.monotonic()
             result = self._build(repo, commit, spec, key, env_dir, replacements or [])
+            result.services = list(spec.services)
             result.build_seconds = round(time.monotonic() - started, 1)
             env_dir.mkdir(parents=True, exist_ok=True)
             record.write_text(result.model_dump_json(indent=2))
@@ -284,6 +286,12 @@ class SpecBuilder:
             result.warnings.append(f"exclude_newer not applied to pip steps (uv pip compile failed): "
                                    f"{_tail(proc.output, 5)}")
             return
+        # a dependency of the project may depend on the project (sphinxcontrib-* on Sphinx): the resolution then
+        # names the project itself, from the index, which would refuse the local checkout's version
+        own = _normalized(spec.repo.split("/")[-1])
+        kept = [line for line in out.read_text().splitlines()
+                if _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) != own]
+        out.write_text("\n".join(kept) + "\n")
         env["PIP_CONSTRAINT"] = str(out)
 
     def _packages(self, spec: EnvSpec, src: Path, env_dir: Path, install: str,
@@ -322,6 +330,10 @@ class SpecBuilder:
             return True
         names = [p for p in spec.packages.split() if p.split("=")[0].lower() not in _CONDA_ONLY]
         return not names or bool(run("packages", f"{install} {' '.join(shlex.quote(n) for n in names)}"))
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _rfc3339(date: str) -> str:
