@@ -24,7 +24,10 @@ from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 _NETWORK = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
                       r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
-                      r"nodename nor servname|getaddrinfo failed|Connection refused", re.I)
+                      r"nodename nor servname|getaddrinfo failed|Connection refused|"
+                      # https to a local stand-in (httpbin on loopback speaks plain HTTP, with no certificate the
+                      # tests trust): only the real host on the network answers it
+                      r"SSLError", re.I)
 _MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '?[\w.]+'?")
 _BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
 
