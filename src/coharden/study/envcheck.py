@@ -28,6 +28,9 @@ _NETWORK = re.compile(r"network access blocked|Name or service not known|Tempora
                       # https to a local stand-in (httpbin on loopback speaks plain HTTP, with no certificate the
                       # tests trust): only the real host on the network answers it
                       r"SSLError", re.I)
+# data a test downloads when its bundled copy is stale or absent (astropy's IERS and leap-second tables)
+_OFFLINE_DATA = re.compile(r"IERS\w*(Warning|Error)|leap-second (auto-update|file)|auto-update failed|"
+                           r"Could not download|failed to download", re.I)
 _MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '?[\w.]+'?")
 _BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
 
@@ -70,6 +73,9 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
     except (CoHardenError, BuildError) as exc:
         row.category, row.reason = "install", str(exc)[:500]
         return row
+    except Exception as exc:  # noqa: BLE001 - one instance's surprise must not end the batch
+        row.category, row.reason = "install", f"environment: {type(exc).__name__}: {exc}"[:500]
+        return row
     if not built.ok:
         row.category = built.failed_step if built.failed_step in ("interpreter", "import") else "install"
         row.reason = built.error[-600:]
@@ -92,6 +98,8 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
                     row.category = "flaky"
     except CoHardenError as exc:
         row.category, row.reason = "tests", f"cannot run: {exc}"[:500]
+    except Exception as exc:  # noqa: BLE001 - one instance's surprise must not end the batch
+        row.category, row.reason = "tests", f"cannot run ({type(exc).__name__}): {exc}"[:500]
     row.verified = not row.category
     row.seconds = round(time.monotonic() - started, 1)
     return row
@@ -114,9 +122,12 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
         fixed_bad, kept_bad = _failing(_statuses(fixed, f2p)), _failing(_statuses(fixed, p2p))
         row.failing = (fixed_bad + kept_bad)[:10]
         # the failing tests' own messages decide (other tests' output may mention connections)
-        row.category = "network" if _NETWORK.search(fixed.reason) else "tests"
-        row.reason = (f"on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests do "
-                      f"not pass: {fixed.short()}")[:600]
+        offline = _OFFLINE_DATA.search(fixed.reason)
+        row.category = "network" if offline or _NETWORK.search(fixed.reason) else "tests"
+        why = (f"data the tests download is stale or missing and cannot be fetched offline ({offline.group(0)}); "
+               if offline else "")
+        row.reason = (f"{why}on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests "
+                      f"do not pass: {fixed.short()}")[:600]
     elif buggy.outcome is Outcome.PASS:
         row.category, row.reason = "tests", "the golden test passes on the buggy code"
     elif buggy.outcome not in (Outcome.FAIL, Outcome.COLLECTION_ERROR):
