@@ -87,6 +87,21 @@ def test_offline_data_and_https_stand_ins_count_as_network() -> None:
     assert row.category == "network"
 
 
+def test_wanted_tests_skipped_for_an_optional_module_name_it() -> None:
+    failing = _v(Outcome.FAIL, {"a": [TestStatus.FAILED]}, "a: boom")
+    skipped = _v(Outcome.FAIL, {"a": [TestStatus.PASSED], "b": [TestStatus.SKIPPED], "c": [TestStatus.SKIPPED]},
+                 "b: requires cdms2; c: requires cdms2")
+    row = _row()
+    assert _judge(row, ["a"], ["b", "c"], failing, skipped)
+    assert row.category == "import"
+    assert "2 wanted tests are skipped" in row.reason
+    assert "cdms2 (a conda-only package" in row.reason
+    mixed = _v(Outcome.FAIL, {"a": [TestStatus.FAILED], "b": [TestStatus.SKIPPED]}, "b: requires cdms2; a: boom")
+    row = _row()
+    assert _judge(row, ["a"], ["b"], failing, mixed)
+    assert row.category == "tests"  # a real failure is not explained by the skip
+
+
 def test_a_surprise_in_one_instance_becomes_its_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An unexpected exception while building or running one instance is that instance's row, not the batch's
     end."""

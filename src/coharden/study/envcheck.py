@@ -31,6 +31,8 @@ _NETWORK = re.compile(r"network access blocked|Name or service not known|Tempora
 # data a test downloads when its bundled copy is stale or absent (astropy's IERS and leap-second tables)
 _OFFLINE_DATA = re.compile(r"IERS\w*(Warning|Error)|leap-second (auto-update|file)|auto-update failed|"
                            r"Could not download|failed to download", re.I)
+# a skip for want of a module: xarray's 'requires cdms2', pytest.importorskip's "could not import 'x'"
+_SKIPPED_FOR = re.compile(r"\b(?:requires|could not import|No module named)\s+'?([A-Za-z_][\w.]*)")
 _MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '?[\w.]+'?")
 _BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
 
@@ -122,6 +124,18 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
         fixed_bad, kept_bad = _failing(_statuses(fixed, f2p)), _failing(_statuses(fixed, p2p))
         row.failing = (fixed_bad + kept_bad)[:10]
         # the failing tests' own messages decide (other tests' output may mention connections)
+        skipped_for = _SKIPPED_FOR.search(fixed.reason)
+        if skipped_for and all(set(st) <= {TestStatus.SKIPPED, TestStatus.PASSED, TestStatus.XFAIL}
+                               for st in (_statuses(fixed, f2p) | _statuses(fixed, p2p)).values()):
+            # only skips, for want of an optional module: the environment lacks it (often conda-only)
+            from coharden.environment.specbuild import _CONDA_ONLY
+
+            module = skipped_for.group(1)
+            conda = " (a conda-only package: pip cannot install it)" if module.lower() in _CONDA_ONLY else ""
+            row.category = "import"
+            row.reason = (f"{len(fixed_bad + kept_bad)} wanted tests are skipped: the environment lacks the optional "
+                          f"module {module}{conda}: {fixed.short()}")[:600]
+            return True
         offline = _OFFLINE_DATA.search(fixed.reason)
         row.category = "network" if offline or _NETWORK.search(fixed.reason) else "tests"
         why = (f"data the tests download is stale or missing and cannot be fetched offline ({offline.group(0)}); "
