@@ -14,9 +14,15 @@ import pytest
 from coharden.config import Settings
 from coharden.llm import MockLLMServer
 
-# The throwaway projects below need no pytest plugins; not auto-loading the ones installed in this environment
-# (anyio, pytest-timeout, ...) roughly halves the start-up time of every inner pytest process.
-os.environ.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The throwaway projects below need no pytest plugins; not auto-loading the ones installed in this
+    environment (anyio, pytest-timeout, ...) roughly halves the start-up time of every inner pytest process.
+    Not in an xdist controller: the workers it starts inherit its environment and need their plugins."""
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    os.environ.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test",

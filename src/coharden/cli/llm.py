@@ -16,7 +16,7 @@ from rich.console import Console
 from coharden.cli.options import ranged
 from coharden.llm.mockserver import MockLLMServer, ReceivedRequest, RulesError
 
-_err = Console(stderr=True)
+_err = Console(stderr=True, soft_wrap=True)
 
 
 def mock_llm(
