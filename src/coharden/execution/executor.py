@@ -59,6 +59,15 @@ def environment_id(python: str) -> str:
     return f"{python} {out.stdout.strip()}"
 
 
+def test_environment_id(settings: Settings, python: str) -> str:
+    """:func:`environment_id` of a plain interpreter; a spec environment (``test_env`` set) or a log-based
+    runner is named by its interpreter's path, which holds the spec's digest (the project under test, pytest
+    itself for one, is importable only from a job's checkout, so asking it for versions would fail)."""
+    if settings.runner == "pytest" and not settings.test_env:
+        return environment_id(python)
+    return f"{python} {settings.runner}"
+
+
 def _renamed(path: str, index: int) -> str:
     p = PurePosixPath(path)
     return str(p.with_name(f"test_coh{index}__{p.name}"))
@@ -87,11 +96,7 @@ class InstanceExecutor:
             template = settings.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
-        env = f"docker:{self.image}" if self.image else (
-            # a spec environment (test_env set) is named by its path, which holds the spec's digest; the project
-            # under test (pytest itself, for one) is importable only from a job's checkout
-            environment_id(self.python) if settings.runner == "pytest" and not settings.test_env
-            else f"{self.python} {settings.runner}")
+        env = f"docker:{self.image}" if self.image else test_environment_id(settings, self.python)
         self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
         self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation}"
         self._server_failed = ""  # why the fork server is not used, once it failed
