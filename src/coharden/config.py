@@ -74,6 +74,8 @@ class Settings(BaseModel):
                                      "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
     env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "
                                      "generated modules) copied into every checkout after it is reset.")
+    services: list[str] = Field(default_factory=list, description="Services started inside each test sandbox, "
+                                "on loopback, around the test command (httpbin; a spec environment sets it).")
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0
