@@ -217,7 +217,9 @@ class SpecBuilder:
                 result.warnings.append(f"exclude_newer {spec.exclude_newer} not applied: pip has no date bound "
                                        "(uv is missing or does not drive this interpreter)")
             # what a fresh conda environment has: pip, setuptools (before 70 dropped old commands) and wheel
-            tooling = "'pip<24.1' 'setuptools<70' wheel" if _vkey(spec.python) >= (3, 8) else "-U 'pip<22' wheel"
+            # (an old pip may still take a wheel release that needs a newer Python: 0.38 dropped 3.6)
+            tooling = "'pip<24.1' 'setuptools<70' wheel" if _vkey(spec.python) >= (3, 8) \
+                else "-U 'pip<22' 'wheel<0.38'"
             if not run("interpreter", f"{install} {tooling}"):
                 return result
             if not self._packages(spec, src, env_dir, install, replacements, run, result):
