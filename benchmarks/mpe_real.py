@@ -134,6 +134,7 @@ def main() -> int:
     parser.add_argument("--per-operator", type=int, default=3)
     parser.add_argument("--system", default="Otter", choices=list(SYSTEM_FILES),
                         help="the system whose prediction is graded after the golden test")
+    parser.add_argument("--cold", action="store_true", help="no warm sympy imports in the fork servers")
     parser.add_argument("--naive-runs", type=int, default=2, help="(mutant, test) naive runs measured per instance")
     args = parser.parse_args()
     for need in (args.data / "swebench_verified_sympy.jsonl", args.repos / "sympy__sympy", Path(args.python)):
@@ -142,7 +143,8 @@ def main() -> int:
             return 0
     version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    settings = Settings(python=args.python, repos_dir=args.repos, timeout=args.timeout, preload=["mpmath"])
+    settings = Settings(python=args.python, repos_dir=args.repos, timeout=args.timeout, preload=["mpmath"],
+                        warm_imports=[] if args.cold else ["sympy"])
     data = load_data(args.data, python_version=version, test_patterns=settings.test_patterns)
     ids = args.ids or spread(data.study_ids, args.n)
     tmp = Path(tempfile.mkdtemp(prefix="coharden-mpe-real-"))

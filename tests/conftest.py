@@ -15,7 +15,6 @@ from coharden.config import Settings
 from coharden.llm import MockLLMServer
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     """The throwaway projects below need no pytest plugins; not auto-loading the ones installed in this
     environment (anyio, pytest-timeout, ...) roughly halves the start-up time of every inner pytest process.

@@ -71,6 +71,57 @@ def test_judge_sorts_failures_by_cause() -> None:
     assert row.category == "timeout"
 
 
+def test_offline_data_and_https_stand_ins_count_as_network() -> None:
+    failing = _v(Outcome.FAIL, {"a": [TestStatus.FAILED]}, "a: boom")
+    stale = _v(Outcome.FAIL, {"a": [TestStatus.PASSED], "b": [TestStatus.FAILED]},
+               "b: astropy.utils.exceptions.AstropyWarning: leap-second auto-update failed due to the following "
+               "exception: IERSStaleWarning('leap-second file is expired.')")
+    row = _row()
+    assert _judge(row, ["a"], ["b"], failing, stale)
+    assert row.category == "network"
+    assert row.reason.startswith("data the tests download is stale or missing")
+    tls = _v(Outcome.FAIL, {"a": [TestStatus.PASSED], "b": [TestStatus.FAILED]},
+             "b: requests.exceptions.SSLError: [SSL: WRONG_VERSION_NUMBER] wrong version number")
+    row = _row()
+    assert _judge(row, ["a"], ["b"], failing, tls)
+    assert row.category == "network"
+
+
+def test_wanted_tests_skipped_for_an_optional_module_name_it() -> None:
+    failing = _v(Outcome.FAIL, {"a": [TestStatus.FAILED]}, "a: boom")
+    skipped = _v(Outcome.FAIL, {"a": [TestStatus.PASSED], "b": [TestStatus.SKIPPED], "c": [TestStatus.SKIPPED]},
+                 "b: requires cdms2; c: requires cdms2")
+    row = _row()
+    assert _judge(row, ["a"], ["b", "c"], failing, skipped)
+    assert row.category == "import"
+    assert "2 wanted tests are skipped" in row.reason
+    assert "cdms2 (a conda-only package" in row.reason
+    mixed = _v(Outcome.FAIL, {"a": [TestStatus.FAILED], "b": [TestStatus.SKIPPED]}, "b: requires cdms2; a: boom")
+    row = _row()
+    assert _judge(row, ["a"], ["b"], failing, mixed)
+    assert row.category == "tests"  # a real failure is not explained by the skip
+
+
+def test_a_surprise_in_one_instance_becomes_its_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unexpected exception while building or running one instance is that instance's row, not the batch's
+    end."""
+    import coharden.environment.derived as derived
+    from coharden.config import Settings
+    from coharden.schema.instance import Instance
+    from coharden.study.envcheck import check_instance
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("IERS table missing")
+
+    monkeypatch.setattr(derived, "instance_environment", boom)
+    instance = Instance(instance_id="astropy__astropy-1", repo="astropy/astropy", base_commit="HEAD", version="5.0",
+                        environment_setup_commit="HEAD", FAIL_TO_PASS=["t.py::test_a"])
+    row = check_instance(instance, tmp_path, Settings(cache_dir=tmp_path / "cache"))
+    assert not row.verified
+    assert row.category == "install"
+    assert "RuntimeError: IERS table missing" in row.reason
+
+
 def test_table_counts_per_repository() -> None:
     rows = [EnvCheckRow("a-1", "o/a", "1", True), EnvCheckRow("a-2", "o/a", "1", False, "network"),
             EnvCheckRow("b-1", "o/b", "2", False, "install", "pin does not resolve")]

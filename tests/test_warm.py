@@ -96,3 +96,79 @@ def test_a_project_that_does_not_import_is_not_kept_half_imported(tmp_path: Path
     assert not snapshot.files
     assert not warm.project_modules(str(root))  # nothing of it stays loaded
     assert not warm.prepare_child(snapshot, str(root))
+
+
+# --- wired into the fork server: the executor's runs on a small project -------------------------------------
+PROJECT = {
+    "pkg/__init__.py": "from pkg.mod import f\nimport time\nLOADED_AT = time.time()\n",
+    "pkg/mod.py": "def f():\n    return 1\n",
+    "pkg/extra.py": "def g():\n    return 1\n",  # imported by the test only, not by `import pkg`
+    "tests/__init__.py": "",
+}
+TESTS = {"tests/test_pkg.py": "import pkg\nfrom pkg.extra import g\n\n\ndef test_f():\n    assert pkg.f() + g() == 2\n"}
+
+
+def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[str]):  # type: ignore[no-untyped-def]
+    from tests.conftest import make_patch
+
+    from coharden.config import Settings
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.schema.instance import Instance
+
+    test_patch = make_patch(repo, TESTS)
+    fix = make_patch(repo, {"pkg/extra.py": "def g():\n    return 1  # fixed\n"})  # touches no warm module
+    mutant = make_patch(repo, {"pkg/mod.py": "def f():\n    return 2\n"})  # changes a pre-imported module
+    extra_mutant = make_patch(repo, {"pkg/extra.py": "def g():\n    return 3\n"})
+    settings = Settings(timeout=60, cache_dir=tmp_path / f"cache-{len(warm_imports)}", workers=1,
+                        warm_imports=warm_imports)
+    inst = Instance(instance_id="pkg__1", repo=str(repo), base_commit=commit)
+    outcomes = []
+    with InstanceExecutor(inst, repo, settings) as ex:
+        test = ex.test_patch(test_patch, name="t")
+        for patch in ("", fix, mutant, fix, extra_mutant, ""):
+            outcomes.append(ex.verdicts(patch, [test])[0].outcome.value)
+        server = ex._fork_server()
+        warm_runs = server.warm_runs if server is not None else 0
+    return outcomes, warm_runs
+
+
+def test_the_fork_server_keeps_the_project_imported_and_never_serves_a_changed_module(
+        repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo, commit = repo_factory(PROJECT)
+    warm_outcomes, warm_runs = _executor_runs(repo, commit, tmp_path, ["pkg"])
+    cold_outcomes, cold_runs = _executor_runs(repo, commit, tmp_path, [])
+    # the mutant that changes the pre-imported pkg/mod.py fails, as in a cold process; so does the one in a
+    # module the tests import themselves
+    assert warm_outcomes == cold_outcomes == ["PASS", "PASS", "FAIL", "PASS", "FAIL", "PASS"]
+    assert cold_runs == 0
+    # warm: the base run (the server imports pkg there) and the fix (it leaves every module of pkg's import as
+    # it was); the mutant touching pkg/mod.py runs cold and refuses warm imports for this base commit (every
+    # later run would find a module changed), so the rest runs cold too
+    assert warm_runs == 2
+
+
+def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Path, tmp_path: Path) -> None:
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import test_environment
+
+    (project / "test_v.py").write_text("import pkg\n\n\ndef test_v():\n    assert pkg.VALUE == 1\n")
+    server = ForkServer(sys.executable, env=test_environment(), network=False)
+    spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_v.py"], "base": True}
+
+    def run(base: bool = True) -> int | None:
+        env = {**test_environment(), "PYTHONDONTWRITEBYTECODE": "1"}
+        return server.run(project, ["-q", "-p", "no:cacheprovider", "test_v.py"], env, timeout=60, memory_mb=None,
+                          cpu_seconds=None, warm={**spec, "base": base}).returncode
+
+    try:
+        assert run() == 0
+        assert server.warm_runs == 1
+        stat = (project / "pkg" / "mod.py").stat()
+        (project / "pkg" / "mod.py").write_text("VALUE = 2\n")  # not named volatile: only its content tells
+        os.utime(project / "pkg" / "mod.py", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert run(base=False) == 1  # the server drops its stale modules; the child imports the new one
+        assert server.warm_runs == 1
+        assert run() == 1  # imported again, from the files as they are now
+        assert server.warm_runs == 2
+    finally:
+        server.close()

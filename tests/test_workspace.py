@@ -203,3 +203,19 @@ def test_overlay_files_are_copies_not_links(calc_repo, tmp_path) -> None:  # typ
         with open(laid, "r+b") as handle:  # write through whatever the workspace laid there
             handle.write(b"EVIL!")
     assert (overlay / "calc" / "_speedups.so").read_bytes() == b"built"
+
+
+def test_a_snapshot_without_a_files_blob_is_named_not_a_crash(tmp_path: Path) -> None:
+    """A snapshot may leave out its largest files (astropy's IERS tables): checking out such a commit says which
+    file is missing and what to do, as a SnapshotError (a RepoError) the batch commands report per instance."""
+    from coharden.errors import SnapshotError
+    from coharden.execution.git import git
+    from conftest import make_repo
+
+    repo, commit = make_repo(tmp_path / "repo", {"pkg/__init__.py": "X = 1\n", "pkg/data/table.dat": "1 2 3\n"})
+    blob = run_git(repo, "rev-parse", f"{commit}:pkg/data/table.dat").strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    (repo / "pkg" / "data" / "table.dat").unlink()
+    with pytest.raises(SnapshotError, match=r"lacks pkg/data/table.dat at this commit .*full clone") as caught:
+        git(["reset", "--quiet", "--hard", commit], repo)
+    assert isinstance(caught.value, RepoError)

@@ -59,6 +59,12 @@ class Settings(BaseModel):
         default_factory=list,
         description="Modules the fork server imports once: the project's dependencies, never the project.",
     )
+    warm_imports: list[str] = Field(
+        default_factory=list,
+        description="The project's own heavy modules (e.g. sympy) the fork server keeps imported between runs "
+        "while no file they load is changed by the run's patches (opt-in: checked by content hash before every "
+        "fork, dropped and imported afresh otherwise).",
+    )
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
     legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
                                 "--no-header / -rN options); a spec environment sets it.")
@@ -68,6 +74,8 @@ class Settings(BaseModel):
                                      "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
     env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "
                                      "generated modules) copied into every checkout after it is reset.")
+    services: list[str] = Field(default_factory=list, description="Services started inside each test sandbox, "
+                                "on loopback, around the test command (httpbin; a spec environment sets it).")
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0

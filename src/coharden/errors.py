@@ -23,6 +23,10 @@ class RepoError(CoHardenError):
     """Not a git repository, unknown commit, or a git command that failed."""
 
 
+class SnapshotError(RepoError):
+    """The repository lacks an object a commit needs (a snapshot that left out its largest files)."""
+
+
 class TestIdError(CoHardenError):
     """No test ids to run, or ids that cannot be resolved."""
 

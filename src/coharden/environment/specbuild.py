@@ -62,13 +62,16 @@ class SpecEnv(BaseModel):
     cached: bool = False
     warnings: list[str] = Field(default_factory=list)
     build_seconds: float = 0.0
+    derived_from: str = ""  # the spec environment this one copies, installed again at ``commit``
+    commit: str = ""
+    services: list[str] = Field(default_factory=list)  # the spec's (not part of the environment's identity)
 
     def settings(self, base: Settings) -> Settings:
         """``base`` running tests in this environment (fork server off: PYTHONPATH is set per job)."""
         legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
         return base.with_overrides(python=self.python, fork_server=False, runner=self.runner,
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
-                                   legacy_pytest=legacy)
+                                   legacy_pytest=legacy, services=self.services or base.services)
 
 
 def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:
@@ -155,7 +158,7 @@ class SpecBuilder:
         self.log = log or (lambda _msg: None)
 
     def key(self, spec: EnvSpec, setup_commit: str) -> str:
-        digest = hashlib.sha256(f"{spec.model_dump_json()}\0{setup_commit}\0{self.installer}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{spec.identity_json()}\0{setup_commit}\0{self.installer}".encode()).hexdigest()
         name = spec.repo.split("/")[-1].lower()
         return f"spec-{name}-{spec.version}-{digest[:12]}"
 
@@ -174,11 +177,12 @@ class SpecBuilder:
                     if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
                         previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
                         record.write_text(previous.model_dump_json(indent=2))
-                    return previous.model_copy(update={"cached": True})
+                    return previous.model_copy(update={"cached": True, "services": list(spec.services)})
             import time
 
             started = time.monotonic()
             result = self._build(repo, commit, spec, key, env_dir, replacements or [])
+            result.services = list(spec.services)
             result.build_seconds = round(time.monotonic() - started, 1)
             env_dir.mkdir(parents=True, exist_ok=True)
             record.write_text(result.model_dump_json(indent=2))
@@ -205,27 +209,17 @@ class SpecBuilder:
         env = _build_env()
         env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
         with open(env_dir / "build.log", "w") as log_file:
-            def run(step: str, command: str) -> bool:
-                self.log(f"$ {command}")
-                proc = run_limited(["/bin/bash", "-c", command], src, timeout=self.step_timeout, env=env,
-                                   network=True)
-                result.steps.append(StepLog(command=command, returncode=proc.returncode,
-                                            duration=round(proc.duration, 3), timed_out=proc.timed_out,
-                                            output_tail=_tail(proc.output)))
-                log_file.write(f"$ {command}\n{proc.output}\n[exit {proc.returncode}, {proc.duration:.1f}s]\n\n")
-                log_file.flush()
-                if proc.timed_out or proc.returncode != 0:
-                    what = "timed out" if proc.timed_out else f"exited with {proc.returncode}"
-                    result.failed_step = step
-                    result.error = f"{step} step `{command[:200]}` {what}:\n{_tail(proc.output, 25)}"
-                    return False
-                return True
-
+            run = self.step_runner(result, src, env, log_file)
             if not run("interpreter", f"{shlex.quote(base)} -m venv {shlex.quote(str(venv))}"):
                 return result
-            install = self._installer(str(python), spec.python)
+            install = self._installer(str(python), spec.python, spec.exclude_newer)
+            if spec.exclude_newer and "--exclude-newer" not in install:
+                result.warnings.append(f"exclude_newer {spec.exclude_newer} not applied: pip has no date bound "
+                                       "(uv is missing or does not drive this interpreter)")
             # what a fresh conda environment has: pip, setuptools (before 70 dropped old commands) and wheel
-            tooling = "'pip<24.1' 'setuptools<70' wheel" if _vkey(spec.python) >= (3, 8) else "-U 'pip<22' wheel"
+            # (an old pip may still take a wheel release that needs a newer Python: 0.38 dropped 3.6)
+            tooling = "'pip<24.1' 'setuptools<70' wheel" if _vkey(spec.python) >= (3, 8) \
+                else "-U 'pip<22' 'wheel<0.38'"
             if not run("interpreter", f"{install} {tooling}"):
                 return result
             if not self._packages(spec, src, env_dir, install, replacements, run, result):
@@ -233,40 +227,74 @@ class SpecBuilder:
             pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
             if pins and not run("pins", f"{install} {pins}"):
                 return result
+            if spec.exclude_newer:
+                self._date_constraints(spec, src, env_dir, str(python), env, result)
             for command in spec.local_pre_install():
                 if not run("pre_install", command):
                     return result
             if spec.install and not run("install", spec.install):
                 return result
-        site = _site_packages(python)
-        _detach_editable(site, src)
-        result.overlay = _collect_overlay(src, env_dir / "overlay")
-        roots = ["."] + [d for d in ("src", "lib") if any((src / d).glob("*/__init__.py"))]
-        pythonpath = os.pathsep.join("{workspace}" if r == "." else "{workspace}/" + r for r in roots)
-        result.test_env = {"PYTHONPATH": pythonpath, **spec.env}
-        check_env = {**env, **{k: v.replace("{workspace}", str(src)) for k, v in result.test_env.items()}}
-        module = _IMPORT_NAME.get(spec.repo.split("/")[-1], spec.repo.split("/")[-1].replace("-", "_"))
-        probe = f"import sys, {module}" + (", pytest" if spec.runner == "pytest" else "")
-        report = "print(sys.version.split()[0], pytest.__version__)" if spec.runner == "pytest" \
-            else "print(sys.version.split()[0])"
-        check = run_limited([str(python), "-c", f"{probe}; {report}"], src, timeout=300, env=check_env,
-                            network=False)
-        if check.returncode != 0:
-            result.failed_step = "import"
-            result.error = f"`{probe}` fails in the built environment:\n{_tail(check.output, 15)}"
-            return result
-        result.ok, result.python = True, str(python)
-        versions = check.output.strip().splitlines()[-1].split() if check.output.strip() else []
-        result.python_version = versions[0] if versions else ""
-        result.pytest_version = versions[1] if len(versions) > 1 else ""
-        return result
+        return finish_environment(result, spec, src, env_dir, python, env)
 
-    def _installer(self, python: str, version: str) -> str:
-        """``uv pip install --python ...`` (fast) where uv exists and supports the interpreter, else pip."""
+    def step_runner(self, result: SpecEnv, src: Path, env: dict[str, str], log_file: Any) -> Any:
+        """``run(step, command) -> bool``: one build command in ``src`` (network allowed), logged to ``log_file``
+        and ``result.steps``; a failure fills ``result.failed_step`` / ``result.error``."""
+        def run(step: str, command: str) -> bool:
+            self.log(f"$ {command}")
+            proc = run_limited(["/bin/bash", "-c", command], src, timeout=self.step_timeout, env=env, network=True)
+            result.steps.append(StepLog(command=command, returncode=proc.returncode,
+                                        duration=round(proc.duration, 3), timed_out=proc.timed_out,
+                                        output_tail=_tail(proc.output)))
+            log_file.write(f"$ {command}\n{proc.output}\n[exit {proc.returncode}, {proc.duration:.1f}s]\n\n")
+            log_file.flush()
+            if proc.timed_out or proc.returncode != 0:
+                what = "timed out" if proc.timed_out else f"exited with {proc.returncode}"
+                result.failed_step = step
+                result.error = f"{step} step `{command[:200]}` {what}:\n{_tail(proc.output, 25)}"
+                return False
+            return True
+
+        return run
+
+    def _installer(self, python: str, version: str, exclude_newer: str = "") -> str:
+        """``uv pip install --python ...`` (fast) where uv exists and supports the interpreter, else pip. With
+        ``exclude_newer`` uv resolves as of that date."""
         uv = _uv_binary()
         if self.installer != "pip" and uv and _vkey(version) >= (3, 8):
-            return f"{shlex.quote(uv)} pip install --python {shlex.quote(python)}"
+            bound = f" --exclude-newer {shlex.quote(_rfc3339(exclude_newer))}" if exclude_newer else ""
+            return f"{shlex.quote(uv)} pip install --python {shlex.quote(python)}{bound}"
         return f"{shlex.quote(python)} -m pip install"
+
+    def _date_constraints(self, spec: EnvSpec, src: Path, env_dir: Path, python: str, env: dict[str, str],
+                          result: SpecEnv) -> None:
+        """Let the pip steps (pre-install, install) resolve as of ``spec.exclude_newer`` too (pip has no date
+        option): uv compiles the project's requirements (all extras) with the pins as of that date into a
+        constraints file pip reads (``PIP_CONSTRAINT``). Without uv, or when that fails, a warning says so."""
+        uv = _uv_binary()
+        meta = next((src / n for n in ("pyproject.toml", "setup.py", "setup.cfg") if (src / n).is_file()), None)
+        if uv is None or meta is None:
+            result.warnings.append("exclude_newer not applied to pip steps: " +
+                                   ("uv is not installed" if uv is None else "no pyproject.toml/setup.py/setup.cfg"))
+            return
+        (env_dir / "pins.txt").write_text("".join(p + "\n" for p in spec.pip_packages))
+        out = env_dir / "date-constraints.txt"
+        command = [uv, "pip", "compile", "--python", python, "--exclude-newer", _rfc3339(spec.exclude_newer),
+                   "--all-extras", "--no-header", "--no-annotate", "-o", str(out), str(meta), str(env_dir / "pins.txt")]
+        proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
+        result.steps.append(StepLog(command=shlex.join(command), returncode=proc.returncode,
+                                    duration=round(proc.duration, 3), timed_out=proc.timed_out,
+                                    output_tail=_tail(proc.output)))
+        if proc.returncode != 0 or not out.is_file():
+            result.warnings.append(f"exclude_newer not applied to pip steps (uv pip compile failed): "
+                                   f"{_tail(proc.output, 5)}")
+            return
+        # a dependency of the project may depend on the project (sphinxcontrib-* on Sphinx): the resolution then
+        # names the project itself, from the index, which would refuse the local checkout's version
+        own = _normalized(spec.repo.split("/")[-1])
+        kept = [line for line in out.read_text().splitlines()
+                if _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) != own]
+        out.write_text("\n".join(kept) + "\n")
+        env["PIP_CONSTRAINT"] = str(out)
 
     def _packages(self, spec: EnvSpec, src: Path, env_dir: Path, install: str,
                   replacements: list[tuple[str, str | None]], run: Any, result: SpecEnv) -> bool:
@@ -304,6 +332,50 @@ class SpecBuilder:
             return True
         names = [p for p in spec.packages.split() if p.split("=")[0].lower() not in _CONDA_ONLY]
         return not names or bool(run("packages", f"{install} {' '.join(shlex.quote(n) for n in names)}"))
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _rfc3339(date: str) -> str:
+    """'2022-06-01' -> '2022-06-01T00:00:00Z' (what uv's --exclude-newer wants)."""
+    return date if "T" in date else f"{date}T00:00:00Z"
+
+
+def import_name(spec: EnvSpec) -> str:
+    """The module a spec's repository installs (``scikit-learn`` -> ``sklearn``)."""
+    name = spec.repo.split("/")[-1]
+    return _IMPORT_NAME.get(name, name.replace("-", "_"))
+
+
+def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path, python: Path,
+                       env: dict[str, str]) -> SpecEnv:
+    """After the install: detach the editable hooks, keep the built files (overlay), set the test environment
+    and check the project imports from ``src`` with the spec's runner."""
+    site = _site_packages(python)
+    _detach_editable(site, src)
+    result.overlay = _collect_overlay(src, env_dir / "overlay")
+    roots = ["."] + [d for d in ("src", "lib") if any((src / d).glob("*/__init__.py"))]
+    pythonpath = os.pathsep.join("{workspace}" if r == "." else "{workspace}/" + r for r in roots)
+    result.test_env = {"PYTHONPATH": pythonpath, **spec.env}
+    check_env = {**env, **{k: v.replace("{workspace}", str(src)) for k, v in result.test_env.items()}}
+    module = import_name(spec)
+    probe = f"import sys, {module}" + (", pytest" if spec.runner == "pytest" else "")
+    report = "print(sys.version.split()[0], pytest.__version__)" if spec.runner == "pytest" \
+        else "print(sys.version.split()[0])"
+    check = run_limited([str(python), "-c", f"{probe}; {report}"], src, timeout=300, env=check_env,
+                        network=False)
+    if check.returncode != 0:
+        result.failed_step = "import"
+        result.error = f"`{probe}` fails in the built environment:\n{_tail(check.output, 15)}"
+        return result
+    result.ok, result.python = True, str(python)
+    versions = check.output.strip().splitlines()[-1].split() if check.output.strip() else []
+    result.python_version = versions[0] if versions else ""
+    result.pytest_version = versions[1] if len(versions) > 1 else ""
+    return result
+
 
 
 def _pytest_version(env: SpecEnv) -> str:
@@ -359,13 +431,11 @@ def _collect_overlay(src: Path, overlay: Path) -> Path | None:
 
 
 def spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
-    """``settings`` running ``instance`` (a SWE-bench record) in its spec environment, built on first use."""
-    from coharden.environment.specs import repo_slug
+    """``settings`` running ``instance`` (a SWE-bench record) in its spec environment (or the one derived from
+    it for the instance's base commit), built on first use."""
+    from coharden.environment.derived import instance_environment
 
-    table = SpecTable.load(settings.swebench_specs)
-    spec = table.get(repo_slug(instance.repo), str(instance.version))
-    commit = instance.environment_setup_commit or instance.base_commit
-    built = SpecBuilder(settings.cache_dir, log=log).build(repo, spec, commit, replacements=table.replacements())
+    built = instance_environment(instance, repo, settings, log=log)
     if not built.ok:
         raise BuildError(f"{instance.instance_id}: environment {built.key} failed ({built.failed_step}): "
                          f"{built.error}")

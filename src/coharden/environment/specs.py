@@ -54,6 +54,11 @@ class EnvSpec(BaseModel):
     no_use_env: bool = False
     requirements_paths: list[str] = Field(default_factory=list)
     environment_yml_paths: list[str] = Field(default_factory=list)
+    # resolve unpinned packages as they were on this date (YYYY-MM-DD; uv's --exclude-newer): today's releases
+    # can differ from the ones the harness's images got (a newer Pygments highlights differently)
+    exclude_newer: str = Field(default="", pattern=r"^(\d{4}-\d{2}-\d{2}(T[\d:]+Z?)?)?$")
+    # services started inside the test sandbox, on loopback, around every test command (e.g. httpbin)
+    services: list[str] = Field(default_factory=list)
 
     @property
     def runner(self) -> RunnerName:
@@ -90,8 +95,15 @@ class EnvSpec(BaseModel):
     def local_pre_install(self) -> list[str]:
         return [c for c in self.pre_install if not _SYSTEM.search(c)]
 
+    def identity_json(self) -> str:
+        """What names a built environment: every field that changes it. ``services`` run beside the environment
+        and do not; ``exclude_newer`` counts only when set, so environments built before it existed keep
+        their cache keys."""
+        drop = {"services"} | ({"exclude_newer"} if not self.exclude_newer else set())
+        return self.model_dump_json(exclude=drop)
+
     def digest(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+        return hashlib.sha256(self.identity_json().encode()).hexdigest()[:12]
 
 
 class SpecTable:

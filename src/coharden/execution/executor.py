@@ -59,6 +59,15 @@ def environment_id(python: str) -> str:
     return f"{python} {out.stdout.strip()}"
 
 
+def test_environment_id(settings: Settings, python: str) -> str:
+    """:func:`environment_id` of a plain interpreter; a spec environment (``test_env`` set) or a log-based
+    runner is named by its interpreter's path, which holds the spec's digest (the project under test, pytest
+    itself for one, is importable only from a job's checkout, so asking it for versions would fail)."""
+    if settings.runner == "pytest" and not settings.test_env:
+        return environment_id(python)
+    return f"{python} {settings.runner}"
+
+
 def _renamed(path: str, index: int) -> str:
     p = PurePosixPath(path)
     return str(p.with_name(f"test_coh{index}__{p.name}"))
@@ -87,17 +96,14 @@ class InstanceExecutor:
             template = settings.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
-        env = f"docker:{self.image}" if self.image else (
-            # a spec environment (test_env set) is named by its path, which holds the spec's digest; the project
-            # under test (pytest itself, for one) is importable only from a job's checkout
-            environment_id(self.python) if settings.runner == "pytest" and not settings.test_env
-            else f"{self.python} {settings.runner}")
+        env = f"docker:{self.image}" if self.image else test_environment_id(settings, self.python)
         self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
         self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation}"
         self._server_failed = ""  # why the fork server is not used, once it failed
         self.server_losses: list[str] = []  # runs during which a test killed the fork server
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
         self._lane_thread: ThreadPoolExecutor | None = None
+        self._warm: dict | None = None  # what the fork server may keep imported for the next run
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> InstanceExecutor:
@@ -320,6 +326,7 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
+        self._warm = self._warm_spec(source_patch, [test])
         return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env,
                          readable=tuple(readable))
 
@@ -337,7 +344,7 @@ class InstanceExecutor:
         if "PYTHONPATH" in job and "PYTHONPATH" in more:  # a plugin's directory and the job's checkout, both
             more["PYTHONPATH"] = os.pathsep.join([more["PYTHONPATH"], job["PYTHONPATH"]])
         run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
-                         extra_env={**job, **more} or None, **extra)  # type: ignore[arg-type]
+                         extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
         if run.lost:
             self.server_losses.append(run.lost)
         return run
@@ -404,6 +411,7 @@ class InstanceExecutor:
                 back[ran] = node
             groups[j] = (ids, back)
         if groups:
+            self._warm = self._warm_spec(source_patch, [tests[j] for j in groups])
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
             run = self._run(self._root(), all_ids, max(limits[j] for j in groups))
             self.runs += 1
@@ -424,6 +432,22 @@ class InstanceExecutor:
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
 
+
+    def _warm_spec(self, source_patch: str, tests: Sequence[TestPatch]) -> dict | None:
+        """What the fork server may keep imported for a run of ``tests`` on ``source_patch`` (None: nothing):
+        ``Settings.warm_imports``, with the files the patches touch (a warm module loaded from one of them is
+        never used) and whether the checkout is the base commit's outside test files (only then may the server
+        import the project itself)."""
+        if not self.settings.warm_imports or self.settings.runner != "pytest" or self.image is not None:
+            return None
+        volatile = set(touched_files(source_patch))
+        base = not source_patch.strip()
+        for test in tests:
+            paths = set(test.files) or set(touched_files(test.patch))
+            volatile |= paths
+            base = base and all(is_test_path(p, self.settings.test_patterns) for p in paths)
+        return {"modules": list(self.settings.warm_imports), "key": f"{self.base_commit} {self.env_id}",
+                "volatile": sorted(volatile), "base": base}
 
     def _run_alone(self, test: TestPatch) -> dict[int, Verdict]:
         """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout."""

@@ -65,6 +65,7 @@ class ForkServer:
         self.confine = confine
         cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
         self.env_overrides: dict[str, str] = {}
+        self.warm_runs = 0  # runs whose fork started with the project's modules imported
         if self.isolation == "bwrap":
             assert confine is not None
             cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME]
@@ -107,8 +108,9 @@ class ForkServer:
         return self.proc is not None and self.proc.poll() is None
 
     def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
-            cpu_seconds: int | None, out: Path | None = None) -> ProcessResult:
-        """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory)."""
+            cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None) -> ProcessResult:
+        """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
+        ``warm``: the project's modules the server may keep imported for it (see ``forkserver_main._Warm``)."""
         assert self.proc is not None
         assert self.proc.stdin is not None
         own_out = out is None
@@ -124,6 +126,8 @@ class ForkServer:
             request = {"cwd": str(cwd), "args": args, "env": env, "out": str(out),
                        "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
                        "max_processes": self.confine.max_processes if self.confine else None}
+            if warm:
+                request["warm"] = warm
             try:
                 self.proc.stdin.write(json.dumps(request) + "\n")
                 self.proc.stdin.flush()
@@ -154,6 +158,7 @@ class ForkServer:
                 out.unlink(missing_ok=True)
         if lost:
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost)
+        self.warm_runs += bool(done.get("warm"))
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,

@@ -1,10 +1,11 @@
 """Fork server, run by the TEST interpreter (stdlib + pytest only; coharden need not be installed there).
 
 It imports pytest, warms it up once (a collection run over an empty directory imports pytest's own modules
-and every installed plugin), optionally imports ``--preload`` modules (a project's dependencies, never the
-project itself), then forks one child per request. A child starts with a warm interpreter and runs
-``pytest.main`` exactly as ``python -m pytest`` would: cwd first on sys.path, the request's environment, its
-own session and process group, rlimits, stdout/stderr to a file, and no other file descriptor of the server.
+and every installed plugin), optionally imports ``--preload`` modules (a project's dependencies) and, when a
+request asks for it, the project's own modules (see ``warm`` below), then forks one child per request. A
+child starts with a warm interpreter and runs ``pytest.main`` exactly as ``python -m pytest`` would: cwd
+first on sys.path, the request's environment, its own session and process group, rlimits, stdout/stderr to a
+file, and no other file descriptor of the server.
 
 The server enforces each request's time limit itself (it is the only process that can name the child when it
 runs in its own PID namespace). The server makes itself non-dumpable, so a child cannot ptrace it or read its
@@ -14,8 +15,14 @@ private ``/tmp`` except the ``--keep`` entries (bind mounts), so no run sees wha
 
 Protocol (JSON lines): the server first prints {"ready": true, "safe": bool, "reason": str}. Each request
 {"cwd", "args", "env", "out", "memory_mb", "cpu_seconds", "max_processes", "timeout"} is answered with
-{"pid": N} once forked and {"rc": N | null, "timed_out": bool} when the child ended (rc negative: killed by
-that signal; null: killed at the time limit).
+{"pid": N} once forked and {"rc": N | null, "timed_out": bool, "warm": bool} when the child ended (rc
+negative: killed by that signal; null: killed at the time limit; warm: the child started with the project's
+modules imported).
+
+Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
+"key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported, an id of the
+checkout's base state (the instance), the files this run's patches touch, and whether every file outside the
+tests is the base commit's. See :class:`_Warm`.
 """
 
 import json
@@ -142,6 +149,95 @@ def _wipe_tmp(keep, home):
     pathlib.Path(home).mkdir(parents=True, exist_ok=True)
 
 
+def _load_warm():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm.py")  # noqa: PTH118, PTH120, PTH100
+    spec = importlib.util.spec_from_file_location("_coharden_warm", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+_IGNORED_ENV = ("COHARDEN_",)  # per-run file names (the result stream): the project cannot see them at import
+
+
+def _import_env(env):
+    return {k: v for k, v in env.items() if not k.startswith(_IGNORED_ENV)}
+
+
+class _Warm:
+    """The project's modules imported in the server, so children need not import them, never served stale.
+
+    Before each fork the server checks its snapshot against the files on disk (``warm.is_fresh``: content
+    hashes of every module file, listings of their directories) and that the run has the same root and import
+    environment; if anything differs it drops every project module (``warm.purge``) and the child imports
+    afresh, as a cold process does. A snapshot is taken (the modules imported, in the request's environment)
+    when the server holds none and the checkout is the base commit's outside its tests (``base``: the server
+    runs no patched project code, only what the environment itself holds), unless this base state (``key``)
+    was refused: a run's patches touch a file the import loads (``volatile``), so every such run would find it
+    changed (the fix's own runs and its mutants': on most fixes, warm imports cannot help)."""
+
+    def __init__(self):
+        self.module = None
+        self.snapshot = None
+        self.env = None
+        self.key = None
+        self.refused = False
+        self.imports = 0
+
+    def prepare(self, request):
+        """Make the server's modules right for ``request``; True when the child starts warm."""
+        spec = request.get("warm")
+        if not spec:
+            self.drop()
+            return False
+        if self.module is None:
+            self.module = _load_warm()
+        cwd = os.path.abspath(request["cwd"])  # noqa: PTH100
+        volatile = {os.path.join(cwd, p) for p in spec.get("volatile", [])}  # noqa: PTH118
+        env = _import_env(request["env"])
+        if spec.get("key") != self.key:
+            self.drop()
+            self.key, self.refused = spec.get("key"), False
+        if self.snapshot is not None:
+            if volatile & set(self.snapshot.files):
+                self.refused = True  # this run's patch rewrites a module the import loads
+            if (self.refused or env != self.env or not self.module.is_fresh(self.snapshot, cwd)):
+                self.drop()
+        if self.snapshot is None and not self.refused and spec.get("base"):
+            self._take(cwd, list(spec.get("modules", [])), env, volatile)
+        return self.snapshot is not None
+
+    def _take(self, cwd, modules, env, volatile):
+        saved_env, saved_path, saved_bytecode = dict(os.environ), list(sys.path), sys.dont_write_bytecode
+        try:
+            os.environ.clear()
+            os.environ.update(env)
+            sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
+            extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+            sys.path[:0] = extra  # warm_import puts the root first, as the child's sys.path has it
+            snapshot = self.module.warm_import(cwd, modules)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+            sys.path[:] = saved_path
+            sys.dont_write_bytecode = saved_bytecode
+        self.imports += 1
+        if snapshot.errors or not snapshot.files or volatile & set(snapshot.files) \
+                or threading.active_count() != 1:
+            self.refused = True
+            self.module.purge(cwd)
+            return
+        self.snapshot, self.env = snapshot, env
+
+    def drop(self):
+        if self.snapshot is not None:
+            self.module.purge(self.snapshot.root)
+        self.snapshot = None
+
+
 def main():
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     null = os.open(os.devnull, os.O_WRONLY)
@@ -172,10 +268,16 @@ def main():
     proto.write(json.dumps({"ready": True, "safe": safe, "reason": reason}) + "\n")
     if not safe:
         return
+    warm = _Warm()
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
+        try:
+            warmed = warm.prepare(request)
+        except Exception:  # noqa: BLE001 - a failed warm import leaves the child cold
+            warm.drop()
+            warmed = False
         pid = os.fork()
         if pid == 0:
             proto.close()
@@ -201,7 +303,7 @@ def main():
             _kill_rest()
             _wipe_tmp(keep, home)
         rc = None if timed_out else os.waitstatus_to_exitcode(status)
-        proto.write(json.dumps({"rc": rc, "timed_out": timed_out}) + "\n")
+        proto.write(json.dumps({"rc": rc, "timed_out": timed_out, "warm": warmed}) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from coharden.errors import ApplyError, RepoError
+from coharden.errors import ApplyError, RepoError, SnapshotError
 from coharden.patches import hunks, parse
 
 _GIT_ENV = {
@@ -20,6 +20,11 @@ _GIT_ENV = {
 }
 
 
+# what git says when the object store lacks what a commit needs (a snapshot without its largest files)
+_MISSING_OBJECT = re.compile(r"unable to read sha1 file of (?P<path>\S+) \((?P<sha>[0-9a-f]{7,40})\)|"
+                             r"(?:missing blob|bad object|unable to read) (?P<bare>[0-9a-f]{40})")
+
+
 def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     import os
 
@@ -28,7 +33,14 @@ def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = T
         ["git", *args], cwd=cwd, input=input, capture_output=True, text=True, env=env, check=False
     )
     if check and proc.returncode != 0:
-        raise RepoError(f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}")
+        detail = proc.stderr.strip() or proc.stdout.strip()
+        missing = _MISSING_OBJECT.search(detail)
+        if missing:
+            what = missing.group("path") or "a file"
+            raise SnapshotError(f"the repository lacks {what} at this commit (git object "
+                                f"{missing.group('sha') or missing.group('bare')} is absent: a snapshot may leave "
+                                "out its largest files); use a full clone of the repository")
+        raise RepoError(f"git {' '.join(args[:3])} failed in {cwd}: {detail}")
     return proc
 
 

@@ -8,6 +8,7 @@ inadmissible HARNESS_ERROR and never PASS; a zero exit code with failures parsed
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -156,12 +157,14 @@ STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
 def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
                extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
                server: ForkServer | None = None, image: str | None = None,
-               confine: Confinement | None = None, time_limit: float | None = None) -> PytestRun:
+               confine: Confinement | None = None, time_limit: float | None = None,
+               warm: dict | None = None) -> PytestRun:
     """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
     Docker ``image``); results come from a JUnit XML file outside the workspace, and per-test events are
     streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
-    ``time_limit`` overrides ``settings.timeout`` for this run."""
-    use_server = server is not None and server.alive and image is None
+    ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`."""
+    # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
+    use_server = server is not None and server.alive and image is None and not settings.services
     limit = time_limit or settings.timeout
     scratch = server.scratch if use_server and server is not None else None
     with tempfile.TemporaryDirectory(prefix="coharden-junit-", dir=scratch) as tmp:
@@ -199,10 +202,15 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             # the container has no network of its own (--network none); the client needs the engine's socket
             proc = run_limited(docker, root, timeout=settings.timeout + 60, env=env, network=True)
         elif use_server and server is not None:
-            proc = server.run(root, cmd[3:], env, timeout=limit, memory_mb=settings.memory_mb, cpu_seconds=cpu)
+            proc = server.run(root, cmd[3:], env, timeout=limit, memory_mb=settings.memory_mb, cpu_seconds=cpu,
+                              warm=warm)
         else:
+            from coharden.execution.services import wrap
+
+            cmd, shown = wrap(cmd, settings.services, settings.cache_dir)
             if confine is not None:
-                confine = confine.with_writable(Path(tmp))
+                confine = dataclasses.replace(confine.with_writable(Path(tmp)),
+                                              readable=(*confine.readable, *shown))
             proc = run_limited(cmd, root, timeout=limit, env=env, memory_mb=settings.memory_mb,
                                cpu_seconds=cpu, network=settings.network, confine=confine)
         cases = parse_junit(junit) if junit.exists() else None

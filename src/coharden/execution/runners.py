@@ -11,6 +11,7 @@ HARNESS_ERROR carrying the unparsed tail.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,11 +205,15 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     """Run ``ids`` with a log-based ``runner`` in the sandbox (``confine``: the executor's bwrap confinement; the
     same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation."""
     from coharden.execution.pytest_runner import test_environment
+    from coharden.execution.services import wrap
 
     command = runner.command(python, ids)
     full_env = {**test_environment(), **command.env, **(env or {})}
     cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
-    proc = run_limited(command.argv, root, timeout=settings.timeout, env=full_env, memory_mb=settings.memory_mb,
+    argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
+    if confine is not None and shown:
+        confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
+    proc = run_limited(argv, root, timeout=settings.timeout, env=full_env, memory_mb=settings.memory_mb,
                        cpu_seconds=cpu, network=settings.network, confine=confine)
     verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
                                timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)

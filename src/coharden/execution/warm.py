@@ -51,8 +51,9 @@ def _digest(path: str) -> str | None:
 
 
 def _listing(directory: str) -> list[str]:
+    """The entries that can change what an import finds (a bytecode cache written by a run cannot)."""
     try:
-        return sorted(os.listdir(directory))  # noqa: PTH208
+        return sorted(e for e in os.listdir(directory) if e != "__pycache__")  # noqa: PTH208
     except OSError:
         return []
 

@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
+from coharden.mutation.cstedit import LineSites, ParsedModule, parsed
 from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
@@ -59,7 +60,7 @@ def code_of(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-class SubstitutionSites(cst.CSTVisitor):
+class SubstitutionSites(LineSites):
     """The substitution sites of a module on the 1-based ``lines`` (public: ``coharden suite`` reuses it)."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -164,23 +165,23 @@ class SiteReplacer(cst.CSTTransformer):
         return updated_node
 
 
-def sites(source: str, lines: set[int]) -> tuple[MetadataWrapper, list[Site]] | None:
-    try:
-        wrapper = MetadataWrapper(cst.parse_module(source))
-    except cst.ParserSyntaxError:
+def sites(source: str, lines: set[int]) -> tuple[ParsedModule, list[Site]] | None:
+    """The parsed source (shared, see :mod:`coharden.mutation.cstedit`) and its sites on ``lines``."""
+    module = parsed(source)
+    if module is None:
         return None
     collector = SubstitutionSites(lines)
-    wrapper.visit(collector)
-    return wrapper, collector.sites
+    module.visit(collector)
+    return module, collector.sites
 
 
 def mutate_file(change: FileChange) -> Iterator[tuple[Site, str]]:
     found = sites(change.new, change.added_lines())
     if found is None:
         return
-    wrapper, all_sites = found
+    module, all_sites = found
     for site in all_sites:
-        yield site, wrapper.module.visit(SiteReplacer(site.node, site.replacement)).code
+        yield site, module.replace(site.node, site.replacement)
 
 
 def generate(ctx: FixContext) -> Iterator[RawMutant]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import difflib
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -13,18 +14,32 @@ class FileChange:
     old: str  # buggy content ("" for a new file)
     new: str  # fixed content
 
+    # computed once per change (the operators ask for them per candidate; a diff of two 2,000-line files
+    # costs tens of milliseconds); callers get copies of the lists, so nobody changes the cached ones
+    @cached_property
+    def _old_lines(self) -> tuple[str, ...]:
+        return tuple(self.old.splitlines(keepends=True))
+
+    @cached_property
+    def _new_lines(self) -> tuple[str, ...]:
+        return tuple(self.new.splitlines(keepends=True))
+
     @property
     def old_lines(self) -> list[str]:
-        return self.old.splitlines(keepends=True)
+        return list(self._old_lines)
 
     @property
     def new_lines(self) -> list[str]:
-        return self.new.splitlines(keepends=True)
+        return list(self._new_lines)
+
+    @cached_property
+    def _opcodes(self) -> tuple[tuple[str, int, int, int, int], ...]:
+        matcher = difflib.SequenceMatcher(a=self._old_lines, b=self._new_lines, autojunk=False)
+        return tuple(op for op in matcher.get_opcodes() if op[0] != "equal")
 
     def opcodes(self) -> list[tuple[str, int, int, int, int]]:
         """Non-equal difflib opcodes (tag, i1, i2, j1, j2) between old and new lines: the change blocks."""
-        matcher = difflib.SequenceMatcher(a=self.old_lines, b=self.new_lines, autojunk=False)
-        return [op for op in matcher.get_opcodes() if op[0] != "equal"]
+        return list(self._opcodes)
 
     def added_lines(self) -> set[int]:
         """1-based line numbers in the fixed file that the fix adds or rewrites."""

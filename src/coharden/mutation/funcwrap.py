@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
+from coharden.mutation.cstedit import parsed
+
 BodyRewrite = Callable[[Sequence[cst.BaseStatement]], Sequence[cst.BaseStatement]]
 
 
@@ -15,54 +17,27 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     return isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
 
 
-class _Rewriter(cst.CSTTransformer):
-    def __init__(self, qualname: str, rewrite: BodyRewrite, whole: cst.FunctionDef | None = None) -> None:
-        self.qualname = qualname
-        self.rewrite = rewrite
-        self.whole = whole
-        self.stack: list[str] = []
-        self.done = False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        return True
-
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        self.stack.pop()
-        return updated_node
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append(node.name.value)
-        return True
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        name = ".".join(self.stack)
-        self.stack.pop()
-        if name != self.qualname or self.done or not isinstance(updated_node.body, cst.IndentedBlock):
-            return updated_node
-        if self.whole is not None:
-            self.done = True
-            return self.whole
-        body = list(updated_node.body.body)
-        doc = body[:1] if body and _is_docstring(body[0]) else []
-        rest = body[len(doc):]
-        if not rest:
-            return updated_node
-        self.done = True
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=[*doc, *self.rewrite(rest)]))
-
-
 def rewrite_function(source: str, qualname: str, rewrite: BodyRewrite, *,
                      whole: cst.FunctionDef | None = None) -> str | None:
     """``source`` with the body (after any docstring) of ``qualname`` replaced (or, with ``whole``, the entire
-    definition); None if not found."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError:
+    definition); None if not found. The first definition of ``qualname`` with an indented body (and, without
+    ``whole``, a statement after its docstring) is the one rewritten, on the shared parse of ``source``
+    (see :mod:`coharden.mutation.cstedit`)."""
+    module = parsed(source)
+    if module is None:
         return None
-    rewriter = _Rewriter(qualname, rewrite, whole)
-    new = module.visit(rewriter)
-    return new.code if rewriter.done else None
+    for node in module.functions().get(qualname, []):
+        if not isinstance(node.body, cst.IndentedBlock):
+            continue
+        if whole is not None:
+            return module.replace(node, whole)
+        body = list(node.body.body)
+        doc = body[:1] if body and _is_docstring(body[0]) else []
+        rest = body[len(doc):]
+        if rest:
+            new = node.with_changes(body=node.body.with_changes(body=[*doc, *rewrite(rest)]))
+            return module.replace(node, new)
+    return None
 
 
 def ensure_import(source: str, module: str) -> str:
@@ -81,38 +56,11 @@ def ensure_import(source: str, module: str) -> str:
     return tree.with_changes(body=body).code
 
 
-class _FunctionFinder(cst.CSTVisitor):
-    def __init__(self, qualname: str) -> None:
-        self.qualname = qualname
-        self.stack: list[str] = []
-        self.found: cst.FunctionDef | None = None
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        return True
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:  # type: ignore[override]
-        self.stack.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append(node.name.value)
-        if ".".join(self.stack) == self.qualname and self.found is None:
-            self.found = node
-        return True
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:  # type: ignore[override]
-        self.stack.pop()
-
-
 def find_function(source: str, qualname: str) -> cst.FunctionDef | None:
     """The definition of ``qualname`` in ``source`` (None when absent or ``source`` does not parse)."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError:
-        return None
-    finder = _FunctionFinder(qualname)
-    module.visit(finder)
-    return finder.found
+    module = parsed(source)
+    found = module.functions().get(qualname) if module is not None else None
+    return found[0] if found else None
 
 
 def transplant_function(target: str, donor: str, qualname: str) -> str | None:
@@ -125,3 +73,29 @@ def transplant_function(target: str, donor: str, qualname: str) -> str | None:
     if replacement is None:
         return None
     return rewrite_function(target, qualname, lambda body: list(body), whole=replacement)
+
+
+def rewrite_transplanted(target: str, donor: str, qualname: str, rewrite: BodyRewrite) -> str | None:
+    """``rewrite_function(transplant_function(target, donor, qualname), qualname, rewrite)`` without parsing
+    the transplanted text: the rewritten donor definition goes straight where the target's one was. The rare
+    cases where that is not the same (the donor's definition cannot be rewritten, so a later one of the target
+    is; files indented differently) take the long way."""
+    module, source = parsed(target), parsed(donor)
+    if module is None or source is None:
+        return None
+    found = source.functions().get(qualname)
+    defs = [d for d in module.functions().get(qualname, []) if isinstance(d.body, cst.IndentedBlock)]
+    if not found or not defs:
+        return None
+    donor_def = found[0]
+    same_layout = (module.module.default_indent, module.module.default_newline) == (
+        source.module.default_indent, source.module.default_newline)
+    if same_layout and isinstance(donor_def.body, cst.IndentedBlock):
+        body = list(donor_def.body.body)
+        doc = body[:1] if body and _is_docstring(body[0]) else []
+        rest = body[len(doc):]
+        if rest:
+            new = donor_def.with_changes(body=donor_def.body.with_changes(body=[*doc, *rewrite(rest)]))
+            return module.replace(defs[0], new)
+    base = transplant_function(target, donor, qualname)
+    return rewrite_function(base, qualname, rewrite) if base is not None else None

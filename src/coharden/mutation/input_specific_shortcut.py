@@ -20,7 +20,7 @@ import libcst as cst
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext, functions_touched
-from coharden.mutation.funcwrap import rewrite_function, transplant_function
+from coharden.mutation.funcwrap import rewrite_transplanted
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
@@ -78,8 +78,7 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
         if change is None:
             continue
         # the rest of the fix stays; only this function is back to its buggy self plus the shortcut
-        base = transplant_function(change.new, change.old, record["qualname"])
-        code = rewrite_function(base, record["qualname"], shortcut_rewrite(record)) if base is not None else None
+        code = rewrite_transplanted(change.new, change.old, record["qualname"], shortcut_rewrite(record))
         if code is None:
             continue
         verb = "raises" if record["kind"] == "raise" else "returns"

@@ -153,7 +153,7 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
     ``prefer``, an operator's over-budget sample is drawn first from the mutants ``prefer`` accepts (files ->
     bool) and filled up from the rest."""
     base = {c.path: c.old for c in ctx.files}
-    per_operator: dict[Operator, list[tuple[Mutant, Key]]] = {}
+    per_operator: dict[Operator, list[tuple[tuple[str, RawMutant, dict[str, str], dict[str, str]], Key]]] = {}
     preferred_of: dict[Operator, list[bool]] = {}
     seen: set[Key] = set(pool.keys)
     check = AdmissionFilter.of(ctx).check
@@ -167,13 +167,9 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
             pool.dropped[(op, reason)] += 1
             continue
         seen.add(norm)
-        bases = {**base, **originals}
-        patch = make_patch((path, bases[path] or None, files[path]) for path in bases)
         mutants = per_operator.setdefault(candidate.operator, [])
         preferred = preferred_of.setdefault(candidate.operator, [])
-        mutants.append((Mutant(id=f"{op}-{len(mutants) + 1}", operator=candidate.operator,
-                               description=candidate.description, location=candidate.location, patch=patch,
-                               meta=candidate.meta), norm))
+        mutants.append(((f"{op}-{len(mutants) + 1}", candidate, files, {**base, **originals}), norm))
         preferred.append(prefer is None or prefer(files))
     if prefer is not None:
         pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
@@ -192,7 +188,11 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
                 chosen = sorted(chosen + rng.sample(rest, limit - len(chosen)))
             pool.dropped[(operator.value, "over_budget")] += len(mutants) - limit
             mutants = [mutants[i] for i in chosen]
-        pool.mutants += [m for m, _ in mutants]
+        # the patch (a diff of every file of the fix) is made only for the mutants kept
+        pool.mutants += [Mutant(id=ident, operator=c.operator, description=c.description, location=c.location,
+                                patch=make_patch((path, bases[path] or None, files[path]) for path in bases),
+                                meta=c.meta)
+                         for (ident, c, files, bases), _ in mutants]
         pool.keys.update(k for _, k in mutants)
 
 

@@ -19,7 +19,7 @@ import libcst as cst
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, functions_touched
-from coharden.mutation.funcwrap import ensure_import, rewrite_function, transplant_function
+from coharden.mutation.funcwrap import ensure_import, rewrite_transplanted
 from coharden.mutation.recording import buggy_symptoms
 from coharden.mutation.registry import BUGGY_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
@@ -81,17 +81,17 @@ def generate(ctx: FixContext, symptoms: dict[str, set[str]] | None = None) -> It
         exc_types = raised_types(change, "")
         for qualname in functions_touched(change):
             # the rest of the fix stays; only this function is back to its buggy self, then wrapped
-            base = transplant_function(change.new, change.old, qualname)
-            if base is None:
-                continue
+            def base(rewrite, qualname=qualname, change=change):  # type: ignore[no-untyped-def]
+                return rewrite_transplanted(change.new, change.old, qualname, rewrite)
+
             loc = f"{change.path}:{qualname}"
             raised = symptoms.get(qualname)
-            code = rewrite_function(base, qualname, _swallow) if raised is None or raised else None
+            code = base(_swallow) if raised is None or raised else None
             if code:
                 yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: swallow exceptions, return None", loc,
                                 {**fixed, change.path: code}, {"kind": "swallow", "function": qualname})
             if warnings_involved:
-                code = rewrite_function(base, qualname, _silence)
+                code = base(_silence)
                 if code:
                     code = ensure_import(code, "warnings as _coh_warnings")
                     yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: silence warnings", loc,
@@ -99,7 +99,7 @@ def generate(ctx: FixContext, symptoms: dict[str, set[str]] | None = None) -> It
             for exc in exc_types:
                 if raised is not None and not (raised - {exc.rsplit(".", 1)[-1]}):
                     continue  # the buggy function raised nothing, or already the fix's type
-                code = rewrite_function(base, qualname, _convert(exc))
+                code = base(_convert(exc))
                 if code:
                     yield RawMutant(Operator.SYMPTOM_SUPPRESSION, f"{qualname}: convert any exception to {exc}", loc,
                                     {**fixed, change.path: code}, {"kind": "convert", "function": qualname,

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import PositionProvider
 
-from coharden.mutation.behavior_substitution import Site, SiteReplacer, code_of
+from coharden.mutation.behavior_substitution import Site, code_of
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext
+from coharden.mutation.cstedit import LineSites, parsed
 from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
@@ -34,13 +35,13 @@ def _exits_early(node: cst.If) -> bool:
     return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], _EXITS)
 
 
-class WideningSites(cst.CSTVisitor):
+class WideningSites(LineSites):
     """The widening sites of a module, for the 1-based fixed-file lines ``added``."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, added: set[int]) -> None:
-        self.added = added
+        self.added = self.lines = added
         self.sites: list[Site] = []
         self._ifs: list[tuple[cst.If, int, int]] = []
 
@@ -93,14 +94,13 @@ class WideningSites(cst.CSTVisitor):
 
 
 def mutate_file(change: FileChange) -> Iterator[tuple[Site, str]]:
-    try:
-        wrapper = MetadataWrapper(cst.parse_module(change.new))
-    except cst.ParserSyntaxError:
+    module = parsed(change.new)
+    if module is None:
         return
     sites = WideningSites(change.added_lines())
-    wrapper.visit(sites)
+    module.visit(sites)
     for site in sites.sites:
-        yield site, wrapper.module.visit(SiteReplacer(site.node, site.replacement)).code
+        yield site, module.replace(site.node, site.replacement)
 
 
 def generate(ctx: FixContext) -> Iterator[RawMutant]:

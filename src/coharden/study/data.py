@@ -1,5 +1,7 @@
-"""What the real-bugs study reads from the shared data directory: SWE-bench Verified sympy records, the
-environment check, other systems' test predictions, real wrong fixes and real correct fixes."""
+"""What the real-bugs study reads from the shared data directory: SWE-bench Verified records (sympy by default,
+any repository with ``records``), an environment check (the data directory's sympy check for one interpreter,
+or the output of ``coharden study envcheck``: instances verified in their spec environments), other systems'
+test predictions, real wrong fixes and real correct fixes."""
 
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ class StudyData:
     wrong_fixes: dict[str, Fix]
     correct_fixes: dict[str, list[Fix]]
     notes: list[str] = field(default_factory=list)
+    env_source: str = ENV_CHECK  # the environment check's file, relative to the data directory when inside it
+    spec_envs: bool = False  # instances run in their spec environments (an envcheck output was given)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -81,21 +85,56 @@ def python_tag(version: str) -> str:
     return f"py{major}{minor}"
 
 
-def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[str],
+def _envcheck_rows(path: Path) -> dict[str, dict[str, Any]]:
+    """``coharden study envcheck``'s rows (its ``envcheck.jsonl``) by instance id, in
+    the sympy check's shape: ``verified`` and ``note`` (the category and reason of a failed instance)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for row in _jsonl(path):
+        if "instance_id" not in row or "verified" not in row:
+            raise StudyError(f"{path}: not an envcheck output (rows need instance_id and verified)")
+        note = f"{row.get('category', '')}: {row.get('reason', '')}".strip(": ")
+        rows[row["instance_id"]] = {"instance_id": row["instance_id"], "verified": bool(row["verified"]),
+                                    "note": note[:300]}
+    return rows
+
+
+def _display(path: Path, data_dir: Path) -> str:
+    """``path`` relative to the data directory when inside it, else its directory's and its own name (reports
+    carry no machine paths)."""
+    try:
+        return str(path.resolve().relative_to(data_dir.resolve()))
+    except ValueError:
+        return f"{path.parent.name}/{path.name}"
+
+
+def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequence[str],
               systems: Sequence[str] = tuple(SYSTEM_FILES), system_files: dict[str, Path] | None = None,
-              wrong_fixes: Path | None = None, correct_fixes: Path | None = None) -> StudyData:
+              wrong_fixes: Path | None = None, correct_fixes: Path | None = None, records: Path | None = None,
+              envcheck: Path | None = None, repos: Sequence[str] = ()) -> StudyData:
     """Everything the study reads from the shared data directory, filtered to the instances that the
-    environment check verified on ``python_version`` and that are in SWT-bench Verified. ``system_files``
-    (name -> predictions JSONL), ``wrong_fixes`` and ``correct_fixes`` replace the data directory's files."""
+    environment check verified and that are in SWT-bench Verified. The check is the data directory's sympy
+    check on ``python_version``, or with ``envcheck`` the output of ``coharden study envcheck`` (its instances
+    then run in their spec environments). ``records`` (SWE-bench records of any repositories, optionally
+    narrowed to ``repos``), ``system_files`` (name -> predictions JSONL), ``wrong_fixes`` and
+    ``correct_fixes`` replace the data directory's files."""
     data_dir = Path(data_dir)
-    instances = {inst.instance_id: inst for inst in load_records(data_dir / RECORDS)}
-    check = _json(data_dir / ENV_CHECK)
-    env_rows = {row["instance_id"]: row for row in check.get("instances", [])}
-    env_field = f"{python_tag(python_version)}_verified"
-    if not any(env_field in row for row in env_rows.values()):
-        known = sorted({k for row in env_rows.values() for k in row if k.endswith("_verified")})
-        raise StudyError(f"{data_dir / ENV_CHECK}: no verdicts for Python {python_version} ({env_field}); "
-                         f"the check covers {', '.join(known) or 'nothing'}")
+    records_path = Path(records) if records else data_dir / RECORDS
+    instances = {inst.instance_id: inst for inst in load_records(records_path)
+                 if not repos or inst.repo in repos}
+    if envcheck is not None:
+        envcheck = Path(envcheck) / "envcheck.jsonl" if Path(envcheck).is_dir() else Path(envcheck)
+        env_rows, env_field, env_source = _envcheck_rows(envcheck), "verified", _display(envcheck, data_dir)
+    else:
+        if python_version is None:
+            raise StudyError("the sympy environment check needs the interpreter's version (or give --envcheck)")
+        check = _json(data_dir / ENV_CHECK)
+        env_rows = {row["instance_id"]: row for row in check.get("instances", [])}
+        env_field, env_source = f"{python_tag(python_version)}_verified", ENV_CHECK
+        if not any(env_field in row for row in env_rows.values()):
+            known = sorted({k for row in env_rows.values() for k in row if k.endswith("_verified")})
+            raise StudyError(f"{data_dir / ENV_CHECK}: no verdicts for Python {python_version} ({env_field}); "
+                             f"the check covers {', '.join(known) or 'nothing'}")
+    env_rows = {i: row for i, row in env_rows.items() if i in instances}
     swt_path = data_dir / SWT_IDS
     if not swt_path.is_file():
         raise StudyError(f"{swt_path}: file not found")
@@ -161,4 +200,5 @@ def load_data(data_dir: Path, *, python_version: str, test_patterns: Sequence[st
     return StudyData(data_dir=data_dir, instances=instances, env_check=env_rows, env_field=env_field,
                      swt_ids=swt_ids, study_ids=study_ids, predictions=predictions,
                      assertflip_resolved=assertflip_resolved, wrong_fixes=dict(sorted(wrong.items())),
-                     correct_fixes=dict(sorted(correct.items())), notes=notes)
+                     correct_fixes=dict(sorted(correct.items())), notes=notes, env_source=env_source,
+                     spec_envs=envcheck is not None)

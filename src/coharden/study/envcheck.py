@@ -4,7 +4,7 @@ in its spec environment (FAIL_TO_PASS fail on the buggy code and pass on the fix
 A failed instance says why, in one category: ``interpreter`` / ``install`` / ``import`` (the environment),
 ``network`` (a test needs the network, which test runs do not have), ``flaky`` (a second run disagrees with
 the first), ``timeout`` (the fixed run exceeded the time limit), ``tests`` (a wanted test keeps failing, or
-never fails on the buggy code), ``repo`` (no snapshot).
+never fails on the buggy code), ``repo`` (no snapshot, or one that lacks a file the commit needs).
 """
 
 from __future__ import annotations
@@ -17,14 +17,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
-from coharden.errors import CoHardenError
+from coharden.errors import CoHardenError, SnapshotError
 from coharden.execution.testids import runnable_ids
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 _NETWORK = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
                       r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
-                      r"nodename nor servname|getaddrinfo failed|Connection refused", re.I)
+                      r"nodename nor servname|getaddrinfo failed|Connection refused|"
+                      # https to a local stand-in (httpbin on loopback speaks plain HTTP, with no certificate the
+                      # tests trust): only the real host on the network answers it
+                      r"SSLError", re.I)
+# data a test downloads when its bundled copy is stale or absent (astropy's IERS and leap-second tables)
+_OFFLINE_DATA = re.compile(r"IERS\w*(Warning|Error)|leap-second (auto-update|file)|auto-update failed|"
+                           r"Could not download|failed to download", re.I)
+# a skip for want of a module: xarray's 'requires cdms2', pytest.importorskip's "could not import 'x'"
+_SKIPPED_FOR = re.compile(r"\b(?:requires|could not import|No module named)\s+'?([A-Za-z_][\w.]*)")
 _MISSING_MODULE = re.compile(r"(ModuleNotFoundError|ImportError): No module named '?[\w.]+'?")
 _BAD = (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED, TestStatus.MISSING)
 
@@ -54,20 +62,21 @@ def _failing(statuses: dict[str, list[TestStatus]]) -> list[str]:
 def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvCheckRow:
     """Build (or reuse) the instance's environment and check its golden test."""
     from coharden.environment.build import BuildError
-    from coharden.environment.specbuild import SpecBuilder
-    from coharden.environment.specs import SpecTable, repo_slug
+    from coharden.environment.derived import instance_environment
+    from coharden.environment.specs import repo_slug
     from coharden.execution.executor import InstanceExecutor
 
     started = time.monotonic()
     row = EnvCheckRow(instance.instance_id, repo_slug(instance.repo), str(instance.version), False,
                       f2p=len(instance.FAIL_TO_PASS), p2p=len(instance.PASS_TO_PASS))
-    table = SpecTable.load(settings.swebench_specs)
     try:
-        spec = table.get(row.repo, row.version)
-        built = SpecBuilder(settings.cache_dir).build(repo, spec, instance.environment_setup_commit
-                                                      or instance.base_commit, replacements=table.replacements())
+        # the spec environment, or one derived from it where the base commit needs more dependencies
+        built = instance_environment(instance, repo, settings)
     except (CoHardenError, BuildError) as exc:
         row.category, row.reason = "install", str(exc)[:500]
+        return row
+    except Exception as exc:  # noqa: BLE001 - one instance's surprise must not end the batch
+        row.category, row.reason = "install", f"environment: {type(exc).__name__}: {exc}"[:500]
         return row
     if not built.ok:
         row.category = built.failed_step if built.failed_step in ("interpreter", "import") else "install"
@@ -89,8 +98,12 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
                 # a second run (nothing is cached without a store) tells flaky from deterministic
                 if executor.verdict(instance.patch, both).outcome is Outcome.PASS:
                     row.category = "flaky"
+    except SnapshotError as exc:
+        row.category, row.reason = "repo", str(exc)[:500]
     except CoHardenError as exc:
         row.category, row.reason = "tests", f"cannot run: {exc}"[:500]
+    except Exception as exc:  # noqa: BLE001 - one instance's surprise must not end the batch
+        row.category, row.reason = "tests", f"cannot run ({type(exc).__name__}): {exc}"[:500]
     row.verified = not row.category
     row.seconds = round(time.monotonic() - started, 1)
     return row
@@ -113,9 +126,24 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
         fixed_bad, kept_bad = _failing(_statuses(fixed, f2p)), _failing(_statuses(fixed, p2p))
         row.failing = (fixed_bad + kept_bad)[:10]
         # the failing tests' own messages decide (other tests' output may mention connections)
-        row.category = "network" if _NETWORK.search(fixed.reason) else "tests"
-        row.reason = (f"on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests do "
-                      f"not pass: {fixed.short()}")[:600]
+        skipped_for = _SKIPPED_FOR.search(fixed.reason)
+        if skipped_for and all(set(st) <= {TestStatus.SKIPPED, TestStatus.PASSED, TestStatus.XFAIL}
+                               for st in (_statuses(fixed, f2p) | _statuses(fixed, p2p)).values()):
+            # only skips, for want of an optional module: the environment lacks it (often conda-only)
+            from coharden.environment.specbuild import _CONDA_ONLY
+
+            module = skipped_for.group(1)
+            conda = " (a conda-only package: pip cannot install it)" if module.lower() in _CONDA_ONLY else ""
+            row.category = "import"
+            row.reason = (f"{len(fixed_bad + kept_bad)} wanted tests are skipped: the environment lacks the optional "
+                          f"module {module}{conda}: {fixed.short()}")[:600]
+            return True
+        offline = _OFFLINE_DATA.search(fixed.reason)
+        row.category = "network" if offline or _NETWORK.search(fixed.reason) else "tests"
+        why = (f"data the tests download is stale or missing and cannot be fetched offline ({offline.group(0)}); "
+               if offline else "")
+        row.reason = (f"{why}on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests "
+                      f"do not pass: {fixed.short()}")[:600]
     elif buggy.outcome is Outcome.PASS:
         row.category, row.reason = "tests", "the golden test passes on the buggy code"
     elif buggy.outcome not in (Outcome.FAIL, Outcome.COLLECTION_ERROR):

@@ -1,5 +1,5 @@
-"""The real-bugs study: MPE on SWE-bench Verified sympy instances, other systems' tests, real wrong fixes and
-real correct alternative fixes.
+"""The real-bugs study: MPE on SWE-bench Verified instances (sympy on one interpreter, or any repository in the
+spec environments of an envcheck), other systems' tests, real wrong fixes and real correct alternative fixes.
 
 Steps (each one's result is a record in coharden's SQLite store, so a rerun resumes where it stopped; every
 verdict inside a step is cached by the executor as usual):
@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError, RepoError
-from coharden.execution.executor import InstanceExecutor, environment_id
+from coharden.execution.executor import InstanceExecutor, test_environment_id
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.pytest_runner import verdict_for
 from coharden.execution.store import Store, study_key
@@ -83,9 +83,10 @@ class RealBugsStudy:
         self.settings = settings
         self.store = store
         self.config = config
-        self.env = environment_id(settings.python) + " " + " ".join(settings.pytest_args)
-        self._checkouts = [Checkout(keep=KEEP, on_move=Bytecode(settings.python, config.bytecode))
-                           for _ in range(max(1, config.workers))]
+        self.env = test_environment_id(settings, settings.python) + " " + " ".join(settings.pytest_args)
+        self._bytecode = [Bytecode(settings.python, config.bytecode) for _ in range(max(1, config.workers))]
+        self._checkouts = [Checkout(keep=KEEP, on_move=b) for b in self._bytecode]
+        self._spec: dict[tuple[str, str], tuple[Settings, str]] = {}  # (repo, version) -> settings, env id
         self._team: tuple[str, ExecutorPool] | None = None
         self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": [],
                                                       "imitation": []}
@@ -111,6 +112,25 @@ class RealBugsStudy:
         return len(self.verify_ids()) + len(study) + preds + fixes
 
     # executors ---------------------------------------------------------------------------------------------
+    def settings_for(self, instance: Instance) -> tuple[Settings, str]:
+        """The settings that run ``instance`` and their environment's identity (part of every record key): the
+        study's own, or with an envcheck the instance's spec environment (built on first use, then cached;
+        ``--python`` still overrides it)."""
+        if not self.data.spec_envs:
+            return self.settings, self.env
+        key = (instance.repo, str(instance.version))
+        if key not in self._spec:
+            from coharden.environment.specbuild import auto_spec_settings
+
+            repo = resolve_repo(instance, self.settings.repos_dir)
+            try:
+                settings = auto_spec_settings(instance, repo, self.settings)
+            except CoHardenError as exc:  # a failed build: every step of the instance says so, a rerun retries
+                raise RepoError(f"environment of {instance.instance_id}: {exc}") from exc
+            self._spec[key] = (settings, test_environment_id(settings, settings.python) + " "
+                               + " ".join(settings.pytest_args))
+        return self._spec[key]
+
     def team(self, instance: Instance) -> ExecutorPool:
         """The executors of ``instance``, one per checkout (MPE's workers lease them; the first also runs the
         steps' own verdicts)."""
@@ -118,7 +138,10 @@ class RealBugsStudy:
             return self._team[1]
         self.release()
         repo = resolve_repo(instance, self.settings.repos_dir)
-        team = ExecutorPool(executors=[InstanceExecutor(instance, repo, self.settings, self.store, checkout=checkout)
+        settings, _ = self.settings_for(instance)
+        for bytecode in self._bytecode:  # compiled by the interpreter that will load it
+            bytecode.python = settings.python
+        team = ExecutorPool(executors=[InstanceExecutor(instance, repo, settings, self.store, checkout=checkout)
                                        for checkout in self._checkouts])
         self._team = (instance.instance_id, team)
         return team
@@ -171,8 +194,8 @@ class RealBugsStudy:
         return data
 
     def _instance_key(self, inst: Instance) -> list[Any]:
-        return [self.env, inst.instance_id, inst.base_commit, sha(inst.patch), sha(inst.test_patch),
-                inst.FAIL_TO_PASS]
+        return [self.settings_for(inst)[1], inst.instance_id, inst.base_commit, sha(inst.patch),
+                sha(inst.test_patch), inst.FAIL_TO_PASS]
 
     # step 1 -------------------------------------------------------------------------------------------------
     def verify(self, iid: str) -> dict[str, Any] | None:
@@ -191,12 +214,17 @@ class RealBugsStudy:
         def compute() -> dict[str, Any]:
             return _guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
 
-        row = self._cached("study.verify", record_key("study.verify", *self._instance_key(inst)), compute,
-                           keep=_keep_row)
+        try:
+            key = record_key("study.verify", *self._instance_key(inst))
+        except RepoError as exc:  # its spec environment did not build: the row says why, the study goes on
+            row = {"instance_id": iid, "version": inst.version, "fail_to_pass": False, "error": str(exc)[:800],
+                   "environment_error": True, "seconds": 0.0, "resumed": False}
+        else:
+            row = self._cached("study.verify", key, compute, keep=_keep_row)
         if row is None:
             return None
         row["expected"] = env.get(self.data.env_field)
-        row["expected_note"] = env.get(self.data.env_field.replace("_verified", "_note"), "")
+        row["expected_note"] = env.get(self.data.env_field[:-len("verified")] + "note", "")
         row["agree"] = row["expected"] is not None and bool(row.get("fail_to_pass")) == bool(row["expected"])
         return row
 

@@ -85,8 +85,11 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
     # 1 ----------------------------------------------------------------------------------------------------------
     out += ["## 1. Real instances end to end: `coharden verify` vs the environment check", ""]
     out += ["FAIL_TO_PASS names are resolved to node ids in the files the test patch touches; the golden test "
-            "runs on base (buggy) and base + golden fix. 'check' is `sympy_env_check.json` for this interpreter "
-            "(sympy's `bin/test`, whole test files, FAIL_TO_PASS and PASS_TO_PASS).", ""]
+            f"runs on base (buggy) and base + golden fix. 'check' is `{data.env_source}`"
+            + (" (`coharden study envcheck`: golden FAIL_TO_PASS and PASS_TO_PASS in the instance's spec "
+               "environment, which the study uses too)." if data.spec_envs else
+               " for this interpreter (sympy's `bin/test`, whole test files, FAIL_TO_PASS and PASS_TO_PASS)."),
+            ""]
     vrows = []
     for r in rows["verify"]:
         buggy = (r.get("buggy") or {}).get("outcome", "") if r.get("fail_to_pass") \
@@ -190,7 +193,9 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
 
     vrows2 = [vrow("all", val), *[vrow(s, w["by_system"][s]) for s in systems],
               vrow("all, one vote per (instance, class)", w["validity_by_instance"]),
-              vrow("all, one vote per (instance, class), classes by beta/(beta+delta)", w["validity_killed"])]
+              vrow("all, one vote per (instance, class), classes by beta/(beta+delta)", w["validity_killed"]),
+              *([vrow(f"{repo}, one vote per (instance, class)", v) for repo, v in w.get("by_repo", {}).items()]
+                if len(w.get("by_repo", {})) > 1 else [])]
     out += _table(["tests", "n", "Lax accept", "Rigorous accept", "difference", "point-biserial r",
                    "Spearman rho", "AUC", "Fisher p"], vrows2)
     out += ["Tests of one instance face the same wrong fix and often pin the same example from the issue, so "
@@ -323,10 +328,11 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
     output.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows, data, config.systems, config.mpe.tau)
     made = plots(summary, output, config.systems)
-    env = environment_id(settings.python).split()
+    env = ["", "spec environments", "per instance"] if data.spec_envs else environment_id(settings.python).split()
+    repos = sorted({data.instances[i].repo for i in data.study_ids})
     settings_text = [
-        f"data: `{data.data_dir}` ({len(data.study_ids)} study instances = `{data.env_field}` in the environment "
-        f"check and in SWT-bench Verified)",
+        f"data: the data directory's files ({len(data.study_ids)} study instances = `{data.env_field}` in "
+        f"`{data.env_source}` and in SWT-bench Verified; repositories: {', '.join(repos) or '-'})",
         f"test interpreter: Python {env[1]}, pytest {env[2] if len(env) > 2 else '?'}; "
         f"timeout {settings.timeout:.0f} s, memory limit {settings.memory_mb} MB, fork server "
         f"{'on' if settings.fork_server else 'off'} (preload {', '.join(settings.preload) or '-'})",
@@ -337,7 +343,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         f"{', '.join(config.bytecode) or 'nothing'} (rows made without it are marked in section 7)",
         f"machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores (shared with other work "
         "during the run, so times are upper bounds)",
-        f"store: `{settings.store}`; steps resumed from it: "
+        f"store: `{Path(settings.store).name}`; steps resumed from it: "
         + ", ".join(f"{k} {sum(1 for r in v if r.get('resumed'))}/{len(v)}" for k, v in rows.items()),
     ]
     if missing:

@@ -159,6 +159,11 @@ def by_instance(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for (iid, cls), group in sorted(clusters.items())]
 
 
+def repo_of(instance_id: str) -> str:
+    """'astropy__astropy-12907' -> 'astropy/astropy' (SWE-bench ids are owner__name-number)."""
+    return instance_id.rsplit("-", 1)[0].replace("__", "/", 1)
+
+
 def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequence[dict[str, Any]],
                           systems: Sequence[str], tau: float = PAPER_TAU) -> dict[str, Any]:
     graded = graded_tests(grade_rows)
@@ -195,6 +200,9 @@ def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequen
     return {"per_fix": per_fix, "rows": validity_rows, "validity": overall, "by_system": by_system,
             "validity_killed": stats.validity(by_instance(rekeyed)),
             "validity_by_instance": stats.validity(by_instance(validity_rows)),
+            "by_repo": {repo: stats.validity(by_instance([r for r in validity_rows if repo_of(r["instance_id"])
+                                                          == repo]))
+                        for repo in sorted({repo_of(r["instance_id"]) for r in validity_rows})},
             "uninformative": sum(1 for r in validity_rows
                                  if r["test_class"] in ("Rigorous", "Lax") and r["killed_laxity"] is None),
             "golden_rejects": sum(1 for e in per_fix if e["golden"] == "FAIL"),

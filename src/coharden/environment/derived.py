@@ -1,0 +1,226 @@
+"""Environments for an instance's base commit when it needs more than its spec environment has.
+
+A spec environment is installed from the environment-setup commit and shared by every instance of the spec.
+The SWE-bench harness installs the project once more at each instance's base commit, so a dependency the
+project declared only later (pytest needing ``importlib_metadata``, pylint needing ``appdirs``) is there.
+Here the shared environment is kept and, only where the base commit needs it, a *derived* environment is made:
+
+1. the base commit's dependency files (``setup.py``, ``setup.cfg``, ``pyproject.toml``, requirement and conda
+   files) are compared with the setup commit's; identical files: the spec environment serves;
+2. else a cheap probe in the spec environment at the base commit (import the project, collect the test
+   files the test patch touches) looks for a missing or unresolvable dependency (``ModuleNotFoundError``,
+   ``ImportError``, ``DistributionNotFound``, ``VersionConflict``); the answer is cached per base commit;
+3. when one is found: a copy of the spec environment's venv with the spec's pre-install and install steps run
+   at the base commit (editable hooks detached as for the spec environment), cached under
+   ``<spec env key>-at-<digest of the base commit's dependency files>``.
+
+The harness also runs the install step once more after applying the fix it grades, so a fix that declares a
+new dependency (pylint's move to ``appdirs``) gets it. Here an instance whose reference fix changes dependency
+files always gets a derived environment, installed with those files' changes applied (the digest covers them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from coharden.config import Settings
+from coharden.environment.build import Log, _build_env, _locked
+from coharden.environment.specbuild import SpecBuilder, SpecEnv, finish_environment, import_name
+from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
+from coharden.errors import PatchError
+from coharden.execution.git import git, resolve_commit
+from coharden.execution.sandbox import run_limited
+from coharden.patches import file_path, parse, touched_files
+
+DEPENDENCY_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+_DEPENDENCY_PATTERNS = ("requirements*.txt", "requirements/*.txt", "ci/requirements/*.yml", "environment.yml")
+MISSING_DEPENDENCY = re.compile(
+    r"(ModuleNotFoundError: No module named [^\n]+|ImportError: No module named [^\n]+|"
+    r"ImportError: cannot import name [^\n]+|[\w.]*DistributionNotFound[^\n]*|[\w.]*VersionConflict[^\n]*)")
+
+
+def is_dependency_file(path: str, spec: EnvSpec) -> bool:
+    if path in (*DEPENDENCY_FILES, *spec.requirements_paths, *spec.environment_yml_paths):
+        return True
+    return any(Path(path).match(g) and path.count("/") == g.count("/") for g in _DEPENDENCY_PATTERNS)
+
+
+def dependency_part(patch: str, spec: EnvSpec) -> str:
+    """The part of ``patch`` that changes dependency files ('' when none, or the patch cannot be read)."""
+    if not patch.strip():
+        return ""
+    try:
+        return "".join(str(f) for f in parse(patch) if is_dependency_file(file_path(f), spec))
+    except PatchError:
+        return ""
+
+
+def dependency_digest(repo: Path, commit: str, spec: EnvSpec) -> str:
+    """A digest of the files that declare the project's dependencies at ``commit`` (their blob ids)."""
+    names = [*DEPENDENCY_FILES, *spec.requirements_paths, *spec.environment_yml_paths, *_DEPENDENCY_PATTERNS]
+    listing = git(["ls-tree", "-r", commit, "--", *names], repo, check=False).stdout
+    # ls-tree takes literal paths; the patterns are matched here
+    every = git(["ls-tree", "-r", "--name-only", commit], repo).stdout.splitlines()
+    wanted = [p for p in every if p not in DEPENDENCY_FILES and is_dependency_file(p, spec)]
+    if wanted:
+        listing += git(["ls-tree", "-r", commit, "--", *wanted], repo).stdout
+    lines = sorted(set(listing.splitlines()))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+
+def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str,
+                      test_files: list[str]) -> str:
+    """The first missing-dependency error the spec environment shows at ``commit`` (import the project,
+    collect ``test_files`` that exist there), or '' when there is none."""
+    with tempfile.TemporaryDirectory(prefix="coharden-probe-") as tmp:
+        src = Path(tmp) / "src"
+        git(["clone", "--quiet", "--shared", "--no-checkout", str(repo), str(src)], Path(tmp))
+        git(["checkout", "--quiet", "--detach", commit], src)
+        if env.overlay is not None and env.overlay.is_dir():
+            shutil.copytree(env.overlay, src, dirs_exist_ok=True, symlinks=True)
+        run_env = {**_build_env(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
+        run_env["PYTHONDONTWRITEBYTECODE"] = "1"
+        commands = [[env.python, "-c", f"import {import_name(spec)}"]]
+        present = [f for f in test_files if f.endswith(".py") and (src / f).is_file()]
+        if spec.runner == "pytest" and present:
+            commands.append([env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *present])
+        for command in commands:
+            proc = run_limited(command, src, timeout=300, env=run_env, network=False)
+            found = MISSING_DEPENDENCY.search(proc.output)
+            if found and proc.returncode != 0:
+                return found.group(0).strip()[:300]
+    return ""
+
+
+def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, setup_commit: str,
+                    commit: str, test_files: list[str], fix: str = "") -> SpecEnv:
+    """``env`` (the spec environment, built at ``setup_commit``) or the environment derived from it for
+    ``commit`` (with the dependency-file changes of ``fix``, the reference fix) when the base commit needs
+    dependencies ``env`` lacks or the fix changes what the project declares (see the module docstring)."""
+    if not env.ok:
+        return env
+    commit = resolve_commit(repo, commit)
+    fix_deps = dependency_part(fix, spec)
+    digest = dependency_digest(repo, commit, spec)
+    if not fix_deps and (commit == resolve_commit(repo, setup_commit)
+                         or digest == dependency_digest(repo, setup_commit, spec)):
+        return env
+    if fix_deps:
+        digest = hashlib.sha256(f"{digest}\0{fix_deps}".encode()).hexdigest()[:12]
+        files = ", ".join(touched_files(fix_deps))
+        builder.log(f"the fix changes {files}: deriving an environment installed with that change")
+        return derive(builder, repo, spec, env, commit, digest, f"the fix changes {files}", fix_deps)
+    probes = builder.root / "probes" / env.key
+    record = probes / f"{commit}.json"
+    if record.is_file():
+        missing = str(json.loads(record.read_text()).get("missing", ""))
+    else:
+        missing = probe_base_commit(builder, repo, spec, env, commit, test_files)
+        probes.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"missing": missing}))
+    if not missing:
+        return env
+    builder.log(f"base commit {commit[:12]} needs what {env.key} lacks ({missing}): deriving an environment")
+    return derive(builder, repo, spec, env, commit, digest, f"the spec environment lacks: {missing}")
+
+
+def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, digest: str,
+           why: str = "", deps_patch: str = "") -> SpecEnv:
+    """A copy of ``env``'s venv with the spec's pre-install and install steps run at ``commit`` (with
+    ``deps_patch`` applied), cached."""
+    key = f"{env.key}-at-{digest}"
+    env_dir = builder.root / key
+    with _locked(builder.root / f"{key}.lock"):
+        record = env_dir / "build.json"
+        if record.is_file():
+            previous = SpecEnv.model_validate_json(record.read_text())
+            if not previous.ok or Path(previous.python).exists():
+                return previous.model_copy(update={"cached": True, "services": list(spec.services)})
+        started = time.monotonic()
+        result = _derive(builder, repo, spec, env, commit, key, env_dir, deps_patch)
+        result.services = list(spec.services)
+        result.build_seconds = round(time.monotonic() - started, 1)
+        if why:
+            result.warnings.append(f"derived for base commit {commit[:12]}: {why}")
+        env_dir.mkdir(parents=True, exist_ok=True)
+        record.write_text(result.model_dump_json(indent=2))
+        return result
+
+
+def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, key: str,
+            env_dir: Path, deps_patch: str) -> SpecEnv:
+    shutil.rmtree(env_dir, ignore_errors=True)
+    env_dir.mkdir(parents=True)
+    result = SpecEnv(ok=False, key=key, repo=spec.repo, version=spec.version, env_dir=env_dir, runner=spec.runner,
+                     derived_from=env.key, commit=commit)
+    src, venv = env_dir / "src", env_dir / "venv"
+    old_venv = Path(env.python).parent.parent
+    git(["clone", "--quiet", "--shared", "--no-checkout", str(repo), str(src)], env_dir)
+    git(["checkout", "--quiet", "--detach", commit], src)
+    if deps_patch:
+        applied = git(["apply", "--whitespace=nowarn", "-"], src, input=deps_patch, check=False)
+        if applied.returncode != 0:
+            result.failed_step = "install"
+            result.error = f"the fix's dependency-file change does not apply: {applied.stderr.strip()[-300:]}"
+            return result
+    shutil.copytree(old_venv, venv, symlinks=True)
+    relocate_venv(venv, old_venv)
+    python = venv / "bin" / "python"
+    run_env = _build_env()
+    run_env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{run_env.get('PATH', '')}"})
+    constraints = env.env_dir / "date-constraints.txt"
+    if spec.exclude_newer and constraints.is_file():
+        run_env["PIP_CONSTRAINT"] = str(constraints)
+    with open(env_dir / "build.log", "w") as log_file:
+        log_file.write(f"# derived from {env.key} for base commit {commit}\n")
+        run = builder.step_runner(result, src, run_env, log_file)
+        for command in spec.local_pre_install():
+            if not run("pre_install", command):
+                return result
+        if spec.install and not run("install", spec.install):
+            return result
+    return finish_environment(result, spec, src, env_dir, python, run_env)
+
+
+def relocate_venv(venv: Path, old: Path) -> None:
+    """Point a copied venv's scripts (shebangs, activate files) at the copy instead of the original."""
+    before, after = str(old).encode(), str(venv).encode()
+    for path in (venv / "bin").iterdir():
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if before in data[:4096] or (path.name.startswith("activate") and before in data):
+            path.write_bytes(data.replace(before, after))
+
+
+def instance_environment(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> SpecEnv:
+    """The environment ``instance`` (a SWE-bench record) runs in: its spec environment, or one derived from it
+    for its base commit; built on first use, then cached. A failed build is returned (``ok`` False)."""
+    table = SpecTable.load(settings.swebench_specs)
+    spec = table.get(repo_slug(instance.repo), str(instance.version))
+    setup = instance.environment_setup_commit or instance.base_commit
+    builder = SpecBuilder(settings.cache_dir, log=log)
+    built = builder.build(repo, spec, setup, replacements=table.replacements())
+    if not built.ok or not instance.environment_setup_commit:
+        return built
+    files = touched_files(getattr(instance, "test_patch", "") or "")
+    derived = for_base_commit(builder, repo, spec, built, setup, instance.base_commit, files,
+                              getattr(instance, "patch", "") or "")
+    if derived is not built and not derived.ok:
+        derived.error = (f"the environment derived from {built.key} for base commit {instance.base_commit[:12]} "
+                         f"failed: {derived.error}")
+    return derived
+
+
+def describe(env: SpecEnv) -> str:
+    """One line naming the environment (and what it was derived from)."""
+    return env.key + (f" (derived from {env.derived_from} at {env.commit[:12]})" if env.derived_from else "")
+

@@ -1,0 +1,211 @@
+"""Environments derived for a base commit that declares dependencies the environment-setup commit did not, and
+the cache keys of specs that do not use the newer spec options."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from tests.conftest import make_patch, make_repo, run_git, write_files
+
+from coharden.config import Settings
+from coharden.environment.build import BuildError
+from coharden.environment.derived import dependency_digest, dependency_part, instance_environment, relocate_venv
+from coharden.environment.specbuild import SpecBuilder, find_interpreter
+from coharden.environment.specs import EnvSpec, SpecTable
+from coharden.execution.executor import InstanceExecutor
+from coharden.schema.instance import Instance
+
+HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def test_specs_without_the_new_options_keep_their_cache_keys() -> None:
+    """Environments already built (an hour of the machine) stay valid: keys computed before exclude_newer and
+    services existed (values taken from that code) are unchanged; setting exclude_newer changes the key, a
+    service does not (it runs beside the environment)."""
+    table = SpecTable.load()
+    builder = SpecBuilder(Path("/nonexistent-cache"))
+    assert builder.key(table.get("psf/requests", "2.0"), "0" * 40) == "spec-requests-2.0-d589f5c1a3d1"
+    assert builder.key(table.get("pydata/xarray", "0.12"), "0" * 40) == "spec-xarray-0.12-25c9fa7e6bb8"
+    spec = table.get("psf/requests", "2.0")
+    dated = spec.model_copy(update={"exclude_newer": "2022-06-01"})
+    served = spec.model_copy(update={"services": ["httpbin"]})
+    assert builder.key(dated, "0" * 40) != builder.key(spec, "0" * 40)
+    assert builder.key(served, "0" * 40) == builder.key(spec, "0" * 40)
+
+
+def test_exclude_newer_must_be_a_date() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        EnvSpec(repo="a/b", version="1", python="3.9", test_cmd="pytest", log_parser="pytest",
+                exclude_newer="last tuesday")
+
+
+def test_dependency_digest_follows_only_dependency_files(tmp_path: Path) -> None:
+    repo, first = make_repo(tmp_path / "repo", {"setup.py": "X = 1\n", "pkg/a.py": "A = 1\n",
+                                                "requirements/test.txt": "pytest\n"})
+    spec = EnvSpec(repo="acme/pkg", version="1", python="3.9", test_cmd="pytest", log_parser="pytest")
+    write_files(repo, {"pkg/a.py": "A = 2\n"})
+    run_git(repo, "commit", "-qam", "code only")
+    code_only = run_git(repo, "rev-parse", "HEAD").strip()
+    write_files(repo, {"requirements/test.txt": "pytest\nhypothesis\n"})
+    run_git(repo, "commit", "-qam", "a test requirement")
+    requirement = run_git(repo, "rev-parse", "HEAD").strip()
+    assert dependency_digest(repo, first, spec) == dependency_digest(repo, code_only, spec)
+    assert dependency_digest(repo, requirement, spec) != dependency_digest(repo, first, spec)
+
+
+def test_dependency_part_keeps_only_dependency_files(tmp_path: Path) -> None:
+    repo, _ = make_repo(tmp_path / "repo", {"setup.cfg": "[options]\n", "pkg/a.py": "A = 1\n",
+                                            "requirements_test.txt": "pytest\n"})
+    spec = EnvSpec(repo="acme/pkg", version="1", python="3.9", test_cmd="pytest", log_parser="pytest",
+                   requirements_paths=["requirements_test.txt"])
+    fix = make_patch(repo, {"setup.cfg": "[options]\ninstall_requires = appdirs\n", "pkg/a.py": "A = 2\n",
+                            "requirements_test.txt": "pytest\nappdirs\n"})
+    part = dependency_part(fix, spec)
+    assert "setup.cfg" in part
+    assert "requirements_test.txt" in part
+    assert "pkg/a.py" not in part
+    assert dependency_part(make_patch(repo, {"pkg/a.py": "A = 3\n"}), spec) == ""
+    assert dependency_part("not a patch at all", spec) == ""
+
+
+def test_relocate_venv_rewrites_scripts_of_the_copy(tmp_path: Path) -> None:
+    old, new = tmp_path / "old" / "venv", tmp_path / "new" / "venv"
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "tool").write_text(f"#!{old}/bin/python\nimport tool\n")
+    (old / "bin" / "activate").write_text(f"echo hi\nVIRTUAL_ENV='{old}'\n")
+    (old / "bin" / "python").symlink_to("/usr/bin/python3")
+    import shutil
+
+    shutil.copytree(old, new, symlinks=True)
+    relocate_venv(new, old)
+    assert (new / "bin" / "tool").read_text().startswith(f"#!{new}/bin/python\n")
+    assert f"VIRTUAL_ENV='{new}'" in (new / "bin" / "activate").read_text()
+    assert (old / "bin" / "tool").read_text().startswith(f"#!{old}/bin/python\n")  # the original is untouched
+    assert (new / "bin" / "python").is_symlink()
+
+
+def _wheel(directory: Path, name: str, body: str) -> Path:
+    """A minimal pure-Python wheel of module ``name`` (built by hand: no network, no build backend)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}-1.0-py3-none-any.whl"
+    files = {f"{name}/__init__.py": body,
+             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                             "Tag: py3-none-any\n"}
+    record = []
+    for rel, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{rel},sha256={digest},{len(text.encode())}")
+    record.append(f"{name}-1.0.dist-info/RECORD,,")
+    with zipfile.ZipFile(path, "w") as archive:
+        for rel, text in files.items():
+            archive.writestr(rel, text)
+        archive.writestr(f"{name}-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def _setup(requires: list[str]) -> str:
+    return ("from setuptools import setup\n"
+            f"setup(name='widget', version='1.0', packages=['widget'], install_requires={requires!r})\n")
+
+
+@pytest.mark.slow
+def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> None:
+    """The setup commit declares no dependency; a later base commit imports ``helperdep`` and declares it. The
+    spec environment (built at the setup commit) lacks it, so the instance gets an environment derived for its
+    base commit, where its golden test verifies; an instance whose dependency files did not change shares the
+    spec environment; one whose new dependency cannot be installed gets a clear error."""
+    try:
+        find_interpreter(HERE)
+    except BuildError:
+        pytest.skip(f"python {HERE} not installed under pyenv or on PATH")
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "helperdep", "def offset():\n    return 0\n")
+    repo, setup_commit = make_repo(tmp_path / "repos" / "acme__widget", {
+        "setup.py": _setup([]),
+        "widget/__init__.py": "def double(x):\n    return x + x + 1\n",
+        "tests/test_widget.py": "from widget import double\n\ndef test_zero():\n    assert double(0) in (0, 1)\n"})
+    write_files(repo, {"setup.py": _setup(["helperdep"]),
+                       "widget/__init__.py": "from helperdep import offset\n\n"
+                                             "def double(x):\n    return x + x + 1 + offset()\n"})
+    run_git(repo, "commit", "-qam", "widget needs helperdep")
+    needs = run_git(repo, "rev-parse", "HEAD").strip()
+    fix = make_patch(repo, {"widget/__init__.py": "from helperdep import offset\n\n"
+                                                  "def double(x):\n    return x + x + offset()\n"})
+    test = make_patch(repo, {"tests/test_widget.py": "from widget import double\n\ndef test_zero():\n"
+                             "    assert double(0) in (0, 1)\n\ndef test_two():\n    assert double(2) == 4\n"})
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n    versions:\n      '1.0':\n"
+                     f"        python: '{HERE}'\n        pip_packages: [pytest]\n"
+                     f"        install: python -m pip install --no-build-isolation --no-index "
+                     f"--find-links {wheels} -e .\n        test_cmd: pytest -rA\n")
+    settings = Settings(cache_dir=tmp_path / "cache", swebench_specs=specs, timeout=120)
+    instance = Instance(instance_id="acme__widget-2", repo="acme/widget", base_commit=needs, patch=fix,
+                        test_patch=test, version="1.0", environment_setup_commit=setup_commit,
+                        FAIL_TO_PASS=["tests/test_widget.py::test_two"],
+                        PASS_TO_PASS=["tests/test_widget.py::test_zero"])
+    env = instance_environment(instance, repo, settings)
+    assert env.ok, env.error
+    assert env.derived_from.startswith("spec-widget-1.0-")
+    spec = SpecTable.load(specs).get("acme/widget", "1.0")
+    assert env.key == f"{env.derived_from}-at-{dependency_digest(repo, needs, spec)}"
+    assert any("helperdep" in w for w in env.warnings)
+    base_python = Path(settings.cache_dir).resolve() / "envs" / env.derived_from / "venv" / "bin" / "python"
+    assert subprocess.run([str(base_python), "-c", "import helperdep"], capture_output=True).returncode != 0
+    assert subprocess.run([env.python, "-c", "import helperdep"], capture_output=True).returncode == 0
+    with InstanceExecutor(instance, repo, env.settings(settings)) as executor:
+        golden = executor.golden_test()
+        assert executor.verdict("", golden).failed
+        assert executor.verdict(fix, golden).passed
+    again = instance_environment(instance, repo, settings)
+    assert again.cached
+    assert again.key == env.key
+
+    # the same dependency files: the spec environment itself
+    write_files(repo, {"README": "docs only\n"})
+    run_git(repo, "add", "README")
+    run_git(repo, "commit", "-qm", "docs")
+    docs = instance.model_copy(update={"base_commit": run_git(repo, "rev-parse", "HEAD").strip()})
+    assert instance_environment(docs, repo, settings).key == env.key  # same dependency files as `needs`
+    setup_only = instance.model_copy(update={"base_commit": setup_commit, "patch": ""})
+    assert instance_environment(setup_only, repo, settings).key == env.derived_from
+
+    # the fix itself declares the dependency (the harness installs again after applying it): derived with it
+    run_git(repo, "checkout", "-q", setup_commit)
+    declares = make_patch(repo, {"setup.py": _setup(["helperdep"]), "widget/__init__.py": "import helperdep\n"})
+    run_git(repo, "checkout", "-q", "main")
+    by_fix = instance_environment(instance.model_copy(update={"base_commit": setup_commit, "patch": declares}),
+                                  repo, settings)
+    assert by_fix.ok, by_fix.error
+    assert by_fix.derived_from == env.derived_from
+    assert by_fix.key != env.key
+    assert any("the fix changes setup.py" in w for w in by_fix.warnings)
+    assert subprocess.run([by_fix.python, "-c", "import helperdep"], capture_output=True).returncode == 0
+
+    # a dependency that cannot be installed: the environment fails with a clear error, and so does the envcheck
+    write_files(repo, {"setup.py": _setup(["helperdep", "nosuchdep"]),
+                       "widget/__init__.py": "import nosuchdep\n"})
+    run_git(repo, "commit", "-qam", "widget needs nosuchdep")
+    broken = instance.model_copy(update={"instance_id": "acme__widget-3",
+                                         "base_commit": run_git(repo, "rev-parse", "HEAD").strip()})
+    failed = instance_environment(broken, repo, settings)
+    assert not failed.ok
+    assert failed.failed_step == "install"
+    assert "derived from" in failed.error
+    assert "nosuchdep" in failed.error
+    from coharden.study.envcheck import check_instance
+
+    row = check_instance(broken, repo, settings)
+    assert row.category == "install"
+    assert "nosuchdep" in row.reason
+    assert json.loads((Path(settings.cache_dir).resolve() / "envs" / "probes" / env.derived_from
+                       / f"{broken.base_commit}.json").read_text())["missing"]
