@@ -227,11 +227,11 @@ class SpecBuilder:
             pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
             if pins and not run("pins", f"{install} {pins}"):
                 return result
-            if spec.exclude_newer:
-                self._date_constraints(spec, src, env_dir, str(python), env, result)
             for command in spec.local_pre_install():
                 if not run("pre_install", command):
                     return result
+            if spec.exclude_newer:  # after pre-install, which may edit the requirements (sphinx pins in setup.py)
+                self._date_constraints(spec, src, env_dir, str(python), env, result)
             if spec.install and not run("install", spec.install):
                 return result
         return finish_environment(result, spec, src, env_dir, python, env)
@@ -267,7 +267,7 @@ class SpecBuilder:
 
     def _date_constraints(self, spec: EnvSpec, src: Path, env_dir: Path, python: str, env: dict[str, str],
                           result: SpecEnv) -> None:
-        """Let the pip steps (pre-install, install) resolve as of ``spec.exclude_newer`` too (pip has no date
+        """Let the pip install step resolve as of ``spec.exclude_newer`` too (pip has no date
         option): uv compiles the project's requirements (all extras) with the pins as of that date into a
         constraints file pip reads (``PIP_CONSTRAINT``). Without uv, or when that fails, a warning says so."""
         uv = _uv_binary()
