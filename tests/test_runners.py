@@ -228,3 +228,20 @@ def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]
     assert buggy.outcome is Outcome.FAIL
     assert buggy.tests == {"test_coharden_probe (str.tests.SimpleTests)": [TestStatus.FAILED]}
     assert fixed.passed, fixed.reason + fixed.output_tail
+
+
+def test_a_log_runner_that_dies_part_way_says_how_and_where() -> None:
+    """bin/test killed by a signal in the middle of a file: the tests after it are not run, and the reason names
+    the signal and the test that was running (not only 'ids not run')."""
+    from coharden.execution.runners import verdict_from_log
+    from coharden.schema.verdict import Outcome, TestStatus
+
+    output = "test_a ok\ntest_b ok\ntest_c"
+    verdict = verdict_from_log(["test_a", "test_c", "test_d"], {"test_a": TestStatus.PASSED}, output=output,
+                               returncode=-11, timed_out=False, duration=1.0, runner="sympy")
+    assert verdict.outcome is Outcome.COLLECTION_ERROR
+    assert "test ids not run: test_c, test_d" in verdict.reason
+    assert "ended with signal 11 at: test_c" in verdict.reason
+    clean = verdict_from_log(["test_a", "test_x"], {"test_a": TestStatus.PASSED}, output=output, returncode=1,
+                             timed_out=False, duration=1.0, runner="sympy")
+    assert clean.reason == "test ids not run: test_x"

@@ -232,8 +232,12 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
     tests = {i: [statuses.get(i, TestStatus.MISSING)] for i in ids}
     missing = [i for i, s in tests.items() if s == [TestStatus.MISSING]]
     if missing:
-        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=f"test ids not run: {', '.join(missing[:5])}",
-                       tests=tests, **base)
+        reason = f"test ids not run: {', '.join(missing[:5])}"
+        if returncode not in (0, 1, None) and len(missing) < len(ids):  # it died part way: say how, and where
+            how = f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
+            last = (output.strip().splitlines() or [""])[-1].strip()[:120]
+            reason += f" (the {runner} process ended with {how}" + (f" at: {last}" if last else "") + ")"
+        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests=tests, **base)
     bad = [i for i, s in tests.items() if s[0] in (TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED)]
     if bad:
         reason = "; ".join(f"{i}: {tests[i][0].value}" for i in bad[:3])
