@@ -281,6 +281,13 @@ class SpecBuilder:
         command = [uv, "pip", "compile", "--python", python, "--exclude-newer", _rfc3339(spec.exclude_newer),
                    "--all-extras", "--no-header", "--no-annotate", "-o", str(out), str(meta), str(env_dir / "pins.txt")]
         proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
+        pinned: set[str] = set()
+        if proc.returncode != 0 and spec.pip_packages:
+            # the pre-install may narrow what the pins name (sphinx 3.x: Jinja2<3.0 in setup.py, jinja2==3.0.3
+            # pinned): resolve the project alone; the pinned packages stay out of the constraints, as installed
+            command = command[:-1]
+            pinned = {_normalized(re.split(r"[<>=!~ ;\[]", p.strip(), maxsplit=1)[0]) for p in spec.pip_packages}
+            proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
         result.steps.append(StepLog(command=shlex.join(command), returncode=proc.returncode,
                                     duration=round(proc.duration, 3), timed_out=proc.timed_out,
                                     output_tail=_tail(proc.output)))
@@ -292,7 +299,7 @@ class SpecBuilder:
         # names the project itself, from the index, which would refuse the local checkout's version
         own = _normalized(spec.repo.split("/")[-1])
         kept = [line for line in out.read_text().splitlines()
-                if _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) != own]
+                if _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) not in {own, *pinned}]
         out.write_text("\n".join(kept) + "\n")
         env["PIP_CONSTRAINT"] = str(out)
 
