@@ -86,7 +86,7 @@ class RealBugsStudy:
         self.env = test_environment_id(settings, settings.python) + " " + " ".join(settings.pytest_args)
         self._bytecode = [Bytecode(settings.python, config.bytecode) for _ in range(max(1, config.workers))]
         self._checkouts = [Checkout(keep=KEEP, on_move=b) for b in self._bytecode]
-        self._spec: dict[tuple[str, str], tuple[Settings, str]] = {}  # (repo, version) -> settings, env id
+        self._spec: dict[str, tuple[Settings, str]] = {}  # instance id -> settings, environment id
         self._team: tuple[str, ExecutorPool] | None = None
         self.rows: dict[str, list[dict[str, Any]]] = {"verify": [], "golden": [], "mpe": [], "fix": [],
                                                       "imitation": []}
@@ -118,7 +118,7 @@ class RealBugsStudy:
         ``--python`` still overrides it)."""
         if not self.data.spec_envs:
             return self.settings, self.env
-        key = (instance.repo, str(instance.version))
+        key = instance.instance_id  # not (repo, version): a base commit may need its own derived environment
         if key not in self._spec:
             from coharden.environment.specbuild import auto_spec_settings
 
