@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -16,10 +18,17 @@ from tests.conftest import make_patch, make_repo, run_git, write_files
 
 from coharden.config import Settings
 from coharden.environment.build import BuildError
-from coharden.environment.derived import dependency_digest, dependency_part, instance_environment, relocate_venv
-from coharden.environment.specbuild import SpecBuilder, find_interpreter
+from coharden.environment.derived import (
+    dependency_digest,
+    dependency_part,
+    instance_environment,
+    probe_base_commit,
+    relocate_venv,
+)
+from coharden.environment.specbuild import SpecBuilder, SpecEnv, find_interpreter
 from coharden.environment.specs import EnvSpec, SpecTable
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.sandbox import bwrap_path
 from coharden.schema.instance import Instance
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -209,3 +218,33 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     assert "nosuchdep" in row.reason
     assert json.loads((Path(settings.cache_dir).resolve() / "envs" / "probes" / env.derived_from
                        / f"{broken.base_commit}.json").read_text())["missing"]
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox on this machine")
+def test_probe_runs_the_repository_confined(tmp_path: Path) -> None:
+    """The probe imports the project and collects its tests: that is the repository's own code, so it runs
+    confined like a test. An import that writes outside the probe's checkout, or into the objects it borrows,
+    changes nothing; a missing dependency is still found."""
+    outside = Path(tempfile.mkdtemp(prefix="coharden-probe-escape-", dir="/var/tmp"))
+    try:
+        targets = (str(outside / "escaped"), str(tmp_path / "repo" / ".git" / "objects" / "x"))
+        attack = (f"import pathlib\n"
+                  f"for target in {targets!r}:\n"
+                  f"    try:\n        pathlib.Path(target).write_text('owned')\n    except OSError:\n        pass\n")
+        repo, commit = make_repo(tmp_path / "repo", {"widget/__init__.py": attack,
+                                                     "tests/test_widget.py": "import widget\n\ndef test_a():\n"
+                                                                             "    pass\n"})
+        spec = EnvSpec(repo="acme/widget", version="1.0", python=HERE, test_cmd="pytest -rA", log_parser="pytest")
+        env = SpecEnv(ok=True, key="probe-test", repo="acme/widget", version="1.0", env_dir=tmp_path / "env",
+                      python=sys.executable)
+        assert probe_base_commit(None, repo, spec, env, commit, ["tests/test_widget.py"]) == ""  # type: ignore[arg-type]
+        assert not (outside / "escaped").exists()
+        assert not (repo / ".git" / "objects" / "x").exists()
+
+        write_files(repo, {"widget/__init__.py": "import nosuchdep_for_probe\n"})
+        run_git(repo, "commit", "-qam", "needs a dependency")
+        missing = probe_base_commit(None, repo, spec, env, run_git(repo, "rev-parse", "HEAD").strip(),  # type: ignore[arg-type]
+                                    ["tests/test_widget.py"])
+        assert "nosuchdep_for_probe" in missing
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)

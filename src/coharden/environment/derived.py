@@ -37,7 +37,7 @@ from coharden.environment.specbuild import SpecBuilder, SpecEnv, finish_environm
 from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
 from coharden.errors import PatchError
 from coharden.execution.git import git, resolve_commit
-from coharden.execution.sandbox import run_limited
+from coharden.execution.sandbox import Confinement, run_limited
 from coharden.patches import file_path, parse, touched_files
 
 DEPENDENCY_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
@@ -92,12 +92,27 @@ def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: Spec
         present = [f for f in test_files if f.endswith(".py") and (src / f).is_file()]
         if spec.runner == "pytest" and present:
             commands.append([env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *present])
+        confine = probe_confinement(repo, src, env)
         for command in commands:
-            proc = run_limited(command, src, timeout=300, env=run_env, network=False)
+            proc = run_limited(command, src, timeout=300, env=run_env, network=False, confine=confine)
             found = MISSING_DEPENDENCY.search(proc.output)
             if found and proc.returncode != 0:
                 return found.group(0).strip()[:300]
     return ""
+
+
+def probe_confinement(repo: Path, src: Path, env: SpecEnv) -> Confinement:
+    """The probe runs the repository's own code (its import, its conftest files): confined like a test run.
+    Only the probe's checkout is writable (its ``.git`` is not); the objects it borrows, the environment and the
+    overlay are shown read-only (the sandbox's private ``/tmp`` would hide them)."""
+    readable = [Path(repo) / ".git" / "objects", Path(env.env_dir)]
+    venv = Path(env.python).parent.parent
+    if (venv / "pyvenv.cfg").is_file():
+        readable.append(venv)
+    if env.overlay is not None:
+        readable.append(Path(env.overlay))
+    return Confinement(writable=(src,), readable=tuple(p for p in readable if p.exists()),
+                       protected=(src / ".git",))
 
 
 def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, setup_commit: str,
