@@ -15,6 +15,7 @@ from coharden.cli.main import app
 from coharden.config import Settings
 from coharden.environment.build import BuildError
 from coharden.environment.specbuild import (
+    BUILD_RECIPE,
     SpecBuilder,
     find_interpreter,
     requirements_from_env_yml,
@@ -165,6 +166,12 @@ def test_missing_interpreter_fails_the_build_with_a_clear_error(tmp_path: Path) 
     again = SpecBuilder(tmp_path / "cache", pyenv_root=tmp_path / "nopyenv").build(repo, _spec(python="3.1"), commit)
     assert again.cached
     assert not again.ok
+    # a failure recorded by an older build recipe is not reused: the newer steps get their chance
+    record = again.env_dir / "build.json"
+    record.write_text(again.model_copy(update={"recipe": BUILD_RECIPE - 1, "error": "old"}).model_dump_json())
+    retried = SpecBuilder(tmp_path / "cache", pyenv_root=tmp_path / "nopyenv").build(repo, _spec(python="3.1"), commit)
+    assert not retried.cached
+    assert "python 3.1 is not installed" in retried.error
 
 
 WIDGET = {

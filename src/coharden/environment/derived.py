@@ -33,7 +33,7 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.environment.build import Log, _build_env, _locked
-from coharden.environment.specbuild import SpecBuilder, SpecEnv, finish_environment, import_name
+from coharden.environment.specbuild import BUILD_RECIPE, SpecBuilder, SpecEnv, finish_environment, import_name, reusable
 from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
 from coharden.errors import PatchError
 from coharden.execution.git import git, resolve_commit
@@ -155,13 +155,13 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
     env_dir = builder.root / key
     with _locked(builder.root / f"{key}.lock"):
         record = env_dir / "build.json"
-        if record.is_file():
-            previous = SpecEnv.model_validate_json(record.read_text())
-            if not previous.ok or Path(previous.python).exists():
-                return previous.model_copy(update={"cached": True, "services": list(spec.services)})
+        previous = reusable(record)
+        if previous is not None:
+            return previous.model_copy(update={"cached": True, "services": list(spec.services)})
         started = time.monotonic()
         result = _derive(builder, repo, spec, env, commit, key, env_dir, deps_patch)
         result.services = list(spec.services)
+        result.recipe = BUILD_RECIPE
         result.build_seconds = round(time.monotonic() - started, 1)
         if why:
             result.warnings.append(f"derived for base commit {commit[:12]}: {why}")

@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.sandbox import run_limited
 
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
+# The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed
+# builds are cached, and only the current recipe's failures are reused).
+BUILD_RECIPE = 2
 _SKIP_OVERLAY = {".git", "build", ".eggs", "__pycache__", ".tox", ".pytest_cache", ".hypothesis", "dist"}
 # conda package names that are not pip distributions (or are the interpreter itself)
 _CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
@@ -65,6 +69,7 @@ class SpecEnv(BaseModel):
     derived_from: str = ""  # the spec environment this one copies, installed again at ``commit``
     commit: str = ""
     services: list[str] = Field(default_factory=list)  # the spec's (not part of the environment's identity)
+    recipe: int = 0  # the BUILD_RECIPE that built it (a failure is reused only from the current recipe)
 
     def settings(self, base: Settings) -> Settings:
         """``base`` running tests in this environment (fork server off: PYTHONPATH is set per job)."""
@@ -146,6 +151,17 @@ def requirements_from_env_yml(src: Path, spec: EnvSpec) -> list[str]:
     return found
 
 
+def reusable(record: Path) -> SpecEnv | None:
+    """The environment a ``build.json`` describes when it may be reused, else None. A built environment is reused
+    whatever built it (it works, and its interpreter is still there); a failure only when the current recipe
+    failed (a newer recipe may fix it: retrying costs one build, reusing the failure costs the instance)."""
+    if not record.is_file():
+        return None
+    previous = SpecEnv.model_validate_json(record.read_text())
+    ok = Path(previous.python).exists() if previous.ok else previous.recipe == BUILD_RECIPE
+    return previous if ok else None
+
+
 class SpecBuilder:
     """Builds :class:`SpecEnv` s under ``<cache_dir>/envs``; install commands run with the network allowed."""
 
@@ -170,19 +186,17 @@ class SpecBuilder:
         env_dir = self.root / key
         with _locked(self.root / f"{key}.lock"):
             record = env_dir / "build.json"
-            if record.is_file() and not force:
-                previous = SpecEnv.model_validate_json(record.read_text())
-                if not previous.ok or Path(previous.python).exists():
-                    self.log(f"reusing environment {env_dir}")
-                    if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
-                        previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
-                        record.write_text(previous.model_dump_json(indent=2))
-                    return previous.model_copy(update={"cached": True, "services": list(spec.services)})
-            import time
-
+            previous = None if force else reusable(record)
+            if previous is not None:
+                self.log(f"reusing environment {env_dir}")
+                if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
+                    previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
+                    record.write_text(previous.model_dump_json(indent=2))
+                return previous.model_copy(update={"cached": True, "services": list(spec.services)})
             started = time.monotonic()
             result = self._build(repo, commit, spec, key, env_dir, replacements or [])
             result.services = list(spec.services)
+            result.recipe = BUILD_RECIPE
             result.build_seconds = round(time.monotonic() - started, 1)
             env_dir.mkdir(parents=True, exist_ok=True)
             record.write_text(result.model_dump_json(indent=2))
