@@ -141,10 +141,10 @@ def test_the_fork_server_keeps_the_project_imported_and_never_serves_a_changed_m
     # module the tests import themselves
     assert warm_outcomes == cold_outcomes == ["PASS", "PASS", "FAIL", "PASS", "FAIL", "PASS"]
     assert cold_runs == 0
-    # warm: the base run (the server imports pkg there) and the fix (it leaves every module of pkg's import as
-    # it was); the mutant touching pkg/mod.py runs cold and refuses warm imports for this base commit (every
-    # later run would find a module changed), so the rest runs cold too
-    assert warm_runs == 2
+    # every run is warm: the base run (the server imports pkg there), the fix (it leaves every module of pkg's
+    # import as it was) and the mutant of pkg/mod.py, whose changed body (f never ran during the import) is
+    # swapped into the child's copy while the server keeps the base state for the runs after it
+    assert warm_runs == 6
 
 
 def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Path, tmp_path: Path) -> None:
@@ -170,5 +170,133 @@ def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Pa
         assert server.warm_runs == 1
         assert run() == 1  # imported again, from the files as they are now
         assert server.warm_runs == 2
+    finally:
+        server.close()
+
+
+# --- swapping changed function bodies into a forked child ------------------------------------------------------
+CORE = """\
+import functools
+
+
+def _helper(x):
+    return x * 2
+
+
+SCALE = _helper(3)  # runs during the import
+
+
+def area(w, h):
+    return w * h
+
+
+@functools.lru_cache(maxsize=None)
+def cached_area(w, h):
+    return area(w, h)
+
+
+def make_scaler(k):
+    def scale(x):
+        return x * k
+    return scale
+
+
+triple = make_scaler(3)  # runs during the import
+alias = area
+
+
+class Shape:
+    def __init__(self, w):
+        self._w = w
+
+    @property
+    def width(self):
+        return self._w
+
+    @width.setter
+    def width(self, value):
+        self._w = value
+
+    @classmethod
+    def unit(cls):
+        return cls(1)
+
+    @staticmethod
+    def sides():
+        return 4
+
+    def describe(self):
+        return f"shape {self.width}"
+"""
+SHAPES_TEST = """\
+from pkg import core
+
+
+def test_all():
+    assert core.area(2, 3) == 6 and core.alias(2, 3) == 6
+    assert core.cached_area(2, 3) == 6
+    assert core.SCALE == 6
+    assert core.triple(2) == 6
+    s = core.Shape(2)
+    s.width = 5
+    assert s.width == 5
+    assert core.Shape.unit().width == 1
+    assert core.Shape.sides() == 4
+    assert core.Shape(3).describe() == "shape 3"
+"""
+# (what changes, old text, new text, whether the child may swap it in)
+VARIANTS = [
+    ("a plain function", "return w * h", "return w * h + 1", True),
+    ("a function behind lru_cache", "return area(w, h)", "return area(w, h) - 1", True),
+    ("a property setter", "self._w = value", "self._w = value + 1", True),
+    ("a classmethod", "return cls(1)", "return cls(2)", True),
+    ("a staticmethod", "return 4", "return 5", True),
+    ("lines shifted only", "def area(w, h):", "\n\ndef area(w, h):", True),
+    ("a function the import ran", "return x * 2", "return x * 3", False),
+    ("a closure factory the import ran", "return x * k", "return x * k + 1", False),
+    ("module-level code", "SCALE = _helper(3)", "SCALE = _helper(4)", False),
+    ("a docstring", "def sides():", "def sides():\n        \"\"\"Four.\"\"\"", False),
+    ("a new free variable", "return f\"shape {self.width}\"",
+     "return f\"shape {self.width}\" if __class__ else \"\"", False),
+    ("a syntax error", "return w * h", "return w * (h", False),
+]
+
+
+def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_give_the_same(
+        tmp_path: Path) -> None:
+    """Each variant of a module the server imported runs in a forked child and in a fresh process: the
+    outcomes agree; bodies of functions that did not run during the import are swapped in (through aliases,
+    decorators, properties, class and static methods); a function the import ran, module-level code, a
+    docstring, a new free variable or a syntax error make the child import afresh."""
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import test_environment
+
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("from pkg import core\n")
+    (root / "pkg" / "core.py").write_text(CORE)
+    (root / "test_shapes.py").write_text(SHAPES_TEST)
+    env = {**test_environment(), "PYTHONDONTWRITEBYTECODE": "1"}
+    args = ["-q", "-p", "no:cacheprovider", "test_shapes.py"]
+    server = ForkServer(sys.executable, env=test_environment(), network=False)
+    spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_shapes.py"]}
+    try:
+        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                          warm={**spec, "base": True}).returncode == 0
+        assert server.warm_runs == 1
+        for what, old, new, swappable in VARIANTS:
+            assert old in CORE, what
+            (root / "pkg" / "core.py").write_text(CORE.replace(old, new, 1))
+            swapped_before = server.swapped_runs
+            warm_rc = server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                                 warm={**spec, "volatile": ["pkg/core.py"], "base": False}).returncode
+            cold_rc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=root, env=env,
+                                     capture_output=True).returncode
+            assert warm_rc == cold_rc, what
+            assert server.swapped_runs - swapped_before == int(swappable), what
+        (root / "pkg" / "core.py").write_text(CORE)
+        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                          warm={**spec, "base": True}).returncode == 0  # the server still holds the base state
+        assert server.warm_runs == 2 + sum(v[3] for v in VARIANTS)
     finally:
         server.close()

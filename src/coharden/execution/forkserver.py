@@ -66,6 +66,7 @@ class ForkServer:
         cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
         self.env_overrides: dict[str, str] = {}
         self.warm_runs = 0  # runs whose fork started with the project's modules imported
+        self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
         if self.isolation == "bwrap":
             assert confine is not None
             cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME]
@@ -159,6 +160,7 @@ class ForkServer:
         if lost:
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost)
         self.warm_runs += bool(done.get("warm"))
+        self.swapped_runs += bool(done.get("swapped"))
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,

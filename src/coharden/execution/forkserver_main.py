@@ -15,9 +15,9 @@ private ``/tmp`` except the ``--keep`` entries (bind mounts), so no run sees wha
 
 Protocol (JSON lines): the server first prints {"ready": true, "safe": bool, "reason": str}. Each request
 {"cwd", "args", "env", "out", "memory_mb", "cpu_seconds", "max_processes", "timeout"} is answered with
-{"pid": N} once forked and {"rc": N | null, "timed_out": bool, "warm": bool} when the child ended (rc
+{"pid": N} once forked and {"rc": N | null, "timed_out": bool, "warm": bool, "swapped": bool} when the child ended (rc
 negative: killed by that signal; null: killed at the time limit; warm: the child started with the project's
-modules imported).
+modules imported; swapped: with changed function bodies swapped in).
 
 Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
 "key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported, an id of the
@@ -48,7 +48,10 @@ def _set_dumpable(value):
         pass
 
 
-def _child(request):
+def _child(request, swap=None):
+    """Run one request in the forked child. ``swap``: (warm state, status fd) when the server's modules are
+    warm but some module file changed: the child swaps in the changed function bodies or purges (``_Warm``)
+    and writes b"1" (swapped) or b"0" to the fd before any test code runs."""
     os.setsid()
     try:
         _set_dumpable(1)
@@ -69,7 +72,12 @@ def _child(request):
         os.dup2(out, 2)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.closerange(3, 1 << 16)  # the server's protocol pipes and anything else it holds
+        keep = swap[1] if swap else None
+        if keep is None:
+            os.closerange(3, 1 << 16)  # the server's protocol pipes and anything else it holds
+        else:
+            os.closerange(3, keep)
+            os.closerange(keep + 1, 1 << 16)
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         cwd = request["cwd"]
@@ -80,6 +88,16 @@ def _child(request):
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
         sys.path[:0] = [cwd, *extra]
+        if swap:
+            state, fd = swap
+            try:
+                swapped = state.module.swap_changed(state.snapshot, state.changed)
+            except Exception:  # noqa: BLE001 - whatever it changed, the purge below drops it
+                swapped = False
+            if not swapped:
+                state.module.purge(state.snapshot.root)
+            os.write(fd, b"1" if swapped else b"0")
+            os.close(fd)
         sys.argv = ["pytest", *request["args"]]
         import pytest
 
@@ -170,14 +188,16 @@ def _import_env(env):
 class _Warm:
     """The project's modules imported in the server, so children need not import them, never served stale.
 
-    Before each fork the server checks its snapshot against the files on disk (``warm.is_fresh``: content
-    hashes of every module file, listings of their directories) and that the run has the same root and import
-    environment; if anything differs it drops every project module (``warm.purge``) and the child imports
-    afresh, as a cold process does. A snapshot is taken (the modules imported, in the request's environment)
-    when the server holds none and the checkout is the base commit's outside its tests (``base``: the server
-    runs no patched project code, only what the environment itself holds), unless this base state (``key``)
-    was refused: a run's patches touch a file the import loads (``volatile``), so every such run would find it
-    changed (the fix's own runs and its mutants': on most fixes, warm imports cannot help)."""
+    A snapshot is taken (the modules imported, in the request's environment) when the server holds none and
+    the checkout is the base commit's outside its tests (``base``: the server runs no patched project code,
+    only what the environment itself holds); a snapshot that leaves the project half imported, or one taken
+    while a run's patch touches a file the import loads (``volatile``), is refused for this base state
+    (``key``). Before each fork the server checks the run has the snapshot's root and import environment (else
+    it drops every project module: ``warm.purge``) and compares its files with the disk (``warm.is_fresh``:
+    content hashes of every module file, listings of their directories). Unchanged: the child starts warm.
+    Changed (a fix, a mutant): the server keeps its modules - they are still the base state - and the child
+    swaps the changed function bodies into its own copy, or purges and imports afresh where that is not
+    provably the same as a fresh import (``warm.swap_changed``)."""
 
     def __init__(self):
         self.module = None
@@ -186,13 +206,16 @@ class _Warm:
         self.key = None
         self.refused = False
         self.imports = 0
+        self.changed = {}  # the files a "swap" run changed (path -> new digest)
 
     def prepare(self, request):
-        """Make the server's modules right for ``request``; True when the child starts warm."""
+        """Make the server's modules right for ``request``: "warm" when the child starts with them as they are,
+        "swap" when some of their files changed (the child swaps in the changed function bodies, or purges and
+        imports afresh: ``warm.swap_changed``), "" when it starts cold."""
         spec = request.get("warm")
         if not spec:
             self.drop()
-            return False
+            return ""
         if self.module is None:
             self.module = _load_warm()
         cwd = os.path.abspath(request["cwd"])  # noqa: PTH100
@@ -202,13 +225,21 @@ class _Warm:
             self.drop()
             self.key, self.refused = spec.get("key"), False
         if self.snapshot is not None:
-            if volatile & set(self.snapshot.files):
-                self.refused = True  # this run's patch rewrites a module the import loads
-            if (self.refused or env != self.env or not self.module.is_fresh(self.snapshot, cwd)):
+            if env != self.env or cwd != self.snapshot.root:
                 self.drop()
+            else:
+                changed = self.module.changed_files(self.snapshot, cwd)
+                if changed == {}:
+                    return "warm"
+                if changed is not None and not spec.get("base"):
+                    # the server keeps its modules (the base state); the child changes its own copy
+                    self.module.analyse_snapshot(self.snapshot, list(changed))
+                    self.changed = changed
+                    return "swap"
+                self.drop()  # a new or removed file, or the base state itself is not what the server imported
         if self.snapshot is None and not self.refused and spec.get("base"):
             self._take(cwd, list(spec.get("modules", [])), env, volatile)
-        return self.snapshot is not None
+        return "warm" if self.snapshot is not None else ""
 
     def _take(self, cwd, modules, env, volatile):
         saved_env, saved_path, saved_bytecode = dict(os.environ), list(sys.path), sys.dont_write_bytecode
@@ -274,14 +305,19 @@ def main():
             continue
         request = json.loads(line)
         try:
-            warmed = warm.prepare(request)
+            mode = warm.prepare(request)
         except Exception:  # noqa: BLE001 - a failed warm import leaves the child cold
             warm.drop()
-            warmed = False
+            mode = ""
+        swap_status = os.pipe() if mode == "swap" else None
         pid = os.fork()
         if pid == 0:
             proto.close()
-            _child(request)
+            if swap_status is not None:
+                os.close(swap_status[0])
+            _child(request, (warm, swap_status[1]) if swap_status is not None else None)
+        if swap_status is not None:
+            os.close(swap_status[1])
         proto.write(json.dumps({"pid": pid}) + "\n")
         status = _wait(pid, float(request.get("timeout") or 1e9))
         timed_out = status is None
@@ -303,7 +339,12 @@ def main():
             _kill_rest()
             _wipe_tmp(keep, home)
         rc = None if timed_out else os.waitstatus_to_exitcode(status)
-        proto.write(json.dumps({"rc": rc, "timed_out": timed_out, "warm": warmed}) + "\n")
+        swapped = False
+        if swap_status is not None:
+            swapped = os.read(swap_status[0], 1) == b"1"
+            os.close(swap_status[0])
+        warmed = mode == "warm" or swapped
+        proto.write(json.dumps({"rc": rc, "timed_out": timed_out, "warm": warmed, "swapped": swapped}) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,27 @@ new. What the purge cannot undo is state the project's import left *outside* its
 limit, warnings filters, codecs, atexit hooks): warm imports are therefore opt-in per project, like
 ``Settings.preload``.
 
+**Swapping function bodies** (:func:`swap_changed`): most runs that matter (the fix, its mutants) rewrite a
+module the import loaded, so a purge would throw the warm import away exactly where it is needed. In a child,
+a changed file whose module would come out of a fresh import *exactly* as the warm one is, except for the code
+of some functions, gets those functions' code objects replaced (``function.__code__``) instead - every
+reference to the function (aliases, decorators' ``__wrapped__``, dispatch tables) then runs the new code. This
+holds only when, checked each time:
+
+* the two sources differ only inside function bodies: their syntax trees are equal outside function bodies
+  (docstrings compared), so module-level statements, class bodies, signatures, defaults and decorators, which
+  an import evaluates, are unchanged;
+* no changed function ran during the warm import (``cProfile`` records every Python function the import
+  called): nothing the import computed - a constant, a cache entry, a registered object - can depend on a body
+  that changed;
+* every live function object compiled from that file has a code object that a compile of the snapshot's
+  source produces (so a stale bytecode cache or an ``exec`` with that file name cannot hide an old body), and
+  none is a closure made by a changed function.
+
+Anything else (a syntax error, a new or removed function, a changed class attribute, a different number of
+free variables) makes the child purge and import afresh, as before. Unchanged functions get the new file's
+code too, so line numbers in tracebacks and ``inspect`` match the file on disk.
+
 Hook for the fork server (``forkserver_main``): with ``--warm=ROOT:mod1,mod2`` the server calls
 ``warm_import`` after its warm-up; a child calls ``prepare_child(snapshot, request["cwd"])`` before
 ``pytest.main``.
@@ -27,10 +48,13 @@ Hook for the fork server (``forkserver_main``): with ``--warm=ROOT:mod1,mod2`` t
 
 from __future__ import annotations
 
+import ast
+import gc
 import hashlib
 import importlib
 import os
 import sys
+import types
 from dataclasses import dataclass, field
 
 
@@ -40,14 +64,14 @@ class Snapshot:
     files: dict[str, str] = field(default_factory=dict)  # module file -> sha256 of its content
     listings: dict[str, list[str]] = field(default_factory=dict)  # directory -> sorted entries
     errors: list[str] = field(default_factory=list)  # modules that did not import (the child imports them)
+    sources: dict[str, bytes] = field(default_factory=dict)  # module file -> its content when imported
+    called: set | None = None  # code objects of the project's functions the import ran (None: not profiled)
+    versions: dict = field(default_factory=dict)  # module file -> its analysed imported version (or why not)
 
 
 def _digest(path: str) -> str | None:
-    try:
-        with open(path, "rb") as handle:  # noqa: PTH123 - stdlib-only module
-            return hashlib.sha256(handle.read()).hexdigest()
-    except OSError:
-        return None
+    content = _read(path)
+    return None if content is None else hashlib.sha256(content).hexdigest()
 
 
 def _listing(directory: str) -> list[str]:
@@ -78,6 +102,7 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
     root = os.path.abspath(root)  # noqa: PTH100
     snap = Snapshot(root)
     sys.path.insert(0, root)
+    profile = _profiler()
     try:
         for name in modules:
             try:
@@ -85,6 +110,8 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
             except BaseException as exc:  # noqa: BLE001 - a broken import is the child's to report
                 snap.errors.append(f"{name}: {exc!r}"[:300])
     finally:
+        if profile is not None:
+            profile.disable()
         sys.path.remove(root)
     if snap.errors:  # a half-imported project is not a state a cold process would start from
         purge(root)
@@ -92,12 +119,37 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
     for module in project_modules(root).values():
         file = getattr(module, "__file__", None)
         if file and _under(file, root):
-            digest = _digest(file)
-            if digest is not None:
-                snap.files[file] = digest
+            content = _read(file)
+            if content is not None:
+                snap.files[file] = hashlib.sha256(content).hexdigest()
+                snap.sources[file] = content
                 directory = os.path.dirname(file)  # noqa: PTH120
                 snap.listings.setdefault(directory, _listing(directory))
+    if profile is not None:
+        snap.called = {e.code for e in profile.getstats()
+                       if isinstance(e.code, types.CodeType) and e.code.co_filename in snap.files}
     return snap
+
+
+def _profiler():  # type: ignore[no-untyped-def]
+    """A running cProfile profiler (which functions the import runs), or None where one cannot run (another
+    profiler or tracer is active): then no function body can be swapped (see :func:`swap_changed`)."""
+    try:
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    except Exception:  # noqa: BLE001
+        return None
+    return profile
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:  # noqa: PTH123 - stdlib-only module
+            return handle.read()
+    except OSError:
+        return None
 
 
 def is_fresh(snapshot: Snapshot, cwd: str) -> bool:
@@ -127,3 +179,184 @@ def prepare_child(snapshot: Snapshot | None, cwd: str) -> bool:
         return True
     purge(snapshot.root)
     return False
+
+
+# --- swapping function bodies (see the module docstring) -------------------------------------------------------
+class NotSwappable(Exception):
+    pass
+
+
+def changed_files(snapshot: Snapshot, cwd: str) -> dict[str, str] | None:
+    """The snapshot's module files whose content changed, with their new digests; None when the run is not in
+    the snapshot's root, or a directory the modules came from gained or lost an entry, or a file is gone."""
+    if os.path.abspath(cwd) != snapshot.root:  # noqa: PTH100
+        return None
+    if any(_listing(d) != entries for d, entries in snapshot.listings.items()):
+        return None
+    changed = {}
+    for path, digest in snapshot.files.items():
+        now = _digest(path)
+        if now is None:
+            return None
+        if now != digest:
+            changed[path] = now
+    return changed
+
+
+@dataclass
+class _Version:
+    """One version of a module file, as far as swapping needs it."""
+
+    tree: ast.Module
+    code: types.CodeType  # the module's code object
+    defs: list  # (name, code object, source text) of every function of the module and its classes, in order
+
+
+def analyse_snapshot(snapshot: Snapshot, paths: list[str]) -> None:
+    """Analyse the imported version of ``paths`` (kept on the snapshot): done in the server, before it forks,
+    so that every child of it need only analyse the new version."""
+    for path in paths:
+        if path not in snapshot.versions:
+            try:
+                snapshot.versions[path] = _version(path, snapshot.sources[path])
+            except (NotSwappable, KeyError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                snapshot.versions[path] = repr(exc)
+
+
+def swap_changed(snapshot: Snapshot, changed: dict[str, str]) -> bool:
+    """In a forked child: bring every changed module file (path -> digest of its new content) to the code on
+    disk by swapping function bodies (True), or return False (the caller purges: whatever was swapped goes)."""
+    if snapshot.called is None or not changed:
+        return False
+    plans = []
+    try:
+        analyse_snapshot(snapshot, list(changed))
+        for path, digest in changed.items():
+            content = _read(path)
+            if content is None or hashlib.sha256(content).hexdigest() != digest:
+                return False
+            old = snapshot.versions[path]
+            if not isinstance(old, _Version):
+                return False
+            plans.append(_plan(path, old, _version(path, content), snapshot.called))
+        _apply(plans)
+    except (NotSwappable, SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _scope_items(body: list) -> list:
+    """The function and class definitions of a module or class body in source order, through compound
+    statements (``if``, ``try``, ...) but not into functions or classes."""
+    found = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append(node)
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(node, name, None)
+            if isinstance(inner, list):
+                found += _scope_items(inner)
+        for holder in (getattr(node, "handlers", None) or []) + (getattr(node, "cases", None) or []):
+            found += _scope_items(holder.body)
+    return found
+
+
+def _defs(body: list, code: types.CodeType) -> list:
+    """(definition node, its code object) for every function of a module or class body, classes recursed:
+    the code constants of a scope follow its definitions in source order (lambdas and comprehensions aside)."""
+    items = _scope_items(body)
+    codes = [c for c in code.co_consts if isinstance(c, types.CodeType) and not c.co_name.startswith("<")]
+    if [n.name for n in items] != [c.co_name for c in codes]:
+        raise NotSwappable("definitions and code objects do not line up")
+    pairs = []
+    for node, co in zip(items, codes):  # noqa: B905 - Python 3.7 runs this file; lengths checked
+        pairs += _defs(node.body, co) if isinstance(node, ast.ClassDef) else [(node, co)]
+    return pairs
+
+
+def _version(path: str, source: bytes) -> _Version:
+    """Parse and compile ``source`` once; each function's text (decorators to last line) tells whether it
+    changed."""
+    tree = ast.parse(source, path)
+    code = compile(tree, path, "exec", dont_inherit=True)
+    lines = source.splitlines(keepends=True)
+    defs = []
+    for node, co in _defs(tree.body, code):
+        end = getattr(node, "end_lineno", None)
+        if end is None:
+            raise NotSwappable("this Python's ast has no end line numbers")
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        defs.append((node.name, co, b"".join(lines[start - 1:end])))
+    return _Version(tree, code, defs)
+
+
+def _same_outside_bodies(a: object, b: object) -> bool:
+    """The two trees are equal except inside function bodies (docstrings compared: they become ``__doc__``);
+    line numbers aside. Leaves compare by type and repr (``1``, ``1.0``, ``True`` and ``-0.0`` all differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_outside_bodies(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]  # noqa: B905
+    if not isinstance(a, ast.AST):
+        return repr(a) == repr(b)
+    function = isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))
+    for name in a._fields:
+        if function and name == "body":
+            x, y = ast.get_docstring(a, clean=False), ast.get_docstring(b, clean=False)  # type: ignore[arg-type]
+        else:
+            x, y = getattr(a, name, None), getattr(b, name, None)
+        if not _same_outside_bodies(x, y):
+            return False
+    return True
+
+
+def _nested(code: types.CodeType) -> list:
+    found = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += [const, *_nested(const)]
+    return found
+
+
+def _plan(path: str, old: _Version, new: _Version, called: set) -> tuple:
+    """What to swap in ``path``: (path, old code -> new code, codes that may stay), or NotSwappable."""
+    if not _same_outside_bodies(old.tree, new.tree):
+        raise NotSwappable("the module changes outside function bodies")
+    if [d[0] for d in old.defs] != [d[0] for d in new.defs]:
+        raise NotSwappable("the functions differ")
+    mapping, stay = {}, set()
+    for (name, old_co, old_text), (_, new_co, new_text) in zip(old.defs, new.defs):  # noqa: B905
+        inner = _nested(old_co)
+        if old_text != new_text:
+            if old_co in called or any(c in called for c in inner):
+                raise NotSwappable(f"{name} changed and ran during the import")
+        else:
+            stay.update(inner)  # closures of an unchanged function keep behaving as before
+        mapping[old_co] = new_co
+    in_defs = {c for co in mapping for c in _nested(co)}
+    stay.update(c for c in _nested(old.code) if c not in mapping and c not in in_defs)  # module-level lambdas
+    return path, mapping, stay
+
+
+def _apply(plans: list) -> None:
+    by_file = {path: (mapping, stay) for path, mapping, stay in plans}
+    swaps = []
+    for obj in gc.get_objects():
+        if type(obj) is not types.FunctionType:
+            continue
+        plan = by_file.get(obj.__code__.co_filename)
+        if plan is None:
+            continue
+        mapping, stay = plan
+        new = mapping.get(obj.__code__)
+        if new is not None:
+            swaps.append((obj, new))
+        elif obj.__code__ not in stay:
+            raise NotSwappable(f"a live function {obj.__qualname__} has code no compile of its source gives")
+    for function, code in swaps:
+        function.__code__ = code  # ValueError when the free variables differ: the caller purges
+    import linecache
+
+    for path in by_file:
+        linecache.checkcache(path)
