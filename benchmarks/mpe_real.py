@@ -111,6 +111,18 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     return out
 
 
+def fork_counts(study: RealBugsStudy, inst: Instance) -> tuple[int, int, int]:
+    """(test runs, runs forked warm, of those with changed function bodies swapped in) of the study's checkouts
+    so far: cumulative, subtract the counts before an instance."""
+    runs = warm = swapped = 0
+    for ex in study.team(inst).executors:
+        runs += ex.runs
+        server = ex._server  # noqa: SLF001 - a benchmark reads the executor's counters
+        if server is not None:
+            warm, swapped = warm + server.warm_runs, swapped + server.swapped_runs
+    return runs, warm, swapped
+
+
 def spread(ids: list[str], n: int) -> list[str]:
     if n >= len(ids):
         return ids
@@ -177,7 +189,9 @@ def main() -> int:
             row: dict[str, Any] = {"id": iid}
             try:
                 one = mpe(studies[1], inst, None, with_bare=False)
+                before = fork_counts(studies[2], inst)
                 two = mpe(studies[2], inst, None, with_bare=True)
+                row["forks"] = [b - a for a, b in zip(before, fork_counts(studies[2], inst), strict=True)]
                 studies[1].release()
                 row.update(wall1=one["wall"], **{k: two[k] for k in (*PHASES, "wall", "bare", "n_mutants")})
                 row["phases1"] = " ".join(f"{p[:3]} {one[p]:.1f}" for p in PHASES[1:])
@@ -212,7 +226,9 @@ def main() -> int:
                   f"{row['wall']:6.1f} {row['environment']:5.1f} {row['fail_to_pass']:5.1f} {row['recording']:5.1f} "
                   f"{row['pool']:5.1f} {row['mutants']:6.1f} {row['timeouts']:5.1f} {row.get('grade', 0):6.1f} "
                   f"{row['naive']:7.1f} {row['cold']:5.1f}{'' if row['agree'] else '  VERDICTS DIFFER'}", flush=True)
-            print(f"{'':<20} 1 worker: {row['phases1']}", flush=True)
+            runs, warm, swapped = row["forks"]
+            print(f"{'':<20} 1 worker: {row['phases1']}; 2 workers: {runs} test runs, {warm} forked warm "
+                  f"({swapped} with changed function bodies swapped in)", flush=True)
     finally:
         for study in studies.values():
             study.close()

@@ -300,3 +300,21 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
         assert server.warm_runs == 2 + sum(v[3] for v in VARIANTS)
     finally:
         server.close()
+
+
+def test_a_server_whose_warm_up_imports_the_project_is_not_used(tmp_path: Path) -> None:
+    """The checkout under test provides a module the server's warm-up imports (here `_pytest`, as in pytest's
+    own repository): every fork would run the installed copy, not the checkout's files, so the server refuses
+    to serve and the executor runs fresh processes."""
+    from coharden.execution.forkserver import ForkServer, ForkServerError
+    from coharden.execution.pytest_runner import test_environment
+
+    root = tmp_path / "checkout"
+    (root / "src" / "_pytest").mkdir(parents=True)
+    (root / "src" / "_pytest" / "__init__.py").write_text("")
+    with pytest.raises(ForkServerError, match="imported the project under test \\(_pytest"):
+        ForkServer(sys.executable, env=test_environment(), network=False, project=root)
+    other = tmp_path / "other"
+    (other / "widget").mkdir(parents=True)
+    (other / "widget" / "__init__.py").write_text("")
+    ForkServer(sys.executable, env=test_environment(), network=False, project=other).close()

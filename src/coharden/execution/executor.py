@@ -194,7 +194,8 @@ class InstanceExecutor:
                 self._server.close()
             try:
                 self._server = ForkServer(self.python, env=test_environment(), network=self.settings.network,
-                                          preload=self.settings.preload, confine=self._confinement(self._root()))
+                                          preload=self.settings.preload, confine=self._confinement(self._root()),
+                                          project=self._root())
             except (ForkServerError, OSError) as exc:
                 self._server_failed = str(exc)
                 self._server = None

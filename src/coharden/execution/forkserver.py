@@ -44,7 +44,11 @@ class ForkServerError(RuntimeError):
 
 class ForkServer:
     def __init__(self, python: str, *, env: dict[str, str], network: bool, preload: list[str] | None = None,
-                 start_timeout: float = 120.0, confine: Confinement | None = None) -> None:
+                 start_timeout: float = 120.0, confine: Confinement | None = None,
+                 project: Path | None = None) -> None:
+        """``project``: the checkout under test; a server whose warm-up imported one of its top-level modules
+        (an installed copy of the project: pytest's own repository, a pytest plugin) is not used, since every
+        fork would run that copy instead of the checkout's files."""
         # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
         self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
         mark_owner(self._root)
@@ -56,6 +60,8 @@ class ForkServer:
         cmd = [python, str(script)]
         if preload:
             cmd.append("--preload=" + ",".join(preload))
+        if project is not None:
+            cmd.append(f"--project={project}")
         # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
         self.shared = self._root / "shared"
         self.shared.mkdir()

@@ -39,6 +39,31 @@ import time
 import traceback
 
 
+def _exit_code(status):
+    """``os.waitstatus_to_exitcode`` (Python 3.9+), for the older interpreters of spec environments."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+_NOT_PROJECT = {"conftest", "setup", "test", "tests", "testing", "doc", "docs", "examples", "benchmarks",
+                "scripts", "tasks", "tools", "build", "dist"}
+
+
+def _project_modules(root):
+    """Top-level module names a checkout provides (at its root, or under src/ or lib/)."""
+    names = set()
+    for base in (root, os.path.join(root, "src"), os.path.join(root, "lib")):  # noqa: PTH118
+        try:
+            entries = os.listdir(base)  # noqa: PTH208
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".py"):
+                names.add(entry[:-3])
+            elif os.path.isfile(os.path.join(base, entry, "__init__.py")):  # noqa: PTH113, PTH118
+                names.add(entry)
+    return names - _NOT_PROJECT
+
+
 def _set_dumpable(value):
     try:
         import ctypes
@@ -290,6 +315,11 @@ def main():
             __import__(module)
     except BaseException as exc:  # noqa: BLE001
         safe, reason = False, f"warm-up failed: {exc!r}"
+    if safe and options.get("project"):
+        imported = sorted(_project_modules(options["project"]) & set(sys.modules))
+        if imported:
+            safe, reason = False, (f"the warm-up imported the project under test ({', '.join(imported)}: an "
+                                   "installed copy, e.g. a pytest plugin); runs need fresh processes")
     if safe and threading.active_count() != 1:
         safe, reason = False, "threads are running after warm-up; forking would not be safe"
     if safe and not hasattr(os, "fork"):
@@ -338,7 +368,7 @@ def main():
         if sandboxed:
             _kill_rest()
             _wipe_tmp(keep, home)
-        rc = None if timed_out else os.waitstatus_to_exitcode(status)
+        rc = None if timed_out else _exit_code(status)
         swapped = False
         if swap_status is not None:
             swapped = os.read(swap_status[0], 1) == b"1"
