@@ -137,7 +137,7 @@ def med_max(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     here = Path(__file__).resolve().parents[1]
-    parser.add_argument("--data", type=Path, default=here.parent.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=here.parent / "shared" / "data")
     parser.add_argument("--repos", type=Path, default=Path("/work/repos"))
     parser.add_argument("--python", default="/work/envs/sympy311/bin/python")
     parser.add_argument("-n", type=int, default=8, help="instances (spread over the sorted study ids)")

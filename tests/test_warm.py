@@ -294,6 +294,14 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
                                      capture_output=True).returncode
             assert warm_rc == cold_rc, what
             assert server.swapped_runs - swapped_before == int(swappable), what
+        # a body that imports a module added next to the imported ones: what the import finds changed, the child
+        # imports afresh (the server keeps its base state)
+        (root / "pkg" / "added.py").write_text("K = 1\n")
+        (root / "pkg" / "core.py").write_text(CORE.replace("return w * h", "from pkg.added import K\n"
+                                                           "    return w * h + K", 1))
+        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                          warm={**spec, "volatile": ["pkg/core.py", "pkg/added.py"], "base": False}).returncode == 1
+        (root / "pkg" / "added.py").unlink()
         (root / "pkg" / "core.py").write_text(CORE)
         assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
                           warm={**spec, "base": True}).returncode == 0  # the server still holds the base state

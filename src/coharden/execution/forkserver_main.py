@@ -256,12 +256,13 @@ class _Warm:
                 changed = self.module.changed_files(self.snapshot, cwd)
                 if changed == {}:
                     return "warm"
-                if changed is not None and not spec.get("base"):
-                    # the server keeps its modules (the base state); the child changes its own copy
-                    self.module.analyse_snapshot(self.snapshot, list(changed))
-                    self.changed = changed
+                if not spec.get("base"):
+                    # the server keeps its modules (the base state); the child swaps the changed bodies into its
+                    # own copy, or purges it (a file added or removed next to a module: changed is None)
+                    self.changed = changed or {}
+                    self.module.analyse_snapshot(self.snapshot, list(self.changed))
                     return "swap"
-                self.drop()  # a new or removed file, or the base state itself is not what the server imported
+                self.drop()  # the base state itself is not what the server imported: import it again
         if self.snapshot is None and not self.refused and spec.get("base"):
             self._take(cwd, list(spec.get("modules", [])), env, volatile)
         return "warm" if self.snapshot is not None else ""
