@@ -125,7 +125,8 @@ def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[s
     outcomes = []
     with InstanceExecutor(inst, repo, settings) as ex:
         test = ex.test_patch(test_patch, name="t")
-        for patch in ("", fix, mutant, fix, extra_mutant, ""):
+        # the mutant first: the server imports the base state before it (primed), so even it starts warm
+        for patch in (mutant, "", fix, mutant, fix, extra_mutant, ""):
             outcomes.append(ex.verdicts(patch, [test])[0].outcome.value)
         server = ex._fork_server()
         warm_runs = server.warm_runs if server is not None else 0
@@ -139,12 +140,12 @@ def test_the_fork_server_keeps_the_project_imported_and_never_serves_a_changed_m
     cold_outcomes, cold_runs = _executor_runs(repo, commit, tmp_path, [])
     # the mutant that changes the pre-imported pkg/mod.py fails, as in a cold process; so does the one in a
     # module the tests import themselves
-    assert warm_outcomes == cold_outcomes == ["PASS", "PASS", "FAIL", "PASS", "FAIL", "PASS"]
+    assert warm_outcomes == cold_outcomes == ["FAIL", "PASS", "PASS", "FAIL", "PASS", "FAIL", "PASS"]
     assert cold_runs == 0
-    # every run is warm: the base run (the server imports pkg there), the fix (it leaves every module of pkg's
-    # import as it was) and the mutant of pkg/mod.py, whose changed body (f never ran during the import) is
-    # swapped into the child's copy while the server keeps the base state for the runs after it
-    assert warm_runs == 6
+    # every run is warm: the server imported pkg from the base checkout before the first run (the mutant), the
+    # fix leaves every module of pkg's import as it was, and the mutant of pkg/mod.py has its changed body (f
+    # never ran during the import) swapped into the child's copy while the server keeps the base state
+    assert warm_runs == 7
 
 
 def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Path, tmp_path: Path) -> None:
@@ -302,7 +303,11 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
         assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
                           warm={**spec, "volatile": ["pkg/core.py", "pkg/added.py"], "base": False}).returncode == 1
         (root / "pkg" / "added.py").unlink()
+        # a run that asks for no warm imports (an instrumented recording) gets none; the server keeps them
+        (root / "pkg" / "core.py").write_text(CORE.replace("return w * h", "return w * h + 1", 1))
+        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None).returncode == 1
         (root / "pkg" / "core.py").write_text(CORE)
+        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None).returncode == 0
         assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
                           warm={**spec, "base": True}).returncode == 0  # the server still holds the base state
         assert server.warm_runs == 2 + sum(v[3] for v in VARIANTS)

@@ -32,7 +32,14 @@ from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.git import show_file
-from coharden.execution.pytest_runner import PytestRun, run_pytest, split_node_id, test_environment, verdict_for
+from coharden.execution.pytest_runner import (
+    PytestRun,
+    fork_env,
+    run_pytest,
+    split_node_id,
+    test_environment,
+    verdict_for,
+)
 from coharden.execution.sandbox import Confinement, isolation_level
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
@@ -88,6 +95,7 @@ class InstanceExecutor:
                                    overlay=settings.env_overlay)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
+        self._primed: ForkServer | None = None  # the fork server that imported the base state (_prime_warm)
         self._server: ForkServer | None = None
         self.image: str | None = None
         if settings.sandbox == "docker":
@@ -357,6 +365,8 @@ class InstanceExecutor:
         ws = self.workspace
         self._root()
         ws.reset()
+        if source_patch.strip():
+            self._prime_warm()
         try:
             ws.apply(source_patch)
         except ApplyError as exc:
@@ -433,6 +443,17 @@ class InstanceExecutor:
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
 
+
+    def _prime_warm(self) -> None:
+        """With warm imports, before the first run that changes the source: the fork server imports the project
+        from the (reset) base checkout, once per server, so that the fix's and the mutants' runs start warm
+        even on a worker whose server never runs the base state."""
+        spec = self._warm_spec("", [])
+        server = self._fork_server() if spec is not None else None
+        if spec is None or server is None or self._primed is server:
+            return
+        self._primed = server
+        server.prime(self._root(), fork_env(self._job_env()), spec, timeout=self.settings.timeout)
 
     def _warm_spec(self, source_patch: str, tests: Sequence[TestPatch]) -> dict | None:
         """What the fork server may keep imported for a run of ``tests`` on ``source_patch`` (None: nothing):

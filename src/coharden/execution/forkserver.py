@@ -114,6 +114,33 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def _request_env(self, env: dict[str, str]) -> dict[str, str]:
+        env = {**env, **self.env_overrides}
+        if self._guard:  # the socket guard stays first on the path of every run
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (self._guard, env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def prime(self, cwd: Path, env: dict[str, str], warm: dict, *, timeout: float) -> bool:
+        """Have the server import the project's ``warm`` modules from ``cwd`` now (the checkout must be at its
+        base state: ``warm["base"]``), without running anything, so that the runs after it - a fix's, its
+        mutants' - start warm even when none of them runs the base state. True when the server holds them; a
+        server that does not answer within ``timeout`` is closed (the next run starts a new one)."""
+        if not self.alive:
+            return False
+        assert self.proc is not None
+        assert self.proc.stdin is not None
+        request = {"prime": True, "cwd": str(cwd), "env": self._request_env(env), "warm": warm}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            return False
+        reply = self._read(timeout)
+        if reply is None or "primed" not in reply:
+            self.close()
+            return False
+        return bool(reply["primed"])
+
     def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
             cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None) -> ProcessResult:
         """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
@@ -127,9 +154,7 @@ class ForkServer:
             out = Path(name)
         start = time.monotonic()
         try:
-            env = {**env, **self.env_overrides}
-            if self._guard:  # the socket guard stays first on the path of every run
-                env["PYTHONPATH"] = os.pathsep.join(p for p in (self._guard, env.get("PYTHONPATH", "")) if p)
+            env = self._request_env(env)
             request = {"cwd": str(cwd), "args": args, "env": env, "out": str(out),
                        "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
                        "max_processes": self.confine.max_processes if self.confine else None}

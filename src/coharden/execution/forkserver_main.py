@@ -13,7 +13,9 @@ memory. With ``--sandboxed`` (it runs as the sandbox's only long-lived process, 
 it kills every other process in the namespace after each child (daemons, forks left behind) and empties the
 private ``/tmp`` except the ``--keep`` entries (bind mounts), so no run sees what an earlier one left there.
 
-Protocol (JSON lines): the server first prints {"ready": true, "safe": bool, "reason": str}. Each request
+Protocol (JSON lines): the server first prints {"ready": true, "safe": bool, "reason": str}. A request
+{"prime": true, "cwd", "env", "warm"} imports the warm modules without forking and is answered with
+{"primed": bool}. Each other request
 {"cwd", "args", "env", "out", "memory_mb", "cpu_seconds", "max_processes", "timeout"} is answered with
 {"pid": N} once forked and {"rc": N | null, "timed_out": bool, "warm": bool, "swapped": bool} when the child ended (rc
 negative: killed by that signal; null: killed at the time limit; warm: the child started with the project's
@@ -76,7 +78,7 @@ def _set_dumpable(value):
 def _child(request, swap=None):
     """Run one request in the forked child. ``swap``: (warm state, status fd) when the server's modules are
     warm but some module file changed: the child swaps in the changed function bodies or purges (``_Warm``)
-    and writes b"1" (swapped) or b"0" to the fd before any test code runs."""
+    and writes b"1" (swapped) or b"0" to the fd before any test code runs; (warm state, None): it purges."""
     os.setsid()
     try:
         _set_dumpable(1)
@@ -115,14 +117,17 @@ def _child(request, swap=None):
         sys.path[:0] = [cwd, *extra]
         if swap:
             state, fd = swap
-            try:
-                swapped = state.module.swap_changed(state.snapshot, state.changed)
-            except Exception:  # noqa: BLE001 - whatever it changed, the purge below drops it
-                swapped = False
+            swapped = False
+            if fd is not None:
+                try:
+                    swapped = state.module.swap_changed(state.snapshot, state.changed)
+                except Exception:  # noqa: BLE001 - whatever it changed, the purge below drops it
+                    swapped = False
             if not swapped:
                 state.module.purge(state.snapshot.root)
-            os.write(fd, b"1" if swapped else b"0")
-            os.close(fd)
+            if fd is not None:
+                os.write(fd, b"1" if swapped else b"0")
+                os.close(fd)
         sys.argv = ["pytest", *request["args"]]
         import pytest
 
@@ -217,12 +222,12 @@ class _Warm:
     the checkout is the base commit's outside its tests (``base``: the server runs no patched project code,
     only what the environment itself holds); a snapshot that leaves the project half imported, or one taken
     while a run's patch touches a file the import loads (``volatile``), is refused for this base state
-    (``key``). Before each fork the server checks the run has the snapshot's root and import environment (else
-    it drops every project module: ``warm.purge``) and compares its files with the disk (``warm.is_fresh``:
-    content hashes of every module file, listings of their directories). Unchanged: the child starts warm.
-    Changed (a fix, a mutant): the server keeps its modules - they are still the base state - and the child
-    swaps the changed function bodies into its own copy, or purges and imports afresh where that is not
-    provably the same as a fresh import (``warm.swap_changed``)."""
+    (``key``). Before each fork the server checks the run asks for warm imports in the snapshot's root and
+    import environment (else that child drops every project module: ``warm.purge``) and compares its files
+    with the disk (``warm.changed_files``: content hashes of every module file, listings of their
+    directories). Unchanged: the child starts warm. Changed (a fix, a mutant): the server keeps its modules -
+    they are still the base state - and the child swaps the changed function bodies into its own copy, or
+    purges and imports afresh where that is not provably the same as a fresh import (``warm.swap_changed``)."""
 
     def __init__(self):
         self.module = None
@@ -236,11 +241,12 @@ class _Warm:
     def prepare(self, request):
         """Make the server's modules right for ``request``: "warm" when the child starts with them as they are,
         "swap" when some of their files changed (the child swaps in the changed function bodies, or purges and
-        imports afresh: ``warm.swap_changed``), "" when it starts cold."""
+        imports afresh: ``warm.swap_changed``), "purge" when the child must not use them (a run that asks for
+        no warm imports - an instrumented recording, say - or in another environment: the server keeps them for
+        the runs after it), "" when the server holds none."""
         spec = request.get("warm")
         if not spec:
-            self.drop()
-            return ""
+            return "purge" if self.snapshot is not None else ""
         if self.module is None:
             self.module = _load_warm()
         cwd = os.path.abspath(request["cwd"])  # noqa: PTH100
@@ -251,7 +257,7 @@ class _Warm:
             self.key, self.refused = spec.get("key"), False
         if self.snapshot is not None:
             if env != self.env or cwd != self.snapshot.root:
-                self.drop()
+                return "purge"
             else:
                 changed = self.module.changed_files(self.snapshot, cwd)
                 if changed == {}:
@@ -340,13 +346,20 @@ def main():
         except Exception:  # noqa: BLE001 - a failed warm import leaves the child cold
             warm.drop()
             mode = ""
+        if request.get("prime"):  # import now, run nothing (the checkout is at its base state)
+            proto.write(json.dumps({"primed": mode == "warm"}) + "\n")
+            continue
         swap_status = os.pipe() if mode == "swap" else None
         pid = os.fork()
         if pid == 0:
             proto.close()
+            child_warm = None
             if swap_status is not None:
                 os.close(swap_status[0])
-            _child(request, (warm, swap_status[1]) if swap_status is not None else None)
+                child_warm = (warm, swap_status[1])
+            elif mode == "purge":
+                child_warm = (warm, None)
+            _child(request, child_warm)
         if swap_status is not None:
             os.close(swap_status[1])
         proto.write(json.dumps({"pid": pid}) + "\n")

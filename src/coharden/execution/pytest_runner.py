@@ -154,6 +154,13 @@ test_environment.__test__ = False  # type: ignore[attr-defined]
 STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
 
 
+def fork_env(extra_env: dict[str, str] | None) -> dict[str, str]:
+    """The environment of a local pytest run (fresh or forked), the per-run result stream aside."""
+    env = {**test_environment(), **(extra_env or {})}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (STREAM_PLUGIN_DIR, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
                extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
                server: ForkServer | None = None, image: str | None = None,
@@ -193,7 +200,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         ]
         env = {**test_environment(), **(extra_env or {})}
         if not in_docker:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (STREAM_PLUGIN_DIR, env.get("PYTHONPATH", "")) if p)
+            env = fork_env(extra_env)
             env["COHARDEN_STREAM"] = str(stream)
         cpu = settings.cpu_seconds or int(limit * 2) + 1
         if image is not None:
