@@ -93,6 +93,33 @@ def test_parametrized_test_expands_and_any_failing_case_fails(executor, calc_fix
     assert "test_add_cases" in buggy.reason
 
 
+def test_first_failure_stops_a_lone_test_and_still_fails(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    """For a mutant's cell only pass / fail counts: with ``first_failure`` a test's process stops at its first
+    failure (the ids after it are listed as not run) and the verdict is still FAIL; a passing run runs every id;
+    the verdicts are stored apart from full ones; a process shared by two tests never stops early."""
+    test = _test(executor, "def test_wrong():\n    assert mul(2, 2) == 5", "def test_later():\n    assert True",
+                 ids=["tests/test_calc.py::test_wrong", "tests/test_calc.py::test_later"])
+    full = executor.verdicts(calc_fix, [test])[0]
+    assert full.outcome is Outcome.FAIL
+    assert full.tests["tests/test_calc.py::test_later"] == [TestStatus.PASSED]
+    early = executor.verdicts(calc_fix, [test], first_failure=True)[0]
+    assert early.outcome is Outcome.FAIL
+    assert early.admissible
+    assert early.tests["tests/test_calc.py::test_later"] == [TestStatus.MISSING]
+    assert "stopped at the first failure" in early.reason
+    assert executor.key(calc_fix, test) != executor.key(calc_fix, test, first_failure=True)
+    assert executor.verdicts(calc_fix, [test])[0].tests == full.tests  # the full verdict, from the store
+    passing = _test(executor, GOOD_TEST, "def test_later():\n    assert True",
+                    ids=["tests/test_calc.py::test_add", "tests/test_calc.py::test_later"])
+    ok = executor.verdicts(calc_fix, [passing], first_failure=True)[0]
+    assert ok.outcome is Outcome.PASS
+    assert set(ok.tests) == {"tests/test_calc.py::test_add", "tests/test_calc.py::test_later"}
+    # trusted tests sharing one process: the first one's failure must not stop the other's tests
+    other = test.model_copy(update={"name": "copy", "patch": test.patch + "\n"})
+    both = executor.verdicts(calc_fix, [test, other], combine=True, first_failure=True)
+    assert [v.tests["tests/test_calc.py::test_later"] for v in both] == [[TestStatus.PASSED]] * 2
+
+
 def test_nonexistent_test_id_is_collection_error(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
     # one id that does not exist among ids that do
     test = _test(executor, GOOD_TEST, ids=["tests/test_calc.py::test_add", "tests/test_calc.py::test_does_not_exist"])

@@ -132,7 +132,7 @@ class InstanceExecutor:
             self._lane_thread = None
         self.workspace.close()
 
-    def _run_two(self, source_patch: str, tests: list[TestPatch], limits: list[float]
+    def _run_two(self, source_patch: str, tests: list[TestPatch], limits: list[float], first_failure: bool = False
                  ) -> tuple[dict[int, Verdict], list[int]]:
         """The first two of ``tests`` at once, each alone in its own process: one in this executor's
         workspace, one in a second lane (its own workspace, its own sandboxed server). Separate processes
@@ -146,9 +146,10 @@ class InstanceExecutor:
         lane = self._lane
         assert self._lane_thread is not None
         before = lane.runs
-        other = self._lane_thread.submit(lane._run_together, source_patch, [tests[1]], [limits[1]], False)
+        other = self._lane_thread.submit(lane._run_together, source_patch, [tests[1]], [limits[1]], False,
+                                         first_failure)
         try:
-            mine, _ = self._run_together(source_patch, [tests[0]], [limits[0]], False)
+            mine, _ = self._run_together(source_patch, [tests[0]], [limits[0]], False, first_failure)
         finally:
             theirs, _ = other.result()
         self.runs += lane.runs - before
@@ -263,13 +264,17 @@ class InstanceExecutor:
         return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
-    def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = ()) -> str:
+    def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = (), *,
+            first_failure: bool = False) -> str:
         """The store key of ``test``'s verdict on ``source_patch``; ``co_run``: the tests that may share its
-        process (named in the key, so a verdict from a shared process never answers for a lone run)."""
+        process (named in the key, so a verdict from a shared process never answers for a lone run);
+        ``first_failure``: a verdict that may stop at the first failure (its per-test results are partial)."""
         env = self.env_id
         others = sorted({_digest(t) for t in co_run} - {_digest(test)})
         if others:
             env += " co-run=" + ",".join(others)
+        if first_failure:
+            env += " first-failure"
         return verdict_key(repo=self.instance.repo, base_commit=self.base_commit, source_patch=source_patch,
                            test_patch=test.patch, test_ids=test.ids, environment=env)
 
@@ -277,10 +282,12 @@ class InstanceExecutor:
         return self.verdicts(source_patch, [test], limits=[time_limit])[0]
 
     def verdicts(self, source_patch: str, tests: list[TestPatch], *, combine: bool = False,
-                 limits: Sequence[float | None] | None = None) -> list[Verdict]:
+                 limits: Sequence[float | None] | None = None, first_failure: bool = False) -> list[Verdict]:
         """Verdicts of ``tests`` on base + ``source_patch``. Each test runs in its own process unless
         ``combine`` (the caller trusts every test: one cannot touch another's result) and the
-        ``combine_tests`` setting allow sharing one. ``limits``: a time limit per test (None: the setting)."""
+        ``combine_tests`` setting allow sharing one. ``limits``: a time limit per test (None: the setting).
+        ``first_failure``: only pass / fail is wanted (a mutant's cell): a process that runs one test alone
+        stops at its first failure (``-x``), and the verdict lists the ids it did not run as missing."""
         combine = combine and self.settings.combine_tests
         limit_of = [min(lim or self.settings.timeout, self.settings.timeout)
                     for lim in (limits or [None] * len(tests))]
@@ -295,7 +302,7 @@ class InstanceExecutor:
                 twins[i] = first_of[ident]
                 continue
             first_of[ident] = i
-            keys[i] = self.key(source_patch, test, tests if combine else ())
+            keys[i] = self.key(source_patch, test, tests if combine else (), first_failure=first_failure)
             cached = self.store.get_verdict(keys[i]) if self.store else None
             if cached is not None and not _stale_timeout(cached, limit_of[i]):
                 results[i] = cached
@@ -303,10 +310,11 @@ class InstanceExecutor:
                 todo.append(i)
         while todo:
             if not combine and len(todo) > 1 and self.settings.test_lanes > 1 and self.image is None:
-                ran, deferred = self._run_two(source_patch, [tests[i] for i in todo], [limit_of[i] for i in todo])
+                ran, deferred = self._run_two(source_patch, [tests[i] for i in todo], [limit_of[i] for i in todo],
+                                              first_failure)
             else:
                 ran, deferred = self._run_together(source_patch, [tests[i] for i in todo],
-                                                   [limit_of[i] for i in todo], combine)
+                                                   [limit_of[i] for i in todo], combine, first_failure)
             for j, verdict in ran.items():
                 index = todo[j]
                 results[index] = verdict
@@ -358,8 +366,8 @@ class InstanceExecutor:
             self.server_losses.append(run.lost)
         return run
 
-    def _run_together(self, source_patch: str, tests: list[TestPatch], limits: list[float], combine: bool
-                      ) -> tuple[dict[int, Verdict], list[int]]:
+    def _run_together(self, source_patch: str, tests: list[TestPatch], limits: list[float], combine: bool,
+                      first_failure: bool = False) -> tuple[dict[int, Verdict], list[int]]:
         """Lay down ``tests[0]`` (and, when ``combine``, as many more as can share its pytest process); run
         them; return verdicts for those and the indices deferred to a later process."""
         ws = self.workspace
@@ -424,7 +432,9 @@ class InstanceExecutor:
         if groups:
             self._warm = self._warm_spec(source_patch, [tests[j] for j in groups])
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
-            run = self._run(self._root(), all_ids, max(limits[j] for j in groups))
+            # -x only for a process of one test: a failure must not stop the tests of another
+            run = self._run(self._root(), all_ids, max(limits[j] for j in groups),
+                            first_failure=first_failure and len(groups) == 1)
             self.runs += 1
             if len(groups) > 1 and not _clean(run):
                 # one test's problem (an id that does not exist, a module that does not import, a hang, an

@@ -56,6 +56,7 @@ class PytestRun:
     lost: str = ""  # why the run has no result of its own (the fork server died under it)
     time_limit: float | None = None
     junit_present: bool = False
+    first_failure: bool = False  # run with -x: ids after the first failure were not run
 
     @property
     def session_finished(self) -> bool:
@@ -165,11 +166,12 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
                extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
                server: ForkServer | None = None, image: str | None = None,
                confine: Confinement | None = None, time_limit: float | None = None,
-               warm: dict | None = None) -> PytestRun:
+               warm: dict | None = None, first_failure: bool = False) -> PytestRun:
     """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
     Docker ``image``); results come from a JUnit XML file outside the workspace, and per-test events are
     streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
-    ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`."""
+    ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
+    ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted)."""
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
     use_server = server is not None and server.alive and image is None and not settings.services
     limit = time_limit or settings.timeout
@@ -196,6 +198,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             *([] if in_docker else ["-p", "coharden_stream"]),
             *settings.pytest_args,
             *(extra_args or []),
+            *(["-x"] if first_failure else []),
             *ids,
         ]
         env = {**test_environment(), **(extra_env or {})}
@@ -235,6 +238,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         lost=proc.lost,
         time_limit=limit,
         junit_present=present,
+        first_failure=first_failure,
     )
 
 
@@ -368,10 +372,15 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
         messages += [f"{reported}: {c.message.splitlines()[0] if c.message else c.status.value}"
                      for c in matched if c.status not in (TestStatus.PASSED, TestStatus.XFAIL)][:3]
     missing = [i for i, st in tests.items() if st == [TestStatus.MISSING]]
+    bad = {TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED}
+    failed = any(c.status in (TestStatus.FAILED, TestStatus.ERROR) for c in run.cases)
+    if missing and run.first_failure and failed and run.returncode == 1:
+        # pytest -x stopped at a failure: the verdict is FAIL whatever the ids it did not run would have done
+        reason = "; ".join(messages)[:400] + f" (stopped at the first failure; {len(missing)} ids not run)"
+        return Verdict(outcome=Outcome.FAIL, reason=reason, tests=tests, **base)
     if missing:
         reason = f"test ids not run: {', '.join(missing)}{_collection_detail(run)}"
         return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests=tests, **base)
-    bad = {TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED}
     if any(s in bad for statuses in tests.values() for s in statuses):
         return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, **base)
     return Verdict(outcome=Outcome.PASS, tests=tests, **base)

@@ -366,7 +366,9 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         mark = time.monotonic()
-        cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits))
+        # a cell needs pass / fail only: a test process stops at its first failure
+        cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits),
+                                first_failure=True)
         if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
             with lock_spent:
                 spent["timeouts"] += time.monotonic() - mark
