@@ -9,10 +9,11 @@ does (two long-lived checkouts moved from instance to instance, checked-hash byt
 preload mpmath, default budget of 3 mutants per operator, seed 0, no result cache from an earlier run):
 
 * the bare golden test on the fixed code (one fork-server run, as the study measures it);
-* MPE of the golden test against itself with 1 worker, then with 2 workers (each with its own empty store,
-  so nothing is served from a cache), phase by phase: environment (checkout moves + bytecode), F->P checks,
-  recording, pool building, mutant runs, and the seconds mutant runs spent in timeouts (combined run plus
-  attribution);
+* MPE of the golden test against itself with 1 worker (one test process at a time), then with 2 workers
+  (each with its own empty store, so nothing is served from a cache), phase by phase: environment (checkout
+  moves + bytecode), F->P checks, recording, pool building, mutant runs, and the seconds mutant runs spent in
+  timeouts (combined run plus attribution); the test runs, and how many forked warm (project imported) and
+  with changed function bodies swapped in;
 * the grading of one prediction (``--system``) right after, in the 2-worker store (the reference's F->P
   verdicts and recordings are shared, as in a study);
 * the naive loop: for ``--naive-runs`` (mutant, test) pairs a fresh clone, ``git apply`` of mutant and test
@@ -116,10 +117,10 @@ def fork_counts(study: RealBugsStudy, inst: Instance) -> tuple[int, int, int]:
     so far: cumulative, subtract the counts before an instance."""
     runs = warm = swapped = 0
     for ex in study.team(inst).executors:
-        runs += ex.runs
-        server = ex._server  # noqa: SLF001 - a benchmark reads the executor's counters
-        if server is not None:
-            warm, swapped = warm + server.warm_runs, swapped + server.swapped_runs
+        runs += ex.runs  # the second lane's runs included
+        for server in (ex._server, ex._lane._server if ex._lane is not None else None):  # noqa: SLF001
+            if server is not None:  # a benchmark reads the executor's counters
+                warm, swapped = warm + server.warm_runs, swapped + server.swapped_runs
     return runs, warm, swapped
 
 
@@ -178,7 +179,11 @@ def main() -> int:
         for workers in (1, 2):
             store = Store(tmp / f"store-{workers}w.sqlite")
             config = StudyConfig(mpe=MPEConfig(per_operator=args.per_operator), workers=workers, ids=ids)
-            studies[workers] = RealBugsStudy(data, settings.with_overrides(workers=workers), store, config)
+            # 1 worker: one test process at a time (no second lane), the serial baseline the 2 workers are
+            # compared with; 2 workers: the default (each worker may also run two test patches side by side)
+            lanes = {"test_lanes": 1} if workers == 1 else {}
+            study_settings = settings.with_overrides(workers=workers, **lanes)
+            studies[workers] = RealBugsStudy(data, study_settings, store, config)
         header = (f"{'instance':<20} {'mut':>3} {'bare':>5} {'wall1':>6} {'wall2':>6} {'env':>5} {'f2p':>5} "
                   f"{'rec':>5} {'pool':>5} {'mut':>6} {'tmo':>5} {'grade':>6} {'naive':>7} {'cold':>5}")
         print(header, flush=True)
