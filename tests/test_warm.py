@@ -228,6 +228,20 @@ class Shape:
 
     def describe(self):
         return f"shape {self.width}"
+
+
+def regenerate(function):  # a code generator: a new function compiled from the decorated one's source
+    import inspect
+    import textwrap
+    source = textwrap.dedent(inspect.getsource(function)).split("\\n", 1)[1]
+    namespace = {}
+    exec(compile(source, "<generated>", "exec"), namespace)
+    return namespace[function.__name__]
+
+
+@regenerate
+def generated():
+    return 7
 """
 SHAPES_TEST = """\
 from pkg import core
@@ -244,6 +258,7 @@ def test_all():
     assert core.Shape.unit().width == 1
     assert core.Shape.sides() == 4
     assert core.Shape(3).describe() == "shape 3"
+    assert core.generated() == 7
 """
 # (what changes, old text, new text, whether the child may swap it in)
 VARIANTS = [
@@ -260,6 +275,7 @@ VARIANTS = [
     ("a new free variable", "return f\"shape {self.width}\"",
      "return f\"shape {self.width}\" if __class__ else \"\"", False),
     ("a syntax error", "return w * h", "return w * (h", False),
+    ("a function a decorator regenerated from its source", "return 7", "return 8", False),
 ]
 
 

@@ -325,23 +325,29 @@ def _plan(path: str, old: _Version, new: _Version, called: set) -> tuple:
         raise NotSwappable("the module changes outside function bodies")
     if [d[0] for d in old.defs] != [d[0] for d in new.defs]:
         raise NotSwappable("the functions differ")
-    mapping, stay = {}, set()
+    mapping, stay, changed = {}, set(), set()
     for (name, old_co, old_text), (_, new_co, new_text) in zip(old.defs, new.defs):  # noqa: B905
         inner = _nested(old_co)
         if old_text != new_text:
             if old_co in called or any(c in called for c in inner):
                 raise NotSwappable(f"{name} changed and ran during the import")
+            changed.add(old_co)
         else:
             stay.update(inner)  # closures of an unchanged function keep behaving as before
         mapping[old_co] = new_co
     in_defs = {c for co in mapping for c in _nested(co)}
     stay.update(c for c in _nested(old.code) if c not in mapping and c not in in_defs)  # module-level lambdas
-    return path, mapping, stay
+    return path, mapping, stay, changed
 
 
 def _apply(plans: list) -> None:
-    by_file = {path: (mapping, stay) for path, mapping, stay in plans}
+    """Swap the planned code into every live function compiled from the planned files. Every changed function
+    must still be alive as itself: a decorator that replaced it by something made from its source or code (a
+    code generator) would keep the old body where no function object shows it."""
+    by_file = {path: (mapping, stay) for path, mapping, stay, _ in plans}
+    unseen = set().union(*(changed for _, _, _, changed in plans))
     swaps = []
+    gc.collect()  # a replaced function left in a garbage cycle must not count as alive
     for obj in gc.get_objects():
         if type(obj) is not types.FunctionType:
             continue
@@ -352,8 +358,11 @@ def _apply(plans: list) -> None:
         new = mapping.get(obj.__code__)
         if new is not None:
             swaps.append((obj, new))
+            unseen.discard(obj.__code__)
         elif obj.__code__ not in stay:
             raise NotSwappable(f"a live function {obj.__qualname__} has code no compile of its source gives")
+    if unseen:
+        raise NotSwappable("a changed function has no live function object of its own (replaced by a decorator?)")
     for function, code in swaps:
         function.__code__ = code  # ValueError when the free variables differ: the caller purges
     import linecache
