@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
@@ -52,6 +53,13 @@ def processes_with(marker: str, wait: float = 5.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a Ctrl-C test interrupts: a test run started in the background (``cmd &``
+    without job control) ignores SIGINT, and an ignored signal is inherited; the child must get the handling a
+    terminal user's process has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_git(repo: Path, *args: str, input: str | None = None) -> str:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from coharden.cli import app
 from coharden.cli.common import cli_errors
-from conftest import CALC_FIX, GOOD_TEST, calc_test_file, make_patch
+from conftest import CALC_FIX, GOOD_TEST, calc_test_file, default_sigint, make_patch
 
 COHARDEN = [sys.executable, "-m", "coharden"]  # works without the installed console script
 
@@ -127,7 +127,7 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     proc = subprocess.Popen(
         [*COHARDEN, "verify", str(instance_dir), "--test", str(hanging), "--timeout", "120",
          "--store", str(tmp_path / "ctrlc.sqlite")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 60

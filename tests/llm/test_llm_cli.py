@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+from tests.conftest import default_sigint
 from typer.testing import CliRunner
 
 import coharden
@@ -68,6 +69,7 @@ def test_serves_until_interrupted(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=default_sigint,
     )
     try:
         assert proc.stdout is not None
