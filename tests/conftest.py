@@ -24,13 +24,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     os.environ.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` first (the order is otherwise kept): with xdist the longest tests then start while
-    the quick ones fill the other workers, instead of one of them running alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test",
     "GIT_AUTHOR_EMAIL": "test@localhost",
