@@ -76,14 +76,11 @@ class SpecEnv(BaseModel):
         each run from an interpreter that has imported pytest and the environment's plugins; the project itself
         is imported by each run from its job's checkout (PYTHONPATH is set per job)."""
         legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
-        fork = base.fork_server and self.runner == "pytest" and _version_tuple(self.python_version) >= (3, 7)
+        fork = (base.fork_server and self.runner == "pytest" and bool(self.python_version)
+                and _vkey(self.python_version) >= (3, 7))
         return base.with_overrides(python=self.python, fork_server=fork, runner=self.runner,
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
                                    legacy_pytest=legacy, services=self.services or base.services)
-
-
-def _version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:2]) if version else (0,)
 
 
 def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:

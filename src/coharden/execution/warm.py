@@ -155,11 +155,7 @@ def _read(path: str) -> bytes | None:
 def is_fresh(snapshot: Snapshot, cwd: str) -> bool:
     """True when every module file of the snapshot is unchanged, no directory they came from gained or lost
     an entry, and the child runs in the snapshot's root."""
-    if not snapshot.files or os.path.abspath(cwd) != snapshot.root:  # noqa: PTH100
-        return False
-    if any(_listing(d) != entries for d, entries in snapshot.listings.items()):
-        return False
-    return all(_digest(path) == digest for path, digest in snapshot.files.items())
+    return bool(snapshot.files) and changed_files(snapshot, cwd) == {}
 
 
 def purge(root: str) -> int:
