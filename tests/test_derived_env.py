@@ -19,6 +19,7 @@ from tests.conftest import make_patch, make_repo, run_git, write_files
 from coharden.config import Settings
 from coharden.environment.build import BuildError
 from coharden.environment.derived import (
+    declared_requirements,
     dependency_digest,
     dependency_part,
     instance_environment,
@@ -248,3 +249,37 @@ def test_probe_runs_the_repository_confined(tmp_path: Path) -> None:
         assert "nosuchdep_for_probe" in missing
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_declared_requirements_are_read_statically(tmp_path: Path) -> None:
+    """setup.cfg's install_requires, pyproject's [project] dependencies and a literal list in setup.py (inline or
+    through a module-level name) are read without running anything; what is not a literal is left out."""
+    write_files(tmp_path, {
+        "setup.cfg": "[options]\ninstall_requires =\n    # a comment\n    attrs>=17\n"
+                     "    colorama;sys_platform=='win32'\n",
+        "pyproject.toml": "[project]\nname = 'w'\ndependencies = ['tomli>=1', 'attrs>=17']\n",
+        "setup.py": "from setuptools import setup\nREQS = ['wcwidth', 'py>=1.5']\nsetup(install_requires=REQS)\n"})
+    assert declared_requirements(tmp_path) == ["attrs>=17", "colorama;sys_platform=='win32'", "tomli>=1",
+                                               "wcwidth", "py>=1.5"]
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(install_requires=compute())\n")
+    (tmp_path / "setup.cfg").write_text("[options\nbroken")
+    (tmp_path / "pyproject.toml").write_text("[project\n")
+    assert declared_requirements(tmp_path) == []
+
+
+def test_probe_finds_a_declared_requirement_the_environment_lacks(tmp_path: Path) -> None:
+    """A base commit declaring a dependency its import never needs (pytest 5.4's ``wcwidth``, used only when a
+    terminal line is measured) or excluding the installed version (pylint's base commits pin an older astroid)
+    gets a derived environment: the harness installs the project at the base commit, so pip would install or
+    replace it there. A marker that does not apply is skipped."""
+    test = {"tests/test_widget.py": "import widget\n\ndef test_a():\n    pass\n"}
+    spec = EnvSpec(repo="acme/widget", version="1.0", python=HERE, test_cmd="pytest -rA", log_parser="pytest")
+    env = SpecEnv(ok=True, key="probe-test", repo="acme/widget", version="1.0", env_dir=tmp_path / "env",
+                  python=sys.executable)
+    cases = {"fine": (["pytest>=1", "nosuchdep_declared; python_version < '3'"], ""),
+             "missing": (["pytest>=1", "nosuchdep_declared"], "DistributionNotFound"),
+             "conflict": (["pytest<1"], "VersionConflict")}
+    for name, (requires, expected) in cases.items():
+        repo, commit = make_repo(tmp_path / name, {"setup.py": _setup(requires), "widget/__init__.py": "", **test})
+        found = probe_base_commit(None, repo, spec, env, commit, ["tests/test_widget.py"])  # type: ignore[arg-type]
+        assert expected in found if expected else found == "", (name, found)

@@ -245,3 +245,53 @@ def test_a_log_runner_that_dies_part_way_says_how_and_where() -> None:
     clean = verdict_from_log(["test_a", "test_x"], {"test_a": TestStatus.PASSED}, output=output, returncode=1,
                              timed_out=False, duration=1.0, runner="sympy")
     assert clean.reason == "test ids not run: test_x"
+
+
+_PATH_TEST = '''\
+import os, subprocess, sys
+
+PLUGINS = {plugins!r}
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_path_is_the_harness_path():
+    assert not set(PLUGINS) & set(sys.path), sys.path
+    assert os.environ.get("PYTHONPATH") == CHECKOUT, os.environ.get("PYTHONPATH")
+    assert "COHARDEN_PLUGIN_PATH" not in os.environ
+    # pylint's way: run a tool with PYTHONPATH + ":"; the tool pops sys.path entries by position
+    env = dict(os.environ, PYTHONPATH=os.environ["PYTHONPATH"] + ":")
+    child = subprocess.run([sys.executable, "-c", "import sys; print(sys.path[1])"], env=env, cwd="/",
+                           capture_output=True, text=True)
+    assert child.stdout.strip() == CHECKOUT, child.stdout
+'''
+
+
+@pytest.mark.parametrize("fork_server", [False, True])
+def test_tests_see_the_path_without_coharden_plugins(tmp_path: Path, fork_server: bool) -> None:
+    """coharden's pytest plugins come in on PYTHONPATH and leave it before the tests run: a test sees the
+    checkout's PYTHONPATH as the harness sets it, and so does every process it starts (pylint's
+    ``test_do_not_import_files_from_local_directory*`` failed otherwise); an instrumenting plugin's directory
+    (the input recorder's) leaves too."""
+    from coharden.execution.pytest_runner import STREAM_PLUGIN_DIR
+
+    extra = tmp_path / "instrument"
+    extra.mkdir()
+    (extra / "coharden_probe_plugin.py").write_text("")
+    text = _PATH_TEST.format(plugins=[STREAM_PLUGIN_DIR, str(extra)])
+    repo, commit = make_repo(tmp_path / "repo", {"pkg/__init__.py": "", "tests/test_path.py": text})
+    test_patch = make_patch(repo, {"tests/test_path.py": text + "\n\ndef test_more():\n    pass\n"})
+    instance = Instance(instance_id="acme__path-1", repo=str(repo), base_commit=commit, test_patch=test_patch,
+                        FAIL_TO_PASS=["tests/test_path.py::test_path_is_the_harness_path"],
+                        PASS_TO_PASS=["tests/test_path.py::test_more", "test_hello.py::test_hello"])
+    settings = Settings(fork_server=fork_server, timeout=120, test_env={"PYTHONPATH": "{workspace}"})
+    with InstanceExecutor(instance, repo, settings) as executor:
+        golden = executor.golden_test()
+        verdict = executor.verdict("", golden)
+        assert verdict.passed, verdict.reason + verdict.output_tail
+        run = executor.run_raw("", golden, extra_args=["-p", "coharden_probe_plugin"],
+                               extra_env={"COHARDEN_PLUGIN_PATH": str(extra)}, readable=[extra])
+        assert run.returncode == 0, run.output[-2000:]
+        # a PASS_TO_PASS id naming a file the checkout lacks (a line of a pytester run the harness parsed)
+        assert executor.absent_files(instance.PASS_TO_PASS, test_patch) == ["test_hello.py::test_hello"]
+        created = make_patch(repo, {"test_new.py": "def test_hello():\n    pass\n"})
+        assert executor.absent_files(["test_new.py::test_hello"], created) == []

@@ -137,6 +137,20 @@ def test_bwrap_confines_writes_processes_and_home(tmp_path: Path) -> None:
     assert f"HOME {PRIVATE_HOME} True" in result.output
 
 
+@needs_bwrap
+def test_bwrap_hides_the_hosts_cgroup_tree(tmp_path: Path) -> None:
+    """A test sees no cgroup files: on a cgroup-v1 host ``cpu.shares`` = 1024 reads as "one CPU" to tools that
+    size themselves by it (pylint skips its parallel tests: "Need 2 or more cores"); the CPUs it may run on
+    stay visible."""
+    code = ("import os\n"
+            "print('CGROUP', sorted(os.listdir('/sys/fs/cgroup')) if os.path.isdir('/sys/fs/cgroup') else [])\n"
+            "print('CPUS', len(os.sched_getaffinity(0)))\n")
+    result = run_limited([sys.executable, "-c", code], tmp_path, timeout=30, confine=Confinement(writable=(tmp_path,)))
+    assert result.isolation == "bwrap"
+    assert "CGROUP []" in result.output
+    assert f"CPUS {len(os.sched_getaffinity(0))}" in result.output
+
+
 def test_without_bwrap_a_confined_run_falls_back_and_says_so(tmp_path: Path) -> None:
     result = run_limited([sys.executable, "-c", "print('hi')"], tmp_path, timeout=30,
                          confine=Confinement(sandbox=False))

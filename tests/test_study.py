@@ -230,8 +230,15 @@ def test_conftest_import_error_is_a_collection_error_not_a_harness_error() -> No
     assert verdict.outcome is Outcome.COLLECTION_ERROR
     assert verdict.reason == ("conftest sympy/conftest.py does not import: "
                               "ImportError: cannot import name 'Mapping' from 'collections'")
-    plain = PytestRun(returncode=4, timed_out=False, duration=0.3, output="usage: pytest", junit_ok=False)
-    assert verdict_for(["t.py::test_x"], plain).outcome is Outcome.HARNESS_ERROR
+    plain = PytestRun(returncode=4, timed_out=False, duration=0.3, output="usage: pytest\n\nerror: bad -r",
+                      junit_ok=False)
+    verdict = verdict_for(["t.py::test_x"], plain)
+    assert verdict.outcome is Outcome.HARNESS_ERROR
+    assert verdict.reason == "pytest usage error (exit code 4): usage: pytest | error: bad -r"  # what it said
+    # pytest 6.0's wording for a node id whose file does not exist
+    missing = PytestRun(returncode=4, timed_out=False, duration=0.3, junit_ok=False,
+                        output="no tests ran in 0.00s\nERROR: file not found: test_hello.py::test_hello\n")
+    assert verdict_for(["test_hello.py::test_hello"], missing).outcome is Outcome.COLLECTION_ERROR
 
 
 def test_patch_without_final_newline_applies(calc_repo) -> None:  # type: ignore[no-untyped-def]

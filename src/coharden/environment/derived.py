@@ -7,9 +7,12 @@ Here the shared environment is kept and, only where the base commit needs it, a 
 
 1. the base commit's dependency files (``setup.py``, ``setup.cfg``, ``pyproject.toml``, requirement and conda
    files) are compared with the setup commit's; identical files: the spec environment serves;
-2. else a cheap probe in the spec environment at the base commit (import the project, collect the test
-   files the test patch touches) looks for a missing or unresolvable dependency (``ModuleNotFoundError``,
-   ``ImportError``, ``DistributionNotFound``, ``VersionConflict``); the answer is cached per base commit;
+2. else a cheap probe in the spec environment at the base commit looks for a missing dependency: every
+   requirement the checkout declares (``install_requires`` of ``setup.cfg`` or of a literal list in
+   ``setup.py``, ``[project] dependencies``) must be installed in a version it allows, and importing the
+   project and collecting the test files the test patch touches must not fail on a missing or unresolvable
+   module (``ModuleNotFoundError``, ``ImportError``, ``DistributionNotFound``, ``VersionConflict``); the
+   answer is cached per base commit and probe;
 3. when one is found: a copy of the spec environment's venv with the spec's pre-install and install steps run
    at the base commit (editable hooks detached as for the spec environment), cached under
    ``<spec env key>-at-<digest of the base commit's dependency files>``.
@@ -21,6 +24,8 @@ files always gets a derived environment, installed with those files' changes app
 
 from __future__ import annotations
 
+import ast
+import configparser
 import hashlib
 import json
 import os
@@ -28,6 +33,7 @@ import re
 import shutil
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +82,106 @@ def dependency_digest(repo: Path, commit: str, spec: EnvSpec) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
+def declared_requirements(src: Path) -> list[str]:
+    """The requirements a checkout declares for installing it: ``setup.cfg``'s ``install_requires``,
+    ``pyproject.toml``'s ``[project] dependencies``, and ``setup.py``'s ``install_requires`` when it is a list
+    of string literals (inline or through a module-level name). What cannot be read statically is left out."""
+    found: list[str] = []
+    cfg = src / "setup.cfg"
+    if cfg.is_file():
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read_string(cfg.read_text(errors="replace"))
+            found += [r.strip() for r in parser.get("options", "install_requires", fallback="").splitlines()]
+        except configparser.Error:
+            pass
+    pyproject = src / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            deps = tomllib.loads(pyproject.read_text(errors="replace")).get("project", {}).get("dependencies", [])
+            found += [d for d in deps if isinstance(d, str)]
+        except tomllib.TOMLDecodeError:
+            pass
+    setup = src / "setup.py"
+    if setup.is_file():
+        found += _setup_py_requirements(setup.read_text(errors="replace"))
+    return list(dict.fromkeys(r for r in found if r and not r.startswith("#")))
+
+
+def _setup_py_requirements(text: str) -> list[str]:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    names: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = node.value
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg != "install_requires":
+                continue
+            value = keyword.value
+            if isinstance(value, ast.Name):
+                value = names.get(value.id, value)
+            if isinstance(value, (ast.List, ast.Tuple)):
+                return [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+# Runs in the environment's interpreter (Python 3.6 and later; ``packaging`` or pip's copy of it): prints the
+# first declared requirement that is not installed or installed in a version it excludes (markers that do not
+# apply are skipped). The harness
+# installs the project at the base commit (and again before each test run), so pip would have installed or
+# replaced that package there: pylint's base commits pin an older astroid than the setup commit's.
+_REQUIREMENTS_CHECK = """
+import json, sys
+try:
+    from packaging.requirements import Requirement
+except Exception:
+    try:
+        from pip._vendor.packaging.requirements import Requirement
+    except Exception:
+        sys.exit(0)
+try:
+    from importlib.metadata import version as _version
+except Exception:
+    try:
+        import pkg_resources
+    except Exception:
+        sys.exit(0)
+    def _version(name):
+        return pkg_resources.get_distribution(name).version
+def installed(name):
+    for spelling in (name, name.replace("-", "_"), name.replace("_", "-"), name.lower()):
+        try:
+            return _version(spelling)
+        except Exception:
+            pass
+    return None
+for text in json.loads(sys.argv[1]):
+    try:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+    except Exception:
+        continue
+    have = installed(req.name)
+    if have is None:
+        print("DistributionNotFound: the checkout requires %s, which is not installed" % text)
+        sys.exit(1)
+    if not req.specifier.contains(have, prereleases=True):
+        print("VersionConflict: the checkout requires %s, the environment has %s %s" % (text, req.name, have))
+        sys.exit(1)
+"""
+
+
+# a cached probe answer is reused only from the same probe (its requirement check and what it counts as missing)
+PROBE_VERSION = hashlib.sha256(f"{_REQUIREMENTS_CHECK}\0{MISSING_DEPENDENCY.pattern}".encode()).hexdigest()[:12]
+
+
 def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str,
                       test_files: list[str]) -> str:
     """The first missing-dependency error the spec environment shows at ``commit`` (import the project,
@@ -88,7 +194,8 @@ def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: Spec
             shutil.copytree(env.overlay, src, dirs_exist_ok=True, symlinks=True)
         run_env = {**_build_env(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
         run_env["PYTHONDONTWRITEBYTECODE"] = "1"
-        commands = [[env.python, "-c", f"import {import_name(spec)}"]]
+        commands = [[env.python, "-c", _REQUIREMENTS_CHECK, json.dumps(declared_requirements(src))],
+                    [env.python, "-c", f"import {import_name(spec)}"]]
         present = [f for f in test_files if f.endswith(".py") and (src / f).is_file()]
         if spec.runner == "pytest" and present:
             commands.append([env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *present])
@@ -135,12 +242,13 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
         return derive(builder, repo, spec, env, commit, digest, f"the fix changes {files}", fix_deps)
     probes = builder.root / "probes" / env.key
     record = probes / f"{commit}.json"
-    if record.is_file():
-        missing = str(json.loads(record.read_text()).get("missing", ""))
+    answer = json.loads(record.read_text()) if record.is_file() else {}
+    if answer.get("probe") == PROBE_VERSION:
+        missing = str(answer.get("missing", ""))
     else:
         missing = probe_base_commit(builder, repo, spec, env, commit, test_files)
         probes.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"missing": missing}))
+        record.write_text(json.dumps({"missing": missing, "probe": PROBE_VERSION}))
     if not missing:
         return env
     builder.log(f"base commit {commit[:12]} needs what {env.key} lacks ({missing}): deriving an environment")

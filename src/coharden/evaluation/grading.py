@@ -105,6 +105,7 @@ class GoldenTests:
     p2p: list[str]
     patch: TestPatch  # ids: F2P then P2P, deduplicated
     reference: TestPatch  # ids: F2P only (the MPE reference)
+    absent: list[str] = field(default_factory=list)  # PASS_TO_PASS ids naming no file of the checkout
 
 
 def golden_tests(executor: InstanceExecutor) -> GoldenTests:
@@ -115,6 +116,8 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     """
     reference = executor.golden_test()
     p2p_names = runnable_ids(executor.instance.PASS_TO_PASS)
+    absent = executor.absent_files(p2p_names, executor.instance.test_patch)
+    p2p_names = [i for i in p2p_names if i not in absent]
     files = {p: c for p, c in reference.files.items() if c is not None}
     if executor.settings.runner == "django":  # unittest descriptions, not names in the files
         p2p = p2p_names
@@ -122,7 +125,7 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
         p2p = resolve_names(p2p_names, files) if p2p_names else []
     ids = list(dict.fromkeys([*reference.ids, *p2p]))
     combined = TestPatch(patch=reference.patch, ids=ids, name="golden F2P+P2P", files=reference.files)
-    return GoldenTests(f2p=list(reference.ids), p2p=p2p, patch=combined, reference=reference)
+    return GoldenTests(f2p=list(reference.ids), p2p=p2p, patch=combined, reference=reference, absent=absent)
 
 
 def grade_statuses(verdict: Verdict, f2p: Sequence[str], p2p: Sequence[str]) -> dict[str, dict[str, list[str]]]:

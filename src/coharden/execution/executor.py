@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -258,6 +257,15 @@ class InstanceExecutor:
                                                            "the test patch adds or changes no test function"))
         return TestPatch(patch=patch, ids=resolved, name=name, files=files)
 
+    def absent_files(self, ids: Sequence[str], patch: str) -> list[str]:
+        """The node ids among ``ids`` whose file neither the base commit nor ``patch`` has. SWE-bench's pytest
+        log parser also reads the lines of pytest runs a test starts itself (pytester), so a record's
+        PASS_TO_PASS can name ``test_foo.py::test_hello``, a file that exists only inside such a run."""
+        created = {p for p, c in self.post_images(patch).items() if c is not None} if patch.strip() else set()
+        files = {i.split("::", 1)[0] for i in ids if "::" in i and i.split("::", 1)[0].endswith(".py")}
+        absent = {f for f in files if f not in created and self.base_file(f) is None}
+        return [i for i in ids if i.split("::", 1)[0] in absent]
+
     def golden_test(self) -> TestPatch:
         """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
         ids = runnable_ids(self.instance.FAIL_TO_PASS)
@@ -358,8 +366,6 @@ class InstanceExecutor:
                                                     readable=(*runner["confine"].readable, *readable))
             runner["server"] = None  # a server's sandbox was fixed when it started
         job, more = runner.pop("extra_env") or {}, dict(extra.pop("extra_env", None) or {})  # type: ignore[call-overload]
-        if "PYTHONPATH" in job and "PYTHONPATH" in more:  # a plugin's directory and the job's checkout, both
-            more["PYTHONPATH"] = os.pathsep.join([more["PYTHONPATH"], job["PYTHONPATH"]])
         run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
                          extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
         if run.lost:

@@ -155,10 +155,17 @@ test_environment.__test__ = False  # type: ignore[attr-defined]
 STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
 
 
+PLUGIN_PATH = "COHARDEN_PLUGIN_PATH"  # directories of coharden's pytest plugins (an instrumenting run adds its own)
+
+
 def fork_env(extra_env: dict[str, str] | None) -> dict[str, str]:
-    """The environment of a local pytest run (fresh or forked), the per-run result stream aside."""
+    """The environment of a local pytest run (fresh or forked), the per-run result stream aside. The plugins'
+    directories go first on PYTHONPATH for pytest's ``-p``; the stream plugin takes them off again before the
+    tests run (see ``plugin/coharden_stream.py``)."""
     env = {**test_environment(), **(extra_env or {})}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (STREAM_PLUGIN_DIR, env.get("PYTHONPATH", "")) if p)
+    plugins = [STREAM_PLUGIN_DIR, *(p for p in env.get(PLUGIN_PATH, "").split(os.pathsep) if p)]
+    env[PLUGIN_PATH] = os.pathsep.join(plugins)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (*plugins, env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -264,7 +271,14 @@ def _tail(text: str, lines: int = 40) -> str:
 
 
 # what pytest prints (exit code 4) when a node id on the command line matches nothing
-_NOT_FOUND = ("ERROR: not found:", "ERROR: file or directory not found:", "ERROR: found no collectors for")
+_NOT_FOUND = ("ERROR: not found:", "ERROR: file or directory not found:", "ERROR: file not found:",
+              "ERROR: found no collectors for")
+
+
+def _last_words(output: str, lines: int = 3) -> str:
+    """The last non-empty lines of an output nobody parsed, for a reason that must say what went wrong."""
+    kept = [line.strip() for line in output.splitlines() if line.strip()][-lines:]
+    return (": " + " | ".join(kept))[:400] if kept else ""
 
 
 def _collection_detail(run: PytestRun) -> str:
@@ -349,7 +363,8 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
         conftest = _conftest_import_error(run.output)
         if conftest:
             return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=conftest, **base)
-        return Verdict(outcome=Outcome.HARNESS_ERROR, reason="pytest usage error (exit code 4)", **base)
+        reason = "pytest usage error (exit code 4)" + _last_words(run.output)
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
     if not run.junit_ok:
         reason = f"pytest produced no results (exit code {run.returncode})"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)

@@ -5,9 +5,9 @@ Isolation levels, strongest first (every verdict records the one it got):
 
 * ``bwrap``: a bubblewrap sandbox. The whole system is mounted read-only; only the given ``writable``
   directories (the job's worktree, a scratch directory for results) are writable, plus a private ``/tmp`` and a
-  private ``$HOME`` inside it. Fresh PID, network (loopback only), IPC and UTS namespaces, no capabilities:
-  no view of any process outside the sandbox (so no ``/proc/<ancestor>/fd``), and when the sandbox's first
-  process ends the kernel kills every process left inside it.
+  private ``$HOME`` inside it; the host's cgroup tree is hidden. Fresh PID, network (loopback only), IPC and
+  UTS namespaces, no capabilities: no view of any process outside the sandbox (so no ``/proc/<ancestor>/fd``),
+  and when the sandbox's first process ends the kernel kills every process left inside it.
 * ``netns``: ``unshare --net`` only (where bwrap cannot run): no network, nothing else.
 * ``guard``: a ``sitecustomize`` put first on PYTHONPATH refuses non-loopback connections from Python code;
   native code, ``python -S`` and raw ``_socket`` get around it.
@@ -52,6 +52,10 @@ for _name in ("connect", "connect_ex"):
     _wrap(_name)
 '''
 
+# Hidden inside the sandbox (an empty tmpfs): the host's cgroup tree is none of a test's business, and on a
+# cgroup-v1 host its ``cpu.shares`` of 1024 reads as "one CPU" to tools that size themselves by it (pylint's
+# ``_cpu_count``, loky), so tests would see fewer cores than the harness's containers show them.
+CGROUP_ROOT = "/sys/fs/cgroup"
 PRIVATE_HOME = "/tmp/coharden-home"  # inside a bwrap sandbox: $HOME, on the sandbox's private /tmp
 SANDBOX_TMP = "/tmp"
 
@@ -187,6 +191,8 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
     for path in confine.hidden:
         if Path(path).is_dir():
             args += ["--tmpfs", str(path)]
+    if Path(CGROUP_ROOT).is_dir():
+        args += ["--tmpfs", CGROUP_ROOT]
     if cwd is not None:
         args += ["--chdir", str(cwd)]
     return args

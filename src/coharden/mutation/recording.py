@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.schema.testpatch import TestPatch
 
 Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
@@ -90,7 +90,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
                                             for t in targets]))
         env = {
-            "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
+            PLUGIN_PATH: str(plugin_dir),
             "COHARDEN_RECORD_TARGETS": str(targets_file),
             "COHARDEN_RECORD_ROOT": str(root.resolve()),
         }

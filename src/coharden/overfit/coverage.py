@@ -28,7 +28,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.store import Store
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.testpatch import TestPatch
@@ -164,7 +164,7 @@ def run_lines(executor: InstanceExecutor, source_patch: str, test: TestPatch, pa
         root = executor.workspace_root().resolve()
         out = root / ".coharden-linecov.json"  # the worktree: writable in the test sandbox
         env = {
-            "PYTHONPATH": os.pathsep.join(p for p in (str(plugin_dir), os.environ.get("PYTHONPATH", "")) if p),
+            PLUGIN_PATH: str(plugin_dir),
             "COHARDEN_LINECOV_FILES": json.dumps([str(root / p) for p in paths]),
             "COHARDEN_LINECOV_OUT": str(out),
             "COHARDEN_LINECOV_BACKEND": backend,

@@ -49,6 +49,7 @@ class EnvCheckRow:
     p2p: int = 0
     failing: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    absent: int = 0  # PASS_TO_PASS ids naming a file the checkout lacks (lines of pytester's inner runs): not run
 
 
 def _statuses(verdict: Verdict, ids: list[str]) -> dict[str, list[TestStatus]]:
@@ -88,6 +89,8 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
     p2p = [i for i in runnable_ids(instance.PASS_TO_PASS) if i not in f2p]
     try:
         with InstanceExecutor(instance, repo, run_settings) as executor:
+            absent = executor.absent_files(p2p, instance.test_patch)
+            p2p, row.absent = [i for i in p2p if i not in absent], len(absent)
             golden = executor.test_patch(instance.test_patch, name="golden", ids=f2p)
             # the fixed code runs FAIL_TO_PASS and PASS_TO_PASS in one process, as the harness does
             both = executor.test_patch(instance.test_patch, name="golden+p2p", ids=f2p + p2p)

@@ -4,10 +4,16 @@ tests finished and which one was running, and a session that never reached its e
 told apart from one that did.
 
 Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool}, {"finish": code}.
+
+Once pytest has imported its ``-p`` plugins, the directories coharden put on ``PYTHONPATH`` for them (listed in
+``COHARDEN_PLUGIN_PATH``) leave ``sys.path`` and ``PYTHONPATH`` again, before any conftest or test runs: the
+tests see the path the harness gives them. A test that runs a tool with ``PYTHONPATH + ":"`` (pylint pops the
+entry after the first from ``sys.path``) would otherwise lose the checkout instead of the plugin directory.
 """
 
 import json
 import os
+import sys
 
 _stream = None
 
@@ -18,8 +24,25 @@ def _emit(record):
         _stream.flush()
 
 
+def _unlist_plugin_path():
+    dirs = [d for d in os.environ.pop("COHARDEN_PLUGIN_PATH", "").split(os.pathsep) if d]
+    if not dirs:
+        return
+    sys.path[:] = [p for p in sys.path if p not in dirs]
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in dirs]
+    if kept:
+        os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        os.environ.pop("PYTHONPATH", None)
+
+
+def pytest_load_initial_conftests(early_config, parser, args):
+    _unlist_plugin_path()
+
+
 def pytest_configure(config):
     global _stream
+    _unlist_plugin_path()
     path = os.environ.get("COHARDEN_STREAM")
     if path and _stream is None:
         _stream = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session; close-on-exec
