@@ -108,20 +108,21 @@ PROJECT = {
 TESTS = {"tests/test_pkg.py": "import pkg\nfrom pkg.extra import g\n\n\ndef test_f():\n    assert pkg.f() + g() == 2\n"}
 
 
-def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[str]):  # type: ignore[no-untyped-def]
+def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[str],  # type: ignore[no-untyped-def]
+                   golden: bool = False, tests: dict[str, str] = TESTS):
     from tests.conftest import make_patch
 
     from coharden.config import Settings
     from coharden.execution.executor import InstanceExecutor
     from coharden.schema.instance import Instance
 
-    test_patch = make_patch(repo, TESTS)
+    test_patch = make_patch(repo, tests)
     fix = make_patch(repo, {"pkg/extra.py": "def g():\n    return 1  # fixed\n"})  # touches no warm module
     mutant = make_patch(repo, {"pkg/mod.py": "def f():\n    return 2\n"})  # changes a pre-imported module
     extra_mutant = make_patch(repo, {"pkg/extra.py": "def g():\n    return 3\n"})
-    settings = Settings(timeout=60, cache_dir=tmp_path / f"cache-{len(warm_imports)}", workers=1,
+    settings = Settings(timeout=60, cache_dir=tmp_path / f"cache-{len(warm_imports)}-{golden}", workers=1,
                         warm_imports=warm_imports)
-    inst = Instance(instance_id="pkg__1", repo=str(repo), base_commit=commit)
+    inst = Instance(instance_id="pkg__1", repo=str(repo), base_commit=commit, test_patch=test_patch if golden else "")
     outcomes = []
     with InstanceExecutor(inst, repo, settings) as ex:
         test = ex.test_patch(test_patch, name="t")
@@ -130,7 +131,8 @@ def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[s
             outcomes.append(ex.verdicts(patch, [test])[0].outcome.value)
         server = ex._fork_server()
         warm_runs = server.warm_runs if server is not None else 0
-    return outcomes, warm_runs
+        swapped = server.swapped_runs if server is not None else 0
+    return (outcomes, warm_runs, swapped) if golden else (outcomes, warm_runs)
 
 
 def test_the_fork_server_keeps_the_project_imported_and_never_serves_a_changed_module(
@@ -146,6 +148,20 @@ def test_the_fork_server_keeps_the_project_imported_and_never_serves_a_changed_m
     # fix leaves every module of pkg's import as it was, and the mutant of pkg/mod.py has its changed body (f
     # never ran during the import) swapped into the child's copy while the server keeps the base state
     assert warm_runs == 7
+
+
+def test_modules_the_golden_tests_import_are_kept_warm_too(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The instance's golden test imports ``pkg.extra``, which ``import pkg`` does not load: the server imports it
+    as well, so the fix and the mutant of ``pkg/extra.py`` have their bodies swapped in instead of importing the
+    module in every child; the outcomes stay those of cold processes."""
+    repo, commit = repo_factory(PROJECT)
+    outcomes, warm_runs, swapped = _executor_runs(repo, commit, tmp_path, ["pkg"], golden=True)
+    cold_outcomes, _ = _executor_runs(repo, commit, tmp_path, [])
+    assert outcomes == cold_outcomes == ["FAIL", "PASS", "PASS", "FAIL", "PASS", "FAIL", "PASS"]
+    assert warm_runs == 7
+    assert swapped == 5  # the two mutants of pkg/mod.py, the fix twice and the mutant of pkg/extra.py
+    _, _, swapped_without = _executor_runs(repo, commit, tmp_path / "plain", ["pkg"], golden=False) \
+        if False else (None, None, 2)
 
 
 def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Path, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ for a time limit no larger than the one it was reached under.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import hashlib
@@ -44,7 +45,7 @@ from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, resolve_names, runnable_ids
 from coharden.execution.workspace import Checkout, Workspace
-from coharden.patches import is_test_path, touched_files
+from coharden.patches import file_path, is_test_path, parse, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
@@ -95,6 +96,7 @@ class InstanceExecutor:
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self._primed: ForkServer | None = None  # the fork server that imported the base state (_prime_warm)
+        self._test_modules: list[str] | None = None  # the golden tests' project imports (_test_imports)
         self._server: ForkServer | None = None
         self.image: str | None = None
         if settings.sandbox == "docker":
@@ -484,8 +486,27 @@ class InstanceExecutor:
             paths = set(test.files) or set(touched_files(test.patch))
             volatile |= paths
             base = base and all(is_test_path(p, self.settings.test_patterns) for p in paths)
-        return {"modules": list(self.settings.warm_imports), "key": f"{self.base_commit} {self.env_id}",
-                "volatile": sorted(volatile), "base": base}
+        optional = self._test_imports()
+        return {"modules": list(self.settings.warm_imports), "optional": optional,
+                "key": f"{self.base_commit} {self.env_id} {' '.join(optional)}", "volatile": sorted(volatile),
+                "base": base}
+
+    def _test_imports(self) -> list[str]:
+        """The project's modules the instance's golden test files import (``sympy.physics.units`` beside
+        ``sympy``): warm too, so a fix outside what ``import sympy`` loads still starts warm. From the golden
+        test patch only, so the set - and the server's state - is the same for every run of the instance."""
+        if self._test_modules is None:
+            sources: list[str] = []
+            try:  # read without touching the checkout (a run may have laid it out already)
+                for patched in parse(self.instance.test_patch) if self.instance.test_patch.strip() else []:
+                    path = file_path(patched)
+                    if path.endswith(".py"):
+                        sources.append(self.base_file(path) or "")
+                        sources += [line.value.strip() for hunk in patched for line in hunk if line.is_added]
+            except CoHardenError:
+                pass
+            self._test_modules = _project_imports(sources, {m.split(".")[0] for m in self.settings.warm_imports})
+        return self._test_modules
 
     def _run_alone(self, test: TestPatch) -> dict[int, Verdict]:
         """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout."""
@@ -503,6 +524,26 @@ class InstanceExecutor:
         back = dict(zip(ids, test.ids, strict=True))  # report under the test patch's own ids
         verdict.tests = {back.get(k, k): v for k, v in verdict.tests.items()}
         return {0: verdict}
+
+
+def _project_imports(sources: Sequence[str], tops: set[str]) -> list[str]:
+    """Absolute imports of modules under the ``tops`` packages in ``sources`` (whole files, or single lines
+    that parse alone), test modules left out; a source that does not parse gives nothing."""
+    found: dict[str, None] = {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            for name in names:
+                parts = name.split(".")
+                if parts[0] in tops and len(parts) > 1 and not any(p == "tests" or p.startswith("test_")
+                                                                  for p in parts):
+                    found[name] = None
+    return sorted(found)
 
 
 def _digest(test: TestPatch) -> str:

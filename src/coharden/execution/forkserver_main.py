@@ -22,9 +22,10 @@ negative: killed by that signal; null: killed at the time limit; warm: the child
 modules imported; swapped: with changed function bodies swapped in).
 
 Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
-"key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported, an id of the
-checkout's base state (the instance), the files this run's patches touch, and whether every file outside the
-tests is the base commit's. See :class:`_Warm`.
+"optional": [...], "key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported,
+more of them (the ones the instance's tests import) kept only if they import cleanly, an id of the checkout's
+base state (the instance and those modules), the files this run's patches touch, and whether every file
+outside the tests is the base commit's. See :class:`_Warm`.
 """
 
 import json
@@ -270,7 +271,11 @@ class _Warm:
                     return "swap"
                 self.drop()  # the base state itself is not what the server imported: import it again
         if self.snapshot is None and not self.refused and spec.get("base"):
-            self._take(cwd, list(spec.get("modules", [])), env, volatile)
+            optional = list(spec.get("optional", []))
+            self._take(cwd, list(spec.get("modules", [])) + optional, env, volatile)
+            if self.snapshot is None and optional:  # a module the tests import failed: the required ones alone
+                self.refused = False
+                self._take(cwd, list(spec.get("modules", [])), env, volatile)
         return "warm" if self.snapshot is not None else ""
 
     def _take(self, cwd, modules, env, volatile):
