@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +17,20 @@ from coharden.config import Settings
 from coharden.environment.build import BuildError
 from coharden.environment.specbuild import (
     BUILD_RECIPE,
+    DATE_BOUND_MISSED,
     SpecBuilder,
+    SpecEnv,
     find_interpreter,
     requirements_from_env_yml,
     requirements_from_repo,
+    reusable,
 )
 from coharden.environment.specs import EnvSpec, SpecError, SpecTable, repo_slug
 from coharden.execution.executor import InstanceExecutor
 from coharden.schema.instance import Instance
 
-VERIFIED = Path(__file__).resolve().parents[1].parent.parent / "shared" / "data" / "swebench_verified.jsonl"
+SHARED = Path(os.environ.get("COHARDEN_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+VERIFIED = SHARED / "swebench_verified.jsonl"
 REPOS = ["astropy/astropy", "django/django", "matplotlib/matplotlib", "mwaskom/seaborn", "pallets/flask",
          "psf/requests", "pydata/xarray", "pylint-dev/pylint", "pytest-dev/pytest", "scikit-learn/scikit-learn",
          "sphinx-doc/sphinx", "sympy/sympy"]
@@ -172,6 +177,31 @@ def test_missing_interpreter_fails_the_build_with_a_clear_error(tmp_path: Path) 
     retried = SpecBuilder(tmp_path / "cache", pyenv_root=tmp_path / "nopyenv").build(repo, _spec(python="3.1"), commit)
     assert not retried.cached
     assert "python 3.1 is not installed" in retried.error
+
+
+
+def test_a_build_that_missed_the_date_bound_is_rebuilt_by_a_newer_recipe(tmp_path: Path) -> None:
+    """A working environment is reused whatever recipe built it, except one an older recipe built without the
+    spec's date bound (its packages are not the harness's: sphinx 3.x got a docutils without ``roman``); a copy
+    derived from an environment that was rebuilt since is stale too."""
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    record = tmp_path / "build.json"
+    env = SpecEnv(ok=True, key="k", repo="r", version="1", env_dir=tmp_path, python=str(python),
+                  recipe=BUILD_RECIPE - 1)
+    record.write_text(env.model_dump_json())
+    assert reusable(record) is not None
+    missed = env.model_copy(update={"warnings": [f"{DATE_BOUND_MISSED} (uv pip compile failed): conflict"]})
+    record.write_text(missed.model_dump_json())
+    assert reusable(record) is None
+    record.write_text(missed.model_copy(update={"recipe": BUILD_RECIPE}).model_dump_json())  # the current recipe's
+    assert reusable(record) is not None
+    origin = tmp_path / "origin.json"
+    origin.write_text("{}")
+    os.utime(origin, (record.stat().st_mtime + 10, record.stat().st_mtime + 10))
+    assert reusable(record, newer_than=origin) is None
+    assert reusable(record, newer_than=tmp_path / "absent.json") is not None
 
 
 WIDGET = {

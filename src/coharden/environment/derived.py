@@ -263,7 +263,7 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
     env_dir = builder.root / key
     with _locked(builder.root / f"{key}.lock"):
         record = env_dir / "build.json"
-        previous = reusable(record)
+        previous = reusable(record, newer_than=env.env_dir / "build.json")
         if previous is not None:
             return previous.model_copy(update={"cached": True, "services": list(spec.services)})
         started = time.monotonic()

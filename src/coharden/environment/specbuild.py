@@ -37,8 +37,12 @@ from coharden.execution.sandbox import run_limited
 
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
 # The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed
-# builds are cached, and only the current recipe's failures are reused).
-BUILD_RECIPE = 2
+# builds are cached, and only the current recipe's failures are reused) or a degraded one into a whole one.
+# 3: the date bound reaches pip steps when the pre-install narrows a pinned package (sphinx 3.x).
+BUILD_RECIPE = 3
+# the warning of a build whose pip steps resolved without the spec's date bound: such a build is rebuilt by a
+# newer recipe (it works, but not with the packages the harness had: sphinx 3.x got docutils 0.23)
+DATE_BOUND_MISSED = "exclude_newer not applied to pip steps"
 _SKIP_OVERLAY = {".git", "build", ".eggs", "__pycache__", ".tox", ".pytest_cache", ".hypothesis", "dist"}
 # conda package names that are not pip distributions (or are the interpreter itself)
 _CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
@@ -155,14 +159,22 @@ def requirements_from_env_yml(src: Path, spec: EnvSpec) -> list[str]:
     return found
 
 
-def reusable(record: Path) -> SpecEnv | None:
+def reusable(record: Path, newer_than: Path | None = None) -> SpecEnv | None:
     """The environment a ``build.json`` describes when it may be reused, else None. A built environment is reused
-    whatever built it (it works, and its interpreter is still there); a failure only when the current recipe
-    failed (a newer recipe may fix it: retrying costs one build, reusing the failure costs the instance)."""
+    whatever built it (it works, and its interpreter is still there) unless an older recipe built it without the
+    spec's date bound; a failure only when the current recipe failed (a newer recipe may fix it: retrying costs
+    one build, reusing the failure costs the instance). ``newer_than``: the record of the environment this one
+    was derived from; a rebuilt origin makes its copies stale."""
     if not record.is_file():
         return None
+    if newer_than is not None and newer_than.is_file() and newer_than.stat().st_mtime > record.stat().st_mtime:
+        return None
     previous = SpecEnv.model_validate_json(record.read_text())
-    ok = Path(previous.python).exists() if previous.ok else previous.recipe == BUILD_RECIPE
+    if previous.ok:
+        degraded = previous.recipe != BUILD_RECIPE and any(DATE_BOUND_MISSED in w for w in previous.warnings)
+        ok = Path(previous.python).exists() and not degraded
+    else:
+        ok = previous.recipe == BUILD_RECIPE
     return previous if ok else None
 
 
@@ -291,33 +303,40 @@ class SpecBuilder:
         uv = _uv_binary()
         meta = next((src / n for n in ("pyproject.toml", "setup.py", "setup.cfg") if (src / n).is_file()), None)
         if uv is None or meta is None:
-            result.warnings.append("exclude_newer not applied to pip steps: " +
+            result.warnings.append(f"{DATE_BOUND_MISSED}: " +
                                    ("uv is not installed" if uv is None else "no pyproject.toml/setup.py/setup.cfg"))
             return
         (env_dir / "pins.txt").write_text("".join(p + "\n" for p in spec.pip_packages))
+        # the checkout itself, as the project: a dependency that depends on the project (sphinxcontrib-applehelp
+        # 1.0.7 on Sphinx>=5) is then resolved against the checkout's version, not the index's newest
+        (env_dir / "self.in").write_text(f"-e {src}\n")
         out = env_dir / "date-constraints.txt"
-        command = [uv, "pip", "compile", "--python", python, "--exclude-newer", _rfc3339(spec.exclude_newer),
-                   "--all-extras", "--no-header", "--no-annotate", "-o", str(out), str(meta), str(env_dir / "pins.txt")]
-        proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
-        pinned: set[str] = set()
-        if proc.returncode != 0 and spec.pip_packages:
-            # the pre-install may narrow what the pins name (sphinx 3.x: Jinja2<3.0 in setup.py, jinja2==3.0.3
-            # pinned): resolve the project alone; the pinned packages stay out of the constraints, as installed
-            command = command[:-1]
-            pinned = {_normalized(re.split(r"[<>=!~ ;\[]", p.strip(), maxsplit=1)[0]) for p in spec.pip_packages}
+        base = [uv, "pip", "compile", "--python", python, "--exclude-newer", _rfc3339(spec.exclude_newer),
+                "--all-extras", "--no-header", "--no-annotate", "-o", str(out), str(meta)]
+        pins = str(env_dir / "pins.txt")
+        for inputs in ([str(env_dir / "self.in"), pins], [pins]):
+            command, pinned = base + inputs, set()
             proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
+            if proc.returncode != 0 and spec.pip_packages:
+                # the pre-install may narrow what the pins name (sphinx 3.x: Jinja2<3.0 in setup.py, jinja2==3.0.3
+                # pinned): resolve the project alone; the pinned packages stay out of the constraints, as installed
+                command = command[:-1]
+                pinned = {_normalized(re.split(r"[<>=!~ ;\[]", p.strip(), maxsplit=1)[0]) for p in spec.pip_packages}
+                proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
+            if proc.returncode == 0:
+                break
         result.steps.append(StepLog(command=shlex.join(command), returncode=proc.returncode,
                                     duration=round(proc.duration, 3), timed_out=proc.timed_out,
                                     output_tail=_tail(proc.output)))
         if proc.returncode != 0 or not out.is_file():
-            result.warnings.append(f"exclude_newer not applied to pip steps (uv pip compile failed): "
+            result.warnings.append(f"{DATE_BOUND_MISSED} (uv pip compile failed): "
                                    f"{_tail(proc.output, 5)}")
             return
         # a dependency of the project may depend on the project (sphinxcontrib-* on Sphinx): the resolution then
         # names the project itself, from the index, which would refuse the local checkout's version
         own = _normalized(spec.repo.split("/")[-1])
-        kept = [line for line in out.read_text().splitlines()
-                if _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) not in {own, *pinned}]
+        kept = [line for line in out.read_text().splitlines() if not line.strip().startswith(("-e", "file:"))
+                and _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) not in {own, *pinned}]
         out.write_text("\n".join(kept) + "\n")
         env["PIP_CONSTRAINT"] = str(out)
 
