@@ -162,7 +162,9 @@ def test_envcheck_end_to_end_with_a_user_spec(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
     records.write_text("\n".join(json.dumps(r) for r in [
         {**base, "instance_id": "acme__widget-1", "test_patch": good,
-         "FAIL_TO_PASS": json.dumps(["tests/test_widget.py::test_two"])},
+         "FAIL_TO_PASS": json.dumps(["tests/test_widget.py::test_two"]),
+         # a line of a pytester run the harness's parser took for a test: no such file here, not run
+         "PASS_TO_PASS": json.dumps(["tests/test_widget.py::test_zero", "test_hello.py::test_hello"])},
         {**base, "instance_id": "acme__widget-2", "test_patch": net,
          "FAIL_TO_PASS": json.dumps(["tests/test_widget.py::test_net"])},
         {**base, "instance_id": "acme__widget-3", "test_patch": good, "version": "7.7",
@@ -183,7 +185,9 @@ def test_envcheck_end_to_end_with_a_user_spec(tmp_path: Path) -> None:
     assert rows["acme__widget-2"]["category"] == "network"
     assert rows["acme__widget-3"]["category"] == "install"
     assert "known: 1.0" in rows["acme__widget-3"]["reason"]
+    assert rows["acme__widget-1"]["absent"] == 1
     assert "| acme/widget | 3 | 1 |" in (out / "envcheck.md").read_text()
+    assert "- `acme__widget-1`: 1" in (out / "envcheck.md").read_text()
 
 
 def test_agreement_with_the_harness_resolved_and_per_test(tmp_path: Path) -> None:

@@ -189,6 +189,12 @@ def write_outputs(rows: list[EnvCheckRow], output: Path) -> None:
         body += ["## Failed instances", ""]
         body += [f"- `{r.instance_id}` ({r.category}): {r.reason.splitlines()[0] if r.reason else ''}"
                  for r in failed]
+    absent = [r for r in rows if r.absent]
+    if absent:
+        body += ["", "## PASS_TO_PASS ids not run", "",
+                 "Ids naming a file the checkout does not have: lines of pytest runs a test starts itself (pytester),"
+                 " which the harness's log parser read as tests.", ""]
+        body += [f"- `{r.instance_id}`: {r.absent}" for r in absent]
     (output / "envcheck.md").write_text("\n".join(body) + "\n")
 
 
