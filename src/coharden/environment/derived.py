@@ -242,7 +242,10 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
         return derive(builder, repo, spec, env, commit, digest, f"the fix changes {files}", fix_deps)
     probes = builder.root / "probes" / env.key
     record = probes / f"{commit}.json"
-    answer = json.loads(record.read_text()) if record.is_file() else {}
+    built = env.env_dir / "build.json"
+    # an answer is kept for the same probe of the same build (an environment rebuilt since may differ)
+    fresh = record.is_file() and (not built.is_file() or record.stat().st_mtime >= built.stat().st_mtime)
+    answer = json.loads(record.read_text()) if fresh else {}
     if answer.get("probe") == PROBE_VERSION:
         missing = str(answer.get("missing", ""))
     else:
