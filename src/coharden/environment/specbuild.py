@@ -309,7 +309,7 @@ class SpecBuilder:
         (env_dir / "pins.txt").write_text("".join(p + "\n" for p in spec.pip_packages))
         # the checkout itself, as the project: a dependency that depends on the project (sphinxcontrib-applehelp
         # 1.0.7 on Sphinx>=5) is then resolved against the checkout's version, not the index's newest
-        (env_dir / "self.in").write_text(f"-e {src}\n")
+        (env_dir / "self.in").write_text(f"-e {Path(src).resolve().as_uri()}\n")  # a URI: spaces survive
         out = env_dir / "date-constraints.txt"
         base = [uv, "pip", "compile", "--python", python, "--exclude-newer", _rfc3339(spec.exclude_newer),
                 "--all-extras", "--no-header", "--no-annotate", "-o", str(out), str(meta)]
