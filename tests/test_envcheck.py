@@ -174,6 +174,7 @@ def test_envcheck_end_to_end_with_a_user_spec(tmp_path: Path) -> None:
     specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n    versions:\n      '1.0':\n"
                      f"        python: '{HERE}'\n        pip_packages: [pytest]\n"
                      f"        install: python -m pip install --no-build-isolation -e .\n"
+                     f"        pre_install: ['apt-get install -y libwidget-dev']\n"
                      f"        test_cmd: pytest -rA\n")
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["study", "envcheck", "--records", str(records), "--repos", str(repos),
@@ -183,6 +184,7 @@ def test_envcheck_end_to_end_with_a_user_spec(tmp_path: Path) -> None:
     rows = {r["instance_id"]: r for r in map(json.loads, (out / "envcheck.jsonl").read_text().splitlines())}
     assert rows["acme__widget-1"]["verified"], rows["acme__widget-1"]
     assert rows["acme__widget-2"]["category"] == "network"
+    assert "coharden env system acme/widget --run" in rows["acme__widget-2"]["reason"]  # the skipped apt-get
     assert rows["acme__widget-3"]["category"] == "install"
     assert "known: 1.0" in rows["acme__widget-3"]["reason"]
     assert rows["acme__widget-1"]["absent"] == 1

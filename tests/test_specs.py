@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,32 @@ def test_cli_env_spec_prints_one_and_lists_versions() -> None:
     unknown = runner.invoke(app, ["env", "spec", "psf/requests", "--version", "99"])
     assert unknown.exit_code == 2
     assert "known:" in unknown.output
+
+
+def test_cli_env_system_lists_the_skipped_steps_and_runs_them(tmp_path: Path) -> None:
+    """The steps spec builds skip (they need root and the package manager) are listed per repository, once each,
+    and run with --run; a failing one fails the command with its exit code."""
+    runner = CliRunner()
+    listed = runner.invoke(app, ["env", "system", "sphinx-doc/sphinx", "sympy/sympy"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines() == ["apt-get update && apt-get install -y graphviz"]
+    assert runner.invoke(app, ["env", "system", "sphinx-doc/sphinx", "--version", "3.0"]).output == ""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("running system steps needs root and apt-get")
+    marker = tmp_path / "ran"
+    specs = tmp_path / "specs.yaml"
+    specs.write_text("repos:\n  acme/widget:\n    log_parser: pytest\n    versions:\n      '1.0':\n"
+                     "        python: '3.11'\n        test_cmd: pytest -rA\n        pre_install:\n"
+                     f"          - apt-get --version > /dev/null && touch {marker}\n"
+                     "          - pip install -e .\n"
+                     "      '2.0':\n        python: '3.11'\n        test_cmd: pytest -rA\n        pre_install:\n"
+                     "          - apt-get --no-such-option\n")
+    ran = runner.invoke(app, ["env", "system", "acme/widget", "--version", "1.0", "--specs", str(specs), "--run"])
+    assert ran.exit_code == 0, ran.output
+    assert marker.exists()  # the system step ran; the local one (pip) is the build's, not listed here
+    failed = runner.invoke(app, ["env", "system", "acme/widget", "--version", "2.0", "--specs", str(specs), "--run"])
+    assert failed.exit_code != 0
+    assert "system step failed" in failed.output
 
 
 def test_find_interpreter_prefers_newest_patch_and_names_what_is_installed(tmp_path: Path) -> None:

@@ -151,6 +151,23 @@ def env_spec(
     show_spec(repo, version, specs, as_json)
 
 
+@env_app.command("system")
+@cli_errors
+def env_system(
+    repos: Annotated[list[str] | None, typer.Argument(help="owner/name of SWE-bench repositories, e.g. "
+                                                      "sphinx-doc/sphinx (default: every repository).")] = None,
+    version: Annotated[str | None, typer.Option("--version", help="One version (default: every version).")] = None,
+    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
+    run: Annotated[bool, typer.Option("--run", help="Run them (as root, with the system's package manager).")]
+    = False,
+) -> None:
+    """The system steps of the specs (apt-get installs such as sphinx's graphviz, locales) that spec builds
+    skip: printed, or run with ``--run``. Tests that need such a package fail or skip without it."""
+    from coharden.cli.envspec import system_steps
+
+    system_steps(repos, version, specs, run)
+
+
 @env_app.command("build")
 @cli_errors
 @with_llm_options

@@ -38,6 +38,38 @@ def show_spec(repo: str, version: str | None, specs: Path | None, as_json: bool)
             console.print(str(value), markup=False, highlight=False)
 
 
+def system_steps(repos: list[str] | None, version: str | None, specs: Path | None, run: bool) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    from coharden.environment.specs import SpecTable, repo_slug
+
+    table = SpecTable.load(specs)
+    steps: dict[str, None] = {}
+    for repo in repos or table.repos():
+        slug = repo_slug(repo)
+        for v in [version] if version else table.versions(slug):
+            steps.update(dict.fromkeys(table.get(slug, v).system_steps()))
+    if not run:
+        for step in steps:
+            print(step)
+        return
+    if steps and os.geteuid() != 0:
+        raise CoHardenError("--run needs root (the steps install system packages); run them yourself: "
+                            + "; ".join(steps))
+    for step in steps:
+        err_console.print(f"$ {step}", style="dim", markup=False, highlight=False)
+        tool = step.split()[0] if step.split() else ""
+        if tool in ("apt-get", "apt") and shutil.which(tool) is None:
+            raise CoHardenError(f"{tool} is not on this machine: install the package of this step by other means: "
+                                f"{step}")
+        proc = subprocess.run(["bash", "-c", step], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+                              check=False)
+        if proc.returncode != 0:
+            raise CoHardenError(f"system step failed (exit code {proc.returncode}): {step}")
+
+
 def build_for_instance(settings: Settings, records: Path | None, instance_id: str, repos: Path | None,
                        *, force: bool, installer: str, as_json: bool) -> bool:
     """Build (or reuse) the spec environment of one SWE-bench record; True when it works."""
