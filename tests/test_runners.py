@@ -295,3 +295,22 @@ def test_tests_see_the_path_without_coharden_plugins(tmp_path: Path, fork_server
         assert executor.absent_files(instance.PASS_TO_PASS, test_patch) == ["test_hello.py::test_hello"]
         created = make_patch(repo, {"test_new.py": "def test_hello():\n    pass\n"})
         assert executor.absent_files(["test_new.py::test_hello"], created) == []
+
+
+def test_selected_tests_run_in_the_order_their_file_defines_them(tmp_path: Path) -> None:
+    """Ids given out of order run in file order, as a run of the whole file does (the harness runs whole files):
+    a test that reads what an earlier test of its file left (sphinx's shared build output) sees the same state."""
+    from coharden.execution.pytest_runner import run_pytest
+
+    (tmp_path / "test_order.py").write_text(
+        "SEEN = []\n\n\ndef test_first():\n    SEEN.append(1)\n\n\n"
+        "def test_second():\n    assert SEEN == [1]\n\n\n"
+        "class TestLater:\n    def test_third(self):\n        assert SEEN == [1]\n")
+    (tmp_path / "test_other.py").write_text("def test_elsewhere():\n    pass\n")
+    ids = ["test_other.py::test_elsewhere", "test_order.py::TestLater::test_third", "test_order.py::test_second",
+           "test_order.py::test_first"]
+    run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60))
+    assert run.returncode == 0, run.output[-2000:]
+    started = [e["start"] for e in run.stream or [] if "start" in e]
+    assert started == ["test_other.py::test_elsewhere", "test_order.py::test_first", "test_order.py::test_second",
+                       "test_order.py::TestLater::test_third"]

@@ -48,6 +48,22 @@ def pytest_configure(config):
         _stream = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session; close-on-exec
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Run the selected tests in the order their files define them, as a run of the whole file does (the
+    harness runs whole files): pytest keeps the command line's order otherwise, and a test that reads what an
+    earlier test of its file left behind (sphinx's shared build directories) would see another state. Files
+    keep the order in which they first appear; tests on one line (parameters) keep theirs."""
+    rank = {}
+    for item in items:
+        rank.setdefault(str(getattr(item, "fspath", "")), len(rank))
+
+    def key(item):
+        line = item.location[1] if item.location and isinstance(item.location[1], int) else -1
+        return rank[str(getattr(item, "fspath", ""))], line
+
+    items.sort(key=key)
+
+
 def pytest_runtest_logstart(nodeid, location):
     _emit({"start": nodeid})
 
