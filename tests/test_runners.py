@@ -314,3 +314,24 @@ def test_selected_tests_run_in_the_order_their_file_defines_them(tmp_path: Path)
     started = [e["start"] for e in run.stream or [] if "start" in e]
     assert started == ["test_other.py::test_elsewhere", "test_order.py::test_first", "test_order.py::test_second",
                        "test_order.py::TestLater::test_third"]
+
+
+def test_whole_files_run_every_test_of_the_files_and_grade_the_selected_ids(tmp_path: Path) -> None:
+    """A test patch marked ``whole_files`` runs the files of its ids whole, as the harness runs a test patch's
+    files, and is graded by its ids alone: a selected test that needs what an unselected earlier test of its
+    file left passes, as in the harness; another test of the file failing does not fail the verdict. The two
+    kinds of run are cached under different keys."""
+    files = {"tests/test_state.py": "STATE = []\n\n\ndef test_setup_state():\n    STATE.append(1)\n\n\n"
+                                    "def test_uses_state():\n    assert STATE == [1]\n\n\n"
+                                    "def test_unrelated_failure():\n    assert False\n"}
+    repo, commit = make_repo(tmp_path / "repo", {"pkg/__init__.py": ""})
+    test_patch = make_patch(repo, files)
+    instance = Instance(instance_id="acme__state-1", repo=str(repo), base_commit=commit, test_patch=test_patch)
+    with InstanceExecutor(instance, repo, Settings(fork_server=False, timeout=60)) as executor:
+        selected = executor.test_patch(test_patch, name="t", ids=["tests/test_state.py::test_uses_state"])
+        alone = executor.verdict("", selected)
+        whole = executor.verdict("", selected.model_copy(update={"whole_files": True}))
+        assert executor.key("", selected) != executor.key("", selected.model_copy(update={"whole_files": True}))
+    assert alone.failed
+    assert whole.passed, whole.reason
+    assert whole.tests == {"tests/test_state.py::test_uses_state": [TestStatus.PASSED]}

@@ -124,7 +124,9 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     else:
         p2p = resolve_names(p2p_names, files) if p2p_names else []
     ids = list(dict.fromkeys([*reference.ids, *p2p]))
-    combined = TestPatch(patch=reference.patch, ids=ids, name="golden F2P+P2P", files=reference.files)
+    # a fix is graded as the harness grades it: the golden test patch's files run whole, F2P / P2P read from it
+    combined = TestPatch(patch=reference.patch, ids=ids, name="golden F2P+P2P", files=reference.files,
+                         whole_files=True)
     return GoldenTests(f2p=list(reference.ids), p2p=p2p, patch=combined, reference=reference, absent=absent)
 
 

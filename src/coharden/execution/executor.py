@@ -285,6 +285,8 @@ class InstanceExecutor:
             env += " co-run=" + ",".join(others)
         if first_failure:
             env += " first-failure"
+        if test.whole_files:
+            env += " whole-files"
         return verdict_key(repo=self.instance.repo, base_commit=self.base_commit, source_patch=source_patch,
                            test_patch=test.patch, test_ids=test.ids, environment=env)
 
@@ -398,7 +400,7 @@ class InstanceExecutor:
         for j, test in enumerate(tests):
             paths = set(test.files) or set(touched_files(test.patch))
             overlap = paths & claimed
-            if groups and (not combine or exclusive or not _shareable(test, paths)):
+            if groups and (not combine or exclusive or not _shareable(test, paths) or test.whole_files):
                 deferred.append(j)
                 continue
             if not overlap or not groups:
@@ -409,7 +411,7 @@ class InstanceExecutor:
                     continue
                 claimed |= paths
                 groups[j] = (list(test.ids), {})
-                exclusive = not _shareable(test, paths)
+                exclusive = not _shareable(test, paths) or test.whole_files
                 continue
             combinable = (
                 combine and groups and test.files
@@ -440,6 +442,8 @@ class InstanceExecutor:
         if groups:
             self._warm = self._warm_spec(source_patch, [tests[j] for j in groups])
             all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
+            if any(tests[j].whole_files for j in groups):  # alone in its process (exclusive above)
+                all_ids = list(dict.fromkeys(i.split("::", 1)[0] for i in all_ids))
             # -x only for a process of one test: a failure must not stop the tests of another
             run = self._run(self._root(), all_ids, max(limits[j] for j in groups),
                             first_failure=first_failure and len(groups) == 1)

@@ -19,3 +19,6 @@ class TestPatch(BaseModel):
     ids: list[str]
     name: str = ""
     files: dict[str, str | None] = Field(default_factory=dict)
+    # run the whole files its ids live in, as the SWE-bench harness runs a test patch's files, and read the
+    # ids' results from that run: a test may depend on what an earlier test of its file left behind
+    whole_files: bool = False

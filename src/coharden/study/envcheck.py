@@ -91,9 +91,12 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
         with InstanceExecutor(instance, repo, run_settings) as executor:
             absent = executor.absent_files(p2p, instance.test_patch)
             p2p, row.absent = [i for i in p2p if i not in absent], len(absent)
-            golden = executor.test_patch(instance.test_patch, name="golden", ids=f2p)
+            # whole test files, as the harness runs them (a test may read what an earlier one of its file left)
+            golden = executor.test_patch(instance.test_patch, name="golden", ids=f2p).model_copy(
+                update={"whole_files": True})
             # the fixed code runs FAIL_TO_PASS and PASS_TO_PASS in one process, as the harness does
-            both = executor.test_patch(instance.test_patch, name="golden+p2p", ids=f2p + p2p)
+            both = executor.test_patch(instance.test_patch, name="golden+p2p", ids=f2p + p2p).model_copy(
+                update={"whole_files": True})
             kept = [i for i in both.ids if i not in golden.ids]
             buggy = executor.verdict("", golden)
             fixed = executor.verdict(instance.patch, both)
