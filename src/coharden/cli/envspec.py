@@ -39,6 +39,8 @@ def show_spec(repo: str, version: str | None, specs: Path | None, as_json: bool)
 
 
 def system_steps(repos: list[str] | None, version: str | None, specs: Path | None, run: bool) -> None:
+    """Print the distinct system steps of ``repos``' specs (every repository when None), or run them in order
+    with bash as root; the first failing step stops with its exit code."""
     import os
     import shutil
     import subprocess
