@@ -335,3 +335,13 @@ def test_whole_files_run_every_test_of_the_files_and_grade_the_selected_ids(tmp_
     assert alone.failed
     assert whole.passed, whole.reason
     assert whole.tests == {"tests/test_state.py::test_uses_state": [TestStatus.PASSED]}
+
+
+def test_old_pytest_gets_no_rootdir_option() -> None:
+    """pytest before 3.5 (astropy 1.3's spec pins 3.3.1) rejects --rootdir; an unknown version is taken as new."""
+    from coharden.execution.pytest_runner import _before
+
+    assert _before("3.3.1", (3, 5))
+    assert not _before("3.5.0", (3, 5))
+    assert not _before("6.0.1.dev180+g634cde950", (3, 5))
+    assert not _before("", (3, 5))

@@ -68,6 +68,8 @@ class Settings(BaseModel):
     pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
     legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
                                 "--no-header / -rN options); a spec environment sets it.")
+    pytest_version: str = Field(default="", description="The test environment's pytest version when known (a spec "
+                                "environment sets it): pytest before 3.5 has no --rootdir option.")
     runner: str = Field(default="pytest", pattern="^(pytest|django|sympy)$",
                         description="Test runner: pytest, Django's tests/runtests.py, or sympy's bin/test.")
     test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "

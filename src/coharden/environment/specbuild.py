@@ -84,7 +84,8 @@ class SpecEnv(BaseModel):
                 and _vkey(self.python_version) >= (3, 7))
         return base.with_overrides(python=self.python, fork_server=fork, runner=self.runner,
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
-                                   legacy_pytest=legacy, services=self.services or base.services)
+                                   legacy_pytest=legacy, pytest_version=self.pytest_version,
+                                   services=self.services or base.services)
 
 
 def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:

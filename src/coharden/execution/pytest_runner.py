@@ -194,7 +194,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             "pytest",
             "-p",
             "no:cacheprovider",
-            f"--rootdir={CONTAINER_ROOT if in_docker else root}",
+            # pytest < 3.5 (astropy 1.3's 3.3.1) has no --rootdir: it finds the same root from the ini file
+            *([] if _before(settings.pytest_version, (3, 5)) else [f"--rootdir={CONTAINER_ROOT if in_docker else root}"
+                                                                   ]),
             "-o",
             "junit_family=xunit1",
             f"--junitxml={CONTAINER_SCRATCH + '/junit.xml' if in_docker else junit}",
@@ -273,6 +275,12 @@ def _tail(text: str, lines: int = 40) -> str:
 # what pytest prints (exit code 4) when a node id on the command line matches nothing
 _NOT_FOUND = ("ERROR: not found:", "ERROR: file or directory not found:", "ERROR: file not found:",
               "ERROR: found no collectors for")
+
+
+def _before(version: str, wanted: tuple[int, int]) -> bool:
+    """``version`` (a pytest version string; '' = unknown, taken as new) is older than ``wanted``."""
+    parts = re.findall(r"\d+", version)[:2]
+    return len(parts) == 2 and (int(parts[0]), int(parts[1])) < wanted
 
 
 def _last_words(output: str, lines: int = 3) -> str:
