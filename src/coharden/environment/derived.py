@@ -39,6 +39,7 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.environment.build import Log, _build_env, _locked
+from coharden.environment.inference.setuptools import literal
 from coharden.environment.specbuild import BUILD_RECIPE, SpecBuilder, SpecEnv, finish_environment, import_name, reusable
 from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
 from coharden.errors import PatchError
@@ -113,29 +114,20 @@ def _setup_py_requirements(text: str) -> list[str]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return []
-    names: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            names[node.targets[0].id] = node.value
+    names: dict[str, ast.AST] = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign)
+                                 and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        for keyword in node.keywords:
-            if keyword.arg != "install_requires":
-                continue
-            value = keyword.value
-            if isinstance(value, ast.Name):
-                value = names.get(value.id, value)
-            if isinstance(value, (ast.List, ast.Tuple)):
-                return [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        for keyword in node.keywords if isinstance(node, ast.Call) else []:
+            value = literal(keyword.value, names) if keyword.arg == "install_requires" else None
+            if isinstance(value, list | tuple):
+                return [r for r in value if isinstance(r, str)]
     return []
 
 
 # Runs in the environment's interpreter (Python 3.6 and later; ``packaging`` or pip's copy of it): prints the
 # first declared requirement that is not installed or installed in a version it excludes (markers that do not
-# apply are skipped). The harness
-# installs the project at the base commit (and again before each test run), so pip would have installed or
-# replaced that package there: pylint's base commits pin an older astroid than the setup commit's.
+# apply are skipped). The harness installs the project at the base commit (and again before each test run), so
+# pip would have installed or replaced that package there: pylint's base commits pin an older astroid.
 _REQUIREMENTS_CHECK = """
 import json, sys
 try:
