@@ -319,3 +319,37 @@ def test_a_pin_that_does_not_resolve_names_the_step_and_the_log_tail(tmp_path: P
     assert built.failed_step == "pins"
     assert "coharden-no-such-package-xyz" in built.error
     assert (built.env_dir / "build.log").is_file()
+
+
+def test_a_runaway_build_step_is_stopped_by_the_process_limit(tmp_path: Path) -> None:
+    """A build step runs the repository's own setup code with the network on: it gets no sandbox, but a process
+    limit, so a setup.py that re-runs itself without end fails its step instead of filling the machine."""
+    from coharden.execution.sandbox import BUILD_STEPS, PidsCgroup
+
+    probe = PidsCgroup.create(BUILD_STEPS.max_processes or 0)
+    if probe is None and os.geteuid() == 0:
+        pytest.skip("no pids cgroup can be made here, and RLIMIT_NPROC does not bind root")
+    if probe is not None:
+        probe.close()
+    script = tmp_path / "bomb.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "started = 0\n"
+        "for _ in range(2000):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "    started += 1\n"
+        "print('STARTED', started)\n"
+        "sys.exit(0 if started < 2000 else 3)\n")
+    result = SpecEnv(ok=False, key="k", repo="r", version="v", env_dir=tmp_path)
+    log = (tmp_path / "build.log").open("w")
+    run = SpecBuilder(tmp_path / "cache").step_runner(result, tmp_path, dict(os.environ), log)
+    assert run("install", f"{sys.executable} {script}")
+    started = int(result.steps[-1].output_tail.split("STARTED ", 1)[1].split()[0])
+    assert started < BUILD_STEPS.max_processes  # type: ignore[operator]
+    log.close()

@@ -37,7 +37,7 @@ from coharden.environment.plan import EnvPlan
 from coharden.environment.pyversions import admitted, vkey
 from coharden.errors import CoHardenError
 from coharden.execution.git import check_repo, git, resolve_commit
-from coharden.execution.sandbox import run_limited
+from coharden.execution.sandbox import BUILD_STEPS, run_limited
 from coharden.execution.workspace import Workspace
 
 Log = Callable[[str], None]
@@ -212,7 +212,7 @@ class LocalBuilder:
             for command in commands:
                 self.log(f"$ {command}")
                 proc = run_limited(["/bin/sh", "-c", command], source, timeout=self.step_timeout, env=env,
-                                   network=True)
+                                   network=True, confine=BUILD_STEPS)
                 step = StepLog(command=command, returncode=proc.returncode, duration=round(proc.duration, 3),
                                timed_out=proc.timed_out, output_tail=_tail(proc.output))
                 result.steps.append(step)

@@ -33,7 +33,7 @@ from coharden.config import Settings
 from coharden.environment.build import BuildError, Log, StepLog, _build_env, _locked, _tail
 from coharden.environment.specs import EnvSpec, SpecTable
 from coharden.execution.git import check_repo, git, resolve_commit
-from coharden.execution.sandbox import run_limited
+from coharden.execution.sandbox import BUILD_STEPS, run_limited
 
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
 # The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed
@@ -272,7 +272,8 @@ class SpecBuilder:
         and ``result.steps``; a failure fills ``result.failed_step`` / ``result.error``."""
         def run(step: str, command: str) -> bool:
             self.log(f"$ {command}")
-            proc = run_limited(["/bin/bash", "-c", command], src, timeout=self.step_timeout, env=env, network=True)
+            proc = run_limited(["/bin/bash", "-c", command], src, timeout=self.step_timeout, env=env, network=True,
+                               confine=BUILD_STEPS)
             result.steps.append(StepLog(command=command, returncode=proc.returncode,
                                         duration=round(proc.duration, 3), timed_out=proc.timed_out,
                                         output_tail=_tail(proc.output)))
@@ -317,13 +318,13 @@ class SpecBuilder:
         pins = str(env_dir / "pins.txt")
         for inputs in ([str(env_dir / "self.in"), pins], [pins]):
             command, pinned = base + inputs, set()
-            proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
+            proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True, confine=BUILD_STEPS)
             if proc.returncode != 0 and spec.pip_packages:
                 # the pre-install may narrow what the pins name (sphinx 3.x: Jinja2<3.0 in setup.py, jinja2==3.0.3
                 # pinned): resolve the project alone; the pinned packages stay out of the constraints, as installed
                 command = command[:-1]
                 pinned = {_normalized(re.split(r"[<>=!~ ;\[]", p.strip(), maxsplit=1)[0]) for p in spec.pip_packages}
-                proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True)
+                proc = run_limited(command, src, timeout=self.step_timeout, env=env, network=True, confine=BUILD_STEPS)
             if proc.returncode == 0:
                 break
         result.steps.append(StepLog(command=shlex.join(command), returncode=proc.returncode,

@@ -95,6 +95,13 @@ class Confinement:
         return sorted(names)
 
 
+# Build steps (pip installs, a repository's ``setup.py``) need the network, so they get no sandbox, but they run
+# the repository's own code: they get a process-count limit, so a runaway build (a ``setup.py`` that re-runs
+# itself) fails its step instead of filling the machine. The limit counts threads too (a pids cgroup does):
+# installers and compilers stay far below it.
+BUILD_STEPS = Confinement(max_processes=512, sandbox=False)
+
+
 # --- levels ---------------------------------------------------------------------------------------------------
 _BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
