@@ -446,8 +446,11 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
                      test_patterns=settings.test_patterns)
     config = StudyConfig(workers=1, bytecode=[])
+    phases = ("verify", "golden", "grade", "imitation")
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
-        rows = study.run(phases=("verify", "golden", "grade", "imitation"))
+        steps = []
+        rows = study.run(progress=lambda text, n: steps.append(n), phases=phases)
+        assert sum(steps) == study.planned_steps(phases)  # the progress bar ends full
     (verify,) = rows["verify"]
     assert verify["fail_to_pass"]
     assert verify["agree"]

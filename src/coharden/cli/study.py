@@ -144,7 +144,7 @@ def study_real_bugs(
         TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err_console,
     ) as bar:
-        task = bar.add_task("", total=study.planned_steps())
+        task = bar.add_task("", total=study.planned_steps(wanted))
 
         def advance(text: str, steps: int) -> None:
             bar.update(task, advance=steps, description=text)

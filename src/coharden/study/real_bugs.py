@@ -104,12 +104,14 @@ class RealBugsStudy:
     def _restrict(self, ids: list[str]) -> list[str]:
         return [i for i in ids if not self.config.ids or i in self.config.ids]
 
-    def planned_steps(self) -> int:
+    def planned_steps(self, phases: Sequence[str] = ("verify", "golden", "grade")) -> int:
+        """The progress bar's total: the steps :meth:`run` takes with ``phases`` when every instance verifies."""
         study = self.study_ids()
         preds = sum(1 for s in self.config.systems for i in study if i in self.data.predictions.get(s, {}))
-        fixes = sum((1 if i in self.data.wrong_fixes else 0) + len(self.data.correct_fixes.get(i, []))
-                    for i in study)
-        return len(self.verify_ids()) + len(study) + preds + fixes
+        wrong = sum(1 for i in study if i in self.data.wrong_fixes)
+        fixes = wrong + sum(len(self.data.correct_fixes.get(i, [])) for i in study)
+        return (len(self.verify_ids()) + len(study) * ("golden" in phases) + preds * ("grade" in phases)
+                + fixes * bool({"grade", "fixes"} & set(phases)) + wrong * ("imitation" in phases))
 
     # executors ---------------------------------------------------------------------------------------------
     def settings_for(self, instance: Instance) -> tuple[Settings, str]:
