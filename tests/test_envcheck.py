@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from coharden.cli.main import app
 from coharden.environment.build import BuildError
 from coharden.environment.specbuild import find_interpreter
-from coharden.execution.testids import runnable_id, runnable_ids
+from coharden.execution.testids import harness_ids, runnable_id
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 from coharden.study.envcheck import EnvCheckRow, _judge, render_table, summarize
 
@@ -24,7 +24,7 @@ def test_truncated_harness_ids_run_as_their_base_test() -> None:
     assert runnable_id("test_x (m.C)") == "test_x (m.C)"
     assert runnable_id("t.py::C::test_u[/test_utils.py]") == "t.py::C::test_u"  # a shortened path
     assert runnable_id("t.py::test_e[http://fe80::1-InvalidURL]") == "t.py::test_e"  # '::' in a parameter
-    assert runnable_ids(["[100%]", "t.py::a", "t.py::a", "t.py::b[x"]) == ["t.py::a", "t.py::b"]
+    assert harness_ids(["[100%]", "t.py::a", "t.py::a", "t.py::b[x"]) == ["t.py::a", "t.py::b[x"]
 
 
 def _v(outcome: Outcome, tests: dict | None = None, reason: str = "") -> Verdict:  # type: ignore[type-arg]

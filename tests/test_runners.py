@@ -345,3 +345,28 @@ def test_old_pytest_gets_no_rootdir_option() -> None:
     assert not _before("3.5.0", (3, 5))
     assert not _before("6.0.1.dev180+g634cde950", (3, 5))
     assert not _before("", (3, 5))
+
+
+def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(tmp_path: Path) -> None:
+    """The harness's parser cuts an id at its first space (``test_inline[a b]`` -> ``test_inline[a``). Such an id
+    runs as its base test, but only the parameters whose cut id it is decide its result, as in the harness:
+    another parameter's failure (sphinx-8621's ``:pep:`` cases, which fail in the harness too) does not count.
+    A cut id that names no parameter falls back to all of them."""
+    from coharden.execution.pytest_runner import run_pytest, verdict_for
+
+    (tmp_path / "test_markup.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.parametrize('text', ['kbd one', 'kbd two', 'pep eight', '::\\n\\nx y', '::'])\n"
+        "def test_inline(text):\n    assert not text.startswith('pep')\n")
+    ids = ["test_markup.py::test_inline[kbd"]
+    run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60))
+    verdict = verdict_for(ids, run)
+    assert verdict.outcome is Outcome.PASS, verdict.reason
+    assert verdict.tests == {"test_markup.py::test_inline[kbd": [TestStatus.PASSED, TestStatus.PASSED]}
+    assert verdict_for(["test_markup.py::test_inline[pep"], run).outcome is Outcome.FAIL
+    # '::' in the parameter (pytest would split the id there), cut or whole
+    both = ["test_markup.py::test_inline[::\\n\\nx", "test_markup.py::test_inline[::]"]
+    assert verdict_for(both, run).tests == {i: [TestStatus.PASSED] for i in both}
+    unknown = verdict_for(["test_markup.py::test_inline[zzz"], run)  # names none: every parameter counts
+    assert unknown.outcome is Outcome.FAIL
+    assert len(unknown.tests["test_markup.py::test_inline[zzz"]) == 5

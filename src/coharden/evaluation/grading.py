@@ -38,7 +38,7 @@ from coharden.evaluation.inputs import patch_key
 from coharden.execution.engine import Engine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import EVAL_TEST, Store, eval_test_key
-from coharden.execution.testids import resolve_names, runnable_ids
+from coharden.execution.testids import harness_ids, resolve_names
 from coharden.execution.verify import fail_to_pass
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
@@ -115,7 +115,7 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     are kept as they are, wherever they live.
     """
     reference = executor.golden_test()
-    p2p_names = runnable_ids(executor.instance.PASS_TO_PASS)
+    p2p_names = harness_ids(executor.instance.PASS_TO_PASS)
     absent = executor.absent_files(p2p_names, executor.instance.test_patch)
     p2p_names = [i for i in p2p_names if i not in absent]
     files = {p: c for p, c in reference.files.items() if c is not None}

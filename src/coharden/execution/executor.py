@@ -43,7 +43,7 @@ from coharden.execution.pytest_runner import (
 from coharden.execution.sandbox import Confinement, isolation_level
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
-from coharden.execution.testids import contributed_ids, resolve_names, runnable_ids
+from coharden.execution.testids import contributed_ids, harness_ids, resolve_names, runnable_id
 from coharden.execution.workspace import Checkout, Workspace
 from coharden.patches import file_path, is_test_path, parse, touched_files
 from coharden.schema.instance import Instance
@@ -270,7 +270,7 @@ class InstanceExecutor:
 
     def golden_test(self) -> TestPatch:
         """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
-        ids = runnable_ids(self.instance.FAIL_TO_PASS)
+        ids = harness_ids(self.instance.FAIL_TO_PASS)
         return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
 
     # --- verdicts ---------------------------------------------------------------------------------------
@@ -454,7 +454,7 @@ class InstanceExecutor:
                 # the test running at the time limit gets the TIMEOUT; every other group runs again alone
                 hung = run.hung_test() if run.timed_out else None
                 for j, (ids, back) in groups.items():
-                    if hung is not None and any(hung == i or hung.startswith(i + "[") for i in ids):
+                    if hung is not None and any(hung == i or hung.startswith(runnable_id(i) + "[") for i in ids):
                         done[j] = verdict_for(ids, run, rename=back)
                         continue
                     alone = self._run(self._root(), ids, limits[j])

@@ -21,6 +21,7 @@ from coharden.config import Settings
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.sandbox import Confinement, mark_owner, run_limited
+from coharden.execution.testids import runnable_id
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 # pytest exit codes
@@ -112,6 +113,20 @@ def case_matches(node_id: str, case: Case) -> bool:
     if case.classname != junit_classname(node_id):
         return False
     return case.name == name or ("[" not in name and case.name.startswith(name + "["))
+
+
+def matching_cases(node_id: str, cases: list[Case]) -> list[Case]:
+    """The cases of ``node_id``: its own, or every parameter of a base test. An id pytest cannot select as it is
+    (:func:`~coharden.execution.testids.runnable_id`: the harness's parser cut it at a space, or its parameter
+    holds ``::``) runs as its base test, and its cases are the parameters whose id, cut at the first space as
+    the harness reads it, is this id - all of the base test's when none is (a parameter path the harness
+    shortened)."""
+    base = runnable_id(node_id)
+    if base == node_id:
+        return [c for c in cases if case_matches(node_id, c)]
+    of_base = [c for c in cases if case_matches(base, c)]
+    name = split_node_id(base)[2] + node_id[len(base):]
+    return [c for c in of_base if (c.name.split() or [""])[0] == name] or of_base
 
 
 def parse_junit(path: Path) -> list[Case] | None:
@@ -208,7 +223,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             *settings.pytest_args,
             *(extra_args or []),
             *(["-x"] if first_failure else []),
-            *ids,
+            *dict.fromkeys(runnable_id(i) for i in ids),
         ]
         env = {**test_environment(), **(extra_env or {})}
         if not in_docker:
@@ -390,7 +405,7 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
     messages: list[str] = []
     for ran_id in ids:
         reported = rename.get(ran_id, ran_id)
-        matched = [c for c in run.cases if case_matches(ran_id, c)]
+        matched = matching_cases(ran_id, run.cases)
         tests[reported] = [c.status for c in matched] or [TestStatus.MISSING]
         messages += [f"{reported}: {c.message.splitlines()[0] if c.message else c.status.value}"
                      for c in matched if c.status not in (TestStatus.PASSED, TestStatus.XFAIL)][:3]

@@ -94,7 +94,7 @@ def runnable_id(test_id: str) -> str:
     """A SWE-bench id as pytest can select it. The harness's log parsers leave ids pytest cannot select: cut at
     the first space (``t.py::test_x[a`` for ``t.py::test_x[a b]``), a parameter whose absolute path was
     shortened (``test_x[/name.py]``), a parameter holding ``::`` (pytest would split the id there). Such an id
-    runs as its base test (all its parameters)."""
+    runs as its base test; its result is read from the parameters it names (``pytest_runner.matching_cases``)."""
     if "::" not in test_id or "[" not in test_id:
         return test_id
     head, _, param = test_id.partition("[")
@@ -103,6 +103,7 @@ def runnable_id(test_id: str) -> str:
     return test_id
 
 
-def runnable_ids(test_ids: list[str]) -> list[str]:
-    """:func:`runnable_id` of each, deduplicated, without the harness's non-test lines (``[100%]``)."""
-    return list(dict.fromkeys(runnable_id(i) for i in test_ids if i.strip() and not i.startswith("[")))
+def harness_ids(test_ids: list[str]) -> list[str]:
+    """The ids of a FAIL_TO_PASS / PASS_TO_PASS list as the harness names them, deduplicated, without its
+    parser's non-test lines (``[100%]``). Runs select each by :func:`runnable_id`."""
+    return list(dict.fromkeys(i for i in test_ids if i.strip() and not i.startswith("[")))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError, SnapshotError
-from coharden.execution.testids import runnable_ids
+from coharden.execution.testids import harness_ids
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -85,8 +85,8 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
         row.seconds = round(time.monotonic() - started, 1)
         return row
     run_settings = built.settings(settings)
-    f2p = runnable_ids(instance.FAIL_TO_PASS)
-    p2p = [i for i in runnable_ids(instance.PASS_TO_PASS) if i not in f2p]
+    f2p = harness_ids(instance.FAIL_TO_PASS)
+    p2p = [i for i in harness_ids(instance.PASS_TO_PASS) if i not in f2p]
     try:
         with InstanceExecutor(instance, repo, run_settings) as executor:
             absent = executor.absent_files(p2p, instance.test_patch)
