@@ -370,3 +370,32 @@ def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(t
     unknown = verdict_for(["test_markup.py::test_inline[zzz"], run)  # names none: every parameter counts
     assert unknown.outcome is Outcome.FAIL
     assert len(unknown.tests["test_markup.py::test_inline[zzz"]) == 5
+
+
+def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path: Path) -> None:
+    """sphinx logs "Could not fetch remote image: ... Temporary failure in name resolution" and a later assertion
+    fails on the missing image: the failure's own message does not say why, its captured output does. The
+    verdict's reason carries that line (envcheck then counts the test as needing the network)."""
+    from coharden.execution.pytest_runner import run_pytest, verdict_for
+    from coharden.execution.sandbox import NETWORK_FAILURE
+
+    (tmp_path / "test_remote.py").write_text(
+        "import socket\n\n\n"
+        "def test_remote_image():\n"
+        "    try:\n"
+        "        socket.create_connection(('www.python.org', 443), timeout=5)\n"
+        "        fetched = True\n"
+        "    except OSError as exc:\n"
+        "        print('WARNING: Could not fetch remote image: https://www.python.org/logo.png', exc)\n"
+        "        print('WARNING: network access blocked (ConnectionError)')\n"
+        "        fetched = False\n"
+        "    assert fetched, 'the image is missing'\n\n\n"
+        "def test_plain_failure():\n"
+        "    assert 1 == 2\n")
+    ids = ["test_remote.py::test_remote_image", "test_remote.py::test_plain_failure"]
+    verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60)))
+    assert verdict.outcome is Outcome.FAIL
+    remote, plain = verdict.reason.split("; ")
+    assert remote.startswith("test_remote.py::test_remote_image: [the test reached for the network: WARNING: ")
+    assert NETWORK_FAILURE.search(remote)
+    assert not NETWORK_FAILURE.search(plain)

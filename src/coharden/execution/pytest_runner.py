@@ -20,12 +20,15 @@ from pathlib import Path
 from coharden.config import Settings
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.forkserver import ForkServer
-from coharden.execution.sandbox import Confinement, mark_owner, run_limited
+from coharden.execution.sandbox import NETWORK_FAILURE, Confinement, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 # pytest exit codes
 _EXIT_INTERNAL, _EXIT_USAGE, _EXIT_NO_TESTS = 3, 4, 5
+
+
+_COLOUR = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # terminal colours (JUnit writes ESC as "#x1B")
 
 
 @dataclass
@@ -35,6 +38,22 @@ class Case:
     status: TestStatus
     message: str = ""
     details: str = ""  # the failure/error text (traceback) when there is one
+    captured: str = ""  # the test's captured stdout / stderr (JUnit system-out / system-err)
+
+    def network_hint(self) -> str:
+        """For a failure whose own message does not say so: the first captured line showing the test reached for
+        the network (sphinx's "Could not fetch remote image: ... Name or service not known"), else ''."""
+        raised = "\n".join(line for line in self.details.splitlines() if line.startswith("E "))  # not the source
+        if NETWORK_FAILURE.search(self.message) or NETWORK_FAILURE.search(raised):
+            return ""
+        for line in self.captured.splitlines():
+            if found := NETWORK_FAILURE.search(line):
+                line = _COLOUR.sub("", line).strip()
+                found = NETWORK_FAILURE.search(line) or found
+                if found.end() <= 200:
+                    return line[:200]
+                return f"{line[:120]} ... {line[max(120, found.start() - 40):found.end() + 20]}"
+        return ""
 
     def summary(self) -> str:
         """One line saying why: the last ``E   `` line of the traceback, else the message, else the status."""
@@ -138,6 +157,7 @@ def parse_junit(path: Path) -> list[Case] | None:
     for tc in root.iter("testcase"):
         status = TestStatus.PASSED
         message = details = ""
+        captured = "\n".join(child.text or "" for child in tc if child.tag in ("system-out", "system-err"))
         for child in tc:
             if child.tag == "failure":
                 status, message = TestStatus.FAILED, child.get("message", "") or (child.text or "")
@@ -150,7 +170,7 @@ def parse_junit(path: Path) -> list[Case] | None:
                 status = TestStatus.XFAIL if kind == "pytest.xfail" else TestStatus.SKIPPED
                 message = child.get("message", "")
         # a failing teardown adds a second <testcase> with the same name; keep the worst one
-        cases.append(Case(tc.get("classname", ""), tc.get("name", ""), status, message.strip(), details))
+        cases.append(Case(tc.get("classname", ""), tc.get("name", ""), status, message.strip(), details, captured))
     return cases
 
 
@@ -217,8 +237,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             f"--junitxml={CONTAINER_SCRATCH + '/junit.xml' if in_docker else junit}",
             "--continue-on-collection-errors",
             "-q",
-            # pytest < 6 (old SWE-bench environments) has neither option
-            *([] if settings.legacy_pytest else ["--no-header", "-rN"]),
+            # pytest < 6 (old SWE-bench environments) has none of these options; it writes captured stdout to
+            # the JUnit file unasked (Case.captured: why a test failed offline, printed at its teardown too)
+            *([] if settings.legacy_pytest else ["--no-header", "-rN", "-o", "junit_logging=out-err"]),
             *([] if in_docker else ["-p", "coharden_stream"]),
             *settings.pytest_args,
             *(extra_args or []),
@@ -407,7 +428,9 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
         reported = rename.get(ran_id, ran_id)
         matched = matching_cases(ran_id, run.cases)
         tests[reported] = [c.status for c in matched] or [TestStatus.MISSING]
-        messages += [f"{reported}: {c.message.splitlines()[0] if c.message else c.status.value}"
+        messages += [f"{reported}: "
+                     + (f"[the test reached for the network: {hint}] " if (hint := c.network_hint()) else "")
+                     + (c.message.splitlines()[0] if c.message else c.status.value)
                      for c in matched if c.status not in (TestStatus.PASSED, TestStatus.XFAIL)][:3]
     missing = [i for i, st in tests.items() if st == [TestStatus.MISSING]]
     bad = {TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED}

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 import resource
 import shutil
 import signal
@@ -51,6 +52,15 @@ def _wrap(name):
 for _name in ("connect", "connect_ex"):
     _wrap(_name)
 '''
+
+# What a test's output says when it reached for the network a test run does not have (the guard's own refusal,
+# resolver and socket errors, the HTTP clients' wrappers). Offline tests that fail this way are reported as such.
+NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
+                             r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
+                             r"nodename nor servname|getaddrinfo failed|Connection refused|"
+                             # https to a local stand-in (httpbin on loopback speaks plain HTTP, with no certificate
+                             # the tests trust): only the real host on the network answers it
+                             r"SSLError", re.I)
 
 # Hidden inside the sandbox (an empty tmpfs): the host's cgroup tree is none of a test's business, and on a
 # cgroup-v1 host its ``cpu.shares`` of 1024 reads as "one CPU" to tools that size themselves by it (pylint's

@@ -18,16 +18,11 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError, SnapshotError
+from coharden.execution.sandbox import NETWORK_FAILURE
 from coharden.execution.testids import harness_ids
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
-_NETWORK = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
-                      r"Network is unreachable|ConnectionError|MaxRetryError|NewConnectionError|"
-                      r"nodename nor servname|getaddrinfo failed|Connection refused|"
-                      # https to a local stand-in (httpbin on loopback speaks plain HTTP, with no certificate the
-                      # tests trust): only the real host on the network answers it
-                      r"SSLError", re.I)
 # data a test downloads when its bundled copy is stale or absent (astropy's IERS and leap-second tables)
 _OFFLINE_DATA = re.compile(r"IERS\w*(Warning|Error)|leap-second (auto-update|file)|auto-update failed|"
                            r"Could not download|failed to download", re.I)
@@ -148,7 +143,7 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
                           f"module {module}{conda}: {fixed.short()}")[:600]
             return True
         offline = _OFFLINE_DATA.search(fixed.reason)
-        row.category = "network" if offline or _NETWORK.search(fixed.reason) else "tests"
+        row.category = "network" if offline or NETWORK_FAILURE.search(fixed.reason) else "tests"
         why = (f"data the tests download is stale or missing and cannot be fetched offline ({offline.group(0)}); "
                if offline else "")
         row.reason = (f"{why}on the fixed code {len(fixed_bad)} FAIL_TO_PASS and {len(kept_bad)} PASS_TO_PASS tests "
