@@ -409,3 +409,24 @@ def test_a_batch_goes_on_after_a_test_kills_its_parent(example: LocalInstance, t
     assert "fork server died" in rows[0]["candidate_buggy"]["reason"]
     assert rows[1].get("fail_to_pass") is True
     assert "error" not in rows[1]
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_the_tests_tmpdir_is_private_fresh_and_apart_from_the_checkout(make_executor, fork_server: bool) -> None:
+    """Inside the sandbox the tests' TMPDIR is a private tmpfs on another top-level directory than their
+    checkout (as /tmp and /testbed in the harness: docutils' include paths relate the two), emptied between
+    runs: a run never sees what an earlier one left there."""
+    ex = make_executor(fork_server=fork_server)
+    probe = attack(ex, """\
+        def test_repro_tmpdir():
+            import tempfile
+            tmp, here = tempfile.gettempdir(), os.getcwd()
+            assert tmp.split(os.sep)[1] != here.split(os.sep)[1], (tmp, here)
+            left = os.path.join(tmp, "left-by-an-earlier-run")
+            assert not os.path.exists(left), "an earlier run's file is still there"
+            open(left, "w").write("x")
+        """)
+    first = ex.verdict("", probe)
+    assert first.outcome is Outcome.PASS, first.short() + first.output_tail
+    again = ex.verdict("", probe)  # no store: run again
+    assert again.outcome is Outcome.PASS, again.short() + again.output_tail

@@ -26,13 +26,13 @@ from pathlib import Path
 
 from coharden.execution.sandbox import (
     PRIVATE_HOME,
-    SANDBOX_TMP,
     Confinement,
     PidsCgroup,
     ProcessResult,
     mark_owner,
     sandbox_wrap,
     spawn,
+    tests_tmp,
 )
 
 _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, before it is presumed hijacked
@@ -75,8 +75,9 @@ class ForkServer:
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
         if self.isolation == "bwrap":
             assert confine is not None
-            cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME]
-            self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": SANDBOX_TMP}
+            cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME,
+                    "--tmp=" + tests_tmp(confine)]
+            self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}
         self._guard = env["PYTHONPATH"].split(os.pathsep)[0] if self.isolation == "guard" else ""
         try:
             if confine is not None and confine.max_processes:

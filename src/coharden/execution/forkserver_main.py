@@ -184,9 +184,13 @@ def _kill_rest():
             break
 
 
-def _wipe_tmp(keep, home):
-    for entry in pathlib.Path("/tmp").iterdir():
-        if entry.name in keep:
+def _wipe_tmp(keep, home, tests_tmp="/tmp"):
+    """Empty the sandbox's private /tmp (but the bind mounts ``keep``) and the tests' own TMPDIR."""
+    entries = list(pathlib.Path("/tmp").iterdir())
+    if tests_tmp != "/tmp":
+        entries += list(pathlib.Path(tests_tmp).iterdir())
+    for entry in entries:
+        if entry.parent == pathlib.Path("/tmp") and entry.name in keep:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -317,6 +321,7 @@ def main():
     sandboxed = "sandboxed" in options
     keep = set(filter(None, options.get("keep", "").split(",")))
     home = options.get("home", "/tmp/coharden-home")
+    tests_tmp = options.get("tmp", "/tmp")
     safe, reason = True, ""
     try:
         import pytest
@@ -337,7 +342,7 @@ def main():
     if safe and not hasattr(os, "fork"):
         safe, reason = False, "os.fork is not available"
     if sandboxed:
-        _wipe_tmp(keep, home)
+        _wipe_tmp(keep, home, tests_tmp)
     proto.write(json.dumps({"ready": True, "safe": safe, "reason": reason}) + "\n")
     if not safe:
         return
@@ -386,7 +391,7 @@ def main():
             pass
         if sandboxed:
             _kill_rest()
-            _wipe_tmp(keep, home)
+            _wipe_tmp(keep, home, tests_tmp)
         rc = None if timed_out else _exit_code(status)
         swapped = False
         if swap_status is not None:

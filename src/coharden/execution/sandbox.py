@@ -68,6 +68,8 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
 CGROUP_ROOT = "/sys/fs/cgroup"
 PRIVATE_HOME = "/tmp/coharden-home"  # inside a bwrap sandbox: $HOME, on the sandbox's private /tmp
 SANDBOX_TMP = "/tmp"
+# A second private tmpfs, the tests' TMPDIR when their checkout lives under /tmp: see :func:`tests_tmp`.
+OTHER_TMP = "/var/tmp"
 
 
 @dataclass
@@ -110,6 +112,15 @@ class Confinement:
 # itself) fails its step instead of filling the machine. The limit counts threads too (a pids cgroup does):
 # installers and compilers stay far below it.
 BUILD_STEPS = Confinement(max_processes=512, sandbox=False)
+
+
+def tests_tmp(confine: Confinement) -> str:
+    """The tests' ``TMPDIR`` inside a bwrap sandbox: a private tmpfs under a top-level directory other than the
+    checkout's. The harness runs tests in ``/testbed`` with ``TMPDIR=/tmp``; code that relates the two by a
+    relative path (docutils' include directive: ``../pytest-of-root/...`` when both start with ``/tmp``, an
+    absolute path when they do not) behaves as there only if they differ in their first component."""
+    tops = {Path(p).resolve().parts[1:2] for p in confine.writable}
+    return OTHER_TMP if ("tmp",) in tops and Path(OTHER_TMP).is_dir() else SANDBOX_TMP
 
 
 # --- levels ---------------------------------------------------------------------------------------------------
@@ -195,8 +206,11 @@ def isolation_level(network: bool, confine: Confinement | None) -> str:
 def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
     exe = bwrap_path()
     assert exe is not None
+    tmp = tests_tmp(confine)
     args = [exe, *_base(_tmp_size()), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME,
-            "--setenv", "TMPDIR", SANDBOX_TMP]
+            "--setenv", "TMPDIR", tmp]
+    if tmp != SANDBOX_TMP:
+        args += [*_tmp_size(), "--tmpfs", tmp]
     for path in confine.readable:
         if Path(path).exists():
             args += ["--ro-bind", str(path), str(path)]
@@ -223,7 +237,7 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
         return cmd, env, level
     if level == "bwrap":
         assert confine is not None
-        return [*bwrap_args(confine, cwd), *cmd], {**env, "HOME": PRIVATE_HOME, "TMPDIR": SANDBOX_TMP}, level
+        return [*bwrap_args(confine, cwd), *cmd], {**env, "HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}, level
     if confine is not None and confine.sandbox:
         _warn_fallback(level)
     prefix = netns_prefix()
