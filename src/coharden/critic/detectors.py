@@ -7,13 +7,13 @@ here is mechanical: parsing, ``git apply``, and real test runs through :class:`I
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from coharden import pysource
 from coharden.config import DEFAULT_TEST_PATTERNS
 from coharden.critic.context import CriticContext, Mode
 from coharden.critic.events import Event, commands
@@ -101,7 +101,7 @@ def structural_validity(events: Sequence[Event], git_patch: str,  # noqa: ARG001
         if content is None or not path.endswith(".py"):
             continue
         try:
-            ast.parse(content, filename=path)
+            pysource.parse(content, filename=path)
         except SyntaxError as exc:
             errors.append(f"{path}:{exc.lineno}: {exc.msg}")
     if errors:

@@ -37,6 +37,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from coharden import pysource
 from coharden.config import Settings
 from coharden.environment.build import Log, _build_env, _locked
 from coharden.environment.inference.setuptools import literal
@@ -111,7 +112,7 @@ def declared_requirements(src: Path) -> list[str]:
 
 def _setup_py_requirements(text: str) -> list[str]:
     try:
-        tree = ast.parse(text)
+        tree = pysource.parse(text)
     except (SyntaxError, ValueError):
         return []
     names: dict[str, ast.AST] = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign)

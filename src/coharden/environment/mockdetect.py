@@ -25,6 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from coharden import pysource
+
 #: Top-level modules that are model clients or network boundaries: mocking them is what a test should do.
 BOUNDARY_MODULES = frozenset({
     "openai", "anthropic", "litellm", "cohere", "mistralai", "groq", "together", "ollama", "google", "vertexai",
@@ -92,7 +94,7 @@ def module_names(path: str, source_roots: Iterable[str] = ("src", "lib")) -> lis
 def defined_symbols(source: str) -> dict[str, str]:
     """{qualified name: AST dump} of module-level functions, classes and their methods (nested classes too)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return {}
     out: dict[str, str] = {}
@@ -139,7 +141,7 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 def imported_names(source: str) -> list[str]:
     """Dotted names a test module imports (``from a.b import c`` -> 'a.b.c', ``import a.b`` -> 'a.b')."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return []
     names: list[str] = []
@@ -261,7 +263,7 @@ def _same_symbol(target: str, symbol: str, index: ProjectIndex) -> bool:
 def find_mocks(path: str, source: str, index: ProjectIndex) -> list[MockFinding]:
     """Every mock / monkeypatch in a test module with its severity."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return []
     aliases = _aliases(tree)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
+from coharden import pysource
 from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.docker import docker_available, swebench_image
@@ -537,7 +538,7 @@ def _project_imports(sources: Sequence[str], tops: set[str]) -> list[str]:
     found: dict[str, None] = {}
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = pysource.parse(source)
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):

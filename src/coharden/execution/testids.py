@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from coharden import pysource
 from coharden.errors import TestIdError
 
 
@@ -29,7 +30,7 @@ def _parse(source: str | None, path: str) -> ast.Module | None:
     if source is None:
         return None
     try:
-        return ast.parse(source, filename=path)
+        return pysource.parse(source, filename=path)
     except SyntaxError:
         return None
 

@@ -7,6 +7,8 @@ import difflib
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from coharden import pysource
+
 
 @dataclass(frozen=True)
 class FileChange:
@@ -66,7 +68,7 @@ class FixContext:
 
 def parses(source: str) -> bool:
     try:
-        ast.parse(source)
+        pysource.parse(source)
     except SyntaxError:
         return False
     return True
@@ -75,7 +77,7 @@ def parses(source: str) -> bool:
 def normalized(source: str) -> str:
     """AST dump without positions: equal for sources that differ only in layout or comments."""
     try:
-        return ast.dump(ast.parse(source), include_attributes=False)
+        return ast.dump(pysource.parse(source), include_attributes=False)
     except SyntaxError:
         return "<unparseable>" + source
 
@@ -101,7 +103,7 @@ def functions_touched(change: FileChange) -> list[str]:
 def function_spans(source: str) -> dict[str, tuple[int, int]]:
     """Qualified name -> (first line, last line) of every function in ``source`` ({} when it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return {}
     spans: dict[str, tuple[int, int]] = {}

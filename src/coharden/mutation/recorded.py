@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from coharden import pysource
+
 SHAPE_FUNCTION = "_coh_shape"
 
 
@@ -21,7 +23,7 @@ SHAPE_FUNCTION = "_coh_shape"
 def shape_source() -> str:
     """Source of the recorder's shape function (a module-level ``def``)."""
     text = Path(__file__).with_name("recorder_plugin.py").read_text()
-    for node in ast.parse(text).body:
+    for node in pysource.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == SHAPE_FUNCTION:
             segment = ast.get_source_segment(text, node)
             if segment:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from coharden import pysource
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, functions_touched
 from coharden.mutation.funcwrap import ensure_import, rewrite_transplanted
@@ -54,7 +55,7 @@ def raised_types(change: FileChange, qualname: str) -> list[str]:
     """Exception names raised by ``raise X(...)`` / ``raise X`` on lines the fix adds in ``qualname``."""
     added = change.added_lines()
     try:
-        tree = ast.parse(change.new)
+        tree = pysource.parse(change.new)
     except SyntaxError:
         return []
     names: list[str] = []

@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from coharden import pysource
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
@@ -162,7 +163,7 @@ def _fenced(text: str, lang: str = "") -> str:
 def _function_source(source: str, qualname: str) -> tuple[int, int] | None:
     """1-based inclusive line span (decorators included) of the function ``qualname`` in ``source``."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return None
 

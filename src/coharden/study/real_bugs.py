@@ -18,7 +18,9 @@ The report (``coharden.study.report``) is computed from these records alone.
 
 from __future__ import annotations
 
+import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -376,7 +378,9 @@ def golden_copy(ex: InstanceExecutor, golden: TestPatch) -> TestPatch:
 def _guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Run one step's ``body`` on ``row``: a repository or environment problem marks the row
     ``environment_error`` (never stored, so a rerun retries it), any other coharden error is the row's
-    ``error``; ``seconds`` is the step's wall time either way."""
+    ``error``; an unexpected exception is reported (with its traceback, on stderr) and treated like an
+    environment problem: one step's surprise does not end a study of hours. ``seconds`` is the step's wall
+    time either way."""
     started = time.monotonic()
     try:
         body(row)
@@ -384,6 +388,9 @@ def _guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dic
         row.update(error=str(exc), environment_error=True)
     except CoHardenError as exc:
         row["error"] = str(exc)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        traceback.print_exc(file=sys.stderr)
+        row.update(error=f"internal error: {type(exc).__name__}: {exc}", environment_error=True)
     row["seconds"] = time.monotonic() - started
     return row
 

@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from coharden import pysource
 from coharden.errors import CoHardenError
 from coharden.suite.runner import KillOracle, MutantStatus
 
@@ -110,7 +111,7 @@ class _Existing:
 
 def _existing(suite: str) -> _Existing:
     found = _Existing()
-    for stmt in ast.parse(suite).body:
+    for stmt in pysource.parse(suite).body:
         if isinstance(stmt, ast.Import | ast.ImportFrom):
             found.imports.update(_import_targets(stmt))
         for name in _bindings(stmt):
@@ -216,7 +217,7 @@ def apply_reply(reply: str, suite: str, oracle: KillOracle, *, header: str) -> G
     if not code.strip():
         return GuardResult(suite, rejections=[Rejection("<reply>", "no_code")], round_rejected="no_code")
     try:
-        stmts = ast.parse(code).body
+        stmts = pysource.parse(code).body
     except SyntaxError as exc:
         return GuardResult(suite, rejections=[Rejection("<reply>", "syntax_error", f"line {exc.lineno}: {exc.msg}")],
                            round_rejected="syntax_error")

@@ -6,6 +6,7 @@ import ast
 import re
 from pathlib import PurePosixPath
 
+from coharden import pysource
 from coharden.environment.inference.facts import TOOLING, Facts, dist_name
 from coharden.environment.inference.setuptools import literal
 from coharden.environment.sources import FileSource
@@ -19,7 +20,7 @@ def read_nox(source: FileSource, facts: Facts) -> None:
     else:
         return
     try:
-        tree = ast.parse(text)
+        tree = pysource.parse(text)
     except SyntaxError:
         facts.notes.append(f"{path} does not parse; ignored")
         return

@@ -6,6 +6,7 @@ import ast
 import configparser
 from typing import Any
 
+from coharden import pysource
 from coharden.environment.inference.facts import (
     TEST_EXTRAS,
     Facts,
@@ -76,7 +77,7 @@ def read_setup_py(source: FileSource, facts: Facts) -> None:
     facts.installable = True
     facts.add("setup.py", "present", "setup.py")
     try:
-        tree = ast.parse(text)
+        tree = pysource.parse(text)
     except SyntaxError as exc:
         facts.notes.append(f"setup.py does not parse with this Python ({exc.msg}); its keywords were not read")
         return
