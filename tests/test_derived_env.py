@@ -156,6 +156,7 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     specs = tmp_path / "specs.yaml"
     specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n    versions:\n      '1.0':\n"
                      f"        python: '{HERE}'\n        pip_packages: [pytest]\n"
+                     f"        pre_install: ['apt-get install -y graphviz']\n"
                      f"        install: python -m pip install --no-build-isolation --no-index "
                      f"--find-links {wheels} -e .\n        test_cmd: pytest -rA\n")
     settings = Settings(cache_dir=tmp_path / "cache", swebench_specs=specs, timeout=120)
@@ -169,6 +170,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     spec = SpecTable.load(specs).get("acme/widget", "1.0")
     assert env.key == f"{env.derived_from}-at-{dependency_digest(repo, needs, spec)}"
     assert any("helperdep" in w for w in env.warnings)
+    # the spec's system step, skipped, is the derived copy's too (envcheck's hint reads it)
+    assert any(w.startswith("skipped system step") and "graphviz" in w for w in env.warnings)
     base_python = Path(settings.cache_dir).resolve() / "envs" / env.derived_from / "venv" / "bin" / "python"
     assert subprocess.run([str(base_python), "-c", "import helperdep"], capture_output=True).returncode != 0
     assert subprocess.run([env.python, "-c", "import helperdep"], capture_output=True).returncode == 0
@@ -178,6 +181,7 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
         assert executor.verdict(fix, golden).passed
     again = instance_environment(instance, repo, settings)
     assert again.cached
+    assert again.warnings == env.warnings
     assert again.key == env.key
 
     # the same dependency files: the spec environment itself

@@ -41,7 +41,15 @@ from coharden import pysource
 from coharden.config import Settings
 from coharden.environment.build import Log, _build_env, _locked
 from coharden.environment.inference.setuptools import literal
-from coharden.environment.specbuild import BUILD_RECIPE, SpecBuilder, SpecEnv, finish_environment, import_name, reusable
+from coharden.environment.specbuild import (
+    BUILD_RECIPE,
+    SKIPPED_SYSTEM_STEP,
+    SpecBuilder,
+    SpecEnv,
+    finish_environment,
+    import_name,
+    reusable,
+)
 from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
 from coharden.errors import PatchError
 from coharden.execution.git import git, resolve_commit
@@ -259,14 +267,19 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
     env_dir = builder.root / key
     with _locked(builder.root / f"{key}.lock"):
         record = env_dir / "build.json"
+        # the spec environment's skipped system steps are this copy's too (envcheck's hint reads them)
+        inherited = [w for w in env.warnings if w.startswith(SKIPPED_SYSTEM_STEP)]
         previous = reusable(record, newer_than=env.env_dir / "build.json")
         if previous is not None:
-            return previous.model_copy(update={"cached": True, "services": list(spec.services)})
+            warnings = list(dict.fromkeys([*inherited, *previous.warnings]))
+            return previous.model_copy(update={"cached": True, "services": list(spec.services),
+                                               "warnings": warnings})
         started = time.monotonic()
         result = _derive(builder, repo, spec, env, commit, key, env_dir, deps_patch)
         result.services = list(spec.services)
         result.recipe = BUILD_RECIPE
         result.build_seconds = round(time.monotonic() - started, 1)
+        result.warnings = [*inherited, *result.warnings]
         if why:
             result.warnings.append(f"derived for base commit {commit[:12]}: {why}")
         env_dir.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,8 @@ BUILD_RECIPE = 3
 # the warning of a build whose pip steps resolved without the spec's date bound: such a build is rebuilt by a
 # newer recipe (it works, but not with the packages the harness had: sphinx 3.x got docutils 0.23)
 DATE_BOUND_MISSED = "exclude_newer not applied to pip steps"
+# a warning an environment built from the spec carries (and environments derived from it inherit)
+SKIPPED_SYSTEM_STEP = "skipped system step"
 _SKIP_OVERLAY = {".git", "build", ".eggs", "__pycache__", ".tox", ".pytest_cache", ".hypothesis", "dist"}
 # conda package names that are not pip distributions (or are the interpreter itself)
 _CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
@@ -226,7 +228,7 @@ class SpecBuilder:
         env_dir.mkdir(parents=True)
         result = SpecEnv(ok=False, key=key, repo=spec.repo, version=spec.version, env_dir=env_dir,
                          runner=spec.runner)
-        result.warnings += [f"skipped system step (needs root / a system package manager): {c}"
+        result.warnings += [f"{SKIPPED_SYSTEM_STEP} (needs root / a system package manager): {c}"
                             for c in spec.system_steps()]
         try:
             base = find_interpreter(spec.python, self.pyenv_root)

@@ -59,6 +59,7 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
     """Build (or reuse) the instance's environment and check its golden test."""
     from coharden.environment.build import BuildError
     from coharden.environment.derived import instance_environment
+    from coharden.environment.specbuild import SKIPPED_SYSTEM_STEP
     from coharden.environment.specs import repo_slug
     from coharden.execution.executor import InstanceExecutor
 
@@ -106,7 +107,7 @@ def check_instance(instance: Instance, repo: Path, settings: Settings) -> EnvChe
     except Exception as exc:  # noqa: BLE001 - one instance's surprise must not end the batch
         row.category, row.reason = "tests", f"cannot run ({type(exc).__name__}): {exc}"[:500]
     row.verified = not row.category
-    skipped = [w for w in built.warnings if w.startswith("skipped system step")]
+    skipped = [w for w in built.warnings if w.startswith(SKIPPED_SYSTEM_STEP)]
     if skipped and not row.verified:  # a package the harness's image had may be what is missing
         row.reason += f" [{len(skipped)} system step(s) of the spec skipped: coharden env system {row.repo} --run]"
     row.seconds = round(time.monotonic() - started, 1)
