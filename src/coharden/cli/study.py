@@ -112,10 +112,6 @@ def study_real_bugs(
         raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
                          tau=tau, workers=workers)
-    if not settings.preload:  # sympy's one dependency: imported once per fork server
-        settings = settings.with_overrides(preload=["mpmath"])
-    if not settings.warm_imports:  # sympy itself, kept imported while no run changes a module it loads
-        settings = settings.with_overrides(warm_imports=["sympy"])
     given = system_files(system_file or [])
     chosen = list(given) or ([s.strip() for s in systems.split(",") if s.strip()] if systems
                              else list(SYSTEM_FILES))
@@ -132,7 +128,8 @@ def study_real_bugs(
     study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised),
                                workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only,
-                               llm_skipped=llm_skipped)
+                               llm_skipped=llm_skipped,
+                               warm_defaults=not settings.preload and not settings.warm_imports)
     from coharden.execution.executor import environment_id
     from coharden.study.data import load_data
 

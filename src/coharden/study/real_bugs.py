@@ -60,6 +60,15 @@ class StudyConfig(BaseModel):
     bytecode: list[str] = Field(default_factory=lambda: ["sympy"])  # packages given checked-hash bytecode
     report_only: bool = False  # compute nothing: use the records already in the store, count the missing ones
     llm_skipped: str | None = None  # why the imitation step has no LLM mutants (said in the report)
+    # the fork server's warm-up per repository, where the settings name none (see WARM_UP)
+    warm_defaults: bool = True
+
+
+# What a repository's fork servers import once (``preload``: dependencies; ``warm_imports``: the project,
+# re-imported where a run changes it). Only where it is known to be safe and to pay: sympy's import is a third
+# of a test run's CPU. Elsewhere nothing is preloaded - a preload missing from an environment (mpmath in
+# pytest's) makes the fork server refuse to start, and every run then pays a fresh interpreter.
+WARM_UP: dict[str, dict[str, list[str]]] = {"sympy/sympy": {"preload": ["mpmath"], "warm_imports": ["sympy"]}}
 
 
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
@@ -120,15 +129,17 @@ class RealBugsStudy:
         """The settings that run ``instance`` and their environment's identity (part of every record key): the
         study's own, or with an envcheck the instance's spec environment (built on first use, then cached;
         ``--python`` still overrides it)."""
+        warm = WARM_UP.get(instance.repo, {}) if self.config.warm_defaults else {}
+        base = self.settings.with_overrides(**warm) if warm else self.settings
         if not self.data.spec_envs:
-            return self.settings, self.env
+            return base, self.env
         key = instance.instance_id  # not (repo, version): a base commit may need its own derived environment
         if key not in self._spec:
             from coharden.environment.specbuild import auto_spec_settings
 
             repo = resolve_repo(instance, self.settings.repos_dir)
             try:
-                settings = auto_spec_settings(instance, repo, self.settings)
+                settings = auto_spec_settings(instance, repo, base)
             except CoHardenError as exc:  # a failed build: every step of the instance says so, a rerun retries
                 raise RepoError(f"environment of {instance.instance_id}: {exc}") from exc
             self._spec[key] = (settings, test_environment_id(settings, settings.python) + " "

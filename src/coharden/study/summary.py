@@ -17,7 +17,8 @@ from coharden.study.real_bugs import GOLDEN
 __all__ = ["CLASS_ORDER", "outcome", "summarize", "test_class"]
 
 OPERATOR_SHORT = {"incomplete_fix": "IF", "behavior_substitution": "BS", "symptom_suppression": "SS",
-                  "input_specific_shortcut": "ISS"}
+                  "input_specific_shortcut": "ISS", "token_revert": "TR", "widened_scope": "WS",
+                  "narrowed_scope": "NS", "caller_patch": "CP"}
 LAXITY_EDGES = (0.0, 0.1, PAPER_TAU, 0.4, 0.6, 0.8, 1.0)
 
 
