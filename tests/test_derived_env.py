@@ -22,6 +22,7 @@ from coharden.environment.derived import (
     declared_requirements,
     dependency_digest,
     dependency_part,
+    derive,
     instance_environment,
     probe_base_commit,
     relocate_venv,
@@ -103,19 +104,19 @@ def test_relocate_venv_rewrites_scripts_of_the_copy(tmp_path: Path) -> None:
     assert (new / "bin" / "python").is_symlink()
 
 
-def _wheel(directory: Path, name: str, body: str) -> Path:
+def _wheel(directory: Path, name: str, body: str, version: str = "1.0") -> Path:
     """A minimal pure-Python wheel of module ``name`` (built by hand: no network, no build backend)."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-1.0-py3-none-any.whl"
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
     files = {f"{name}/__init__.py": body,
-             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
-                                             "Tag: py3-none-any\n"}
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = []
     for rel, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         record.append(f"{rel},sha256={digest},{len(text.encode())}")
-    record.append(f"{name}-1.0.dist-info/RECORD,,")
+    record.append(f"{info}/RECORD,,")
     with zipfile.ZipFile(path, "w") as archive:
         for rel, text in files.items():
             archive.writestr(rel, text)
@@ -204,6 +205,20 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     assert by_fix.key != env.key
     assert any("the fix changes setup.py" in w for w in by_fix.warnings)
     assert subprocess.run([by_fix.python, "-c", "import helperdep"], capture_output=True).returncode == 0
+
+    # the spec environment's date constraints contradict what a commit declares (helperdep==0.5 pinned, >=1.0
+    # wanted): the install is retried without them, as the harness installs without constraints
+    _wheel(wheels, "helperdep", "def offset():\n    return 0\n", version="0.5")
+    write_files(repo, {"setup.py": _setup(["helperdep>=1.0"])})
+    run_git(repo, "commit", "-qam", "widget needs helperdep 1.0")
+    newer = run_git(repo, "rev-parse", "HEAD").strip()
+    origin = SpecEnv.model_validate_json((base_python.parents[2] / "build.json").read_text())
+    (origin.env_dir / "date-constraints.txt").write_text("helperdep==0.5\n")
+    bounded = spec.model_copy(update={"exclude_newer": "2024-01-01"})
+    unbound = derive(SpecBuilder(settings.cache_dir), repo, bounded, origin, newer, "conflict")
+    assert unbound.ok, unbound.error
+    assert any("date constraints conflict" in w for w in unbound.warnings)
+    (origin.env_dir / "date-constraints.txt").unlink()
 
     # a dependency that cannot be installed: the environment fails with a clear error, and so does the envcheck
     write_files(repo, {"setup.py": _setup(["helperdep", "nosuchdep"]),

@@ -43,6 +43,7 @@ from coharden.environment.build import Log, _build_env, _locked
 from coharden.environment.inference.setuptools import literal
 from coharden.environment.specbuild import (
     BUILD_RECIPE,
+    DATE_BOUND_MISSED,
     SKIPPED_SYSTEM_STEP,
     SpecBuilder,
     SpecEnv,
@@ -270,7 +271,7 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
         # the spec environment's skipped system steps are this copy's too (envcheck's hint reads them)
         inherited = [w for w in env.warnings if w.startswith(SKIPPED_SYSTEM_STEP)]
         previous = reusable(record, newer_than=env.env_dir / "build.json")
-        if previous is not None:
+        if previous is not None and not _conflict_not_retried(previous):
             warnings = list(dict.fromkeys([*inherited, *previous.warnings]))
             return previous.model_copy(update={"cached": True, "services": list(spec.services),
                                                "warnings": warnings})
@@ -318,8 +319,28 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
             if not run("pre_install", command):
                 return result
         if spec.install and not run("install", spec.install):
-            return result
+            if "PIP_CONSTRAINT" not in run_env or not _CONFLICT.search(result.error):
+                return result
+            # the spec environment's date constraints contradict what this commit (or the fix) declares, e.g.
+            # a fix that narrows docutils below the pinned version: the harness, which reinstalls after the fix
+            # without constraints, resolves it from the index - so does this retry
+            run_env.pop("PIP_CONSTRAINT")
+            result.warnings.append(f"{DATE_BOUND_MISSED}: {_UNCONSTRAINED} of commit {commit[:12]}; installed "
+                                   "without them")
+            result.failed_step = result.error = ""
+            if not run("install", spec.install):
+                return result
     return finish_environment(result, spec, src, env_dir, python, run_env)
+
+
+_CONFLICT = re.compile(r"ResolutionImpossible|conflicting dependencies|Cannot install .* because")
+_UNCONSTRAINED = "the date constraints conflict with the requirements"
+
+
+def _conflict_not_retried(previous: SpecEnv) -> bool:
+    """A failure on a date-constraint conflict recorded before the retry without them existed: built again."""
+    return (not previous.ok and bool(_CONFLICT.search(previous.error))
+            and not any(_UNCONSTRAINED in w for w in previous.warnings))
 
 
 def relocate_venv(venv: Path, old: Path) -> None:
