@@ -5,7 +5,8 @@ Isolation levels, strongest first (every verdict records the one it got):
 
 * ``bwrap``: a bubblewrap sandbox. The whole system is mounted read-only; only the given ``writable``
   directories (the job's worktree, a scratch directory for results) are writable, plus a private ``/tmp`` and a
-  private ``$HOME`` inside it; the host's cgroup tree is hidden. Fresh PID, network (loopback only), IPC and
+  private ``$HOME`` inside it (and a private ``/var/tmp``, the tests' ``TMPDIR``, when the worktree is under
+  ``/tmp``: see :func:`tests_tmp`); the host's cgroup tree is hidden. Fresh PID, network (loopback only), IPC and
   UTS namespaces, no capabilities: no view of any process outside the sandbox (so no ``/proc/<ancestor>/fd``),
   and when the sandbox's first process ends the kernel kills every process left inside it.
 * ``netns``: ``unshare --net`` only (where bwrap cannot run): no network, nothing else.
