@@ -22,6 +22,8 @@ def test_truncated_harness_ids_run_as_their_base_test() -> None:
     assert runnable_id("tests/t.py::test_a[a") == "tests/t.py::test_a"
     assert runnable_id("tests/t.py::test_a[a b]") == "tests/t.py::test_a[a b]"
     assert runnable_id("test_x (m.C)") == "test_x (m.C)"
+    assert runnable_id("t.py::test_f[list[int]") == "t.py::test_f"  # cut inside a nested bracket
+    assert runnable_id("t.py::test_f[list[int]]") == "t.py::test_f[list[int]]"
     assert runnable_id("t.py::C::test_u[/test_utils.py]") == "t.py::C::test_u"  # a shortened path
     assert runnable_id("t.py::test_e[http://fe80::1-InvalidURL]") == "t.py::test_e"  # '::' in a parameter
     assert harness_ids(["[100%]", "t.py::a", "t.py::a", "t.py::b[x"]) == ["t.py::a", "t.py::b[x"]

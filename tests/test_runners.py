@@ -370,6 +370,16 @@ def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(t
     unknown = verdict_for(["test_markup.py::test_inline[zzz"], run)  # names none: every parameter counts
     assert unknown.outcome is Outcome.FAIL
     assert len(unknown.tests["test_markup.py::test_inline[zzz"]) == 5
+    # a mutant's run stops at its first failure (-x), but not when a cut id runs its whole base test: a failing
+    # parameter defined before the named ones must not stop the run before they have run
+    (tmp_path / "test_first.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.parametrize('text', ['pep eight', 'kbd one'])\n"
+        "def test_inline(text):\n    assert not text.startswith('pep')\n")
+    cut = ["test_first.py::test_inline[kbd"]
+    stopped = verdict_for(cut, run_pytest(tmp_path, cut, Settings(fork_server=False, timeout=60),
+                                          first_failure=True))
+    assert stopped.outcome is Outcome.PASS, stopped.reason
 
 
 def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path: Path) -> None:

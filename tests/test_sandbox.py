@@ -183,3 +183,17 @@ def test_tampering_scan_names_what_and_where() -> None:
     assert any(n.startswith("tests/test_x.py: calls os._exit (added line 5)") for n in notes)
     honest = make_patch([("tests/test_y.py", None, "def test_y():\n    assert 1 + 1 == 2\n")])
     assert scan(honest) == []
+
+
+def test_the_tests_tmpdir_is_chosen_from_the_checkout(tmp_path: Path) -> None:
+    """The tests' TMPDIR differs from the checkout (``writable[0]``) in its first component, and a private tmpfs
+    never goes over a directory the sandbox shows."""
+    from coharden.execution.sandbox import OTHER_TMP, SANDBOX_TMP, Confinement, tests_tmp
+
+    if not Path(OTHER_TMP).is_dir():
+        pytest.skip(f"{OTHER_TMP} does not exist here")
+    assert tests_tmp(Confinement(writable=(Path("/tmp/coharden-ws-x/repo"), Path("/tmp/scratch")))) == OTHER_TMP
+    assert tests_tmp(Confinement(writable=(Path("/srv/checkout"), Path("/tmp/scratch")))) == SANDBOX_TMP
+    shown = Confinement(writable=(Path("/tmp/coharden-ws-x/repo"),), readable=(Path(OTHER_TMP) / "env",))
+    assert tests_tmp(shown) == SANDBOX_TMP
+    assert tests_tmp(Confinement()) == SANDBOX_TMP

@@ -319,7 +319,7 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
             if not run("pre_install", command):
                 return result
         if spec.install and not run("install", spec.install):
-            if "PIP_CONSTRAINT" not in run_env or not _CONFLICT.search(result.error):
+            if "PIP_CONSTRAINT" not in run_env or not _constraint_conflict(result.error):
                 return result
             # the spec environment's date constraints contradict what this commit (or the fix) declares, e.g.
             # a fix that narrows docutils below the pinned version: the harness, which reinstalls after the fix
@@ -337,9 +337,14 @@ _CONFLICT = re.compile(r"ResolutionImpossible|conflicting dependencies|Cannot in
 _UNCONSTRAINED = "the date constraints conflict with the requirements"
 
 
+def _constraint_conflict(error: str) -> bool:
+    """pip could not resolve because of a constraint (its report names the "(constraint)" it was given)."""
+    return bool(_CONFLICT.search(error)) and "(constraint)" in error
+
+
 def _conflict_not_retried(previous: SpecEnv) -> bool:
     """A failure on a date-constraint conflict recorded before the retry without them existed: built again."""
-    return (not previous.ok and bool(_CONFLICT.search(previous.error))
+    return (not previous.ok and previous.failed_step == "install" and _constraint_conflict(previous.error)
             and not any(_UNCONSTRAINED in w for w in previous.warnings))
 
 

@@ -216,6 +216,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted)."""
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
     use_server = server is not None and server.alive and image is None and not settings.services
+    # an id the harness cut runs as its whole base test: a sibling parameter's failure must not stop the run
+    # before the parameters the id names have run (they decide its result)
+    first_failure = first_failure and all(runnable_id(i) == i for i in ids)
     limit = time_limit or settings.timeout
     scratch = server.scratch if use_server and server is not None else None
     with tempfile.TemporaryDirectory(prefix="coharden-junit-", dir=scratch) as tmp:
@@ -237,9 +240,11 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             f"--junitxml={CONTAINER_SCRATCH + '/junit.xml' if in_docker else junit}",
             "--continue-on-collection-errors",
             "-q",
-            # pytest < 6 (old SWE-bench environments) has none of these options; it writes captured stdout to
-            # the JUnit file unasked (Case.captured: why a test failed offline, printed at its teardown too)
-            *([] if settings.legacy_pytest else ["--no-header", "-rN", "-o", "junit_logging=out-err"]),
+            # pytest < 6 (old SWE-bench environments) has neither option
+            *([] if settings.legacy_pytest else ["--no-header", "-rN"]),
+            # captured output in the JUnit file (Case.captured: why a test failed offline, printed at its
+            # teardown too); before 5.4 pytest writes it unasked and has no such value
+            *([] if _before(settings.pytest_version, (5, 4)) else ["-o", "junit_logging=out-err"]),
             *([] if in_docker else ["-p", "coharden_stream"]),
             *settings.pytest_args,
             *(extra_args or []),

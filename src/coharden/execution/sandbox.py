@@ -94,6 +94,9 @@ class Confinement:
     protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
     max_processes: int | None = 512
     sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
+    # where no pids cgroup can be made, RLIMIT_NPROC stands in for it - but that counts every process of the
+    # user on the machine, not only this one's: False leaves such a run without a limit instead
+    nproc_fallback: bool = True
 
     def with_writable(self, *paths: Path) -> Confinement:
         return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
@@ -112,16 +115,23 @@ class Confinement:
 # the repository's own code: they get a process-count limit, so a runaway build (a ``setup.py`` that re-runs
 # itself) fails its step instead of filling the machine. The limit counts threads too (a pids cgroup does):
 # installers and compilers stay far below it.
-BUILD_STEPS = Confinement(max_processes=512, sandbox=False)
+BUILD_STEPS = Confinement(max_processes=512, sandbox=False, nproc_fallback=False)
 
 
 def tests_tmp(confine: Confinement) -> str:
     """The tests' ``TMPDIR`` inside a bwrap sandbox: a private tmpfs under a top-level directory other than the
-    checkout's. The harness runs tests in ``/testbed`` with ``TMPDIR=/tmp``; code that relates the two by a
-    relative path (docutils' include directive: ``../pytest-of-root/...`` when both start with ``/tmp``, an
-    absolute path when they do not) behaves as there only if they differ in their first component."""
-    tops = {Path(p).resolve().parts[1:2] for p in confine.writable}
-    return OTHER_TMP if ("tmp",) in tops and Path(OTHER_TMP).is_dir() else SANDBOX_TMP
+    checkout's (``confine.writable[0]``). The harness runs tests in ``/testbed`` with ``TMPDIR=/tmp``; code that
+    relates the two by a relative path (docutils' include directive: ``../pytest-of-root/...`` when both start
+    with ``/tmp``, an absolute path when they do not) behaves as there only if they differ in their first
+    component."""
+    if not confine.writable:
+        return SANDBOX_TMP
+    checkout = Path(confine.writable[0]).resolve()  # the worktree (further entries: scratch directories)
+    shown = [Path(p).resolve() for p in (*confine.writable, *confine.readable)]
+    if (checkout.parts[1:2] == ("tmp",) and Path(OTHER_TMP).is_dir()
+            and not any(p.is_relative_to(OTHER_TMP) for p in shown)):  # never over a directory shown inside
+        return OTHER_TMP
+    return SANDBOX_TMP
 
 
 # --- levels ---------------------------------------------------------------------------------------------------
@@ -208,10 +218,12 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
     exe = bwrap_path()
     assert exe is not None
     tmp = tests_tmp(confine)
-    args = [exe, *_base(_tmp_size()), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME,
-            "--setenv", "TMPDIR", tmp]
+    size = _tmp_size()
+    if size and tmp != SANDBOX_TMP:  # two private tmpfs share the one budget
+        size = (size[0], str(int(size[1]) // 2))
+    args = [exe, *_base(size), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME, "--setenv", "TMPDIR", tmp]
     if tmp != SANDBOX_TMP:
-        args += [*_tmp_size(), "--tmpfs", tmp]
+        args += [*size, "--tmpfs", tmp]
     for path in confine.readable:
         if Path(path).exists():
             args += ["--ro-bind", str(path), str(path)]
@@ -342,7 +354,8 @@ def spawn(cmd: list[str], cwd: Path, env: dict[str, str], *, memory_mb: int | No
     return subprocess.Popen(  # type: ignore[call-overload]
         cmd, cwd=cwd, env=env, start_new_session=True, close_fds=True,
         preexec_fn=functools.partial(_child_setup, memory_mb, cpu_seconds,
-                                     confine.max_processes if confine else None, cgroup),
+                                     confine.max_processes if confine and confine.nproc_fallback else None,
+                                     cgroup),
         **popen,
     )
 

@@ -12,12 +12,12 @@ from favouring either.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import libcst as cst
 
+from coharden import pysource
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext, functions_touched
 from coharden.mutation.funcwrap import rewrite_transplanted
@@ -40,7 +40,7 @@ def _literal(text: str | None) -> str | None:
     if not text or len(text) >= 200:
         return None
     try:
-        ast.literal_eval(text)
+        pysource.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return text
