@@ -99,7 +99,7 @@ def compare(report: dict[str, Any], harness: dict[str, dict[str, Any]], system: 
             by_name.setdefault(node.rsplit("::", 1)[-1], []).append(node)
         differing: list[str] = []
         for harness_id, where in _buckets(theirs.get("tests_status") or {}).items():
-            # an id the harness's parser cut at a space ran here as its base test (all its parameters)
+            # grades keep the harness's ids; reports made before that keyed a cut id by its base test
             test_id = harness_id if harness_id in mine else runnable_id(harness_id)
             if test_id not in mine and len(by_name.get(harness_id, [])) == 1:
                 test_id = by_name[harness_id][0]
