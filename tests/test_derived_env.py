@@ -206,18 +206,19 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     assert any("the fix changes setup.py" in w for w in by_fix.warnings)
     assert subprocess.run([by_fix.python, "-c", "import helperdep"], capture_output=True).returncode == 0
 
-    # the spec environment's date constraints contradict what a commit declares (helperdep==0.5 pinned, >=1.0
-    # wanted): the install is retried without them, as the harness installs without constraints
-    _wheel(wheels, "helperdep", "def offset():\n    return 0\n", version="0.5")
-    write_files(repo, {"setup.py": _setup(["helperdep>=1.0"])})
-    run_git(repo, "commit", "-qam", "widget needs helperdep 1.0")
-    newer = run_git(repo, "rev-parse", "HEAD").strip()
+    # the spec environment's date constraints contradict what a commit declares (pip: "... The user requested
+    # (constraint) ...", ResolutionImpossible): the install is retried without them, as the harness installs
+    # without constraints (the install step stands in for pip's answer, so the test needs no index)
     origin = SpecEnv.model_validate_json((base_python.parents[2] / "build.json").read_text())
     (origin.env_dir / "date-constraints.txt").write_text("helperdep==0.5\n")
-    bounded = spec.model_copy(update={"exclude_newer": "2024-01-01"})
-    unbound = derive(SpecBuilder(settings.cache_dir), repo, bounded, origin, newer, "conflict")
+    answer = ("if [ -n \"$PIP_CONSTRAINT\" ]; then echo 'ERROR: Cannot install widget because these package "
+              "versions have conflicting dependencies.'; echo '    The user requested (constraint) helperdep==0.5'; "
+              "echo 'ERROR: ResolutionImpossible'; exit 1; fi")
+    bounded = spec.model_copy(update={"exclude_newer": "2024-01-01", "install": answer})
+    unbound = derive(SpecBuilder(settings.cache_dir), repo, bounded, origin, setup_commit, "conflict")
     assert unbound.ok, unbound.error
     assert any("date constraints conflict" in w for w in unbound.warnings)
+    assert [s.returncode for s in unbound.steps if s.command == answer] == [1, 0]
     (origin.env_dir / "date-constraints.txt").unlink()
 
     # a dependency that cannot be installed: the environment fails with a clear error, and so does the envcheck
