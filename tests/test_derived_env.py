@@ -104,19 +104,19 @@ def test_relocate_venv_rewrites_scripts_of_the_copy(tmp_path: Path) -> None:
     assert (new / "bin" / "python").is_symlink()
 
 
-def _wheel(directory: Path, name: str, body: str, version: str = "1.0") -> Path:
+def _wheel(directory: Path, name: str, body: str) -> Path:
     """A minimal pure-Python wheel of module ``name`` (built by hand: no network, no build backend)."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-{version}-py3-none-any.whl"
-    info = f"{name}-{version}.dist-info"
+    path = directory / f"{name}-1.0-py3-none-any.whl"
     files = {f"{name}/__init__.py": body,
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                             "Tag: py3-none-any\n"}
     record = []
     for rel, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         record.append(f"{rel},sha256={digest},{len(text.encode())}")
-    record.append(f"{info}/RECORD,,")
+    record.append(f"{name}-1.0.dist-info/RECORD,,")
     with zipfile.ZipFile(path, "w") as archive:
         for rel, text in files.items():
             archive.writestr(rel, text)

@@ -75,9 +75,10 @@ class ForkServer:
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
         if self.isolation == "bwrap":
             assert confine is not None
+            tmp = tests_tmp(confine)
             cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME,
-                    "--tmp=" + tests_tmp(confine)]
-            self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}
+                    "--tmp=" + tmp]
+            self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": tmp}
         self._guard = env["PYTHONPATH"].split(os.pathsep)[0] if self.isolation == "guard" else ""
         try:
             if confine is not None and confine.max_processes:
