@@ -24,6 +24,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     os.environ.setdefault("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long end-to-end tests (marked ``slow``) first: xdist hands tests out in collection order, and a
+    two-minute test handed out last makes one worker run alone at the end of the suite."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test",
     "GIT_AUTHOR_EMAIL": "test@localhost",

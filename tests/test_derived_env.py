@@ -37,18 +37,24 @@ HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def test_specs_without_the_new_options_keep_their_cache_keys() -> None:
-    """Environments already built (an hour of the machine) stay valid: keys computed before exclude_newer and
-    services existed (values taken from that code) are unchanged; setting exclude_newer changes the key, a
-    service does not (it runs beside the environment)."""
+    """Environments already built (an hour of the machine) stay valid: keys computed before exclude_newer,
+    constraints, services and system_setup existed (values taken from that code) are unchanged; setting
+    exclude_newer or constraints changes the key, a service or a system step does not (they act beside the
+    environment)."""
     table = SpecTable.load()
     builder = SpecBuilder(Path("/nonexistent-cache"))
     assert builder.key(table.get("psf/requests", "2.0"), "0" * 40) == "spec-requests-2.0-d589f5c1a3d1"
-    assert builder.key(table.get("pydata/xarray", "0.12"), "0" * 40) == "spec-xarray-0.12-25c9fa7e6bb8"
+    xarray = table.get("pydata/xarray", "0.12")
+    assert builder.key(xarray.model_copy(update={"constraints": []}), "0" * 40) == "spec-xarray-0.12-25c9fa7e6bb8"
+    assert builder.key(xarray, "0" * 40) != "spec-xarray-0.12-25c9fa7e6bb8"  # its constraints change what it has
     spec = table.get("psf/requests", "2.0")
     dated = spec.model_copy(update={"exclude_newer": "2022-06-01"})
     served = spec.model_copy(update={"services": ["httpbin"]})
+    host = spec.model_copy(update={"system_setup": ["apt-get install -y tzdata"]})
     assert builder.key(dated, "0" * 40) != builder.key(spec, "0" * 40)
     assert builder.key(served, "0" * 40) == builder.key(spec, "0" * 40)
+    assert builder.key(host, "0" * 40) == builder.key(spec, "0" * 40)  # acts on the machine, not the venv
+    assert host.system_steps() == ["apt-get install -y tzdata"]
 
 
 def test_exclude_newer_must_be_a_date() -> None:
@@ -104,23 +110,23 @@ def test_relocate_venv_rewrites_scripts_of_the_copy(tmp_path: Path) -> None:
     assert (new / "bin" / "python").is_symlink()
 
 
-def _wheel(directory: Path, name: str, body: str) -> Path:
+def _wheel(directory: Path, name: str, body: str, version: str = "1.0") -> Path:
     """A minimal pure-Python wheel of module ``name`` (built by hand: no network, no build backend)."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-1.0-py3-none-any.whl"
+    path = directory / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
     files = {f"{name}/__init__.py": body,
-             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
-                                             "Tag: py3-none-any\n"}
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = []
     for rel, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         record.append(f"{rel},sha256={digest},{len(text.encode())}")
-    record.append(f"{name}-1.0.dist-info/RECORD,,")
+    record.append(f"{info}/RECORD,,")
     with zipfile.ZipFile(path, "w") as archive:
         for rel, text in files.items():
             archive.writestr(rel, text)
-        archive.writestr(f"{name}-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
 
 
@@ -239,6 +245,97 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     assert "nosuchdep" in row.reason
     assert json.loads((Path(settings.cache_dir).resolve() / "envs" / "probes" / env.derived_from
                        / f"{broken.base_commit}.json").read_text())["missing"]
+
+
+@pytest.mark.slow
+def test_spec_constraints_bound_every_install_step(tmp_path: Path) -> None:
+    """A spec's ``constraints`` hold for the install steps of the spec environment and of an environment derived
+    from it: the index offers helperdep 1.0 and 2.0, ``helperdep<2`` is what both get."""
+    try:
+        find_interpreter(HERE)
+    except BuildError:
+        pytest.skip(f"python {HERE} not installed under pyenv or on PATH")
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "helperdep", "VERSION = 1\n", "1.0")
+    _wheel(wheels, "helperdep", "VERSION = 2\n", "2.0")
+    repo, setup_commit = make_repo(tmp_path / "repos" / "acme__widget", {
+        "setup.py": _setup(["helperdep"]), "widget/__init__.py": "import helperdep\n"})
+    write_files(repo, {"setup.py": _setup(["helperdep", "pytest"])})
+    run_git(repo, "commit", "-qam", "declares pytest too")
+    base = run_git(repo, "rev-parse", "HEAD").strip()
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n    constraints: ['helperdep<2']\n"
+                     f"    versions:\n      '1.0':\n        python: '{HERE}'\n        pip_packages: [pytest]\n"
+                     f"        install: python -m pip install --no-build-isolation --no-index "
+                     f"--find-links {wheels} -e .\n        test_cmd: pytest -rA\n")
+    settings = Settings(cache_dir=tmp_path / "cache", swebench_specs=specs, timeout=120)
+    fix = make_patch(repo, {"setup.py": _setup(["helperdep", "pytest", "setuptools"])})
+    instance = Instance(instance_id="acme__widget-1", repo="acme/widget", base_commit=base, patch=fix,
+                        version="1.0", environment_setup_commit=setup_commit, FAIL_TO_PASS=["t.py::test_a"])
+    env = instance_environment(instance, repo, settings)
+    assert env.ok, env.error
+    assert env.derived_from  # the fix changes setup.py
+    spec_python = Path(settings.cache_dir).resolve() / "envs" / env.derived_from / "venv" / "bin" / "python"
+    for python in (spec_python, Path(env.python)):
+        found = subprocess.run([str(python), "-c", "import helperdep; print(helperdep.VERSION)"],
+                               capture_output=True, text=True)
+        assert found.stdout.strip() == "1", found.stderr
+
+
+def _extension(value: int) -> str:
+    return ("#include <Python.h>\n"
+            f"static PyObject *answer(PyObject *self, PyObject *args) {{ return PyLong_FromLong({value}); }}\n"
+            "static PyMethodDef methods[] = {{\"answer\", answer, METH_NOARGS, \"\"}, {NULL, NULL, 0, NULL}};\n"
+            "static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, \"_speed\", NULL, -1, methods};\n"
+            "PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&module); }\n")
+
+
+@pytest.mark.slow
+def test_changed_extension_sources_get_extensions_built_at_the_base_commit(tmp_path: Path) -> None:
+    """The spec environment's C extension is built from the setup commit's source. An instance whose base commit
+    has another source gets an environment derived there, whose extension is its own (astropy-13236 ran a
+    ``_column_mixins`` built from a later ``.pyx``); a base commit that changes only Python code shares the
+    spec environment."""
+    try:
+        find_interpreter(HERE)
+    except BuildError:
+        pytest.skip(f"python {HERE} not installed under pyenv or on PATH")
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    setup_py = ("from setuptools import Extension, setup\n"
+                "setup(name='widget', version='1.0', packages=['widget'],\n"
+                "      ext_modules=[Extension('widget._speed', ['widget/_speed.c'])])\n")
+    repo, base = make_repo(tmp_path / "repos" / "acme__widget", {
+        "setup.py": setup_py, "widget/__init__.py": "", "widget/_speed.c": _extension(1)})
+    write_files(repo, {"widget/__init__.py": "# later\n"})
+    run_git(repo, "commit", "-qam", "python only")
+    python_only = run_git(repo, "rev-parse", "HEAD").strip()
+    write_files(repo, {"widget/_speed.c": _extension(2)})
+    run_git(repo, "commit", "-qam", "the extension changes")
+    setup_commit = run_git(repo, "rev-parse", "HEAD").strip()
+    test = make_patch(repo, {"tests/test_widget.py": "from widget._speed import answer\n\n"
+                                                     "def test_answer():\n    assert answer() == 1\n"})
+    specs = tmp_path / "specs.yaml"
+    specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n    versions:\n      '1.0':\n"
+                     f"        python: '{HERE}'\n        pip_packages: [pytest, setuptools]\n"
+                     f"        install: python -m pip install --no-build-isolation --no-index -e .\n"
+                     f"        test_cmd: pytest -rA\n")
+    settings = Settings(cache_dir=tmp_path / "cache", swebench_specs=specs, timeout=120)
+    instance = Instance(instance_id="acme__widget-1", repo="acme/widget", base_commit=base, patch="",
+                        test_patch=test, version="1.0", environment_setup_commit=setup_commit,
+                        PASS_TO_PASS=["tests/test_widget.py::test_answer"])
+    env = instance_environment(instance, repo, settings)
+    assert env.ok, env.error
+    assert env.derived_from
+    assert env.commit == base
+    assert any("compiled extensions' sources differ" in w for w in env.warnings)
+    with InstanceExecutor(instance, repo, env.settings(settings)) as executor:
+        verdict = executor.verdict("", executor.test_patch(test, name="t", ids=instance.PASS_TO_PASS))
+    assert verdict.passed, verdict.reason  # the extension answers 1, as the base commit's source says
+    later = instance.model_copy(update={"base_commit": python_only})
+    assert instance_environment(later, repo, settings).key == env.key  # the same extension sources as `base`
+    at_setup = instance.model_copy(update={"base_commit": setup_commit})
+    assert instance_environment(at_setup, repo, settings).key == env.derived_from
 
 
 @pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox on this machine")

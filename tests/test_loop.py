@@ -183,6 +183,7 @@ class Interrupt(BaseException):
     pass
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_round_2_resumes_at_round_3_with_the_same_result(example, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     reference = make_loop(example, serve(full_script(example)), tmp_path / "ref", FULL_CONFIG).run()
 

@@ -25,6 +25,7 @@ from coharden.execution.runners import (
     parse_sympy_log,
     run_with,
 )
+from coharden.execution.testids import runnable_id
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus
 
@@ -380,6 +381,24 @@ def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(t
     stopped = verdict_for(cut, run_pytest(tmp_path, cut, Settings(fork_server=False, timeout=60),
                                           first_failure=True))
     assert stopped.outcome is Outcome.PASS, stopped.reason
+
+
+def test_an_empty_parameter_id_is_graded_under_pytest_3_and_later(tmp_path: Path) -> None:
+    """An ``ids`` function that returns ``""`` gives ``test_u[]`` from pytest 4 on (the harness's astropy-7606
+    id), ``test_u[unit0]`` under pytest 3 (astropy 1.3's spec pins 3.3.1). The id runs as its base test and is
+    graded by the empty parameter, or by the generated one where pytest replaced it."""
+    from coharden.execution.pytest_runner import Case, matching_cases, run_pytest, verdict_for
+
+    assert runnable_id("t.py::test_u[]") == "t.py::test_u"
+    old = [Case("t", "test_u[unit0]", TestStatus.PASSED), Case("t", "test_u[m]", TestStatus.FAILED)]
+    assert [c.name for c in matching_cases("t.py::test_u[]", old)] == ["test_u[unit0]"]
+    (tmp_path / "test_units.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.parametrize('unit', ['', 'm'], ids=lambda unit: unit)\n"
+        "def test_u(unit):\n    assert unit != 'm'\n")
+    ids = ["test_units.py::test_u[]"]
+    verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60)))
+    assert verdict.tests == {"test_units.py::test_u[]": [TestStatus.PASSED]}, verdict.reason
 
 
 def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path: Path) -> None:

@@ -17,6 +17,12 @@ Here the shared environment is kept and, only where the base commit needs it, a 
    at the base commit (editable hooks detached as for the spec environment), cached under
    ``<spec env key>-at-<digest of the base commit's dependency files>``.
 
+The same holds for compiled extensions: the spec environment's C extensions (its overlay) were built from the
+setup commit's sources. Where the base commit's extension sources (``.pyx``, ``.c``, ``.h``...) differ, a stale
+extension would run against the base commit's Python code (astropy-13236: a ``_column_mixins`` built from a later
+``.pyx`` returns plain arrays for a field of a structured column), so an environment is derived there too, its
+extensions built at the base commit as the harness builds them.
+
 The harness also runs the install step once more after applying the fix it grades, so a fix that declares a
 new dependency (pylint's move to ``appdirs``) gets it. Here an instance whose reference fix changes dependency
 files always gets a derived environment, installed with those files' changes applied (the digest covers them).
@@ -47,6 +53,7 @@ from coharden.environment.specbuild import (
     SKIPPED_SYSTEM_STEP,
     SpecBuilder,
     SpecEnv,
+    apply_constraints,
     finish_environment,
     import_name,
     reusable,
@@ -91,6 +98,25 @@ def dependency_digest(repo: Path, commit: str, spec: EnvSpec) -> str:
         listing += git(["ls-tree", "-r", commit, "--", *wanted], repo).stdout
     lines = sorted(set(listing.splitlines()))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+
+# sources of compiled extensions: where they differ from the setup commit's, the spec environment's builds are stale
+_EXTENSION_SUFFIXES = (".pyx", ".pxd", ".pxi", ".c", ".h", ".cpp", ".cc", ".cxx", ".hpp", ".f", ".f90")
+_COMPILED_SUFFIXES = (".so", ".pyd")
+
+
+def extension_digest(repo: Path, commit: str) -> str:
+    """A digest of the compiled extensions' source files at ``commit`` (their blob ids)."""
+    listing = git(["ls-tree", "-r", commit], repo).stdout.splitlines()
+    lines = sorted(line for line in listing if line.rpartition("\t")[2].endswith(_EXTENSION_SUFFIXES))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+
+def has_compiled_extensions(env: SpecEnv) -> bool:
+    """Whether the install built extension modules inside the checkout (kept in the environment's overlay)."""
+    overlay = env.overlay
+    return overlay is not None and overlay.is_dir() and any(
+        p.name.endswith(_COMPILED_SUFFIXES) or ".so." in p.name for p in overlay.rglob("*"))
 
 
 def declared_requirements(src: Path) -> list[str]:
@@ -232,10 +258,17 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
     if not env.ok:
         return env
     commit = resolve_commit(repo, commit)
+    setup_commit = resolve_commit(repo, setup_commit)
     fix_deps = dependency_part(fix, spec)
     digest = dependency_digest(repo, commit, spec)
-    if not fix_deps and (commit == resolve_commit(repo, setup_commit)
-                         or digest == dependency_digest(repo, setup_commit, spec)):
+    if commit != setup_commit and has_compiled_extensions(env):
+        extensions = extension_digest(repo, commit)
+        if extensions != extension_digest(repo, setup_commit):
+            digest = hashlib.sha256(f"{digest}\0{extensions}\0{fix_deps}".encode()).hexdigest()[:12]
+            why = "the compiled extensions' sources differ from the setup commit's"
+            builder.log(f"base commit {commit[:12]}: {why}: deriving an environment built there")
+            return derive(builder, repo, spec, env, commit, digest, why, fix_deps)
+    if not fix_deps and (commit == setup_commit or digest == dependency_digest(repo, setup_commit, spec)):
         return env
     if fix_deps:
         digest = hashlib.sha256(f"{digest}\0{fix_deps}".encode()).hexdigest()[:12]
@@ -309,9 +342,11 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
     python = venv / "bin" / "python"
     run_env = _build_env()
     run_env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{run_env.get('PATH', '')}"})
+    if spec.constraints:
+        apply_constraints(spec, env_dir, run_env)
     constraints = env.env_dir / "date-constraints.txt"
     if spec.exclude_newer and constraints.is_file():
-        run_env["PIP_CONSTRAINT"] = str(constraints)
+        run_env["PIP_CONSTRAINT"] = str(constraints)  # holds the spec's own constraints too
     with open(env_dir / "build.log", "w") as log_file:
         log_file.write(f"# derived from {env.key} for base commit {commit}\n")
         run = builder.step_runner(result, src, run_env, log_file)

@@ -245,6 +245,8 @@ class SpecBuilder:
             run = self.step_runner(result, src, env, log_file)
             if not run("interpreter", f"{shlex.quote(base)} -m venv {shlex.quote(str(venv))}"):
                 return result
+            if spec.constraints:
+                apply_constraints(spec, env_dir, env)
             install = self._installer(str(python), spec.python, spec.exclude_newer)
             if spec.exclude_newer and "--exclude-newer" not in install:
                 result.warnings.append(f"exclude_newer {spec.exclude_newer} not applied: pip has no date bound "
@@ -341,7 +343,7 @@ class SpecBuilder:
         own = _normalized(spec.repo.split("/")[-1])
         kept = [line for line in out.read_text().splitlines() if not line.strip().startswith(("-e", "file:"))
                 and _normalized(re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0]) not in {own, *pinned}]
-        out.write_text("\n".join(kept) + "\n")
+        out.write_text("\n".join([*kept, *spec.constraints]) + "\n")
         env["PIP_CONSTRAINT"] = str(out)
 
     def _packages(self, spec: EnvSpec, src: Path, env_dir: Path, install: str,
@@ -447,6 +449,14 @@ def _uv_binary() -> str | None:
 def _vkey(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
+
+
+def apply_constraints(spec: EnvSpec, env_dir: Path, env: dict[str, str]) -> None:
+    """The spec's own ``constraints`` for every pip and uv install of a build (``PIP_CONSTRAINT``,
+    ``UV_CONSTRAINT``), written to ``env_dir/constraints.txt``."""
+    path = env_dir / "constraints.txt"
+    path.write_text("".join(c + "\n" for c in spec.constraints))
+    env["PIP_CONSTRAINT"] = env["UV_CONSTRAINT"] = str(path)
 
 
 def _site_packages(python: Path) -> Path:

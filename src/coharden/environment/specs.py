@@ -59,6 +59,14 @@ class EnvSpec(BaseModel):
     exclude_newer: str = Field(default="", pattern=r"^(\d{4}-\d{2}-\d{2}(T[\d:]+Z?)?)?$")
     # services started inside the test sandbox, on loopback, around every test command (e.g. httpbin)
     services: list[str] = Field(default_factory=list)
+    # coharden's own: system steps the harness's images get implicitly and the tests need, run by
+    # ``coharden env system`` like the spec's own root steps (astropy: a current tzdata, whose
+    # leap-seconds.list astropy reads when its bundled table has expired; the images carried a fresh one)
+    system_setup: list[str] = Field(default_factory=list)
+    # coharden's own: pip constraints on every install step, where today's release of a package the spec leaves
+    # unpinned breaks tests that passed in the harness's images with the release of their day (xarray: sparse
+    # 0.16 made ``COO(coords, data)`` require ``shape``)
+    constraints: list[str] = Field(default_factory=list)
 
     @property
     def runner(self) -> RunnerName:
@@ -90,16 +98,16 @@ class EnvSpec(BaseModel):
 
     def system_steps(self) -> list[str]:
         """Pre-install and eval commands that need root / a system package manager (skipped locally)."""
-        return [c for c in [*self.pre_install, *self.eval_commands] if _SYSTEM.search(c)]
+        return [*(c for c in [*self.pre_install, *self.eval_commands] if _SYSTEM.search(c)), *self.system_setup]
 
     def local_pre_install(self) -> list[str]:
         return [c for c in self.pre_install if not _SYSTEM.search(c)]
 
     def identity_json(self) -> str:
-        """What names a built environment: every field that changes it. ``services`` run beside the environment
-        and do not; ``exclude_newer`` counts only when set, so environments built before it existed keep
-        their cache keys."""
-        drop = {"services"} | ({"exclude_newer"} if not self.exclude_newer else set())
+        """What names a built environment: every field that changes it. ``services`` and ``system_setup`` act
+        beside the environment and do not; ``exclude_newer`` and ``constraints`` count only when set, so
+        environments built before they existed keep their cache keys."""
+        drop = {"services", "system_setup"} | {k for k in ("exclude_newer", "constraints") if not getattr(self, k)}
         return self.model_dump_json(exclude=drop)
 
     def digest(self) -> str:

@@ -28,6 +28,8 @@ from coharden.schema.verdict import Outcome, TestStatus, Verdict
 _EXIT_INTERNAL, _EXIT_USAGE, _EXIT_NO_TESTS = 3, 4, 5
 
 
+# a parameter id pytest generated (``unit0``, ``x3``): the stand-in pytest 3 uses for an empty id
+_GENERATED_PARAM = re.compile(r"[A-Za-z_]\w*?\d+\]")
 _COLOUR = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # terminal colours (JUnit writes ESC as "#x1B")
 
 
@@ -139,13 +141,16 @@ def matching_cases(node_id: str, cases: list[Case]) -> list[Case]:
     (:func:`~coharden.execution.testids.runnable_id`: the harness's parser cut it at a space, or its parameter
     holds ``::``) runs as its base test, and its cases are the parameters whose id, cut at the first space as
     the harness reads it, is this id - all of the base test's when none is (a parameter path the harness
-    shortened)."""
+    shortened). An empty parameter (``test_x[]``) is, under pytest 3, the parameter named ``<argname><index>``."""
     base = runnable_id(node_id)
     if base == node_id:
         return [c for c in cases if case_matches(node_id, c)]
     of_base = [c for c in cases if case_matches(base, c)]
     name = split_node_id(base)[2] + node_id[len(base):]
-    return [c for c in of_base if (c.name.split() or [""])[0] == name] or of_base
+    named = [c for c in of_base if (c.name.split() or [""])[0] == name]
+    if not named and name.endswith("[]"):
+        named = [c for c in of_base if _GENERATED_PARAM.fullmatch(c.name.partition("[")[2])]
+    return named or of_base
 
 
 def parse_junit(path: Path) -> list[Case] | None:

@@ -94,13 +94,15 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
 def runnable_id(test_id: str) -> str:
     """A SWE-bench id as pytest can select it. The harness's log parsers leave ids pytest cannot select: cut at
     the first space (``t.py::test_x[a`` for ``t.py::test_x[a b]``), a parameter whose absolute path was
-    shortened (``test_x[/name.py]``), a parameter holding ``::`` (pytest would split the id there). Such an id
-    runs as its base test; its result is read from the parameters it names (``pytest_runner.matching_cases``)."""
+    shortened (``test_x[/name.py]``), a parameter holding ``::`` (pytest would split the id there), an empty
+    parameter (``test_x[]``: an ``ids`` function returned ``""``, which pytest 4+ keeps and pytest 3 replaces by
+    ``<argname><index>``). Such an id runs as its base test; its result is read from the parameters it names
+    (``pytest_runner.matching_cases``)."""
     if "::" not in test_id or "[" not in test_id:
         return test_id
     head, _, param = test_id.partition("[")
     closed = test_id.endswith("]") and param.count("[") + 1 == param.count("]")  # ``test_f[list[int]`` is cut
-    if not closed or "::" in param or param.startswith("/"):
+    if not closed or "::" in param or param.startswith("/") or param == "]":
         return head
     return test_id
 
