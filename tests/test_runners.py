@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from coharden.execution.runners import (
 )
 from coharden.execution.testids import runnable_id
 from coharden.schema.instance import Instance
-from coharden.schema.verdict import Outcome, TestStatus
+from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 DJANGO_LOG = """\
 test_a (app.tests.ATests) ... ok
@@ -399,6 +400,48 @@ def test_an_empty_parameter_id_is_graded_under_pytest_3_and_later(tmp_path: Path
     ids = ["test_units.py::test_u[]"]
     verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60)))
     assert verdict.tests == {"test_units.py::test_u[]": [TestStatus.PASSED]}, verdict.reason
+
+
+@pytest.mark.parametrize("fork_server", [False, True])
+def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Path, fork_server: bool) -> None:
+    """A limit scaled from the test's own run (MPE's mutant limits) is a CPU-time limit: a run that waits
+    (a loaded machine gives it no CPU; here it sleeps) past the limit still gets its verdict, within
+    ``LOAD_MARGIN`` times the limit on the wall clock; a busy loop is stopped by the CPU limit and is a TIMEOUT
+    that says so; a hang asleep is stopped by the wall clock. The setting's own timeout stays a wall-clock one."""
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import LOAD_MARGIN, run_pytest, test_environment, verdict_for
+
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n\n\n"
+        "def test_waits():\n    time.sleep(3.5)\n\n\n"
+        "def test_spins():\n    while True:\n        pass\n\n\n"
+        "def test_sleeps_forever():\n    time.sleep(60)\n")
+    settings = Settings(fork_server=fork_server, timeout=60)
+    server = ForkServer(sys.executable, env=test_environment(), network=False) if fork_server else None
+    try:
+        def run(test: str, limit: float | None) -> tuple[Verdict, float]:
+            ids = [f"test_slow.py::{test}"]
+            started = time.monotonic()
+            result = run_pytest(tmp_path, ids, settings, server=server, time_limit=limit)
+            return verdict_for(ids, result), time.monotonic() - started
+
+        waited, _ = run("test_waits", 3.0)
+        assert waited.outcome is Outcome.PASS, waited.reason
+        spun, seconds = run("test_spins", 2.0)
+        assert spun.outcome is Outcome.TIMEOUT
+        assert "CPU time limit (2 s)" in spun.reason
+        assert "running at the limit: test_slow.py::test_spins" in spun.reason
+        assert seconds < 2.0 * LOAD_MARGIN + 8
+        asleep, seconds = run("test_sleeps_forever", 2.0)
+        assert asleep.outcome is Outcome.TIMEOUT
+        assert "CPU" not in asleep.reason
+        assert seconds < 2.0 * LOAD_MARGIN + 8
+    finally:
+        if server is not None:
+            server.close()
+    plain = Settings(fork_server=False, timeout=1)  # no scaled limit: the wall clock, as before
+    ids = ["test_slow.py::test_waits"]
+    assert verdict_for(ids, run_pytest(tmp_path, ids, plain)).outcome is Outcome.TIMEOUT
 
 
 def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path: Path) -> None:

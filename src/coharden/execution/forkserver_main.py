@@ -89,6 +89,7 @@ def _child(request, swap=None):
         if request.get("cpu_seconds"):
             cpu = int(request["cpu_seconds"])
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps core: none in the worktree
         if request.get("max_processes"):
             try:
                 limit = int(request["max_processes"])

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
+import signal
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -26,6 +28,10 @@ from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 # pytest exit codes
 _EXIT_INTERNAL, _EXIT_USAGE, _EXIT_NO_TESTS = 3, 4, 5
+# a process killed by RLIMIT_CPU's signal: directly (a fork) or as bwrap reports its child's death (128 + signal)
+_CPU_EXHAUSTED = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+# a scaled time limit bounds CPU time; the wall clock allows this many times it (see run_pytest)
+LOAD_MARGIN = 2.0
 
 
 # a parameter id pytest generated (``unit0``, ``x3``): the stand-in pytest 3 uses for an empty id
@@ -79,6 +85,7 @@ class PytestRun:
     time_limit: float | None = None
     junit_present: bool = False
     first_failure: bool = False  # run with -x: ids after the first failure were not run
+    cpu_limited: bool = False  # the TIMEOUT came from the CPU-time limit (SIGXCPU), not the wall clock
 
     @property
     def session_finished(self) -> bool:
@@ -260,14 +267,19 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         if not in_docker:
             env = fork_env(extra_env)
             env["COHARDEN_STREAM"] = str(stream)
-        cpu = settings.cpu_seconds or int(limit * 2) + 1
+        # a limit scaled from the test's own run (a mutant's, as mutmut scales it) bounds the run's CPU time: a
+        # slow run on a loaded machine (two workers, other jobs) is not a TIMEOUT in one run and a PASS in the
+        # next; the wall clock, for a test that hangs asleep, allows LOAD_MARGIN times the limit
+        scaled = time_limit is not None and limit < settings.timeout and not settings.cpu_seconds
+        cpu = settings.cpu_seconds or (math.ceil(limit) if scaled else int(limit * 2) + 1)
+        wall = min(settings.timeout, limit * LOAD_MARGIN) if scaled else limit
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
                                     timeout=settings.timeout, memory_mb=settings.memory_mb, network=settings.network)
             # the container has no network of its own (--network none); the client needs the engine's socket
             proc = run_limited(docker, root, timeout=settings.timeout + 60, env=env, network=True)
         elif use_server and server is not None:
-            proc = server.run(root, cmd[3:], env, timeout=limit, memory_mb=settings.memory_mb, cpu_seconds=cpu,
+            proc = server.run(root, cmd[3:], env, timeout=wall, memory_mb=settings.memory_mb, cpu_seconds=cpu,
                               warm=warm)
         else:
             from coharden.execution.services import wrap
@@ -276,14 +288,16 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             if confine is not None:
                 confine = dataclasses.replace(confine.with_writable(Path(tmp)),
                                               readable=(*confine.readable, *shown))
-            proc = run_limited(cmd, root, timeout=limit, env=env, memory_mb=settings.memory_mb,
+            proc = run_limited(cmd, root, timeout=wall, env=env, memory_mb=settings.memory_mb,
                                cpu_seconds=cpu, network=settings.network, confine=confine)
         cases = parse_junit(junit) if junit.exists() else None
         events = None if in_docker else read_stream(stream)
         present = junit.exists()
+    cpu_out = scaled and not proc.timed_out and proc.returncode in _CPU_EXHAUSTED
     return PytestRun(
         returncode=proc.returncode,
-        timed_out=proc.timed_out,
+        timed_out=proc.timed_out or cpu_out,
+        cpu_limited=cpu_out,
         duration=proc.duration,
         output=proc.output,
         cases=cases or [],
@@ -398,8 +412,9 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
     if run.timed_out:
         hung = run.hung_test()
         hung = rename.get(hung, hung) if hung else None
-        reason = f"test process exceeded the time limit ({run.time_limit:g} s) and was killed" \
-            if run.time_limit else "test process exceeded the time limit and was killed"
+        kind = "CPU time limit" if run.cpu_limited else "time limit"
+        reason = f"test process exceeded the {kind} ({run.time_limit:g} s) and was killed" \
+            if run.time_limit else f"test process exceeded the {kind} and was killed"
         if hung:
             reason += f"; running at the limit: {hung}"
         return Verdict(outcome=Outcome.TIMEOUT, reason=reason, **base)

@@ -330,6 +330,7 @@ def _child_setup(memory_mb: int | None, cpu_seconds: int | None, max_processes: 
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if cpu_seconds:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps core: none in the worktree
     if cgroup is not None:
         cgroup.join()
     elif max_processes:
