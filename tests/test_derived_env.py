@@ -149,6 +149,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     wheels = tmp_path / "wheels"
     _wheel(wheels, "helperdep", "def offset():\n    return 0\n")
     _wheel(wheels, "helperdep", "def offset():\n    return 1\n", "2.0")  # the spec's constraints exclude it
+    _wheel(wheels, "otherdep", "VERSION = 1\n", "1.0")  # a pre-install step's: the spec environment's own
+    _wheel(wheels, "otherdep", "VERSION = 2\n", "2.0")
     repo, setup_commit = make_repo(tmp_path / "repos" / "acme__widget", {
         "setup.py": _setup([]),
         "widget/__init__.py": "def double(x):\n    return x + x + 1\n",
@@ -163,9 +165,11 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     test = make_patch(repo, {"tests/test_widget.py": "from widget import double\n\ndef test_zero():\n"
                              "    assert double(0) in (0, 1)\n\ndef test_two():\n    assert double(2) == 4\n"})
     specs = tmp_path / "specs.yaml"
-    specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n    constraints: ['helperdep<2']\n"
+    specs.write_text(f"repos:\n  acme/widget:\n    log_parser: pytest\n"
+                     f"    constraints: ['helperdep<2', 'otherdep<2']\n"
                      f"    versions:\n      '1.0':\n        python: '{HERE}'\n        pip_packages: [pytest]\n"
-                     f"        pre_install: ['apt-get install -y graphviz']\n"
+                     f"        pre_install: ['apt-get install -y graphviz', 'python -m pip install --no-index "
+                     f"--find-links {wheels} otherdep']\n"
                      f"        install: python -m pip install --no-build-isolation --no-index "
                      f"--find-links {wheels} -e .\n        test_cmd: pytest -rA\n")
     settings = Settings(cache_dir=tmp_path / "cache", swebench_specs=specs, timeout=120)
@@ -183,6 +187,9 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     assert any(w.startswith("skipped system step") and "graphviz" in w for w in env.warnings)
     base_python = Path(settings.cache_dir).resolve() / "envs" / env.derived_from / "venv" / "bin" / "python"
     assert subprocess.run([str(base_python), "-c", "import helperdep"], capture_output=True).returncode != 0
+    other = subprocess.run([str(base_python), "-c", "import otherdep; print(otherdep.VERSION)"], capture_output=True,
+                           text=True)
+    assert other.stdout.strip() == "1", other.stderr  # the constraints held in the spec environment's build
     # the spec's constraints hold in the derived environment's install (the index offers helperdep 2.0 too)
     found = subprocess.run([env.python, "-c", "import helperdep; print(helperdep.offset())"], capture_output=True,
                            text=True)
@@ -222,7 +229,8 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     # without constraints (the install step stands in for pip's answer, so the test needs no index)
     origin = SpecEnv.model_validate_json((base_python.parents[2] / "build.json").read_text())
     (origin.env_dir / "date-constraints.txt").write_text("helperdep==0.5\n")
-    answer = ("if [ -n \"$PIP_CONSTRAINT\" ]; then echo 'ERROR: Cannot install widget because these package "
+    answer = ("if [ \"${PIP_CONSTRAINT##*/}\" = date-constraints.txt ]; then echo 'ERROR: Cannot install widget "
+              "because these package "
               "versions have conflicting dependencies.'; echo '    The user requested (constraint) helperdep==0.5'; "
               "echo 'ERROR: ResolutionImpossible'; exit 1; fi")
     bounded = spec.model_copy(update={"exclude_newer": "2024-01-01", "install": answer})
@@ -230,6 +238,7 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
     assert unbound.ok, unbound.error
     assert any("date constraints conflict" in w for w in unbound.warnings)
     assert [s.returncode for s in unbound.steps if s.command == answer] == [1, 0]
+    assert (unbound.env_dir / "constraints.txt").read_text() == "helperdep<2\notherdep<2\n"  # the spec's own stay
     (origin.env_dir / "date-constraints.txt").unlink()
 
     # a dependency that cannot be installed: the environment fails with a clear error, and so does the envcheck

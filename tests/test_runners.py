@@ -391,8 +391,9 @@ def test_an_empty_parameter_id_is_graded_under_pytest_3_and_later(tmp_path: Path
     from coharden.execution.pytest_runner import Case, matching_cases, run_pytest, verdict_for
 
     assert runnable_id("t.py::test_u[]") == "t.py::test_u"
-    old = [Case("t", "test_u[unit0]", TestStatus.PASSED), Case("t", "test_u[m]", TestStatus.FAILED)]
-    assert [c.name for c in matching_cases("t.py::test_u[]", old)] == ["test_u[unit0]"]
+    old = [Case("t", "test_u[unit0]", TestStatus.PASSED), Case("t", "test_u[m]", TestStatus.FAILED),
+           Case("t", "test_u[py3]", TestStatus.FAILED), Case("t", "test_u[float64]", TestStatus.FAILED)]
+    assert [c.name for c in matching_cases("t.py::test_u[]", old)] == ["test_u[unit0]"]  # not float64, py3
     (tmp_path / "test_units.py").write_text(
         "import pytest\n\n\n"
         "@pytest.mark.parametrize('unit', ['', 'm'], ids=lambda unit: unit)\n"
@@ -403,39 +404,50 @@ def test_an_empty_parameter_id_is_graded_under_pytest_3_and_later(tmp_path: Path
 
 
 @pytest.mark.parametrize("fork_server", [False, True])
-def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Path, fork_server: bool) -> None:
+def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Path, fork_server: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A limit scaled from the test's own run (MPE's mutant limits) is a CPU-time limit: a run that waits
     (a loaded machine gives it no CPU; here it sleeps) past the limit still gets its verdict, within
     ``LOAD_MARGIN`` times the limit on the wall clock; a busy loop is stopped by the CPU limit and is a TIMEOUT
-    that says so; a hang asleep is stopped by the wall clock. The setting's own timeout stays a wall-clock one."""
+    that says so; a hang asleep is stopped by the wall clock. A test that kills itself with SIGXCPU at once is
+    no timeout. The setting's own timeout stays a wall-clock one. The fresh process runs in the sandbox (bwrap
+    reports its child's signal as an exit code) where it can."""
+    from coharden.execution import pytest_runner
     from coharden.execution.forkserver import ForkServer
-    from coharden.execution.pytest_runner import LOAD_MARGIN, run_pytest, test_environment, verdict_for
+    from coharden.execution.pytest_runner import run_pytest, test_environment, verdict_for
+    from coharden.execution.sandbox import Confinement
 
     (tmp_path / "test_slow.py").write_text(
         "import time\n\n\n"
         "def test_waits():\n    time.sleep(3.5)\n\n\n"
         "def test_spins():\n    while True:\n        pass\n\n\n"
-        "def test_sleeps_forever():\n    time.sleep(60)\n")
+        "def test_sleeps_forever():\n    time.sleep(60)\n\n\n"
+        "def test_forges():\n    import os, signal\n    os.kill(os.getpid(), signal.SIGXCPU)\n")
     settings = Settings(fork_server=fork_server, timeout=60)
     server = ForkServer(sys.executable, env=test_environment(), network=False) if fork_server else None
     try:
         def run(test: str, limit: float | None) -> tuple[Verdict, float]:
             ids = [f"test_slow.py::{test}"]
             started = time.monotonic()
-            result = run_pytest(tmp_path, ids, settings, server=server, time_limit=limit)
+            result = run_pytest(tmp_path, ids, settings, server=server, time_limit=limit,
+                                confine=None if fork_server else Confinement(writable=(tmp_path,)))
             return verdict_for(ids, result), time.monotonic() - started
 
         waited, _ = run("test_waits", 3.0)
         assert waited.outcome is Outcome.PASS, waited.reason
+        forged, _ = run("test_forges", 3.0)
+        assert forged.outcome is Outcome.HARNESS_ERROR, forged.reason
+        monkeypatch.setattr(pytest_runner, "LOAD_MARGIN", 10.0)  # a loaded machine must not reach the wall first
         spun, seconds = run("test_spins", 2.0)
         assert spun.outcome is Outcome.TIMEOUT
         assert "CPU time limit (2 s)" in spun.reason
         assert "running at the limit: test_slow.py::test_spins" in spun.reason
-        assert seconds < 2.0 * LOAD_MARGIN + 8
+        assert seconds < 20
+        monkeypatch.setattr(pytest_runner, "LOAD_MARGIN", 2.0)
         asleep, seconds = run("test_sleeps_forever", 2.0)
         assert asleep.outcome is Outcome.TIMEOUT
-        assert "CPU" not in asleep.reason
-        assert seconds < 2.0 * LOAD_MARGIN + 8
+        assert "2 x its time limit (2 s of CPU time) on the wall clock" in asleep.reason
+        assert seconds < 2.0 * 2.0 + 8
     finally:
         if server is not None:
             server.close()

@@ -23,7 +23,9 @@ class Settings(BaseModel):
     python: str = Field(default=sys.executable, description="Interpreter that runs the tests.")
     timeout: float = Field(default=120.0, gt=0, description="Wall-clock seconds per test process.")
     memory_mb: int | None = Field(default=4096, description="Address-space limit per test process (None: off).")
-    cpu_seconds: int | None = Field(default=None, description="CPU-time limit per test process (None: 2 x timeout).")
+    cpu_seconds: int | None = Field(default=None, description=(
+        "CPU-time limit per test process (None: 2 x timeout, and on mutants the scaled limit itself; "
+        "set, it replaces both and mutant limits stay wall-clock ones)."))
     network: bool = Field(default=False, description="Allow network access in test processes.")
     max_processes: int | None = Field(default=512, ge=8, description="Process (task) limit per test sandbox.")
     test_lanes: int = Field(default=2, ge=1, le=2, description="Test patches run separately may run two at once "

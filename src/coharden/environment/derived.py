@@ -21,7 +21,8 @@ The same holds for compiled extensions: the spec environment's C extensions (its
 setup commit's sources. Where the base commit's extension sources (``.pyx``, ``.c``, ``.h``...) differ, a stale
 extension would run against the base commit's Python code (astropy-13236: a ``_column_mixins`` built from a later
 ``.pyx`` returns plain arrays for a field of a structured column), so an environment is derived there too, its
-extensions built at the base commit as the harness builds them.
+extensions built at the base commit as the harness builds them (cached under a digest of the dependency files and
+the extension sources).
 
 The harness also runs the install step once more after applying the fix it grades, so a fix that declares a
 new dependency (pylint's move to ``appdirs``) gets it. Here an instance whose reference fix changes dependency
@@ -40,6 +41,7 @@ import shutil
 import tempfile
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ from coharden import pysource
 from coharden.config import Settings
 from coharden.environment.build import Log, _build_env, _locked
 from coharden.environment.inference.setuptools import literal
+from coharden.environment.sources import EXTENSION_SOURCES
 from coharden.environment.specbuild import (
     BUILD_RECIPE,
     DATE_BOUND_MISSED,
@@ -87,29 +90,24 @@ def dependency_part(patch: str, spec: EnvSpec) -> str:
         return ""
 
 
-def dependency_digest(repo: Path, commit: str, spec: EnvSpec) -> str:
-    """A digest of the files that declare the project's dependencies at ``commit`` (their blob ids)."""
-    names = [*DEPENDENCY_FILES, *spec.requirements_paths, *spec.environment_yml_paths, *_DEPENDENCY_PATTERNS]
-    listing = git(["ls-tree", "-r", commit, "--", *names], repo, check=False).stdout
-    # ls-tree takes literal paths; the patterns are matched here
-    every = git(["ls-tree", "-r", "--name-only", commit], repo).stdout.splitlines()
-    wanted = [p for p in every if p not in DEPENDENCY_FILES and is_dependency_file(p, spec)]
-    if wanted:
-        listing += git(["ls-tree", "-r", commit, "--", *wanted], repo).stdout
-    lines = sorted(set(listing.splitlines()))
+def _tree_digest(repo: Path, commit: str, wanted: Callable[[str], bool]) -> str:
+    """A digest of the ``ls-tree`` entries (mode, blob id, path) of the files at ``commit`` that ``wanted``."""
+    entries = git(["ls-tree", "-r", "-z", commit], repo).stdout.split("\0")
+    lines = sorted({e for e in entries if e and wanted(e.partition("\t")[2])})
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
-# sources of compiled extensions: where they differ from the setup commit's, the spec environment's builds are stale
-_EXTENSION_SUFFIXES = (".pyx", ".pxd", ".pxi", ".c", ".h", ".cpp", ".cc", ".cxx", ".hpp", ".f", ".f90")
-_COMPILED_SUFFIXES = (".so", ".pyd")
+def dependency_digest(repo: Path, commit: str, spec: EnvSpec) -> str:
+    """A digest of the files that declare the project's dependencies at ``commit`` (their blob ids)."""
+    return _tree_digest(repo, commit, lambda path: is_dependency_file(path, spec))
 
 
 def extension_digest(repo: Path, commit: str) -> str:
     """A digest of the compiled extensions' source files at ``commit`` (their blob ids)."""
-    listing = git(["ls-tree", "-r", commit], repo).stdout.splitlines()
-    lines = sorted(line for line in listing if line.rpartition("\t")[2].endswith(_EXTENSION_SUFFIXES))
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+    return _tree_digest(repo, commit, lambda path: path.endswith(EXTENSION_SOURCES))
+
+
+_COMPILED_SUFFIXES = (".so", ".pyd")
 
 
 def has_compiled_extensions(env: SpecEnv) -> bool:
@@ -261,15 +259,8 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
     setup_commit = resolve_commit(repo, setup_commit)
     fix_deps = dependency_part(fix, spec)
     digest = dependency_digest(repo, commit, spec)
-    if commit != setup_commit and has_compiled_extensions(env):
-        extensions = extension_digest(repo, commit)
-        if extensions != extension_digest(repo, setup_commit):
-            digest = hashlib.sha256(f"{digest}\0{extensions}\0{fix_deps}".encode()).hexdigest()[:12]
-            why = "the compiled extensions' sources differ from the setup commit's"
-            builder.log(f"base commit {commit[:12]}: {why}: deriving an environment built there")
-            return derive(builder, repo, spec, env, commit, digest, why, fix_deps)
     if not fix_deps and (commit == setup_commit or digest == dependency_digest(repo, setup_commit, spec)):
-        return env
+        return _with_extensions(builder, repo, spec, env, setup_commit, commit, digest)
     if fix_deps:
         digest = hashlib.sha256(f"{digest}\0{fix_deps}".encode()).hexdigest()[:12]
         files = ", ".join(touched_files(fix_deps))
@@ -288,9 +279,25 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
         probes.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"missing": missing, "probe": PROBE_VERSION}))
     if not missing:
-        return env
+        return _with_extensions(builder, repo, spec, env, setup_commit, commit, digest)
     builder.log(f"base commit {commit[:12]} needs what {env.key} lacks ({missing}): deriving an environment")
     return derive(builder, repo, spec, env, commit, digest, f"the spec environment lacks: {missing}")
+
+
+def _with_extensions(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, setup_commit: str,
+                     commit: str, digest: str) -> SpecEnv:
+    """``env`` where its dependencies serve the base commit, unless the install built extensions and the base
+    commit's extension sources differ from the setup commit's: then an environment derived at the base commit,
+    whose extensions are built from its own sources (every other derived environment is built there anyway)."""
+    if commit == setup_commit or not has_compiled_extensions(env):
+        return env
+    extensions = extension_digest(repo, commit)
+    if extensions == extension_digest(repo, setup_commit):
+        return env
+    why = "the compiled extensions' sources differ from the setup commit's"
+    builder.log(f"base commit {commit[:12]}: {why}: deriving an environment built there")
+    key = hashlib.sha256(f"{digest}\0{extensions}\0".encode()).hexdigest()[:12]
+    return derive(builder, repo, spec, env, commit, key, why)
 
 
 def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, digest: str,
@@ -345,7 +352,8 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
     if spec.constraints:
         apply_constraints(spec, env_dir, run_env)
     constraints = env.env_dir / "date-constraints.txt"
-    if spec.exclude_newer and constraints.is_file():
+    dated = bool(spec.exclude_newer) and constraints.is_file()
+    if dated:
         run_env["PIP_CONSTRAINT"] = str(constraints)  # holds the spec's own constraints too
     with open(env_dir / "build.log", "w") as log_file:
         log_file.write(f"# derived from {env.key} for base commit {commit}\n")
@@ -354,12 +362,14 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
             if not run("pre_install", command):
                 return result
         if spec.install and not run("install", spec.install):
-            if "PIP_CONSTRAINT" not in run_env or not _constraint_conflict(result.error):
+            if not dated or not _constraint_conflict(result.error):
                 return result
             # the spec environment's date constraints contradict what this commit (or the fix) declares, e.g.
             # a fix that narrows docutils below the pinned version: the harness, which reinstalls after the fix
-            # without constraints, resolves it from the index - so does this retry
+            # without constraints, resolves it from the index - so does this retry (the spec's own stay)
             run_env.pop("PIP_CONSTRAINT")
+            if spec.constraints:
+                apply_constraints(spec, env_dir, run_env)
             result.warnings.append(f"{DATE_BOUND_MISSED}: {_UNCONSTRAINED} of commit {commit[:12]}; installed "
                                    "without them")
             result.failed_step = result.error = ""

@@ -12,6 +12,10 @@ SKIP_DIRS = frozenset({".git", ".tox", ".nox", ".venv", "venv", "env", "node_mod
                        "dist", ".eggs", ".mypy_cache", ".pytest_cache", "site-packages"})
 
 
+#: Sources of compiled extensions (Cython, C, C++, Fortran).
+EXTENSION_SOURCES = (".pyx", ".pxd", ".pxi", ".c", ".h", ".cpp", ".cc", ".cxx", ".hpp", ".f", ".f90")
+
+
 class FileSource(Protocol):
     """What inference needs: the list of files and the text of one file."""
 

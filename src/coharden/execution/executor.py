@@ -317,7 +317,7 @@ class InstanceExecutor:
             first_of[ident] = i
             keys[i] = self.key(source_patch, test, tests if combine else (), first_failure=first_failure)
             cached = self.store.get_verdict(keys[i]) if self.store else None
-            if cached is not None and not _stale_timeout(cached, limit_of[i]):
+            if cached is not None and not _stale_timeout(cached, limit_of[i], self.settings.timeout):
                 results[i] = cached
             else:
                 todo.append(i)
@@ -556,9 +556,14 @@ def _digest(test: TestPatch) -> str:
     return hashlib.sha256((test.patch + "\0" + "\0".join(sorted(test.ids))).encode()).hexdigest()[:16]
 
 
-def _stale_timeout(verdict: Verdict, limit: float) -> bool:
-    """A stored TIMEOUT reached under a smaller time limit (or an unknown one) says nothing about ``limit``."""
-    return verdict.outcome is Outcome.TIMEOUT and (verdict.time_limit is None or verdict.time_limit < limit)
+def _stale_timeout(verdict: Verdict, limit: float, timeout: float) -> bool:
+    """A stored TIMEOUT reached under a smaller time limit (or an unknown one) says nothing about ``limit``; nor
+    does one reached on the wall clock alone when ``limit`` is a scaled one (below ``timeout``), which now bounds
+    CPU time (a TIMEOUT stored before that could have been the machine's load)."""
+    if verdict.outcome is not Outcome.TIMEOUT:
+        return False
+    return (verdict.time_limit is None or verdict.time_limit < limit
+            or (limit < timeout and not verdict.cpu_time_limit))
 
 
 @functools.lru_cache(maxsize=256)

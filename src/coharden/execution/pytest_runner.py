@@ -35,7 +35,7 @@ LOAD_MARGIN = 2.0
 
 
 # a parameter id pytest generated (``unit0``, ``x3``): the stand-in pytest 3 uses for an empty id
-_GENERATED_PARAM = re.compile(r"[A-Za-z_]\w*?\d+\]")
+_GENERATED_PARAM = re.compile(r"[A-Za-z_]\w*?(\d+)\]")
 _COLOUR = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # terminal colours (JUnit writes ESC as "#x1B")
 
 
@@ -86,6 +86,7 @@ class PytestRun:
     junit_present: bool = False
     first_failure: bool = False  # run with -x: ids after the first failure were not run
     cpu_limited: bool = False  # the TIMEOUT came from the CPU-time limit (SIGXCPU), not the wall clock
+    cpu_time_limit: bool = False  # time_limit bounded CPU time (a scaled limit); the wall clock allowed more
 
     @property
     def session_finished(self) -> bool:
@@ -155,8 +156,9 @@ def matching_cases(node_id: str, cases: list[Case]) -> list[Case]:
     of_base = [c for c in cases if case_matches(base, c)]
     name = split_node_id(base)[2] + node_id[len(base):]
     named = [c for c in of_base if (c.name.split() or [""])[0] == name]
-    if not named and name.endswith("[]"):
-        named = [c for c in of_base if _GENERATED_PARAM.fullmatch(c.name.partition("[")[2])]
+    if not named and name.endswith("[]"):  # pytest 3 named the empty parameter <argname><its position>
+        named = [c for n, c in enumerate(of_base)
+                 if (found := _GENERATED_PARAM.fullmatch(c.name.partition("[")[2])) and int(found[1]) == n]
     return named or of_base
 
 
@@ -270,7 +272,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         # a limit scaled from the test's own run (a mutant's, as mutmut scales it) bounds the run's CPU time: a
         # slow run on a loaded machine (two workers, other jobs) is not a TIMEOUT in one run and a PASS in the
         # next; the wall clock, for a test that hangs asleep, allows LOAD_MARGIN times the limit
-        scaled = time_limit is not None and limit < settings.timeout and not settings.cpu_seconds
+        scaled = time_limit is not None and limit < settings.timeout and not settings.cpu_seconds and image is None
         cpu = settings.cpu_seconds or (math.ceil(limit) if scaled else int(limit * 2) + 1)
         wall = min(settings.timeout, limit * LOAD_MARGIN) if scaled else limit
         if image is not None:
@@ -293,11 +295,15 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         cases = parse_junit(junit) if junit.exists() else None
         events = None if in_docker else read_stream(stream)
         present = junit.exists()
-    cpu_out = scaled and not proc.timed_out and proc.returncode in _CPU_EXHAUSTED
+    # RLIMIT_CPU's signal, after at least that much time: a test that exits with the same code (or signals
+    # itself) earlier is not taken for a timeout (one that waits that long before doing so gains nothing)
+    cpu_out = (scaled and not proc.timed_out and proc.returncode in _CPU_EXHAUSTED
+               and proc.duration >= 0.95 * cpu)
     return PytestRun(
         returncode=proc.returncode,
         timed_out=proc.timed_out or cpu_out,
         cpu_limited=cpu_out,
+        cpu_time_limit=scaled,
         duration=proc.duration,
         output=proc.output,
         cases=cases or [],
@@ -377,6 +383,7 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
     verdict = _verdict_for(ids, run, rename or {})
     verdict.isolation = run.isolation
     verdict.time_limit = run.time_limit
+    verdict.cpu_time_limit = run.cpu_time_limit
     return verdict
 
 
@@ -412,9 +419,15 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
     if run.timed_out:
         hung = run.hung_test()
         hung = rename.get(hung, hung) if hung else None
-        kind = "CPU time limit" if run.cpu_limited else "time limit"
-        reason = f"test process exceeded the {kind} ({run.time_limit:g} s) and was killed" \
-            if run.time_limit else f"test process exceeded the {kind} and was killed"
+        if run.cpu_limited:
+            reason = f"test process exceeded the CPU time limit ({run.time_limit:g} s) and was killed"
+        elif run.cpu_time_limit and run.time_limit:
+            reason = (f"test process ran {LOAD_MARGIN:g} x its time limit ({run.time_limit:g} s of CPU time) on the "
+                      "wall clock and was killed")
+        elif run.time_limit:
+            reason = f"test process exceeded the time limit ({run.time_limit:g} s) and was killed"
+        else:
+            reason = "test process exceeded the time limit and was killed"
         if hung:
             reason += f"; running at the limit: {hung}"
         return Verdict(outcome=Outcome.TIMEOUT, reason=reason, **base)

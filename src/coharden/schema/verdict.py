@@ -49,7 +49,10 @@ class Verdict(BaseModel):
     isolation: str = ""
     """How the test process was confined: ``bwrap``, ``netns``, ``guard`` (see coharden.execution.sandbox)."""
     time_limit: float | None = None
-    """The wall-clock limit the process ran under (a TIMEOUT is only reused for a limit no larger)."""
+    """The limit the process ran under (a TIMEOUT is only reused for a limit no larger)."""
+    cpu_time_limit: bool = False
+    """``time_limit`` bounded the process's CPU time (a limit scaled from the test's own run: mutants), the wall
+    clock allowing ``LOAD_MARGIN`` times it; else it was a wall-clock limit."""
     tampering: list[str] = Field(default_factory=list)
     """What the test did that could forge results (conftest.py, pytest hooks, JUnit writes, os._exit)."""
 

@@ -8,7 +8,7 @@ import re
 from coharden.environment.inference.facts import Facts, ini, pytest_config, source_root
 from coharden.environment.inference.tox import read_tox_text
 from coharden.environment.pyversions import normalize_version
-from coharden.environment.sources import FileSource
+from coharden.environment.sources import EXTENSION_SOURCES, FileSource
 
 
 def read_misc(source: FileSource, facts: Facts) -> None:
@@ -34,6 +34,6 @@ def read_misc(source: FileSource, facts: Facts) -> None:
         src_packages = [p for p in files if re.match(r"^src/[^/]+(/__init__\.py|\.py)$", p)]
         if src_packages:
             source_root("src", "layout", "src/ holds the package", facts)
-    if any(p.endswith((".pyx", ".c", ".cpp")) and not p.startswith(("tests/", "docs/")) for p in files):
+    if any(p.endswith(EXTENSION_SOURCES) and not p.startswith(("tests/", "docs/")) for p in files):
         facts.compiled = True
     facts.ini_keys = {k.lower() for k in facts.ini_keys}
