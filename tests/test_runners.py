@@ -122,6 +122,27 @@ def test_log_runners_have_no_network(tmp_path: Path) -> None:
     assert verdict.outcome is Outcome.FAIL
 
 
+def test_a_bare_name_in_two_files_grades_both_of_its_ids(tmp_path: Path) -> None:
+    """sympy's harness names tests bare; ``test_settings`` defined in two files of the test patch resolves to two
+    ids, and both get the status bin/test reports for the name (sympy-14531: the first id had none, so the golden
+    fix looked unresolved)."""
+    repo, _ = make_repo(tmp_path / "repo", {
+        "bin/test": "import sys\nfor f in sys.argv[1:]:\n    if f.endswith('.py'):\n"
+                    "        print(f + '[1]')\n        print('test_settings ok')\n",
+        "pkg/tests/test_a.py": "", "pkg/tests/test_b.py": ""})
+    test_patch = make_patch(repo, {"pkg/tests/test_a.py": "def test_settings():\n    pass\n",
+                                   "pkg/tests/test_b.py": "def test_settings():\n    pass\n"})
+    instance = Instance(instance_id="acme__names-1", repo=str(repo), base_commit="HEAD", test_patch=test_patch,
+                        FAIL_TO_PASS=["test_settings"])
+    settings = Settings(python=sys.executable, runner="sympy", fork_server=False, timeout=60)
+    with InstanceExecutor(instance, repo, settings) as executor:
+        golden = executor.golden_test()
+        assert golden.ids == ["pkg/tests/test_a.py::test_settings", "pkg/tests/test_b.py::test_settings"]
+        verdict = executor.verdict("", golden)
+    assert verdict.passed, verdict.reason
+    assert verdict.tests == {i: [TestStatus.PASSED] for i in golden.ids}
+
+
 SYMPY = Path("/work/repos/sympy__sympy")
 SYMPY_PY = Path("/work/envs/sympy311/bin/python")
 
