@@ -62,3 +62,33 @@ def test_new_operators_end_to_end(tmp_path: Path) -> None:
     caller = next(m for m in graded.mutants if m.mutant.operator is Operator.CALLER_PATCH)
     assert "m/use.py" in caller.mutant.patch
     assert "m/core.py" not in caller.mutant.patch  # the fix itself is reverted
+
+
+BOX = ("from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Box:\n    kind: str\n    n: int\n\n"
+       "    def size(self):\n        return self.n\n")
+BOX_TEST = ("from m.box import Box\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_size():\n    assert Box('a', -1).size() == 1\n    assert Box('b', 2).size() == 2\n"
+            "    assert Box('c', -3).size() == 3\n")
+BOX_LAX = "from m.box import Box\n\n\ndef test_repro():\n    assert Box('a', -1).size() == 1\n"
+
+
+def test_method_inputs_include_the_receiver(tmp_path: Path) -> None:
+    """A method that takes nothing but ``self``: each receiver is an input of its own (one shortcut per
+    bug-revealing instance, not one for every call), and a receiver the test never reached on the buggy code
+    (it stopped at the first assert) is probed there: Box('b', 2) is not bug-revealing, so no shortcut."""
+    repo, commit = make_repo(tmp_path / "m", {**BUGGY, "m/box.py": BOX})
+    inst = Instance(instance_id="m__box", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"m/box.py": BOX.replace("return self.n", "return abs(self.n)")}),
+                    test_patch=make_patch(repo, {"tests/test_m.py": BOX_TEST}))
+    settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
+        golden = ex.golden_test()
+        lax = ex.test_patch(make_patch(repo, {"tests/test_repro.py": BOX_LAX}), name="lax")
+        config = MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None)
+        graded = evaluate(ex, inst.patch, lax, golden, config)
+    shortcuts = sorted(m.mutant.description for m in graded.mutants)
+    assert len(shortcuts) == 2, shortcuts
+    assert "on Box(kind='a', n=-1)" in shortcuts[0] and "on Box(kind='c', n=-3)" in shortcuts[1], shortcuts
+    cells = {m.mutant.description: m.cell.value for m in graded.mutants if m.cell is not None}
+    assert cells[shortcuts[0]] == "beta"  # the lax test pins Box('a', -1) only
+    assert cells[shortcuts[1]] == "delta"

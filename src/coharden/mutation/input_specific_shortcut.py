@@ -54,9 +54,12 @@ def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
     outcome = f"raise {loads_expr(record['value_pickle'])}" if record["kind"] == "raise" \
         else f"return {value or loads_expr(record['value_pickle'])}"
     expected = _literal(record["key"]) or loads_expr(record["args_pickle"])
+    hit = f"{key} == {expected}"
+    if record.get("receiver_pickle"):  # a method: the same instance (or class) too
+        hit = f"({hit}) and {record['receiver']} == {loads_expr(record['receiver_pickle'])}"
     code = (
         "try:\n"
-        f"    _coh_hit = bool({key} == {expected})\n"
+        f"    _coh_hit = bool({hit})\n"
         "except Exception:\n"
         "    _coh_hit = False\n"
         "if _coh_hit:\n"
@@ -82,13 +85,20 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
         if code is None:
             continue
         verb = "raises" if record["kind"] == "raise" else "returns"
+        given = record["key"][:80] + receiver_suffix(record)
         yield RawMutant(
             Operator.INPUT_SPECIFIC_SHORTCUT,
-            f"{record['qualname']}{record['key'][:80]} {verb} {record.get('value_repr', '')[:60]} (buggy otherwise)",
+            f"{record['qualname']}{given} {verb} {record.get('value_repr', '')[:60]} (buggy otherwise)",
             f"{change.path}:{record['qualname']}",
             {**fixed, change.path: code},
-            {"function": record["qualname"], "input": record["key"][:200], "from_test": record.get("from_test", "")},
+            {"function": record["qualname"], "input": (record["key"] + receiver_suffix(record))[:200],
+             "from_test": record.get("from_test", "")},
         )
+
+
+def receiver_suffix(record: dict[str, Any]) -> str:
+    """" on <receiver>" for a method's recorded instance, else ""."""
+    return f" on {record['receiver_key'][:60]}" if record.get("receiver_key") else ""
 
 
 @register

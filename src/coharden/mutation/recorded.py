@@ -42,14 +42,16 @@ def _pickled(value: Any) -> str:
 
 
 def example_record(qualname: str, params: list[str], args: tuple, kind: str, value: Any, *,
-                   path: str = "m.py", self_shape: tuple = ()) -> dict[str, Any]:
+                   path: str = "m.py", self_shape: tuple = (), receiver: Any = None) -> dict[str, Any]:
     """A fixed-code record as the recorder writes it (``args`` without ``self``; ``self_shape`` prepends the
-    shapes of ``self`` for a method)."""
-    every = (*self_shape, *args)
+    shapes of ``self`` for a method; ``receiver`` is a method's recorded ``self``)."""
+    every = (*self_shape, *args) if receiver is None else (receiver, *args)
     rec: dict[str, Any] = {"path": path, "qualname": qualname, "params": params, "key": repr(args),
                            "args_pickle": _pickled(args), "kind": kind, "value_pickle": _pickled(value),
                            "value_repr": repr(value), "type_shape": repr(shape_of(every, "type")),
                            "shape": repr(shape_of(every, "shape"))}
+    if receiver is not None:
+        rec.update(receiver="self", receiver_key=repr(receiver), receiver_pickle=_pickled(receiver))
     if kind == "raise":
         rec["exc_type"] = type(value).__name__
     return rec

@@ -3,11 +3,12 @@ argument -> outcome of chosen functions while tests run, and of up to two callin
 
 Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}].
 Records go to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_pickle", "key",
-"kind": "return"|"raise", "value_pickle", "type_shape", "shape"}; a calling frame of an outermost target call
-(inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "outcome": "return"|"raise", "callee", "depth", "line",
-and the same argument/value fields}. Only outermost calls are recorded (a recursive function records
-the input the test gave it), and only inputs whose key is deterministic: picklable, equal after a pickle
-round trip, and with no memory address in their repr.
+"kind": "return"|"raise", "value_pickle", "type_shape", "shape"}, and for a method "receiver" (``self`` or
+``cls``), "receiver_key" and "receiver_pickle" when the receiver is deterministic. A calling frame of an
+outermost target call (inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "outcome": "return"|"raise",
+"callee", "depth", "line", and the same argument/value fields}. Only outermost calls are recorded (a
+recursive function records the input the test gave it), and only inputs whose key is deterministic: picklable,
+equal after a pickle round trip, and with no memory address in their repr.
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
     except Exception:  # noqa: BLE001 - an odd value has just its type
         return kind
     return kind
+
+
+def _receiver(name, value):  # type: ignore[no-untyped-def]
+    """(``self``/``cls``, repr, pickle) of a method's receiver when deterministic, else None. The receiver is
+    part of a method's input (``Contains(x, S).as_set()`` has no other argument), so calls on different
+    receivers are different inputs. Taken when the call starts, before the method can change it."""
+    det = _deterministic(value)
+    return (name, *det) if det is not None else None
 
 
 def _deterministic(value):  # type: ignore[no-untyped-def]
@@ -99,10 +108,12 @@ class _Recorder:
         flags = code.co_flags
         nargs += bool(flags & 0x04) + bool(flags & 0x08)  # *args, **kwargs
         params = list(code.co_varnames[:nargs])
-        if params and params[0] in ("self", "cls"):
+        first = params[0] if params and params[0] in ("self", "cls") else None
+        if first:
             params = params[1:]
         record = depth == 0 and self.counts.get(key, 0) < _MAX_PER_FUNCTION
         args = tuple(frame.f_locals.get(p) for p in params) if record else None
+        receiver = _receiver(first, frame.f_locals.get(first)) if record and first else None
         shapes = None
         if record:
             every = tuple(frame.f_locals.get(p) for p in code.co_varnames[:nargs])
@@ -122,12 +133,13 @@ class _Recorder:
                     if state["exc"] is not None:
                         self.raised.setdefault(key, set()).add(type(state["exc"]).__name__)
                 if record:
-                    self._emit(key, params, args, state["exc"], arg, shapes)
+                    self._emit(key, params, args, state["exc"], arg, shapes, receiver=receiver)
             return local
 
         return local
 
-    def _emit(self, key, params, args, exc, value, shapes=None, extra=None):  # type: ignore[no-untyped-def]
+    def _emit(self, key, params, args, exc, value, shapes=None, extra=None,  # type: ignore[no-untyped-def]
+              receiver=None):
         det = _deterministic(args)
         if det is None:
             return
@@ -137,13 +149,15 @@ class _Recorder:
             kind, out = "return", _deterministic(value)
         if out is None:
             return
-        ident = (key[1], det[0], kind)
+        ident = (key[1], det[0], receiver[1] if receiver else None, kind)
         if ident in self.seen:
             return
         self.seen.add(ident)
         self.counts[key] = self.counts.get(key, 0) + 1
         rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_pickle": det[1],
                "kind": kind, "value_pickle": out[1], "value_repr": out[0][:200]}
+        if receiver is not None:
+            rec["receiver"], rec["receiver_key"], rec["receiver_pickle"] = receiver
         if exc is not None:
             rec["exc_type"] = type(exc).__name__
         if shapes is not None:
@@ -182,13 +196,14 @@ class _Recorder:
                 nargs = code.co_argcount + code.co_kwonlyargcount
                 nargs += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
                 params = list(code.co_varnames[:nargs])
+                receiver = None
                 if params and params[0] in ("self", "cls"):
-                    params = params[1:]
+                    receiver, params = _receiver(params[0], frame.f_locals.get(params[0])), params[1:]
                 args = tuple(frame.f_locals.get(p) for p in params)
-                frame.f_trace = self._caller_trace(ckey, params, args, where)
+                frame.f_trace = self._caller_trace(ckey, params, args, where, receiver)
             frame = frame.f_back
 
-    def _caller_trace(self, key, params, args, where):  # type: ignore[no-untyped-def]
+    def _caller_trace(self, key, params, args, where, receiver=None):  # type: ignore[no-untyped-def]
         state: dict = {"exc": None}
 
         def local(frame, event, arg):  # type: ignore[no-untyped-def]
@@ -197,7 +212,7 @@ class _Recorder:
             elif event == "line" and state["exc"] is not None:
                 state["exc"] = None
             elif event == "return":
-                self._emit(key, params, args, state["exc"], arg, extra=where)
+                self._emit(key, params, args, state["exc"], arg, extra=where, receiver=receiver)
             return local
 
         return local
@@ -275,8 +290,9 @@ def _probe(path: str) -> None:
         probes = [json.loads(line) for line in handle if line.strip()]
     for probe in probes:
         func = _find_function(probe["file"], probe["qualname"])
-        if func is None or "." in probe["qualname"]:
-            continue  # methods need an instance the key does not hold
+        method = "." in probe["qualname"]
+        if func is None or (method and not (probe.get("receiver_pickle") and inspect.isfunction(func))):
+            continue  # a method needs its recorded instance (a plain method: not a property or classmethod)
         try:
             params = inspect.signature(func).parameters.values()
         except (TypeError, ValueError):
@@ -285,6 +301,8 @@ def _probe(path: str) -> None:
             continue
         try:
             args = pickle.loads(base64.b64decode(probe["args_pickle"]))
+            if method:  # the instance unpickles as this (the probed) code's class
+                args = (pickle.loads(base64.b64decode(probe["receiver_pickle"])), *args)
         except Exception:  # noqa: BLE001
             continue
         try:
@@ -293,8 +311,8 @@ def _probe(path: str) -> None:
             value, kind = exc, "raise"
         out = (_deterministic(value) if kind == "return" else (_deterministic(value) or _exc_payload(value)))
         _RECORDER.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
-                                        "key": probe["key"], "outcome": kind,
-                                        "value_pickle": out[1] if out else None}) + "\n")
+                                        "key": probe["key"], "receiver_key": probe.get("receiver_key"),
+                                        "outcome": kind, "value_pickle": out[1] if out else None}) + "\n")
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]

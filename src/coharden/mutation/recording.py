@@ -96,9 +96,10 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         }
         if probes:
             probe_file = plugin_dir / "probes.jsonl"
-            probe_file.write_text("".join(json.dumps({"file": str(root / r["path"]), "qualname": r["qualname"],
-                                                      "key": r["key"], "args_pickle": r["args_pickle"]}) + "\n"
-                                          for r in probes))
+            probe_file.write_text("".join(json.dumps({
+                "file": str(root / r["path"]), "qualname": r["qualname"], "key": r["key"],
+                "args_pickle": r["args_pickle"], "receiver_key": r.get("receiver_key"),
+                "receiver_pickle": r.get("receiver_pickle")}) + "\n" for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
         out.unlink(missing_ok=True)  # never read a file an earlier run left
@@ -118,19 +119,22 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         shutil.rmtree(plugin_dir, ignore_errors=True)
 
 
+def input_ident(record: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """A recorded input: the function, its arguments and, for a method, its receiver (when deterministic)."""
+    return record["qualname"], record.get("key"), record.get("receiver_key")
+
+
 def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
     a shortcut for an input the bug does not affect would only be the buggy function again."""
-    on_buggy = {(r["qualname"], r["key"]): (r["kind"], r["value_pickle"]) for r in buggy
-                if r["kind"] in ("return", "raise")}
-    on_buggy.update({(r["qualname"], r["key"]): (r["outcome"], r["value_pickle"]) for r in buggy
-                     if r["kind"] == "probe"})
-    seen: set[tuple[str, str]] = set()
+    on_buggy = {input_ident(r): (r["kind"], r["value_pickle"]) for r in buggy if r["kind"] in ("return", "raise")}
+    on_buggy.update({input_ident(r): (r["outcome"], r["value_pickle"]) for r in buggy if r["kind"] == "probe"})
+    seen: set[tuple[str, str | None, str | None]] = set()
     kept = []
     for rec in fixed:
         if rec["kind"] not in ("return", "raise"):
             continue
-        ident = (rec["qualname"], rec["key"])
+        ident = input_ident(rec)
         if ident in seen or on_buggy.get(ident) == (rec["kind"], rec["value_pickle"]):
             continue
         seen.add(ident)
@@ -168,22 +172,20 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
     """Caller records (``kind == "caller"``) of the fixed run whose own outcome differs on the buggy code (or
     whose input was not seen there): the frames where repairing the symptom would make the test pass. Frames
     outside the repository are kept (``path`` None) so the operator can count them as skipped."""
-    on_buggy = {(r["qualname"], r["key"]): (r["outcome"], r["value_pickle"]) for r in buggy
+    on_buggy = {input_ident(r): (r["outcome"], r["value_pickle"]) for r in buggy
                 if r["kind"] == "caller" and r.get("key") is not None}
-    buggy_exc = {(r["qualname"], r["key"]): r.get("exc_type") for r in buggy if r["kind"] == "caller"}
+    buggy_exc = {input_ident(r): r.get("exc_type") for r in buggy if r["kind"] == "caller"}
     seen: set[tuple[Any, ...]] = set()
     kept = []
     for rec in fixed:
         if rec["kind"] != "caller":
             continue
-        ident = (rec.get("path"), rec["qualname"], rec.get("key"))
+        ident = (rec.get("path"), *input_ident(rec))
         if ident in seen:
             continue
         seen.add(ident)
-        if rec.get("path") is not None and on_buggy.get((rec["qualname"], rec["key"])) == (
-                rec["outcome"], rec["value_pickle"]):
+        if rec.get("path") is not None and on_buggy.get(input_ident(rec)) == (rec["outcome"], rec["value_pickle"]):
             continue
-        ident2 = (rec["qualname"], rec.get("key"))
-        kept.append({**rec, "buggy_outcome": (on_buggy.get(ident2) or (None, None))[0],
-                     "buggy_exc_type": buggy_exc.get(ident2)})
+        kept.append({**rec, "buggy_outcome": (on_buggy.get(input_ident(rec)) or (None, None))[0],
+                     "buggy_exc_type": buggy_exc.get(input_ident(rec))})
     return kept
