@@ -194,6 +194,23 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
     assert any(sample(s) != sample(1) for s in range(2, 6))
 
 
+def test_budget_draws_from_each_recording_test_in_turn() -> None:
+    """Mutants built from recorded inputs are drawn from each test's inputs in turn: four inputs of one test and
+    one of another, three places, always keep the second test's one (a uniform draw misses it 2 times in 5)."""
+    from coharden.mutation.candidates import RawMutant
+
+    ctx = _ctx()
+    raw = [RawMutant(Operator.INPUT_SPECIFIC_SHORTCUT, f"{src} {i}", "x",
+                     {"pkg/clamp.py": FIXED + f"\nVALUE_{src}_{i} = {i}\n"}, {"from_test": src})
+           for src, n in (("golden", 4), ("lax", 1)) for i in range(n)]
+    for seed in range(8):
+        pool = Pool()
+        admit(ctx, raw, pool, {Operator.INPUT_SPECIFIC_SHORTCUT: 3}, seed=seed)
+        kept = [m.description for m in pool.mutants]
+        assert len(kept) == 3 and "lax 0" in kept, kept
+    assert pool.summary()["dropped"]["input_specific_shortcut"] == {"over_budget": 2}
+
+
 # --- preferring mutants of code the tests run ----------------------------------------------------------------
 
 TWO_OLD = textwrap.dedent("""\

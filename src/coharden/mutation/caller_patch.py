@@ -93,7 +93,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
                     else f"fix reverted; {where} catches {record['buggy_exc_type']}")
             yield RawMutant(OP, text[:160], f"{path}:{record['qualname']}", {path: code},
                             {"kind": kind, "function": record["qualname"], "callee": record.get("callee", ""),
-                             "depth": record.get("depth"), "input": given[:200]}, originals=originals)
+                             "depth": record.get("depth"), "input": given[:200],
+                             "from_test": record.get("from_test", "")}, originals=originals)
 
 
 @register

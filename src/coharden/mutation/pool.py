@@ -151,7 +151,8 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
           seed: int, prefer: Callable[[dict[str, str]], bool] | None = None) -> None:
     """Admit ``raw`` through the filter, then sample at most ``budget[op]`` per operator (seeded). With
     ``prefer``, an operator's over-budget sample is drawn first from the mutants ``prefer`` accepts (files ->
-    bool) and filled up from the rest."""
+    bool) and filled up from the rest. Mutants that name the test whose recorded input they use
+    (``meta["from_test"]``) are drawn from each such test in turn."""
     base = {c.path: c.old for c in ctx.files}
     per_operator: dict[Operator, list[tuple[tuple[str, RawMutant, dict[str, str], dict[str, str]], Key]]] = {}
     preferred_of: dict[Operator, list[bool]] = {}
@@ -178,14 +179,12 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if limit is not None and len(mutants) > limit:
-            if prefer is None:
-                chosen = sorted(rng.sample(range(len(mutants)), limit))
-            else:
-                flags = preferred_of[operator]
-                first = [i for i, ok in enumerate(flags) if ok]
-                rest = [i for i, ok in enumerate(flags) if not ok]
-                chosen = rng.sample(first, min(limit, len(first)))
-                chosen = sorted(chosen + rng.sample(rest, limit - len(chosen)))
+            flags = preferred_of[operator]
+            tiers = [list(range(len(mutants)))] if prefer is None else \
+                [[i for i, ok in enumerate(flags) if ok], [i for i, ok in enumerate(flags) if not ok]]
+            sources = [str(c.meta.get("from_test", "")) for (_, c, _, _), _ in mutants]
+            chosen = sorted(_stratified(rng, tiers, sources, limit) if len(set(sources)) > 1
+                            else _uniform(rng, tiers, limit))
             pool.dropped[(operator.value, "over_budget")] += len(mutants) - limit
             mutants = [mutants[i] for i in chosen]
         # the patch (a diff of every file of the fix) is made only for the mutants kept
@@ -194,6 +193,30 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
                                 meta=c.meta)
                          for (ident, c, files, bases), _ in mutants]
         pool.keys.update(k for _, k in mutants)
+
+
+def _uniform(rng: random.Random, tiers: list[list[int]], limit: int) -> list[int]:
+    """``limit`` indices drawn uniformly, the first tier first."""
+    chosen: list[int] = []
+    for tier in tiers:
+        chosen += rng.sample(tier, min(limit - len(chosen), len(tier)))
+    return chosen
+
+
+def _stratified(rng: random.Random, tiers: list[list[int]], sources: list[str], limit: int) -> list[int]:
+    """``limit`` indices drawn in turn from each source test's mutants (each source's order shuffled), the
+    first tier first. Mutants built from recorded inputs carry the test that recorded them; a uniform draw
+    over-represents whichever test ran the most inputs (sympy-23950: four golden-test inputs and the lax
+    test's one, three places), so the pool would favour that test, where MPE compares both."""
+    chosen: list[int] = []
+    for tier in tiers:
+        groups = {src: rng.sample(members, len(members)) for src in sorted({sources[i] for i in tier})
+                  if (members := [i for i in tier if sources[i] == src])}
+        while len(chosen) < limit and any(groups.values()):
+            for members in groups.values():
+                if members and len(chosen) < limit:
+                    chosen.append(members.pop(0))
+    return chosen
 
 
 def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
