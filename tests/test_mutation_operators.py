@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import pickle
 import textwrap
 from typing import Any
@@ -192,6 +193,14 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
     assert sample(1) == sample(1)
     assert len(sample(1)) == 2
     assert any(sample(s) != sample(1) for s in range(2, 6))
+    # each operator draws on its own: another operator's candidates (and budget) do not change its sample
+    alone = Pool()
+    admit(ctx, [r for r in raw if r.operator is Operator.BEHAVIOR_SUBSTITUTION], alone,
+          {Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=1)
+    with_others = Pool()
+    admit(ctx, raw, with_others, {Operator.BEHAVIOR_SUBSTITUTION: 2, Operator.INCOMPLETE_FIX: 1}, seed=1)
+    assert [m.patch for m in alone.mutants] == [m.patch for m in with_others.mutants
+                                                if m.operator is Operator.BEHAVIOR_SUBSTITUTION]
 
 
 def test_budget_draws_from_each_recording_test_in_turn() -> None:
@@ -275,3 +284,43 @@ def test_admit_samples_exercised_mutants_first() -> None:
     plain = Pool()
     admit(ctx, raw, plain, {Operator.INCOMPLETE_FIX: 1}, 0)
     assert "unexercised_candidates" not in plain.summary()  # the default output is unchanged
+
+
+# --- method receivers in the input recorder ------------------------------------------------------------------
+
+class _Lazy:
+    """Compared by identity, with side effects when printed or pickled (as a Django QuerySet fetches its rows)."""
+
+    touched = 0
+
+    def __repr__(self) -> str:
+        _Lazy.touched += 1
+        return "<lazy>"
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        _Lazy.touched += 1
+        return (_Lazy, ())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Value:
+    n: int
+    pickled = 0  # a class attribute, not a field
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        _Value.pickled += 1
+        return (_Value, (self.n,))
+
+
+def test_receiver_snapshot_skips_identity_objects_and_pickles_once() -> None:
+    from coharden.mutation import recorder_plugin
+
+    memo: dict = {}
+    assert recorder_plugin._receiver("self", _Lazy(), memo) is None
+    assert _Lazy.touched == 0  # neither printed nor pickled: it could never equal its copy
+    _Value.pickled = 0
+    first = recorder_plugin._receiver("self", _Value(1), memo)
+    assert first is not None and first[:2] == ("self", "_Value(n=1)")
+    assert recorder_plugin._receiver("self", _Value(1), memo) == first
+    assert _Value.pickled == 1  # a repeated receiver is pickled once
+    assert recorder_plugin._receiver("cls", _Value, memo)[:2] == ("cls", repr(_Value))  # a class: by reference

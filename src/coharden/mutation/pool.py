@@ -174,11 +174,11 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         preferred.append(prefer is None or prefer(files))
     if prefer is not None:
         pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
-    rng = random.Random(seed)
     for operator in (op for op in MECHANICAL_OPERATORS if op in per_operator):
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if limit is not None and len(mutants) > limit:
+            rng = random.Random(f"{seed}:{operator.value}")  # each operator's draw independent of the others'
             flags = preferred_of[operator]
             tiers = [list(range(len(mutants)))] if prefer is None else \
                 [[i for i, ok in enumerate(flags) if ok], [i for i, ok in enumerate(flags) if not ok]]
@@ -210,7 +210,9 @@ def _stratified(rng: random.Random, tiers: list[list[int]], sources: list[str], 
     test's one, three places), so the pool would favour that test, where MPE compares both."""
     chosen: list[int] = []
     for tier in tiers:
-        groups = {src: rng.sample(members, len(members)) for src in sorted({sources[i] for i in tier})
+        names = sorted({sources[i] for i in tier})
+        turns = rng.sample(names, len(names))  # who goes first, so a leftover place favours no name
+        groups = {src: rng.sample(members, len(members)) for src in turns
                   if (members := [i for i in tier if sources[i] == src])}
         while len(chosen) < limit and any(groups.values()):
             for members in groups.values():

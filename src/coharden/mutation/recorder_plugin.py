@@ -4,7 +4,8 @@ argument -> outcome of chosen functions while tests run, and of up to two callin
 Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}].
 Records go to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_pickle", "key",
 "kind": "return"|"raise", "value_pickle", "type_shape", "shape"}, and for a method "receiver" (``self`` or
-``cls``), "receiver_key" and "receiver_pickle" when the receiver is deterministic. A calling frame of an
+``cls``), "receiver_key" and "receiver_pickle" when the receiver is deterministic (a target's own call
+only, never a caller's: a calling frame's instance may have changed by then). A calling frame of an
 outermost target call (inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "outcome": "return"|"raise",
 "callee", "depth", "line", and the same argument/value fields}. Only outermost calls are recorded (a
 recursive function records the input the test gave it), and only inputs whose key is deterministic: picklable,
@@ -24,6 +25,7 @@ import pytest
 
 _MAX_PER_FUNCTION = 200
 _CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
+_MAX_RECEIVERS = 2000  # distinct method receivers pickled per session
 
 
 def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
@@ -52,12 +54,24 @@ def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
     return kind
 
 
-def _receiver(name, value):  # type: ignore[no-untyped-def]
+def _receiver(name, value, memo):  # type: ignore[no-untyped-def]
     """(``self``/``cls``, repr, pickle) of a method's receiver when deterministic, else None. The receiver is
     part of a method's input (``Contains(x, S).as_set()`` has no other argument), so calls on different
-    receivers are different inputs. Taken when the call starts, before the method can change it."""
-    det = _deterministic(value)
-    return (name, *det) if det is not None else None
+    receivers are different inputs. Taken when the call starts, before the method can change it.
+
+    An instance compared by identity (no ``__eq__`` of its own: a Django QuerySet, an application object) can
+    never equal its pickled copy, so it is skipped before ``repr`` or ``pickle`` run: pickling some of them has
+    side effects (a QuerySet fetches its rows). ``memo`` (repr -> result) pickles a repeated receiver once."""
+    if not isinstance(value, type) and type(value).__eq__ is object.__eq__:
+        return None
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - an odd receiver is not recorded
+        return None
+    if text not in memo:
+        det = _deterministic(value) if len(memo) < _MAX_RECEIVERS else None
+        memo[text] = (name, *det) if det is not None and det[0] == text else None
+    return memo[text]
 
 
 def _deterministic(value):  # type: ignore[no-untyped-def]
@@ -81,7 +95,8 @@ class _Recorder:
         self.depth: dict[tuple[str, str], int] = {}
         self.pending: dict[int, tuple] = {}
         self.counts: dict[tuple[str, str], int] = {}
-        self.seen: set[tuple[str, str, str]] = set()  # (qualname or "outside", key or path, kind or name)
+        self.seen: set[tuple] = set()  # (qualname, key, receiver repr, kind) or ("outside", path, name)
+        self.receivers: dict[str, tuple | None] = {}  # receiver repr -> what _receiver returns
         self.calls: dict[tuple[str, str], int] = {}
         self.raised: dict[tuple[str, str], set[str]] = {}
         root = os.environ.get("COHARDEN_RECORD_ROOT")
@@ -113,7 +128,7 @@ class _Recorder:
             params = params[1:]
         record = depth == 0 and self.counts.get(key, 0) < _MAX_PER_FUNCTION
         args = tuple(frame.f_locals.get(p) for p in params) if record else None
-        receiver = _receiver(first, frame.f_locals.get(first)) if record and first else None
+        receiver = _receiver(first, frame.f_locals.get(first), self.receivers) if record and first else None
         shapes = None
         if record:
             every = tuple(frame.f_locals.get(p) for p in code.co_varnames[:nargs])
@@ -196,14 +211,14 @@ class _Recorder:
                 nargs = code.co_argcount + code.co_kwonlyargcount
                 nargs += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
                 params = list(code.co_varnames[:nargs])
-                receiver = None
                 if params and params[0] in ("self", "cls"):
-                    receiver, params = _receiver(params[0], frame.f_locals.get(params[0])), params[1:]
+                    # no receiver: this frame started before the target's call and may have changed it since
+                    params = params[1:]
                 args = tuple(frame.f_locals.get(p) for p in params)
-                frame.f_trace = self._caller_trace(ckey, params, args, where, receiver)
+                frame.f_trace = self._caller_trace(ckey, params, args, where)
             frame = frame.f_back
 
-    def _caller_trace(self, key, params, args, where, receiver=None):  # type: ignore[no-untyped-def]
+    def _caller_trace(self, key, params, args, where):  # type: ignore[no-untyped-def]
         state: dict = {"exc": None}
 
         def local(frame, event, arg):  # type: ignore[no-untyped-def]
@@ -212,7 +227,7 @@ class _Recorder:
             elif event == "line" and state["exc"] is not None:
                 state["exc"] = None
             elif event == "return":
-                self._emit(key, params, args, state["exc"], arg, extra=where, receiver=receiver)
+                self._emit(key, params, args, state["exc"], arg, extra=where)
             return local
 
         return local
