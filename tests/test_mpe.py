@@ -199,6 +199,42 @@ def test_parallel_workers_agree_with_serial(project: dict[str, str], tmp_path: P
     assert cells[0] == cells[1]
 
 
+def test_pool_makes_executors_side_by_side(project: dict[str, str], tmp_path: Path) -> None:
+    """Two workers leasing at once make their executors (checkouts) at the same time, not one after the other
+    under the pool's lock: each make waits at a barrier for the other and would time out if serialised."""
+    import threading
+
+    settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=2)
+    barrier = threading.Barrier(2, timeout=20)
+
+    def factory() -> InstanceExecutor:
+        ex = InstanceExecutor(_instance(project), Path(project["repo"]), settings, None)
+        barrier.wait()
+        return ex
+
+    leased: list[InstanceExecutor] = []
+    errors: list[BaseException] = []
+
+    def lease(pool: ExecutorPool) -> None:
+        try:
+            with pool.lease() as ex:
+                leased.append(ex)
+                barrier.wait()  # both held at once: two different executors
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with ExecutorPool(factory, 2) as pool:
+        threads = [threading.Thread(target=lease, args=(pool,)) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        assert len(pool.executors) == 2 and leased[0] is not leased[1]
+        with pytest.raises(RuntimeError, match="in use"), pool.lease(), pool.lease(), pool.lease():
+            pass
+
+
 def test_bad_inputs_get_clear_errors(executor: InstanceExecutor, project: dict[str, str]) -> None:
     golden = executor.golden_test()
     with pytest.raises(MPEError, match="empty"):

@@ -25,6 +25,7 @@ class ExecutorPool:
         self.executors: list[InstanceExecutor] = list(executors)
         self._free = list(executors)
         self._lock = threading.Lock()
+        self._making = 0  # executors being made (outside the lock)
 
     def __enter__(self) -> ExecutorPool:
         return self
@@ -36,13 +37,24 @@ class ExecutorPool:
     def lease(self) -> Iterator[InstanceExecutor]:
         """A free executor for the duration of the block (made when none is free and the pool is not full)."""
         with self._lock:
+            made = None
             if self._free:
                 executor = self._free.pop()
-            elif self._make is not None and len(self.executors) < self.size:
-                executor = self._make()
-                self.executors.append(executor)
+            elif self._make is not None and len(self.executors) + self._making < self.size:
+                self._making += 1
+                made = self._make
             else:
                 raise RuntimeError(f"all {len(self.executors)} executors of the pool are in use")
+        if made is not None:  # made outside the lock: two workers set up their checkouts side by side
+            try:
+                executor = made()
+            except BaseException:
+                with self._lock:
+                    self._making -= 1
+                raise
+            with self._lock:
+                self._making -= 1
+                self.executors.append(executor)
         try:
             yield executor
         finally:
