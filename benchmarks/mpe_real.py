@@ -81,11 +81,10 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     """One instance on ``study``'s checkouts: environment, optional bare run, MPE; seconds per phase."""
     out: dict[str, Any] = {}
     mark = time.monotonic()
-    team = study.team(inst)
-    for ex in team.executors:
-        ex.workspace_root()
-    out["environment"] = time.monotonic() - mark
+    team = study.team(inst)  # the other checkouts open and warm up in the background (ExecutorPool.warm)
     ex = team.executors[0]
+    ex.workspace_root()
+    out["environment"] = time.monotonic() - mark
     golden = ex.golden_test()
     fix = check_fix(inst.patch, study.settings.test_patterns)
     if with_bare:

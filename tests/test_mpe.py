@@ -235,6 +235,24 @@ def test_pool_makes_executors_side_by_side(project: dict[str, str], tmp_path: Pa
             pass
 
 
+def test_pool_warms_executors_before_lending_them(project: dict[str, str], tmp_path: Path) -> None:
+    """An executor warming up (workspace opened, fork server started) is lent only once its warm-up ended, and
+    its verdicts are those of a cold one."""
+    settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=2)
+    inst = _instance(project)
+    cold, warm = (InstanceExecutor(inst, Path(project["repo"]), settings, None) for _ in range(2))
+    with ExecutorPool(executors=[cold, warm]) as pool:
+        pool.warm(InstanceExecutor.warm_up, [warm])
+        leased = []
+        with pool.lease() as first, pool.lease() as second:
+            leased = [first, second]
+            assert warm.workspace.path is not None  # opened by the warm-up before it was lent
+            golden = [ex.golden_test() for ex in leased]
+            verdicts = [ex.verdict(project["fix"], test).outcome for ex, test in zip(leased, golden, strict=True)]
+        assert set(map(id, leased)) == {id(cold), id(warm)}
+        assert verdicts[0] == verdicts[1]
+
+
 def test_bad_inputs_get_clear_errors(executor: InstanceExecutor, project: dict[str, str]) -> None:
     golden = executor.golden_test()
     with pytest.raises(MPEError, match="empty"):

@@ -212,6 +212,14 @@ class InstanceExecutor:
                 self._server = None
         return self._server
 
+    def warm_up(self) -> None:
+        """Open the workspace and start (and prime) the fork server now, ahead of the first run: a second
+        worker does this while the first runs a single test process, instead of on the F->P checks' clock."""
+        self._root()
+        self.workspace.reset()
+        if self._fork_server() is not None:
+            self._prime_warm()
+
     def shared_dir(self) -> Path | None:
         """A directory for files coharden hands to instrumented runs (:meth:`run_raw` ``readable``): visible
         read-only to the warm server's runs, so they need no fresh process. None without a fork server."""

@@ -26,6 +26,7 @@ class ExecutorPool:
         self._free = list(executors)
         self._lock = threading.Lock()
         self._making = 0  # executors being made (outside the lock)
+        self._warming: dict[int, threading.Thread] = {}  # id(executor) -> its warm-up, joined by lease()
 
     def __enter__(self) -> ExecutorPool:
         return self
@@ -55,13 +56,34 @@ class ExecutorPool:
             with self._lock:
                 self._making -= 1
                 self.executors.append(executor)
+        warming = self._warming.pop(id(executor), None)
+        if warming is not None:  # never lent while its warm-up still uses it
+            warming.join()
         try:
             yield executor
         finally:
             with self._lock:
                 self._free.append(executor)
 
+    def warm(self, task: Callable[[InstanceExecutor], object], executors: Sequence[InstanceExecutor]) -> None:
+        """Run ``task`` (e.g. :meth:`InstanceExecutor.warm_up`) on each of ``executors`` (free ones of this
+        pool) in a background thread; :meth:`lease` waits for it before lending that executor. Best effort:
+        a failed warm-up is ignored (the executor's first real run meets the same error and reports it)."""
+        def run(executor: InstanceExecutor) -> None:
+            try:
+                task(executor)
+            except Exception:  # noqa: BLE001, S110 - best effort, see above
+                pass
+
+        for executor in executors:
+            thread = threading.Thread(target=run, args=(executor,), name="executor-warm-up", daemon=True)
+            self._warming[id(executor)] = thread
+            thread.start()
+
     def close(self) -> None:
+        for thread in list(self._warming.values()):
+            thread.join()
+        self._warming.clear()
         for executor in self.executors:
             executor.close()
         self.executors.clear()

@@ -158,6 +158,8 @@ class RealBugsStudy:
             bytecode.python = settings.python
         team = ExecutorPool(executors=[InstanceExecutor(instance, repo, settings, self.store, checkout=checkout)
                                        for checkout in self._checkouts])
+        # the other workers start their fork servers while the first runs the instance's own steps
+        team.warm(InstanceExecutor.warm_up, team.executors[1:])
         self._team = (instance.instance_id, team)
         return team
 
