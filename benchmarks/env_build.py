@@ -31,14 +31,14 @@ from coharden.config import Settings
 from coharden.environment.specbuild import SpecBuilder
 from coharden.environment.specs import SpecTable, repo_slug
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.testids import runnable_ids
+from coharden.execution.testids import harness_ids, runnable_id
 from coharden.instances import load_records
 from coharden.schema.instance import Instance
 
 
 def bare_run(instance: Instance, repo: Path, python: str, test_env: dict[str, str], overlay: Path | None) -> float:
     """Seconds for buggy + fixed runs of the F2P ids by hand: checkout, git apply, pytest (pytest repos only)."""
-    ids = runnable_ids(instance.FAIL_TO_PASS)
+    ids = list(dict.fromkeys(runnable_id(i) for i in harness_ids(instance.FAIL_TO_PASS)))  # as pytest selects
     with tempfile.TemporaryDirectory(prefix="bare-") as tmp:
         work = Path(tmp) / "repo"
         subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo), str(work)], check=True)
@@ -93,7 +93,7 @@ def main() -> None:
                       f"build failed ({built.failed_step})")
                 continue
             settings = warm_env.settings(Settings(cache_dir=cache, timeout=1800))
-            f2p = runnable_ids(inst.FAIL_TO_PASS)
+            f2p = harness_ids(inst.FAIL_TO_PASS)  # the executor selects and grades them as the harness does
             started = time.monotonic()
             with InstanceExecutor(inst, repo, settings) as executor:
                 golden = executor.test_patch(inst.test_patch, name="golden", ids=f2p)
