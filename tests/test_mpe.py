@@ -230,7 +230,8 @@ def test_pool_makes_executors_side_by_side(project: dict[str, str], tmp_path: Pa
         for thread in threads:
             thread.join()
         assert not errors, errors
-        assert len(pool.executors) == 2 and leased[0] is not leased[1]
+        assert len(pool.executors) == 2
+        assert leased[0] is not leased[1]
         with pytest.raises(RuntimeError, match="in use"), pool.lease(), pool.lease(), pool.lease():
             pass
 

@@ -216,7 +216,8 @@ def test_budget_draws_from_each_recording_test_in_turn() -> None:
         pool = Pool()
         admit(ctx, raw, pool, {Operator.INPUT_SPECIFIC_SHORTCUT: 3}, seed=seed)
         kept = [m.description for m in pool.mutants]
-        assert len(kept) == 3 and "lax 0" in kept, kept
+        assert len(kept) == 3, kept
+        assert "lax 0" in kept, kept
     assert pool.summary()["dropped"]["input_specific_shortcut"] == {"over_budget": 2}
 
 
@@ -320,7 +321,8 @@ def test_receiver_snapshot_skips_identity_objects_and_pickles_once() -> None:
     assert _Lazy.touched == 0  # neither printed nor pickled: it could never equal its copy
     _Value.pickled = 0
     first = recorder_plugin._receiver("self", _Value(1), memo)
-    assert first is not None and first[:2] == ("self", "_Value(n=1)")
+    assert first is not None
+    assert first[:2] == ("self", "_Value(n=1)")
     assert recorder_plugin._receiver("self", _Value(1), memo) == first
     assert _Value.pickled == 1  # a repeated receiver is pickled once
     assert recorder_plugin._receiver("cls", _Value, memo)[:2] == ("cls", repr(_Value))  # a class: by reference

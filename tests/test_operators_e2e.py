@@ -88,7 +88,8 @@ def test_method_inputs_include_the_receiver(tmp_path: Path) -> None:
         graded = evaluate(ex, inst.patch, lax, golden, config)
     shortcuts = sorted(m.mutant.description for m in graded.mutants)
     assert len(shortcuts) == 2, shortcuts
-    assert "on Box(kind='a', n=-1)" in shortcuts[0] and "on Box(kind='c', n=-3)" in shortcuts[1], shortcuts
+    assert "on Box(kind='a', n=-1)" in shortcuts[0], shortcuts
+    assert "on Box(kind='c', n=-3)" in shortcuts[1], shortcuts
     cells = {m.mutant.description: m.cell.value for m in graded.mutants if m.cell is not None}
     assert cells[shortcuts[0]] == "beta"  # the lax test pins Box('a', -1) only
     assert cells[shortcuts[1]] == "delta"

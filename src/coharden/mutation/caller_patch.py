@@ -27,7 +27,7 @@ import libcst as cst
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import parses
 from coharden.mutation.funcwrap import rewrite_function
-from coharden.mutation.input_specific_shortcut import loads_expr, receiver_suffix, shortcut_rewrite
+from coharden.mutation.input_specific_shortcut import loads_expr, shortcut_rewrite
 from coharden.mutation.recorded import example_caller
 from coharden.mutation.recording import revealing_callers
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
@@ -88,8 +88,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             if code is None:
                 inputs.skip(OP, "caller_not_found")
                 break
-            given = record["key"] + receiver_suffix(record)
-            text = (f"fix reverted; {where} returns its fixed result for {given[:100]}" if kind == "shortcut"
+            given = record["key"]  # a caller's receiver is not recorded (its frame may have changed it)
+            text = (f"fix reverted; {where} returns its fixed result for {given[:60]}" if kind == "shortcut"
                     else f"fix reverted; {where} catches {record['buggy_exc_type']}")
             yield RawMutant(OP, text[:160], f"{path}:{record['qualname']}", {path: code},
                             {"kind": kind, "function": record["qualname"], "callee": record.get("callee", ""),
