@@ -254,6 +254,44 @@ def test_pool_warms_executors_before_lending_them(project: dict[str, str], tmp_p
         assert verdicts[0] == verdicts[1]
 
 
+def test_pool_lends_a_warming_executor_only_after_its_warm_up(project: dict[str, str], tmp_path: Path) -> None:
+    """lease() waits for the executor's warm-up to end (the order is checked, not a duration), and a warm-up
+    that failed is raised by the lease that wanted the executor, once; the executor stays in the pool."""
+    import threading
+
+    settings = Settings(timeout=60, cache_dir=tmp_path / "c")
+    executor = InstanceExecutor(_instance(project), Path(project["repo"]), settings, None)
+    started, release, order = threading.Event(), threading.Event(), []
+
+    def slow(ex: InstanceExecutor) -> None:
+        started.set()
+        release.wait(20)
+        order.append("warmed")
+
+    def lease(pool: ExecutorPool) -> None:
+        with pool.lease():
+            order.append("leased")
+
+    with ExecutorPool(executors=[executor]) as pool:
+        pool.warm(slow, [executor])
+        started.wait(20)
+        lessee = threading.Thread(target=lease, args=(pool,))
+        lessee.start()
+        lessee.join(0.5)  # a lease that did not wait would be done by now
+        release.set()
+        lessee.join()
+        assert order == ["warmed", "leased"]
+
+        def broken(ex: InstanceExecutor) -> None:
+            raise OSError("no checkout")
+
+        pool.warm(broken, [executor])
+        with pytest.raises(OSError, match="no checkout"), pool.lease():
+            pass
+        with pool.lease() as again:  # raised once; the executor was not lost
+            assert again is executor
+
+
 def test_bad_inputs_get_clear_errors(executor: InstanceExecutor, project: dict[str, str]) -> None:
     golden = executor.golden_test()
     with pytest.raises(MPEError, match="empty"):

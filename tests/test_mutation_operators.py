@@ -326,3 +326,21 @@ def test_receiver_snapshot_skips_identity_objects_and_pickles_once() -> None:
     assert recorder_plugin._receiver("self", _Value(1), memo) == first
     assert _Value.pickled == 1  # a repeated receiver is pickled once
     assert recorder_plugin._receiver("cls", _Value, memo)[:2] == ("cls", repr(_Value))  # a class: by reference
+
+
+def test_shortcut_compares_a_receiver_only_under_its_own_name() -> None:
+    """The receiver's name goes into the mutant's code and the records file is in the worktree (a test may
+    rewrite it): only ``self`` / ``cls`` are used."""
+    import libcst as cst
+
+    from coharden.mutation.recorded import example_record
+
+    record = example_record("Box.size", [], (), "return", 1, receiver=_Value(1))
+
+    def code(rec: dict) -> str:
+        return cst.Module(body=input_specific_shortcut.shortcut_rewrite(rec)([])).code
+
+    assert "self ==" in code(record)
+    forged = code({**record, "receiver": "__import__('os').system('x') or self"})
+    assert "__import__('os')" not in forged
+    assert "self ==" not in forged

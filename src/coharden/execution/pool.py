@@ -27,6 +27,7 @@ class ExecutorPool:
         self._lock = threading.Lock()
         self._making = 0  # executors being made (outside the lock)
         self._warming: dict[int, threading.Thread] = {}  # id(executor) -> its warm-up, joined by lease()
+        self._warm_errors: dict[int, BaseException] = {}  # id(executor) -> why its warm-up failed
 
     def __enter__(self) -> ExecutorPool:
         return self
@@ -59,6 +60,11 @@ class ExecutorPool:
         warming = self._warming.pop(id(executor), None)
         if warming is not None:  # never lent while its warm-up still uses it
             warming.join()
+            error = self._warm_errors.pop(id(executor), None)
+            if error is not None:  # the lessee hears it, as it would have from its own first run
+                with self._lock:
+                    self._free.append(executor)
+                raise error
         try:
             yield executor
         finally:
@@ -67,13 +73,13 @@ class ExecutorPool:
 
     def warm(self, task: Callable[[InstanceExecutor], object], executors: Sequence[InstanceExecutor]) -> None:
         """Run ``task`` (e.g. :meth:`InstanceExecutor.warm_up`) on each of ``executors`` (free ones of this
-        pool) in a background thread; :meth:`lease` waits for it before lending that executor. Best effort:
-        a failed warm-up is ignored (the executor's first real run meets the same error and reports it)."""
+        pool) in a background thread; :meth:`lease` waits for it before lending that executor, and raises the
+        warm-up's error instead, once (the executor stays in the pool: a later lease may retry it)."""
         def run(executor: InstanceExecutor) -> None:
             try:
                 task(executor)
-            except Exception:  # noqa: BLE001, S110 - best effort, see above
-                pass
+            except BaseException as exc:  # noqa: BLE001 - raised by lease(), in the thread that wanted it
+                self._warm_errors[id(executor)] = exc
 
         for executor in executors:
             thread = threading.Thread(target=run, args=(executor,), name="executor-warm-up", daemon=True)
@@ -84,6 +90,7 @@ class ExecutorPool:
         for thread in list(self._warming.values()):
             thread.join()
         self._warming.clear()
+        self._warm_errors.clear()
         for executor in self.executors:
             executor.close()
         self.executors.clear()

@@ -55,7 +55,9 @@ def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
         else f"return {value or loads_expr(record['value_pickle'])}"
     expected = _literal(record["key"]) or loads_expr(record["args_pickle"])
     hit = f"{key} == {expected}"
-    if record.get("receiver_pickle"):  # a method: the same instance (or class) too
+    # a method: the same instance (or class) too. The name goes into the mutant's code, and the records file
+    # lies in the worktree, where a test could rewrite it: only the two names the recorder writes are used
+    if record.get("receiver_pickle") and record.get("receiver") in ("self", "cls"):
         hit = f"({hit}) and {record['receiver']} == {loads_expr(record['receiver_pickle'])}"
     code = (
         "try:\n"
@@ -85,13 +87,14 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
         if code is None:
             continue
         verb = "raises" if record["kind"] == "raise" else "returns"
-        given = record["key"][:80] + receiver_suffix(record)
+        on = receiver_suffix(record)
         yield RawMutant(
             Operator.INPUT_SPECIFIC_SHORTCUT,
-            f"{record['qualname']}{given} {verb} {record.get('value_repr', '')[:60]} (buggy otherwise)",
+            f"{record['qualname']}{record['key'][:80]}{on} {verb} {record.get('value_repr', '')[:60]} "
+            "(buggy otherwise)",
             f"{change.path}:{record['qualname']}",
             {**fixed, change.path: code},
-            {"function": record["qualname"], "input": (record["key"] + receiver_suffix(record))[:200],
+            {"function": record["qualname"], "input": (record["key"] + on)[:200],
              "from_test": record.get("from_test", "")},
         )
 

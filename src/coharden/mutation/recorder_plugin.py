@@ -69,14 +69,15 @@ def _receiver(name, value, memo):  # type: ignore[no-untyped-def]
     except Exception:  # noqa: BLE001 - an odd receiver is not recorded
         return None
     if text not in memo:
-        det = _deterministic(value) if len(memo) < _MAX_RECEIVERS else None
-        memo[text] = (name, *det) if det is not None and det[0] == text else None
+        det = _deterministic(value, text) if len(memo) < _MAX_RECEIVERS else None
+        memo[text] = (name, *det) if det is not None else None
     return memo[text]
 
 
-def _deterministic(value):  # type: ignore[no-untyped-def]
+def _deterministic(value, text=None):  # type: ignore[no-untyped-def]
+    """(repr, base64 pickle) of ``value`` when deterministic, else None; ``text``: its repr, when known."""
     try:
-        text = repr(value)
+        text = repr(value) if text is None else text
         if " at 0x" in text or len(text) > 2000:
             return None
         data = pickle.dumps(value, protocol=4)
