@@ -430,3 +430,52 @@ def test_the_tests_tmpdir_is_private_fresh_and_apart_from_the_checkout(make_exec
     assert first.outcome is Outcome.PASS, first.short() + first.output_tail
     again = ex.verdict("", probe)  # no store: run again
     assert again.outcome is Outcome.PASS, again.short() + again.output_tail
+
+
+def test_forged_recorder_lines_never_reach_mutants(make_executor, example: LocalInstance) -> None:
+    """The recorder writes its records into the worktree, where the test under record can append its own:
+    a code-injecting parameter name, a path out of the repository, a foreign receiver name and garbage are
+    dropped; the real records stay."""
+    from coharden.mutation import input_specific_shortcut
+    from coharden.mutation.pool import fix_context, record_calls
+
+    ex = make_executor()
+    inst = example.instance
+    targets = input_specific_shortcut.targets(fix_context(ex, inst.patch))
+    assert targets
+    target = targets[0]
+    forged = [
+        {"file": "ROOT/" + target["path"], "qualname": target["qualname"], "kind": "return", "key": "(1,)",
+         "params": ["__import__('os').system('touch /tmp/pwned') or x"], "args_pickle": "", "value_pickle": ""},
+        {"file": "ROOT/" + target["path"], "qualname": target["qualname"], "kind": "return", "key": "(2,)",
+         "params": ["x"], "receiver": "__import__('os')", "args_pickle": "", "value_pickle": ""},
+        {"file": "ROOT/../../etc/passwd", "qualname": "f", "kind": "caller", "key": "(3,)", "params": ["x"],
+         "outcome": "return", "args_pickle": "", "value_pickle": ""},
+        {"file": "ROOT/" + target["path"], "qualname": "x) or os.system('id') or (", "kind": "summary",
+         "calls": 1, "raised": []},
+    ]
+    lines = [__import__("json").dumps(rec) for rec in forged] + ["not json", "[1, 2]"]
+    # written after the recorder closed its file (pytest_unconfigure runs after every sessionfinish hook)
+    conftest = textwrap.dedent("""\
+        import os
+
+        LINES = LINES_HERE
+
+
+        def pytest_unconfigure(config):
+            with open(os.environ["COHARDEN_RECORD_OUT"], "a") as out:
+                for line in LINES:
+                    out.write(line.replace("ROOT", os.getcwd()) + "\\n")
+        """).replace("LINES_HERE", repr(lines))
+    test = attack(ex, """\
+        def test_repro_forge_records():
+            a, b, c = symbols("a b c")
+            assert sstr(a / (b * c)) == "a/(b*c)"
+        """, extra={"tests/conftest.py": conftest})
+    records = record_calls(ex, inst.patch, [test], targets)
+    assert any(r["kind"] == "summary" for r in records)  # the recorder's own records are kept
+    assert all(r.get("path") is None or not r["path"].startswith("..") for r in records)
+    text = repr(records)
+    assert "__import__" not in text
+    assert "os.system" not in text
+    assert "passwd" not in text

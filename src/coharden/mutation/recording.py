@@ -11,6 +11,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import keyword
+import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -25,6 +28,7 @@ Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
 """Runs tasks (functions of an executor) and returns their results in order, e.g. on several workers."""
 
 RECORDER = Path(__file__).with_name("recorder_plugin.py")
+log = logging.getLogger(__name__)
 
 
 def _serial(executor: InstanceExecutor) -> Mapper:
@@ -107,16 +111,61 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
                                extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
         if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
             return None
-        records = []
-        for line in out.read_text().splitlines():
-            rec = json.loads(line)
-            rec["path"] = _relative(rec.pop("file"), root.resolve())
-            records.append(rec)
+        records = parse_records(out.read_text(errors="replace"), root.resolve())
         if store is not None and not run.timed_out:
             store.put_record("recording", key, {"records": records})
         return records
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
+
+
+def parse_records(text: str, root: Path) -> list[dict[str, Any]]:
+    """The recorder's JSON lines as records with repository-relative paths, keeping only well-formed ones.
+
+    The file lies in the worktree, which the test under record can rewrite: its names and paths end up in
+    mutants' code and file lists, so a line is dropped (and counted in a log line) unless every field that
+    reaches code is what the recorder writes: parameter names that are identifiers, a receiver named
+    ``self``/``cls``, a file path (outside the repository it becomes None, never a ``..`` path), string ids."""
+    records: list[dict[str, Any]] = []
+    dropped = 0
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if not _well_formed(rec):
+            dropped += 1
+            continue
+        assert isinstance(rec, dict)
+        rec["path"] = _relative(rec.pop("file"), root)
+        records.append(rec)
+    if dropped:
+        log.warning("recorder output: %d malformed line(s) dropped (written by the test under record?)", dropped)
+    return records
+
+
+def _identifier(name: Any) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _well_formed(rec: Any) -> bool:
+    if not isinstance(rec, dict) or not isinstance(rec.get("kind"), str) or not isinstance(rec.get("file"), str):
+        return False
+    if not isinstance(rec.get("qualname"), str) or not all(
+            _identifier(part) or part == "<locals>" for part in rec["qualname"].split(".")):
+        return False
+    params = rec.get("params", [])
+    if not isinstance(params, list) or not all(_identifier(p) for p in params):
+        return False
+    if rec.get("receiver") not in (None, "self", "cls"):
+        return False
+    strings = ("key", "args_pickle", "value_pickle", "value_repr", "receiver_key", "receiver_pickle", "outcome",
+               "exc_type", "callee", "shape", "type_shape")
+    numbers = ("calls", "depth", "line")
+    raised = rec.get("raised", [])
+    return (all(rec.get(field) is None or isinstance(rec[field], str) for field in strings)
+            and all(rec.get(field) is None or type(rec[field]) is int for field in numbers)
+            and isinstance(raised, list) and all(isinstance(name, str) for name in raised))
 
 
 def input_ident(record: dict[str, Any]) -> tuple[str, str | None, str | None]:
@@ -163,9 +212,10 @@ def _relative(file: str, root: Path) -> str | None:
     """``file`` relative to the repository root; None for a file outside it (a caller in the standard
     library or site-packages: operators never patch those)."""
     try:
-        return str(Path(file).relative_to(root))
+        relative = Path(os.path.normpath(file)).relative_to(root)
     except ValueError:
         return None
+    return None if relative.parts[:1] == ("..",) or not relative.parts else str(relative)
 
 
 def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
