@@ -254,6 +254,46 @@ def test_pool_warms_executors_before_lending_them(project: dict[str, str], tmp_p
         assert verdicts[0] == verdicts[1]
 
 
+def test_a_fork_server_outlives_the_thread_that_started_it(project: dict[str, str], tmp_path: Path) -> None:
+    """A warm-up thread starts the executor's fork server and ends; the server must still be the one that
+    serves the next run (bwrap's --die-with-parent fires when the starting *thread* ends: the warmed server
+    was killed at once, and a recording's plugin put in its shared directory vanished with it)."""
+    import threading
+    import time
+
+    from coharden.execution.sandbox import bwrap_path
+
+    if bwrap_path() is None:
+        pytest.skip("bwrap cannot build a sandbox here: no --die-with-parent to outlive")
+    settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=1)
+    with InstanceExecutor(_instance(project), Path(project["repo"]), settings, None) as ex:
+        thread = threading.Thread(target=ex.warm_up)
+        thread.start()
+        thread.join()
+        server = ex._server  # noqa: SLF001 - which server serves the runs is the point
+        assert server is not None
+        assert server.isolation == "bwrap"
+        time.sleep(0.5)  # the kernel's signal is immediate; give the sandbox time to die if it is going to
+        assert server.alive
+        shared = ex.shared_dir()
+        assert ex.verdict(project["fix"], ex.golden_test()).outcome.value == "PASS"
+        assert ex._server is server  # noqa: SLF001
+        assert shared is not None
+        assert shared.exists()
+
+
+def test_a_second_lane_only_where_a_core_is_free(project: dict[str, str], tmp_path: Path) -> None:
+    """Two test processes per worker only where workers x 2 fit the cores: with a worker per core a lane
+    doubles the processes per core and starts a second fork server per worker."""
+    import os
+
+    cores = os.cpu_count() or 1
+    for workers, lanes, expected in [(cores, 2, False), (1, 2, cores >= 2), (1, 1, False)]:
+        settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers, test_lanes=lanes)
+        ex = InstanceExecutor(_instance(project), Path(project["repo"]), settings, None)
+        assert ex._second_lane() is expected, (workers, lanes)  # noqa: SLF001
+
+
 def test_pool_lends_a_warming_executor_only_after_its_warm_up(project: dict[str, str], tmp_path: Path) -> None:
     """lease() waits for the executor's warm-up to end (the order is checked, not a duration), and a warm-up
     that failed is raised by the lease that wanted the executor, once; the executor stays in the pool."""

@@ -29,7 +29,8 @@ class Settings(BaseModel):
     network: bool = Field(default=False, description="Allow network access in test processes.")
     max_processes: int | None = Field(default=512, ge=8, description="Process (task) limit per test sandbox.")
     test_lanes: int = Field(default=2, ge=1, le=2, description="Test patches run separately may run two at once "
-                            "(a second workspace and fork server per executor); 1: one after the other.")
+                            "(a second workspace and fork server per executor) where a core is free for it "
+                            "(workers x 2 <= cores); 1: one after the other.")
     bwrap: bool = Field(default=True, description="Run test processes in a bubblewrap sandbox where bwrap works "
                         "(off: network isolation only).")
     test_patterns: list[str] = Field(

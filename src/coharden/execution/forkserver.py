@@ -31,7 +31,7 @@ from coharden.execution.sandbox import (
     ProcessResult,
     mark_owner,
     sandbox_wrap,
-    spawn,
+    spawn_long_lived,
     tests_tmp,
 )
 
@@ -84,8 +84,10 @@ class ForkServer:
             if confine is not None and confine.max_processes:
                 # the server, its run and what the run starts; the run's own share is also its RLIMIT_NPROC
                 self.cgroup = PidsCgroup.create(confine.max_processes + 8)
-            self.proc = spawn(cmd, Path.cwd(), env, confine=confine, cgroup=self.cgroup, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            # from a process-lifetime thread: a sandbox dies with the thread that started it (a warm-up's)
+            self.proc = spawn_long_lived(cmd, Path.cwd(), env, confine=confine, cgroup=self.cgroup,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True, bufsize=1)
             hello = self._read(start_timeout)
         except BaseException:
             self.close()

@@ -32,9 +32,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -359,6 +361,26 @@ def spawn(cmd: list[str], cwd: Path, env: dict[str, str], *, memory_mb: int | No
                                      cgroup),
         **popen,
     )
+
+
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def spawn_long_lived(cmd: list[str], cwd: Path, env: dict[str, str], **options: object) -> subprocess.Popen:
+    """:func:`spawn` from a thread that lives as long as this process, for a process that outlives its
+    caller's thread (a fork server started by a warm-up or worker thread).
+
+    bwrap's ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which the kernel sends when the *thread* that
+    forked the sandbox ends, not the process: a sandbox started from a short-lived thread was killed as soon
+    as that thread returned, and its next user found it dead (and lost what it had put in its shared
+    directory). Started from here, it still dies with coharden, never earlier."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coharden-spawner")
+        spawner = _SPAWNER
+    return spawner.submit(spawn, cmd, cwd, env, **options).result()
 
 
 def run_limited(
