@@ -302,3 +302,36 @@ def test_narrow_condition_refuses_a_missing_site_or_unparseable_source() -> None
     assert narrow_condition("def f(x):\n    return x\n", site, "type", "()") is None  # no condition on line 2
     assert narrow_condition("def f(x):\n    if x < 0\n", site, "type", "()") is None
     assert condition_sites(FileChange("m.py", "def f(x):\n    return x\n", "def f(x):\n    if x <\n"), "f") == []
+
+
+def test_narrowings_filled_from_one_template_equal_direct_rewrites() -> None:
+    """Each function / condition site is rewritten once with placeholder literals and filled per shape: the
+    code must equal a direct rewrite, for any shape text (quotes, backslashes), and a source that contains a
+    placeholder is rewritten directly."""
+    import functools
+
+    from coharden.mutation.narrowed_condition import condition_sites, narrow_condition, shape_filled
+    from coharden.mutation.narrowed_scope import narrow
+
+    change = FileChange("m.py", COND_BUGGY, COND_FIXED)
+    shapes = [("type", "('tuple', ('Num', 'float'))"), ("shape", "('tuple', (('float', 1),))"),
+              ("shape", "it's \"quoted\" \\ and __coh_level_slot__")]
+    site = condition_sites(change, "Num.parity")[0]
+    cache: dict = {}
+    for level, expected in shapes:
+        direct = narrow(COND_FIXED, COND_BUGGY, "Num.parity", level, expected)
+        assert direct is not None
+        assert shape_filled(cache, "f", (COND_FIXED, COND_BUGGY),
+                            functools.partial(narrow, COND_FIXED, COND_BUGGY, "Num.parity"), level, expected) == direct
+        assert shape_filled(cache, site, (COND_FIXED,), functools.partial(narrow_condition, COND_FIXED, site),
+                            level, expected) == narrow_condition(COND_FIXED, site, level, expected)
+    assert set(cache) == {"f", site}  # one rewrite each
+    odd = COND_FIXED + "\nNOTE = '__coh_expected_slot__'\n"
+    calls: list[str] = []
+
+    def make(level: str, expected: str) -> str | None:
+        calls.append(expected)
+        return narrow(odd, COND_BUGGY, "Num.parity", level, expected)
+
+    assert shape_filled({}, "odd", (odd,), make, "type", "x") == narrow(odd, COND_BUGGY, "Num.parity", "type", "x")
+    assert calls == ["x"]

@@ -18,6 +18,7 @@ or the fixed code); a condition that cannot be narrowed (``condition_not_narrowa
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,13 @@ from coharden.mutation.behavior_substitution import code_of
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import find_function
-from coharden.mutation.narrowed_condition import ConditionSite, condition_sites, narrow_condition, shape_call
+from coharden.mutation.narrowed_condition import (
+    ConditionSite,
+    condition_sites,
+    narrow_condition,
+    shape_call,
+    shape_filled,
+)
 from coharden.mutation.recorded import SHAPE_FUNCTION, example_record, shape_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
@@ -143,6 +150,7 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
         return
     seen: set[tuple[str, str, str, str]] = set()
     conditions: dict[tuple[str, str], list[ConditionSite]] = {}
+    templates: dict[Any, str | None] = {}  # one rewrite per function / condition site, filled per shape
     for record in records:
         change = by_path[record["path"]]
         levels = [("type", record["type_shape"])]
@@ -153,7 +161,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             if ident in seen:
                 continue
             seen.add(ident)
-            code = narrow(change.new, change.old, record["qualname"], level, expected)
+            code = shape_filled(templates, (change.path, record["qualname"]), (change.new, change.old),
+                                functools.partial(narrow, change.new, change.old, record["qualname"]), level, expected)
             if code is None:
                 inputs.skip(Operator.NARROWED_SCOPE, "function_not_narrowable")
             else:
@@ -165,7 +174,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             if key not in conditions:
                 conditions[key] = condition_sites(change, record["qualname"])
             for site in conditions[key]:
-                narrowed = narrow_condition(change.new, site, level, expected)
+                narrowed = shape_filled(templates, (change.path, site), (change.new,),
+                                        functools.partial(narrow_condition, change.new, site), level, expected)
                 if narrowed is None:
                     inputs.skip(Operator.NARROWED_SCOPE, "condition_not_narrowable")
                     continue
