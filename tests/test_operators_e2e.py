@@ -93,3 +93,33 @@ def test_method_inputs_include_the_receiver(tmp_path: Path) -> None:
     cells = {m.mutant.description: m.cell.value for m in graded.mutants if m.cell is not None}
     assert cells[shortcuts[0]] == "beta"  # the lax test pins Box('a', -1) only
     assert cells[shortcuts[1]] == "delta"
+
+
+VAL = ("class Val:\n    def __init__(self, n):\n        self.n = n\n        self.cache = {}\n\n"
+       "    def big(self):\n        self.cache['big'] = self.n > 10\n        return self.cache['big']\n\n"
+       "    def __eq__(self, other):\n        return isinstance(other, Val) and other.n == self.n\n\n"
+       "    def __hash__(self):\n        return hash(self.n)\n\n"
+       "    def __repr__(self):\n        return f'Val({self.n})'\n")
+VAL_BUGGY = VAL + "\n\ndef make(n):\n    return Val(0 if n == 2 else n)\n"
+# the fix also asks each value a question whose answer the value caches (as sympy caches assumptions): equal
+# values now pickle to other bytes than on the buggy code
+VAL_FIXED = VAL + "\n\ndef make(n):\n    value = Val(n)\n    value.big()\n    return value\n"
+VAL_TEST = ("from m.val import Val, make\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_make():\n    assert make(1) == Val(1)\n    assert make(3) == Val(3)\n"
+            "    assert make(2) == Val(2)\n")
+
+
+def test_an_outcome_equal_on_both_codes_is_not_bug_revealing(tmp_path: Path) -> None:
+    """make(1) and make(3) return equal values on the buggy and the fixed code, whose pickles differ (a cache
+    the value pickles with): only make(2) is bug-revealing, so one shortcut, not three."""
+    repo, commit = make_repo(tmp_path / "m", {**BUGGY, "m/val.py": VAL_BUGGY})
+    inst = Instance(instance_id="m__val", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"m/val.py": VAL_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_m.py": VAL_TEST}))
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        golden = ex.golden_test()
+        result = evaluate(ex, inst.patch, golden, golden,
+                          MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None))
+    shortcuts = [m.mutant for m in result.mutants]
+    assert [m.meta["input"] for m in shortcuts] == ["(2,)"], [m.description for m in shortcuts]

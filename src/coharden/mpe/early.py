@@ -19,7 +19,7 @@ from typing import Any
 from coharden.execution.executor import InstanceExecutor
 from coharden.mpe.workers import Workers
 from coharden.mutation.context import FixContext
-from coharden.mutation.pool import Pool, build_pool, record_calls
+from coharden.mutation.pool import Pool, build_pool, probes_of, record_calls
 from coharden.schema.testpatch import TestPatch
 
 Records = list[dict[str, Any]]
@@ -35,7 +35,7 @@ class EarlyRecording:
     def _record(self) -> None:
         try:
             fixed = record_calls(self.team.executor, self.fix, self.tests, self.targets, mapper=self.team.map)
-            probes = [r for r in fixed if r["kind"] in ("return", "raise")]
+            probes = probes_of(fixed)
             buggy = record_calls(self.team.executor, "", self.tests, self.targets, probes=probes,
                                  mapper=self.team.map)
             self._result.set_result((fixed, probes, buggy))

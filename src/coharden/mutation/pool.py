@@ -21,6 +21,7 @@ from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers i
     Mapper,
     buggy_symptoms,
     called_functions,
+    probes_of,
     record_calls,
     revealing_inputs,
 )
@@ -278,8 +279,8 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     record = recorder or functools.partial(record_calls, mapper=mapper)
     fixed_records = record(executor, fix, tests, targets) \
         if FIXED_RECORDS in needs or BUGGY_RECORDS in needs or prefer_exercised else []
-    fixed_inputs = [r for r in fixed_records if r["kind"] in ("return", "raise")]
-    buggy_records = record(executor, "", tests, targets, probes=fixed_inputs) if BUGGY_RECORDS in needs else []
+    buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
+        if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
     inputs.fixed_records, inputs.buggy_records = fixed_records, buggy_records
     raw: list[RawMutant] = []

@@ -10,6 +10,10 @@ outermost target call (inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "out
 "callee", "depth", "line", and the same argument/value fields}. Only outermost calls are recorded (a
 recursive function records the input the test gave it), and only inputs whose key is deterministic: picklable,
 equal after a pickle round trip, and with no memory address in their repr.
+
+COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this is the buggy code): each return
+or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
+run's is written with that run's pickle, so outcomes can be compared by their bytes.
 """
 
 from __future__ import annotations
@@ -102,6 +106,18 @@ class _Recorder:
         self.raised: dict[tuple[str, str], set[str]] = {}
         root = os.environ.get("COHARDEN_RECORD_ROOT")
         self.root = os.path.realpath(root) if root else None
+        # the other code's outcomes (the probe file): an equal value is written with their bytes (_same)
+        self.known: dict[tuple, str] = {}
+        probe = os.environ.get("COHARDEN_RECORD_PROBE")
+        if probe:
+            with open(probe) as handle:
+                for line in handle:
+                    if line.strip():
+                        rec = json.loads(line)
+                        kind = rec.get("outcome") if rec.get("kind") == "caller" else rec.get("kind")
+                        if rec.get("value_pickle"):
+                            self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = \
+                                rec["value_pickle"]
 
     def _target(self, frame):  # type: ignore[no-untyped-def]
         code = frame.f_code
@@ -169,6 +185,7 @@ class _Recorder:
         if ident in self.seen:
             return
         self.seen.add(ident)
+        out = (out[0], _same(self.known.get(ident), out[1], exc if exc is not None else value))
         self.counts[key] = self.counts.get(key, 0) + 1
         rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_pickle": det[1],
                "kind": kind, "value_pickle": out[1], "value_repr": out[0][:200]}
@@ -242,6 +259,24 @@ class _Recorder:
         self.out.close()
 
 
+def _same(known, payload, value):  # type: ignore[no-untyped-def]
+    """``known`` (the other code's pickle of this input's outcome) when it unpickles to a value equal to
+    ``value`` (an exception: same type and args), else ``payload``. Pickles of equal values can differ with
+    the process's history (a sympy Symbol pickles its cache of derived assumptions): bytes alone would call
+    an unchanged outcome changed at random."""
+    if known is None or known == payload:
+        return payload
+    try:
+        other = pickle.loads(base64.b64decode(known))
+        if isinstance(value, BaseException):
+            equal = type(other) is type(value) and other.args == value.args
+        else:
+            equal = type(other) is type(value) and bool(other == value)
+    except Exception:  # noqa: BLE001 - what cannot be compared is not the same
+        return payload
+    return known if equal else payload
+
+
 def _exc_payload(exc):  # type: ignore[no-untyped-def]
     # exceptions rarely compare equal after a round trip; keep those whose pickle round trip keeps type and args
     try:
@@ -305,6 +340,8 @@ def _probe(path: str) -> None:
     with open(path) as handle:
         probes = [json.loads(line) for line in handle if line.strip()]
     for probe in probes:
+        if probe.get("kind") == "caller":  # an outcome to compare with (_same), not an input to call
+            continue
         func = _find_function(probe["file"], probe["qualname"])
         method = "." in probe["qualname"]
         if func is None or (method and not (probe.get("receiver_pickle") and inspect.isfunction(func))):
@@ -326,9 +363,12 @@ def _probe(path: str) -> None:
         except Exception as exc:  # noqa: BLE001
             value, kind = exc, "raise"
         out = (_deterministic(value) if kind == "return" else (_deterministic(value) or _exc_payload(value)))
+        payload = out[1] if out else None
+        if payload is not None and kind == probe.get("kind"):
+            payload = _same(probe.get("value_pickle"), payload, value)
         _RECORDER.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
                                         "key": probe["key"], "receiver_key": probe.get("receiver_key"),
-                                        "outcome": kind, "value_pickle": out[1] if out else None}) + "\n")
+                                        "outcome": kind, "value_pickle": payload}) + "\n")
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]

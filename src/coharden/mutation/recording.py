@@ -103,7 +103,8 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
             probe_file.write_text("".join(json.dumps({
                 "file": str(root / r["path"]), "qualname": r["qualname"], "key": r["key"],
                 "args_pickle": r["args_pickle"], "receiver_key": r.get("receiver_key"),
-                "receiver_pickle": r.get("receiver_pickle")}) + "\n" for r in probes))
+                "receiver_pickle": r.get("receiver_pickle"), "kind": r["kind"], "outcome": r.get("outcome"),
+                "value_pickle": r.get("value_pickle")}) + "\n" for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
         out.unlink(missing_ok=True)  # never read a file an earlier run left
@@ -166,6 +167,17 @@ def _well_formed(rec: Any) -> bool:
     return (all(rec.get(field) is None or isinstance(rec[field], str) for field in strings)
             and all(rec.get(field) is None or type(rec[field]) is int for field in numbers)
             and isinstance(raised, list) and all(isinstance(name, str) for name in raised))
+
+
+def probes_of(fixed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the recording of the other code gets from ``fixed``'s records: the inputs to probe (returns and
+    raises), and every recorded outcome (callers' too), so that an equal value is written with the same bytes.
+
+    Pickles of equal values differ with the process's history (a sympy ``Symbol`` pickles its cache of derived
+    assumptions), so comparing bytes called an input bug-revealing at random (sympy-17139: 14 or 19 revealing
+    inputs from run to run); the recorder compares values with ``==`` instead (see recorder_plugin)."""
+    return [r for r in fixed if r["kind"] in ("return", "raise")
+            or (r["kind"] == "caller" and r.get("path") is not None and r.get("key") is not None)]
 
 
 def input_ident(record: dict[str, Any]) -> tuple[str, str | None, str | None]:
