@@ -167,6 +167,38 @@ def test_input_specific_shortcut_returns_the_recorded_outcome_for_one_input_only
     assert ns["Box"]().size([2, None]) == 2
 
 
+class Unpickled:
+    """A value that counts how often it is unpickled (not a literal: the shortcut embeds its pickle)."""
+
+    loads = 0
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        type(self).loads += 1
+        self.__dict__.update(state)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unpickled) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return self.n
+
+
+def test_a_shortcut_unpickles_the_input_it_compares_with_once() -> None:
+    """The shortcut compares every call's arguments with the recorded input: in a function every test calls,
+    unpickling it per call made the mutant's runs time out (sympy-18763, Printer._print)."""
+    record = _record("clamp", ["x", "lo", "hi"], (Unpickled(7), 0, 3), "return", 0)
+    (mutant,) = input_specific_shortcut.generate(_ctx(), [record])
+    ns = _load(mutant.files["pkg/clamp.py"])
+    Unpickled.loads = 0
+    for x in range(50):  # other inputs: the buggy function runs, after a comparison with the recorded input
+        ns["clamp"](x, 0, 3)
+    assert ns["clamp"](Unpickled(7), 0, 3) == 0  # the recorded input: the recorded outcome
+    assert Unpickled.loads == 1
+
+
 def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_seed() -> None:
     ctx = _ctx()
     raw = list(incomplete_fix.generate(ctx)) + list(behavior_substitution.generate(ctx))

@@ -12,6 +12,7 @@ from favouring either.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -35,6 +36,15 @@ def loads_expr(payload: str) -> str:
     return f"__import__('pickle').loads(__import__('base64').b64decode({payload!r}))"
 
 
+def cached_loads_expr(payload: str) -> str:
+    """An expression for the value pickled in ``payload``, unpickled once per process and kept in the module's
+    globals: the shortcut compares with it on every call of the function, and a shortcut in a function every
+    test calls (``Printer._print``, sympy-18763) unpickled a 9 KB expression on each call, so the mutant's runs
+    took minutes instead of seconds. Only values compared with are cached (never a returned value)."""
+    name = "_coh_value_" + hashlib.sha256(payload.encode()).hexdigest()[:12]
+    return f"(globals().get({name!r}) or globals().setdefault({name!r}, [{loads_expr(payload)}]))[0]"
+
+
 def _literal(text: str | None) -> str | None:
     """``text`` when it is a Python literal (so the mutant reads naturally), else None."""
     if not text or len(text) >= 200:
@@ -53,12 +63,12 @@ def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
     value = _literal(record.get("value_repr")) if record["kind"] == "return" else None
     outcome = f"raise {loads_expr(record['value_pickle'])}" if record["kind"] == "raise" \
         else f"return {value or loads_expr(record['value_pickle'])}"
-    expected = _literal(record["key"]) or loads_expr(record["args_pickle"])
+    expected = _literal(record["key"]) or cached_loads_expr(record["args_pickle"])
     hit = f"{key} == {expected}"
     # a method: the same instance (or class) too. The name goes into the mutant's code, and the records file
     # lies in the worktree, where a test could rewrite it: only the two names the recorder writes are used
     if record.get("receiver_pickle") and record.get("receiver") in ("self", "cls"):
-        hit = f"({hit}) and {record['receiver']} == {loads_expr(record['receiver_pickle'])}"
+        hit = f"({hit}) and {record['receiver']} == {cached_loads_expr(record['receiver_pickle'])}"
     code = (
         "try:\n"
         f"    _coh_hit = bool({hit})\n"
