@@ -60,12 +60,12 @@ _LEVEL, _EXPECTED = "__coh_level_slot__", "__coh_expected_slot__"
 
 def shape_filled(cache: dict[Any, str | None], key: Any, sources: Sequence[str],
                  make: Callable[[str, str], str | None], level: str, expected: str) -> str | None:
-    """``make(level, expected)``, from a template made once per ``key`` with placeholder literals.
+    """``make(level, expected)``, from a template made once per ``key`` with slot literals in their place.
 
     A narrowing rewrites a whole module (a libcst parse, a transform, the code) while ``level`` and ``expected``
     only appear as the string literals of :func:`shape_call`; a fix with many recorded shapes rewrote fu.py
     (2,000 lines) 48 times, 20 s of pool building (sympy-17139). The template is rewritten once and the literals
-    are put in by text, giving the same code; sources that contain a placeholder are rewritten directly."""
+    are put in by text, giving the same code; sources that contain a slot name are rewritten directly."""
     if any(_LEVEL in source or _EXPECTED in source for source in sources):
         return make(level, expected)
     if key not in cache:

@@ -106,18 +106,18 @@ class _Recorder:
         self.raised: dict[tuple[str, str], set[str]] = {}
         root = os.environ.get("COHARDEN_RECORD_ROOT")
         self.root = os.path.realpath(root) if root else None
-        # the other code's outcomes (the probe file): an equal value is written with their bytes (_same)
-        self.known: dict[tuple, str] = {}
+        # the other code's records (the probe file, read once): inputs to probe at the session's end, and
+        # outcomes an equal value is written with the bytes of (_same)
+        self.probes: list[dict] = []
         probe = os.environ.get("COHARDEN_RECORD_PROBE")
         if probe:
             with open(probe) as handle:
-                for line in handle:
-                    if line.strip():
-                        rec = json.loads(line)
-                        kind = rec.get("outcome") if rec.get("kind") == "caller" else rec.get("kind")
-                        if rec.get("value_pickle"):
-                            self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = \
-                                rec["value_pickle"]
+                self.probes = [json.loads(line) for line in handle if line.strip()]
+        self.known: dict[tuple, str] = {}
+        for rec in self.probes:
+            kind = rec.get("outcome") if rec.get("kind") == "caller" else rec.get("kind")
+            if rec.get("value_pickle"):
+                self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = rec["value_pickle"]
 
     def _target(self, frame):  # type: ignore[no-untyped-def]
         code = frame.f_code
@@ -332,13 +332,11 @@ def _find_function(file, qualname):  # type: ignore[no-untyped-def]
     return None
 
 
-def _probe(path: str) -> None:
+def _probe(probes: list) -> None:
     """Call each function on each probe input (the tests imported its module) and record the outcome, so the
     buggy outcome of an input is known even when the test stopped before reaching it."""
     import inspect
 
-    with open(path) as handle:
-        probes = [json.loads(line) for line in handle if line.strip()]
     for probe in probes:
         if probe.get("kind") == "caller":  # an outcome to compare with (_same), not an input to call
             continue
@@ -372,12 +370,11 @@ def _probe(path: str) -> None:
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
-    probe = os.environ.get("COHARDEN_RECORD_PROBE")
-    if _RECORDER is not None and probe:
+    if _RECORDER is not None and _RECORDER.probes:
         previous = sys.gettrace()
         sys.settrace(None)
         try:
-            _probe(probe)
+            _probe(_RECORDER.probes)
         finally:
             sys.settrace(previous)
 
