@@ -19,7 +19,7 @@ import pytest
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.sandbox import bwrap_path
+from coharden.execution.sandbox import bwrap_path, interpreter_dirs
 from coharden.execution.store import Store
 from coharden.instances import LocalInstance, load_local, resolve_repo
 from coharden.patches import make_patch
@@ -221,18 +221,25 @@ def test_a_bounded_fork_bomb_is_stopped_by_the_process_limit(make_executor) -> N
     assert processes_with(marker) == []
 
 
-def test_killing_the_parent_is_a_harness_error_and_the_next_run_works(make_executor) -> None:
+def test_killing_the_parent_cannot_stop_the_fork_server(make_executor) -> None:
     ex = make_executor()
+    golden = ex.golden_test()
+    assert ex.verdict("", golden).outcome is Outcome.FAIL
+    server = ex._server
     killer = attack(ex, """\
         def test_repro_kill_parent():
             import signal
-            os.kill(os.getppid(), signal.SIGKILL)
-            time.sleep(5)
+            os.kill(os.getppid(), signal.SIGKILL)  # the fork server: the sandbox's init, which ignores it
+            time.sleep(1)
+            assert False, "still here"
         """)
     verdict = ex.verdict("", killer)
-    assert verdict.outcome is Outcome.HARNESS_ERROR
-    assert "fork server died" in verdict.reason
-    assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL  # a new server took over
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    assert "still here" in verdict.reason
+    assert ex._server is server
+    assert server is not None
+    assert server.alive
+    assert ex.verdict("", golden.model_copy(update={"name": "golden again"})).outcome is Outcome.FAIL
 
 
 def test_killing_every_process_it_sees_cannot_reach_coharden(make_executor) -> None:
@@ -241,21 +248,17 @@ def test_killing_every_process_it_sees_cannot_reach_coharden(make_executor) -> N
     killer = attack(ex, """\
         def test_repro_kill_all():
             import signal
-            pid = os.getppid()
-            while pid > 1:  # every Python ancestor it can see: the fork server, then coharden, ...
-                stat = open(f"/proc/{pid}/stat").read()
-                parent = int(stat.rsplit(")", 1)[1].split()[1])
-                if b"python" in open(f"/proc/{pid}/cmdline", "rb").read():
+            for pid in os.listdir("/proc"):  # every process it can see: its own sandbox's only
+                if pid.isdigit() and int(pid) != os.getpid():
                     try:
-                        os.kill(pid, signal.SIGKILL)
+                        os.kill(int(pid), signal.SIGKILL)
                     except OSError:
                         pass
-                pid = parent
-            time.sleep(5)
+            time.sleep(1)
+            assert False, "still here"
         """)
     verdict = ex.verdict("", killer)
-    assert verdict.outcome is Outcome.HARNESS_ERROR  # it took its own fork server down, nothing else
-    assert "killed it" in verdict.reason
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
     assert os.getppid() > 1  # this process (coharden) and its parent live
     assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL
 
@@ -388,7 +391,7 @@ def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, ex
 
 
 @pytest.mark.slow
-def test_a_batch_goes_on_after_a_test_kills_its_parent(example: LocalInstance, tmp_path: Path) -> None:
+def test_a_batch_goes_on_after_a_test_tries_to_kill_its_parent(example: LocalInstance, tmp_path: Path) -> None:
     from coharden.mpe.batch import Prediction, run_batch
     from coharden.schema.mpe_config import MPEConfig
 
@@ -405,8 +408,7 @@ def test_a_batch_goes_on_after_a_test_kills_its_parent(example: LocalInstance, t
                    Prediction(instance_id=example.instance.instance_id, model_name_or_path="honest", model_patch=lax)]
     rows = run_batch({example.instance.instance_id: example.instance}, predictions, settings,
                      Store(settings.store), tmp_path / "out", MPEConfig(per_operator=1))
-    assert rows[0]["candidate_buggy"]["outcome"] == "HARNESS_ERROR"
-    assert "fork server died" in rows[0]["candidate_buggy"]["reason"]
+    assert rows[0]["candidate_buggy"]["outcome"] == "PASS"  # the kill cannot reach the server: a plain verdict
     assert rows[1].get("fail_to_pass") is True
     assert "error" not in rows[1]
 
@@ -479,3 +481,176 @@ def test_forged_recorder_lines_never_reach_mutants(make_executor, example: Local
     assert "__import__" not in text
     assert "os.system" not in text
     assert "passwd" not in text
+
+
+# --- round 2 (issue 32): what a test sees and reaches ---------------------------------------------------------
+
+def test_the_protocol_pipes_are_out_of_reach(make_executor) -> None:
+    """A test that writes a forged reply and a forged request to every descriptor it can open in /proc (the
+    fork server's pipes, if any process it sees held them) reaches none: its own verdict is its own, and the
+    golden test's verdicts after it are unchanged."""
+    ex = make_executor()
+    golden = ex.golden_test()
+    assert ex.verdict("", golden).outcome is Outcome.FAIL
+    hijack = attack(ex, """\
+        def test_repro_hijack():
+            import json
+            reached = []
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit() or int(pid) == os.getpid():
+                    continue
+                try:
+                    fds = os.listdir(f"/proc/{pid}/fd")
+                except OSError:
+                    continue
+                for fd in fds:
+                    try:
+                        with open(f"/proc/{pid}/fd/{fd}", "w") as handle:
+                            handle.write(json.dumps({"rc": 0, "timed_out": False, "seq": 2}) + "\\n")
+                            handle.write(json.dumps({"cwd": "/", "args": [], "env": {}, "seq": 3}) + "\\n")
+                        reached.append(f"{pid}/{fd}")
+                    except OSError:
+                        pass
+            assert False, "REACHED " + repr(reached)
+        """)
+    verdict = ex.verdict("", hijack)
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    assert "REACHED []" in verdict.reason, verdict.reason
+    fixed = ex.verdict(ex.instance.patch, golden)
+    assert fixed.outcome is Outcome.PASS, fixed.short()
+    assert not fixed.tampering
+    assert ex.verdict("", golden.model_copy(update={"name": "again"})).outcome is Outcome.FAIL
+
+
+def test_an_unsigned_request_on_the_protocol_is_tampering(tmp_path: Path) -> None:
+    """Were a process to reach the server's request pipe after all, what it wrote would not be run: the server
+    answers an unsigned request as forged, and the client reports the run as tampering (not a verdict)."""
+    import json
+    import sys
+
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import fork_env
+    from coharden.execution.sandbox import Confinement
+
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    server = ForkServer(sys.executable, env=dict(os.environ), network=False,
+                        confine=Confinement(writable=(tmp_path,)))
+    try:
+        args = ["-q", "-p", "no:cacheprovider", "test_ok.py"]
+        honest = server.run(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+        assert honest.returncode == 0
+        assert not honest.lost
+        assert server.proc is not None
+        assert server.proc.stdin is not None
+        server.proc.stdin.write(json.dumps({"cwd": str(tmp_path), "args": args, "env": {}, "seq": 2}) + "\n")
+        server.proc.stdin.flush()
+        forged = server.run(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+        assert forged.returncode is None
+        assert forged.lost.startswith("tampering:")
+        assert "did not sign" in forged.tampering
+        assert not server.alive  # nothing it says is trusted any more
+    finally:
+        server.close()
+
+
+def test_a_test_sees_no_home_checkout_store_instance_or_secret(make_executor, example: LocalInstance,
+                                                                tmp_path: Path) -> None:
+    store = Store(tmp_path / "store" / "store.sqlite")
+    ex = make_executor(store)
+    source = resolve_repo(example.instance, None)
+    targets = {"home": str(Path.home()), "instance": str(EXAMPLE), "golden fix": str(EXAMPLE / "fix.patch"),
+               "source checkout": str(source / "tinyexpr"), "store": str(store.path.parent),
+               "project checkout": str(Path(__file__).parents[1] / "tests"), "shadow": "/etc/shadow"}
+    probe = attack(ex, f"""\
+        def test_repro_look():
+            seen = {{}}
+            for name, path in {targets!r}.items():
+                try:
+                    seen[name] = sorted(os.listdir(path))[:3] if os.path.isdir(path) else open(path).read()[:20]
+                except OSError as exc:
+                    seen[name] = type(exc).__name__
+            assert False, "SEEN " + repr(sorted(seen.items()))
+        """)
+    verdict = ex.verdict("", probe)
+    assert verdict.isolation == "bwrap"
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    # of $HOME, only the directories that hold the test interpreter (here pyenv's) are there
+    home = Path.home()
+    interpreter = sorted({p.relative_to(home).parts[0] for p in interpreter_dirs(ex.python)
+                          if p.is_relative_to(home) and p != home})[:3]
+    for name in targets:
+        assert f"('{name}', " in verdict.reason, verdict.reason
+        allowed = ["[]", "''", "'FileNotFoundError'", *([repr(interpreter)] if name == "home" else [])]
+        assert any(f"('{name}', {shown})" in verdict.reason for shown in allowed), verdict.reason
+
+
+def test_a_file_over_the_disk_limit_cannot_be_written(make_executor, example: LocalInstance) -> None:
+    ex = make_executor(max_file_mb=1)
+    big = attack(ex, """\
+        def test_repro_fill_disk():
+            with open("big.bin", "wb") as handle:
+                for _ in range(4):
+                    handle.write(b"x" * (1 << 20))
+        """)
+    verdict = ex.verdict("", big)
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    assert "File too large" in verdict.reason + verdict.output_tail
+    root = ex.workspace_root()
+    assert not (root / "big.bin").exists() or (root / "big.bin").stat().st_size <= 1 << 20
+
+
+def test_a_weaker_sandbox_is_refused_unless_accepted(make_executor) -> None:
+    from coharden.errors import CoHardenError
+
+    with pytest.raises(CoHardenError, match="--allow-weak-sandbox"):
+        make_executor(bwrap=False)
+    ex = make_executor(bwrap=False, allow_weak_sandbox=True)
+    verdict = ex.verdict("", ex.golden_test())
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.isolation in ("netns", "guard")  # the confinement it ran under, on the verdict
+
+
+def test_coharden_installed_under_the_temp_directory_grades(tmp_path: Path) -> None:
+    """The sandbox hides the host's /tmp behind a private one; coharden's own runtime files (the stream plugin,
+    the fork server) are shown wherever coharden is installed, a copy under /tmp included (issue 34)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "clone" / "src"
+    shutil.copytree(Path(__file__).parents[1] / "src" / "coharden", copy / "coharden",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    assert str(copy).startswith(tempfile_root())
+    env = {**os.environ, "PYTHONPATH": str(copy), "COHARDEN_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "coharden", "verify", str(EXAMPLE), "--test", "golden", "--json"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["buggy"]["outcome"] == "FAIL", proc.stdout[-2000:]
+    assert result["fixed"]["outcome"] == "PASS", proc.stdout[-2000:]
+    assert result["fixed"]["isolation"] == "bwrap"
+
+
+def tempfile_root() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def test_the_cli_refuses_a_weaker_sandbox_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "coharden.yaml"
+    config.write_text("bwrap: false\n")
+    base = [sys.executable, "-m", "coharden", "verify", str(EXAMPLE), "--test", "golden", "--config", str(config)]
+    env = {**os.environ, "COHARDEN_CACHE": str(tmp_path / "cache")}
+    refused = subprocess.run(base, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "--allow-weak-sandbox" in refused.stderr
+    accepted = subprocess.run([*base, "--allow-weak-sandbox", "--json"], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=300)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert '"isolation": "netns"' in accepted.stdout or '"isolation": "guard"' in accepted.stdout

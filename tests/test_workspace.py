@@ -82,6 +82,26 @@ def test_workspace_reset_restores_base(calc_repo, calc_fix, tmp_path) -> None:  
         assert run_git(ws.root, "rev-parse", "HEAD").strip() == base
 
 
+def test_a_workspace_has_no_ref_to_the_commits_after_its_base(calc_repo, calc_fix, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The fix is a later commit of the user's repository: a test in the worktree must not find it by name
+    (``git log --all``, ``origin/...``, a tag)."""
+    repo, base = calc_repo
+    run_git(repo, "checkout", "-q", "-b", "fixed")
+    (repo / "fix.patch").write_text(calc_fix)
+    run_git(repo, "apply", "fix.patch")
+    (repo / "fix.patch").unlink()
+    run_git(repo, "commit", "-qam", "the fix")
+    run_git(repo, "tag", "v-fixed")
+    fixed = run_git(repo, "rev-parse", "HEAD").strip()
+    with Workspace(repo, base, parent=tmp_path) as ws:
+        assert fixed not in run_git(ws.root, "rev-list", "--all").split()
+        assert run_git(ws.root, "for-each-ref") == ""
+        assert run_git(ws.root, "remote") == ""
+        assert run_git(ws.root, "rev-parse", "HEAD").strip() == base
+        ws.apply(calc_fix)  # objects still come from the borrowed repository
+        ws.reset()
+
+
 def test_unknown_base_commit_is_repo_error(calc_repo, settings) -> None:  # type: ignore[no-untyped-def]
     repo, _ = calc_repo
     with pytest.raises(RepoError, match="unknown base commit 'deadbeef"):

@@ -33,6 +33,12 @@ class Settings(BaseModel):
                             "(workers x 2 <= cores); 1: one after the other.")
     bwrap: bool = Field(default=True, description="Run test processes in a bubblewrap sandbox where bwrap works "
                         "(off: network isolation only).")
+    allow_weak_sandbox: bool = Field(default=False, description=(
+        "Grade untrusted tests where the full sandbox cannot be made (bwrap missing, off or without namespaces; "
+        "no pids cgroup for the process limit): they then run with the weaker confinement, which every verdict "
+        "records. Off: such a run is refused with the reason."))
+    max_file_mb: int | None = Field(default=1024, ge=1, description=(
+        "Largest file a test process may write, in MiB (RLIMIT_FSIZE: the write fails with EFBIG; None: off)."))
     test_patterns: list[str] = Field(
         default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
         description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "

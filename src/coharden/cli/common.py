@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt
+from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt, WeakSandboxOpt
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
@@ -104,15 +104,17 @@ class RunOptions:
     timeout: float | None = None
     python: str | None = None
     store: Path | None = None
+    allow_weak_sandbox: bool = False
 
     def settings(self, **overrides: object) -> Settings:
         """Settings from --config with these options (and ``overrides``) on top."""
+        weak = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}
         return settings_from(self.config, repos_dir=self.repos, timeout=self.timeout, python=self.python,
-                             store=self.store, **overrides)
+                             store=self.store, **weak, **overrides)
 
 
 _RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "python": PythonOpt,
-                "store": StoreOpt}
+                "store": StoreOpt, "allow_weak_sandbox": WeakSandboxOpt}
 
 
 def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F], F]:

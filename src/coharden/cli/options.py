@@ -74,6 +74,10 @@ IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the r
 IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
 PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
 StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).")]
+WeakSandboxOpt = Annotated[bool, typer.Option(
+    "--allow-weak-sandbox", help="Grade untrusted tests even where the full sandbox cannot be made here (no bwrap "
+    "or namespaces, no pids cgroup); the weaker confinement is recorded on every verdict. Without it such a run "
+    "is refused.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 

@@ -42,7 +42,7 @@ from coharden.execution.pytest_runner import (
     test_environment,
     verdict_for,
 )
-from coharden.execution.sandbox import Confinement, isolation_level
+from coharden.execution.sandbox import Confinement, isolation_level, pythonpath_dirs, require_confinement
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, harness_ids, resolve_names, runnable_id
@@ -109,7 +109,10 @@ class InstanceExecutor:
                 else swebench_image(instance.instance_id)
         env = f"docker:{self.image}" if self.image else test_environment_id(settings, self.python)
         self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
-        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation}"
+        if not self.image:
+            require_confinement(settings.network, self._confinement(None), settings.allow_weak_sandbox)
+        # sandbox=2: verdicts from before the allow-listed sandbox (which a hostile test could forge) are not reused
+        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=2"
         self._server_failed = ""  # why the fork server is not used, once it failed
         self.server_losses: list[str] = []  # runs during which a test killed the fork server
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
@@ -172,15 +175,21 @@ class InstanceExecutor:
         borrows objects from is readable (read-only); the result store's directory is hidden."""
         writable = (root,) if root is not None else ()
         protected = (root / ".git",) if root is not None else ()
-        readable = (self.workspace.source / ".git" / "objects", *self._environment_dirs())
+        # the job's own PYTHONPATH entries (a spec environment's), outside the worktree
+        job_path = pythonpath_dirs({k: v.replace("{workspace}", str(root or "")) for k, v in
+                                    (self.settings.test_env or {}).items()})
+        readable = (self.workspace.source / ".git" / "objects", *self._environment_dirs(),
+                    *(p for p in job_path if root is None or not p.is_relative_to(root)))
         hidden: tuple[Path, ...] = ()
         if self.store is not None:
             store_dir = self.store.path.resolve().parent
             shown = [Path(p).resolve() for p in (*writable, *readable, self.python, self.workspace.source)]
             if not any(p == store_dir or store_dir in p.parents for p in shown):
                 hidden = (store_dir,)
+        max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
         return Confinement(writable=writable, readable=readable, hidden=hidden, protected=protected,
-                           max_processes=self.settings.max_processes, sandbox=self.settings.bwrap)
+                           max_processes=self.settings.max_processes, sandbox=self.settings.bwrap,
+                           max_file_bytes=max_file)
 
     def _environment_dirs(self) -> tuple[Path, ...]:
         """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox:

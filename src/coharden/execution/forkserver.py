@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -40,6 +43,12 @@ _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, befo
 
 class ForkServerError(RuntimeError):
     pass
+
+
+def _mac(key: bytes, message: dict) -> str:
+    """The protocol's HMAC of a line (``forkserver_main._mac``: the same canonical form)."""
+    body = json.dumps({k: v for k, v in message.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
 class ForkServer:
@@ -69,7 +78,11 @@ class ForkServer:
             confine = dataclasses.replace(confine.with_writable(self.scratch),
                                           readable=(*confine.readable, self.shared))
         self.confine = confine
-        cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine)
+        # the server is the sandbox's init: no bwrap process beside it holds its pipes for a test to find
+        cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine, as_pid_1=True)
+        self._key = secrets.token_bytes(32)
+        self._seq = 0  # the last request's number; replies carry it
+        self.forged = ""  # why a line on the protocol was not the server's (tampering), once one was seen
         self.env_overrides: dict[str, str] = {}
         self.warm_runs = 0  # runs whose fork started with the project's modules imported
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
@@ -88,6 +101,9 @@ class ForkServer:
             self.proc = spawn_long_lived(cmd, Path.cwd(), env, confine=confine, cgroup=self.cgroup,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                          text=True, bufsize=1)
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps({"key": self._key.hex()}) + "\n")
+            self.proc.stdin.flush()
             hello = self._read(start_timeout)
         except BaseException:
             self.close()
@@ -110,9 +126,29 @@ class ForkServer:
                 return None
         line = self.proc.stdout.readline()
         try:
-            return json.loads(line) if line else None
+            message = json.loads(line) if line else None
         except json.JSONDecodeError:
+            message = None
+        if message is None:
             return None
+        signed = isinstance(message, dict) and hmac.compare_digest(str(message.get("mac", "")),
+                                                                   _mac(self._key, message))
+        if signed and "forged" in message:
+            self.forged = "a request to the fork server that coharden did not sign (a test wrote to the protocol)"
+            return None
+        if not signed or message.get("seq") != self._seq:
+            self.forged = "a fork server reply that the server did not sign (a test wrote to the protocol)"
+            return None
+        return message
+
+    def _send(self, request: dict) -> None:
+        assert self.proc is not None
+        assert self.proc.stdin is not None
+        self._seq += 1
+        request = {**request, "seq": self._seq}
+        request["mac"] = _mac(self._key, request)
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
 
     @property
     def alive(self) -> bool:
@@ -135,8 +171,7 @@ class ForkServer:
         assert self.proc.stdin is not None
         request = {"prime": True, "cwd": str(cwd), "env": self._request_env(env), "warm": warm}
         try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
+            self._send(request)
         except OSError:
             return False
         reply = self._read(timeout)
@@ -161,16 +196,20 @@ class ForkServer:
             env = self._request_env(env)
             request = {"cwd": str(cwd), "args": args, "env": env, "out": str(out),
                        "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
-                       "max_processes": self.confine.max_processes if self.confine else None}
+                       "max_processes": self.confine.max_processes if self.confine else None,
+                       "max_file_bytes": self.confine.max_file_bytes if self.confine else None}
             if warm:
                 request["warm"] = warm
             try:
-                self.proc.stdin.write(json.dumps(request) + "\n")
-                self.proc.stdin.flush()
+                self._send(request)
             except (BrokenPipeError, OSError) as exc:
                 raise ForkServerError("fork server is gone") from exc
             forked = self._read(30)
             if forked is None or "pid" not in forked:
+                if self.forged:
+                    self.close()
+                    return ProcessResult(None, "", time.monotonic() - start, False, self.isolation,
+                                         lost="tampering: " + self.forged, tampering=self.forged)
                 raise ForkServerError("fork server did not fork")
             try:
                 done = self._read(timeout + _GRACE)
@@ -179,9 +218,14 @@ class ForkServer:
                 raise
             lost = ""
             if done is None or "rc" not in done:
-                # the server died (a test killed it) or stopped answering: nothing it said can be trusted now
-                lost = ("the fork server died during the run (a test process killed it)" if self._exited_soon()
-                        else "the fork server stopped answering during the run (a test process hijacked it)")
+                # the server died (a test killed it), stopped answering, or the protocol carried a line it did
+                # not sign: nothing it said can be trusted now
+                if self.forged:
+                    lost = "tampering: " + self.forged
+                elif self._exited_soon():
+                    lost = "the fork server died during the run (a test process killed it)"
+                else:
+                    lost = "the fork server stopped answering during the run (a test process hijacked it)"
             elif self.cgroup is not None and self.proc is not None and self.isolation != "bwrap":
                 # outside bwrap (where the server clears its own namespace): daemons that left the group
                 self.cgroup.kill_all(spare=[self.proc.pid])
@@ -193,7 +237,8 @@ class ForkServer:
             if own_out:
                 out.unlink(missing_ok=True)
         if lost:
-            return ProcessResult(None, output, duration, False, self.isolation, lost=lost)
+            return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
+                                 tampering=self.forged)
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
         timed_out = bool(done.get("timed_out"))

@@ -13,7 +13,13 @@ memory. With ``--sandboxed`` (it runs as the sandbox's only long-lived process, 
 it kills every other process in the namespace after each child (daemons, forks left behind) and empties the
 private ``/tmp`` except the ``--keep`` entries (bind mounts), so no run sees what an earlier one left there.
 
-Protocol (JSON lines): the server first prints {"ready": true, "safe": bool, "reason": str}. A request
+Protocol (JSON lines): the client's first line is {"key": hex}, a secret of this server's life; every later
+line both ways carries "seq" (the request's number, from 1; 0 for the hello) and "mac", the HMAC-SHA256 of the
+line's other fields under that key, so a request or reply that anyone else wrote is rejected: a forged request
+is answered with {"forged": "request"} and not run, a forged reply is taken for tampering by the client. The
+key is wiped in each child before test code runs. Nothing a test can reach holds the pipes anyway: in the
+sandbox the server is the namespace's init (``bwrap --as-pid-1``), non-dumpable, and a child closes them.
+The server then prints {"ready": true, "safe": bool, "reason": str}. A request
 {"prime": true, "cwd", "env", "warm"} imports the warm modules without forking and is answered with
 {"primed": bool}. Each other request
 {"cwd", "args", "env", "out", "memory_mb", "cpu_seconds", "max_processes", "timeout"} is answered with
@@ -28,6 +34,8 @@ base state (the instance and those modules), the files this run's patches touch,
 outside the tests is the base commit's. See :class:`_Warm`.
 """
 
+import hashlib
+import hmac
 import json
 import os
 import pathlib
@@ -76,10 +84,48 @@ def _set_dumpable(value):
         pass
 
 
-def _child(request, swap=None):
+def _mac(key, message):
+    """The HMAC of a protocol line's fields (all but "mac"), in a canonical JSON form."""
+    body = json.dumps({k: v for k, v in message.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+class _Channel:
+    """The server's side of the authenticated protocol (see the module docstring)."""
+
+    def __init__(self, proto, key):
+        self.proto = proto
+        self.key = key
+        self.seq = 0
+
+    def send(self, message):
+        message = dict(message, seq=self.seq)
+        message["mac"] = _mac(self.key, message)
+        self.proto.write(json.dumps(message) + "\n")
+
+    def accept(self, request):
+        """True for the next request the client wrote (its number and MAC), False for anything else."""
+        if not isinstance(request, dict) or request.get("seq") != self.seq + 1 \
+                or not hmac.compare_digest(str(request.get("mac", "")), _mac(self.key, request)):
+            return False
+        self.seq += 1
+        return True
+
+
+def _read_key(stream):
+    try:
+        return bytearray.fromhex(json.loads(stream.readline())["key"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _child(request, swap=None, key=None):
     """Run one request in the forked child. ``swap``: (warm state, status fd) when the server's modules are
     warm but some module file changed: the child swaps in the changed function bodies or purges (``_Warm``)
-    and writes b"1" (swapped) or b"0" to the fd before any test code runs; (warm state, None): it purges."""
+    and writes b"1" (swapped) or b"0" to the fd before any test code runs; (warm state, None): it purges.
+    ``key``: the protocol's secret, wiped here first (a test must not be able to sign a reply)."""
+    if key is not None:
+        key[:] = bytes(len(key))
     os.setsid()
     try:
         _set_dumpable(1)
@@ -90,6 +136,9 @@ def _child(request, swap=None):
             cpu = int(request["cpu_seconds"])
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps core: none in the worktree
+        if request.get("max_file_bytes"):  # a file larger than this fails to write (EFBIG): no full disk
+            limit = int(request["max_file_bytes"])
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
         if request.get("max_processes"):
             try:
                 limit = int(request["max_processes"])
@@ -316,6 +365,10 @@ def main():
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     _set_dumpable(0)
+    key = _read_key(sys.stdin)
+    if not key:
+        return  # not started by coharden's client
+    channel = _Channel(proto, key)
     here = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120 - stdlib-only script
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # noqa: PTH100
     options = dict(arg[2:].split("=", 1) if "=" in arg else (arg[2:], "1") for arg in sys.argv[1:])
@@ -344,21 +397,27 @@ def main():
         safe, reason = False, "os.fork is not available"
     if sandboxed:
         _wipe_tmp(keep, home, tests_tmp)
-    proto.write(json.dumps({"ready": True, "safe": safe, "reason": reason}) + "\n")
+    channel.send({"ready": True, "safe": safe, "reason": reason})
     if not safe:
         return
     warm = _Warm()
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
+        try:
+            request = json.loads(line)
+        except ValueError:
+            request = None
+        if not channel.accept(request):
+            channel.send({"forged": "request"})
+            continue
         try:
             mode = warm.prepare(request)
         except Exception:  # noqa: BLE001 - a failed warm import leaves the child cold
             warm.drop()
             mode = ""
         if request.get("prime"):  # import now, run nothing (the checkout is at its base state)
-            proto.write(json.dumps({"primed": mode == "warm"}) + "\n")
+            channel.send({"primed": mode == "warm"})
             continue
         swap_status = os.pipe() if mode == "swap" else None
         pid = os.fork()
@@ -370,10 +429,10 @@ def main():
                 child_warm = (warm, swap_status[1])
             elif mode == "purge":
                 child_warm = (warm, None)
-            _child(request, child_warm)
+            _child(request, child_warm, key)
         if swap_status is not None:
             os.close(swap_status[1])
-        proto.write(json.dumps({"pid": pid}) + "\n")
+        channel.send({"pid": pid})
         status = _wait(pid, float(request.get("timeout") or 1e9))
         timed_out = status is None
         if timed_out:
@@ -399,7 +458,7 @@ def main():
             swapped = os.read(swap_status[0], 1) == b"1"
             os.close(swap_status[0])
         warmed = mode == "warm" or swapped
-        proto.write(json.dumps({"rc": rc, "timed_out": timed_out, "warm": warmed, "swapped": swapped}) + "\n")
+        channel.send({"rc": rc, "timed_out": timed_out, "warm": warmed, "swapped": swapped})
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ class PytestRun:
     isolation: str = "none"
     stream: list[dict] | None = None  # per-test events from the coharden_stream plugin (None: not streamed)
     lost: str = ""  # why the run has no result of its own (the fork server died under it)
+    tampering: str = ""  # what forged the run's result (an unsigned line on the fork server's protocol)
     time_limit: float | None = None
     junit_present: bool = False
     first_failure: bool = False  # run with -x: ids after the first failure were not run
@@ -311,6 +312,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         isolation="docker" if in_docker else proc.isolation,
         stream=events,
         lost=proc.lost,
+        tampering=proc.tampering,
         time_limit=limit,
         junit_present=present,
         first_failure=first_failure,
@@ -415,7 +417,8 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
 def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verdict:
     base = {"duration": run.duration, "output_tail": _tail(run.output)}
     if run.lost:
-        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.lost, **base)
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.lost,
+                       tampering=[run.tampering] if run.tampering else [], **base)
     if run.timed_out:
         hung = run.hung_test()
         hung = rename.get(hung, hung) if hung else None

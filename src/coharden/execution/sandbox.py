@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import re
 import resource
@@ -39,6 +40,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from coharden.errors import CoHardenError
 
 _GUARD = '''\
 import socket as _s
@@ -83,6 +86,7 @@ class ProcessResult:
     timed_out: bool
     isolation: str  # "bwrap", "netns", "guard" or "none" (network allowed)
     lost: str = ""  # why the run has no result of its own (the fork server died under it), else empty
+    tampering: str = ""  # what forged the run's result (a line on the fork server's protocol nobody signed)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class Confinement:
     hidden: tuple[Path, ...] = ()
     protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
     max_processes: int | None = 512
+    max_file_bytes: int | None = None  # RLIMIT_FSIZE: the largest file a process may write (None: no limit)
     sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
     # where no pids cgroup can be made, RLIMIT_NPROC stands in for it - but that counts every process of the
     # user on the machine, not only this one's: False leaves such a run without a limit instead
@@ -136,10 +141,89 @@ def tests_tmp(confine: Confinement) -> str:
     return SANDBOX_TMP
 
 
+# --- what the sandbox shows ------------------------------------------------------------------------------
+# The system's directories, read-only; nothing else of the host is there but what a run is given: its worktree,
+# the objects it borrows, the test interpreter's directories, coharden's own runtime files (:data:`RUNTIME`). No
+# home directory, no user checkout, store, instance or record file, no other run's worktree.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+# Inside those: what a test has no business reading (password hashes, host keys, private TLS keys, package
+# index credentials). Files get an empty file over them, directories an empty tmpfs.
+SECRET_SYSTEM_PATHS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh", "/etc/sudoers",
+                       "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd", "/etc/apt/auth.conf",
+                       "/etc/apt/auth.conf.d", "/etc/pip.conf", "/etc/xdg/pip", "/etc/docker", "/etc/machine-id")
+# coharden's files a test process loads (the fork server's script, warm.py, the result-stream plugin): the
+# package directory, wherever coharden is installed (a checkout under /tmp included: the private /tmp would
+# hide it otherwise)
+RUNTIME = Path(__file__).resolve().parent
+
+
+def _system_args() -> list[str]:
+    args: list[str] = []
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():  # merged /usr: /bin -> usr/bin
+            args += ["--symlink", str(path.readlink()), name]
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    for name in SECRET_SYSTEM_PATHS:
+        path = Path(name)
+        if path.is_dir() and not path.is_symlink():
+            args += ["--tmpfs", name]
+        elif path.exists() or path.is_symlink():
+            args += ["--ro-bind", str(_empty_file()), name]
+    return args
+
+
+@functools.cache
+def _empty_file() -> Path:
+    """An empty regular file to lay over a secret one (``/dev/null`` cannot be opened on a nodev bind)."""
+    handle, name = tempfile.mkstemp(prefix="coharden-empty-")
+    os.close(handle)
+    Path(name).chmod(0o444)
+    atexit.register(Path(name).unlink, missing_ok=True)
+    return Path(name)
+
+
+_NAMESPACES = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net",
+               "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent")
+
+
+@functools.cache
+def _bwrap_base() -> tuple[str, ...]:
+    return (*_system_args(), *_NAMESPACES)
+
+
+@functools.cache
+def interpreter_dirs(python: str) -> tuple[Path, ...]:
+    """What a Python interpreter needs to run, read-only inside the sandbox: its prefixes (a virtual environment
+    and the installation it was made from) and the entries of its ``sys.path`` (``.pth`` files add some), outside
+    the system directories. Empty for a command that is not a Python interpreter."""
+    probe = ("import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, "
+             "sys.base_exec_prefix, *sys.path]))")
+    try:
+        proc = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+        found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        found = []
+    found.append(python)
+    shown: list[Path] = []
+    for entry in found:
+        if not isinstance(entry, str) or not Path(entry).is_absolute() or not Path(entry).exists():
+            continue
+        for path in dict.fromkeys((Path(entry), Path(entry).resolve())):
+            if path.is_file() and path.suffix not in (".zip", ".egg", ".whl"):
+                path = path.parent  # an executable: its directory (a venv's bin/ has its activate scripts)
+            if not _in_system_dirs(path):
+                shown.append(path)
+    return tuple(dict.fromkeys(shown))
+
+
+def _in_system_dirs(path: Path) -> bool:
+    return any(path == Path(d) or path.is_relative_to(d) for d in SYSTEM_DIRS if d not in ("/etc", "/sys"))
+
+
 # --- levels ---------------------------------------------------------------------------------------------------
-_BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-               "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
-               "--die-with-parent")
 
 
 @functools.cache
@@ -149,14 +233,14 @@ def bwrap_path() -> str | None:
     if not exe or os.environ.get("COHARDEN_NO_BWRAP"):
         return None
     try:
-        ok = subprocess.run([exe, *_BWRAP_BASE, "true"], capture_output=True, timeout=20).returncode == 0
+        ok = subprocess.run([exe, *_bwrap_base(), "true"], capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
         ok = False
     return exe if ok else None
 
 
 def _base(size: tuple[str, ...]) -> list[str]:
-    base = list(_BWRAP_BASE)
+    base = list(_bwrap_base())
     at = base.index("--tmpfs")
     return [*base[:at], *size, *base[at:]]
 
@@ -207,6 +291,44 @@ def _warn_fallback(level: str) -> None:
           "worktree and see other processes (install bubblewrap for the full sandbox)", file=sys.stderr)
 
 
+@functools.cache
+def pids_cgroups() -> bool:
+    """Whether a pids cgroup can be made here (the process-count limit; RLIMIT_NPROC does not bind root)."""
+    group = PidsCgroup.create(64)
+    if group is None:
+        return False
+    group.close()
+    return True
+
+
+def weak_confinement(network: bool, confine: Confinement | None) -> str:
+    """Why runs confined by ``confine`` would get less than the full sandbox asked for, or '' when they get it
+    (or asked for network access, which is no sandbox by the user's own choice)."""
+    level = isolation_level(network, confine)
+    if level in ("none", "bwrap") and (level == "none" or confine is None or not confine.max_processes
+                                       or pids_cgroups()):
+        return ""
+    if level == "bwrap":
+        return ("no pids cgroup can be made here, so the process-count limit falls back to RLIMIT_NPROC, "
+                "which the kernel does not enforce for root")
+    if confine is not None and not confine.sandbox:
+        why = "the bubblewrap sandbox is turned off (bwrap = false)"
+    elif not shutil.which("bwrap"):
+        why = "bwrap is not installed (apt-get install bubblewrap)"
+    else:
+        why = "bwrap cannot create namespaces here (user namespaces disabled?)"
+    return f"{why}: tests would run with {level} isolation only, seeing the whole machine"
+
+
+def require_confinement(network: bool, confine: Confinement | None, allow_weak: bool) -> None:
+    """Refuse (:class:`CoHardenError`, the reason in one line) to run untrusted tests under a weaker sandbox than
+    asked for, unless the user accepted it (``allow_weak``: ``--allow-weak-sandbox``)."""
+    weak = weak_confinement(network, confine)
+    if weak and not allow_weak:
+        raise CoHardenError(f"refusing to run untrusted tests: {weak}; pass --allow-weak-sandbox (or set "
+                            "allow_weak_sandbox = true in the config) to accept the weaker confinement")
+
+
 def isolation_level(network: bool, confine: Confinement | None) -> str:
     """The isolation a process started with these options gets on this machine."""
     if network:
@@ -216,7 +338,26 @@ def isolation_level(network: bool, confine: Confinement | None) -> str:
     return "netns" if netns_prefix() else "guard"
 
 
-def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
+def shown_paths(confine: Confinement, cmd: Sequence[str] = ()) -> list[Path]:
+    """Every host path a run confined by ``confine`` sees besides the system directories, read-only: coharden's
+    runtime files, the directories of the Python interpreters ``cmd`` runs (its program, and an interpreter it
+    hands a command to: a service wrapper's), the confinement's ``readable`` paths."""
+    pythons = [arg for i, arg in enumerate(cmd) if Path(arg).name.startswith("python")
+               and (i == 0 or (Path(arg).is_absolute() and Path(arg).is_file()))]
+    shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable]
+    unique = sorted({Path(p) for p in shown if Path(p).exists()}, key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for path in unique:  # one mount for a directory and what lies inside it
+        if not any(path.is_relative_to(outer) for outer in kept):
+            kept.append(path)
+    return kept
+
+
+def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str] = (), *,
+               as_pid_1: bool = False) -> list[str]:
+    """The bwrap command line for ``confine`` (see the module docstring). ``as_pid_1``: the command itself is
+    the namespace's init, with no bwrap process beside it (a long-lived server: then no process a test can
+    inspect holds the server's descriptors)."""
     exe = bwrap_path()
     assert exe is not None
     tmp = tests_tmp(confine)
@@ -224,11 +365,12 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
     if size and tmp != SANDBOX_TMP:  # two private tmpfs share the one budget
         size = (size[0], str(int(size[1]) // 2))
     args = [exe, *_base(size), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME, "--setenv", "TMPDIR", tmp]
+    if as_pid_1:
+        args.append("--as-pid-1")
     if tmp != SANDBOX_TMP:
         args += [*size, "--tmpfs", tmp]
-    for path in confine.readable:
-        if Path(path).exists():
-            args += ["--ro-bind", str(path), str(path)]
+    for path in shown_paths(confine, cmd):
+        args += ["--ro-bind", str(path), str(path)]
     for path in confine.writable:
         args += ["--bind", str(path), str(path)]
     for path in confine.protected:
@@ -239,20 +381,26 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None) -> list[str]:
             args += ["--tmpfs", str(path)]
     if Path(CGROUP_ROOT).is_dir():
         args += ["--tmpfs", CGROUP_ROOT]
+    # the sandbox's own root (a tmpfs holding the mount points) read-only: no unbounded in-memory writes there
+    args += ["--remount-ro", "/"]
     if cwd is not None:
         args += ["--chdir", str(cwd)]
     return args
 
 
 def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Confinement | None = None,
-                 cwd: Path | None = None) -> tuple[list[str], dict[str, str], str]:
+                 cwd: Path | None = None, *, as_pid_1: bool = False) -> tuple[list[str], dict[str, str], str]:
     """``cmd`` and ``env`` changed for the strongest isolation available: (command, environment, level)."""
     level = isolation_level(network, confine)
     if level == "none":
         return cmd, env, level
     if level == "bwrap":
         assert confine is not None
-        return [*bwrap_args(confine, cwd), *cmd], {**env, "HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}, level
+        shown = pythonpath_dirs(env)
+        if shown:
+            confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
+        wrapped = [*bwrap_args(confine, cwd, cmd, as_pid_1=as_pid_1), *cmd]
+        return wrapped, {**env, "HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}, level
     if confine is not None and confine.sandbox:
         _warn_fallback(level)
     prefix = netns_prefix()
@@ -260,6 +408,13 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
         return [*prefix, *cmd], env, "netns"
     env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (network_guard_dir(), env.get("PYTHONPATH", "")) if p)}
     return cmd, env, "guard"
+
+
+def pythonpath_dirs(env: dict[str, str]) -> tuple[Path, ...]:
+    """The absolute ``PYTHONPATH`` entries of ``env`` (a spec environment's per-job path), to be shown read-only
+    where no writable path holds them already."""
+    entries = (Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)
+    return tuple(p for p in entries if p.is_absolute() and p.exists())
 
 
 # --- process-count limit ----------------------------------------------------------------------------------
@@ -325,8 +480,10 @@ def _read(path: Path) -> str:
 
 
 def _child_setup(memory_mb: int | None, cpu_seconds: int | None, max_processes: int | None,
-                 cgroup: PidsCgroup | None) -> None:
+                 cgroup: PidsCgroup | None, max_file_bytes: int | None = None) -> None:
     """In the forked child, before exec: rlimits and the process-count limit."""
+    if max_file_bytes:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
     if memory_mb:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -358,7 +515,7 @@ def spawn(cmd: list[str], cwd: Path, env: dict[str, str], *, memory_mb: int | No
         cmd, cwd=cwd, env=env, start_new_session=True, close_fds=True,
         preexec_fn=functools.partial(_child_setup, memory_mb, cpu_seconds,
                                      confine.max_processes if confine and confine.nproc_fallback else None,
-                                     cgroup),
+                                     cgroup, confine.max_file_bytes if confine else None),
         **popen,
     )
 

@@ -32,10 +32,21 @@ def _clone(source: Path, commit: str, parent: Path | None) -> Path:
     try:
         git(["clone", "--quiet", "--shared", "--no-checkout", str(source), str(path)], root)
         git(["checkout", "--quiet", "--detach", commit], path)
+        drop_refs(path)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return path
+
+
+def drop_refs(path: Path) -> None:
+    """Delete every ref of a clone (branches, tags, the origin's): a test that runs ``git log --all`` or ``git
+    show origin/main`` in its worktree must not find the commits after the instance's base - the fix among
+    them. The clone stays at its detached HEAD; commits are still found by hash through the alternates."""
+    refs = git(["for-each-ref", "--format=delete %(refname)"], path).stdout
+    if refs.strip():
+        git(["update-ref", "--no-deref", "--stdin"], path, input=refs)
+    git(["remote", "remove", "origin"], path, check=False)
 
 
 class Checkout:

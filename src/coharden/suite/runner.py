@@ -38,7 +38,7 @@ from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.forkserver import ForkServer, ForkServerError
 from coharden.execution.pytest_runner import PytestRun, run_pytest, test_environment
-from coharden.execution.sandbox import Confinement
+from coharden.execution.sandbox import Confinement, require_confinement
 from coharden.execution.store import SUITE_RUN, Store, suite_run_key
 from coharden.schema.verdict import TestStatus
 from coharden.suite.operators import ModuleMutant
@@ -184,8 +184,11 @@ class KillOracle:
             store_dir = self.store.path.resolve().parent
             if store_dir != root and store_dir not in root.parents and root not in store_dir.parents:
                 hidden = (store_dir,)
-        return Confinement(writable=(root,), hidden=hidden, max_processes=self.settings.max_processes,
-                           sandbox=self.settings.bwrap)
+        max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
+        confine = Confinement(writable=(root,), hidden=hidden, max_processes=self.settings.max_processes,
+                              sandbox=self.settings.bwrap, max_file_bytes=max_file)
+        require_confinement(self.settings.network, confine, self.settings.allow_weak_sandbox)
+        return confine
 
     def close(self) -> None:
         for worker in self._all:
