@@ -138,8 +138,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     here = Path(__file__).resolve().parents[1]
     parser.add_argument("--data", type=Path, default=here.parent / "shared" / "data")
-    parser.add_argument("--repos", type=Path, default=Path("/work/repos"))
-    parser.add_argument("--python", default="/work/envs/sympy311/bin/python")
+    # no machine path as a default: the flags, or the environment the tests read too
+    parser.add_argument("--repos", type=Path, default=os.environ.get("COHARDEN_REPOS"),
+                        help="directory holding sympy__sympy (default: $COHARDEN_REPOS)")
+    parser.add_argument("--python", default=os.environ.get("COHARDEN_SYMPY_PYTHON"),
+                        help="Python 3.11 with pytest and mpmath==1.3.0 (default: $COHARDEN_SYMPY_PYTHON)")
     parser.add_argument("-n", type=int, default=8, help="instances (spread over the sorted study ids)")
     parser.add_argument("--ids", nargs="*", help="these instances instead")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test process (default 120)")
@@ -149,6 +152,10 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true", help="no warm sympy imports in the fork servers")
     parser.add_argument("--naive-runs", type=int, default=2, help="(mutant, test) naive runs measured per instance")
     args = parser.parse_args()
+    if args.repos is None or args.python is None:
+        print("skipped: give --repos and --python (or set COHARDEN_REPOS and COHARDEN_SYMPY_PYTHON)")
+        return 0
+    args.repos = Path(args.repos)
     for need in (args.data / "swebench_verified_sympy.jsonl", args.repos / "sympy__sympy", Path(args.python)):
         if not need.exists():
             print(f"skipped: {need} not found (needs the shared data, the sympy repo and the test interpreter)")
