@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,8 +98,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="coharden-bench-") as tmp:
         scratch = Path(tmp)
-        (scratch / "base").mkdir()
-        versions = {"baseline": export_src(args.baseline, scratch / "base"), "current": ROOT / "src"}
+        # the baseline's files outside the temp directory: a sandbox before the allow-listed one hid its own
+        # plugin when coharden lay under /tmp (issue 34), which would make it grade nothing
+        cache = Path(os.environ.get("COHARDEN_CACHE", Path.home() / ".cache" / "coharden"))
+        cache.mkdir(parents=True, exist_ok=True)
+        base = Path(tempfile.mkdtemp(prefix="bench-baseline-", dir=cache))
+        versions = {"baseline": export_src(args.baseline, base), "current": ROOT / "src"}
         options = {"instance": str(args.instance.resolve()), "id": args.id, "python": args.python, "n": args.n,
                    "repos": str(args.repos) if args.repos else None, "cache": str(scratch / "cache")}
         verdict_times: dict[str, list[float]] = {name: [] for name in versions}
@@ -118,6 +123,7 @@ def main() -> None:
         ratio = statistics.median(verdict_times["current"]) / statistics.median(verdict_times["baseline"])
         throughput = statistics.median(mpe_rates["current"]) / max(statistics.median(mpe_rates["baseline"]), 1e-9)
         print(f"  ratio current/baseline: {ratio:.2f}x seconds per verdict, {throughput:.2f}x MPE throughput")
+        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
