@@ -108,7 +108,7 @@ class _Rewriter(cst.CSTTransformer):
             self.done = True
             return self.whole
         body = list(updated_node.body.body)
-        doc = body[:1] if body and funcwrap._is_docstring(body[0]) else []
+        doc = body[:1] if body and funcwrap.is_docstring(body[0]) else []
         rest = body[len(doc):]
         if not rest:
             return updated_node

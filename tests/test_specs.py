@@ -277,7 +277,7 @@ def test_spec_environment_runs_the_jobs_checkout_with_the_built_overlay(tmp_path
 
 
 def test_spec_environment_is_used_only_for_swebench_records_without_a_chosen_python(tmp_path: Path) -> None:
-    from coharden.environment.specbuild import auto_spec_settings
+    from coharden.environment.derived import auto_spec_settings
 
     repo, commit = make_repo(tmp_path / "repo", {"a.py": "X = 1\n"})
     record = Instance(instance_id="sympy__sympy-1", repo="sympy/sympy", base_commit=commit, version="1.1",

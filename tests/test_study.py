@@ -537,12 +537,12 @@ def test_an_unexpected_error_in_a_step_is_reported_and_retried_not_fatal(capsys:
     """A study runs for hours: one step's surprise (a CPython ``SystemError`` from ``ast``, say) becomes the
     step's error, marked like an environment problem (not stored, so a rerun retries it), with its traceback
     on stderr, instead of ending the run."""
-    from coharden.study.real_bugs import _guarded
+    from coharden.study.steps import guarded
 
     def body(row: dict) -> None:  # type: ignore[type-arg]
         raise SystemError("AST constructor recursion depth mismatch (before=75, after=33)")
 
-    row = _guarded({"instance_id": "x-1"}, body)
+    row = guarded({"instance_id": "x-1"}, body)
     assert row["error"].startswith("internal error: SystemError: AST constructor")
     assert row["environment_error"] is True
     assert "Traceback" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Verdicts of a test on the buggy and the fixed code, and whether it is fail-to-pass."""
-    from coharden.environment.specbuild import auto_spec_settings
+    from coharden.environment.derived import auto_spec_settings
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.store import Store
     from coharden.execution.verify import fail_to_pass
@@ -313,7 +313,7 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference",
                                       instance)
     repo = resolve_repo(inst, settings.repos_dir)
-    from coharden.environment.specbuild import auto_spec_settings
+    from coharden.environment.derived import auto_spec_settings
 
     settings = auto_spec_settings(inst, repo, settings)
     store = Store(settings.store)

@@ -17,15 +17,13 @@ editable install in the image points at ``/testbed``, so the mounted checkout is
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +35,7 @@ from coharden.environment.plan import EnvPlan
 from coharden.environment.pyversions import admitted, vkey
 from coharden.errors import CoHardenError
 from coharden.execution.git import check_repo, git, resolve_commit
+from coharden.execution.locks import file_lock
 from coharden.execution.sandbox import BUILD_STEPS, run_limited
 from coharden.execution.workspace import Workspace
 
@@ -82,7 +81,8 @@ class BuildResult(BaseModel):
         return base.with_overrides(python=self.python, fork_server=False)
 
 
-def _tail(text: str, lines: int = 30) -> str:
+def last_lines(text: str, lines: int = 30) -> str:
+    """The last ``lines`` lines of a step's output (a log's tail)."""
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
@@ -91,18 +91,6 @@ def env_key(repo: str, commit: str, plan: EnvPlan) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(repo.rstrip("/")).name or "repo").strip("-").lower()[:40]
     digest = hashlib.sha256(f"{repo}\0{commit}\0{plan.digest()}".encode()).hexdigest()[:12]
     return f"{name}-{commit[:12]}-{digest}"
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (two builds of the same environment never interleave)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _interpreter_version(python: str) -> str | None:
@@ -155,7 +143,8 @@ def _clone(repo: Path, commit: str, target: Path) -> None:
     git(["checkout", "--quiet", "--detach", commit], target)
 
 
-def _build_env() -> dict[str, str]:
+def build_environ() -> dict[str, str]:
+    """The environment of a build step: coharden's own, without what would point the build elsewhere."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
                                                             "PYTHONSTARTUP", "PIP_REQUIRE_VIRTUALENV")}
     env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONNOUSERSITE": "1", "PIP_NO_INPUT": "1"})
@@ -179,7 +168,7 @@ class LocalBuilder:
         commit = resolve_commit(repo, commit)
         key = env_key(plan.repo or str(repo), commit, plan)
         env_dir = self.root / key
-        with _locked(self.root / f"{key}.lock"):
+        with file_lock(self.root / f"{key}.lock"):
             record = env_dir / "build.json"
             if record.is_file() and not force:
                 previous = BuildResult.model_validate_json(record.read_text())
@@ -205,7 +194,7 @@ class LocalBuilder:
         _clone(repo, commit, source)
         venv = env_dir / "venv"
         python = venv / "bin" / "python"
-        env = _build_env()
+        env = build_environ()
         env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
         commands = [f"{_q(base)} -m venv {_q(str(venv))}", *plan.install]
         with open(env_dir / "build.log", "w") as log_file:
@@ -214,13 +203,13 @@ class LocalBuilder:
                 proc = run_limited(["/bin/sh", "-c", command], source, timeout=self.step_timeout, env=env,
                                    network=True, confine=BUILD_STEPS)
                 step = StepLog(command=command, returncode=proc.returncode, duration=round(proc.duration, 3),
-                               timed_out=proc.timed_out, output_tail=_tail(proc.output))
+                               timed_out=proc.timed_out, output_tail=last_lines(proc.output))
                 result.steps.append(step)
                 log_file.write(f"$ {command}\n{proc.output}\n[exit {proc.returncode}, {proc.duration:.1f}s]\n\n")
                 log_file.flush()
                 if proc.timed_out or proc.returncode != 0:
                     what = "timed out" if proc.timed_out else f"exited with {proc.returncode}"
-                    result.error = f"build step `{command}` {what}:\n{_tail(proc.output, 25)}"
+                    result.error = f"build step `{command}` {what}:\n{last_lines(proc.output, 25)}"
                     return result
         if plan.source_roots:
             site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
@@ -229,7 +218,7 @@ class LocalBuilder:
         check = subprocess.run([str(python), "-c", "import sys, pytest; print(sys.version.split()[0])"],
                                capture_output=True, text=True, check=False, timeout=120, cwd=source)
         if check.returncode != 0:
-            result.error = f"the environment has no working pytest: {_tail(check.stderr, 10)}"
+            result.error = f"the environment has no working pytest: {last_lines(check.stderr, 10)}"
             return result
         result.ok, result.python, result.python_version = True, str(python), check.stdout.strip() or version
         return result
@@ -253,7 +242,7 @@ def docker_available(timeout: float = 20.0) -> tuple[bool, str]:
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"docker info failed: {exc}"
     if proc.returncode != 0:
-        return False, _tail(proc.stderr or proc.stdout, 3) or f"docker info exited with {proc.returncode}"
+        return False, last_lines(proc.stderr or proc.stdout, 3) or f"docker info exited with {proc.returncode}"
     return True, ""
 
 
@@ -291,10 +280,10 @@ class DockerBuilder:
                 proc = run_limited(command, ws.root, timeout=self.build_timeout, network=True)
                 result.steps.append(StepLog(command=" ".join(command), returncode=proc.returncode,
                                             duration=round(time.monotonic() - started, 3), timed_out=proc.timed_out,
-                                            output_tail=_tail(proc.output)))
+                                            output_tail=last_lines(proc.output)))
                 (env_dir / "build.log").write_text(proc.output)
                 if proc.timed_out or proc.returncode != 0:
-                    result.error = f"docker build failed:\n{_tail(proc.output, 25)}"
+                    result.error = f"docker build failed:\n{last_lines(proc.output, 25)}"
                     return result
         else:
             result.cached = True
@@ -302,7 +291,7 @@ class DockerBuilder:
                                 "import sys, pytest; print(sys.version.split()[0])"],
                                capture_output=True, text=True, check=False, timeout=300)
         if check.returncode != 0:
-            result.error = f"the image has no working pytest: {_tail(check.stderr, 10)}"
+            result.error = f"the image has no working pytest: {last_lines(check.stderr, 10)}"
             return result
         result.ok, result.python, result.python_version = True, "python", check.stdout.strip()
         (env_dir / "build.json").write_text(result.model_dump_json(indent=2))

@@ -47,7 +47,7 @@ from typing import Any
 
 from coharden import pysource
 from coharden.config import Settings
-from coharden.environment.build import Log, _build_env, _locked
+from coharden.environment.build import BuildError, Log, build_environ
 from coharden.environment.inference.setuptools import literal
 from coharden.environment.sources import EXTENSION_SOURCES
 from coharden.environment.specbuild import (
@@ -64,6 +64,7 @@ from coharden.environment.specbuild import (
 from coharden.environment.specs import EnvSpec, SpecTable, repo_slug
 from coharden.errors import PatchError
 from coharden.execution.git import git, resolve_commit
+from coharden.execution.locks import file_lock
 from coharden.execution.sandbox import Confinement, run_limited
 from coharden.patches import file_path, parse, touched_files
 
@@ -218,7 +219,7 @@ def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: Spec
         git(["checkout", "--quiet", "--detach", commit], src)
         if env.overlay is not None and env.overlay.is_dir():
             shutil.copytree(env.overlay, src, dirs_exist_ok=True, symlinks=True)
-        run_env = {**_build_env(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
+        run_env = {**build_environ(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
         run_env["PYTHONDONTWRITEBYTECODE"] = "1"
         commands = [[env.python, "-c", _REQUIREMENTS_CHECK, json.dumps(declared_requirements(src))],
                     [env.python, "-c", f"import {import_name(spec)}"]]
@@ -306,7 +307,7 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
     ``deps_patch`` applied), cached."""
     key = f"{env.key}-at-{digest}"
     env_dir = builder.root / key
-    with _locked(builder.root / f"{key}.lock"):
+    with file_lock(builder.root / f"{key}.lock"):
         record = env_dir / "build.json"
         # the spec environment's skipped system steps are this copy's too (envcheck's hint reads them)
         inherited = [w for w in env.warnings if w.startswith(SKIPPED_SYSTEM_STEP)]
@@ -347,7 +348,7 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
     shutil.copytree(old_venv, venv, symlinks=True)
     relocate_venv(venv, old_venv)
     python = venv / "bin" / "python"
-    run_env = _build_env()
+    run_env = build_environ()
     run_env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{run_env.get('PATH', '')}"})
     if spec.constraints:
         apply_constraints(spec, env_dir, run_env)
@@ -427,3 +428,27 @@ def describe(env: SpecEnv) -> str:
     """One line naming the environment (and what it was derived from)."""
     return env.key + (f" (derived from {env.derived_from} at {env.commit[:12]})" if env.derived_from else "")
 
+
+def spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
+    """``settings`` running ``instance`` (a SWE-bench record) in its spec environment (or the one derived from
+    it for the instance's base commit), built on first use."""
+    built = instance_environment(instance, repo, settings, log=log)
+    if not built.ok:
+        raise BuildError(f"{instance.instance_id}: environment {built.key} failed ({built.failed_step}): "
+                         f"{built.error}")
+    return built.settings(settings)
+
+
+def auto_spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
+    """The spec environment's settings for a SWE-bench record (one with a version and an environment-setup
+    commit, of a repository the spec table knows), built on first use; ``settings`` unchanged when the user
+    chose an interpreter (``--python`` / config) or the instance names its own, or it is not such a record."""
+    import sys
+
+    if settings.python != sys.executable or getattr(instance, "python", None):
+        return settings
+    if not (instance.version and instance.environment_setup_commit):
+        return settings
+    if repo_slug(instance.repo) not in SpecTable.load(settings.swebench_specs).repos():
+        return settings
+    return spec_settings(instance, repo, settings, log=log)

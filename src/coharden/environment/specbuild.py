@@ -30,9 +30,10 @@ import yaml
 from pydantic import BaseModel, Field
 
 from coharden.config import Settings
-from coharden.environment.build import BuildError, Log, StepLog, _build_env, _locked, _tail
-from coharden.environment.specs import EnvSpec, SpecTable
+from coharden.environment.build import BuildError, Log, StepLog, build_environ, last_lines
+from coharden.environment.specs import EnvSpec
 from coharden.execution.git import check_repo, git, resolve_commit
+from coharden.execution.locks import file_lock
 from coharden.execution.sandbox import BUILD_STEPS, run_limited
 
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
@@ -47,7 +48,7 @@ DATE_BOUND_MISSED = "exclude_newer not applied to pip steps"
 SKIPPED_SYSTEM_STEP = "skipped system step"
 _SKIP_OVERLAY = {".git", "build", ".eggs", "__pycache__", ".tox", ".pytest_cache", ".hypothesis", "dist"}
 # conda package names that are not pip distributions (or are the interpreter itself)
-_CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
+CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
                "libgfortran", "hdf5", "netcdf-fortran", "compilers", "cxx-compiler", "c-compiler", "make"}
 _IMPORT_NAME = {"scikit-learn": "sklearn"}
 
@@ -153,7 +154,7 @@ def requirements_from_env_yml(src: Path, spec: EnvSpec) -> list[str]:
             found += [str(d) for d in dep.get("pip", []) or []]
             continue
         name = re.split(r"[<>=!~ ]", str(dep).strip(), maxsplit=1)[0]
-        if not name or name.lower() in _CONDA_ONLY:
+        if not name or name.lower() in CONDA_ONLY:
             continue
         rest = str(dep).strip()[len(name):].strip()
         if rest.startswith("=") and not rest.startswith("=="):
@@ -203,7 +204,7 @@ class SpecBuilder:
         commit = resolve_commit(repo, setup_commit)
         key = self.key(spec, commit)
         env_dir = self.root / key
-        with _locked(self.root / f"{key}.lock"):
+        with file_lock(self.root / f"{key}.lock"):
             record = env_dir / "build.json"
             previous = None if force else reusable(record)
             if previous is not None:
@@ -239,7 +240,7 @@ class SpecBuilder:
         git(["clone", "--quiet", "--shared", "--no-checkout", str(repo), str(src)], env_dir)
         git(["checkout", "--quiet", "--detach", commit], src)
         python = venv / "bin" / "python"
-        env = _build_env()
+        env = build_environ()
         env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
         with open(env_dir / "build.log", "w") as log_file:
             run = self.step_runner(result, src, env, log_file)
@@ -280,13 +281,13 @@ class SpecBuilder:
                                confine=BUILD_STEPS)
             result.steps.append(StepLog(command=command, returncode=proc.returncode,
                                         duration=round(proc.duration, 3), timed_out=proc.timed_out,
-                                        output_tail=_tail(proc.output)))
+                                        output_tail=last_lines(proc.output)))
             log_file.write(f"$ {command}\n{proc.output}\n[exit {proc.returncode}, {proc.duration:.1f}s]\n\n")
             log_file.flush()
             if proc.timed_out or proc.returncode != 0:
                 what = "timed out" if proc.timed_out else f"exited with {proc.returncode}"
                 result.failed_step = step
-                result.error = f"{step} step `{command[:200]}` {what}:\n{_tail(proc.output, 25)}"
+                result.error = f"{step} step `{command[:200]}` {what}:\n{last_lines(proc.output, 25)}"
                 return False
             return True
 
@@ -333,10 +334,10 @@ class SpecBuilder:
                 break
         result.steps.append(StepLog(command=shlex.join(command), returncode=proc.returncode,
                                     duration=round(proc.duration, 3), timed_out=proc.timed_out,
-                                    output_tail=_tail(proc.output)))
+                                    output_tail=last_lines(proc.output)))
         if proc.returncode != 0 or not out.is_file():
             result.warnings.append(f"{DATE_BOUND_MISSED} (uv pip compile failed): "
-                                   f"{_tail(proc.output, 5)}")
+                                   f"{last_lines(proc.output, 5)}")
             return
         # a dependency of the project may depend on the project (sphinxcontrib-* on Sphinx): the resolution then
         # names the project itself, from the index, which would refuse the local checkout's version
@@ -380,7 +381,7 @@ class SpecBuilder:
                     result.warnings.append(f"optional package from environment.yml not installed: {requirement}")
                     result.failed_step = result.error = ""
             return True
-        names = [p for p in spec.packages.split() if p.split("=")[0].lower() not in _CONDA_ONLY]
+        names = [p for p in spec.packages.split() if p.split("=")[0].lower() not in CONDA_ONLY]
         return not names or bool(run("packages", f"{install} {' '.join(shlex.quote(n) for n in names)}"))
 
 
@@ -418,7 +419,7 @@ def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path,
                         network=False)
     if check.returncode != 0:
         result.failed_step = "import"
-        result.error = f"`{probe}` fails in the built environment:\n{_tail(check.output, 15)}"
+        result.error = f"`{probe}` fails in the built environment:\n{last_lines(check.output, 15)}"
         return result
     result.ok, result.python = True, str(python)
     versions = check.output.strip().splitlines()[-1].split() if check.output.strip() else []
@@ -430,7 +431,7 @@ def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path,
 
 def _pytest_version(env: SpecEnv) -> str:
     src = env.env_dir / "src"
-    run_env = {**_build_env(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
+    run_env = {**build_environ(), **{k: v.replace("{workspace}", str(src)) for k, v in env.test_env.items()}}
     out = run_limited([env.python, "-c", "import pytest; print(pytest.__version__)"], src, timeout=300,
                       env=run_env, network=False)
     lines = out.output.strip().splitlines()
@@ -486,32 +487,3 @@ def _collect_overlay(src: Path, overlay: Path) -> Path | None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / rel, target)
     return overlay if generated else None
-
-
-def spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
-    """``settings`` running ``instance`` (a SWE-bench record) in its spec environment (or the one derived from
-    it for the instance's base commit), built on first use."""
-    from coharden.environment.derived import instance_environment
-
-    built = instance_environment(instance, repo, settings, log=log)
-    if not built.ok:
-        raise BuildError(f"{instance.instance_id}: environment {built.key} failed ({built.failed_step}): "
-                         f"{built.error}")
-    return built.settings(settings)
-
-
-def auto_spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> Settings:
-    """The spec environment's settings for a SWE-bench record (one with a version and an environment-setup
-    commit, of a repository the spec table knows), built on first use; ``settings`` unchanged when the user
-    chose an interpreter (``--python`` / config) or the instance names its own, or it is not such a record."""
-    import sys
-
-    from coharden.environment.specs import repo_slug
-
-    if settings.python != sys.executable or getattr(instance, "python", None):
-        return settings
-    if not (instance.version and instance.environment_setup_commit):
-        return settings
-    if repo_slug(instance.repo) not in SpecTable.load(settings.swebench_specs).repos():
-        return settings
-    return spec_settings(instance, repo, settings, log=log)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coharden.errors import CoHardenError
+from coharden.execution.locks import file_lock
 
 MAIN = Path(__file__).with_name("service_main.py")
 
@@ -53,10 +54,9 @@ def service_python(cache_dir: Path, names: list[str], *, timeout: float = 900.0)
     record = root / "build.json"
     if record.is_file() and python.exists():
         return python
-    from coharden.environment.build import _locked
 
     root.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(root.parent / f"{root.name}.lock"):
+    with file_lock(root.parent / f"{root.name}.lock"):
         if record.is_file() and python.exists():
             return python
         shutil.rmtree(root, ignore_errors=True)

@@ -45,7 +45,7 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
         return {**row, "error": "empty model_patch"}
     try:
         repo = resolve_repo(instance, settings.repos_dir)
-        from coharden.environment.specbuild import auto_spec_settings
+        from coharden.environment.derived import auto_spec_settings
 
         settings = auto_spec_settings(instance, repo, settings)  # a SWE-bench record: its spec environment
         with InstanceExecutor(instance, repo, settings, store) as executor:

@@ -11,7 +11,7 @@ from coharden.mutation.cstedit import parsed
 BodyRewrite = Callable[[Sequence[cst.BaseStatement]], Sequence[cst.BaseStatement]]
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
+def is_docstring(stmt: cst.BaseStatement) -> bool:
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
         return False
     return isinstance(stmt.body[0].value, cst.SimpleString | cst.ConcatenatedString)
@@ -32,7 +32,7 @@ def rewrite_function(source: str, qualname: str, rewrite: BodyRewrite, *,
         if whole is not None:
             return module.replace(node, whole)
         body = list(node.body.body)
-        doc = body[:1] if body and _is_docstring(body[0]) else []
+        doc = body[:1] if body and is_docstring(body[0]) else []
         rest = body[len(doc):]
         if rest:
             new = node.with_changes(body=node.body.with_changes(body=[*doc, *rewrite(rest)]))
@@ -45,7 +45,7 @@ def ensure_import(source: str, module: str) -> str:
     tree = cst.parse_module(source)
     body = list(tree.body)
     index = 0
-    while index < len(body) and (_is_docstring(body[index]) if index == 0 else False):
+    while index < len(body) and (is_docstring(body[index]) if index == 0 else False):
         index += 1
     while index < len(body) and isinstance(body[index], cst.SimpleStatementLine) and any(
         isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__"
@@ -92,7 +92,7 @@ def rewrite_transplanted(target: str, donor: str, qualname: str, rewrite: BodyRe
         source.module.default_indent, source.module.default_newline)
     if same_layout and isinstance(donor_def.body, cst.IndentedBlock):
         body = list(donor_def.body.body)
-        doc = body[:1] if body and _is_docstring(body[0]) else []
+        doc = body[:1] if body and is_docstring(body[0]) else []
         rest = body[len(doc):]
         if rest:
             new = donor_def.with_changes(body=donor_def.body.with_changes(body=[*doc, *rewrite(rest)]))

@@ -25,7 +25,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from coharden.mutation.behavior_substitution import code_of
 from coharden.mutation.context import FileChange, normalized
-from coharden.mutation.funcwrap import _is_docstring
+from coharden.mutation.funcwrap import is_docstring
 
 CASE = "_coh_case"
 _MIN_RATIO = 0.4
@@ -179,7 +179,7 @@ class _NarrowCondition(cst.CSTTransformer, _Scoped):
                 or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
         body = list(updated_node.body.body)
-        doc = 1 if body and _is_docstring(body[0]) else 0
+        doc = 1 if body and is_docstring(body[0]) else 0
         entry = cst.parse_statement(f"{CASE} = {shape_call(updated_node.params, self.level, self.expected)}\n")
         self.entered = True
         return updated_node.with_changes(body=updated_node.body.with_changes(body=[*body[:doc], entry, *body[doc:]]))

@@ -72,7 +72,7 @@ def _tests(ex: InstanceExecutor, patches: dict[str, str], row: dict[str, Any]) -
 
 def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
     """The stored (or computed) imitation record of instance ``iid``; None without a wrong fix or record."""
-    from coharden.study.real_bugs import GOLDEN, _guarded, _keep_row, golden_copy, record_key
+    from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
 
     fix = study.data.wrong_fixes.get(iid)
     if fix is None:
@@ -129,11 +129,11 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
             row["golden_copy"] = {"buggy": copies[0], "fixed": copies[1], "wrong": copies[2]}
 
     def compute() -> dict[str, Any]:
-        return _guarded({"instance_id": iid, "fix_id": fix.fix_id, "errors": {}}, body)
+        return guarded({"instance_id": iid, "fix_id": fix.fix_id, "errors": {}}, body)
 
     def keep(row: dict[str, Any]) -> bool:
         # an LLM pool that failed closed (truncation, cost cap, LLM error) is not stored: a rerun retries it
-        return (_keep_row(row) and "verdicts unreliable" not in str(row.get("error", ""))
+        return (keep_row(row) and "verdicts unreliable" not in str(row.get("error", ""))
                 and row.get("llm_pool", {}).get("complete", True))
 
     llm = study.llm_mutator

@@ -18,9 +18,7 @@ The report (``coharden.study.report``) is computed from these records alone.
 
 from __future__ import annotations
 
-import sys
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,24 +29,23 @@ from coharden.errors import CoHardenError, RepoError
 from coharden.execution.executor import InstanceExecutor, test_environment_id
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.pytest_runner import verdict_for
-from coharden.execution.store import Store, study_key
+from coharden.execution.store import Store
 from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Checkout
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import check_fix, evaluate
-from coharden.patches import make_patch, sha
+from coharden.patches import sha
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import SYSTEM_FILES, Fix, StudyData
+from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
 
 if TYPE_CHECKING:
     from coharden.mutation.llm_operators import LLMMutator
 
-GOLDEN = "golden"
-RECORD_VERSION = 1  # part of every step record's key: bump it when a step computes its row differently
 
 
 class StudyConfig(BaseModel):
@@ -75,10 +72,6 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
     data = verdict.model_dump(mode="json", exclude={"output_tail", "cached"})
     data["reason"] = data.get("reason", "")[:500]
     return data
-
-
-def record_key(kind: str, *parts: Any) -> str:
-    return study_key(kind, RECORD_VERSION, *parts)
 
 
 # --- the study ----------------------------------------------------------------------------------------------
@@ -135,7 +128,7 @@ class RealBugsStudy:
             return base, self.env
         key = instance.instance_id  # not (repo, version): a base commit may need its own derived environment
         if key not in self._spec:
-            from coharden.environment.specbuild import auto_spec_settings
+            from coharden.environment.derived import auto_spec_settings
 
             repo = resolve_repo(instance, self.settings.repos_dir)
             try:
@@ -229,7 +222,7 @@ class RealBugsStudy:
             _flag_harness_error(row, f2p.buggy, f2p.fixed)
 
         def compute() -> dict[str, Any]:
-            return _guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
+            return guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
 
         try:
             key = record_key("study.verify", *self._instance_key(inst))
@@ -237,7 +230,7 @@ class RealBugsStudy:
             row = {"instance_id": iid, "version": inst.version, "fail_to_pass": False, "error": str(exc)[:800],
                    "environment_error": True, "seconds": 0.0, "resumed": False}
         else:
-            row = self._cached("study.verify", key, compute, keep=_keep_row)
+            row = self._cached("study.verify", key, compute, keep=keep_row)
         if row is None:
             return None
         row["expected"] = env.get(self.data.env_field)
@@ -270,10 +263,10 @@ class RealBugsStudy:
             row["bytecode"] = self.config.bytecode
 
         def compute() -> dict[str, Any]:
-            return _guarded({"instance_id": iid}, body)
+            return guarded({"instance_id": iid}, body)
 
         key = record_key("study.golden", *self._instance_key(inst), self.config.mpe.cache_key(), self.config.workers)
-        return self._cached("study.golden", key, compute, keep=_keep_row)
+        return self._cached("study.golden", key, compute, keep=keep_row)
 
     # step 3 -------------------------------------------------------------------------------------------------
     def grade(self, iid: str, system: str) -> dict[str, Any] | None:
@@ -293,10 +286,10 @@ class RealBugsStudy:
             row: dict[str, Any] = {"instance_id": iid, "system": system}
             if not patch.strip():
                 return {**row, "error": "empty model_patch"}
-            return _guarded(row, body)
+            return guarded(row, body)
 
         key = record_key("study.mpe", *self._instance_key(inst), system, sha(patch), self.config.mpe.cache_key())
-        return self._cached("study.mpe", key, compute, keep=_keep_row)
+        return self._cached("study.mpe", key, compute, keep=keep_row)
 
     # step 4 -------------------------------------------------------------------------------------------------
     def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any] | None:
@@ -323,12 +316,12 @@ class RealBugsStudy:
             _flag_harness_error(row, *verdicts)
 
         def compute() -> dict[str, Any]:
-            return _guarded({"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
+            return guarded({"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
                              "also_by": fix.also_by, "verdicts": {}, "errors": {}}, body)
 
         key = record_key("study.fix", *self._instance_key(inst), sha(fix.patch),
                          sorted((n, sha(p)) for n, p in tests.items()))
-        return self._cached("study.fix", key, compute, keep=_keep_row)
+        return self._cached("study.fix", key, compute, keep=keep_row)
 
     # all -----------------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None, phases: Sequence[str] = ("verify", "golden", "grade")
@@ -379,44 +372,9 @@ class RealBugsStudy:
         return self.rows
 
 
-def golden_copy(ex: InstanceExecutor, golden: TestPatch) -> TestPatch:
-    """A regenerated but equivalent copy of the golden test patch (a different patch text, so its verdicts are
-    computed, not served from the golden test's)."""
-    copy_patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
-    if copy_patch == golden.patch:  # cannot happen with SWE-bench patches; keep the copy distinct
-        copy_patch += "\n"
-    return ex.test_patch(copy_patch, name="golden-copy", ids=golden.ids)
-
-
-def _guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Run one step's ``body`` on ``row``: a repository or environment problem marks the row
-    ``environment_error`` (never stored, so a rerun retries it), any other coharden error is the row's
-    ``error``; an unexpected exception is reported (with its traceback, on stderr) and treated like an
-    environment problem: one step's surprise does not end a study of hours. ``seconds`` is the step's wall
-    time either way."""
-    started = time.monotonic()
-    try:
-        body(row)
-    except RepoError as exc:
-        row.update(error=str(exc), environment_error=True)
-    except CoHardenError as exc:
-        row["error"] = str(exc)
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        traceback.print_exc(file=sys.stderr)
-        row.update(error=f"internal error: {type(exc).__name__}: {exc}", environment_error=True)
-    row["seconds"] = time.monotonic() - started
-    return row
-
-
 def _flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:
     if any(v.outcome is Outcome.HARNESS_ERROR for v in verdicts):
         row["harness_error"] = True
-
-
-def _keep_row(row: dict[str, Any]) -> bool:
-    """Store a step's record unless it failed for a reason a rerun could fix: an environment error, or a
-    harness error in any of its verdicts (``harness_error``, set by the step that ran them)."""
-    return not (row.get("environment_error") or row.get("harness_error"))
 
 
 def _slim(data: dict[str, Any]) -> dict[str, Any]:

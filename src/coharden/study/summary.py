@@ -12,7 +12,7 @@ from coharden.analysis import stats
 from coharden.analysis.rows import CLASS_ORDER, outcome, test_class
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.data import StudyData
-from coharden.study.real_bugs import GOLDEN
+from coharden.study.steps import GOLDEN
 
 __all__ = ["CLASS_ORDER", "outcome", "summarize", "test_class"]
 
