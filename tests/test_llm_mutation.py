@@ -586,6 +586,41 @@ def test_apply_is_exact_line_based_and_keeps_file_layout() -> None:
     assert out == {"m.py": "x = 2\n"}
 
 
+MULTIPLICITY = {"pkg/m.py": "def multiplicity(p, n):\n    if p == 2:\n        return trailing(n)\n"
+                               "    if n == 0:\n        raise ValueError(n)\n    return count(p, n)\n"}
+
+
+def test_a_diff_reply_applies_with_wrong_hunk_numbers_and_shifted_indentation() -> None:
+    """What a 1.5B local model writes (issue 38): a fenced unified diff whose hunk header names lines the file
+    does not have, its context indented by four more spaces; no SEARCH/REPLACE block."""
+    ctx = FixContext([FileChange("pkg/m.py", MULTIPLICITY["pkg/m.py"], MULTIPLICITY["pkg/m.py"])])
+    reply = ("Here is a plausible fix:\n```diff\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+             "@@ -64,7 +64,7 @@ def multiplicity(p, n):\n"
+             "         if p == 2:\n-            return trailing(n)\n+            return trailing(n) if n else 0\n"
+             "         if n == 0:\n```\nSummary: zero handled inline\n")
+    raw = reply_to_raw_mutant(reply, ctx, Operator.VANILLA)
+    assert raw.files["pkg/m.py"] == MULTIPLICITY["pkg/m.py"].replace("return trailing(n)\n",
+                                                                     "return trailing(n) if n else 0\n")
+    assert raw.meta["format"] == "diff"
+    assert raw.description == "zero handled inline"
+
+
+@pytest.mark.parametrize(("reply", "reason"), [
+    # a hunk whose - and + lines are the same: no change at all
+    ("```diff\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-    if p == 2:\n+    if p == 2:\n```", "no_change"),
+    # a removed line the file does not have (a hallucinated `- return 0`)
+    ("```diff\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -3 +3 @@\n-        return 0\n+        return 1\n```",
+     "search_not_found"),
+    ("```diff\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1 @@\n-x\n+y\n```", "touches_test_file"),
+    ("I would change the zero check.", "no_edit_blocks"),
+])
+def test_diff_replies_that_cannot_be_mutants_are_counted_by_reason(reply: str, reason: str) -> None:
+    ctx = FixContext([FileChange("pkg/m.py", MULTIPLICITY["pkg/m.py"], MULTIPLICITY["pkg/m.py"])])
+    with pytest.raises(EditFormatError) as info:
+        reply_to_raw_mutant(reply, ctx, Operator.VANILLA)
+    assert info.value.reason == reason
+
+
 def test_admission_of_an_llm_mutant_uses_the_mechanical_filter() -> None:
     ctx = FixContext([FileChange("pkg/m.py", "def f(x):\n    return x\n", "def f(x):\n    return x + 1\n")])
     pool = Pool()

@@ -1,5 +1,7 @@
 """LLM mutant operators, the edit format: SEARCH/REPLACE blocks against the fixed files (see
-:mod:`coharden.mutation.llm_operators` for why this format), parsed, applied, and turned into a raw mutant."""
+:mod:`coharden.mutation.llm_operators` for why this format), or a unified diff where a reply has no such block
+(small local models write diffs best, with wrong hunk line numbers and shifted indentation: both tolerated),
+parsed, applied, and turned into a raw mutant."""
 
 from __future__ import annotations
 
@@ -109,6 +111,100 @@ def parse_edit_blocks(reply: str) -> tuple[list[EditBlock], str | None]:
     return blocks, summary
 
 
+_DIFF_FILE = re.compile(r"^\+\+\+\s+(?:b/)?(?P<path>\S+)")
+_DIFF_OLD = re.compile(r"^---\s+(?:a/)?(?P<path>\S+)")
+_HUNK = re.compile(r"^@@.*@@")
+
+
+def parse_diff_blocks(reply: str) -> list[EditBlock]:
+    """The hunks of a unified diff in a reply, as edit blocks: context and removed lines are what to find,
+    context and added lines what to put there. Hunk line numbers are ignored (small models get them wrong),
+    and a line inside a hunk without its one-character prefix counts as context. Empty when the reply holds
+    no hunk."""
+    lines = reply.splitlines()
+    blocks: list[EditBlock] = []
+    path: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if (old := _DIFF_OLD.match(line)) and i + 1 < len(lines) and _DIFF_FILE.match(lines[i + 1]):
+            new = _DIFF_FILE.match(lines[i + 1])
+            assert new is not None
+            path = new.group("path") if new.group("path") != "/dev/null" else old.group("path")
+            i += 2
+            continue
+        if not _HUNK.match(line):
+            i += 1
+            continue
+        start, i = i, i + 1
+        search: list[str] = []
+        replace: list[str] = []
+        while i < len(lines) and not _HUNK.match(lines[i]) and not lines[i].startswith(("```", "--- ", "diff ")):
+            body = lines[i]
+            if body.startswith("-"):
+                search.append(body[1:])
+            elif body.startswith("+"):
+                replace.append(body[1:])
+            elif body.startswith("\\"):  # "\ No newline at end of file"
+                pass
+            else:
+                context = body[1:] if body.startswith(" ") else body
+                search.append(context)
+                replace.append(context)
+            i += 1
+        while search and replace and not search[-1].strip() and not replace[-1].strip():
+            search.pop()  # blank lines the reply trails after a hunk are no part of it
+            replace.pop()
+        blocks.append(EditBlock(path, tuple(search), tuple(replace), start + 1))
+    return blocks
+
+
+def parse_reply(reply: str) -> tuple[list[EditBlock], str | None, str]:
+    """The edit blocks of a reply in either format: SEARCH/REPLACE blocks (asked for) or, failing those, a
+    unified diff (what small models write best). Returns (blocks, summary, format)."""
+    try:
+        blocks, summary = parse_edit_blocks(reply)
+        return blocks, summary, "search_replace"
+    except EditFormatError as exc:
+        if exc.reason != "no_edit_blocks":
+            raise
+        summary = next((m.group(1).strip() for line in reply.splitlines() if (m := _SUMMARY.match(line))), None)
+        blocks = parse_diff_blocks(reply)
+        if not blocks:
+            raise EditFormatError("no_edit_blocks",
+                                  "the reply holds no SEARCH/REPLACE block and no diff hunk") from None
+        if all(block.search == block.replace for block in blocks):
+            raise EditFormatError("no_change", "every hunk of the reply's diff leaves the code as it is") from None
+        return blocks, summary, "diff"
+
+
+def _find(lines: list[str], wanted: Sequence[str]) -> tuple[list[int], int | None]:
+    """Where ``wanted`` matches whole lines: exact up to trailing whitespace, else (only then) up to
+    indentation; returns (hits, indentation shift of the file against the block, None for exact hits)."""
+    n = len(wanted)
+    exact = [s.rstrip() for s in wanted]
+    hits = [k for k in range(len(lines) - n + 1) if [x.rstrip() for x in lines[k:k + n]] == exact]
+    if hits:
+        return hits, None
+    stripped = [s.strip() for s in wanted]
+    loose = [k for k in range(len(lines) - n + 1) if [x.strip() for x in lines[k:k + n]] == stripped]
+    if not loose:
+        return [], None
+    first = next(j for j, s in enumerate(wanted) if s.strip())
+    shifts = {_indent(lines[k + first]) - _indent(wanted[first]) for k in loose}
+    return loose, shifts.pop() if len(shifts) == 1 else 0
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _reindent(lines: Sequence[str], shift: int) -> list[str]:
+    if shift > 0:
+        return [" " * shift + line if line.strip() else line for line in lines]
+    return [line[min(-shift, _indent(line)):] for line in lines]
+
+
 def _resolve_path(block: EditBlock, files: dict[str, str], test_patterns: Sequence[str]) -> str:
     """The fix file a block edits; inadmissible when it names a test file or a file outside the fix."""
     path = block.path
@@ -129,7 +225,9 @@ def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
     """Apply ``blocks`` in order to ``files`` (path -> FIXED content); return (new contents, location).
 
     Each SEARCH text must match whole lines of the current content exactly once (trailing whitespace is
-    ignored: it is invisible in the prompt). Every block's file is checked before any block is applied, so a
+    ignored: it is invisible in the prompt); where it matches nowhere exactly, it may match up to indentation
+    (a small model indents the context by a few more spaces), and the replacement is shifted by the same
+    amount. Every block's file is checked before any block is applied, so a
     reply touching a test file is rejected as such even if an earlier block fails to match. Raises
     :class:`EditFormatError` with ``touches_test_file``, ``unknown_file``, ``missing_file_path``,
     ``search_empty``, ``search_not_found`` or ``search_ambiguous``.
@@ -147,9 +245,8 @@ def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
         lines = (content[:-1] if ends_with_newline else content).split("\n") if content else []
         if newline == "\r\n":
             lines = [line.removesuffix("\r") for line in lines]
-        wanted = [s.rstrip() for s in block.search]
-        n = len(wanted)
-        hits = [k for k in range(len(lines) - n + 1) if [x.rstrip() for x in lines[k:k + n]] == wanted]
+        n = len(block.search)
+        hits, shift = _find(lines, block.search)
         if not hits:
             raise EditFormatError("search_not_found", f"block at reply line {block.reply_line}: SEARCH text not found "
                                                       f"in {path}")
@@ -157,7 +254,8 @@ def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
             raise EditFormatError("search_ambiguous", f"block at reply line {block.reply_line}: SEARCH text occurs "
                                                       f"{len(hits)} times in {path}")
         k = hits[0]
-        new_lines = lines[:k] + list(block.replace) + lines[k + n:]
+        replacement = list(block.replace) if shift is None else _reindent(block.replace, shift)
+        new_lines = lines[:k] + replacement + lines[k + n:]
         current[path] = newline.join(new_lines) + (newline if ends_with_newline and new_lines else "")
         if not location:
             location = f"{path}:{k + 1}"
@@ -168,8 +266,9 @@ def reply_to_raw_mutant(reply: str, ctx: FixContext, operator: Operator, *,
                         test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS,
                         meta: dict[str, Any] | None = None) -> RawMutant:
     """A model reply -> a :class:`RawMutant` holding the full content of every file of the fix."""
-    blocks, summary = parse_edit_blocks(reply)
+    blocks, summary, form = parse_reply(reply)
     fixed = {c.path: c.new for c in ctx.files}
     files, location = apply_edit_blocks(blocks, fixed, test_patterns)
     description = (summary or f"LLM {operator.value} variant of the fix")[:300]
-    return RawMutant(operator, description, location, files, {**(meta or {}), "blocks": len(blocks)})
+    return RawMutant(operator, description, location, files, {**(meta or {}), "blocks": len(blocks),
+                                                              "format": form})
