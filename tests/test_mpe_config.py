@@ -34,18 +34,37 @@ def test_cache_key_depends_on_what_changes_a_row_and_not_on_workers() -> None:
     key = base.cache_key()
     assert MPEConfig(workers=8).cache_key() == key
     assert MPEConfig(operators=list(reversed(MECHANICAL_DEFAULT))).cache_key() == key  # order does not matter
-    for change in [{"per_operator": 2}, {"seed": 1}, {"tau": 0.5}, {"operators": [Operator.INCOMPLETE_FIX]},
-                   {"paper_classes": True}, {"mechanical": False}, {"llm": "gpt"}, {"prefer_exercised": True}]:
+    for change in [{"seed": 1}, {"tau": 0.5}, {"operators": [Operator.INCOMPLETE_FIX]},
+                   {"paper_classes": True}, {"mechanical": False}, {"llm": "gpt"}, {"prefer_exercised": True},
+                   {"sequential": False}, {"max_mutants": 60}, {"max_mutants": None}, {"confidence": 0.9}]:
         assert MPEConfig(**change).cache_key() != key, change
     assert MPEConfig(llm="a").cache_key() != MPEConfig(llm="b").cache_key()
+    # sequential MPE draws from the whole pool: N per operator does not change its rows; a fixed budget's it does
+    assert MPEConfig(per_operator=2).cache_key() == key
+    fixed = MPEConfig(sequential=False)
+    assert MPEConfig(sequential=False, per_operator=2).cache_key() != fixed.cache_key()
+    # the paper's protocol is always a fixed budget, with the point rule: the cap and confidence do not matter
+    paper = MPEConfig(paper_classes=True)
+    assert MPEConfig(paper_classes=True, max_mutants=60, confidence=0.9).cache_key() == paper.cache_key()
+
+
+def test_confidence_and_cap_are_range_checked() -> None:
+    for bad in [{"confidence": 0.5}, {"confidence": 1.0}, {"confidence": 0.2}, {"max_mutants": 0},
+                {"max_mutants": len(MECHANICAL_DEFAULT) - 1}]:
+        with pytest.raises(ValidationError):
+            MPEConfig(**bad)
+    assert MPEConfig(max_mutants=len(MECHANICAL_DEFAULT)).max_mutants == len(MECHANICAL_DEFAULT)
+    assert MPEConfig(sequential=False, max_mutants=1).max_mutants == 1  # a fixed budget has no cap to check
 
 
 def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
-    config = MPEConfig(per_operator=3, operators=list(TARGETED_OPERATORS))  # the pool before issue 19
+    # the rows stored before issue 33 were a fixed budget classified by the point rule; a fixed budget with the
+    # interval's classes extends that key, so no row of the point rule is read as an interval's
+    config = MPEConfig(per_operator=3, operators=list(TARGETED_OPERATORS), sequential=False)
     old_mpe_key = [3, 0, 0.202, sorted(op.value for op in TARGETED_OPERATORS)]
-    assert config.cache_key() == old_mpe_key
+    assert config.cache_key() == [*old_mpe_key, "interval:0.95"]
     exercised = config.model_copy(update={"prefer_exercised": True})
-    assert exercised.cache_key() == [*old_mpe_key, "prefer_exercised"]
+    assert exercised.cache_key() == [*old_mpe_key, "interval:0.95", "prefer_exercised"]
     parts = ["env", "sympy__sympy-1", "abc", ["t1"], config.cache_key()]
     legacy = hashlib.sha256(json.dumps(["study.mpe", 1, *parts], sort_keys=True, default=str).encode()).hexdigest()
     assert study_key("study.mpe", 1, *parts) == legacy
@@ -62,13 +81,18 @@ def test_verdict_and_suite_keys_are_unchanged() -> None:
 
 def test_loop_config_maps_its_own_words_into_mpe_and_keeps_its_digest() -> None:
     config = LoopConfig(rounds=2, tau=0.1, samples=5, seed=4, mutator="mechanical,llm",
-                        operators=[Operator.SYMPTOM_SUPPRESSION])
+                        operators=[Operator.SYMPTOM_SUPPRESSION], paper_classes=True)
     assert (config.mpe.per_operator, config.mpe.tau, config.mpe.seed) == (5, 0.1, 4)
     assert config.mpe.mechanical
     assert config.mpe.llm is not None
     assert (config.samples, config.tau, config.mutator) == (5, 0.1, "mechanical,llm")
     legacy = {"method": "coharden", "rounds": 2, "tau": 0.1, "samples": 5, "operators": ["symptom_suppression"],
               "mutator": "mechanical,llm", "seed": 4, "max_iterations": None}
-    assert config.digest() == _sha(json.dumps(legacy, sort_keys=True))[:16]
+    assert config.digest() == _sha(json.dumps(legacy, sort_keys=True))[:16]  # the point rule: as before
+    sequential = LoopConfig(rounds=2, tau=0.1, samples=5, seed=4, mutator="mechanical,llm",
+                            operators=[Operator.SYMPTOM_SUPPRESSION])
+    assert sequential.mpe.is_sequential
+    assert not config.mpe.is_sequential
+    assert sequential.digest() != config.digest()  # a state saved under the point rule is not resumed
     with pytest.raises(ValidationError, match="mutator"):
         LoopConfig(mutator="genetic")

@@ -12,6 +12,7 @@ class TestClass(StrEnum):
 
     RIGOROUS = "Rigorous"
     LAX = "Lax"
+    BORDERLINE = "Borderline"  # F->P, the laxity's interval straddles tau: the sample cannot tell Rigorous from Lax
     MISALIGNED = "Misaligned"
     NOT_REPRODUCING = "NotReproducing"
     INCONCLUSIVE = "Inconclusive"  # F->P but no admissible mutant: laxity undefined
@@ -55,8 +56,13 @@ class Matrix(BaseModel):
 
 
 def classify(*, fails_on_buggy: bool, passes_on_fixed: bool, laxity: float | None, tau: float,
-             admissible: bool = True, paper_classes: bool = False) -> TestClass:
-    """Class of a candidate test. ``paper_classes`` maps every non-F->P test to Misaligned."""
+             admissible: bool = True, paper_classes: bool = False,
+             interval: tuple[float, float] | None = None) -> TestClass:
+    """Class of a candidate test. ``paper_classes`` maps every non-F->P test to Misaligned.
+
+    With ``interval`` (the laxity's, see :mod:`coharden.schema.estimate`) a F->P test is Lax when the interval
+    lies at or above ``tau``, Rigorous when it lies below and Borderline when it straddles tau; without it,
+    the paper's point rule (Rigorous when ``laxity < tau``, else Lax)."""
     if not admissible:
         result = TestClass.INVALID
     elif not passes_on_fixed:
@@ -65,6 +71,9 @@ def classify(*, fails_on_buggy: bool, passes_on_fixed: bool, laxity: float | Non
         result = TestClass.NOT_REPRODUCING
     elif laxity is None:
         return TestClass.INCONCLUSIVE
+    elif interval is not None:
+        low, high = interval
+        return TestClass.LAX if low >= tau else TestClass.RIGOROUS if high < tau else TestClass.BORDERLINE
     else:
         return TestClass.RIGOROUS if laxity < tau else TestClass.LAX
     return TestClass.MISALIGNED if paper_classes else result

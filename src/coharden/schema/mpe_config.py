@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from coharden.schema.estimate import DEFAULT_CONFIDENCE
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
 PAPER_TAU = 0.202
@@ -24,6 +25,12 @@ DEFAULT_PER_OPERATOR = 3
 """N, the mutants sampled per operator by default (the paper samples N per operator; issue 19 item 11)."""
 LOOP_TAU = 0.2
 """The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
+DEFAULT_MAX_MUTANTS = 45
+"""Sequential MPE's default cap on the mutants run for one test: 5 per operator of the 9 mechanical operators.
+Provisional: the protocol (docs/laxity_estimate.md) fixes the cap on the development split."""
+MIN_PER_OPERATOR = 1
+"""Sequential MPE draws at least this many mutants of every operator (one full round) before it may stop, so
+``max_mutants`` may not be below ``MIN_PER_OPERATOR`` times the operators of the pool."""
 
 
 class MPEConfig(BaseModel):
@@ -42,6 +49,13 @@ class MPEConfig(BaseModel):
                             "(the mutator itself is passed to evaluate()); None: no LLM mutants.")
     prefer_exercised: bool = Field(default=False, description="With per_operator: sample first among mutants "
                                    "that change code the tests run.")
+    sequential: bool = Field(default=True, description="Draw mutants in seeded stratified rounds and stop as soon "
+                             "as the interval decides the class (or at max_mutants); False: per_operator each, "
+                             "all run. paper_classes implies False.")
+    max_mutants: int | None = Field(default=DEFAULT_MAX_MUTANTS, ge=1, description="Sequential: the most mutants "
+                                    "run for one test (None: the whole pool).")
+    confidence: float = Field(default=DEFAULT_CONFIDENCE, gt=0.5, lt=1, description="Confidence level of the "
+                              "laxity's interval (exact Clopper-Pearson).")
     workers: int = Field(default=1, ge=1, description="Threads running mutants (not part of the cache key).")
     timeout_factor: float = Field(default=5.0, gt=0, description="A test's time limit on a mutant: this many times "
                                   "its own run on the fixed code (at least timeout_floor, at most the timeout).")
@@ -50,6 +64,24 @@ class MPEConfig(BaseModel):
                               "(only for tests you trust: a test in the same process can rewrite the other's result).")
     reject_tampering: bool = Field(default=False, description="A candidate with tampering notes (conftest.py, "
                                    "pytest hooks, JUnit writes, os._exit) is Invalid.")
+
+    @model_validator(mode="after")
+    def _cap_covers_a_round(self) -> MPEConfig:
+        if self.sequential and self.max_mutants is not None and \
+                self.max_mutants < MIN_PER_OPERATOR * len(self.operators):
+            raise ValueError(f"max_mutants {self.max_mutants} is below the per-operator minimum: "
+                             f"{MIN_PER_OPERATOR} mutant for each of the {len(self.operators)} operators")
+        return self
+
+    @property
+    def is_sequential(self) -> bool:
+        """Sequential rounds (the default); the paper's classes always use the fixed budget."""
+        return self.sequential and not self.paper_classes
+
+    @property
+    def point_classes(self) -> bool:
+        """The class is the point estimate against tau (the paper's rule), not the interval."""
+        return self.paper_classes
 
     def mutant_limit(self, fixed_seconds: float, timeout: float) -> float:
         """The time limit of a test on a mutant, scaled with its own run on the fixed code (as mutmut does)."""
@@ -61,8 +93,15 @@ class MPEConfig(BaseModel):
 
     def cache_key(self) -> list[Any]:
         """What a stored MPE row depends on, as JSON-able parts. Options at their default add nothing, so rows
-        stored before an option existed keep their keys (the real-bugs study's records among them)."""
-        key: list[Any] = [self.per_operator, self.seed, self.tau, sorted(op.value for op in self.operators)]
+        stored before an option existed keep their keys - except the draw and the class rule of issue 33: a
+        sequential draw (N per operator then plays no part) and the interval's classes each add a part, since
+        every row stored before them was a fixed budget classified by the point rule."""
+        key: list[Any] = [None if self.is_sequential else self.per_operator, self.seed, self.tau,
+                          sorted(op.value for op in self.operators)]
+        if self.is_sequential:  # rows stored before sequential MPE existed were all fixed-budget
+            key.append(f"sequential:max={self.max_mutants}")
+        if not self.point_classes:  # and classified by the point rule
+            key.append(f"interval:{self.confidence:g}")
         if self.prefer_exercised:
             key.append("prefer_exercised")
         if self.paper_classes:

@@ -17,6 +17,10 @@ class MPERow(BaseModel):
     fail_to_pass: bool = False
     test_class: str = TestClass.INVALID.value
     laxity: float | None = None
+    interval: list[float] | None = None
+    """The laxity's interval [low, high] (see :mod:`coharden.schema.estimate`); None without a laxity."""
+    drawn: int = 0
+    """Mutants run (sequential MPE may stop before the budget); ``admissible`` of them count."""
     matrix: dict[str, int] | None = None
     """Cell counts (alpha, beta, gamma, delta) of a F->P test; None otherwise."""
     admissible: int = 0
