@@ -412,7 +412,8 @@ def test_prefer_exercised_samples_mutants_of_code_the_tests_run(tmp_path: Path) 
     settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
         ref = ex.golden_test()
-        config = MPEConfig(operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3)
+        config = MPEConfig(operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3,
+                           sequential=False)
         plain = evaluate(ex, inst.patch, ref, ref, config)
         chosen = evaluate(ex, inst.patch, ref, ref, config.model_copy(update={"prefer_exercised": True}))
     assert "unexercised_candidates" not in plain.pool
@@ -420,3 +421,115 @@ def test_prefer_exercised_samples_mutants_of_code_the_tests_run(tmp_path: Path) 
     # the one candidate left, in used(): the golden test kills it (the other would have been accepted by any test)
     assert chosen.matrix.counts() == {"alpha": 0, "beta": 0, "gamma": 0, "delta": 1}
     assert plain.matrix.admissible == chosen.matrix.admissible == 1
+
+
+def _frame_total(result, key: str) -> int:  # type: ignore[no-untyped-def]
+    return sum(row[key] for row in result.frame.values())
+
+
+def test_sequential_mpe_gives_the_same_draws_on_one_and_two_workers(project: dict[str, str],
+                                                                   tmp_path: Path) -> None:
+    """Sequential MPE states its frame, and the same seed gives the same draws, stop and class on 1 and 2
+    workers. (This pool is small: the lax test's laxity, 4 of 19, sits next to tau, so every mutant runs and the
+    laxity is exact; tests/test_examples.py checks a lax test that is decided early.)"""
+    runs = []
+    for workers in (1, 2):
+        settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers)
+        inst = _instance(project)
+
+        def factory(inst: Instance = inst, settings: Settings = settings) -> InstanceExecutor:
+            return InstanceExecutor(inst, Path(project["repo"]), settings, None)
+
+        with factory() as ex, ExecutorPool(factory, workers) as pool:
+            result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
+                              MPEConfig(workers=workers, seed=4), pool=pool)
+        runs.append(result)
+    first, second = runs
+    assert first.sequential
+    assert first.test_class is TestClass.LAX
+    assert first.stop == "pool"
+    assert first.census
+    assert first.interval == [first.laxity, first.laxity]
+    assert len(first.mutants) == _frame_total(first, "drawn") == _frame_total(first, "pool")
+    assert _frame_total(first, "admissible") == first.matrix.admissible
+    assert first.rounds == max(row["pool"] for row in first.frame.values())
+    assert [(m.mutant.id, m.cell) for m in first.mutants] == [(m.mutant.id, m.cell) for m in second.mutants]
+    assert (first.stop, first.rounds, first.test_class, first.interval) == \
+        (second.stop, second.rounds, second.test_class, second.interval)
+    data = first.to_json(timings=False)
+    assert data["estimate"]["interval"] == first.interval
+    assert all("interval" in row and "pool" in row for row in data["per_operator"].values())
+    assert first.row().interval == first.interval
+
+
+def test_paper_classes_run_n_per_operator_with_the_point_rule(executor: InstanceExecutor,
+                                                              project: dict[str, str]) -> None:
+    golden = executor.golden_test()
+    lax = executor.test_patch(project["lax"], name="lax")
+    paper = evaluate(executor, project["fix"], lax, golden, MPEConfig(paper_classes=True, per_operator=2))
+    assert not paper.sequential
+    assert paper.point_classes
+    assert paper.stop == "fixed budget"
+    assert all(row["drawn"] == min(2, row["pool"]) for row in paper.frame.values())
+    assert paper.test_class is (TestClass.RIGOROUS if paper.laxity < paper.tau else TestClass.LAX)  # type: ignore[operator]
+    assert paper.interval is not None  # reported beside the point, not used for the class
+    # the golden test against itself, whole pool: a census, the interval is the point
+    whole = evaluate(executor, project["fix"], golden, golden, MPEConfig(max_mutants=None))
+    assert whole.stop in ("pool", "decided")
+    if whole.stop == "pool":
+        assert whole.census
+        assert whole.interval == [0.0, 0.0]
+    assert whole.test_class is TestClass.RIGOROUS
+
+
+def test_no_admissible_mutant_is_inconclusive_with_its_reason(project: dict[str, str], tmp_path: Path) -> None:
+    inst_dir = tmp_path / "inst"
+    inst_dir.mkdir()
+    (inst_dir / "fix.patch").write_text(project["fix"])
+    (inst_dir / "test.patch").write_text(project["golden"])
+    (inst_dir / "instance.yaml").write_text(
+        f"instance_id: rng__clamp\nrepo: {project['repo']}\nbase_commit: {project['commit']}\n"
+        "patch: fix.patch\ntest_patch: test.patch\n")
+    store = str(tmp_path / "s.sqlite")
+    runner = CliRunner()
+    # nothing raises on the buggy code, so symptom_suppression makes no mutant: the pool is empty
+    result = runner.invoke(app, ["mpe", str(inst_dir), "--store", store, "--operators", "symptom_suppression",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["test_class"] == "Inconclusive"
+    assert data["interval"] is None
+    result = runner.invoke(app, ["mpe", str(inst_dir), "--store", store, "--operators", "symptom_suppression"])
+    assert result.exit_code == 0, result.output
+    assert "no admissible mutant" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--confidence", "1.0"], "--confidence"), (["--confidence", "0.5"], "--confidence"),
+    (["--confidence", "0.3"], "--confidence"), (["--max-mutants", "3"], "per-operator minimum"),
+    (["--max-mutants", "20", "--paper-classes"], "fixed budget"),
+    (["--max-mutants", "20", "--per-operator", "2"], "fixed budget"),
+    (["--max-mutants", "0"], "--max-mutants"),
+])
+def test_cli_refuses_a_bad_confidence_or_cap(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["mpe", str(tmp_path), *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_cap_stops_an_undecided_test_as_borderline(executor: InstanceExecutor) -> None:
+    """Four mutants cannot show that a test rejects more than 80 % of the wrong fixes: the golden test against
+    itself (no beta) stays Borderline at a cap of 4, in two rounds of two operators, and is Rigorous with the
+    paper's point rule on the same draw."""
+    golden = executor.golden_test()
+    ops = [Operator.NARROWED_SCOPE, Operator.WIDENED_SCOPE]
+    capped = evaluate(executor, executor.instance.patch, golden, golden, MPEConfig(operators=ops, max_mutants=4))
+    assert capped.test_class is TestClass.BORDERLINE
+    assert capped.stop == "cap"
+    assert (len(capped.mutants), capped.rounds) == (4, 2)
+    assert sorted(row["drawn"] for row in capped.frame.values()) == [2, 2]
+    assert capped.matrix.beta == []
+    assert capped.interval is not None
+    assert capped.interval[0] == 0.0 < capped.tau < capped.interval[1]

@@ -7,7 +7,7 @@ from typing import Any
 
 CELLS = ("alpha", "beta", "gamma", "delta")
 """The matrix cells, in the paper's order."""
-CLASS_ORDER = ("Rigorous", "Lax", "Inconclusive", "NotReproducing", "Misaligned", "Invalid", "Error")
+CLASS_ORDER = ("Rigorous", "Borderline", "Lax", "Inconclusive", "NotReproducing", "Misaligned", "Invalid", "Error")
 """Every class a row can end in, ``Error`` for a row that carries ``error``, in reading order."""
 
 

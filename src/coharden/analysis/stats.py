@@ -126,6 +126,10 @@ def shares_by(rows: Iterable[dict[str, Any]], group: Callable[[dict[str, Any]], 
     return {k: Share(*v) for k, v in sorted(counts.items())}
 
 
+DECIDED_OR_BORDERLINE = ("Rigorous", "Borderline", "Lax")
+"""The classes of a F->P test with a laxity (Borderline: its interval straddles tau)."""
+
+
 @dataclass(frozen=True)
 class Validity:
     """Lax vs Rigorous acceptance of real wrong fixes, and how laxity relates to acceptance."""
@@ -145,9 +149,11 @@ class Validity:
 
 
 def validity(rows: Sequence[dict[str, Any]]) -> Validity:
-    """``rows``: one per graded F->P test with ``test_class`` (Rigorous / Lax), ``laxity`` and ``accepts``
-    (True: passes on a real wrong fix the golden test rejects; None: no such fix, or no admissible verdict)."""
-    usable = [r for r in rows if r.get("test_class") in ("Rigorous", "Lax") and r.get("accepts") is not None
+    """``rows``: one per graded F->P test with ``test_class`` (Rigorous / Borderline / Lax), ``laxity`` and
+    ``accepts`` (True: passes on a real wrong fix the golden test rejects; None: no such fix, or no admissible
+    verdict). Borderline tests get their own share and join the laxity correlations and the AUC; the Fisher test
+    compares the decided classes, Lax against Rigorous."""
+    usable = [r for r in rows if r.get("test_class") in DECIDED_OR_BORDERLINE and r.get("accepts") is not None
               and r.get("laxity") is not None]
     per_class = shares_by(usable, lambda r: r["test_class"], lambda r: r["accepts"])
     lax = per_class.get("Lax", Share(0, 0))

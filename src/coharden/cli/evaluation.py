@@ -14,8 +14,10 @@ from rich.table import Table
 
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, progress_bar, run_options
 from coharden.cli.options import (
+    ConfidenceOpt,
     CutoffsOpt,
     JsonOpt,
+    MaxMutantsOpt,
     OperatorsOpt,
     PaperClassesOpt,
     PerOperatorOpt,
@@ -55,6 +57,8 @@ def eval_command(
     seed: SeedOpt = None,
     tau: TauOpt = None,
     paper_classes: PaperClassesOpt = False,
+    confidence: ConfidenceOpt = 0.95,
+    max_mutants: MaxMutantsOpt = None,
     cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
@@ -77,7 +81,8 @@ def eval_command(
     settings = run.settings(seed=seed, tau=tau, workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
-                                          paper_classes=paper_classes), workers=settings.workers)
+                                          paper_classes=paper_classes, confidence=confidence,
+                                          max_mutants=max_mutants), workers=settings.workers)
     inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                              injections=injection or [], runs=runs, overfit=overfit or [])
     with progress_bar("eval", quiet=as_json) as update:

@@ -29,12 +29,14 @@ from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
     BudgetOpt,
+    ConfidenceOpt,
     ConfigOpt,
     CutoffsOpt,
     IdOpt,
     JsonOpt,
     LLMModeOpt,
     LLMStoreOpt,
+    MaxMutantsOpt,
     ModelOpt,
     MutatorOpt,
     OperatorsOpt,
@@ -142,13 +144,17 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         matrix.add_row("candidate PASS", f"alpha {counts['alpha']}", f"[bold red]beta {counts['beta']}[/]")
         matrix.add_row("candidate FAIL", f"gamma {counts['gamma']}", f"delta {counts['delta']}")
         console.print(matrix)
-        ops = Table(title="per operator")
-        for col in ("operator", "total", "admissible", "alpha", "beta", "gamma", "delta", "inadmissible"):
+        ops = Table(title=f"per operator (laxity [{result.confidence:g} interval])")
+        for col in ("operator", "pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity",
+                    "inadmissible"):
             ops.add_column(col)
         for op, row in result.per_operator().items():
             inad = ", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-"
-            ops.add_row(op, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")), inad)
+            ops.add_row(op, str(row.get("pool", "-")), str(row["total"]),
+                        *(str(row[k]) for k in ("admissible", "alpha", "beta", "gamma", "delta")),
+                        _laxity_text(row["laxity"], row["interval"]), inad)
         console.print(ops)
+        console.print(_frame_text(result))
         dropped = result.pool.get("dropped", {})
         if dropped:
             console.print("dropped before running: " + "; ".join(
@@ -160,14 +166,36 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
     for note in result.tampering:
         console.print(f"[bold yellow]tampering:[/] {note}")
     if result.pool_complete:  # else the caller says why there is no class, once
-        laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
-        console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
+        laxity = "n/a" if result.laxity is None else result.estimate().text()
+        rule = "point rule (--paper-classes)" if result.point_classes else f"{result.confidence:g} interval"
+        console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau}, class by the {rule})   class: "
+                      f"[bold]{result.test_class.value}[/]")
+        if result.test_class.value == "Inconclusive" and result.fail_to_pass:
+            console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
+                          "empty)")
     lax = result.lax_mutants()
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
         for mr in lax[:show]:
             console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
             print_diff(mr.mutant.patch)
+
+
+def _laxity_text(laxity: float | None, interval: list[float] | None) -> str:
+    if laxity is None or interval is None:
+        return "-"
+    if interval[0] == interval[1]:
+        return f"{laxity:.3f}"
+    return f"{laxity:.3f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _frame_text(result) -> str:  # type: ignore[no-untyped-def]
+    """The sampling frame in one line: pool, drawn, admissible, and how the draw ended."""
+    pool = sum(row["pool"] for row in result.frame.values())
+    drawn = len(result.mutants)
+    how = f"sequential, {result.rounds} round(s), stopped: {result.stop}" if result.sequential else result.stop
+    return (f"sampling frame: pool {pool}, drawn {drawn}, admissible {result.matrix.admissible} ({how}"
+            f"{'; the whole pool ran, the laxity is exact' if result.census else ''})")
 
 
 def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
@@ -211,6 +239,8 @@ def mpe(
     seed: SeedOpt = None,
     tau: TauOpt = None,
     paper_classes: PaperClassesOpt = False,
+    confidence: ConfidenceOpt = 0.95,
+    max_mutants: MaxMutantsOpt = None,
     cutoffs: CutoffsOpt = None,
     workers: WorkersOpt = None,
     executor: Annotated[str, typer.Option("--executor", help="Batch: where jobs run: local or ray.")] = "local",
@@ -236,7 +266,7 @@ def mpe(
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
-    """Mutation Patch Evaluation: is a reproduction test Rigorous, Lax, Misaligned or NotReproducing?
+    """Mutation Patch Evaluation: is a reproduction test Rigorous, Borderline, Lax, Misaligned or NotReproducing?
 
     Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
     reported, but no laxity and no class (fail closed)."""
@@ -255,7 +285,8 @@ def mpe(
         ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
     mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
                          llm_model=llm.client.config.model if llm is not None else None,
-                         prefer_exercised=prefer_exercised, workers=settings.workers)
+                         prefer_exercised=prefer_exercised, workers=settings.workers, confidence=confidence,
+                         max_mutants=max_mutants)
     mpe_cfg = mpe_cfg.model_copy(update={"trust_tests": trust_tests, "reject_tampering": reject_tampering,
                                          "timeout_factor": timeout_factor, "timeout_floor": timeout_floor})
     if instances is not None or predictions is not None:
@@ -392,12 +423,14 @@ def examples_check(
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
         table = Table(title="bundled examples: expected vs got")
-        for col in ("example", "candidate", "expected", "got", "laxity", "matrix a/b/g/d", ""):
+        for col in ("example", "candidate", "expected", "got", "laxity [interval]", "drawn/pool", "matrix a/b/g/d",
+                    ""):
             table.add_column(col)
         for row in rows:
             ok = "[green]ok[/]" if row["ok"] else "[bold red]MISMATCH[/]"
-            lax = "-" if row["laxity"] is None else f"{row['laxity']:.3f}"
-            table.add_row(row["example"], row["candidate"], row["expected"], row["got"], lax, row["matrix"], ok)
+            table.add_row(row["example"], row["candidate"], row["expected"], row["got"],
+                          _laxity_text(row["laxity"], row["interval"]), f"{row['drawn']}/{row['pool']}",
+                          row["matrix"], ok)
         console.print(table)
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 
@@ -443,6 +476,8 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                 rows.append({"example": example.name, "candidate": name, "expected": label or "?",
                              "got": result.test_class.value, "laxity": result.laxity, "ok": ok,
                              "matrix": "/".join(str(counts[k]) for k in ("alpha", "beta", "gamma", "delta")),
+                             "interval": result.interval, "drawn": len(result.mutants), "stop": result.stop,
+                             "pool": sum(row["pool"] for row in result.frame.values()),
                              "per_operator": result.per_operator()})
                 update(advance=1)
     return rows

@@ -122,8 +122,13 @@ def _operator_help() -> str:
 
 
 OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_help())]
-PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="Mutants per operator, a seeded sample "
-                                              "(default: 3, the paper's N).", lo=1)]
+PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="A fixed budget: N mutants per operator, "
+                                              "a seeded sample, all run (default with --paper-classes: 3, the "
+                                              "paper's N; without: sequential MPE).", lo=1)]
+ConfidenceOpt = Annotated[float, typer.Option("--confidence", help="Confidence level of the laxity's interval "
+                                              "(exact Clopper-Pearson), between 0.5 and 1 (both excluded).")]
+MaxMutantsOpt = Annotated[int | None, ranged("--max-mutants", help="Sequential MPE: the most mutants run per "
+                                             "test (default 45; at least one per operator).", lo=1)]
 
 
 def seed_option(help: str = "Seed of every sampler (mutant sample, shown mutants).") -> Any:  # noqa: A002
@@ -147,7 +152,9 @@ def workers_option(help: str = "Parallel workers (default: the CPU count).") -> 
 WorkersOpt = Annotated[int | None, workers_option()]
 PreferExercisedOpt = Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
                                                   "among mutants that change code the tests run.")]
-PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
+PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="The paper's rule exactly: N mutants per "
+                                                "operator, no early stop, the point laxity against tau, every "
+                                                "non-F->P test Misaligned.")]
 CutoffsOpt = Annotated[str | None, typer.Option("--cutoffs", help="Comma-separated cutoffs (0 to 1) of the "
                                                 "Rigorous/Lax sensitivity table.")]
 MutatorOpt = Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
@@ -192,17 +199,47 @@ def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
     return cut
 
 
+def check_estimate(confidence: float, max_mutants: int | None, *, fixed: bool, operators: int) -> None:
+    """Refuse a --confidence outside (0.5, 1), a --max-mutants with a fixed budget, and a --max-mutants below
+    the per-operator minimum (one mutant of each operator), each as one clear error."""
+    from coharden.schema.mpe_config import MIN_PER_OPERATOR
+
+    if not 0.5 < confidence < 1:
+        raise CoHardenError(f"--confidence: {confidence} is out of range (allowed: between 0.5 and 1, both "
+                            "excluded)")
+    if max_mutants is None:
+        return
+    if fixed:
+        raise CoHardenError("--max-mutants caps sequential MPE; --per-operator and --paper-classes run a fixed "
+                            "budget of N per operator")
+    if max_mutants < MIN_PER_OPERATOR * operators:
+        raise CoHardenError(f"--max-mutants: {max_mutants} is below the per-operator minimum "
+                            f"({MIN_PER_OPERATOR} mutant for each of the {operators} operators: at least "
+                            f"{MIN_PER_OPERATOR * operators})")
+
+
 def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_operator: int | None, *,
                paper_classes: bool = False, mechanical: bool = True, llm_model: str | None = None,
-               prefer_exercised: bool = False, workers: int = 1) -> MPEConfig:
+               prefer_exercised: bool = False, workers: int = 1, confidence: float | None = None,
+               max_mutants: int | None = None) -> MPEConfig:
     """The :class:`MPEConfig` of the MPE option group: every command that runs MPE builds it here. Seed and tau
     come from ``settings`` (the flags folded over the config file); ``operators`` None keeps MPEConfig's
-    default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel)."""
+    default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel).
+
+    Sequential MPE is the default; a ``per_operator`` given (or ``paper_classes``) runs a fixed budget of N per
+    operator instead."""
     from coharden.schema.mpe_config import MPEConfig
 
     chosen: dict[str, Any] = {} if operators is None else {"operators": list(operators)}
+    fixed = per_operator is not None or paper_classes
     if per_operator is not None:  # None keeps MPEConfig's default N
         chosen["per_operator"] = per_operator
-    return MPEConfig(**chosen, seed=settings.seed, tau=settings.tau,
+    if confidence is not None:
+        chosen["confidence"] = confidence
+    check_estimate(chosen.get("confidence", 0.95), max_mutants, fixed=fixed,
+                   operators=len(chosen.get("operators", MPEConfig().operators)))
+    if max_mutants is not None:
+        chosen["max_mutants"] = max_mutants
+    return MPEConfig(**chosen, seed=settings.seed, tau=settings.tau, sequential=not fixed,
                      paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
                      prefer_exercised=prefer_exercised, workers=workers)

@@ -20,8 +20,8 @@ from coharden.schema.instance import Instance
 from coharden.schema.round_record import RoundRecord
 
 SCHEMA_VERSION = 1
-CLASSES = ("Rigorous", "Lax", "Misaligned", "NotReproducing", "Invalid", "Inconclusive")
-INJECTION_CLASSES = ("Rigorous", "Lax", "Misaligned")
+CLASSES = ("Rigorous", "Borderline", "Lax", "Misaligned", "NotReproducing", "Invalid", "Inconclusive")
+INJECTION_CLASSES = ("Rigorous", "Borderline", "Lax", "Misaligned")
 
 DEFINITIONS: dict[str, str] = {
     "resolved": "SWE-bench semantics: the golden test patch on base + the fix's source part (its test-file changes "
@@ -32,12 +32,16 @@ DEFINITIONS: dict[str, str] = {
     "fail_to_pass": "SWT-bench semantics: the ids the test contributes FAIL on the base commit and PASS on base + the "
                     "golden fix (only the prediction's test-file changes are the test; its source changes are "
                     "dropped). fail_to_pass_rate = F->P tests / instances in the instances file.",
-    "test_class": "MPE against the golden test over the mechanical mutant pool: Rigorous (F->P, laxity < tau), Lax "
-                  "(F->P, laxity >= tau), Misaligned (fails on the golden fix), NotReproducing (passes on the base), "
+    "test_class": "MPE against the golden test over the mechanical mutant pool: Rigorous (F->P, the laxity's "
+                  "interval lies below tau), Borderline (F->P, the interval straddles tau: the sample cannot tell), "
+                  "Lax (F->P, the interval lies at or above tau); with --paper-classes the point rule (Rigorous: "
+                  "laxity < tau, Lax: laxity >= tau). Misaligned (fails on the golden fix), NotReproducing "
+                  "(passes on the base), "
                   "Invalid (empty, does not apply, adds no test, or does not run), Inconclusive (F->P, no "
                   "admissible mutant). Error: the golden test is not F->P, nothing is classified.",
     "test_wrong": "not_rigorous (the primary definition): the test is not Rigorous, i.e. Lax, Misaligned, "
-                  "NotReproducing or Invalid; Inconclusive and Error tests are excluded (their rigor is unknown). "
+                  "NotReproducing or Invalid; Borderline, Inconclusive and Error tests are excluded (their rigor "
+                  "is unknown). "
                   "not_fail_to_pass (secondary): the test is not F->P; only Error tests are excluded.",
     "fix_wrong": "the fix is not resolved; fixes with an infra failure (or an instance whose golden fix is not "
                  "resolved) are excluded.",
@@ -219,6 +223,9 @@ def coupling_pairs(fixes: PredictionSet, tests: PredictionSet, instance_ids: Seq
         loose[iid] = (not row["fail_to_pass"], fix_wrong)
         if row["test_class"] == "Inconclusive":
             ex_strict[iid] = "test: Inconclusive (no admissible mutant, laxity undefined)"
+            continue
+        if row["test_class"] == "Borderline":
+            ex_strict[iid] = "test: Borderline (the laxity's interval straddles tau: rigor unknown)"
             continue
         strict[iid] = (row["test_class"] != "Rigorous", fix_wrong)
     return {"not_rigorous": coupling(strict, ex_strict), "not_fail_to_pass": coupling(loose, ex_loose)}
@@ -413,7 +420,8 @@ def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[Predictio
         "kind": "coharden-eval",
         "settings": {"tau": options.mpe.tau, "operators": [op.value for op in options.mpe.operators],
                      "per_operator": options.mpe.per_operator, "seed": options.mpe.seed,
-                     "paper_classes": options.mpe.paper_classes},
+                     "paper_classes": options.mpe.paper_classes, "sequential": options.mpe.is_sequential,
+                     "max_mutants": options.mpe.max_mutants, "confidence": options.mpe.confidence},
         "definitions": DEFINITIONS,
         "instances": {"total": len(ids), "ids": ids,
                       "errors": {iid: g.error for iid, g in sorted(grades.items()) if g.error},

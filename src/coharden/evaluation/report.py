@@ -18,8 +18,8 @@ from coharden.analysis.figures import figure as _figure
 from coharden.analysis.figures import png as _png
 from coharden.evaluation.metrics import CELLS, CLASSES
 
-CLASS_COLORS = {"Rigorous": "#2e7d32", "Lax": "#f9a825", "Misaligned": "#c62828", "NotReproducing": "#6a1b9a",
-                "Invalid": "#616161", "Inconclusive": "#90a4ae"}
+CLASS_COLORS = {"Rigorous": "#2e7d32", "Borderline": "#ffcc80", "Lax": "#f9a825", "Misaligned": "#c62828",
+                "NotReproducing": "#6a1b9a", "Invalid": "#616161", "Inconclusive": "#90a4ae"}
 CELL_COLORS = {"alpha": "#64b5f6", "beta": "#ef5350", "gamma": "#66bb6a", "delta": "#bdbdbd"}
 
 
@@ -258,12 +258,33 @@ FIGURE_TITLES = {"rounds": "Per-round Resolved, F->P and active instances",
                  "matrix": "The four matrix cells", "cost": "Cost by round", "injection": "Test injection"}
 
 
+def _draw_text(settings: dict[str, Any]) -> str:
+    """How the mutants were drawn and the class decided, as the settings record it."""
+    if settings.get("paper_classes"):
+        return f"per operator: {settings['per_operator'] or 'all'} (the paper's point rule)"
+    confidence = settings.get("confidence", 0.95)
+    if settings.get("sequential"):
+        return (f"sequential MPE up to {settings.get('max_mutants') or 'the whole pool'} mutants, class from the "
+                f"{confidence:g} interval")
+    return f"per operator: {settings['per_operator'] or 'all'}, class from the {confidence:g} interval"
+
+
+def _laxity(row: dict[str, Any]) -> str | None:
+    """A row's laxity with its interval beside it (``0.125 [0.016, 0.384]``)."""
+    laxity, interval = row.get("laxity"), row.get("interval")
+    if laxity is None:
+        return None
+    if not interval or interval[0] == interval[1]:
+        return f"{laxity:.3f}"
+    return f"{laxity:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
 def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> list[Block]:
     figures = figures or {}
     s = report["settings"]
     out = [Block("h1", "coharden evaluation report"),
            Block("p", f"{report['instances']['total']} instances; tau = {s['tau']}; operators: "
-                      f"{', '.join(s['operators'])}; per operator: {s['per_operator'] or 'all'}; seed {s['seed']}.")]
+                      f"{', '.join(s['operators'])}; {_draw_text(s)}; seed {s['seed']}.")]
 
     def figure(name: str) -> None:
         if name in figures:
@@ -297,7 +318,7 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
                               f"(rate {fmt(sm['fail_to_pass_rate'])}); mean laxity {fmt(sm['mean_laxity'])}; "
                               f"matrix a/b/g/d {_matrix(sm['matrix'])}."))
         out.append(Block("table", headers=["instance", "F->P", "class", "laxity", "matrix a/b/g/d", "note"],
-                         rows=[[iid, r.get("fail_to_pass"), r.get("test_class", "Error"), r.get("laxity"),
+                         rows=[[iid, r.get("fail_to_pass"), r.get("test_class", "Error"), _laxity(r),
                                 _matrix(r.get("matrix")), r.get("error") or r.get("reason") or ""]
                                for iid, r in section["instances"].items()]))
     figure("laxity")

@@ -4,7 +4,13 @@
 2. For a F->P candidate: the mechanical mutant pool of the fix; every mutant is run against both tests in
    one pytest process where possible. A mutant is admissible when it applies and both tests reach
    PASS/FAIL on it; the others are counted by reason.
-3. Matrix (alpha, beta, gamma, delta), laxity = beta / admissible, class with cutoff tau.
+3. Matrix (alpha, beta, gamma, delta), laxity = beta / admissible with its exact interval, class with cutoff
+   tau: from the interval (Rigorous / Borderline / Lax), or the paper's point rule with ``paper_classes``.
+
+Sequential MPE (the default, :mod:`coharden.mpe.sequential`): the whole pool in a seeded order, run in
+stratified rounds, stopped as soon as the interval decides the class, or at ``max_mutants`` / the pool's end.
+The result states its sampling frame (``frame``: the pool per operator, how many were drawn, how many were
+admissible) and why it stopped (``stop``).
 
 The pool is mechanical, LLM (:class:`~coharden.mutation.llm_operators.LLMMutator`), or both mixed (one
 admission filter, deduplicated across sources, counted per source). Fail closed: when the LLM pool could not
@@ -29,6 +35,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
+from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
 from coharden.mutation.pool import (
     MECHANICAL_OPERATORS,
@@ -40,6 +47,7 @@ from coharden.mutation.pool import (
 )
 from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
+from coharden.schema.estimate import DEFAULT_CONFIDENCE, Estimate
 from coharden.schema.matrix import Cell, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mpe_row import MPERow
@@ -107,9 +115,41 @@ class MPEResult(BaseModel):
     """How test processes were confined (bwrap, netns, guard)."""
     llm_usage: dict = Field(default_factory=dict)
     """LLM ledger totals ``{"per_operator": {...}, "per_source": {"mechanical": ..., "llm": ...}}``."""
+    # --- the estimate (issue 33) -----------------------------------------------------------------------------
+    confidence: float = DEFAULT_CONFIDENCE
+    """Confidence level of ``interval`` and of every per-operator interval."""
+    interval: list[float] | None = None
+    """The laxity's interval [low, high] (exact Clopper-Pearson; the point itself when ``census``)."""
+    census: bool = False
+    """Every mutant of the pool was run: the laxity is the pool's, not an estimate."""
+    point_classes: bool = False
+    """The class is the paper's point rule (``--paper-classes``), not the interval's."""
+    sequential: bool = False
+    stop: str = ""
+    """Why no more mutants were run: decided, cap, pool (spent), fixed budget."""
+    rounds: int = 0
+    """Sequential rounds run (one mutant of each operator with mutants left per round)."""
+    frame: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """The sampling frame per operator: ``pool`` (admitted mutants), ``drawn`` (run), ``admissible``."""
+
+    def estimate(self) -> Estimate:
+        """The pooled laxity with its interval."""
+        return Estimate(beta=len(self.matrix.beta), admissible=self.matrix.admissible, confidence=self.confidence,
+                        census=self.census)
 
     def per_operator(self) -> dict[str, dict[str, object]]:
-        return _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
+        """Each operator's cells and laxity, with its own interval (the point when the operator's whole pool
+        was drawn) and its pool size."""
+        table = _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
+        for op, row in table.items():
+            frame = self.frame.get(op, {})
+            census = bool(frame) and frame.get("drawn") == frame.get("pool")
+            bounds = Estimate(beta=int(row["beta"]), admissible=int(row["admissible"]),  # type: ignore[call-overload]
+                              confidence=self.confidence, census=census).interval
+            row["interval"] = list(bounds) if bounds else None
+            if frame:
+                row["pool"] = frame.get("pool", 0)
+        return table
 
     @property
     def balanced_laxity(self) -> float | None:
@@ -142,6 +182,7 @@ class MPEResult(BaseModel):
     def row(self) -> MPERow:
         """The summary row graders and reports keep (see :class:`~coharden.schema.mpe_row.MPERow`)."""
         return MPERow(fail_to_pass=self.fail_to_pass, test_class=self.test_class.value, laxity=self.laxity,
+                      interval=self.interval, drawn=len(self.mutants),
                       matrix=self.matrix.counts() if self.fail_to_pass else None, admissible=self.matrix.admissible,
                       inadmissible=self.inadmissible_counts(), test_ids=self.test_ids,
                       buggy=self.candidate_buggy.outcome.value, fixed=self.candidate_fixed.outcome.value,
@@ -165,6 +206,7 @@ class MPEResult(BaseModel):
         data["balanced_laxity"] = self.balanced_laxity
         data["inadmissible"] = self.inadmissible_counts()
         data["per_source"] = self.per_source()
+        data["estimate"] = self.estimate().to_json()
         if not timings and data.get("llm_pool"):
             data["llm_pool"].pop("cache", None)  # cache mode / replayed calls: differ between record and replay
         return data
@@ -277,6 +319,7 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
                        "no classification")
     fail_to_pass = cand.fail_to_pass
     result = MPEResult(
+        confidence=config.confidence, point_classes=config.point_classes, sequential=config.is_sequential,
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
         test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand.buggy, candidate_fixed=cand.fixed,
         reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=fail_to_pass, tau=tau, seed=seed,
@@ -316,21 +359,29 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = mutant_pool.summary()
-    result.mutants = run_mutants(executor, mutant_pool.mutants, candidate, reference, progress=progress,
-                                 timings=timings, team=team, combine=combine,
-                                 limits=(result.time_limits["candidate"], result.time_limits["reference"]))
+    run = functools.partial(run_mutants, executor, candidate=candidate, reference=reference, timings=timings,
+                            team=team, combine=combine,
+                            limits=(result.time_limits["candidate"], result.time_limits["reference"]))
+    if config.is_sequential:
+        _run_sequential(result, mutant_pool.mutants, run, config, progress)
+    else:
+        result.mutants = run(mutants=mutant_pool.mutants, progress=progress)
+        result.stop = Stop.FIXED.value
+        result.frame = _frame(result.mutants, mutant_pool.mutants, mutant_pool.dropped)
+    result.census = all(row["drawn"] == row["pool"] for row in result.frame.values())
     timings["mutants"] = time.monotonic() - mark
     result.candidate_timeouts = sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
     result.reference_timeouts = sum(1 for r in result.mutants if r.reference.outcome is Outcome.TIMEOUT)
     result.tampering = list(dict.fromkeys([*result.tampering, *(n for r in result.mutants
                                                                  for n in r.candidate.tampering)]))
-    for mr in result.mutants:
-        if mr.cell is not None:
-            result.matrix.add(mr.mutant.id, mr.cell)
+    result.matrix = _matrix(result.mutants)
     if result.pool_complete:
         result.laxity = result.matrix.laxity
+        bounds = result.estimate().interval
+        result.interval = list(bounds) if bounds else None
         result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity, tau=tau,
-                                     paper_classes=paper_classes)
+                                     paper_classes=paper_classes,
+                                     interval=None if config.point_classes else bounds)
     else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
         result.laxity = None
         result.test_class = TestClass.INCONCLUSIVE
@@ -342,8 +393,64 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
 
 
 def _pool_options(config: MPEConfig) -> dict[str, Any]:
+    """build_pool's options: N per operator, or (sequential) every mutant in its seeded draw order."""
     return {"operators": [op for op in config.operators if op in MECHANICAL_OPERATORS],
-            "per_operator": config.per_operator, "seed": config.seed, "prefer_exercised": config.prefer_exercised}
+            "per_operator": None if config.is_sequential else config.per_operator, "seed": config.seed,
+            "prefer_exercised": config.prefer_exercised, "ordered": config.is_sequential}
+
+
+def _matrix(results: Sequence[MutantResult]) -> Matrix:
+    matrix = Matrix()
+    for mr in results:
+        if mr.cell is not None:
+            matrix.add(mr.mutant.id, mr.cell)
+    return matrix
+
+
+def _frame(results: Sequence[MutantResult], pool: Sequence[Mutant],
+           over_budget: Counter[tuple[str, str]] | None = None) -> dict[str, dict[str, int]]:
+    """The sampling frame per operator: its admitted mutants (``pool``: drawn ones plus, for a fixed budget,
+    those left over budget), how many were run and how many of those were admissible."""
+    frame: dict[str, dict[str, int]] = {}
+    for mutant in pool:
+        row = frame.setdefault(mutant.operator.value, {"pool": 0, "drawn": 0, "admissible": 0})
+        row["pool"] += 1
+    for (op, reason), n in (over_budget or Counter()).items():
+        if reason == "over_budget" and op in frame:
+            frame[op]["pool"] += n
+    for mr in results:
+        row = frame.setdefault(mr.mutant.operator.value, {"pool": 0, "drawn": 0, "admissible": 0})
+        row["drawn"] += 1
+        row["admissible"] += mr.cell is not None
+    return dict(sorted(frame.items()))
+
+
+def _run_sequential(result: MPEResult, pool: Sequence[Mutant], run: Callable[..., list[MutantResult]],
+                    config: MPEConfig, progress: Progress | None) -> None:
+    """Run the pool round by round (see :mod:`coharden.mpe.sequential`) until the interval decides the class,
+    the cap is reached or the pool is spent. Each round's mutants run in parallel; the decision is taken only
+    between rounds, so the mutants run (and the result) do not depend on the number of workers."""
+    planned = capped(rounds(pool, config.seed), config.max_mutants)
+    total = sum(len(batch) for batch in planned)
+    tell = progress or _quiet
+    done: list[MutantResult] = []
+
+    def shifted(stage: str, finished: int, _: int | None) -> None:
+        tell(stage, len(done) + finished, total)
+
+    decided = False
+    for index, batch in enumerate(planned):
+        done += run(mutants=batch, progress=shifted)
+        result.rounds = index + 1
+        matrix = _matrix(done)
+        estimate = Estimate(beta=len(matrix.beta), admissible=matrix.admissible, confidence=config.confidence,
+                            census=len(done) == len(pool))
+        decided = estimate.side(config.tau) in ("lax", "rigorous")
+        if decided:
+            break
+    result.mutants = done
+    result.stop = stop_reason(drawn=len(done), pool=len(pool), decided=decided).value
+    result.frame = _frame(done, pool)
 
 
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,

@@ -149,11 +149,15 @@ class AdmissionFilter:
 
 
 def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Operator, int | None],
-          seed: int, prefer: Callable[[dict[str, str]], bool] | None = None) -> None:
+          seed: int, prefer: Callable[[dict[str, str]], bool] | None = None, *, ordered: bool = False) -> None:
     """Admit ``raw`` through the filter, then sample at most ``budget[op]`` per operator (seeded). With
     ``prefer``, an operator's over-budget sample is drawn first from the mutants ``prefer`` accepts (files ->
     bool) and filled up from the rest. Mutants that name the test whose recorded input they use
-    (``meta["from_test"]``) are drawn from each such test in turn."""
+    (``meta["from_test"]``) are drawn from each such test in turn.
+
+    ``ordered`` (sequential MPE): every admitted mutant is kept, each operator's in the seeded order of the draw
+    (the same rules as the sample: preferred first, source tests in turn), so the first k of an operator are
+    its sample of k."""
     base = {c.path: c.old for c in ctx.files}
     per_operator: dict[Operator, list[tuple[tuple[str, RawMutant, dict[str, str], dict[str, str]], Key]]] = {}
     preferred_of: dict[Operator, list[bool]] = {}
@@ -178,15 +182,17 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
     for operator in (op for op in MECHANICAL_OPERATORS if op in per_operator):
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
-        if limit is not None and len(mutants) > limit:
+        if ordered or (limit is not None and len(mutants) > limit):
             rng = random.Random(f"{seed}:{operator.value}")  # each operator's draw independent of the others'
             flags = preferred_of[operator]
             tiers = [list(range(len(mutants)))] if prefer is None else \
                 [[i for i, ok in enumerate(flags) if ok], [i for i, ok in enumerate(flags) if not ok]]
             sources = [str(c.meta.get("from_test", "")) for (_, c, _, _), _ in mutants]
-            chosen = sorted(_stratified(rng, tiers, sources, limit) if len(set(sources)) > 1
-                            else _uniform(rng, tiers, limit))
-            pool.dropped[(operator.value, "over_budget")] += len(mutants) - limit
+            take = len(mutants) if ordered else int(limit)  # type: ignore[arg-type]
+            drawn = _stratified(rng, tiers, sources, take) if len(set(sources)) > 1 else _uniform(rng, tiers, take)
+            chosen = drawn if ordered else sorted(drawn)
+            if not ordered:
+                pool.dropped[(operator.value, "over_budget")] += len(mutants) - take
             mutants = [mutants[i] for i in chosen]
         # the patch (a diff of every file of the fix) is made only for the mutants kept
         pool.mutants += [Mutant(id=ident, operator=c.operator, description=c.description, location=c.location,
@@ -247,7 +253,8 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
                operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
                seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
-               recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None) -> Pool:
+               recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None,
+               ordered: bool = False) -> Pool:
     """Mechanical mutants of ``fix`` from the registered ``operators``. ``tests`` (candidate and reference)
     feed the input recorder, run only when an operator needs it (or ``prefer_exercised``); its runs go through
     ``mapper`` (see :func:`record_calls`), and ``recorder``, with the signature of :func:`record_calls`,
@@ -261,7 +268,8 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     ``ctx``: the fix's context when the caller has it (then the executor's workspace is not used here: other
     files are read from the base commit's git objects). The operators that need no recording generate first,
     so a caller building the pool in the background overlaps that work with the recordings; the candidates
-    still reach admission in registry order."""
+    still reach admission in registry order. ``ordered``: keep every mutant, each operator's in its seeded
+    draw order (see :func:`admit`; sequential MPE)."""
     ctx = ctx or fix_context(executor, fix)
     pool = Pool()
     if not ctx.python_files:
@@ -292,7 +300,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     if called is not None:
         recorded = {(t["path"], t["qualname"]) for t in targets}
         prefer = functools.partial(exercised, ctx, targets=recorded, called=called)
-    admit(ctx, raw, pool, {op: per_operator for op in chosen}, seed, prefer=prefer)
+    admit(ctx, raw, pool, {op: per_operator for op in chosen}, seed, prefer=prefer, ordered=ordered)
     return pool
 
 
