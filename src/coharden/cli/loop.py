@@ -162,7 +162,12 @@ def run_loop(
     tau: Annotated[float, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a "
                                      f"regression (default {LOOP_TAU_HELP}; coharden mpe's cutoff is "
                                      f"{MPE_TAU_HELP}).")] = LOOP_TAU,
-    samples: Annotated[int, ranged("--samples", help="N: mutants per operator per round.", lo=1)] = 3,
+    samples: Annotated[int, ranged("--samples", help="N: mutants per operator per round (with --paper-classes; "
+                                   "else the LLM mutator's samples).", lo=1)] = 3,
+    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Algorithm 1's point rule: N mutants per "
+                                                "operator, laxity > tau is a regression (default: sequential MPE, "
+                                                "a round is clean when the new test is decided Rigorous).")]
+    = False,
     mutator: MutatorOpt = "mechanical",
     inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "
                                                       "predictions to give the fix-only agent.")] = None,
@@ -197,7 +202,7 @@ def run_loop(
                         Progress(TextColumn("{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
                                  disable=not err_console.is_terminal),
-                        agent_command=agent_command, agent_timeout=agent_timeout)
+                        agent_command=agent_command, agent_timeout=agent_timeout, paper_classes=paper_classes)
     print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
                  ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
@@ -223,7 +228,8 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
               tau: float, samples: int, mutator: str, inject_tests: Path | None, output: Path,
               run_name: str | None, budget_usd: float | None, instance_budget_usd: float | None,
               llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress,  # type: ignore[no-untyped-def]
-              agent_command: str | None = None, agent_timeout: float = 600.0) -> dict:  # type: ignore[type-arg]
+              agent_command: str | None = None, agent_timeout: float = 600.0,
+              paper_classes: bool = False) -> dict:  # type: ignore[type-arg]
     from pydantic import ValidationError
 
     from coharden.execution.store import Store
@@ -233,7 +239,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
 
     try:
         loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
-                                 seed=seed)
+                                 seed=seed, paper_classes=paper_classes)
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
     client = None

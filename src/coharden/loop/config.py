@@ -25,7 +25,8 @@ class Method(StrEnum):
 
 
 MUTATOR_CHOICES = ("mechanical", "llm", "mechanical,llm")
-_LOOP_MPE = {"tau": "tau", "samples": "per_operator", "operators": "operators", "seed": "seed"}
+_LOOP_MPE = {"tau": "tau", "samples": "per_operator", "operators": "operators", "seed": "seed",
+             "paper_classes": "paper_classes"}
 
 
 def _loop_mpe() -> MPEConfig:
@@ -37,7 +38,12 @@ class LoopConfig(BaseModel):
     """K rounds of one method; ``mpe`` is the hardening check of every round (its ``tau`` is the regression
     threshold, its ``per_operator`` the N mutants per operator, its ``seed`` + k the round's sampling seed).
 
+    Each round's MPE is sequential and its interval decides (clean: the new test is decided Rigorous; a
+    Borderline round asks for more mutants first); ``paper_classes`` keeps Algorithm 1's point rule with N
+    mutants per operator.
+
     The loop's own words are accepted as keywords and map into ``mpe``: ``tau``, ``samples`` (N),
+    ``paper_classes``,
     ``operators``, ``seed``, ``mutator`` (``mechanical``, ``llm`` or ``mechanical,llm``)."""
 
     method: Method = Method.COHARDEN
@@ -92,4 +98,6 @@ class LoopConfig(BaseModel):
         flat = {"method": self.method.value, "rounds": self.rounds, "tau": self.tau, "samples": self.samples,
                 "operators": [op.value for op in self.operators], "mutator": self.mutator, "seed": self.seed,
                 "max_iterations": self.max_iterations}
+        if not self.mpe.paper_classes:  # the estimate of issue 33; states saved before it used the point rule
+            flat["estimate"] = [self.mpe.is_sequential, self.mpe.max_mutants, self.mpe.confidence]
         return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()[:16]

@@ -11,6 +11,7 @@ class Decision(StrEnum):
     CLEAN = "clean"  # laxity <= tau and the test changed non-trivially: return (t_k, c_k)
     REGRESSION = "regression"  # laxity > tau: the test reverts to t0, the fix is kept
     UNCHANGED = "unchanged"  # the test did not change: t_ref <- t_k, continue with retry feedback
+    BORDERLINE = "borderline"  # the laxity's interval straddles tau even with more mutants: not clean, continue
     INCONCLUSIVE = "inconclusive"  # no admissible mutant (or no usable reference): check skipped
     GATE_FAILED = "gate_failed"  # the agent's submission was not accepted (F->P gate, clean patch, ...)
     LAX_INIT = "lax_init"  # round 0 wrote t0
@@ -28,11 +29,22 @@ def same_test(files_a: dict[str, str | None], files_b: dict[str, str | None]) ->
     return all(normalized(files_a[p] or "") == normalized(files_b[p] or "") for p in files_a)
 
 
-def decide(*, admissible: int, laxity: float | None, tau: float, changed: bool) -> Decision:
+def decide(*, admissible: int, laxity: float | None, tau: float, changed: bool,
+           interval: tuple[float, float] | None = None) -> Decision:
     """The paper's branches, in its order: no admissible mutant -> inconclusive; laxity above tau ->
-    regression; otherwise a changed test is a clean round and an unchanged one is retried."""
+    regression; otherwise a changed test is a clean round and an unchanged one is retried.
+
+    With ``interval`` (the laxity's, issue 33) the same branches read the interval: it lies at or above tau ->
+    regression (the test is decided Lax); it lies below -> clean / unchanged (decided Rigorous); it straddles
+    tau -> borderline (not clean: the caller has already asked for more mutants)."""
     if admissible == 0 or laxity is None:
         return Decision.INCONCLUSIVE
-    if laxity > tau:
+    if interval is not None:
+        low, high = interval
+        if low >= tau:
+            return Decision.REGRESSION
+        if high >= tau:
+            return Decision.BORDERLINE
+    elif laxity > tau:
         return Decision.REGRESSION
     return Decision.CLEAN if changed else Decision.UNCHANGED

@@ -45,9 +45,12 @@ from coharden.loop.config import LoopConfig, Method
 from coharden.loop.decision import Decision, decide, same_test
 from coharden.loop.progress import LoopProgress, Phase, ProgressCallback
 from coharden.loop.state import LoopState, RoundOutcome
-from coharden.mpe.evaluate import MPEError, evaluate
+from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
+from coharden.mpe.sequential import Stop
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance
+from coharden.schema.matrix import TestClass
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.round_record import RoundRecord
 from coharden.schema.testpatch import TestPatch
 
@@ -57,6 +60,8 @@ if TYPE_CHECKING:  # agents load on use: the loop module imports on a core insta
 #: Model error kinds after which the loop goes on (a next round may get a usable reply); every other kind ends
 #: the instance, since the same call fails again.
 CONTINUABLE_KINDS = frozenset({ErrorKind.UNUSABLE_REPLY.value})
+EXTENSIONS = 2
+"""How often a Borderline round doubles the cap of sequential MPE before it decides (issue 33)."""
 
 LAX_INIT_NOTES = ("Aim the test at the most observable witness of the bug: the simplest call that shows the "
                   "behaviour the issue reports.")
@@ -314,6 +319,19 @@ class InstanceLoop:
             return str(exc)
         return fail_to_pass(executor, test, fix).problem()
 
+    def _estimate(self, executor: InstanceExecutor, fix: str, t_k: TestPatch, reference: TestPatch,
+                  config: MPEConfig) -> MPEResult:
+        """The round's MPE. A Borderline result stopped by the cap asks for more mutants: the cap doubles (at
+        most ``EXTENSIONS`` times, until the pool is spent); the mutants already run come from the store."""
+        llm = self.llm_mutator if config.llm is not None else None
+        mpe = evaluate(executor, fix, t_k, reference, config, llm_mutator=llm)
+        for _ in range(EXTENSIONS):
+            if mpe.test_class is not TestClass.BORDERLINE or mpe.stop != Stop.CAP or config.max_mutants is None:
+                break
+            config = config.model_copy(update={"max_mutants": 2 * config.max_mutants})
+            mpe = evaluate(executor, fix, t_k, reference, config, llm_mutator=llm)
+        return mpe
+
     def _harden(self, state: LoopState, executor: InstanceExecutor, outcome: RoundOutcome, k: int) -> Decision:
         """The temporal matrix of (t_k vs t_ref) over mutants of c_k, and the decision it gives."""
         t_k = executor.test_patch(outcome.test, name=f"t{k}")
@@ -326,8 +344,7 @@ class InstanceLoop:
             self._phase("mutants")
             try:
                 config = self.config.mpe.model_copy(update={"seed": seed})
-                mpe = evaluate(executor, outcome.fix, t_k, reference, config,
-                               llm_mutator=self.llm_mutator if config.llm is not None else None)
+                mpe = self._estimate(executor, outcome.fix, t_k, reference, config)
             except MPEError as exc:
                 outcome.note = f"check skipped: {exc}"
             if mpe is not None:
@@ -340,15 +357,17 @@ class InstanceLoop:
                     outcome.note = f"mutant pool incomplete: {mpe.pool_incomplete_reason}"
                 else:
                     changed = not same_test(t_k.files, reference.files)
+                    bounds = None if config.point_classes or mpe.interval is None else \
+                        (mpe.interval[0], mpe.interval[1])
                     decision = decide(admissible=mpe.matrix.admissible, laxity=mpe.laxity, tau=self.config.tau,
-                                      changed=changed)
+                                      changed=changed, interval=bounds)
         outcome.decision = decision
         state.fix = outcome.fix
         if decision is Decision.REGRESSION:
             assert mpe is not None
             state.t_ref = state.test = state.t0
             outcome.feedback = feedback.regression(mpe, seed)
-        elif decision is Decision.UNCHANGED:
+        elif decision in (Decision.UNCHANGED, Decision.BORDERLINE):
             assert mpe is not None
             state.t_ref = state.test = outcome.test
             outcome.feedback = feedback.surviving(mpe, seed)
