@@ -105,6 +105,11 @@ def test_per_class_shares_and_validity() -> None:
     assert v.fisher_p == pytest.approx(stats.fisher_exact(2, 1, 1, 2))
     assert stats.Share(2, 3).text() == "2/3 (67%)"
     assert stats.Share(0, 0).rate is None
+    # Borderline tests (issue 33) get their own share and join the AUC; Fisher still compares Lax and Rigorous
+    with_borderline = stats.validity([*rows, {"test_class": "Borderline", "laxity": 0.15, "accepts": True}])
+    assert with_borderline.per_class["Borderline"] == stats.Share(1, 1)
+    assert with_borderline.n == 7
+    assert with_borderline.fisher_p == v.fisher_p
 
 
 # --- summaries ------------------------------------------------------------------------------------------------
@@ -514,6 +519,14 @@ def test_study_cli_report_only_and_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = (tmp_path / "out" / "real_bugs_report.md").read_text()
     assert "**partial report**: steps with no record in the store (report-only run): study.verify 1" in report
+    dev = runner.invoke(app, [*base, "--report-only", "--split", "dev"])
+    assert dev.exit_code == 0, dev.output
+    assert "split: dev (dev when int(sha256(" in (tmp_path / "out" / "real_bugs_report.md").read_text()
+    for args, message in [(["--split", "test"], "--split: 'test'"), (["--confidence", "1"], "--confidence"),
+                          (["--max-mutants", "2"], "per-operator minimum")]:
+        refused = runner.invoke(app, [*base, "--report-only", *args])
+        assert refused.exit_code == 2, args
+        assert message in refused.output, args
     bad = runner.invoke(app, [*base, "--phases", "verify,mutate"])
     assert bad.exit_code != 0
     assert "--phases: unknown mutate" in bad.output

@@ -16,12 +16,15 @@ from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
     BudgetOpt,
+    ConfidenceOpt,
     ConfigOpt,
     IdsOpt,
     JsonOpt,
     LLMModeOpt,
     LLMStoreOpt,
+    MaxMutantsOpt,
     ModelOpt,
+    PaperClassesOpt,
     PreferExercisedOpt,
     PythonOpt,
     SamplesOpt,
@@ -35,6 +38,7 @@ from coharden.cli.options import (
     workers_option,
 )
 from coharden.errors import CoHardenError
+from coharden.study.split import SPLITS
 
 study_app = new_app(help="Studies on real benchmark data; each one reproduces a Markdown report.")
 
@@ -55,7 +59,14 @@ def study_real_bugs(
     = None,
     only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
     = None,
-    per_operator: Annotated[int, ranged("--per-operator", help="Mutants per operator.", lo=1)] = 3,
+    per_operator: Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per operator "
+                                               "(default: sequential MPE; 3 with --paper-classes).", lo=1)] = None,
+    paper_classes: PaperClassesOpt = False,
+    confidence: ConfidenceOpt = 0.95,
+    max_mutants: MaxMutantsOpt = None,
+    split: Annotated[str, typer.Option("--split", help="Study instances: dev (where the estimator is chosen), "
+                                       "heldout (where validity is computed once) or all; the rule: "
+                                       "docs/laxity_estimate.md.")] = "all",
     workers: Annotated[int, workers_option("MPE workers (one checkout each).")] = 2,
     output: Annotated[Path, typer.Option("--output", "-o", help="Report directory.")] = Path("study-results"),
     systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")]
@@ -125,8 +136,12 @@ def study_real_bugs(
         err_console.print(f"LLM operators skipped: {llm_skipped}", markup=False, highlight=False)
     if llm_mutator is not None and executor != "local":
         raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
-    study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised),
-                               workers=workers, systems=chosen, ids=only or None,
+    if split not in SPLITS:
+        raise CoHardenError(f"--split: {split!r} (known: {', '.join(SPLITS)})")
+    study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised,
+                                              paper_classes=paper_classes, confidence=confidence,
+                                              max_mutants=max_mutants),
+                               split=split, workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
                                warm_defaults=not settings.preload and not settings.warm_imports)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -41,6 +41,7 @@ from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import SYSTEM_FILES, Fix, StudyData
+from coharden.study.split import in_split
 from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
 
 if TYPE_CHECKING:
@@ -49,7 +50,10 @@ if TYPE_CHECKING:
 
 
 class StudyConfig(BaseModel):
-    mpe: MPEConfig = Field(default_factory=lambda: MPEConfig(per_operator=3))
+    mpe: MPEConfig = Field(default_factory=MPEConfig)
+    split: Literal["dev", "heldout", "all"] = "all"
+    """Which study instances run (see :mod:`coharden.study.split`): the estimator is chosen on ``dev``, the
+    validity figure is computed once on ``heldout``."""
     workers: int = 2  # checkouts, and MPE's mutant workers
     systems: list[str] = Field(default_factory=lambda: list(SYSTEM_FILES))
     ids: list[str] | None = None  # restrict to these instances
@@ -106,7 +110,7 @@ class RealBugsStudy:
         return self._restrict(list(self.data.study_ids))
 
     def _restrict(self, ids: list[str]) -> list[str]:
-        return [i for i in ids if not self.config.ids or i in self.config.ids]
+        return [i for i in ids if (not self.config.ids or i in self.config.ids) and in_split(i, self.config.split)]
 
     def planned_steps(self, phases: Sequence[str] = ("verify", "golden", "grade")) -> int:
         """The progress bar's total: the steps :meth:`run` takes with ``phases`` when every instance verifies."""

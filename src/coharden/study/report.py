@@ -17,6 +17,7 @@ from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.data import StudyData
 from coharden.study.real_bugs import WARM_UP, StudyConfig
+from coharden.study.split import split_rule
 from coharden.study.summary import CLASS_ORDER, LAXITY_EDGES, OPERATOR_SHORT, summarize, test_class, verdict_text
 
 # --- rendering ------------------------------------------------------------------------------------------------
@@ -54,7 +55,8 @@ def headline(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], sys
         lines.append(f"{s}: F->P {row['fail_to_pass']}/{row['predictions']}; {cls}")
     lax, rig = val.per_class.get("Lax"), val.per_class.get("Rigorous")
     lines.append(f"validity (real wrong fixes the golden test rejects): Lax tests accept one in {_pct(lax)}, "
-                 f"Rigorous in {_pct(rig)} (n = {val.n}; point-biserial r(laxity, accepts) = "
+                 f"Rigorous in {_pct(rig)}, Borderline in {_pct(val.per_class.get('Borderline'))} (n = {val.n}; "
+                 f"point-biserial r(laxity, accepts) = "
                  f"{_f(val.point_biserial)}; AUC {_f(val.auc)}; Fisher p = {_f(val.fisher_p, 3)}); one vote per "
                  f"(instance, class): Lax {_pct(vi.per_class.get('Lax'))}, Rigorous "
                  f"{_pct(vi.per_class.get('Rigorous'))} (Fisher p = {_f(vi.fisher_p, 3)})")
@@ -65,6 +67,17 @@ def headline(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], sys
                  f"{_f(t['golden_mpe']['median'], 1)} s, max {_f(t['golden_mpe']['max'], 1)} s; bare golden test "
                  f"run: median {_f(t['bare_test']['median'], 1)} s, max {_f(t['bare_test']['max'], 1)} s")
     return lines
+
+
+def _draw(config: StudyConfig) -> str:
+    """How the mutants were drawn and the class decided."""
+    mpe = config.mpe
+    if mpe.paper_classes:
+        return f"{mpe.per_operator} mutants per operator, class by the paper's point rule (--paper-classes)"
+    if mpe.is_sequential:
+        return (f"sequential MPE (stratified seeded rounds, stopped when the {mpe.confidence:g} Clopper-Pearson "
+                f"interval lies on one side of tau, at most {mpe.max_mutants or 'the whole pool'} mutants)")
+    return f"at most {mpe.per_operator} mutants per operator, class from the {mpe.confidence:g} interval"
 
 
 def _warm_up(settings: Settings, config: StudyConfig, repos: Sequence[str]) -> str:
@@ -149,9 +162,10 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
         rate = row["fail_to_pass"] / row["predictions"] if row["predictions"] else None
         srows.append([s, row["predictions"], f"{row['fail_to_pass']} ({_f(rate)})",
                       *[row["classes"].get(k, 0) for k in CLASS_ORDER], _f(row["laxity_median"]),
-                      _f(row["laxity_mean"]), _f(row["admissible_median"], 1)])
+                      _f(row["laxity_mean"]), _f(row["admissible_median"], 1), _f(row.get("borderline_share")),
+                      _f(row.get("drawn_mean"), 1)])
     out += _table(["system", "predictions", "F->P (rate)", *CLASS_ORDER, "laxity median", "laxity mean",
-                   "admissible median"], srows)
+                   "admissible median", "Borderline share", "mutants run (mean)"], srows)
     out += ["Laxity distribution of F->P tests with at least one admissible mutant (bins "
             + ", ".join(f"[{a}, {b})" for a, b in zip(LAXITY_EDGES, LAXITY_EDGES[1:], strict=False)) + "]):", ""]
     out += _table(["system", *[f"{a}-{b}" for a, b in zip(LAXITY_EDGES, LAXITY_EDGES[1:], strict=False)]],
@@ -198,7 +212,8 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
     out += ["Per graded F->P test with a laxity, on instances whose wrong fix the golden test rejects: 'accepts' = "
             "the test PASSes on base + the wrong fix (inadmissible verdicts are left out).", ""]
     def vrow(label: str, v: stats.Validity) -> list[Any]:
-        return [label, v.n, _pct(v.per_class.get("Lax")), _pct(v.per_class.get("Rigorous")),
+        return [label, v.n, _pct(v.per_class.get("Lax")), _pct(v.per_class.get("Borderline")),
+                _pct(v.per_class.get("Rigorous")),
                 _f(v.lax_minus_rigorous()), _f(v.point_biserial), _f(v.spearman), _f(v.auc), _f(v.fisher_p, 3)]
 
     vrows2 = [vrow("all", val), *[vrow(s, w["by_system"][s]) for s in systems],
@@ -206,7 +221,8 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
               vrow("all, one vote per (instance, class), classes by beta/(beta+delta)", w["validity_killed"]),
               *([vrow(f"{repo}, one vote per (instance, class)", v) for repo, v in w.get("by_repo", {}).items()]
                 if len(w.get("by_repo", {})) > 1 else [])]
-    out += _table(["tests", "n", "Lax accept", "Rigorous accept", "difference", "point-biserial r",
+    out += _table(["tests", "n", "Lax accept", "Borderline accept", "Rigorous accept", "Lax - Rigorous",
+                   "point-biserial r",
                    "Spearman rho", "AUC", "Fisher p"], vrows2)
     out += ["Tests of one instance face the same wrong fix and often pin the same example from the issue, so "
             "they are not independent: the 'one vote per (instance, class)' row counts each cluster once (mean "
@@ -346,9 +362,9 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         f"test interpreter: Python {env[1]}, pytest {env[2] if len(env) > 2 else '?'}; "
         f"timeout {settings.timeout:.0f} s, memory limit {settings.memory_mb} MB, fork server "
         f"{'on' if settings.fork_server else 'off'} (preload {_warm_up(settings, config, repos)})",
-        f"mutant pool: mechanical operators {', '.join(op.value for op in config.mpe.operators)}; at most "
-        f"{config.mpe.per_operator} mutants per operator (seeded sample, seed {config.mpe.seed}); "
-        f"tau = {config.mpe.tau}; "
+        f"mutant pool: mechanical operators {', '.join(op.value for op in config.mpe.operators)}; "
+        f"{_draw(config)} (seed {config.mpe.seed}); tau = {config.mpe.tau}; split: {config.split} "
+        f"({split_rule()}); "
         f"{config.workers} MPE workers; checked-hash bytecode (PEP 552) kept in the checkouts for: "
         f"{', '.join(config.bytecode) or 'nothing'} (rows made without it are marked in section 7)",
         f"machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores (shared with other work "

@@ -103,6 +103,10 @@ def summarize_systems(rows: Sequence[dict[str, Any]], systems: Sequence[str]) ->
             "laxity_histogram": stats.histogram(laxities, LAXITY_EDGES), "laxities": laxities,
             "errors": {r["instance_id"]: r["error"] for r in mine if "error" in r},
             "admissible_median": stats.median([r.get("admissible", 0) for r in mine if r.get("laxity") is not None]),
+            # issue 33: how often the sample cannot tell, and what the estimate cost
+            "borderline_share": stats.rate(classes.get("Borderline", 0),
+                                           sum(classes.get(c, 0) for c in stats.DECIDED_OR_BORDERLINE)),
+            "drawn_mean": stats.mean([len(r.get("mutants", [])) for r in mine if r.get("laxity") is not None]),
         }
     return out
 
@@ -152,7 +156,8 @@ def by_instance(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     at least half of its tests do."""
     clusters: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("test_class") in ("Rigorous", "Lax") and r.get("accepts") is not None and r.get("laxity") is not None:
+        if r.get("test_class") in stats.DECIDED_OR_BORDERLINE and r.get("accepts") is not None \
+                and r.get("laxity") is not None:
             clusters.setdefault((r["instance_id"], r["test_class"]), []).append(r)
     return [{"instance_id": iid, "test_class": cls, "tests": len(group),
              "laxity": stats.mean([float(r["laxity"]) for r in group]),
