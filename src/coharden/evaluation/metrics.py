@@ -21,7 +21,7 @@ from coharden.schema.round_record import RoundRecord
 
 SCHEMA_VERSION = 1
 CLASSES = ("Rigorous", "Borderline", "Lax", "Misaligned", "NotReproducing", "Invalid", "Inconclusive")
-INJECTION_CLASSES = ("Rigorous", "Borderline", "Lax", "Misaligned")
+INJECTION_CLASSES = ("Rigorous", "Lax", "Misaligned")  # always shown; Borderline and the others when present
 
 DEFINITIONS: dict[str, str] = {
     "resolved": "SWE-bench semantics: the golden test patch on base + the fix's source part (its test-file changes "

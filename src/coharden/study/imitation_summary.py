@@ -126,7 +126,7 @@ def over_specification(tests: Sequence[dict[str, Any]], fix_rows: Sequence[dict[
             continue
         for name, verdict in verdicts.items():
             cls = classes.get((row["instance_id"], name))
-            if cls in ("Rigorous", "Lax") and verdict.get("outcome") in ("PASS", "FAIL"):
+            if cls in stats.DECIDED_OR_BORDERLINE and verdict.get("outcome") in ("PASS", "FAIL"):
                 pairs.append({"instance_id": row["instance_id"], "system": name, "test_class": cls,
                               "fix_id": row["fix_id"], "rejects": verdict["outcome"] == "FAIL"})
     per_class = stats.shares_by(pairs, lambda p: p["test_class"], lambda p: p["rejects"])
