@@ -172,7 +172,7 @@ def test_report_identity_and_settings(scenario: dict[str, Any]) -> None:
     assert report["kind"] == "coharden-eval"
     # sequential MPE (the default) over one operator's small pool: every mutant runs, the laxity is exact
     assert report["settings"] == {"tau": TAU, "operators": ["behavior_substitution"], "per_operator": 3, "seed": 0,
-                                  "paper_classes": False, "sequential": True, "max_mutants": 45,
+                                  "paper_classes": False, "sequential": True, "max_mutants": 40,
                                   "confidence": 0.95}
     assert report["instances"] == {"total": 4, "ids": [BC, PB, WR, JD], "errors": {}, "fix_errors": {}}
     assert set(report["definitions"]) >= {"resolved", "fail_to_pass", "test_wrong", "fix_wrong", "coupling",

@@ -128,7 +128,7 @@ PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="A fixed bu
 ConfidenceOpt = Annotated[float, typer.Option("--confidence", help="Confidence level of the laxity's interval "
                                               "(exact Clopper-Pearson), between 0.5 and 1 (both excluded).")]
 MaxMutantsOpt = Annotated[int | None, ranged("--max-mutants", help="Sequential MPE: the most mutants run per "
-                                             "test (default 45; at least one per operator).", lo=1)]
+                                             "test (default 40; at least one per operator).", lo=1)]
 
 
 def seed_option(help: str = "Seed of every sampler (mutant sample, shown mutants).") -> Any:  # noqa: A002

@@ -25,8 +25,10 @@ DEFAULT_PER_OPERATOR = 3
 """N, the mutants sampled per operator by default (the paper samples N per operator; issue 19 item 11)."""
 LOOP_TAU = 0.2
 """The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
-DEFAULT_MAX_MUTANTS = 45
-"""Sequential MPE's default cap on the mutants run for one test: 5 per operator of the 9 mechanical operators.
+DEFAULT_MAX_MUTANTS = 40
+"""Sequential MPE's default cap on the mutants run for one test: 5 per operator of the 8 mechanical operators
+(the fixed budget runs 3 per operator, 24). Rigorous needs room: 0 of n admissible mutants let through puts the
+95 % interval below 0.202 only from n = 17 on.
 Provisional: the protocol (docs/laxity_estimate.md) fixes the cap on the development split."""
 MIN_PER_OPERATOR = 1
 """Sequential MPE draws at least this many mutants of every operator (one full round) before it may stop, so
