@@ -34,36 +34,40 @@ LOOP_TAU_HELP = f"{LOOP_TAU}, the CoHarden loop's threshold"
 
 # --- range checks ---------------------------------------------------------------------------------------------
 
-def _allowed(lo: float | None, hi: float | None, lo_open: bool) -> str:
+def _allowed(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool = False) -> str:
     if lo is not None and hi is not None:
-        return f"{lo} to {hi}"
+        excluded = [str(b) for b, is_open in ((lo, lo_open), (hi, hi_open)) if is_open]
+        return f"{lo} to {hi}" + (f", {' and '.join(excluded)} excluded" if excluded else "")
     if lo is not None:
         return f"{'>' if lo_open else '>='} {lo}"
     return f"<= {hi}"
 
 
-def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> Callable[[Any], Any]:
-    """A typer callback refusing a number outside [lo, hi] (``lo_open``: lo itself is refused too)."""
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+             hi_open: bool = False) -> Callable[[Any], Any]:
+    """A typer callback refusing a number outside [lo, hi] (``lo_open`` / ``hi_open``: lo / hi itself is refused
+    too)."""
 
     def check(value: Any) -> Any:
         if value is None:
             return value
         for v in value if isinstance(value, list | tuple) else [value]:
             low = lo is not None and (v <= lo if lo_open else v < lo)
-            if low or (hi is not None and v > hi):
-                raise typer.BadParameter(f"{v} is out of range (allowed: {_allowed(lo, hi, lo_open)})")
+            high = hi is not None and (v >= hi if hi_open else v > hi)
+            if low or high:
+                raise typer.BadParameter(f"{v} is out of range (allowed: {_allowed(lo, hi, lo_open, hi_open)})")
         return value
 
     return check
 
 
 def ranged(*decls: str, help: str, lo: float | None = None, hi: float | None = None,  # noqa: A002
-           lo_open: bool = False, **kwargs: Any) -> Any:
+           lo_open: bool = False, hi_open: bool = False, **kwargs: Any) -> Any:
     """``typer.Option(*decls)`` whose value must lie in [lo, hi]; the allowed range is appended to the help.
     ``default=`` is for the non-Annotated style (``x: int = ranged(...)``)."""
     head = (kwargs.pop("default"),) if "default" in kwargs else ()
-    return typer.Option(*head, *decls, help=f"{help} [{_allowed(lo, hi, lo_open)}]",
-                        callback=in_range(lo, hi, lo_open=lo_open), **kwargs)
+    return typer.Option(*head, *decls, help=f"{help} [{_allowed(lo, hi, lo_open, hi_open)}]",
+                        callback=in_range(lo, hi, lo_open=lo_open, hi_open=hi_open), **kwargs)
 
 
 # --- common ---------------------------------------------------------------------------------------------------
@@ -125,8 +129,8 @@ OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_
 PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="A fixed budget: N mutants per operator, "
                                               "a seeded sample, all run (default with --paper-classes: 3, the "
                                               "paper's N; without: sequential MPE).", lo=1)]
-ConfidenceOpt = Annotated[float, typer.Option("--confidence", help="Confidence level of the laxity's interval "
-                                              "(exact Clopper-Pearson), between 0.5 and 1 (both excluded).")]
+ConfidenceOpt = Annotated[float, ranged("--confidence", help="Confidence level of the laxity's interval (exact "
+                                       "Clopper-Pearson).", lo=0.5, hi=1, lo_open=True, hi_open=True)]
 MaxMutantsOpt = Annotated[int | None, ranged("--max-mutants", help="Sequential MPE: the most mutants run per "
                                              "test (default 40; at least one per operator).", lo=1)]
 
