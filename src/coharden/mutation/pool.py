@@ -88,6 +88,11 @@ class Pool:
         code no test ran."""
         self.recording_seconds = 0.0
         """Wall time the input recorder's test runs took while building the pool."""
+        self.values_dropped: Counter[str] = Counter()
+        """reason -> calls the recorder did not keep because a value (argument, receiver or outcome) had no safe
+        encoding (see :mod:`coharden.mutation.recorder_values`), over both recordings."""
+        self.dropped_types: Counter[str] = Counter()
+        """type name -> such calls, by the type of the value that could not be encoded."""
 
     def summary(self) -> dict[str, Any]:
         per_op = Counter(m.operator.value for m in self.mutants)
@@ -102,6 +107,9 @@ class Pool:
             out["skipped"] = skipped
         if self.unexercised is not None:
             out["unexercised_candidates"] = dict(sorted(self.unexercised.items()))
+        if self.values_dropped:
+            out["values_dropped"] = dict(sorted(self.values_dropped.items()))
+            out["values_dropped_types"] = dict(self.dropped_types.most_common(10))
         return out
 
 
@@ -282,6 +290,10 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
         if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
+    for rec in (*fixed_records, *buggy_records):
+        if rec["kind"] == "summary":
+            pool.values_dropped.update(rec.get("dropped") or {})
+            pool.dropped_types.update(rec.get("dropped_types") or {})
     inputs.fixed_records, inputs.buggy_records = fixed_records, buggy_records
     raw: list[RawMutant] = []
     for op, operator in chosen.items():
