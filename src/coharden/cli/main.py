@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import (
@@ -162,6 +163,8 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
     if result.pool_complete:  # else the caller says why there is no class, once
         laxity = "n/a" if result.laxity is None else f"{result.laxity:.3f}"
         console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau})   class: [bold]{result.test_class.value}[/]")
+    for warning in result.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
     lax = result.lax_mutants()
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")

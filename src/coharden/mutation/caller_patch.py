@@ -12,7 +12,8 @@ every file of the fix back to its buggy content:
 
 Only frames inside the repository and outside test files are patched. Skipped (counted in the pool's
 ``skipped``): no recorded caller whose outcome the fix changes (``no_revealing_input``), a frame outside the
-repository (``frame_outside_repository``), in a test file (``frame_in_test``), whose source is missing
+repository (``frame_outside_repository``), in a test file (``frame_in_test``), above a test's frame (the
+test runner, ``frame_above_test``), whose source is missing
 (``frame_source_missing``), does not parse (``unparseable_frame``), or holds no such function
 (``caller_not_found``).
 """
@@ -69,6 +70,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             reason = "frame_outside_repository"
         elif inputs.is_test_path(path):
             reason = "frame_in_test"
+        elif record.get("via") is not None and inputs.is_test_path(record["via"]):
+            reason = "frame_above_test"  # the test runner that called the test (sympy's runtests.py)
         if reason is not None:
             inputs.skip(OP, reason)
             continue

@@ -1,17 +1,19 @@
 """A pytest plugin, loaded into the TEST interpreter (which need not have coharden installed), that records
-argument -> outcome of chosen functions while tests run, and of up to two calling frames of each.
+argument -> outcome of chosen functions while tests run, and of up to two calling frames of each. For a runner
+that is not pytest (sympy's bin/test, Django's runtests.py) the same recorder starts with the interpreter
+(``start``, from the ``sitecustomize`` of :mod:`coharden.mutation.recorder_start`).
 
-Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}].
-Records go to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_enc", "key",
-"kind": "return"|"raise", "value_enc", "type_shape", "shape"}, and for a method "receiver" (``self`` or
-``cls``), "receiver_key" and "receiver_enc" when the receiver is deterministic (a target's own call
-only, never a caller's: a calling frame's instance may have changed by then). A calling frame of an
-outermost target call (inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "outcome": "return"|"raise",
-"callee", "depth", "line", and the same argument/value fields}. Only outermost calls are recorded (a
-recursive function records the input the test gave it), and only inputs whose key is deterministic: with a
-safe structural encoding (:mod:`coharden.mutation.recorder_values`; never a pickle) that decodes to an equal
-value, and no memory address in their repr. A value that cannot be encoded is dropped; the ``summary`` record
-of each function counts the drops by reason ("dropped": {reason: n}, "dropped_types": {type name: n}).
+Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}]. Records go
+to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_enc", "key", "kind": "return"|"raise",
+"value_enc", "type_shape", "shape"}, and for a method "receiver" (``self`` or ``cls``), "receiver_key" and
+"receiver_enc" when the receiver is deterministic (a target's own call only, never a caller's: a calling frame's
+instance may have changed by then). A calling frame of an outermost target call (inside COHARDEN_RECORD_ROOT) gets
+{"kind": "caller", "outcome": "return"|"raise", "callee", "depth", "line", "via" (the file of the frame below it),
+and the same argument/value fields}. Only outermost calls are recorded (a recursive function records the input the
+test gave it), and only inputs whose key is deterministic: with a safe structural encoding
+(:mod:`coharden.mutation.recorder_values`; never a pickle) that decodes to an equal value, and no memory address in
+their repr. A value that cannot be encoded is dropped; the ``summary`` record of each function counts the drops by
+reason ("dropped": {reason: n}, "dropped_types": {type name: n}).
 
 COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this is the buggy code): each return
 or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
@@ -20,12 +22,17 @@ run's is written with that run's encoding, so outcomes can be compared by their 
 
 from __future__ import annotations
 
+import ast
+import atexit
 import json
 import os
 import sys
 import threading
 
-import pytest
+try:
+    import pytest
+except ImportError:  # a runner that is not pytest (sympy's bin/test, Django's runtests.py): see start()
+    pytest = None
 
 try:  # beside the plugin in the test interpreter (recording.py copies it there)
     import coharden_recorder_values as _values  # type: ignore[import-not-found]
@@ -119,6 +126,9 @@ class _Recorder:
         self.targets = {(os.path.realpath(t["file"]), t["qualname"]): t for t in targets}
         self.names = {t["qualname"].rsplit(".", 1)[-1] for t in targets}
         self.out = open(out, "a")  # noqa: SIM115 - closed at session end
+        # a process that starts and never ends (crashed, killed) leaves a "start" without its "end"
+        self.out.write(json.dumps({"file": "", "qualname": "session", "kind": "start"}) + "\n")
+        self.out.flush()
         self.depth: dict[tuple[str, str], int] = {}
         self.pending: dict[int, tuple] = {}
         self.counts: dict[tuple[str, str], int] = {}
@@ -141,14 +151,37 @@ class _Recorder:
             if rec.get("value_enc"):
                 self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = rec["value_enc"]
         self.dropped: dict[tuple[str, str], dict] = {}  # target -> {(reason, type name): count}
+        self.qualnames: dict = {}  # code object -> qualified name (Python < 3.11)
+        self.lines: dict[str, dict[int, str]] = {}  # file -> first line of a definition -> qualified name
 
     def _target(self, frame):  # type: ignore[no-untyped-def]
         code = frame.f_code
         if code.co_name not in self.names:
             return None
-        qualname = getattr(code, "co_qualname", code.co_name).replace(".<locals>", "")
-        key = (os.path.realpath(code.co_filename), qualname)
+        key = (os.path.realpath(code.co_filename), self._qualname(code))
         return key if key in self.targets else None
+
+    def _qualname(self, code):  # type: ignore[no-untyped-def]
+        """``Class.method`` of a code object. Python 3.11+ has it (``co_qualname``); before, a method's code
+        knows only its own name, so a target such as ``Quaternion.to_rotation_matrix`` was never matched
+        (on the Python 3.9 of sympy's SWE-bench environments no method was ever recorded): the name is read
+        from the file's syntax tree by the line the definition starts on (once per file)."""
+        qualname = getattr(code, "co_qualname", None)
+        if qualname is None:
+            qualname = self.qualnames.get(code)
+            if qualname is None:
+                path = os.path.realpath(code.co_filename)
+                if path not in self.lines:
+                    self.lines[path] = _definition_lines(path) if self._inside(path) else {}
+                qualname = self.lines[path].get(code.co_firstlineno, code.co_name)
+                if qualname.rsplit(".", 1)[-1] != code.co_name:
+                    qualname = code.co_name
+                self.qualnames[code] = qualname
+        return qualname.replace(".<locals>", "")
+
+    def _inside(self, path):  # type: ignore[no-untyped-def]
+        return bool(self.root) and path.startswith(self.root + os.sep) or \
+            any(path == target[0] for target in self.targets)
 
     def global_trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
         if event != "call":
@@ -239,6 +272,7 @@ class _Recorder:
         record each one's argument -> outcome when it returns. Frames outside the repository root are noted
         as such, once per function, without arguments."""
         depth = 0
+        below = None  # the file of the frame below this one (None right above the target)
         while frame is not None and depth < _CALLER_DEPTH:
             code = frame.f_code
             if code.co_name.startswith("<"):
@@ -246,8 +280,10 @@ class _Recorder:
                 continue
             depth += 1
             path = os.path.realpath(code.co_filename)
-            qualname = getattr(code, "co_qualname", code.co_name).replace(".<locals>", "")
-            where = {"callee": callee[1], "depth": depth, "line": frame.f_lineno}
+            qualname = self._qualname(code)
+            # "via": a frame above a test's is the test runner (sympy's runtests.py lies in the repository)
+            where = {"callee": callee[1], "depth": depth, "line": frame.f_lineno, "via": below}
+            below = path
             if self.root and not path.startswith(self.root + os.sep):
                 ident = ("outside", path, qualname)
                 if ident not in self.seen:
@@ -295,6 +331,7 @@ class _Recorder:
             if drops:
                 rec["dropped"], rec["dropped_types"] = _tally(drops)
             self.out.write(json.dumps(rec) + "\n")
+        self.out.write(json.dumps({"file": "", "qualname": "session", "kind": "end"}) + "\n")
         self.out.close()
 
 
@@ -326,23 +363,51 @@ def _same(known, payload, value):  # type: ignore[no-untyped-def]
     return known if equal else payload
 
 
+def _definition_lines(path):  # type: ignore[no-untyped-def]
+    """First line of every function definition in ``path`` (its ``def`` line and each decorator's: a code
+    object starts at its first decorator) -> its qualified name ({} when the file cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    lines: dict[int, str] = {}
+
+    def walk(body, prefix):  # type: ignore[no-untyped-def]
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + node.name
+                for line in [node.lineno, *(d.lineno for d in node.decorator_list)]:
+                    lines.setdefault(line, name)
+                walk(node.body, name + ".<locals>.")
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, prefix + node.name + ".")
+
+    walk(tree.body, "")
+    return lines
+
+
 _RECORDER: _Recorder | None = None
+
+
+def _make_recorder():  # type: ignore[no-untyped-def]
+    targets_file = os.environ.get("COHARDEN_RECORD_TARGETS")
+    out = os.environ.get("COHARDEN_RECORD_OUT")
+    if not targets_file or not out:
+        return None
+    with open(targets_file) as handle:
+        targets = json.load(handle)
+    return _Recorder(targets, out)
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
     global _RECORDER
-    targets_file = os.environ.get("COHARDEN_RECORD_TARGETS")
-    out = os.environ.get("COHARDEN_RECORD_OUT")
-    if not targets_file or not out:
-        return
-    with open(targets_file) as handle:
-        targets = json.load(handle)
-    _RECORDER = _Recorder(targets, out)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
     if _RECORDER is None:
+        _RECORDER = _make_recorder()
+
+
+def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
+    if _RECORDER is None or _STARTED[0]:
         yield
         return
     previous = sys.gettrace()
@@ -353,6 +418,39 @@ def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
     finally:
         sys.settrace(previous)
         threading.settrace(previous)  # type: ignore[arg-type]
+
+
+if pytest is not None:
+    pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(pytest_runtest_call)
+
+_STARTED = [False]
+
+
+def start():  # type: ignore[no-untyped-def]
+    """Record from now until the interpreter exits, for a runner that is not pytest (sympy's ``bin/test``,
+    Django's ``runtests.py``): called by the ``sitecustomize`` that recording puts first on PYTHONPATH, in
+    every Python process of the run (sympy's runner re-runs itself in a child with a fixed hash seed; each
+    process appends to the records file). Calls made while modules import are recorded too: they are calls
+    the tests caused. At exit: the probes, then the summary."""
+    global _RECORDER
+    if _RECORDER is not None:
+        return
+    _RECORDER = _make_recorder()
+    if _RECORDER is None:
+        return
+    _STARTED[0] = True
+    atexit.register(_finish)
+    sys.settrace(_RECORDER.global_trace)
+    threading.settrace(_RECORDER.global_trace)
+
+
+def _finish():  # type: ignore[no-untyped-def]
+    sys.settrace(None)
+    threading.settrace(None)  # type: ignore[arg-type]
+    if _RECORDER is not None:
+        if _RECORDER.probes:
+            _probe(_RECORDER.probes)
+        _RECORDER.summary()
 
 
 def _find_function(file, qualname):  # type: ignore[no-untyped-def]
@@ -407,7 +505,7 @@ def _probe(probes: list) -> None:
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
-    if _RECORDER is not None and _RECORDER.probes:
+    if _RECORDER is not None and _RECORDER.probes and not _STARTED[0]:
         previous = sys.gettrace()
         sys.settrace(None)
         try:
@@ -417,5 +515,5 @@ def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
 
 
 def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
-    if _RECORDER is not None:
+    if _RECORDER is not None and not _STARTED[0]:
         _RECORDER.summary()

@@ -32,6 +32,7 @@ Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
 
 RECORDER = Path(__file__).with_name("recorder_plugin.py")
 VALUES = Path(__file__).with_name("recorder_values.py")  # its value encoding, copied beside it
+START = Path(__file__).with_name("recorder_start.py")  # starts it without pytest (copied as sitecustomize.py)
 log = logging.getLogger(__name__)
 
 
@@ -63,12 +64,19 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
     records: list[dict[str, Any]] = []
     for index, test in enumerate(tests):
         ran = by_index[first[_recording_ident(test)]]
-        if ran is None:
-            continue
         label = test.name or f"test{index}"
-        records.append({"kind": "session", "from_test": label})
-        records += [{**rec, "from_test": label} for rec in ran]
+        code = "fixed" if source_patch.strip() else "buggy"
+        if isinstance(ran, str):  # the recorder did not run, or not to its end: said, never taken for "no input"
+            records.append({"kind": FAILED, "from_test": label, "reason": ran, "code": code})
+            continue
+        if not any(rec["kind"] == FAILED for rec in ran):  # a complete recording ("not called" can be told)
+            records.append({"kind": "session", "from_test": label})
+        records += [{**rec, "from_test": label, **({"code": code} if rec["kind"] == FAILED else {})} for rec in ran]
     return records
+
+
+FAILED = "recorder_failed"
+"""The kind of record that says a test's recording did not run or stopped early (``reason``)."""
 
 
 def _recording_ident(test: TestPatch) -> str:
@@ -78,14 +86,16 @@ def _recording_ident(test: TestPatch) -> str:
 
 
 def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatch, targets: list[dict[str, str]],
-                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """The records (paths relative to the repository, None outside it; no ``from_test``) of one test, or None
-    when the recorder did not run. Served from / kept in the executor's store when it has one."""
+                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | str:
+    """The records (paths relative to the repository, None outside it; no ``from_test``) of one test, or why
+    the recorder did not start; a run cut short (a crash, a timeout) gives what it saw and a ``FAILED`` record
+    saying so. Only complete recordings are served from / kept in the executor's store, so a failure is never
+    kept as "no input"."""
     store = executor.store
     key = hashlib.sha256(json.dumps([
         "recording", 3, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
         _recording_ident(test), targets, probes or [], hashlib.sha256(RECORDER.read_bytes()).hexdigest(),
-        hashlib.sha256(VALUES.read_bytes()).hexdigest(),
+        hashlib.sha256(VALUES.read_bytes()).hexdigest(), hashlib.sha256(START.read_bytes()).hexdigest(),
     ], sort_keys=True, default=str).encode()).hexdigest()
     if store is not None:
         cached = store.get_record("recording", key)
@@ -95,12 +105,16 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
     try:
         shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
         shutil.copy(VALUES, plugin_dir / "coharden_recorder_values.py")
+        pytest_runner = executor.settings.runner == "pytest"
+        if not pytest_runner:  # the repository's own runner takes no -p plugin: start with the interpreter
+            shutil.copy(START, plugin_dir / "sitecustomize.py")
         root = executor.workspace_root()
         targets_file = plugin_dir / "targets.json"
         targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
                                             for t in targets]))
         env = {
             PLUGIN_PATH: str(plugin_dir),
+            **({} if pytest_runner else {"PYTHONPATH": str(plugin_dir)}),
             "COHARDEN_RECORD_TARGETS": str(targets_file),
             "COHARDEN_RECORD_ROOT": str(root.resolve()),
         }
@@ -114,19 +128,32 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
         out.unlink(missing_ok=True)  # never read a file an earlier run left
-        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"], readable=[plugin_dir],
+        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"] if pytest_runner else [],
+                               readable=[plugin_dir],
                                extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
         if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
-            return None
+            return f"the recorder did not start ({executor.settings.runner} runner){_last_lines(run.output)}"
         packages = packages_of(targets)
         added = {path for path in touched_files(source_patch) if path.endswith(".py")}
         records = parse_records(out.read_text(errors="replace"), root.resolve(), packages,
                                 module_files(packages, executor.base_file, added))
-        if store is not None and not run.timed_out:
+        starts, ends = (sum(1 for r in records if r["kind"] == kind) for kind in ("start", "end"))
+        records = [r for r in records if r["kind"] not in ("start", "end")]
+        if run.timed_out:  # what it saw until then is used, and the run is said to be cut short
+            return [*records, {"kind": FAILED, "reason": f"the recording run timed out after {run.duration:.0f} s"}]
+        if not starts or ends < starts:
+            return [*records, {"kind": FAILED, "reason": "the recording stopped before its end (the test process "
+                               f"crashed or was killed?){_last_lines(run.output)}"}]
+        if store is not None:
             store.put_record("recording", key, {"records": records})
         return records
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
+
+
+def _last_lines(output: str, n: int = 3) -> str:
+    lines = [line.strip() for line in (output or "").strip().splitlines() if line.strip()][-n:]
+    return (": " + " | ".join(lines))[:400] if lines else ""
 
 
 def packages_of(targets: list[dict[str, str]]) -> dict[str, str]:
@@ -186,6 +213,8 @@ def parse_records(text: str, root: Path, packages: dict[str, str] | None = None,
             dropped[f"unsafe_value:{unsafe}"] += 1
             continue
         rec["path"] = _relative(rec.pop("file"), root)
+        if rec.get("via") is not None:
+            rec["via"] = _relative(rec["via"], root)
         records.append(rec)
     if dropped:
         log.warning("recorder output: %d line(s) dropped (%s); written by the test under record?",
@@ -213,7 +242,7 @@ def _well_formed(rec: Any) -> bool:
     if rec.get("receiver") not in (None, "self", "cls"):
         return False
     strings = ("key", *ENCODED, "value_repr", "receiver_key", "outcome", "exc_type", "callee", "shape",
-               "type_shape")
+               "type_shape", "via")
     numbers = ("calls", "depth", "line")
     counts = ("dropped", "dropped_types")
     raised = rec.get("raised", [])
@@ -306,3 +335,38 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
         kept.append({**rec, "buggy_outcome": (on_buggy.get(input_ident(rec)) or (None, None))[0],
                      "buggy_exc_type": buggy_exc.get(input_ident(rec))})
     return kept
+
+
+def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """Why the recordings hold no bug-revealing input, as (reason, detail); None when they hold one.
+
+    Reasons: ``recorder_failed`` (a recording did not start or was cut short), ``not_called`` (no test
+    called a function the fix touches), ``values_not_encodable`` (calls seen, every one dropped because a
+    value had no safe encoding), ``outcomes_equal`` (inputs recorded, each with the same outcome on the buggy
+    code), ``calls_not_recorded`` (calls seen, no input kept for another reason)."""
+    if revealing_inputs(fixed, buggy):
+        return None
+    failed = [r for r in (*fixed, *buggy) if r["kind"] == FAILED]
+    if failed:
+        return "recorder_failed", "; ".join(
+            f"{r.get('from_test', '?')} on the {r.get('code', '?')} code: {r['reason']}" for r in failed[:3])
+    calls = {r["qualname"]: r["calls"] for r in fixed if r["kind"] == "summary" and r["calls"]}
+    if not calls:
+        return "not_called", "no test called a function the fix touches"
+    called = ", ".join(f"{name} ({n} call{'s' if n != 1 else ''})" for name, n in sorted(calls.items())[:4])
+    inputs = [r for r in fixed if r["kind"] in ("return", "raise")]
+    if inputs:
+        return "outcomes_equal", (f"the tests call {called}; each of the {len(inputs)} recorded input(s) has "
+                                  "the same outcome on the buggy code")
+    dropped: Counter[str] = Counter()
+    types: Counter[str] = Counter()
+    for rec in fixed:
+        if rec["kind"] == "summary":
+            dropped.update({k: n for k, n in (rec.get("dropped") or {}).items() if not k.startswith("receiver_")})
+            types.update(rec.get("dropped_types") or {})
+    if dropped:
+        return "values_not_encodable", (
+            f"the tests call {called}, but no call's values have a safe encoding ("
+            + ", ".join(f"{k} {n}" for k, n in dropped.most_common(4)) + "; types: "
+            + ", ".join(name for name, _ in types.most_common(3)) + ")")
+    return "calls_not_recorded", f"the tests call {called}, but no input was kept"
