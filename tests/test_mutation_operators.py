@@ -185,6 +185,11 @@ REPO_VALUES = textwrap.dedent(
             return "<lazy>"
 
 
+    def helper(path):
+        """A function of the repository: a decoder that called it would run code a test chose."""
+        open(path, "w").close()
+
+
     @dataclasses.dataclass(frozen=True)
     class Value:
         n: int
@@ -364,6 +369,35 @@ def test_admit_samples_exercised_mutants_first() -> None:
 
 
 # --- method receivers in the input recorder ------------------------------------------------------------------
+
+def test_the_decoder_calls_only_the_repositorys_classes(repo_values: tuple[Any, Path], tmp_path: Path) -> None:
+    """Recorded values decode to equal values; an encoding that calls a function or names a module, a builtin
+    or an attribute is refused (the decoder reads the text with ``ast``, never ``eval``)."""
+    import json
+    from fractions import Fraction
+
+    from coharden.mutation.recorder_values import Unencodable, decode, encoded
+
+    values, root = repo_values
+    for value in [(values.Counted(3), None), {"a": [1, 2.5, b"x"]}, frozenset({1, 2}), 1j, ValueError("no", 2)]:
+        text = encoded(value, str(root))[1]
+        back = decode(text)
+        assert type(back) is type(value)
+        assert back == value if not isinstance(value, BaseException) else back.args == value.args
+    marker = tmp_path / "ran"
+    refused = [["o", "cohvals", {"helper": "cohvals"}, f"helper({str(marker)!r})"],
+               ["o", "cohvals", {"dataclasses": "cohvals"}, "dataclasses"],
+               ["o", "cohvals", {"open": "cohvals"}, f"open({str(marker)!r}, 'w')"],
+               ["o", "cohvals", {"Counted": "cohvals"}, "Counted(1).__init__(2)"],
+               ["o", "os", {"system": "os"}, "system('true')"],
+               ["e", "cohvals", "os", "system", ["t", ["true"]]]]
+    for enc in refused:
+        with pytest.raises((ValueError, AttributeError)):
+            decode(json.dumps(enc))
+    assert not marker.exists()
+    with pytest.raises(Unencodable, match="type_outside_repository"):
+        encoded((Fraction(1, 2),), str(root))  # a class outside the repository under record
+
 
 def test_receiver_snapshot_skips_identity_objects_and_encodes_once(repo_values: tuple[Any, Path]) -> None:
     from coharden.mutation import recorder_plugin
