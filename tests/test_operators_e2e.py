@@ -181,12 +181,13 @@ import os
 import sys
 import traceback
 
-sys.path.insert(0, os.getcwd())
-failed = False
-for path in [a for a in sys.argv[1:] if not a.startswith("-")]:
+
+
+def run(path):
     spec = importlib.util.spec_from_file_location(path[:-3].replace("/", "."), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    failed = False
     for name in sorted(n for n in dir(module) if n.startswith("test_")):
         try:
             getattr(module, name)()
@@ -195,7 +196,12 @@ for path in [a for a in sys.argv[1:] if not a.startswith("-")]:
             traceback.print_exc()
             print(name, "F")
             failed = True
-sys.exit(1 if failed else 0)
+    return failed
+
+
+sys.path.insert(0, os.getcwd())
+results = [run(path) for path in sys.argv[1:] if not path.startswith("-")]
+sys.exit(1 if any(results) else 0)
 ''',
     "tests/__init__.py": "",
     "tests/test_geo.py": "def test_old():\n    pass\n",
@@ -203,7 +209,7 @@ sys.exit(1 if failed else 0)
 GEO_FIXED = GEO["geo/shapes.py"].replace("return Vec(v.y, -v.x)", "return Vec(-v.y, v.x)")
 GEO_TEST = ("from geo import Rot, Vec\n\n\ndef test_old():\n    pass\n\n\n"
             "def test_quarter_turn():\n    assert Rot(1).image_of_x == Vec(0, 1)\n"
-            "    assert Rot(5).apply(Vec(0, 2)) == Vec(-2, 0)\n")
+            "    assert Rot(5).apply(Vec(0, 2)) == Vec(-2, 0)\n    assert Rot(1).rotate(Vec(0, 1)) == Vec(-1, 0)\n")
 INPUT_OPS = [Operator.INPUT_SPECIFIC_SHORTCUT, Operator.NARROWED_SCOPE, Operator.CALLER_PATCH]
 
 
@@ -246,6 +252,9 @@ def test_input_operators_record_methods_under_a_runner_without_pytest(tmp_path: 
     assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
     assert summary["generated"].get("caller_patch", 0) >= 1, summary  # Rot.apply / image_of_x, one frame up
     assert not pool.warnings, pool.warnings
+    # above the test's own frame is the runner (bin/test's run(), a file of the repository): never patched
+    assert summary["skipped"]["caller_patch"].get("frame_above_test", 0) >= 1, summary
+    assert not any(m.location.startswith("bin/") for m in pool.mutants)
     shortcut = next(m for m in pool.mutants if m.operator is Operator.INPUT_SPECIFIC_SHORTCUT)
     assert "Rot(1)" in shortcut.description or "Rot(5)" in shortcut.description
     assert "_coh_decode" in shortcut.patch
