@@ -308,3 +308,65 @@ def test_a_recording_cut_short_is_reported_not_taken_for_no_input(tmp_path: Path
     assert any("recorder failed" in w and "stopped before its end" in w for w in pool.warnings), pool.warnings
     with __import__("sqlite3").connect(settings.store) as conn:
         assert conn.execute("SELECT count(*) FROM records WHERE kind = 'recording'").fetchone()[0] == 1
+
+
+ARR = {
+    "arr/__init__.py": "from arr.core import Arr\n",
+    "arr/core.py": '''\
+class Arr:
+    """Items and a shape; equal when the items are (the size is derived, as a sympy array's loop size)."""
+
+    def __init__(self, items, shape):
+        self.items, self.shape = tuple(items), tuple(shape)
+        self._size = len(self.items)
+
+    @classmethod
+    def new(cls, items, shape):
+        arr = cls(items, shape)
+        arr._size = 1 if shape else 0
+        for n in shape:
+            arr._size *= n
+        return arr
+
+    def __len__(self):
+        return self._size
+
+    def __eq__(self, other):
+        return isinstance(other, Arr) and self.items == other.items
+
+    def __hash__(self):
+        return hash(self.items)
+
+    def __repr__(self):
+        return f"Arr({list(self.items)!r}, {list(self.shape)!r})"
+
+
+def make(items, shape):
+    return Arr.new(items, shape)
+''',
+    "tests/__init__.py": "",
+    "tests/test_arr.py": "def test_old():\n    pass\n",
+}
+ARR_FIXED = ARR["arr/core.py"].replace("arr._size = 1 if shape else 0", "arr._size = 1")
+ARR_TEST = ("from arr.core import make\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_rank_zero_has_one_element():\n    assert len(make([5], [])) == 1\n")
+
+
+def test_outcomes_equal_by_eq_but_of_another_length_are_bug_revealing(tmp_path: Path) -> None:
+    """sympy-15017: the fix makes ``len()`` of a rank-0 array 1; the array compares equal either way, so the
+    recorder judged every outcome unchanged and no operator built from inputs made anything. An outcome's
+    length (and repr) is compared too."""
+    repo, commit = make_repo(tmp_path / "arr", ARR)
+    inst = Instance(instance_id="arr__len", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"arr/core.py": ARR_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_arr.py": ARR_TEST}),
+                    FAIL_TO_PASS=["tests/test_arr.py::test_rank_zero_has_one_element"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert "no_revealing_input" not in summary, summary

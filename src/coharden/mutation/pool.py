@@ -311,8 +311,8 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     for op, operator in chosen.items():
         raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
-    _diagnose(pool, [op for op, operator in chosen.items() if type(operator).needs], raw, fixed_records,
-              buggy_records)
+    _diagnose(pool, [op for op, operator in chosen.items() if FIXED_RECORDS in type(operator).needs], raw,
+              fixed_records, buggy_records)
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
     if called is not None:

@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import threading
+import zlib
 
 try:
     import pytest
@@ -145,11 +146,12 @@ class _Recorder:
         if probe:
             with open(probe) as handle:
                 self.probes = [json.loads(line) for line in handle if line.strip()]
-        self.known: dict[tuple, str] = {}
+        self.known: dict[tuple, tuple] = {}  # input -> (encoding, observation) of its outcome on the other code
         for rec in self.probes:
             kind = rec.get("outcome") if rec.get("kind") == "caller" else rec.get("kind")
             if rec.get("value_enc"):
-                self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = rec["value_enc"]
+                self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = (
+                    rec["value_enc"], rec.get("value_obs"))
         self.dropped: dict[tuple[str, str], dict] = {}  # target -> {(reason, type name): count}
         self.qualnames: dict = {}  # code object -> qualified name (Python < 3.11)
         self.lines: dict[str, dict[int, str]] = {}  # file -> first line of a definition -> qualified name
@@ -245,10 +247,10 @@ class _Recorder:
         if ident in self.seen:
             return
         self.seen.add(ident)
-        out = (out[0], _same(self.known.get(ident), out[1], exc if exc is not None else value))
+        enc, obs = _same(self.known.get(ident), out[1], exc if exc is not None else value)
         self.counts[key] = self.counts.get(key, 0) + 1
         rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_enc": det[1],
-               "kind": kind, "value_enc": out[1], "value_repr": out[0][:200]}
+               "kind": kind, "value_enc": enc, "value_obs": obs, "value_repr": out[0][:200]}
         if receiver is not None:
             rec["receiver"], rec["receiver_key"], rec["receiver_enc"] = receiver
         if exc is not None:
@@ -346,21 +348,44 @@ def _tally(drops):  # type: ignore[no-untyped-def]
     return reasons, dict(top)
 
 
-def _same(known, payload, value):  # type: ignore[no-untyped-def]
-    """``known`` (the other code's encoding of this input's outcome) when it decodes to a value equal to
-    ``value`` (an exception: same type and args), else ``payload``. Encodings of equal values can differ (a
-    representation that prints a cache, or a set's order): text alone would call an unchanged outcome changed."""
-    if known is None or known == payload:
-        return payload
+def _observe(value):  # type: ignore[no-untyped-def]
+    """What is seen of an outcome beyond ``==``: its length and its repr (a checksum). Equal values can still
+    behave differently: sympy-15017's fix makes ``len()`` of a rank-0 array 1, and the array compares equal
+    either way, so every outcome was judged unchanged and no input bug-revealing."""
     try:
-        other = _values.decode(known)
+        size = str(len(value))
+    except Exception:  # noqa: BLE001 - no length
+        size = "-"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return f"{size}|{zlib.crc32(('' if ' at 0x' in text else text).encode()):08x}"
+
+
+def _same(known, payload, value):  # type: ignore[no-untyped-def]
+    """(encoding, observation) of an outcome ``value`` (``payload``: its encoding here): ``known`` (the other
+    code's for this input) when it decodes to a value equal to ``value`` (an exception: same type and args)
+    that was observed the same there (``_observe``), else this code's own. Encodings of equal values can
+    differ (a representation that prints a cache, or a set's order): text alone would call an unchanged outcome
+    changed."""
+    own = (payload, _observe(value))
+    if known is None:
+        return own
+    enc, obs = known
+    if obs != own[1]:
+        return own
+    if enc == payload:
+        return known
+    try:
+        other = _values.decode(enc)
         if isinstance(value, BaseException):
             equal = type(other) is type(value) and _values.same_args(other.args, value.args)
         else:
             equal = type(other) is type(value) and bool(other == value)
     except Exception:  # noqa: BLE001 - what cannot be compared is not the same
-        return payload
-    return known if equal else payload
+        return own
+    return known if equal else own
 
 
 def _definition_lines(path):  # type: ignore[no-untyped-def]
@@ -496,12 +521,13 @@ def _probe(probes: list) -> None:
         except Exception as exc:  # noqa: BLE001
             value, kind = exc, "raise"
         out = _deterministic(value)
-        payload = out[1] if out else None
+        payload, obs = (out[1], _observe(value)) if out else (None, None)
         if payload is not None and kind == probe.get("kind"):
-            payload = _same(probe.get("value_enc"), payload, value)
+            payload, obs = _same((probe.get("value_enc"), probe.get("value_obs")), payload, value) \
+                if probe.get("value_enc") else (payload, obs)
         _RECORDER.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
                                         "key": probe["key"], "receiver_key": probe.get("receiver_key"),
-                                        "outcome": kind, "value_enc": payload}) + "\n")
+                                        "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]

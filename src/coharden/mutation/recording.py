@@ -124,7 +124,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
                 "file": str(root / r["path"]), "qualname": r["qualname"], "key": r["key"],
                 "args_enc": r["args_enc"], "receiver_key": r.get("receiver_key"),
                 "receiver_enc": r.get("receiver_enc"), "kind": r["kind"], "outcome": r.get("outcome"),
-                "value_enc": r.get("value_enc")}) + "\n" for r in probes))
+                "value_enc": r.get("value_enc"), "value_obs": r.get("value_obs")}) + "\n" for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
         out.unlink(missing_ok=True)  # never read a file an earlier run left
@@ -242,7 +242,7 @@ def _well_formed(rec: Any) -> bool:
     if rec.get("receiver") not in (None, "self", "cls"):
         return False
     strings = ("key", *ENCODED, "value_repr", "receiver_key", "outcome", "exc_type", "callee", "shape",
-               "type_shape", "via")
+               "type_shape", "via", "value_obs")
     numbers = ("calls", "depth", "line")
     counts = ("dropped", "dropped_types")
     raised = rec.get("raised", [])
@@ -269,18 +269,24 @@ def input_ident(record: dict[str, Any]) -> tuple[str, str | None, str | None]:
     return record["qualname"], record.get("key"), record.get("receiver_key")
 
 
+def _outcome(record: dict[str, Any], kind: str | None) -> tuple[str | None, str | None, str | None]:
+    """What an outcome is compared by: its kind, encoding and observation (length and repr, see the plugin's
+    ``_observe``: equal values that behave differently are different outcomes)."""
+    return kind, record.get("value_enc"), record.get("value_obs")
+
+
 def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
     a shortcut for an input the bug does not affect would only be the buggy function again."""
-    on_buggy = {input_ident(r): (r["kind"], r["value_enc"]) for r in buggy if r["kind"] in ("return", "raise")}
-    on_buggy.update({input_ident(r): (r["outcome"], r["value_enc"]) for r in buggy if r["kind"] == "probe"})
+    on_buggy = {input_ident(r): _outcome(r, r["kind"]) for r in buggy if r["kind"] in ("return", "raise")}
+    on_buggy.update({input_ident(r): _outcome(r, r["outcome"]) for r in buggy if r["kind"] == "probe"})
     seen: set[tuple[str, str | None, str | None]] = set()
     kept = []
     for rec in fixed:
         if rec["kind"] not in ("return", "raise"):
             continue
         ident = input_ident(rec)
-        if ident in seen or on_buggy.get(ident) == (rec["kind"], rec["value_enc"]):
+        if ident in seen or on_buggy.get(ident) == _outcome(rec, rec["kind"]):
             continue
         seen.add(ident)
         kept.append(rec)
@@ -318,7 +324,7 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
     """Caller records (``kind == "caller"``) of the fixed run whose own outcome differs on the buggy code (or
     whose input was not seen there): the frames where repairing the symptom would make the test pass. Frames
     outside the repository are kept (``path`` None) so the operator can count them as skipped."""
-    on_buggy = {input_ident(r): (r["outcome"], r["value_enc"]) for r in buggy
+    on_buggy = {input_ident(r): _outcome(r, r["outcome"]) for r in buggy
                 if r["kind"] == "caller" and r.get("key") is not None}
     buggy_exc = {input_ident(r): r.get("exc_type") for r in buggy if r["kind"] == "caller"}
     seen: set[tuple[Any, ...]] = set()
@@ -330,7 +336,7 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
         if ident in seen:
             continue
         seen.add(ident)
-        if rec.get("path") is not None and on_buggy.get(input_ident(rec)) == (rec["outcome"], rec["value_enc"]):
+        if rec.get("path") is not None and on_buggy.get(input_ident(rec)) == _outcome(rec, rec["outcome"]):
             continue
         kept.append({**rec, "buggy_outcome": (on_buggy.get(input_ident(rec)) or (None, None))[0],
                      "buggy_exc_type": buggy_exc.get(input_ident(rec))})
