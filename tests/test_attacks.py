@@ -448,11 +448,11 @@ def test_forged_recorder_lines_never_reach_mutants(make_executor, example: Local
     target = targets[0]
     forged = [
         {"file": "ROOT/" + target["path"], "qualname": target["qualname"], "kind": "return", "key": "(1,)",
-         "params": ["__import__('os').system('touch /tmp/pwned') or x"], "args_pickle": "", "value_pickle": ""},
+         "params": ["__import__('os').system('touch /tmp/pwned') or x"], "args_enc": "1", "value_enc": "1"},
         {"file": "ROOT/" + target["path"], "qualname": target["qualname"], "kind": "return", "key": "(2,)",
-         "params": ["x"], "receiver": "__import__('os')", "args_pickle": "", "value_pickle": ""},
+         "params": ["x"], "receiver": "__import__('os')", "args_enc": "1", "value_enc": "1"},
         {"file": "ROOT/../../etc/passwd", "qualname": "f", "kind": "caller", "key": "(3,)", "params": ["x"],
-         "outcome": "return", "args_pickle": "", "value_pickle": ""},
+         "outcome": "return", "args_enc": "1", "value_enc": "1"},
         {"file": "ROOT/" + target["path"], "qualname": "x) or os.system('id') or (", "kind": "summary",
          "calls": 1, "raised": []},
     ]
@@ -654,3 +654,86 @@ def test_the_cli_refuses_a_weaker_sandbox_in_one_line(tmp_path: Path) -> None:
                               cwd=tmp_path, env=env, timeout=300)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert '"isolation": "netns"' in accepted.stdout or '"isolation": "guard"' in accepted.stdout
+
+
+# --- recorded values are data (issue 32, item 3) ------------------------------------------------------------
+
+def test_a_recorded_value_whose_pickle_runs_code_is_dropped_and_counted(make_executor,
+                                                                       example: LocalInstance) -> None:
+    """The candidate's test calls a function the fix touches with a value whose pickle runs a command when it
+    loads (``__reduce__``). Recorded values once went into mutants as pickles, so the command would have run
+    in every mutant run against the reference test. The recorder never pickles: the value (a class of the
+    test, not of the repository) has no safe encoding, so its call is dropped and counted by reason, nothing
+    of it reaches a mutant, and ``__reduce__`` is never even called."""
+    from coharden.mutation.pool import build_pool
+    from coharden.schema.mutant import Operator
+
+    ex = make_executor()
+    test = attack(ex, """\
+        from tinyexpr import StrPrinter
+
+
+        class Payload:
+            num, den = symbols("a b")
+
+            def __reduce__(self):
+                open(os.path.join(os.getcwd(), "reduce-was-called"), "w").close()
+                return (os.system, ("touch " + os.path.join(os.getcwd(), "pickle-ran"),))
+
+            def __eq__(self, other):
+                return isinstance(other, Payload)
+
+            def __hash__(self):
+                return 0
+
+            def __repr__(self):
+                return "Payload()"
+
+
+        def test_repro_payload():
+            assert StrPrinter()._print_Div(Payload()) == "a/b"
+            a, b, c = symbols("a b c")
+            assert sstr(a / (b * c)) == "a/(b*c)"
+        """)
+    ops = [Operator.INPUT_SPECIFIC_SHORTCUT, Operator.NARROWED_SCOPE, Operator.CALLER_PATCH]
+    pool = build_pool(ex, example.instance.patch, [test], operators=ops)
+    assert pool.values_dropped.get("type_outside_repository", 0) >= 1, pool.summary()
+    assert any("Payload" in name for name in pool.dropped_types), pool.summary()
+    root = ex.workspace_root()
+    assert not (root / "reduce-was-called").exists()
+    assert not (root / "pickle-ran").exists()
+    for mutant in pool.mutants:
+        assert "pickle" not in mutant.patch
+        assert "Payload" not in mutant.patch
+        assert "system" not in mutant.patch
+    assert "values_dropped" in pool.summary()
+
+
+def test_forged_encodings_naming_code_outside_the_repository_never_reach_mutants(tmp_path: Path) -> None:
+    """The records file lies in the worktree: a test can write encodings by hand. One that names a module
+    outside the repository (``os``), a test module, a module the repository lacks, or a representation that is
+    not structural (an attribute call) is dropped; a well-formed one of the repository is kept."""
+    import json
+
+    from coharden.mutation.recording import module_files, packages_of, parse_records
+
+    packages = packages_of([{"path": "tinyexpr/printer.py", "qualname": "f"}])
+    exists = module_files(packages, lambda path: "x" if path in ("tinyexpr/__init__.py", "tinyexpr/expr.py")
+                          else None, set())
+
+    def line(enc: object) -> str:
+        return json.dumps({"file": str(tmp_path / "tinyexpr/printer.py"), "qualname": "f", "kind": "return",
+                           "key": "(1,)", "params": ["x"], "args_enc": json.dumps(enc), "value_enc": "1"})
+
+    forged = [
+        ["o", "os", {"system": "os"}, "system('id')"],
+        ["o", "tinyexpr", {"system": "os"}, "system('id')"],
+        ["o", "tinyexpr", {"Sym": "tinyexpr.tests.test_x"}, "Sym('a')"],
+        ["o", "tinyexpr", {"Sym": "tinyexpr.planted"}, "Sym('a')"],
+        ["o", "tinyexpr", {"Sym": "tinyexpr.expr"}, "Sym('a').__class__.__init__.__globals__"],
+        ["e", "builtins", "builtins", "eval", ["t", ["1"]]],
+        ["t", [["o", "tinyexpr", {"__import__": "tinyexpr"}, "__import__('os')"]]],
+    ]
+    kept = ["t", [["o", "tinyexpr", {"Sym": "tinyexpr.expr"}, "Sym('a')"], None]]
+    records = parse_records("\n".join(line(enc) for enc in [*forged, kept]), tmp_path, packages, exists)
+    assert [json.loads(r["args_enc"]) for r in records] == [kept]

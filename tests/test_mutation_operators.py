@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import pickle
+import sys
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,10 +141,77 @@ def test_symptom_suppression_wraps_the_buggy_function() -> None:
         ns["clamp"](None, 0, 3)
 
 
-def _record(qualname: str, params: list[str], args: tuple, kind: str, value: Any) -> dict[str, Any]:
+def _record(qualname: str, params: list[str], args: tuple, kind: str, value: Any,
+            root: Path | None = None) -> dict[str, Any]:
+    from coharden.mutation.recorder_values import encoded
+
     return {"path": "pkg/clamp.py", "qualname": qualname, "params": params, "key": repr(args),
-            "args_pickle": base64.b64encode(pickle.dumps(args)).decode(), "kind": kind,
-            "value_pickle": base64.b64encode(pickle.dumps(value)).decode(), "value_repr": repr(value)}
+            "args_enc": encoded(args, str(root) if root else None)[1], "kind": kind,
+            "value_enc": encoded(value, str(root) if root else None)[1], "value_repr": repr(value)}
+
+
+REPO_VALUES = textwrap.dedent(
+    '''\
+    """Classes of a repository under record (their objects encode by their repr)."""
+    import dataclasses
+
+
+    class Counted:
+        """Counts how often it is constructed (the decoder constructs a recorded object from its repr)."""
+
+        made = 0
+
+        def __init__(self, n):
+            type(self).made += 1
+            self.n = n
+
+        def __repr__(self):
+            return f"Counted({self.n})"
+
+        def __eq__(self, other):
+            return isinstance(other, Counted) and other.n == self.n
+
+        def __hash__(self):
+            return self.n
+
+
+    class Lazy:
+        """Compared by identity, with side effects when printed (as a Django QuerySet fetches its rows)."""
+
+        touched = 0
+
+        def __repr__(self):
+            Lazy.touched += 1
+            return "<lazy>"
+
+
+    def helper(path):
+        """A function of the repository: a decoder that called it would run code a test chose."""
+        open(path, "w").close()
+
+
+    @dataclasses.dataclass(frozen=True)
+    class Value:
+        n: int
+        encoded = 0  # a class attribute, not a field
+
+        def __repr__(self):
+            Value.encoded += 1
+            return f"Value(n={self.n})"
+    ''')
+
+
+@pytest.fixture
+def repo_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Path]]:
+    """A package ``cohvals`` of a repository at ``tmp_path`` (imported), and that root."""
+    (tmp_path / "cohvals").mkdir()
+    (tmp_path / "cohvals" / "__init__.py").write_text(REPO_VALUES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("COHARDEN_RECORD_ROOT", str(tmp_path))
+    import cohvals  # type: ignore[import-not-found]
+
+    yield cohvals, tmp_path
+    sys.modules.pop("cohvals", None)
 
 
 def test_input_specific_shortcut_returns_the_recorded_outcome_for_one_input_only() -> None:
@@ -167,36 +234,18 @@ def test_input_specific_shortcut_returns_the_recorded_outcome_for_one_input_only
     assert ns["Box"]().size([2, None]) == 2
 
 
-class Unpickled:
-    """A value that counts how often it is unpickled (not a literal: the shortcut embeds its pickle)."""
-
-    loads = 0
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        type(self).loads += 1
-        self.__dict__.update(state)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Unpickled) and other.n == self.n
-
-    def __hash__(self) -> int:
-        return self.n
-
-
-def test_a_shortcut_unpickles_the_input_it_compares_with_once() -> None:
+def test_a_shortcut_decodes_the_input_it_compares_with_once(repo_values: tuple[Any, Path]) -> None:
     """The shortcut compares every call's arguments with the recorded input: in a function every test calls,
-    unpickling it per call made the mutant's runs time out (sympy-18763, Printer._print)."""
-    record = _record("clamp", ["x", "lo", "hi"], (Unpickled(7), 0, 3), "return", 0)
+    decoding it per call made the mutant's runs time out (sympy-18763, Printer._print)."""
+    values, root = repo_values
+    record = _record("clamp", ["x", "lo", "hi"], (values.Counted(7), 0, 3), "return", 0, root)
     (mutant,) = input_specific_shortcut.generate(_ctx(), [record])
     ns = _load(mutant.files["pkg/clamp.py"])
-    Unpickled.loads = 0
+    values.Counted.made = 0
     for x in range(50):  # other inputs: the buggy function runs, after a comparison with the recorded input
         ns["clamp"](x, 0, 3)
-    assert ns["clamp"](Unpickled(7), 0, 3) == 0  # the recorded input: the recorded outcome
-    assert Unpickled.loads == 1
+    assert ns["clamp"](values.Counted(7), 0, 3) == 0  # the recorded input: the recorded outcome
+    assert values.Counted.made == 2  # the call's own argument, and the recorded one decoded once
 
 
 def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_seed() -> None:
@@ -321,43 +370,53 @@ def test_admit_samples_exercised_mutants_first() -> None:
 
 # --- method receivers in the input recorder ------------------------------------------------------------------
 
-class _Lazy:
-    """Compared by identity, with side effects when printed or pickled (as a Django QuerySet fetches its rows)."""
+def test_the_decoder_calls_only_the_repositorys_classes(repo_values: tuple[Any, Path], tmp_path: Path) -> None:
+    """Recorded values decode to equal values; an encoding that calls a function or names a module, a builtin
+    or an attribute is refused (the decoder reads the text with ``ast``, never ``eval``)."""
+    import json
+    from fractions import Fraction
 
-    touched = 0
+    from coharden.mutation.recorder_values import Unencodable, decode, encoded
 
-    def __repr__(self) -> str:
-        _Lazy.touched += 1
-        return "<lazy>"
+    values, root = repo_values
+    for value in [(values.Counted(3), None), {"a": [1, 2.5, b"x"]}, frozenset({1, 2}), 1j, ValueError("no", 2)]:
+        text = encoded(value, str(root))[1]
+        back = decode(text)
+        assert type(back) is type(value)
+        assert back == value if not isinstance(value, BaseException) else back.args == value.args
+    marker = tmp_path / "ran"
+    refused = [["o", "cohvals", {"helper": "cohvals"}, f"helper({str(marker)!r})"],
+               ["o", "cohvals", {"dataclasses": "cohvals"}, "dataclasses"],
+               ["o", "cohvals", {"open": "cohvals"}, f"open({str(marker)!r}, 'w')"],
+               ["o", "cohvals", {"Counted": "cohvals"}, "Counted(1).__init__(2)"],
+               ["o", "os", {"system": "os"}, "system('true')"],
+               ["e", "cohvals", "os", "system", ["t", ["true"]]]]
+    for enc in refused:
+        with pytest.raises((ValueError, AttributeError)):
+            decode(json.dumps(enc))
+    assert not marker.exists()
+    with pytest.raises(Unencodable, match="type_outside_repository"):
+        encoded((Fraction(1, 2),), str(root))  # a class outside the repository under record
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        _Lazy.touched += 1
-        return (_Lazy, ())
 
-
-@dataclasses.dataclass(frozen=True)
-class _Value:
-    n: int
-    pickled = 0  # a class attribute, not a field
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        _Value.pickled += 1
-        return (_Value, (self.n,))
-
-
-def test_receiver_snapshot_skips_identity_objects_and_pickles_once() -> None:
+def test_receiver_snapshot_skips_identity_objects_and_encodes_once(repo_values: tuple[Any, Path]) -> None:
     from coharden.mutation import recorder_plugin
 
+    values, _ = repo_values
     memo: dict = {}
-    assert recorder_plugin._receiver("self", _Lazy(), memo) is None
-    assert _Lazy.touched == 0  # neither printed nor pickled: it could never equal its copy
-    _Value.pickled = 0
-    first = recorder_plugin._receiver("self", _Value(1), memo)
+    assert recorder_plugin._receiver("self", values.Lazy(), memo) is None
+    assert values.Lazy.touched == 0  # never printed: it could never equal its copy
+    first = recorder_plugin._receiver("self", values.Value(1), memo)
     assert first is not None
-    assert first[:2] == ("self", "_Value(n=1)")
-    assert recorder_plugin._receiver("self", _Value(1), memo) == first
-    assert _Value.pickled == 1  # a repeated receiver is pickled once
-    assert recorder_plugin._receiver("cls", _Value, memo)[:2] == ("cls", repr(_Value))  # a class: by reference
+    assert first[:2] == ("self", "Value(n=1)")
+    values.Value.encoded = 0
+    assert recorder_plugin._receiver("self", values.Value(1), memo) == first
+    assert values.Value.encoded == 1  # a repeated receiver: printed for the memo's key, encoded once before
+    cls = recorder_plugin._receiver("cls", values.Value, memo)
+    assert cls[:2] == ("cls", repr(values.Value))  # a class: by reference
+    from coharden.mutation.recorder_values import decode
+
+    assert decode(cls[2]) is values.Value
 
 
 def test_shortcut_compares_a_receiver_only_under_its_own_name() -> None:
@@ -367,7 +426,7 @@ def test_shortcut_compares_a_receiver_only_under_its_own_name() -> None:
 
     from coharden.mutation.recorded import example_record
 
-    record = example_record("Box.size", [], (), "return", 1, receiver=_Value(1))
+    record = example_record("Box.size", [], (), "return", 1, receiver=(1, 2))
 
     def code(rec: dict) -> str:
         return cst.Module(body=input_specific_shortcut.shortcut_rewrite(rec)([])).code

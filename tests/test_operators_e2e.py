@@ -123,3 +123,250 @@ def test_an_outcome_equal_on_both_codes_is_not_bug_revealing(tmp_path: Path) -> 
                           MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None))
     shortcuts = [m.mutant for m in result.mutants]
     assert [m.meta["input"] for m in shortcuts] == ["(2,)"], [m.description for m in shortcuts]
+
+
+# --- the input-based operators on methods, receivers and repository objects, under the repository's own runner
+# (issue 39): sympy's SWE-bench environment runs bin/test on Python 3.9 and has no pytest, so the recorder (a
+# pytest plugin) never ran there, and on Python < 3.11 a method's code has no qualified name, so no method call
+# was ever matched; every instance came out with no input-based mutant and nothing said why
+
+GEO = {
+    "geo/__init__.py": "from geo.shapes import Rot, Vec\n",
+    "geo/shapes.py": '''\
+class Vec:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __repr__(self):
+        return f"Vec({self.x!r}, {self.y!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Vec) and (self.x, self.y) == (other.x, other.y)
+
+    def __hash__(self):
+        return hash((self.x, self.y))
+
+
+class Rot:
+    """A rotation by quarter turns."""
+
+    def __init__(self, turns):
+        self.turns = turns
+
+    def __repr__(self):
+        return f"Rot({self.turns!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Rot) and self.turns == other.turns
+
+    def __hash__(self):
+        return hash(self.turns)
+
+    @property
+    def image_of_x(self):
+        return self.apply(Vec(1, 0))
+
+    def apply(self, v):
+        return self.rotate(v)
+
+    def rotate(self, v):
+        if self.turns % 4 == 1:
+            return Vec(v.y, -v.x)
+        return v
+''',
+    "bin/test": '''\
+"""The repository's own test runner (sympy's bin/test output): every test_* function of the files named."""
+import importlib.util
+import os
+import sys
+import traceback
+
+
+
+def run(path):
+    spec = importlib.util.spec_from_file_location(path[:-3].replace("/", "."), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    failed = False
+    for name in sorted(n for n in dir(module) if n.startswith("test_")):
+        try:
+            getattr(module, name)()
+            print(name, "ok")
+        except Exception:
+            traceback.print_exc()
+            print(name, "F")
+            failed = True
+    return failed
+
+
+sys.path.insert(0, os.getcwd())
+results = [run(path) for path in sys.argv[1:] if not path.startswith("-")]
+sys.exit(1 if any(results) else 0)
+''',
+    "tests/__init__.py": "",
+    "tests/test_geo.py": "def test_old():\n    pass\n",
+}
+GEO_FIXED = GEO["geo/shapes.py"].replace("return Vec(v.y, -v.x)", "return Vec(-v.y, v.x)")
+GEO_TEST = ("from geo import Rot, Vec\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_quarter_turn():\n    assert Rot(1).image_of_x == Vec(0, 1)\n"
+            "    assert Rot(5).apply(Vec(0, 2)) == Vec(-2, 0)\n    assert Rot(1).rotate(Vec(0, 1)) == Vec(-1, 0)\n")
+INPUT_OPS = [Operator.INPUT_SPECIFIC_SHORTCUT, Operator.NARROWED_SCOPE, Operator.CALLER_PATCH]
+
+
+def _interpreters() -> list[str]:
+    """This Python, and an older one (< 3.11: code objects without ``co_qualname``) when the machine has one."""
+    import shutil
+    import sys
+
+    versions = Path.home() / ".pyenv" / "versions"
+    older = sorted(str(p) for p in versions.glob("3.*/bin/python")
+                   if p.parts[-3].split(".")[1].isdigit() and 8 <= int(p.parts[-3].split(".")[1]) <= 10)
+    older += [p for p in (shutil.which("python3.10"), shutil.which("python3.9"), shutil.which("python3.8")) if p]
+    return [sys.executable, *older[:1]]
+
+
+@pytest.mark.parametrize("base", _interpreters(), ids=lambda p: Path(p).parts[-3] if "pyenv" in p else "this")
+def test_input_operators_record_methods_under_a_runner_without_pytest(tmp_path: Path, base: str) -> None:
+    """The fix changes a method (``Rot.rotate``) the test reaches through another method and a property, with
+    repository objects as receiver, argument and result; the tests run with the repository's own runner in an
+    interpreter that has no pytest. Each input-based operator yields mutants, and nothing is reported missing."""
+    import subprocess
+
+    venv = tmp_path / "venv"
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    python = str(venv / "bin" / "python")
+    assert subprocess.run([python, "-c", "import pytest"], capture_output=True).returncode != 0
+    repo, commit = make_repo(tmp_path / "geo", GEO)
+    inst = Instance(instance_id="geo__rot", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"geo/shapes.py": GEO_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_geo.py": GEO_TEST}),
+                    FAIL_TO_PASS=["tests/test_geo.py::test_quarter_turn"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, runner="sympy", python=python,
+                        fork_server=False)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert summary["generated"].get("caller_patch", 0) >= 1, summary  # Rot.apply / image_of_x, one frame up
+    assert not pool.warnings, pool.warnings
+    # above the test's own frame is the runner (bin/test's run(), a file of the repository): never patched
+    assert summary["skipped"]["caller_patch"].get("frame_above_test", 0) >= 1, summary
+    assert not any(m.location.startswith("bin/") for m in pool.mutants)
+    shortcut = next(m for m in pool.mutants if m.operator is Operator.INPUT_SPECIFIC_SHORTCUT)
+    assert "Rot(1)" in shortcut.description or "Rot(5)" in shortcut.description
+    assert "_coh_decode" in shortcut.patch
+    assert "pickle" not in shortcut.patch
+
+
+def test_a_test_that_calls_the_fix_with_unencodable_values_is_warned_about(tmp_path: Path) -> None:
+    """When the tests call the changed method but none of its calls can be recorded (the receiver and the
+    argument are objects of the test's own classes), the pool says so, with the reason, and warns that it
+    lacks the input-based kinds."""
+    repo, commit = make_repo(tmp_path / "geo", GEO)
+    own = ("from geo import Rot, Vec\n\n\nclass MyVec(Vec):\n    pass\n\n\n"
+           "def test_old():\n    pass\n\n\n"
+           "def test_quarter_turn():\n    assert Rot.rotate(Rot(1), MyVec(1, 0)) == Vec(0, 1)\n")
+    inst = Instance(instance_id="geo__rot", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"geo/shapes.py": GEO_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_geo.py": own}),
+                    FAIL_TO_PASS=["tests/test_geo.py::test_quarter_turn"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
+    assert "Rot.rotate (1 call)" in summary["no_revealing_input"]["detail"]
+    assert summary["values_dropped"]["type_outside_repository"] >= 1
+    assert any("MyVec" in name for name in summary["values_dropped_types"])
+    assert any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
+
+
+def test_a_recording_cut_short_is_reported_not_taken_for_no_input(tmp_path: Path) -> None:
+    """A test process that dies in the middle of its recording (``os._exit``) leaves a recording without its
+    end: the pool reports the recorder failure instead of "no input", and that recording is not kept in the
+    store (the buggy code's is: there the test fails before it exits)."""
+    from coharden.execution.store import Store
+
+    repo, commit = make_repo(tmp_path / "geo", GEO)
+    dies = ("import os\n\nfrom geo import Rot, Vec\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_quarter_turn():\n    assert Rot(1).image_of_x == Vec(0, 1)\n    os._exit(0)\n")
+    inst = Instance(instance_id="geo__rot", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"geo/shapes.py": GEO_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_geo.py": dies}),
+                    FAIL_TO_PASS=["tests/test_geo.py::test_quarter_turn"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, store=tmp_path / "s.sqlite")
+    store = Store(settings.store)
+    with InstanceExecutor(inst, repo, settings, store) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    assert any("recorder failed" in w and "stopped before its end" in w for w in pool.warnings), pool.warnings
+    with __import__("sqlite3").connect(settings.store) as conn:
+        assert conn.execute("SELECT count(*) FROM records WHERE kind = 'recording'").fetchone()[0] == 1
+
+
+ARR = {
+    "arr/__init__.py": "from arr.core import Arr\n",
+    "arr/core.py": '''\
+class Arr:
+    """Items and a shape; equal when the items are (the size is derived, as a sympy array's loop size)."""
+
+    def __init__(self, items, shape):
+        self.items, self.shape = tuple(items), tuple(shape)
+        self._size = len(self.items)
+
+    @classmethod
+    def new(cls, items, shape):
+        arr = cls(items, shape)
+        arr._size = 1 if shape else 0
+        for n in shape:
+            arr._size *= n
+        return arr
+
+    def __len__(self):
+        return self._size
+
+    def __eq__(self, other):
+        return isinstance(other, Arr) and self.items == other.items
+
+    def __hash__(self):
+        return hash(self.items)
+
+    def __repr__(self):
+        return f"Arr({list(self.items)!r}, {list(self.shape)!r})"
+
+
+def make(items, shape):
+    return Arr.new(items, shape)
+''',
+    "tests/__init__.py": "",
+    "tests/test_arr.py": "def test_old():\n    pass\n",
+}
+ARR_FIXED = ARR["arr/core.py"].replace("arr._size = 1 if shape else 0", "arr._size = 1")
+ARR_TEST = ("from arr.core import make\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_rank_zero_has_one_element():\n    assert len(make([5], [])) == 1\n")
+
+
+def test_outcomes_equal_by_eq_but_of_another_length_are_bug_revealing(tmp_path: Path) -> None:
+    """sympy-15017: the fix makes ``len()`` of a rank-0 array 1; the array compares equal either way, so the
+    recorder judged every outcome unchanged and no operator built from inputs made anything. An outcome's
+    length (and repr) is compared too."""
+    repo, commit = make_repo(tmp_path / "arr", ARR)
+    inst = Instance(instance_id="arr__len", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"arr/core.py": ARR_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_arr.py": ARR_TEST}),
+                    FAIL_TO_PASS=["tests/test_arr.py::test_rank_zero_has_one_element"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert "no_revealing_input" not in summary, summary

@@ -8,7 +8,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -139,15 +138,11 @@ REAL_IDS = ["sympy__sympy-14976", "sympy__sympy-15017", "sympy__sympy-18763",
 
 
 def _strip_durations(value: Any) -> Any:
-    """Without durations, and without the pickled bytes of recorded values, in mutant metadata and where a
-    shortcut mutant's code embeds them: a pickled sympy object carries caches filled by what ran before it in
-    the process (its derived assumptions: sympy-18763), so its bytes differ between a serial (cold) and a warm
-    run of the same test while the value is equal; the rest of the mutant, verdicts and cells must not."""
-    if isinstance(value, str):
-        return re.sub(r"b64decode\('[A-Za-z0-9+/=]*'\)", "b64decode(<pickle>)", value)
+    """Without durations. Recorded values are embedded by their structural encoding (sympy's ``srepr``), which
+    is the same for equal values whatever ran before in the process; the pickles embedded before carried a
+    sympy object's caches (sympy-18763), so they differed between a serial (cold) and a warm run."""
     if isinstance(value, dict):
-        return {k: _strip_durations(v) for k, v in value.items()
-                if k not in ("duration", "output_tail") and not k.endswith("_pickle")}
+        return {k: _strip_durations(v) for k, v in value.items() if k not in ("duration", "output_tail")}
     if isinstance(value, list):
         return [_strip_durations(v) for v in value]
     return value

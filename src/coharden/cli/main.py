@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import (
@@ -173,6 +174,8 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
         if result.test_class.value == "Inconclusive" and result.fail_to_pass:
             console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
                           "empty)")
+    for warning in result.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
     lax = result.lax_mutants()
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")

@@ -383,9 +383,31 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
+        if self.settings.runner != "pytest":
+            return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
         self._warm = self._warm_spec(source_patch, [test])
         return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env,
                          readable=tuple(readable))
+
+    def _run_raw_log(self, root: Path, test: TestPatch, extra_env: dict[str, str],
+                     readable: tuple[Path, ...]) -> PytestRun:
+        """An instrumented run with the repository's own (log-based) runner: Django's ``runtests.py``, sympy's
+        ``bin/test``. It takes no pytest arguments, so an instrumenting plugin comes in through PYTHONPATH
+        (``extra_env``'s entries go before the job's own, e.g. a spec environment's checkout)."""
+        from coharden.execution.runners import make_runner, run_with
+
+        runner = make_runner(self.settings.runner)
+        ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
+        env = {**(self._job_env() or {}), **extra_env}
+        paths = [extra_env.get("PYTHONPATH", ""), (self._job_env() or {}).get("PYTHONPATH", "")]
+        if any(paths):
+            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        confine = self._confinement(root)
+        confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
+        verdict = run_with(runner, root, ids, self.settings, self.python, env=env, confine=confine)
+        return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
+                         duration=verdict.duration or 0.0, output=verdict.output_tail or "",
+                         isolation=verdict.isolation or "none")
 
     def _run(self, root: Path, ids: list[str], limit: float | None, *, readable: tuple[Path, ...] = (),
              **extra: object) -> PytestRun:

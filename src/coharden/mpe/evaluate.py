@@ -113,6 +113,9 @@ class MPEResult(BaseModel):
     """What the candidate did that could forge its results (see coharden.execution.tampering)."""
     isolation: str = ""
     """How test processes were confined (bwrap, netns, guard)."""
+    warnings: list[str] = Field(default_factory=list)
+    """What weakens the class and must be said with it: e.g. the pool lacks the input-based kinds although
+    the tests call a function the fix touches (see :attr:`coharden.mutation.pool.Pool.warnings`)."""
     llm_usage: dict = Field(default_factory=dict)
     """LLM ledger totals ``{"per_operator": {...}, "per_source": {"mechanical": ..., "llm": ...}}``."""
     # --- the estimate (issue 33) -----------------------------------------------------------------------------
@@ -359,6 +362,7 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
             result.pool_incomplete_reason = f"LLM pool incomplete: {report.incomplete_reason}"
     mark = time.monotonic()
     result.pool = mutant_pool.summary()
+    result.warnings = list(mutant_pool.warnings)
     run = functools.partial(run_mutants, executor, candidate=candidate, reference=reference, timings=timings,
                             team=team, combine=combine,
                             limits=(result.time_limits["candidate"], result.time_limits["reference"]))

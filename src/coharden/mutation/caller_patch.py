@@ -12,7 +12,8 @@ every file of the fix back to its buggy content:
 
 Only frames inside the repository and outside test files are patched. Skipped (counted in the pool's
 ``skipped``): no recorded caller whose outcome the fix changes (``no_revealing_input``), a frame outside the
-repository (``frame_outside_repository``), in a test file (``frame_in_test``), whose source is missing
+repository (``frame_outside_repository``), in a test file (``frame_in_test``), above a test's frame (the
+test runner, ``frame_above_test``), whose source is missing
 (``frame_source_missing``), does not parse (``unparseable_frame``), or holds no such function
 (``caller_not_found``).
 """
@@ -27,8 +28,9 @@ import libcst as cst
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import parses
 from coharden.mutation.funcwrap import rewrite_function
-from coharden.mutation.input_specific_shortcut import loads_expr, shortcut_rewrite
+from coharden.mutation.input_specific_shortcut import shortcut_rewrite, value_expr, with_decoder
 from coharden.mutation.recorded import example_caller
+from coharden.mutation.recorder_values import DECODER
 from coharden.mutation.recording import revealing_callers
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
@@ -41,7 +43,7 @@ def _catch(exc_type: str, record: dict[str, Any]):  # type: ignore[no-untyped-de
         handler = cst.parse_statement(
             "try:\n    pass\nexcept Exception as _coh_exc:\n"
             f"    if type(_coh_exc).__name__ != {exc_type!r}:\n        raise\n"
-            f"    return {loads_expr(record['value_pickle'])}\n")
+            f"    return {value_expr(record['value_enc'])}\n")
         assert isinstance(handler, cst.Try)
         return [handler.with_changes(body=cst.IndentedBlock(body=list(body)))]
 
@@ -68,6 +70,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             reason = "frame_outside_repository"
         elif inputs.is_test_path(path):
             reason = "frame_in_test"
+        elif record.get("via") is not None and inputs.is_test_path(record["via"]):
+            reason = "frame_above_test"  # the test runner that called the test (sympy's runtests.py)
         if reason is not None:
             inputs.skip(OP, reason)
             continue
@@ -88,6 +92,7 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             if code is None:
                 inputs.skip(OP, "caller_not_found")
                 break
+            code = with_decoder(code) if DECODER in code else code
             given = record["key"]  # a caller's receiver is not recorded (its frame may have changed it)
             text = (f"fix reverted; {where} returns its fixed result for {given[:60]}" if kind == "shortcut"
                     else f"fix reverted; {where} catches {record['buggy_exc_type']}")

@@ -5,7 +5,9 @@ The function is put back to its buggy version while the rest of the fix stays (a
 While the candidate and the reference test run on the fixed code, the recorder plugin notes argument ->
 outcome of the functions the fix touches (:mod:`coharden.mutation.recorder_plugin`). Each distinct input
 becomes one mutant: the buggy function, with a first statement that returns the recorded value (or raises
-the recorded exception) when called with exactly that input. A test that probes several bug-revealing
+the recorded exception) when called with exactly that input. Recorded values are data, never pickles: a
+literal where the value is one, else the recorder's structural encoding read by a decoder appended to the
+module (:mod:`coharden.mutation.recorder_values`). A test that probes several bug-revealing
 inputs rejects it; a test that pins one input accepts it. Recording from both tests keeps the operator
 from favouring either.
 """
@@ -22,6 +24,7 @@ from coharden import pysource
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext, functions_touched
 from coharden.mutation.funcwrap import rewrite_transplanted
+from coharden.mutation.recorder_values import DECODER, decode_expr, decoder_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
@@ -31,18 +34,26 @@ def targets(ctx: FixContext) -> list[dict[str, str]]:
     return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]
 
 
-def loads_expr(payload: str) -> str:
-    """An expression that unpickles ``payload`` (base64) in the test interpreter."""
-    return f"__import__('pickle').loads(__import__('base64').b64decode({payload!r}))"
+def value_expr(enc: str) -> str:
+    """An expression for the value ``enc`` encodes (see :mod:`coharden.mutation.recorder_values`), in a module
+    that has the decoder appended (:func:`with_decoder`)."""
+    return decode_expr(enc)
 
 
-def cached_loads_expr(payload: str) -> str:
-    """An expression for the value pickled in ``payload``, unpickled once per process and kept in the module's
-    globals: the shortcut compares with it on every call of the function, and a shortcut in a function every
-    test calls (``Printer._print``, sympy-18763) unpickled a 9 KB expression on each call, so the mutant's runs
-    took minutes instead of seconds. Only values compared with are cached (never a returned value)."""
-    name = "_coh_value_" + hashlib.sha256(payload.encode()).hexdigest()[:12]
-    return f"(globals().get({name!r}) or globals().setdefault({name!r}, [{loads_expr(payload)}]))[0]"
+def cached_value_expr(enc: str) -> str:
+    """An expression for the value ``enc`` encodes, decoded once per process and kept in the module's globals:
+    the shortcut compares with it on every call of the function, and a shortcut in a function every test
+    calls (``Printer._print``, sympy-18763) that decoded a 9 KB expression on each call made the mutant's runs
+    take minutes instead of seconds. Only values compared with are cached (never a returned value)."""
+    name = "_coh_value_" + hashlib.sha256(enc.encode()).hexdigest()[:12]
+    return f"(globals().get({name!r}) or globals().setdefault({name!r}, [{value_expr(enc)}]))[0]"
+
+
+def with_decoder(code: str) -> str:
+    """``code`` with the recorded-value decoder appended at module level (used at call time), once."""
+    if f"def {DECODER}(" in code:
+        return code
+    return code + ("" if code.endswith("\n") else "\n") + "\n\n" + decoder_source()
 
 
 def _literal(text: str | None) -> str | None:
@@ -61,14 +72,14 @@ def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
     params = record["params"]
     key = "(" + "".join(f"{p}, " for p in params) + ")"
     value = _literal(record.get("value_repr")) if record["kind"] == "return" else None
-    outcome = f"raise {loads_expr(record['value_pickle'])}" if record["kind"] == "raise" \
-        else f"return {value or loads_expr(record['value_pickle'])}"
-    expected = _literal(record["key"]) or cached_loads_expr(record["args_pickle"])
+    outcome = f"raise {value_expr(record['value_enc'])}" if record["kind"] == "raise" \
+        else f"return {value or value_expr(record['value_enc'])}"
+    expected = _literal(record["key"]) or cached_value_expr(record["args_enc"])
     hit = f"{key} == {expected}"
     # a method: the same instance (or class) too. The name goes into the mutant's code, and the records file
     # lies in the worktree, where a test could rewrite it: only the two names the recorder writes are used
-    if record.get("receiver_pickle") and record.get("receiver") in ("self", "cls"):
-        hit = f"({hit}) and {record['receiver']} == {cached_loads_expr(record['receiver_pickle'])}"
+    if record.get("receiver_enc") and record.get("receiver") in ("self", "cls"):
+        hit = f"({hit}) and {record['receiver']} == {cached_value_expr(record['receiver_enc'])}"
     code = (
         "try:\n"
         f"    _coh_hit = bool({hit})\n"
@@ -96,6 +107,7 @@ def generate(ctx: FixContext, records: list[dict[str, Any]]) -> Iterator[RawMuta
         code = rewrite_transplanted(change.new, change.old, record["qualname"], shortcut_rewrite(record))
         if code is None:
             continue
+        code = with_decoder(code) if DECODER in code else code
         verb = "raises" if record["kind"] == "raise" else "returns"
         on = receiver_suffix(record)
         yield RawMutant(

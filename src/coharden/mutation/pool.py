@@ -18,9 +18,11 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, function_spans, functions_touched, normalized
 from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
+    FAILED,
     Mapper,
     buggy_symptoms,
     called_functions,
+    input_diagnosis,
     probes_of,
     record_calls,
     revealing_inputs,
@@ -88,6 +90,17 @@ class Pool:
         code no test ran."""
         self.recording_seconds = 0.0
         """Wall time the input recorder's test runs took while building the pool."""
+        self.values_dropped: Counter[str] = Counter()
+        """reason -> calls the recorder did not keep because a value (argument, receiver or outcome) had no safe
+        encoding (see :mod:`coharden.mutation.recorder_values`), over both recordings."""
+        self.dropped_types: Counter[str] = Counter()
+        """type name -> such calls, by the type of the value that could not be encoded."""
+        self.input_reason: tuple[str, str] | None = None
+        """Why the recorder captured no bug-revealing input (reason, detail; see :func:`input_diagnosis`), when
+        an operator built from recorded inputs was chosen and none was captured."""
+        self.warnings: list[str] = []
+        """What the output must say loudly: the input-based operators made nothing although the tests call
+        a function the fix touches (or the recorder failed)."""
 
     def summary(self) -> dict[str, Any]:
         per_op = Counter(m.operator.value for m in self.mutants)
@@ -102,6 +115,13 @@ class Pool:
             out["skipped"] = skipped
         if self.unexercised is not None:
             out["unexercised_candidates"] = dict(sorted(self.unexercised.items()))
+        if self.values_dropped:
+            out["values_dropped"] = dict(sorted(self.values_dropped.items()))
+            out["values_dropped_types"] = dict(self.dropped_types.most_common(10))
+        if self.input_reason is not None:
+            out["no_revealing_input"] = {"reason": self.input_reason[0], "detail": self.input_reason[1]}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         return out
 
 
@@ -290,11 +310,17 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
         if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
+    for rec in (*fixed_records, *buggy_records):
+        if rec["kind"] == "summary":
+            pool.values_dropped.update(rec.get("dropped") or {})
+            pool.dropped_types.update(rec.get("dropped_types") or {})
     inputs.fixed_records, inputs.buggy_records = fixed_records, buggy_records
     raw: list[RawMutant] = []
     for op, operator in chosen.items():
         raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
+    _diagnose(pool, [op for op, operator in chosen.items() if FIXED_RECORDS in type(operator).needs], raw,
+              fixed_records, buggy_records)
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
     if called is not None:
@@ -302,6 +328,30 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         prefer = functools.partial(exercised, ctx, targets=recorded, called=called)
     admit(ctx, raw, pool, {op: per_operator for op in chosen}, seed, prefer=prefer, ordered=ordered)
     return pool
+
+
+def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant], fixed: list[dict[str, Any]],
+              buggy: list[dict[str, Any]]) -> None:
+    """Note why no bug-revealing input was captured, and warn when the input-based operators then made no
+    candidate although a test called a touched function (or a recording failed): the pool lacks the kinds of
+    wrong fix agents write most (special-casing the example, fixing at the caller), so a Rigorous class
+    rests on the other kinds alone."""
+    if not input_operators:
+        return
+    failed = [r for r in (*fixed, *buggy) if r["kind"] == FAILED]
+    for rec in failed:
+        pool.warnings.append(f"recorder failed for {rec.get('from_test', '?')} on the {rec.get('code', '?')} "
+                             f"code: {rec['reason']}")
+    pool.input_reason = input_diagnosis(fixed, buggy)
+    made = {c.operator for c in raw}
+    empty = [op.value for op in input_operators if op not in made]
+    if pool.input_reason is None or not empty or pool.input_reason[0] == "not_called":
+        return
+    reason, detail = pool.input_reason
+    if reason != "recorder_failed":  # a failure is said above, with its reason
+        pool.warnings.append(f"no bug-revealing input recorded ({reason}): {detail}")
+    pool.warnings.append(f"the pool lacks the input-based kinds ({', '.join(empty)}): the class rests on the "
+                         "other operators' mutants only")
 
 
 def recordings_needed(operators: Sequence[Operator]) -> set[str]:

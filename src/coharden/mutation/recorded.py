@@ -8,13 +8,12 @@ compute the same shape with the same code.
 from __future__ import annotations
 
 import ast
-import base64
-import pickle
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from coharden import pysource
+from coharden.mutation.recorder_values import encoded
 
 SHAPE_FUNCTION = "_coh_shape"
 
@@ -37,21 +36,24 @@ def shape_of(value: Any, level: str = "shape") -> Any:
     return namespace[SHAPE_FUNCTION](value, level)
 
 
-def _pickled(value: Any) -> str:
-    return base64.b64encode(pickle.dumps(value, protocol=4)).decode()
+def _encoded(value: Any, root: str | None) -> str:
+    """The recorder's encoding of ``value`` (plain data; with ``root``, objects of classes defined there)."""
+    return encoded(value, root)[1]
 
 
 def example_record(qualname: str, params: list[str], args: tuple, kind: str, value: Any, *,
-                   path: str = "m.py", self_shape: tuple = (), receiver: Any = None) -> dict[str, Any]:
+                   path: str = "m.py", self_shape: tuple = (), receiver: Any = None,
+                   root: str | None = None) -> dict[str, Any]:
     """A fixed-code record as the recorder writes it (``args`` without ``self``; ``self_shape`` prepends the
-    shapes of ``self`` for a method; ``receiver`` is a method's recorded ``self``)."""
+    shapes of ``self`` for a method; ``receiver`` is a method's recorded ``self``; ``root``: the directory
+    whose classes' objects may be encoded, plain values only without it)."""
     every = (*self_shape, *args) if receiver is None else (receiver, *args)
     rec: dict[str, Any] = {"path": path, "qualname": qualname, "params": params, "key": repr(args),
-                           "args_pickle": _pickled(args), "kind": kind, "value_pickle": _pickled(value),
+                           "args_enc": _encoded(args, root), "kind": kind, "value_enc": _encoded(value, root),
                            "value_repr": repr(value), "type_shape": repr(shape_of(every, "type")),
                            "shape": repr(shape_of(every, "shape"))}
     if receiver is not None:
-        rec.update(receiver="self", receiver_key=repr(receiver), receiver_pickle=_pickled(receiver))
+        rec.update(receiver="self", receiver_key=repr(receiver), receiver_enc=_encoded(receiver, root))
     if kind == "raise":
         rec["exc_type"] = type(value).__name__
     return rec

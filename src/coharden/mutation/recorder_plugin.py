@@ -1,35 +1,48 @@
 """A pytest plugin, loaded into the TEST interpreter (which need not have coharden installed), that records
-argument -> outcome of chosen functions while tests run, and of up to two calling frames of each.
+argument -> outcome of chosen functions while tests run, and of up to two calling frames of each. For a runner
+that is not pytest (sympy's bin/test, Django's runtests.py) the same recorder starts with the interpreter
+(``start``, from the ``sitecustomize`` of :mod:`coharden.mutation.recorder_start`).
 
-Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}].
-Records go to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_pickle", "key",
-"kind": "return"|"raise", "value_pickle", "type_shape", "shape"}, and for a method "receiver" (``self`` or
-``cls``), "receiver_key" and "receiver_pickle" when the receiver is deterministic (a target's own call
-only, never a caller's: a calling frame's instance may have changed by then). A calling frame of an
-outermost target call (inside COHARDEN_RECORD_ROOT) gets {"kind": "caller", "outcome": "return"|"raise",
-"callee", "depth", "line", and the same argument/value fields}. Only outermost calls are recorded (a
-recursive function records the input the test gave it), and only inputs whose key is deterministic: picklable,
-equal after a pickle round trip, and with no memory address in their repr.
+Targets come from the JSON file named by COHARDEN_RECORD_TARGETS: [{"file": abs path, "qualname": ...}]. Records go
+to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_enc", "key", "kind": "return"|"raise",
+"value_enc", "type_shape", "shape"}, and for a method "receiver" (``self`` or ``cls``), "receiver_key" and
+"receiver_enc" when the receiver is deterministic (a target's own call only, never a caller's: a calling frame's
+instance may have changed by then). A calling frame of an outermost target call (inside COHARDEN_RECORD_ROOT) gets
+{"kind": "caller", "outcome": "return"|"raise", "callee", "depth", "line", "via" (the file of the frame below it),
+and the same argument/value fields}. Only outermost calls are recorded (a recursive function records the input the
+test gave it), and only inputs whose key is deterministic: with a safe structural encoding
+(:mod:`coharden.mutation.recorder_values`; never a pickle) that decodes to an equal value, and no memory address in
+their repr. A value that cannot be encoded is dropped; the ``summary`` record of each function counts the drops by
+reason ("dropped": {reason: n}, "dropped_types": {type name: n}).
 
 COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this is the buggy code): each return
 or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
-run's is written with that run's pickle, so outcomes can be compared by their bytes.
+run's is written with that run's encoding, so outcomes can be compared by their text.
 """
 
 from __future__ import annotations
 
-import base64
+import ast
+import atexit
 import json
 import os
-import pickle
 import sys
 import threading
+import zlib
 
-import pytest
+try:
+    import pytest
+except ImportError:  # a runner that is not pytest (sympy's bin/test, Django's runtests.py): see start()
+    pytest = None
+
+try:  # beside the plugin in the test interpreter (recording.py copies it there)
+    import coharden_recorder_values as _values  # type: ignore[import-not-found]
+except ImportError:  # imported from coharden itself
+    from coharden.mutation import recorder_values as _values
 
 _MAX_PER_FUNCTION = 200
 _CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
-_MAX_RECEIVERS = 2000  # distinct method receivers pickled per session
+_MAX_RECEIVERS = 2000  # distinct method receivers encoded per session
 
 
 def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
@@ -59,37 +72,54 @@ def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
 
 
 def _receiver(name, value, memo):  # type: ignore[no-untyped-def]
-    """(``self``/``cls``, repr, pickle) of a method's receiver when deterministic, else None. The receiver is
+    """(``self``/``cls``, repr, encoding) of a method's receiver when deterministic, else None. The receiver is
     part of a method's input (``Contains(x, S).as_set()`` has no other argument), so calls on different
     receivers are different inputs. Taken when the call starts, before the method can change it.
 
     An instance compared by identity (no ``__eq__`` of its own: a Django QuerySet, an application object) can
-    never equal its pickled copy, so it is skipped before ``repr`` or ``pickle`` run: pickling some of them has
-    side effects (a QuerySet fetches its rows). ``memo`` (repr -> result) pickles a repeated receiver once."""
+    never equal its decoded copy, so it is skipped before ``repr`` or the encoder run: printing some of them has
+    side effects (a QuerySet fetches its rows). ``memo`` (repr -> result) encodes a repeated receiver once."""
     if not isinstance(value, type) and type(value).__eq__ is object.__eq__:
+        _LAST_DROP[0] = "compared_by_identity"
         return None
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001 - an odd receiver is not recorded
+        _LAST_DROP[0] = "repr_failed"
         return None
     if text not in memo:
         det = _deterministic(value, text) if len(memo) < _MAX_RECEIVERS else None
-        memo[text] = (name, *det) if det is not None else None
-    return memo[text]
+        if det is None and len(memo) >= _MAX_RECEIVERS:
+            _LAST_DROP[0] = "too_many_receivers"
+        memo[text] = (name, *det) if det is not None else _LAST_DROP[0]
+    found = memo[text]
+    if isinstance(found, str):  # why it was not kept, for the caller to count
+        _LAST_DROP[0] = found
+        return None
+    return found
 
 
 def _deterministic(value, text=None):  # type: ignore[no-untyped-def]
-    """(repr, base64 pickle) of ``value`` when deterministic, else None; ``text``: its repr, when known."""
+    """(repr, encoding) of ``value`` when deterministic, else None; ``text``: its repr, when known. Why a value
+    was not kept is left in ``_LAST_DROP`` for the caller to count."""
     try:
-        text = repr(value) if text is None else text
-        if " at 0x" in text or len(text) > 2000:
-            return None
-        data = pickle.dumps(value, protocol=4)
-        if pickle.loads(data) != value:
-            return None
-        return text, base64.b64encode(data).decode()
+        root = _RECORDER.root if _RECORDER is not None else os.environ.get("COHARDEN_RECORD_ROOT")
+        return _values.encoded(value, root, text)
+    except _values.Unencodable as exc:
+        _LAST_DROP[0] = exc.args[0]
     except Exception:  # noqa: BLE001 - anything odd means "not deterministic"
-        return None
+        _LAST_DROP[0] = "encoder_error"
+    return None
+
+
+_LAST_DROP = [""]
+def _type_name(value):  # type: ignore[no-untyped-def]
+    kind = type(value)
+    if kind in (tuple, list) and value:  # the args tuple: the first element that is not plain says more
+        for item in value:
+            if item is not None and type(item) not in (bool, int, float, str, complex, bytes):
+                return _type_name(item)
+    return f"{getattr(kind, '__module__', '?')}.{kind.__qualname__}"[:120]
 
 
 class _Recorder:
@@ -97,6 +127,9 @@ class _Recorder:
         self.targets = {(os.path.realpath(t["file"]), t["qualname"]): t for t in targets}
         self.names = {t["qualname"].rsplit(".", 1)[-1] for t in targets}
         self.out = open(out, "a")  # noqa: SIM115 - closed at session end
+        # a process that starts and never ends (crashed, killed) leaves a "start" without its "end"
+        self.out.write(json.dumps({"file": "", "qualname": "session", "kind": "start"}) + "\n")
+        self.out.flush()
         self.depth: dict[tuple[str, str], int] = {}
         self.pending: dict[int, tuple] = {}
         self.counts: dict[tuple[str, str], int] = {}
@@ -113,19 +146,44 @@ class _Recorder:
         if probe:
             with open(probe) as handle:
                 self.probes = [json.loads(line) for line in handle if line.strip()]
-        self.known: dict[tuple, str] = {}
+        self.known: dict[tuple, tuple] = {}  # input -> (encoding, observation) of its outcome on the other code
         for rec in self.probes:
             kind = rec.get("outcome") if rec.get("kind") == "caller" else rec.get("kind")
-            if rec.get("value_pickle"):
-                self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = rec["value_pickle"]
+            if rec.get("value_enc"):
+                self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = (
+                    rec["value_enc"], rec.get("value_obs"))
+        self.dropped: dict[tuple[str, str], dict] = {}  # target -> {(reason, type name): count}
+        self.qualnames: dict = {}  # code object -> qualified name (Python < 3.11)
+        self.lines: dict[str, dict[int, str]] = {}  # file -> first line of a definition -> qualified name
 
     def _target(self, frame):  # type: ignore[no-untyped-def]
         code = frame.f_code
         if code.co_name not in self.names:
             return None
-        qualname = getattr(code, "co_qualname", code.co_name).replace(".<locals>", "")
-        key = (os.path.realpath(code.co_filename), qualname)
+        key = (os.path.realpath(code.co_filename), self._qualname(code))
         return key if key in self.targets else None
+
+    def _qualname(self, code):  # type: ignore[no-untyped-def]
+        """``Class.method`` of a code object. Python 3.11+ has it (``co_qualname``); before, a method's code
+        knows only its own name, so a target such as ``Quaternion.to_rotation_matrix`` was never matched
+        (on the Python 3.9 of sympy's SWE-bench environments no method was ever recorded): the name is read
+        from the file's syntax tree by the line the definition starts on (once per file)."""
+        qualname = getattr(code, "co_qualname", None)
+        if qualname is None:
+            qualname = self.qualnames.get(code)
+            if qualname is None:
+                path = os.path.realpath(code.co_filename)
+                if path not in self.lines:
+                    self.lines[path] = _definition_lines(path) if self._inside(path) else {}
+                qualname = self.lines[path].get(code.co_firstlineno, code.co_name)
+                if qualname.rsplit(".", 1)[-1] != code.co_name:
+                    qualname = code.co_name
+                self.qualnames[code] = qualname
+        return qualname.replace(".<locals>", "")
+
+    def _inside(self, path):  # type: ignore[no-untyped-def]
+        return bool(self.root) and path.startswith(self.root + os.sep) or \
+            any(path == target[0] for target in self.targets)
 
     def global_trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
         if event != "call":
@@ -146,6 +204,8 @@ class _Recorder:
         record = depth == 0 and self.counts.get(key, 0) < _MAX_PER_FUNCTION
         args = tuple(frame.f_locals.get(p) for p in params) if record else None
         receiver = _receiver(first, frame.f_locals.get(first), self.receivers) if record and first else None
+        if record and first and receiver is None:  # recorded without it: the input is the arguments alone
+            self._drop(key, frame.f_locals.get(first), "receiver_")
         shapes = None
         if record:
             every = tuple(frame.f_locals.get(p) for p in code.co_varnames[:nargs])
@@ -174,23 +234,25 @@ class _Recorder:
               receiver=None):
         det = _deterministic(args)
         if det is None:
+            self._drop(key, args)
             return
         if exc is not None:
-            kind, out = "raise", _deterministic(exc) or _exc_payload(exc)
+            kind, out = "raise", _deterministic(exc)
         else:
             kind, out = "return", _deterministic(value)
         if out is None:
+            self._drop(key, exc if exc is not None else value)
             return
         ident = (key[1], det[0], receiver[1] if receiver else None, kind)
         if ident in self.seen:
             return
         self.seen.add(ident)
-        out = (out[0], _same(self.known.get(ident), out[1], exc if exc is not None else value))
+        enc, obs = _same(self.known.get(ident), out[1], exc if exc is not None else value)
         self.counts[key] = self.counts.get(key, 0) + 1
-        rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_pickle": det[1],
-               "kind": kind, "value_pickle": out[1], "value_repr": out[0][:200]}
+        rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_enc": det[1],
+               "kind": kind, "value_enc": enc, "value_obs": obs, "value_repr": out[0][:200]}
         if receiver is not None:
-            rec["receiver"], rec["receiver_key"], rec["receiver_pickle"] = receiver
+            rec["receiver"], rec["receiver_key"], rec["receiver_enc"] = receiver
         if exc is not None:
             rec["exc_type"] = type(exc).__name__
         if shapes is not None:
@@ -200,11 +262,19 @@ class _Recorder:
         self.out.write(json.dumps(rec) + "\n")
         self.out.flush()
 
+    def _drop(self, key, value, prefix=""):  # type: ignore[no-untyped-def]
+        """Count a call not recorded because ``value`` (its arguments or outcome) has no safe encoding (with
+        ``prefix`` "receiver_": a receiver left out of the call's input)."""
+        counts = self.dropped.setdefault(key, {})
+        reason = (prefix + (_LAST_DROP[0] or "unencodable"), _type_name(value))
+        counts[reason] = counts.get(reason, 0) + 1
+
     def _watch_callers(self, frame, callee):  # type: ignore[no-untyped-def]
         """Note up to ``_CALLER_DEPTH`` calling frames (comprehension and lambda frames are passed through) and
         record each one's argument -> outcome when it returns. Frames outside the repository root are noted
         as such, once per function, without arguments."""
         depth = 0
+        below = None  # the file of the frame below this one (None right above the target)
         while frame is not None and depth < _CALLER_DEPTH:
             code = frame.f_code
             if code.co_name.startswith("<"):
@@ -212,14 +282,16 @@ class _Recorder:
                 continue
             depth += 1
             path = os.path.realpath(code.co_filename)
-            qualname = getattr(code, "co_qualname", code.co_name).replace(".<locals>", "")
-            where = {"callee": callee[1], "depth": depth, "line": frame.f_lineno}
+            qualname = self._qualname(code)
+            # "via": a frame above a test's is the test runner (sympy's runtests.py lies in the repository)
+            where = {"callee": callee[1], "depth": depth, "line": frame.f_lineno, "via": below}
+            below = path
             if self.root and not path.startswith(self.root + os.sep):
                 ident = ("outside", path, qualname)
                 if ident not in self.seen:
                     self.seen.add(ident)
                     self.out.write(json.dumps({"file": path, "qualname": qualname, "kind": "caller",
-                                               "outcome": None, "key": None, "value_pickle": None,
+                                               "outcome": None, "key": None, "value_enc": None,
                                                **where}) + "\n")
                 frame = frame.f_back
                 continue
@@ -252,60 +324,115 @@ class _Recorder:
 
 
     def summary(self):  # type: ignore[no-untyped-def]
-        """Per function: how many outermost calls were seen and which exception types escaped them."""
-        for key, calls in sorted(self.calls.items()):
-            self.out.write(json.dumps({"file": key[0], "qualname": key[1], "kind": "summary", "calls": calls,
-                                       "raised": sorted(self.raised.get(key, ()))}) + "\n")
+        """Per function: how many outermost calls were seen, which exception types escaped them, and the
+        calls not recorded because a value had no safe encoding (by reason, and by the value's type)."""
+        for key in sorted(set(self.calls) | {k for k in self.dropped if k in self.targets}):
+            rec = {"file": key[0], "qualname": key[1], "kind": "summary", "calls": self.calls.get(key, 0),
+                   "raised": sorted(self.raised.get(key, ()))}
+            drops = self.dropped.get(key, {})
+            if drops:
+                rec["dropped"], rec["dropped_types"] = _tally(drops)
+            self.out.write(json.dumps(rec) + "\n")
+        self.out.write(json.dumps({"file": "", "qualname": "session", "kind": "end"}) + "\n")
         self.out.close()
 
 
-def _same(known, payload, value):  # type: ignore[no-untyped-def]
-    """``known`` (the other code's pickle of this input's outcome) when it unpickles to a value equal to
-    ``value`` (an exception: same type and args), else ``payload``. Pickles of equal values can differ with
-    the process's history (a sympy Symbol pickles its cache of derived assumptions): bytes alone would call
-    an unchanged outcome changed at random."""
-    if known is None or known == payload:
-        return payload
+def _tally(drops):  # type: ignore[no-untyped-def]
+    """({reason: n}, {type name: n}) of {(reason, type name): n}, the 20 most frequent types."""
+    reasons: dict = {}
+    types: dict = {}
+    for (reason, name), n in drops.items():
+        reasons[reason] = reasons.get(reason, 0) + n
+        types[name] = types.get(name, 0) + n
+    top = sorted(types.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
+    return reasons, dict(top)
+
+
+def _observe(value):  # type: ignore[no-untyped-def]
+    """What is seen of an outcome beyond ``==``: its length and its repr (a checksum). Equal values can still
+    behave differently: sympy-15017's fix makes ``len()`` of a rank-0 array 1, and the array compares equal
+    either way, so every outcome was judged unchanged and no input bug-revealing."""
     try:
-        other = pickle.loads(base64.b64decode(known))
+        size = str(len(value))
+    except Exception:  # noqa: BLE001 - no length
+        size = "-"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return f"{size}|{zlib.crc32(('' if ' at 0x' in text else text).encode()):08x}"
+
+
+def _same(known, payload, value):  # type: ignore[no-untyped-def]
+    """(encoding, observation) of an outcome ``value`` (``payload``: its encoding here): ``known`` (the other
+    code's for this input) when it decodes to a value equal to ``value`` (an exception: same type and args)
+    that was observed the same there (``_observe``), else this code's own. Encodings of equal values can
+    differ (a representation that prints a cache, or a set's order): text alone would call an unchanged outcome
+    changed."""
+    own = (payload, _observe(value))
+    if known is None:
+        return own
+    enc, obs = known
+    if obs != own[1]:
+        return own
+    if enc == payload:
+        return known
+    try:
+        other = _values.decode(enc)
         if isinstance(value, BaseException):
-            equal = type(other) is type(value) and other.args == value.args
+            equal = type(other) is type(value) and _values.same_args(other.args, value.args)
         else:
             equal = type(other) is type(value) and bool(other == value)
     except Exception:  # noqa: BLE001 - what cannot be compared is not the same
-        return payload
-    return known if equal else payload
+        return own
+    return known if equal else own
 
 
-def _exc_payload(exc):  # type: ignore[no-untyped-def]
-    # exceptions rarely compare equal after a round trip; keep those whose pickle round trip keeps type and args
+def _definition_lines(path):  # type: ignore[no-untyped-def]
+    """First line of every function definition in ``path`` (its ``def`` line and each decorator's: a code
+    object starts at its first decorator) -> its qualified name ({} when the file cannot be read)."""
     try:
-        data = pickle.dumps(exc, protocol=4)
-        back = pickle.loads(data)
-        if type(back) is type(exc) and back.args == exc.args:
-            return repr(exc), base64.b64encode(data).decode()
-    except Exception:  # noqa: BLE001
-        return None
-    return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    lines: dict[int, str] = {}
+
+    def walk(body, prefix):  # type: ignore[no-untyped-def]
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + node.name
+                for line in [node.lineno, *(d.lineno for d in node.decorator_list)]:
+                    lines.setdefault(line, name)
+                walk(node.body, name + ".<locals>.")
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, prefix + node.name + ".")
+
+    walk(tree.body, "")
+    return lines
 
 
 _RECORDER: _Recorder | None = None
 
 
-def pytest_configure(config):  # type: ignore[no-untyped-def]
-    global _RECORDER
+def _make_recorder():  # type: ignore[no-untyped-def]
     targets_file = os.environ.get("COHARDEN_RECORD_TARGETS")
     out = os.environ.get("COHARDEN_RECORD_OUT")
     if not targets_file or not out:
-        return
+        return None
     with open(targets_file) as handle:
         targets = json.load(handle)
-    _RECORDER = _Recorder(targets, out)
+    return _Recorder(targets, out)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    global _RECORDER
     if _RECORDER is None:
+        _RECORDER = _make_recorder()
+
+
+def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
+    if _RECORDER is None or _STARTED[0]:
         yield
         return
     previous = sys.gettrace()
@@ -316,6 +443,39 @@ def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
     finally:
         sys.settrace(previous)
         threading.settrace(previous)  # type: ignore[arg-type]
+
+
+if pytest is not None:
+    pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(pytest_runtest_call)
+
+_STARTED = [False]
+
+
+def start():  # type: ignore[no-untyped-def]
+    """Record from now until the interpreter exits, for a runner that is not pytest (sympy's ``bin/test``,
+    Django's ``runtests.py``): called by the ``sitecustomize`` that recording puts first on PYTHONPATH, in
+    every Python process of the run (sympy's runner re-runs itself in a child with a fixed hash seed; each
+    process appends to the records file). Calls made while modules import are recorded too: they are calls
+    the tests caused. At exit: the probes, then the summary."""
+    global _RECORDER
+    if _RECORDER is not None:
+        return
+    _RECORDER = _make_recorder()
+    if _RECORDER is None:
+        return
+    _STARTED[0] = True
+    atexit.register(_finish)
+    sys.settrace(_RECORDER.global_trace)
+    threading.settrace(_RECORDER.global_trace)
+
+
+def _finish():  # type: ignore[no-untyped-def]
+    sys.settrace(None)
+    threading.settrace(None)  # type: ignore[arg-type]
+    if _RECORDER is not None:
+        if _RECORDER.probes:
+            _probe(_RECORDER.probes)
+        _RECORDER.summary()
 
 
 def _find_function(file, qualname):  # type: ignore[no-untyped-def]
@@ -342,7 +502,7 @@ def _probe(probes: list) -> None:
             continue
         func = _find_function(probe["file"], probe["qualname"])
         method = "." in probe["qualname"]
-        if func is None or (method and not (probe.get("receiver_pickle") and inspect.isfunction(func))):
+        if func is None or (method and not (probe.get("receiver_enc") and inspect.isfunction(func))):
             continue  # a method needs its recorded instance (a plain method: not a property or classmethod)
         try:
             params = inspect.signature(func).parameters.values()
@@ -351,26 +511,27 @@ def _probe(probes: list) -> None:
         if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
             continue
         try:
-            args = pickle.loads(base64.b64decode(probe["args_pickle"]))
-            if method:  # the instance unpickles as this (the probed) code's class
-                args = (pickle.loads(base64.b64decode(probe["receiver_pickle"])), *args)
+            args = _values.decode(probe["args_enc"])
+            if method:  # the instance decodes as this (the probed) code's class
+                args = (_values.decode(probe["receiver_enc"]), *args)
         except Exception:  # noqa: BLE001
             continue
         try:
             value, kind = func(*args), "return"
         except Exception as exc:  # noqa: BLE001
             value, kind = exc, "raise"
-        out = (_deterministic(value) if kind == "return" else (_deterministic(value) or _exc_payload(value)))
-        payload = out[1] if out else None
+        out = _deterministic(value)
+        payload, obs = (out[1], _observe(value)) if out else (None, None)
         if payload is not None and kind == probe.get("kind"):
-            payload = _same(probe.get("value_pickle"), payload, value)
+            payload, obs = _same((probe.get("value_enc"), probe.get("value_obs")), payload, value) \
+                if probe.get("value_enc") else (payload, obs)
         _RECORDER.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
                                         "key": probe["key"], "receiver_key": probe.get("receiver_key"),
-                                        "outcome": kind, "value_pickle": payload}) + "\n")
+                                        "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
 
 
 def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
-    if _RECORDER is not None and _RECORDER.probes:
+    if _RECORDER is not None and _RECORDER.probes and not _STARTED[0]:
         previous = sys.gettrace()
         sys.settrace(None)
         try:
@@ -380,5 +541,5 @@ def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
 
 
 def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
-    if _RECORDER is not None:
+    if _RECORDER is not None and not _STARTED[0]:
         _RECORDER.summary()

@@ -16,18 +16,23 @@ import logging
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
+from coharden.mutation.recorder_values import check_encoding
+from coharden.patches import touched_files
 from coharden.schema.testpatch import TestPatch
 
 Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
 """Runs tasks (functions of an executor) and returns their results in order, e.g. on several workers."""
 
 RECORDER = Path(__file__).with_name("recorder_plugin.py")
+VALUES = Path(__file__).with_name("recorder_values.py")  # its value encoding, copied beside it
+START = Path(__file__).with_name("recorder_start.py")  # starts it without pytest (copied as sitecustomize.py)
 log = logging.getLogger(__name__)
 
 
@@ -59,12 +64,19 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
     records: list[dict[str, Any]] = []
     for index, test in enumerate(tests):
         ran = by_index[first[_recording_ident(test)]]
-        if ran is None:
-            continue
         label = test.name or f"test{index}"
-        records.append({"kind": "session", "from_test": label})
-        records += [{**rec, "from_test": label} for rec in ran]
+        code = "fixed" if source_patch.strip() else "buggy"
+        if isinstance(ran, str):  # the recorder did not run, or not to its end: said, never taken for "no input"
+            records.append({"kind": FAILED, "from_test": label, "reason": ran, "code": code})
+            continue
+        if not any(rec["kind"] == FAILED for rec in ran):  # a complete recording ("not called" can be told)
+            records.append({"kind": "session", "from_test": label})
+        records += [{**rec, "from_test": label, **({"code": code} if rec["kind"] == FAILED else {})} for rec in ran]
     return records
+
+
+FAILED = "recorder_failed"
+"""The kind of record that says a test's recording did not run or stopped early (``reason``)."""
 
 
 def _recording_ident(test: TestPatch) -> str:
@@ -74,13 +86,16 @@ def _recording_ident(test: TestPatch) -> str:
 
 
 def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatch, targets: list[dict[str, str]],
-                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """The records (paths relative to the repository, None outside it; no ``from_test``) of one test, or None
-    when the recorder did not run. Served from / kept in the executor's store when it has one."""
+                probes: list[dict[str, Any]] | None) -> list[dict[str, Any]] | str:
+    """The records (paths relative to the repository, None outside it; no ``from_test``) of one test, or why
+    the recorder did not start; a run cut short (a crash, a timeout) gives what it saw and a ``FAILED`` record
+    saying so. Only complete recordings are served from / kept in the executor's store, so a failure is never
+    kept as "no input"."""
     store = executor.store
     key = hashlib.sha256(json.dumps([
-        "recording", 2, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
+        "recording", 3, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
         _recording_ident(test), targets, probes or [], hashlib.sha256(RECORDER.read_bytes()).hexdigest(),
+        hashlib.sha256(VALUES.read_bytes()).hexdigest(), hashlib.sha256(START.read_bytes()).hexdigest(),
     ], sort_keys=True, default=str).encode()).hexdigest()
     if store is not None:
         cached = store.get_record("recording", key)
@@ -89,12 +104,17 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
     plugin_dir = Path(tempfile.mkdtemp(prefix="coharden-rec-", dir=executor.shared_dir()))
     try:
         shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
+        shutil.copy(VALUES, plugin_dir / "coharden_recorder_values.py")
+        pytest_runner = executor.settings.runner == "pytest"
+        if not pytest_runner:  # the repository's own runner takes no -p plugin: start with the interpreter
+            shutil.copy(START, plugin_dir / "sitecustomize.py")
         root = executor.workspace_root()
         targets_file = plugin_dir / "targets.json"
         targets_file.write_text(json.dumps([{"file": str(root / t["path"]), "qualname": t["qualname"]}
                                             for t in targets]))
         env = {
             PLUGIN_PATH: str(plugin_dir),
+            **({} if pytest_runner else {"PYTHONPATH": str(plugin_dir)}),
             "COHARDEN_RECORD_TARGETS": str(targets_file),
             "COHARDEN_RECORD_ROOT": str(root.resolve()),
         }
@@ -102,47 +122,108 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
             probe_file = plugin_dir / "probes.jsonl"
             probe_file.write_text("".join(json.dumps({
                 "file": str(root / r["path"]), "qualname": r["qualname"], "key": r["key"],
-                "args_pickle": r["args_pickle"], "receiver_key": r.get("receiver_key"),
-                "receiver_pickle": r.get("receiver_pickle"), "kind": r["kind"], "outcome": r.get("outcome"),
-                "value_pickle": r.get("value_pickle")}) + "\n" for r in probes))
+                "args_enc": r["args_enc"], "receiver_key": r.get("receiver_key"),
+                "receiver_enc": r.get("receiver_enc"), "kind": r["kind"], "outcome": r.get("outcome"),
+                "value_enc": r.get("value_enc"), "value_obs": r.get("value_obs")}) + "\n" for r in probes))
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
         out.unlink(missing_ok=True)  # never read a file an earlier run left
-        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"], readable=[plugin_dir],
+        run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"] if pytest_runner else [],
+                               readable=[plugin_dir],
                                extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
         if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
-            return None
-        records = parse_records(out.read_text(errors="replace"), root.resolve())
-        if store is not None and not run.timed_out:
+            return f"the recorder did not start ({executor.settings.runner} runner){_last_lines(run.output)}"
+        packages = packages_of(targets)
+        added = {path for path in touched_files(source_patch) if path.endswith(".py")}
+        records = parse_records(out.read_text(errors="replace"), root.resolve(), packages,
+                                module_files(packages, executor.base_file, added))
+        starts, ends = (sum(1 for r in records if r["kind"] == kind) for kind in ("start", "end"))
+        records = [r for r in records if r["kind"] not in ("start", "end")]
+        if run.timed_out:  # what it saw until then is used, and the run is said to be cut short
+            return [*records, {"kind": FAILED, "reason": f"the recording run timed out after {run.duration:.0f} s"}]
+        if not starts or ends < starts:
+            return [*records, {"kind": FAILED, "reason": "the recording stopped before its end (the test process "
+                               f"crashed or was killed?){_last_lines(run.output)}"}]
+        if store is not None:
             store.put_record("recording", key, {"records": records})
         return records
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
 
 
-def parse_records(text: str, root: Path) -> list[dict[str, Any]]:
+def _last_lines(output: str, n: int = 3) -> str:
+    lines = [line.strip() for line in (output or "").strip().splitlines() if line.strip()][-n:]
+    return (": " + " | ".join(lines))[:400] if lines else ""
+
+
+def packages_of(targets: list[dict[str, str]]) -> dict[str, str]:
+    """The names a recorded object's package may have, each with the directory it lies in: the directories
+    (and a top-level module) on the paths of the recorded functions (``sympy`` -> "" for
+    ``sympy/core/add.py``; ``src`` -> "" and ``pkg`` -> "src" for ``src/pkg/m.py``)."""
+    names: dict[str, str] = {}
+    for target in targets:
+        parts = Path(target["path"]).parts
+        for index, part in enumerate(parts[:-1]):
+            if part.isidentifier():
+                names.setdefault(part, "/".join(parts[:index]))
+        if len(parts) == 1 and parts[0].endswith(".py"):
+            names.setdefault(parts[0][:-3], "")
+    return names
+
+
+def module_files(packages: dict[str, str], read: Callable[[str], str | None], extra: set[str]
+                 ) -> Callable[[str], bool]:
+    """Whether a module (``pkg.a.b``) is a file of the repository: in ``read`` (the base commit) or among
+    ``extra`` (the files the fix adds), not one a test laid down. Asked once per module."""
+    @functools.cache
+    def exists(module: str) -> bool:
+        top = module.split(".")[0]
+        if top not in packages:
+            return False
+        rel = "/".join(p for p in (packages[top], module.replace(".", "/")) if p)
+        return any(path in extra or read(path) is not None for path in (rel + ".py", rel + "/__init__.py"))
+
+    return exists
+
+
+def parse_records(text: str, root: Path, packages: dict[str, str] | None = None,
+                  module_exists: Callable[[str], bool] = lambda module: True) -> list[dict[str, Any]]:
     """The recorder's JSON lines as records with repository-relative paths, keeping only well-formed ones.
 
-    The file lies in the worktree, which the test under record can rewrite: its names and paths end up in
-    mutants' code and file lists, so a line is dropped (and counted in a log line) unless every field that
-    reaches code is what the recorder writes: parameter names that are identifiers, a receiver named
-    ``self``/``cls``, a file path (outside the repository it becomes None, never a ``..`` path), string ids."""
+    The file lies in the worktree, which the test under record can rewrite: its names, paths and values end up
+    in mutants' code and file lists, so a line is dropped (and counted in a log line, by reason) unless every
+    field that reaches code is what the recorder writes: parameter names that are identifiers, a receiver
+    named ``self``/``cls``, a file path (outside the repository it becomes None, never a ``..`` path), string
+    ids, and value encodings that are well formed and name only objects of ``packages`` (the repository's), in
+    modules for which ``module_exists`` (see :func:`~coharden.mutation.recorder_values.check_encoding`)."""
     records: list[dict[str, Any]] = []
-    dropped = 0
+    dropped: Counter[str] = Counter()
     for line in text.splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
             rec = None
         if not _well_formed(rec):
-            dropped += 1
+            dropped["malformed"] += 1
             continue
         assert isinstance(rec, dict)
+        unsafe = next((why for field in ENCODED if rec.get(field) is not None
+                       and (why := check_encoding(rec[field], set(packages or {}), module_exists))), None)
+        if unsafe is not None:
+            dropped[f"unsafe_value:{unsafe}"] += 1
+            continue
         rec["path"] = _relative(rec.pop("file"), root)
+        if rec.get("via") is not None:
+            rec["via"] = _relative(rec["via"], root)
         records.append(rec)
     if dropped:
-        log.warning("recorder output: %d malformed line(s) dropped (written by the test under record?)", dropped)
+        log.warning("recorder output: %d line(s) dropped (%s); written by the test under record?",
+                    sum(dropped.values()), ", ".join(f"{k} {n}" for k, n in sorted(dropped.items())))
     return records
+
+
+ENCODED = ("args_enc", "value_enc", "receiver_enc")
+"""The record fields that hold a value's encoding (they reach mutants' code)."""
 
 
 def _identifier(name: Any) -> bool:
@@ -160,12 +241,15 @@ def _well_formed(rec: Any) -> bool:
         return False
     if rec.get("receiver") not in (None, "self", "cls"):
         return False
-    strings = ("key", "args_pickle", "value_pickle", "value_repr", "receiver_key", "receiver_pickle", "outcome",
-               "exc_type", "callee", "shape", "type_shape")
+    strings = ("key", *ENCODED, "value_repr", "receiver_key", "outcome", "exc_type", "callee", "shape",
+               "type_shape", "via", "value_obs")
     numbers = ("calls", "depth", "line")
+    counts = ("dropped", "dropped_types")
     raised = rec.get("raised", [])
     return (all(rec.get(field) is None or isinstance(rec[field], str) for field in strings)
             and all(rec.get(field) is None or type(rec[field]) is int for field in numbers)
+            and all(rec.get(field) is None or (isinstance(rec[field], dict) and all(
+                isinstance(k, str) and type(n) is int for k, n in rec[field].items())) for field in counts)
             and isinstance(raised, list) and all(isinstance(name, str) for name in raised))
 
 
@@ -173,9 +257,9 @@ def probes_of(fixed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the recording of the other code gets from ``fixed``'s records: the inputs to probe (returns and
     raises), and every recorded outcome (callers' too), so that an equal value is written with the same bytes.
 
-    Pickles of equal values differ with the process's history (a sympy ``Symbol`` pickles its cache of derived
-    assumptions), so comparing bytes called an input bug-revealing at random (sympy-17139: 14 or 19 revealing
-    inputs from run to run); the recorder compares values with ``==`` instead (see recorder_plugin)."""
+    Encodings of equal values can differ (pickles did with the process's history: a sympy ``Symbol`` pickled
+    its cache of derived assumptions, and sympy-17139 had 14 or 19 revealing inputs from run to run); the
+    recorder compares values with ``==`` instead (see recorder_plugin)."""
     return [r for r in fixed if r["kind"] in ("return", "raise")
             or (r["kind"] == "caller" and r.get("path") is not None and r.get("key") is not None)]
 
@@ -185,18 +269,24 @@ def input_ident(record: dict[str, Any]) -> tuple[str, str | None, str | None]:
     return record["qualname"], record.get("key"), record.get("receiver_key")
 
 
+def _outcome(record: dict[str, Any], kind: str | None) -> tuple[str | None, str | None, str | None]:
+    """What an outcome is compared by: its kind, encoding and observation (length and repr, see the plugin's
+    ``_observe``: equal values that behave differently are different outcomes)."""
+    return kind, record.get("value_enc"), record.get("value_obs")
+
+
 def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
     a shortcut for an input the bug does not affect would only be the buggy function again."""
-    on_buggy = {input_ident(r): (r["kind"], r["value_pickle"]) for r in buggy if r["kind"] in ("return", "raise")}
-    on_buggy.update({input_ident(r): (r["outcome"], r["value_pickle"]) for r in buggy if r["kind"] == "probe"})
+    on_buggy = {input_ident(r): _outcome(r, r["kind"]) for r in buggy if r["kind"] in ("return", "raise")}
+    on_buggy.update({input_ident(r): _outcome(r, r["outcome"]) for r in buggy if r["kind"] == "probe"})
     seen: set[tuple[str, str | None, str | None]] = set()
     kept = []
     for rec in fixed:
         if rec["kind"] not in ("return", "raise"):
             continue
         ident = input_ident(rec)
-        if ident in seen or on_buggy.get(ident) == (rec["kind"], rec["value_pickle"]):
+        if ident in seen or on_buggy.get(ident) == _outcome(rec, rec["kind"]):
             continue
         seen.add(ident)
         kept.append(rec)
@@ -234,7 +324,7 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
     """Caller records (``kind == "caller"``) of the fixed run whose own outcome differs on the buggy code (or
     whose input was not seen there): the frames where repairing the symptom would make the test pass. Frames
     outside the repository are kept (``path`` None) so the operator can count them as skipped."""
-    on_buggy = {input_ident(r): (r["outcome"], r["value_pickle"]) for r in buggy
+    on_buggy = {input_ident(r): _outcome(r, r["outcome"]) for r in buggy
                 if r["kind"] == "caller" and r.get("key") is not None}
     buggy_exc = {input_ident(r): r.get("exc_type") for r in buggy if r["kind"] == "caller"}
     seen: set[tuple[Any, ...]] = set()
@@ -246,8 +336,43 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
         if ident in seen:
             continue
         seen.add(ident)
-        if rec.get("path") is not None and on_buggy.get(input_ident(rec)) == (rec["outcome"], rec["value_pickle"]):
+        if rec.get("path") is not None and on_buggy.get(input_ident(rec)) == _outcome(rec, rec["outcome"]):
             continue
         kept.append({**rec, "buggy_outcome": (on_buggy.get(input_ident(rec)) or (None, None))[0],
                      "buggy_exc_type": buggy_exc.get(input_ident(rec))})
     return kept
+
+
+def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """Why the recordings hold no bug-revealing input, as (reason, detail); None when they hold one.
+
+    Reasons: ``recorder_failed`` (a recording did not start or was cut short), ``not_called`` (no test
+    called a function the fix touches), ``values_not_encodable`` (calls seen, every one dropped because a
+    value had no safe encoding), ``outcomes_equal`` (inputs recorded, each with the same outcome on the buggy
+    code), ``calls_not_recorded`` (calls seen, no input kept for another reason)."""
+    if revealing_inputs(fixed, buggy):
+        return None
+    failed = [r for r in (*fixed, *buggy) if r["kind"] == FAILED]
+    if failed:
+        return "recorder_failed", "; ".join(
+            f"{r.get('from_test', '?')} on the {r.get('code', '?')} code: {r['reason']}" for r in failed[:3])
+    calls = {r["qualname"]: r["calls"] for r in fixed if r["kind"] == "summary" and r["calls"]}
+    if not calls:
+        return "not_called", "no test called a function the fix touches"
+    called = ", ".join(f"{name} ({n} call{'s' if n != 1 else ''})" for name, n in sorted(calls.items())[:4])
+    inputs = [r for r in fixed if r["kind"] in ("return", "raise")]
+    if inputs:
+        return "outcomes_equal", (f"the tests call {called}; each of the {len(inputs)} recorded input(s) has "
+                                  "the same outcome on the buggy code")
+    dropped: Counter[str] = Counter()
+    types: Counter[str] = Counter()
+    for rec in fixed:
+        if rec["kind"] == "summary":
+            dropped.update({k: n for k, n in (rec.get("dropped") or {}).items() if not k.startswith("receiver_")})
+            types.update(rec.get("dropped_types") or {})
+    if dropped:
+        return "values_not_encodable", (
+            f"the tests call {called}, but no call's values have a safe encoding ("
+            + ", ".join(f"{k} {n}" for k, n in dropped.most_common(4)) + "; types: "
+            + ", ".join(name for name, _ in types.most_common(3)) + ")")
+    return "calls_not_recorded", f"the tests call {called}, but no input was kept"

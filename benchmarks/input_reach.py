@@ -1,0 +1,113 @@
+"""Reach of the input-based operators: on how many real instances each one yields an admissible mutant.
+
+    python benchmarks/input_reach.py --records ../shared/data/swebench_verified_sympy.jsonl --repos REPOS \
+        --ids sympy__sympy-15349 ... [--python PY] [--out DIR]
+
+For each instance, one plain ``coharden mpe RECORDS --id ID --test golden --json`` (default settings: the
+SWE-bench spec environment unless ``--python`` names an interpreter; the default budget of 3 mutants per
+operator; a fresh store per instance, one instance at a time).
+Per operator (``input_specific_shortcut``, ``narrowed_scope``, ``caller_patch``): whether it yielded at least
+one *admissible* mutant (it applied and both tests reached PASS/FAIL on it), and where not, why: the pool's
+``skipped`` reasons, its diagnosis (``no_revealing_input``) and warnings, or the reasons the mutants it made
+were not admissible. Prints a markdown table and the share per operator; the raw results stay in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+OPERATORS = ("input_specific_shortcut", "narrowed_scope", "caller_patch")
+
+
+def run(records: Path, iid: str, repos: Path, out: Path, python: str | None, timeout: float) -> dict[str, Any]:
+    """The MPE JSON of the golden test against itself on ``iid`` (or {"error": ...})."""
+    target = out / f"{iid}.json"
+    if target.exists():
+        return json.loads(target.read_text())
+    cmd = [sys.executable, "-m", "coharden", "mpe", str(records), "--id", iid, "--repos", str(repos),
+           "--test", "golden", "--json", "--store", str(out / f"{iid}.sqlite"), "--show", "0",
+           *(["--python", python] if python else [])]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]}
+    data["_seconds"] = round(time.monotonic() - started, 1)
+    target.write_text(json.dumps(data))
+    return data
+
+
+def reach(data: dict[str, Any], operator: str) -> tuple[int, int, str]:
+    """(admissible mutants, generated, why none when none) of ``operator`` in one MPE result."""
+    if "error" in data:
+        return 0, 0, f"error: {data['error']}"
+    rows = [m for m in data.get("mutants", []) if m["mutant"]["operator"] == operator]
+    admissible = sum(1 for m in rows if m.get("cell") is not None)
+    if admissible:
+        return admissible, len(rows), ""
+    pool = data.get("pool", {})
+    why: list[str] = []
+    if rows:
+        reasons = Counter(m.get("inadmissible_reason") or "?" for m in rows)
+        why.append("made but inadmissible: " + ", ".join(f"{k} {n}" for k, n in reasons.items()))
+    skipped = pool.get("skipped", {}).get(operator, {})
+    if skipped:
+        why.append("skipped: " + ", ".join(f"{k} {n}" for k, n in sorted(skipped.items())))
+    dropped = pool.get("dropped", {}).get(operator, {})
+    if dropped:
+        why.append("dropped: " + ", ".join(f"{k} {n}" for k, n in sorted(dropped.items())))
+    diagnosis = pool.get("no_revealing_input")
+    if diagnosis:
+        why.append(f"{diagnosis['reason']}: {diagnosis['detail']}")
+    if not data.get("fail_to_pass", True):
+        why.append("the golden test is not fail-to-pass here")
+    return 0, len(rows), "; ".join(why) or "no candidate and no reason given"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=Path, required=True)
+    parser.add_argument("--repos", type=Path, required=True)
+    parser.add_argument("--ids", nargs="+", required=True)
+    parser.add_argument("--python", default=None)
+    parser.add_argument("--out", type=Path, default=Path("input-reach"))
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args()
+    if not args.records.is_file() or not args.repos.is_dir():
+        print(f"skipped: {args.records} or {args.repos} is missing")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for iid in args.ids:
+        results[iid] = run(args.records, iid, args.repos, args.out, args.python, args.timeout)
+        print(f"{iid}: {results[iid].get('_seconds', '?')} s", file=sys.stderr, flush=True)
+    print("| instance | " + " | ".join(OPERATORS) + " | class | warnings |")
+    print("|---|" + "---|" * (len(OPERATORS) + 2))
+    hits: Counter[str] = Counter()
+    for iid, data in results.items():
+        cells = []
+        for op in OPERATORS:
+            admissible, made, why = reach(data, op)
+            hits[op] += admissible > 0
+            cells.append(f"{admissible}/{made}" if admissible else f"0/{made}: {why}")
+        warnings = "; ".join(data.get("warnings", [])) or "-"
+        print(f"| {iid} | " + " | ".join(cells) + f" | {data.get('test_class', 'error')} | {warnings} |")
+    print()
+    for op in OPERATORS:
+        print(f"{op}: {hits[op]}/{len(results)} instances with >= 1 admissible mutant")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
