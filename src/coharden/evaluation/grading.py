@@ -211,7 +211,7 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
         test_text, dropped = _test_part(executor, test)
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
-        row = MPERow.invalid(str(exc))
+        data = MPERow.invalid(str(exc)).to_json()
     else:
         try:
             result = evaluate(executor, instance.patch, candidate, golden.reference, options.mpe)
@@ -220,7 +220,10 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
         row = result.row().model_copy(update={"dropped_source_files": dropped})
         if Outcome.HARNESS_ERROR.value in (row.buggy, row.fixed):
             return {"error": f"harness error: {row.reason}"}  # not cached: a rerun may succeed
-    data = row.to_json()
+        data = row.to_json()
+        # the per-mutant rows of ``mpe --json`` (mutant, both verdicts, cell): which wrong fixes the test let
+        # through, comparable with ``mpe`` mutant by mutant
+        data["mutants"] = result.to_json(timings=False)["mutants"]
     if store is not None:
         store.put_record(CACHE_KIND, key, data)
     return data

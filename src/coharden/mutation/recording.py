@@ -57,11 +57,15 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
          for i in unique])
     by_index = dict(zip(unique, runs, strict=True))
     records: list[dict[str, Any]] = []
+    labels: dict[str, str] = {}  # recording ident -> label; two different tests never share one
     for index, test in enumerate(tests):
         ran = by_index[first[_recording_ident(test)]]
         if ran is None:
             continue
         label = test.name or f"test{index}"
+        while label in labels.values() and labels.get(_recording_ident(test)) != label:
+            label += "'"
+        labels[_recording_ident(test)] = label
         records.append({"kind": "session", "from_test": label})
         records += [{**rec, "from_test": label} for rec in ran]
     return records
