@@ -412,3 +412,92 @@ def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None: 
         seed=3)
     assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.seed) == (
         tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
+
+
+# --- Ctrl-C in a batch (issue 34) ----------------------------------------------------------------------------------
+BATCH_EXAMPLES = ("boundary_check", "printer_brackets", "warn_or_raise", "json_display")
+
+
+def _batch_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """Instance records and one prediction (a lax or misaligned candidate) for each of four bundled examples."""
+    from coharden.instances import load_local
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    local = [load_local(examples / name, tmp_path / "cache") for name in BATCH_EXAMPLES]
+    records = tmp_path / "instances.jsonl"
+    records.write_text("".join(json.dumps(x.instance.model_dump(mode="json")) + "\n" for x in local))
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": x.instance.instance_id, "model_name_or_path": "sys",
+                                               "model_patch": x.candidates[0].patch}) + "\n" for x in local))
+    return records, predictions
+
+
+def _interrupt_batch(tmp_path: Path, signals: int) -> tuple[int, list[tuple[float, str]], float, Path]:
+    """Start a batch `mpe` in a subprocess, SIGINT it (``signals`` times, 0.3 s apart) once its first row is
+    in, and return (exit status, stderr lines with the seconds after the first signal, seconds to exit, out)."""
+    import threading
+
+    records, predictions = _batch_inputs(tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [*COHARDEN, "mpe", "--instances", str(records), "--predictions", str(predictions), "--workers", "1",
+         "--output", str(out), "--store", str(tmp_path / "batch.sqlite"), "--timeout", "60"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
+    )
+    lines: list[tuple[float, str]] = []
+    sent = [0.0]
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic() - sent[0], line.rstrip()))
+                                              for line in proc.stderr or []], daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        partial = out / "mpe.jsonl.partial"
+        while not (partial.is_file() and partial.read_text().strip()):
+            assert proc.poll() is None, "the batch ended before it was interrupted"
+            assert time.monotonic() < deadline, "no row arrived"
+            time.sleep(0.1)
+        sent[0] = time.monotonic()
+        for n in range(signals):
+            if n:
+                time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        took = time.monotonic() - sent[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=5)
+    return proc.returncode, lines, took, out
+
+
+def _stored_rows(store: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        return conn.execute("SELECT COUNT(*) FROM records WHERE kind = 'mpe'").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_batch_says_so_stops_new_work_and_keeps_the_finished_rows(tmp_path: Path) -> None:
+    status, lines, took, out = _interrupt_batch(tmp_path, signals=1)
+    assert status == 130
+    said = [(at, line) for at, line in lines if line.startswith("interrupted: finishing")]
+    assert said, lines
+    at, line = said[0]
+    assert line == "interrupted: finishing 1 running job (Ctrl-C again to stop now)"
+    assert at < 2  # at once, not when the running job is done
+    assert took < 30  # the running job stops at its next test process
+    assert not any("Traceback" in line for _, line in lines)
+    finished = [json.loads(x) for x in (out / "mpe.jsonl.partial").read_text().splitlines()]
+    assert 1 <= len(finished) < len(BATCH_EXAMPLES)  # no new job after the Ctrl-C
+    assert _stored_rows(tmp_path / "batch.sqlite") == len([r for r in finished if "error" not in r]) >= 1
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_a_batch_now(tmp_path: Path) -> None:
+    status, lines, took, _ = _interrupt_batch(tmp_path, signals=2)
+    assert status == 130
+    assert any(line.startswith("interrupted: finishing") for _, line in lines)
+    assert any(line == "stopped" for _, line in lines), lines
+    assert took < 5

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.table import Table
@@ -343,10 +344,16 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         def advance(row: dict) -> None:  # type: ignore[type-arg]
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
-        engine = make_engine(executor, workers=settings.workers, address=address)
+        def interrupted(running: int) -> None:
+            err_console.print(f"interrupted: finishing {running} running job{'s' if running != 1 else ''} "
+                              "(Ctrl-C again to stop now)", highlight=False, markup=False)
+
+        engine = make_engine(executor, workers=settings.workers, address=address, on_interrupt=interrupted)
         try:
             rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
                              progress=advance, engine=engine, llm_mutator=llm_mutator)
+        except KeyboardInterrupt as exc:
+            _stopped(exc, output)
         finally:
             engine.close()
     summary = summarize(rows, cut)
@@ -368,6 +375,23 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         err_console.print(f"[yellow]{iid}[/]: {error}")
     if summary["stage_seconds"]:
         console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
+
+
+def _stopped(exc: KeyboardInterrupt, output: Path) -> NoReturn:
+    """Leave an interrupted batch with exit status 130 (the shell's code for SIGINT): after the running jobs
+    stopped, through the normal exit; on a second Ctrl-C at once (the running test processes' sandboxes die
+    with this process; their leftover directories are swept by the next run)."""
+    from coharden.execution.interrupt import StopNow
+
+    if isinstance(exc, StopNow):
+        err_console.show_cursor(True)  # the progress bar's Live display is not stopped on this way out
+        err_console.print("stopped", highlight=False)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(130)
+    err_console.print(f"interrupted: the finished results are in the store; run the same command again to go on "
+                      f"({output / 'mpe.jsonl.partial'} lists them)", highlight=False, markup=False)
+    raise typer.Exit(130) from exc
 
 
 examples_app = new_app(help="Bundled examples: hand-labelled candidate tests for checking coharden.")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
+from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.sandbox import NETWORK_FAILURE, Confinement, mark_owner, run_limited
@@ -260,6 +261,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
     ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
     ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted)."""
+    interrupt.check()  # a batch was interrupted: start no test process
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
     use_server = server is not None and server.alive and image is None and not settings.services
     # an id the harness cut runs as its whole base test: a sibling parameter's failure must not stop the run
