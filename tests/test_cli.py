@@ -230,7 +230,7 @@ def test_the_error_boundary_prints_one_line_for_a_domain_error(tmp_path, monkeyp
     (["mpe", "x", "--per-operator", "0"], "--per-operator", ">= 1"),
     (["mpe", "x", "--workers", "0"], "--workers", ">= 1"),
     (["mpe", "x", "--tau", "1.5"], "--tau", "0 to 1"),
-    (["verify", "x", "--timeout", "-1"], "--timeout", "> 0"),
+    (["verify", "x", "--timeout", "-1"], "--timeout", "more than 0, at most 604800"),
     (["run", "x", "--rounds", "-1"], "--rounds", ">= 1"),
     (["eval", "--instances", "x", "--seed", "-2"], "--seed", ">= 0"),
     (["suite", "mutants", "m.py", "--workers", "0"], "--workers", ">= 1"),
@@ -501,3 +501,98 @@ def test_a_second_ctrl_c_stops_a_batch_now(tmp_path: Path) -> None:
     assert any(line.startswith("interrupted: finishing") for _, line in lines)
     assert any(line == "stopped" for _, line in lines), lines
     assert took < 5
+
+
+# --- unwritable outputs and non-finite numbers: one error line before any work (issue 34) ---------------------------
+EX = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[Path]:
+    """A directory nothing can be written in: a read-only one for a normal user; for root (whom permissions do
+    not stop) /sys, where the kernel refuses new entries."""
+    from coharden.cli.options import unwritable
+
+    if os.geteuid() != 0:
+        directory = tmp_path / "locked"
+        directory.mkdir()
+        directory.chmod(0o555)
+        yield directory
+        directory.chmod(0o755)
+        return
+    if unwritable(Path("/sys"), directory=True) is None:
+        pytest.skip("/sys is writable here")
+    yield Path("/sys")
+
+
+def _predictions(tmp_path: Path) -> Path:
+    path = tmp_path / "preds.jsonl"
+    path.write_text(json.dumps({"instance_id": "example__boundary_check", "model_name_or_path": "x",
+                                "model_patch": (EX / "boundary_check/candidates/lax.patch").read_text()}) + "\n")
+    return path
+
+
+UNWRITABLE_CASES = {
+    "mpe --output": lambda t, d: ["mpe", "--instances", str(EX / "boundary_check"), "--predictions",
+                                  str(_predictions(t)), "--output", str(d / "out"), "--store", str(t / "s.sqlite")],
+    "mpe --store": lambda t, d: ["mpe", str(EX / "boundary_check"), "--test", "lax", "--store", str(d / "s.sqlite")],
+    "eval -o": lambda t, d: ["eval", "--instances", str(EX / "boundary_check"), "--tests", str(_predictions(t)),
+                             "-o", str(d / "ev"), "--store", str(t / "s.sqlite")],
+    "suite run -o": lambda t, d: ["suite", "run", str(EX / "suite/intervals.py"), "--tests",
+                                  str(EX / "suite/test_intervals.py"), "-o", str(d / "su")],
+    "env infer -o": lambda t, d: ["env", "infer", str(EX / "boundary_check/project"), "-o", str(d / "plan.json")],
+    "run -o": lambda t, d: ["run", str(EX / "boundary_check"), "--model", "openai/x", "-o", str(d / "run")],
+    "examples check --store": lambda t, d: ["examples", "check", "--dir", str(EX), "--store", str(d / "s.sqlite")],
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNWRITABLE_CASES))
+def test_an_unwritable_output_is_one_error_before_any_work(case: str, tmp_path: Path, locked: Path) -> None:
+    started = time.monotonic()
+    result = CliRunner().invoke(app, UNWRITABLE_CASES[case](tmp_path, locked))
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    assert _flat(f"cannot write in {locked}") in _flat(result.output)
+    assert time.monotonic() - started < 10  # refused when parsed, not after grading
+
+
+def test_verify_from_a_read_only_directory_names_the_store(tmp_path: Path, locked: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(locked)  # the default store is .coharden/store.sqlite here
+    result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    said = _flat(result.output)
+    assert _flat(f"error: {locked / '.coharden/store.sqlite'}: cannot open the result store for writing") in said
+    assert _flat("give a writable --store") in said
+
+
+def test_a_store_that_is_a_directory_or_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    for store in (tmp_path, tmp_path / "file" / "s.sqlite"):
+        result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax", "--store", str(store)])
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+        assert _flat("Invalid value for '--store'") in _flat(result.output)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--tau", "nan"), ("--timeout", "nan"), ("--timeout", "inf"),
+                                        ("--timeout", "-inf"), ("--timeout", "1e308"), ("--tau", "inf")])
+def test_non_finite_or_huge_numbers_are_refused(flag: str, value: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["mpe", str(EX / "boundary_check"), "--test", "lax", flag, value,
+                                      "--store", str(tmp_path / "s.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    said = _flat(result.output)
+    assert _flat(f"Invalid value for '{flag}'") in said
+    assert _flat("not a finite number") in said or _flat("out of range") in said
+
+
+def test_a_config_file_with_a_non_finite_timeout_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("timeout: .nan\n")
+    result = CliRunner().invoke(app, ["mpe", str(EX / "boundary_check"), "--test", "lax", "--config", str(config),
+                                      "--store", str(tmp_path / "s.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert _flat("invalid setting: timeout") in _flat(result.output)

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from coharden.cli.common import cli_errors, console, err_console, new_app, settings_from
-from coharden.cli.options import ConfigOpt, JsonOpt
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def demo_loop(
              "here or in coharden's checkout.", show_default=False)] = None,
     replies: Annotated[Path | None, typer.Option("--replies", help="Another rules file for the mock model "
                                                  "(default: the example's loop-replies.yaml).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the run here (state, rounds, "
+    output: Annotated[Path | None, output_option(help="Keep the run here (state, rounds, "
                                                 "trajectories); default: a temporary directory.")] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,

@@ -22,6 +22,7 @@ from coharden.cli.options import (
     SeedOpt,
     TauOpt,
     mpe_config,
+    output_option,
     parse_cutoffs,
     parse_operators,
     workers_option,
@@ -48,7 +49,7 @@ def eval_command(
     injection: Annotated[list[str] | None, typer.Option("--injection", help="Test injection study: "
                                                         "[NAME=]BASELINE_FIXES,INJECTED_FIXES,TESTS. Repeat per "
                                                         "test source.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
+    output: Annotated[Path, output_option(help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
     operators: OperatorsOpt = None,
     per_operator: PerOperatorOpt = None,

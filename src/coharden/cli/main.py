@@ -52,6 +52,7 @@ from coharden.cli.options import (
     parse_mutators,
     parse_operators,
     ranged,
+    unwritable,
     workers_option,
 )
 from coharden.config import Settings
@@ -248,6 +249,8 @@ def mpe(
         raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     if executor != "local" and instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
+    if instances is not None and (why := unwritable(output, directory=True)):  # before any job runs
+        raise CoHardenError(f"--output: {why}")
     sources = parse_mutators(mutator)
     ops = parse_operators(operators)
     llm = None
