@@ -103,6 +103,14 @@ def eval_command(
     for where in ("errors", "fix_errors"):
         for iid, error in report["instances"][where].items():
             err_console.print(f"[yellow]{iid}[/]: {error}")
+    from coharden.schema.prediction import unknown_ids_message
+
+    for kind in ("fixes", "tests"):
+        for name, section in (report.get(kind) or {}).items():
+            if unknown := section["summary"].get("unknown_ids"):
+                what = "fix predictions" if kind == "fixes" else "test predictions"
+                err_console.print(f"warning: {name}: " + unknown_ids_message(unknown, what), highlight=False,
+                                  markup=False)
 
 
 def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]

@@ -273,6 +273,7 @@ def mpe(
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
+    single_cutoffs = parse_cutoffs(cutoffs, []) if cutoffs is not None else None  # checked before any work
     with progress_bar("mpe", quiet=as_json) as update:
         update(description="fail-to-pass check, mutant pool")
 
@@ -280,10 +281,20 @@ def mpe(
             update(description=stage, completed=done, total=total)
 
         result = _mpe_single(instance, instance_id, test, reference, settings, mpe_cfg, llm, report)
+    from coharden.mpe.batch import cutoff_classes
+
+    by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
     if as_json:
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+        data = result.to_json()
+        if by_cutoff is not None:
+            data["cutoffs"] = by_cutoff
+        print(json.dumps(data, indent=2, sort_keys=True))
     else:
         _render_mpe(result, show)
+        if by_cutoff is not None:
+            console.print("class by cutoff: " + (", ".join(f"{row['cutoff']:g} {row['class']}" for row in by_cutoff)
+                                                 or "none (no laxity: the class does not depend on a cutoff)"),
+                          highlight=False)
     if not result.pool_complete:
         err_console.print(f"[bold red]no classification:[/] {result.pool_incomplete_reason}")
         raise typer.Exit(1)
@@ -335,14 +346,18 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
                config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
+    from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.engine import make_engine
-    from coharden.instances import load_records
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
-    from coharden.schema.prediction import load_predictions
+    from coharden.schema.prediction import check_one_per_instance, load_predictions, unknown_ids_message
 
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
-    records = {inst.instance_id: inst for inst in load_records(instances)}
+    records = load_eval_instances(instances, settings.cache_dir)  # a records file or instance directories
     preds = load_predictions(predictions)
+    check_one_per_instance(preds, predictions)
+    unknown = sorted({p.instance_id for p in preds if p.instance_id not in records})
+    if unknown:
+        err_console.print("warning: " + unknown_ids_message(unknown), highlight=False, markup=False)
     with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
         def advance(row: dict) -> None:  # type: ignore[type-arg]
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
@@ -360,6 +375,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         finally:
             engine.close()
     summary = summarize(rows, cut)
+    summary["unknown_ids"] = unknown
     summary["stage_seconds"] = stage_times(rows)
     summary["executor"] = executor
     (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))

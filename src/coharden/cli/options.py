@@ -204,7 +204,7 @@ PreferExercisedOpt = Annotated[bool, typer.Option("--prefer-exercised", help="Wi
                                                   "among mutants that change code the tests run.")]
 PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="Map every non-F->P test to Misaligned.")]
 CutoffsOpt = Annotated[str | None, typer.Option("--cutoffs", help="Comma-separated cutoffs (0 to 1) of the "
-                                                "Rigorous/Lax sensitivity table.")]
+                                                "Rigorous/Lax sensitivity table (one test: its class at each).")]
 MutatorOpt = Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
 SamplesOpt = Annotated[int, ranged("--samples", help="LLM mutator: mutants wanted per operator.", lo=1)]
 
@@ -236,7 +236,7 @@ def parse_operators(value: str | None) -> list[Operator]:
 
 def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
     """Cutoffs from a comma-separated --cutoffs value, each between 0 and 1."""
-    if not value:
+    if value is None:
         return list(default)
     try:
         cut = [float(c) for c in value.split(",") if c.strip()]
