@@ -596,3 +596,16 @@ def test_a_config_file_with_a_non_finite_timeout_is_refused(tmp_path: Path) -> N
                                       "--store", str(tmp_path / "s.sqlite")])
     assert result.exit_code == 2, result.output
     assert _flat("invalid setting: timeout") in _flat(result.output)
+
+
+def test_tables_use_the_full_width_when_not_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped output (CliRunner's is not a terminal) is not cut at rich's default 80 columns; COLUMNS still wins."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    args = ["verify", str(EX / "json_display"), "--test", "lax", "--store", str(tmp_path / "s.sqlite")]
+    piped = CliRunner().invoke(app, args)
+    assert piped.exit_code == 0, piped.output
+    [row] = [line for line in piped.stdout.splitlines() if line.startswith("│ buggy")]
+    assert "tests/test_repro.py::test_repro_json_field_uses_json_quotes: assert" in row  # one line, not folded
+    assert len(row) > 80
+    narrow = CliRunner().invoke(app, args, env={"COLUMNS": "60"})
+    assert max(len(line) for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 60  # the table's lines
