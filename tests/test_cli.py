@@ -230,7 +230,7 @@ def test_the_error_boundary_prints_one_line_for_a_domain_error(tmp_path, monkeyp
     (["mpe", "x", "--per-operator", "0"], "--per-operator", ">= 1"),
     (["mpe", "x", "--workers", "0"], "--workers", ">= 1"),
     (["mpe", "x", "--tau", "1.5"], "--tau", "0 to 1"),
-    (["verify", "x", "--timeout", "-1"], "--timeout", "> 0"),
+    (["verify", "x", "--timeout", "-1"], "--timeout", "more than 0, at most 604800"),
     (["run", "x", "--rounds", "-1"], "--rounds", ">= 1"),
     (["eval", "--instances", "x", "--seed", "-2"], "--seed", ">= 0"),
     (["suite", "mutants", "m.py", "--workers", "0"], "--workers", ">= 1"),
@@ -412,3 +412,200 @@ def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None: 
         seed=3)
     assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.seed) == (
         tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
+
+
+# --- Ctrl-C in a batch (issue 34) ----------------------------------------------------------------------------------
+BATCH_EXAMPLES = ("boundary_check", "printer_brackets", "warn_or_raise", "json_display")
+
+
+def _batch_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """Instance records and one prediction (a lax or misaligned candidate) for each of four bundled examples."""
+    from coharden.instances import load_local
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    local = [load_local(examples / name, tmp_path / "cache") for name in BATCH_EXAMPLES]
+    records = tmp_path / "instances.jsonl"
+    records.write_text("".join(json.dumps(x.instance.model_dump(mode="json")) + "\n" for x in local))
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": x.instance.instance_id, "model_name_or_path": "sys",
+                                               "model_patch": x.candidates[0].patch}) + "\n" for x in local))
+    return records, predictions
+
+
+def _interrupt_batch(tmp_path: Path, signals: int) -> tuple[int, list[tuple[float, str]], float, Path]:
+    """Start a batch `mpe` in a subprocess, SIGINT it (``signals`` times, 0.3 s apart) once its first row is
+    in, and return (exit status, stderr lines with the seconds after the first signal, seconds to exit, out)."""
+    import threading
+
+    records, predictions = _batch_inputs(tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [*COHARDEN, "mpe", "--instances", str(records), "--predictions", str(predictions), "--workers", "1",
+         "--output", str(out), "--store", str(tmp_path / "batch.sqlite"), "--timeout", "60"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
+    )
+    lines: list[tuple[float, str]] = []
+    sent = [0.0]
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic() - sent[0], line.rstrip()))
+                                              for line in proc.stderr or []], daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 240
+        partial = out / "mpe.jsonl.partial"
+        while not (partial.is_file() and partial.read_text().strip()):
+            assert proc.poll() is None, "the batch ended before it was interrupted"
+            assert time.monotonic() < deadline, "no row arrived"
+            time.sleep(0.1)
+        sent[0] = time.monotonic()
+        for n in range(signals):
+            if n:
+                time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        took = time.monotonic() - sent[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=5)
+    return proc.returncode, lines, took, out
+
+
+def _stored_rows(store: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        return conn.execute("SELECT COUNT(*) FROM records WHERE kind = 'mpe'").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_batch_says_so_stops_new_work_and_keeps_the_finished_rows(tmp_path: Path) -> None:
+    status, lines, took, out = _interrupt_batch(tmp_path, signals=1)
+    assert status == 130
+    said = [(at, line) for at, line in lines if line.startswith("interrupted: finishing")]
+    assert said, lines
+    at, line = said[0]
+    assert line == "interrupted: finishing 1 running job (Ctrl-C again to stop now)"
+    assert at < 2  # at once, not when the running job is done
+    assert took < 30  # the running job stops at its next test process
+    assert not any("Traceback" in line for _, line in lines)
+    finished = [json.loads(x) for x in (out / "mpe.jsonl.partial").read_text().splitlines()]
+    assert 1 <= len(finished) < len(BATCH_EXAMPLES)  # no new job after the Ctrl-C
+    assert _stored_rows(tmp_path / "batch.sqlite") == len([r for r in finished if "error" not in r]) >= 1
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_a_batch_now(tmp_path: Path) -> None:
+    status, lines, took, _ = _interrupt_batch(tmp_path, signals=2)
+    assert status == 130
+    assert any(line.startswith("interrupted: finishing") for _, line in lines)
+    assert any(line == "stopped" for _, line in lines), lines
+    assert took < 5
+
+
+# --- unwritable outputs and non-finite numbers: one error line before any work (issue 34) ---------------------------
+EX = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[Path]:
+    """A directory nothing can be written in: a read-only one for a normal user; for root (whom permissions do
+    not stop) /sys, where the kernel refuses new entries."""
+    from coharden.cli.options import unwritable
+
+    if os.geteuid() != 0:
+        directory = tmp_path / "locked"
+        directory.mkdir()
+        directory.chmod(0o555)
+        yield directory
+        directory.chmod(0o755)
+        return
+    if unwritable(Path("/sys"), directory=True) is None:
+        pytest.skip("/sys is writable here")
+    yield Path("/sys")
+
+
+def _predictions(tmp_path: Path) -> Path:
+    path = tmp_path / "preds.jsonl"
+    path.write_text(json.dumps({"instance_id": "example__boundary_check", "model_name_or_path": "x",
+                                "model_patch": (EX / "boundary_check/candidates/lax.patch").read_text()}) + "\n")
+    return path
+
+
+UNWRITABLE_CASES = {
+    "mpe --output": lambda t, d: ["mpe", "--instances", str(EX / "boundary_check"), "--predictions",
+                                  str(_predictions(t)), "--output", str(d / "out"), "--store", str(t / "s.sqlite")],
+    "mpe --store": lambda t, d: ["mpe", str(EX / "boundary_check"), "--test", "lax", "--store", str(d / "s.sqlite")],
+    "eval -o": lambda t, d: ["eval", "--instances", str(EX / "boundary_check"), "--tests", str(_predictions(t)),
+                             "-o", str(d / "ev"), "--store", str(t / "s.sqlite")],
+    "suite run -o": lambda t, d: ["suite", "run", str(EX / "suite/intervals.py"), "--tests",
+                                  str(EX / "suite/test_intervals.py"), "-o", str(d / "su")],
+    "env infer -o": lambda t, d: ["env", "infer", str(EX / "boundary_check/project"), "-o", str(d / "plan.json")],
+    "run -o": lambda t, d: ["run", str(EX / "boundary_check"), "--model", "openai/x", "-o", str(d / "run")],
+    "examples check --store": lambda t, d: ["examples", "check", "--dir", str(EX), "--store", str(d / "s.sqlite")],
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNWRITABLE_CASES))
+def test_an_unwritable_output_is_one_error_before_any_work(case: str, tmp_path: Path, locked: Path) -> None:
+    started = time.monotonic()
+    result = CliRunner().invoke(app, UNWRITABLE_CASES[case](tmp_path, locked))
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    assert _flat(f"cannot write in {locked}") in _flat(result.output)
+    assert time.monotonic() - started < 10  # refused when parsed, not after grading
+
+
+def test_verify_from_a_read_only_directory_names_the_store(tmp_path: Path, locked: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(locked)  # the default store is .coharden/store.sqlite here
+    result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    said = _flat(result.output)
+    assert _flat(f"error: {locked / '.coharden/store.sqlite'}: cannot open the result store for writing") in said
+    assert _flat("give a writable --store") in said
+
+
+def test_a_store_that_is_a_directory_or_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    for store in (tmp_path, tmp_path / "file" / "s.sqlite"):
+        result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax", "--store", str(store)])
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+        assert _flat("Invalid value for '--store'") in _flat(result.output)
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--tau", "nan"), ("--timeout", "nan"), ("--timeout", "inf"),
+                                        ("--timeout", "-inf"), ("--timeout", "1e308"), ("--tau", "inf")])
+def test_non_finite_or_huge_numbers_are_refused(flag: str, value: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["mpe", str(EX / "boundary_check"), "--test", "lax", flag, value,
+                                      "--store", str(tmp_path / "s.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    said = _flat(result.output)
+    assert _flat(f"Invalid value for '{flag}'") in said
+    assert _flat("not a finite number") in said or _flat("out of range") in said
+
+
+def test_a_config_file_with_a_non_finite_timeout_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("timeout: .nan\n")
+    result = CliRunner().invoke(app, ["mpe", str(EX / "boundary_check"), "--test", "lax", "--config", str(config),
+                                      "--store", str(tmp_path / "s.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert _flat("invalid setting: timeout") in _flat(result.output)
+
+
+def test_tables_use_the_full_width_when_not_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped output (CliRunner's is not a terminal) is not cut at rich's default 80 columns; COLUMNS still wins."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    args = ["verify", str(EX / "json_display"), "--test", "lax", "--store", str(tmp_path / "s.sqlite")]
+    piped = CliRunner().invoke(app, args)
+    assert piped.exit_code == 0, piped.output
+    [row] = [line for line in piped.stdout.splitlines() if line.startswith("│ buggy")]
+    assert "tests/test_repro.py::test_repro_json_field_uses_json_quotes: assert" in row  # one line, not folded
+    assert len(row) > 80
+    narrow = CliRunner().invoke(app, args, env={"COLUMNS": "60"})
+    assert max(len(line) for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 60  # the table's lines

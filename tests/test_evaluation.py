@@ -664,3 +664,31 @@ def test_directory_of_instance_directories(tmp_path: Path) -> None:
     assert list(found) == [BC, JD]
     with pytest.raises(CoHardenError, match="neither an instance directory"):
         load_eval_instances(tmp_path / "examples" / "not-an-instance", tmp_path / "cache")
+
+
+def _mutant_rows(rows: list[dict[str, Any]]) -> list[tuple[str, str, str, str | None]]:
+    return [(r["mutant"]["id"], r["mutant"]["operator"], r["mutant"]["description"], r["cell"]) for r in rows]
+
+
+def test_mpe_and_eval_give_one_matrix(tmp_path: Path) -> None:
+    """One instance, one candidate, one configuration: one matrix in every command. The pool's sample once
+    depended on what the test was called (``mpe --test lax`` vs ``eval``'s "candidate": 0/11/0/6 vs 1/10/0/6
+    on this test, at every operator's default budget); now it depends on the tests' roles only."""
+    lax = (EXAMPLES / "boundary_check/candidates/lax.patch").read_text()
+    preds = _write_jsonl(tmp_path / "tests.jsonl", _preds("some-system", {BC: lax}))
+    runner = CliRunner()
+    common = ["--seed", "0", "--per-operator", "3", "--timeout", "60"]
+    mpe = runner.invoke(app, ["mpe", str(EXAMPLES / "boundary_check"), "--test", "lax", "--json", *common,
+                              "--store", str(tmp_path / "mpe.sqlite")])
+    assert mpe.exit_code == 0, mpe.output
+    by_mpe = json.loads(mpe.stdout)
+    ev = runner.invoke(app, ["eval", "--instances", str(EXAMPLES / "boundary_check"), "--tests", str(preds),
+                             "--no-html", "--json", *common, "--store", str(tmp_path / "eval.sqlite"),
+                             "-o", str(tmp_path / "out")])
+    assert ev.exit_code == 0, ev.output
+    row = json.loads(ev.stdout)["tests"]["some-system"]["instances"][BC]
+    assert row["matrix"] == by_mpe["matrix_counts"]
+    assert row["laxity"] == by_mpe["laxity"]
+    assert row["test_class"] == by_mpe["test_class"]
+    assert len(by_mpe["mutants"]) >= 10
+    assert _mutant_rows(row["mutants"]) == _mutant_rows(by_mpe["mutants"])

@@ -378,8 +378,9 @@ def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None
             "--json", "--cutoffs", "0.1,0.9", "--operators", "behavior_substitution,input_specific_shortcut"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output[result.output.index("{"):])
+    summary = json.loads(result.stdout)
     assert summary["classes"] == {"Error": 1, "Lax": 1, "Misaligned": 1}
+    assert summary["unknown_ids"] == ["nope"]
     assert [c["Lax"] for c in summary["cutoffs"]] == [1, 0]
     rows = [json.loads(line) for line in (out / "mpe.jsonl").read_text().splitlines()]
     assert [r["model_name_or_path"] for r in rows] == ["lax", "misaligned", "x"]
@@ -387,6 +388,80 @@ def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None
     result = runner.invoke(app, args)
     assert result.exit_code == 0
     assert [json.loads(line) for line in (out / "mpe.jsonl").read_text().splitlines()] == rows
+
+
+def test_batch_mpe_and_eval_agree_on_bad_predictions(project: dict[str, str], tmp_path: Path) -> None:
+    """Empty, not a diff, only a source file: Invalid with the same reason in both commands (no raw git
+    message); an unknown instance id is named on stderr by both; two predictions of one system for one instance
+    are refused by both with the same message."""
+    records = tmp_path / "instances.jsonl"
+    records.write_text(json.dumps(_instance(project).model_dump()) + "\n")
+    bad = {"empty": "", "prose": "this is not a patch\n", "source": project["fix"]}
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({"instance_id": "rng__clamp", "model_name_or_path": name,
+                                         "model_patch": patch}) + "\n" for name, patch in bad.items())
+                     + json.dumps({"instance_id": "nope__1", "model_name_or_path": "empty",
+                                   "model_patch": project["lax"]}) + "\n")
+    runner = CliRunner()
+    store = str(tmp_path / "s.sqlite")
+    batch = runner.invoke(app, ["mpe", "--instances", str(records), "--predictions", str(preds), "--output",
+                                str(tmp_path / "out"), "--store", store])
+    assert batch.exit_code == 0, batch.output
+    rows = {r["model_name_or_path"]: r for r in map(json.loads, (tmp_path / "out/mpe.jsonl").read_text().splitlines())
+            if r["instance_id"] == "rng__clamp"}
+    ev = runner.invoke(app, ["eval", "--instances", str(records), "--tests", str(preds), "--no-html", "--store",
+                             store, "-o", str(tmp_path / "ev"), "--json"])
+    assert ev.exit_code == 0, ev.output
+    report = json.loads(ev.stdout)
+    for name in bad:
+        graded = report["tests"][name]["instances"]["rng__clamp"]
+        assert rows[name]["test_class"] == graded["test_class"] == "Invalid"
+        assert rows[name]["applied"] is graded["applied"] is False
+        assert rows[name]["reason"] == graded["reason"]
+        assert "error" not in rows[name]
+        assert "git" not in rows[name]["reason"]
+        assert "allow-empty" not in rows[name]["reason"]
+    assert rows["empty"]["reason"] == "the test patch is empty"
+    assert rows["prose"]["reason"] == "the test patch is not a unified diff (no file changes in it)"
+    assert rows["source"]["reason"] == "the test patch touches no test file"
+    unknown = "1 of the test predictions names an instance id that is not in the instances file (not graded): " \
+              "nope__1"
+    assert unknown.replace("test predictions", "predictions") in " ".join(batch.stderr.split())
+    assert unknown in " ".join(ev.stderr.split())
+    assert report["tests"]["empty"]["summary"]["unknown_ids"] == ["nope__1"]
+
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(2 * (json.dumps({"instance_id": "rng__clamp", "model_name_or_path": "s",
+                                      "model_patch": project["lax"]}) + "\n"))
+    refused = "two test predictions of system 's' for instance 'rng__clamp'; give one per instance"
+    for args in (["mpe", "--instances", str(records), "--predictions", str(twice), "--output", str(tmp_path / "o2")],
+                 ["eval", "--instances", str(records), "--tests", str(twice), "-o", str(tmp_path / "e2")]):
+        result = runner.invoke(app, [*args, "--store", store])
+        assert result.exit_code == 2, result.output
+        assert refused in " ".join(result.output.split())
+
+
+def test_single_mpe_validates_and_honours_cutoffs(project: dict[str, str], tmp_path: Path) -> None:
+    records = tmp_path / "instances.jsonl"
+    records.write_text(json.dumps(_instance(project).model_dump()) + "\n")
+    lax = tmp_path / "lax.patch"
+    lax.write_text(project["lax"])
+    runner = CliRunner()
+    common = ["mpe", str(records), "--test", str(lax), "--store", str(tmp_path / "s.sqlite"), "--operators",
+              "behavior_substitution,input_specific_shortcut"]
+    for bad in ("abc", "", "0.1,1.5", "nan"):
+        result = runner.invoke(app, [*common, "--cutoffs", bad])
+        assert result.exit_code == 2, (bad, result.output)
+        assert "--cutoffs" in result.output
+        assert "Traceback" not in result.output
+    result = runner.invoke(app, [*common, "--cutoffs", "0,1", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert 0 < data["laxity"] < 1
+    assert data["cutoffs"] == [{"cutoff": 0.0, "class": "Lax"}, {"cutoff": 1.0, "class": "Rigorous"}]
+    shown = runner.invoke(app, [*common, "--cutoffs", "0,1"])
+    assert shown.exit_code == 0, shown.output
+    assert "class by cutoff: 0 Lax, 1 Rigorous" in shown.stdout
 
 
 def test_cli_mpe_reports_bad_operator_and_missing_batch_file(tmp_path: Path) -> None:

@@ -206,6 +206,59 @@ def test_expected_failure_must_match(bug_repo: tuple[Path, str, str], settings: 
     assert by_message.accepted, by_message.reasons
 
 
+# names ValueError (and "denominator") in its own source, raises ZeroDivisionError on the buggy code; a second,
+# parametrized test raises a KeyError on one of its cases
+NAMING_TEST = """\
+    import pytest
+
+    from ratios.core import parse_ratio
+
+
+    def test_zero_denominator():
+        with pytest.raises(ValueError, match="denominator"):
+            parse_ratio("1:0")
+
+
+    @pytest.mark.parametrize("text", ["1:0", "x"])
+    def test_lookup(text):
+        table = {"1:0": "denominator"}
+        with pytest.raises(ValueError):
+            if table[text]:
+                parse_ratio(text)
+    """
+
+
+def test_expected_exception_is_the_raised_type_not_text_in_the_output(bug_repo: tuple[Path, str, str],
+                                                                      settings: Settings) -> None:
+    """The type comes from the exception object (the stream plugin), never from a search of the failure text,
+    where the test's own ``pytest.raises(ValueError, match="denominator")`` line shows up."""
+    repo, buggy, patched = bug_repo
+    patch = repro_patch(repo, NAMING_TEST)
+    one = ["tests/test_repro.py::test_zero_denominator"]
+    named = check_reproduction(repo, buggy, patch, settings, patched=patched, test_ids=one,
+                               expect=Expectation(exception="ValueError"))
+    assert not named.accepted
+    assert not check("expected_failure", named)
+    detail = next(c.detail for c in named.checks if c.name == "expected_failure")
+    assert "raised ZeroDivisionError" in detail
+    assert named.buggy is not None
+    [raised] = named.buggy.raised[one[0]]
+    assert raised.bases[:2] == ["ZeroDivisionError", "ArithmeticError"]
+    by_message = check_reproduction(repo, buggy, patch, settings, patched=patched, test_ids=one,
+                                    expect=Expectation(message="denominator"))
+    assert not check("expected_failure", by_message)  # in the source, not in the exception's message
+    by_base = check_reproduction(repo, buggy, patch, settings, patched=patched, test_ids=one,
+                                 expect=Expectation(exception="ArithmeticError", message="division by zero"))
+    assert check("expected_failure", by_base), by_base.reasons  # a subclass of the expected type counts
+    # every failing case must raise it: test_lookup[x] raises KeyError, test_lookup[1:0] ZeroDivisionError
+    both = check_reproduction(repo, buggy, patch, settings, patched=patched,
+                              expect=Expectation(exception="ZeroDivisionError"))
+    assert not check("expected_failure", both)
+    assert both.buggy is not None
+    assert {r.type for r in both.buggy.raised["tests/test_repro.py::test_lookup"]} == {"KeyError",
+                                                                                       "ZeroDivisionError"}
+
+
 def test_test_passing_on_buggy_code_is_rejected(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
     body = "from ratios.core import parse_ratio\n\n\ndef test_third():\n    assert parse_ratio('1:4') == 0.25\n"
@@ -460,6 +513,10 @@ def test_cli_reproduce_check_and_mine(bug_repo: tuple[Path, str, str], tmp_path:
     rejected = runner.invoke(app, [*common, "--test", str(bad)])
     assert rejected.exit_code == 1
     assert "rejected" in rejected.output
+    # its source says ValueError, the buggy code raises ZeroDivisionError
+    named = runner.invoke(app, [*common, "--test", str(good), "--expect-exception", "ValueError", "--json"])
+    assert named.exit_code == 1, named.output
+    assert any(r.startswith("expected_failure:") for r in json.loads(named.output)["reasons"])
     out = tmp_path / "mined.jsonl"
     mined = runner.invoke(app, ["reproduce", "mine", str(FIXTURES / "mining_export.json"), "-o", str(out),
                                 "--json"], env={"COHARDEN_LLM_MODEL": ""})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import PAPER_TAU
@@ -20,8 +20,10 @@ DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "confte
 class Settings(BaseModel):
     """Run-wide settings. Every field can be set in config files and most by CLI flags."""
 
+    model_config = ConfigDict(allow_inf_nan=False)  # `timeout: .nan` in a config file passes every bound
+
     python: str = Field(default=sys.executable, description="Interpreter that runs the tests.")
-    timeout: float = Field(default=120.0, gt=0, description="Wall-clock seconds per test process.")
+    timeout: float = Field(default=120.0, gt=0, le=7 * 24 * 3600, description="Wall-clock seconds per test process.")
     memory_mb: int | None = Field(default=4096, description="Address-space limit per test process (None: off).")
     cpu_seconds: int | None = Field(default=None, description=(
         "CPU-time limit per test process (None: 2 x timeout, and on mutants the scaled limit itself; "
@@ -94,7 +96,14 @@ class Settings(BaseModel):
     def with_overrides(self, **overrides: Any) -> Settings:
         data = self.model_dump()
         data.update({k: v for k, v in overrides.items() if v is not None})
-        return Settings.model_validate(data)
+        try:
+            return Settings.model_validate(data)
+        except ValidationError as exc:  # a flag no range check of its own caught: one error line, never a traceback
+            raise CoHardenError(f"invalid setting: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
 def load_settings(config_file: Path | None = None, cwd: Path | None = None) -> Settings:
@@ -127,5 +136,4 @@ def load_settings(config_file: Path | None = None, cwd: Path | None = None) -> S
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise CoHardenError(f"{source}: invalid setting: {fields}") from exc
+        raise CoHardenError(f"{source}: invalid setting: {_describe(exc)}") from exc

@@ -17,7 +17,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from coharden.config import DEFAULT_TEST_PATTERNS
-from coharden.errors import PatchError
+from coharden.errors import PatchError, TestIdError
 
 
 def sha(text: str) -> str:
@@ -68,6 +68,20 @@ def split_patch(text: str, patterns: Sequence[str] = DEFAULT_TEST_PATTERNS) -> t
     for patched in parse(text):
         (tests if is_test_path(file_path(patched), patterns) else source).append(str(patched))
     return "".join(source), "".join(tests)
+
+
+def prediction_tests(prediction: str | None, patterns: Sequence[str]) -> tuple[str, list[str]]:
+    """The test part of a test prediction and the source files it also touched (dropped: only its tests are
+    the test). Raises :class:`TestIdError` for a prediction that is empty, not a diff, or touches no test file:
+    such a prediction is ``Invalid`` in every command that grades predictions (batch ``mpe``, ``eval``)."""
+    if not (prediction or "").strip():
+        raise TestIdError("the test patch is empty")
+    if not touched_files(prediction or ""):
+        raise TestIdError("the test patch is not a unified diff (no file changes in it)")
+    source, tests = split_patch(prediction or "", patterns)
+    if not tests.strip():
+        raise TestIdError("the test patch touches no test file")
+    return tests, touched_files(source)
 
 
 def drop_binary_stubs(text: str) -> tuple[str, list[str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt, WeakSandboxOpt
@@ -33,10 +33,30 @@ from coharden.errors import CoHardenError
 if TYPE_CHECKING:
     from coharden.llm import Ledger, LLMClient, LLMConfig
 
+#: The width of output that goes to no terminal (a pipe, a file, a log) when ``COLUMNS`` does not say: wide
+#: enough that no table cell (an operator name, a verdict's reason) is folded mid-word at rich's default 80.
+PIPED_WIDTH = 1000
+
+
+class _Console(Console):
+    """A rich console that, writing to no terminal, uses :data:`PIPED_WIDTH` (``COLUMNS`` still wins)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
 # soft_wrap: printed lines are never wrapped (piped output used to break at 80 columns, and with it the printed
-# diffs); tables still fit the terminal's width
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+# diffs); tables fit the terminal's width, or PIPED_WIDTH off a terminal
+console = _Console(soft_wrap=True)
+err_console = _Console(stderr=True, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from coharden.cli.common import cli_errors, console, err_console, new_app, settings_from
-from coharden.cli.options import ConfigOpt, JsonOpt
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option
+from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.loop.engine import LoopResult
 
 EXPLAIN = {
     "lax_init": "t0: a first test, aimed at the most visible symptom; fails on the buggy code",
@@ -29,34 +33,55 @@ demo_app = new_app(help="Offline demonstrations on the bundled examples (no mode
 @demo_app.command("loop")
 @cli_errors
 def demo_loop(
-    example: Annotated[Path, typer.Argument(help="A bundled example with scripted replies (loop-replies.yaml).")
-                       ] = Path("examples/boundary_check"),
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the run here (state, rounds, "
+    example: Annotated[Path | None, typer.Argument(
+        help="A bundled example with scripted replies (loop-replies.yaml); default: examples/boundary_check, "
+             "here or in coharden's checkout.", show_default=False)] = None,
+    replies: Annotated[Path | None, typer.Option("--replies", help="Another rules file for the mock model "
+                                                 "(default: the example's loop-replies.yaml).")] = None,
+    output: Annotated[Path | None, output_option(help="Keep the run here (state, rounds, "
                                                 "trajectories); default: a temporary directory.")] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The CoHarden loop on a bundled example against the mock LLM server, whose scripted replies play the
-    model: round 0 writes a lax test, round 1 fixes the bug with a weaker test (regression), round 2 writes a
-    rigorous test (clean). Shows each round's decision, temporal matrix and laxity. Takes a minute or two."""
-    from coharden.loop.demo import DEMO_CONFIG, run_demo
+    model, each chosen by what the request says: round 0 writes a lax test, round 1 fixes the bug with a test
+    of another input (a regression at the loop's tau), round 2 reacts to the wrong fixes the feedback shows
+    with a rigorous test (clean). Shows each round's decision, temporal matrix and laxity. Takes a minute or
+    two. Exit status 1, with the first real cause, when the loop does not end as scripted."""
+    from coharden.loop.demo import DEMO_CONFIG, DEMO_DECISION, find_example, first_cause, run_demo
     from coharden.loop.progress import LoopProgress
 
     def show(event: LoopProgress) -> None:
         if not as_json and event.phase in ("agent", "mutants"):
             err_console.print(f"  {event.describe()}", highlight=False)
 
+    example = find_example(example)
+    if replies is not None and not replies.is_file():
+        raise CoHardenError(f"--replies: {replies} not found")
     with tempfile.TemporaryDirectory(prefix="coharden-demo-") as tmp:
         out = output or Path(tmp)
         settings = settings_from(config, store=out / "store.sqlite", cache_dir=out / "cache", workers=1)
-        result = run_demo(example, out / "run", settings, progress=show)
+        result = run_demo(example, out / "run", settings, replies=replies, progress=show)
+        failure = None if result.decision == DEMO_DECISION else first_cause(result, out / "run")
     rows = [{"round": r.round, "decision": r.decision, "laxity": r.laxity, "admissible": r.admissible,
              "matrix": {cell: len(ids) for cell, ids in r.matrix.items()}, "note": r.note} for r in result.rounds]
     if as_json:
         print(json.dumps({"instance_id": result.instance_id, "decision": result.decision, "tau": DEMO_CONFIG.tau,
-                          "rounds": rows, "test": result.test, "fix": result.fix}, indent=2))
-        return
-    table = Table(title=f"CoHarden loop on {result.instance_id} (tau = {DEMO_CONFIG.tau}, every mutant)")
+                          "samples": DEMO_CONFIG.samples, "rounds": rows, "test": result.test, "fix": result.fix,
+                          **({"failed": failure} if failure else {})}, indent=2))
+    else:
+        _show_rounds(result, rows, output)
+    if failure:
+        err_console.print(f"error: the demo loop did not end as scripted ({result.decision}): {failure}",
+                          highlight=False, markup=False)
+        raise typer.Exit(1)
+
+
+def _show_rounds(result: LoopResult, rows: list[dict[str, Any]], output: Path | None) -> None:
+    from coharden.loop.demo import DEMO_CONFIG
+
+    table = Table(title=f"CoHarden loop on {result.instance_id} (tau = {DEMO_CONFIG.tau}, "
+                        f"N = {DEMO_CONFIG.samples} mutants per operator)")
     for column in ("round", "decision", "α", "β", "γ", "δ", "laxity", "what happened"):
         table.add_column(column, overflow="fold")
     for row in rows:

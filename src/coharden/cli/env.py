@@ -33,6 +33,7 @@ from coharden.cli.options import (
     PythonOpt,
     TimeoutOpt,
     model_option,
+    output_option,
     ranged,
     seed_option,
 )
@@ -90,8 +91,9 @@ def _infer(repo: Path, commit: str, *, directory: bool = False) -> Any:
 def env_infer(
     repo: RepoArg,
     commit: CommitOpt = "HEAD",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the plan (JSON) here.")] = None,
-    dockerfile: Annotated[Path | None, typer.Option("--dockerfile", help="Also write a Dockerfile here.")] = None,
+    output: Annotated[Path | None, output_option(directory=False, help="Write the plan (JSON) here.")] = None,
+    dockerfile: Annotated[Path | None, output_option(flag="--dockerfile", short=None, directory=False,
+                                                     help="Also write a Dockerfile here.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Infer an environment plan from packaging, requirements, tox / nox and CI files (no build)."""
@@ -124,7 +126,7 @@ def env_infer(
 @cli_errors
 def env_dockerfile(
     plan_file: Annotated[Path, typer.Argument(help="A plan (JSON) from `coharden env infer`.")],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
+    output: Annotated[Path | None, output_option(directory=False, help="Write here (default: stdout).")] = None,
 ) -> None:
     """Render a plan as a Dockerfile on python:X.Y-slim."""
     from coharden.environment.dockerfile import render_dockerfile
@@ -189,9 +191,9 @@ def env_build(
     sample: Annotated[int, ranged("--sample", help="How many existing tests the smoke test runs.", lo=1)] = 20,
     seed: Annotated[int | None, seed_option("Seed of the smoke-test sample.")] = None,
     attempts: Annotated[int, ranged("--max-attempts", help="Plans tried (with a model).", lo=1)] = 3,
-    log: Annotated[Path | None, typer.Option("--log", help="Refinement log, JSONL (default: env-refine.jsonl "
-                                             "next to the result store).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the final plan here.")] = None,
+    log: Annotated[Path | None, output_option(flag="--log", short=None, directory=False, help="Refinement log, "
+                                              "JSONL (default: env-refine.jsonl next to the result store).")] = None,
+    output: Annotated[Path | None, output_option(directory=False, help="Write the final plan here.")] = None,
     llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
     timeout: TimeoutOpt = None,
@@ -376,9 +378,10 @@ def reproduce_generate(
     test_path: Annotated[str, typer.Option("--test-path", help="Where the generated test module goes.")]
     = "tests/test_coharden_reproduction.py",
     attempts: Annotated[int, ranged("--max-attempts", help="Tests the model may write.", lo=1)] = 3,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the accepted test patch here.")]
+    output: Annotated[Path | None, output_option(directory=False, help="Write the accepted test patch here.")]
     = None,
-    log: Annotated[Path | None, typer.Option("--log", help="Attempt log, JSONL.")] = None,
+    log: Annotated[Path | None, output_option(flag="--log", short=None, directory=False,
+                                              help="Attempt log, JSONL.")] = None,
     mock_services: MockOpt = False,
     use_env: EnvOpt = False,
     docker: DockerOpt = False,
@@ -421,7 +424,7 @@ def reproduce_generate(
 @with_llm_options
 def reproduce_mine(
     exports: Annotated[list[Path], typer.Argument(help="Exported GitHub issues / pull requests (JSON).")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="SWE-bench-style records (JSONL).")]
+    output: Annotated[Path, output_option(directory=False, help="SWE-bench-style records (JSONL).")]
     = Path("mined.jsonl"),
     repo: Annotated[str | None, typer.Option("--repo", help="owner/name (default: from the export).")] = None,
     llm_opts: LLMOptions = LLMOptions(),

@@ -24,6 +24,7 @@ from coharden.cli.options import (
     SeedOpt,
     TauOpt,
     mpe_config,
+    output_option,
     parse_cutoffs,
     parse_operators,
     workers_option,
@@ -50,7 +51,7 @@ def eval_command(
     injection: Annotated[list[str] | None, typer.Option("--injection", help="Test injection study: "
                                                         "[NAME=]BASELINE_FIXES,INJECTED_FIXES,TESTS. Repeat per "
                                                         "test source.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (report.json, report.md, "
+    output: Annotated[Path, output_option(help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
     operators: OperatorsOpt = None,
     per_operator: PerOperatorOpt = None,
@@ -107,6 +108,14 @@ def eval_command(
     for where in ("errors", "fix_errors"):
         for iid, error in report["instances"][where].items():
             err_console.print(f"[yellow]{iid}[/]: {error}")
+    from coharden.schema.prediction import unknown_ids_message
+
+    for kind in ("fixes", "tests"):
+        for name, section in (report.get(kind) or {}).items():
+            if unknown := section["summary"].get("unknown_ids"):
+                what = "fix predictions" if kind == "fixes" else "test predictions"
+                err_console.print(f"warning: {name}: " + unknown_ids_message(unknown, what), highlight=False,
+                                  markup=False)
 
 
 def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]

@@ -37,6 +37,7 @@ from coharden.cli.options import (
     ModelOpt,
     MutatorOpt,
     StepLimitOpt,
+    output_option,
     ranged,
     seed_option,
     tau_option,
@@ -73,7 +74,7 @@ def agent_cmd(
     cost_limit: Annotated[float, ranged("--cost-limit", help="USD per run (0: none).", lo=0)] = 3.0,
     llm_store: LLMStoreOpt = None,
     llm_mode: LLMModeOpt = "auto",
-    output: Annotated[Path, typer.Option("--output", "-o", help="Trajectories and preds.json go here.")
+    output: Annotated[Path, output_option(help="Trajectories and preds.json go here.")
                       ] = Path("coharden-agent"),
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
@@ -171,7 +172,7 @@ def run_loop(
     mutator: MutatorOpt = "mechanical",
     inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "
                                                       "predictions to give the fix-only agent.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("coharden-run"),
+    output: Annotated[Path, output_option(help="Output directory.")] = Path("coharden-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
     budget_usd: BudgetOpt = None,
     instance_budget_usd: InstanceBudgetOpt = None,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -54,6 +55,7 @@ from coharden.cli.options import (
     parse_mutators,
     parse_operators,
     ranged,
+    unwritable,
     workers_option,
 )
 from coharden.config import Settings
@@ -280,6 +282,8 @@ def mpe(
         raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
     if executor != "local" and instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
+    if instances is not None and (why := unwritable(output, directory=True)):  # before any job runs
+        raise CoHardenError(f"--output: {why}")
     sources = parse_mutators(mutator)
     ops = parse_operators(operators)
     llm = None
@@ -303,6 +307,7 @@ def mpe(
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
+    single_cutoffs = parse_cutoffs(cutoffs, []) if cutoffs is not None else None  # checked before any work
     with progress_bar("mpe", quiet=as_json) as update:
         update(description="fail-to-pass check, mutant pool")
 
@@ -310,10 +315,20 @@ def mpe(
             update(description=stage, completed=done, total=total)
 
         result = _mpe_single(instance, instance_id, test, reference, settings, mpe_cfg, llm, report)
+    from coharden.mpe.batch import cutoff_classes
+
+    by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
     if as_json:
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+        data = result.to_json()
+        if by_cutoff is not None:
+            data["cutoffs"] = by_cutoff
+        print(json.dumps(data, indent=2, sort_keys=True))
     else:
         _render_mpe(result, show)
+        if by_cutoff is not None:
+            console.print("class by cutoff: " + (", ".join(f"{row['cutoff']:g} {row['class']}" for row in by_cutoff)
+                                                 or "none (no laxity: the class does not depend on a cutoff)"),
+                          highlight=False)
     if not result.pool_complete:
         err_console.print(f"[bold red]no classification:[/] {result.pool_incomplete_reason}")
         raise typer.Exit(1)
@@ -365,25 +380,36 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
                config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
+    from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.engine import make_engine
-    from coharden.instances import load_records
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
-    from coharden.schema.prediction import load_predictions
+    from coharden.schema.prediction import check_one_per_instance, load_predictions, unknown_ids_message
 
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
-    records = {inst.instance_id: inst for inst in load_records(instances)}
+    records = load_eval_instances(instances, settings.cache_dir)  # a records file or instance directories
     preds = load_predictions(predictions)
+    check_one_per_instance(preds, predictions)
+    unknown = sorted({p.instance_id for p in preds if p.instance_id not in records})
+    if unknown:
+        err_console.print("warning: " + unknown_ids_message(unknown), highlight=False, markup=False)
     with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
         def advance(row: dict) -> None:  # type: ignore[type-arg]
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
-        engine = make_engine(executor, workers=settings.workers, address=address)
+        def interrupted(running: int) -> None:
+            err_console.print(f"interrupted: finishing {running} running job{'s' if running != 1 else ''} "
+                              "(Ctrl-C again to stop now)", highlight=False, markup=False)
+
+        engine = make_engine(executor, workers=settings.workers, address=address, on_interrupt=interrupted)
         try:
             rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
                              progress=advance, engine=engine, llm_mutator=llm_mutator)
+        except KeyboardInterrupt as exc:
+            _stopped(exc, output)
         finally:
             engine.close()
     summary = summarize(rows, cut)
+    summary["unknown_ids"] = unknown
     summary["stage_seconds"] = stage_times(rows)
     summary["executor"] = executor
     (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
@@ -402,6 +428,23 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         err_console.print(f"[yellow]{iid}[/]: {error}")
     if summary["stage_seconds"]:
         console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
+
+
+def _stopped(exc: KeyboardInterrupt, output: Path) -> NoReturn:
+    """Leave an interrupted batch with exit status 130 (the shell's code for SIGINT): after the running jobs
+    stopped, through the normal exit; on a second Ctrl-C at once (the running test processes' sandboxes die
+    with this process; their leftover directories are swept by the next run)."""
+    from coharden.execution.interrupt import StopNow
+
+    if isinstance(exc, StopNow):
+        err_console.show_cursor(True)  # the progress bar's Live display is not stopped on this way out
+        err_console.print("stopped", highlight=False)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(130)
+    err_console.print(f"interrupted: the finished results are in the store; run the same command again to go on "
+                      f"({output / 'mpe.jsonl.partial'} lists them)", highlight=False, markup=False)
+    raise typer.Exit(130) from exc
 
 
 examples_app = new_app(help="Bundled examples: hand-labelled candidate tests for checking coharden.")

@@ -13,6 +13,9 @@ command line: a bad value is one line (``Error: Invalid value for '--tau': 1.5 i
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -46,12 +49,14 @@ def _allowed(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool = 
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
              hi_open: bool = False) -> Callable[[Any], Any]:
     """A typer callback refusing a number outside [lo, hi] (``lo_open`` / ``hi_open``: lo / hi itself is refused
-    too)."""
+    too), and any float that is not finite (``nan`` compares false with every bound, so it would pass them all)."""
 
     def check(value: Any) -> Any:
         if value is None:
             return value
         for v in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise typer.BadParameter(f"{v} is not a finite number (allowed: {_allowed(lo, hi, lo_open, hi_open)})")
             low = lo is not None and (v <= lo if lo_open else v < lo)
             high = hi is not None and (v >= hi if hi_open else v > hi)
             if low or high:
@@ -70,6 +75,54 @@ def ranged(*decls: str, help: str, lo: float | None = None, hi: float | None = N
                         callback=in_range(lo, hi, lo_open=lo_open, hi_open=hi_open), **kwargs)
 
 
+# --- output paths -----------------------------------------------------------------------------------------------
+
+def unwritable(path: Path, *, directory: bool) -> str | None:
+    """Why ``path`` (a directory to fill, or a file to write) cannot be written, or None. Checked by creating
+    (and removing) a file in the directory, or in its nearest existing ancestor when it does not exist yet
+    (a file's directory too: SQLite writes its journal beside it): permissions, a read-only file system and a
+    file in the way all show, for root too; nothing is left behind."""
+    if not directory and path.is_dir():
+        return f"{path} is a directory"
+    if not directory and path.exists():
+        try:
+            with path.open("a"):
+                pass
+        except OSError as exc:
+            return f"{path} is not writable ({exc.strerror or exc})"
+    existing = path if directory else path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".coharden-write-check-", dir=existing)
+    except OSError as exc:
+        return f"cannot write in {existing} ({exc.strerror or exc})"
+    os.close(fd)
+    Path(probe).unlink()
+    return None
+
+
+def writable(flag: str, *, directory: bool = True) -> Callable[[Any], Any]:
+    """A typer callback: the output path of ``flag`` must be writable, checked before any work starts (an
+    ``eval`` that graded everything and then could not write its report lost the work)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and (why := unwritable(Path(value), directory=directory)):
+            raise typer.BadParameter(why, param_hint=f"'{flag}'")
+        return value
+
+    return check
+
+
+def output_option(*, help: str, directory: bool = True, flag: str = "--output", short: str | None = "-o"  # noqa: A002
+                  ) -> Any:
+    """``--output/-o``: a directory (or ``directory=False``: a file) checked for writability when parsed."""
+    return typer.Option(flag, *([short] if short else []), help=help,
+                        callback=writable(flag, directory=directory))
+
+
 # --- common ---------------------------------------------------------------------------------------------------
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
@@ -77,7 +130,8 @@ ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holdin
 IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
 IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
 PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).",
+                                               callback=writable("--store", directory=False))]
 WeakSandboxOpt = Annotated[bool, typer.Option(
     "--allow-weak-sandbox", help="Grade untrusted tests even where the full sandbox cannot be made here (no bwrap "
     "or namespaces, no pids cgroup); the weaker confinement is recorded on every verdict. Without it such a run "
@@ -85,8 +139,12 @@ WeakSandboxOpt = Annotated[bool, typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 
+#: The longest ``--timeout``: a week (a limit must fit the CPU-time rlimit and the clock's arithmetic).
+MAX_TIMEOUT = 7 * 24 * 3600
+
+
 def timeout_option(help: str = "Seconds per test process.") -> Any:  # noqa: A002
-    return ranged("--timeout", help=help, lo=0, lo_open=True)
+    return ranged("--timeout", help=help, lo=0, lo_open=True, hi=MAX_TIMEOUT)
 
 
 TimeoutOpt = Annotated[float | None, timeout_option()]
@@ -160,7 +218,7 @@ PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="The pape
                                                 "operator, no early stop, the point laxity against tau, every "
                                                 "non-F->P test Misaligned.")]
 CutoffsOpt = Annotated[str | None, typer.Option("--cutoffs", help="Comma-separated cutoffs (0 to 1) of the "
-                                                "Rigorous/Lax sensitivity table.")]
+                                                "Rigorous/Lax sensitivity table (one test: its class at each).")]
 MutatorOpt = Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
 SamplesOpt = Annotated[int, ranged("--samples", help="LLM mutator: mutants wanted per operator.", lo=1)]
 
@@ -192,7 +250,7 @@ def parse_operators(value: str | None) -> list[Operator]:
 
 def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
     """Cutoffs from a comma-separated --cutoffs value, each between 0 and 1."""
-    if not value:
+    if value is None:
         return list(default)
     try:
         cut = [float(c) for c in value.split(",") if c.strip()]

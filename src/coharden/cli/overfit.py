@@ -25,6 +25,7 @@ from coharden.cli.options import (
     MaxTokensOpt,
     ModelOpt,
     TemperatureOpt,
+    output_option,
     ranged,
 )
 from coharden.errors import CoHardenError
@@ -78,7 +79,7 @@ def refine_command(
     no_extra_context: Annotated[bool, typer.Option("--no-extra-context", help="Variant: no issue text, no whole "
                                                    "files and no coverage feedback in the prompt.")] = False,
     coverage_backend: BackendOpt = "coverage",
-    output: Annotated[Path, typer.Option("--output", "-o", help="Output directory.")] = Path("overfit-run"),
+    output: Annotated[Path, output_option(help="Output directory.")] = Path("overfit-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the refined "
                                                  "predictions.")] = None,
     llm_store: LLMStoreOpt = None,

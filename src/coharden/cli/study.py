@@ -33,6 +33,7 @@ from coharden.cli.options import (
     TauOpt,
     TimeoutOpt,
     mpe_config,
+    output_option,
     parse_mutators,
     ranged,
     workers_option,
@@ -68,7 +69,7 @@ def study_real_bugs(
                                        "heldout (where validity is computed once) or all; the rule: "
                                        "docs/laxity_estimate.md.")] = "all",
     workers: Annotated[int, workers_option("MPE workers (one checkout each).")] = 2,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory.")] = Path("study-results"),
+    output: Annotated[Path, output_option(help="Report directory.")] = Path("study-results"),
     systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")]
     = None,
     system_file: Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: a system's test "
@@ -203,7 +204,7 @@ def _study_llm(settings, sources: list[str], model: str | None, api_base: str | 
 def study_envcheck(
     records: Annotated[Path, typer.Option("--records", help="SWE-bench records (JSON / JSONL).")],
     repos: Annotated[Path, typer.Option("--repos", help="Directory of owner__name repository snapshots.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Report directory (envcheck.md, .jsonl).")]
+    output: Annotated[Path, output_option(help="Report directory (envcheck.md, .jsonl).")]
     = Path("envcheck-results"),
     only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
     = None,
@@ -261,7 +262,7 @@ def study_agreement(
                                               "'resolved' and 'tests_status' (JSONL).")],
     system: Annotated[str | None, typer.Option("--system", help="Fix system of the report (default: first).")]
     = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write agreement.md / .json here.")]
+    output: Annotated[Path | None, output_option(help="Write agreement.md / .json here.")]
     = None,
     as_json: JsonOpt = False,
 ) -> None:

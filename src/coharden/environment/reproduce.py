@@ -53,7 +53,7 @@ from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
 from coharden.patches import is_test_path, make_diff, split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
-from coharden.schema.verdict import Outcome, Verdict
+from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 PROBE_MODULE = "coharden_import_probe"
 PROBE_OUTPUT = ".coharden-import-probe.json"
@@ -84,12 +84,27 @@ class Expectation(BaseModel):
                  if self.message else ""]
         return " and ".join(p for p in parts if p)
 
-    def matches(self, text: str) -> bool:
-        if self.exception:
-            name = re.escape(self.exception.rsplit(".", 1)[-1])
-            if not re.search(rf"(^|[\s.:(\[]){name}(:|\b)", text, re.MULTILINE):
-                return False
-        return not self.message or self.message in text
+    def judge(self, verdict: Verdict) -> tuple[bool, str]:
+        """(ok, detail): did every failing test of ``verdict`` fail with the expected exception (its type, or a
+        subclass) and message? Decided from the exceptions the runner recorded per test (the exception objects'
+        types, never a search of the output, where the test's own source - ``pytest.raises(ValueError)`` - and
+        the traceback text show up too). The message must be part of the raised exception's own message."""
+        failing = {test: verdict.raised.get(test, []) for test, statuses in verdict.tests.items()
+                   if any(s in (TestStatus.FAILED, TestStatus.ERROR) for s in statuses)}
+        if not failing:
+            return False, "no failing test to judge"
+        for test, raised in failing.items():
+            if not raised:
+                return False, f"{test}: the runner did not record the exception it raised"
+            for exc in raised:
+                got = f"{test}: raised {exc.type}" + (f": {exc.message[:200]}" if exc.message else "")
+                if self.exception and not exc.is_a(self.exception):
+                    return False, f"expected {self.describe()}; {got}"
+                if self.message and self.message not in exc.message:
+                    return False, f"expected {self.describe()}; {got}"
+        first = next(iter(failing.items()))
+        return True, f"{first[0]}: raised {first[1][0].type}" + (f" (and {len(failing) - 1} more test(s))"
+                                                               if len(failing) > 1 else "")
 
 
 class Check(BaseModel):
@@ -250,9 +265,8 @@ def _verdict_checks(report: ReproductionReport, expect: Expectation | None) -> N
     detail = buggy.short()[:400]
     report.checks.append(Check(name="fails_on_buggy", ok=buggy.failed, detail=detail))
     if expect is not None and (expect.exception or expect.message) and buggy.failed:
-        text = f"{buggy.reason}\n{buggy.output_tail}"
-        report.checks.append(Check(name="expected_failure", ok=expect.matches(text),
-                                   detail=f"expected {expect.describe()}; got: {buggy.reason[:300]}"))
+        ok, detail = expect.judge(buggy)
+        report.checks.append(Check(name="expected_failure", ok=ok, detail=detail[:400]))
     report.checks.append(Check(name="passes_on_patched", ok=patched.passed, detail=patched.short()[:400]))
 
 

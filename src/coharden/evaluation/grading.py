@@ -42,7 +42,7 @@ from coharden.execution.testids import harness_ids, resolve_names
 from coharden.execution.verify import fail_to_pass
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEError, evaluate
-from coharden.patches import drop_binary_stubs, split_patch, touched_files
+from coharden.patches import drop_binary_stubs, prediction_tests, split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mpe_row import MPERow
@@ -186,16 +186,6 @@ def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) 
     return grade
 
 
-def _test_part(executor: InstanceExecutor, patch: str | None) -> tuple[str, list[str]]:
-    """The test part of a test prediction and the non-test files it also touched (dropped)."""
-    if not (patch or "").strip():
-        raise TestIdError("the test patch is empty")
-    source, tests = split_patch(patch or "", executor.settings.test_patterns)
-    if not tests.strip():
-        raise TestIdError("the test patch touches no test file")
-    return tests, touched_files(source)
-
-
 def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None, options: GradeOptions,
                store: Store | None) -> dict[str, Any]:
     """F->P, MPE class and laxity of one test prediction (an :class:`MPERow` as JSON; ``error`` when not
@@ -208,10 +198,10 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
     if cached is not None:
         return cached
     try:
-        test_text, dropped = _test_part(executor, test)
+        test_text, dropped = prediction_tests(test, executor.settings.test_patterns)
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
-        row = MPERow.invalid(str(exc))
+        data = MPERow.invalid(str(exc)).to_json()
     else:
         try:
             result = evaluate(executor, instance.patch, candidate, golden.reference, options.mpe)
@@ -220,7 +210,10 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
         row = result.row().model_copy(update={"dropped_source_files": dropped})
         if Outcome.HARNESS_ERROR.value in (row.buggy, row.fixed):
             return {"error": f"harness error: {row.reason}"}  # not cached: a rerun may succeed
-    data = row.to_json()
+        data = row.to_json()
+        # the per-mutant rows of ``mpe --json`` (mutant, both verdicts, cell): which wrong fixes the test let
+        # through, comparable with ``mpe`` mutant by mutant
+        data["mutants"] = result.to_json(timings=False)["mutants"]
     if store is not None:
         store.put_record(CACHE_KIND, key, data)
     return data
@@ -229,7 +222,7 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
 def fail_to_pass_only(executor: InstanceExecutor, test: str | None) -> dict[str, Any]:
     """F->P only (no mutants): FAIL on the base, PASS on the golden fix."""
     try:
-        test_text, _ = _test_part(executor, test)
+        test_text, _ = prediction_tests(test, executor.settings.test_patterns)
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
         return {"fail_to_pass": False, "buggy": None, "fixed": None, "reason": str(exc)}
@@ -246,7 +239,7 @@ def own_test(executor: InstanceExecutor, fix: str | None, test: str | None) -> d
     if not (fix or "").strip():
         return {"usable": False, "reason": "no fix"}
     try:
-        test_text, _ = _test_part(executor, test)
+        test_text, _ = prediction_tests(test, executor.settings.test_patterns)
         candidate = executor.test_patch(test_text, name="own")
         source, _ = split_patch(fix or "", executor.settings.test_patterns)
     except (TestIdError, ApplyError, PatchError) as exc:

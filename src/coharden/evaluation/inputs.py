@@ -17,7 +17,7 @@ from typing import Literal
 
 from coharden.errors import CoHardenError
 from coharden.schema.instance import Instance
-from coharden.schema.prediction import Prediction, load_predictions
+from coharden.schema.prediction import Prediction, check_one_per_instance, load_predictions
 
 GOLD = "gold"
 
@@ -79,12 +79,8 @@ def load_prediction_sets(spec: str, instances: Mapping[str, Instance], kind: Lit
         groups.setdefault(name or pred.model_name_or_path, []).append(pred)
     sets: list[PredictionSet] = []
     for group, preds in groups.items():
-        by_id: dict[str, Prediction] = {}
-        for pred in preds:
-            if pred.instance_id in by_id:
-                raise CoHardenError(f"{path}: two {kind} predictions of system {group!r} for instance "
-                                    f"{pred.instance_id!r}; give one per instance")
-            by_id[pred.instance_id] = pred
+        check_one_per_instance([p.model_copy(update={"model_name_or_path": group}) for p in preds], path, kind)
+        by_id = {pred.instance_id: pred for pred in preds}
         sets.append(PredictionSet(name=group, source=str(path), predictions=by_id))
     if not sets:
         raise CoHardenError(f"{path}: holds no predictions")

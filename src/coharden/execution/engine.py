@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any, Protocol
 
 from coharden.errors import CoHardenError
+from coharden.execution import interrupt
 
 Job = tuple[Callable[..., Any], tuple[Any, ...]]
 
@@ -31,23 +32,57 @@ class Engine(Protocol):
 
 class LocalEngine:
     """Threads in this process. Jobs spend their time in test subprocesses, so threads are enough, and each
-    job builds its own workspace and executor (no state shared between workers)."""
+    job builds its own workspace and executor (no state shared between workers).
+
+    Ctrl-C (a KeyboardInterrupt in the thread that called :meth:`run`): no job starts any more, the running
+    ones stop at their next test process (:mod:`coharden.execution.interrupt`; ``on_interrupt(running)`` is
+    told at once how many run), results that still arrive go to ``on_result``, then the KeyboardInterrupt is
+    raised again; a second Ctrl-C while they wind down raises :class:`~coharden.execution.interrupt.StopNow`
+    without waiting."""
 
     name = "local"
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, on_interrupt: Callable[[int], None] | None = None) -> None:
         self.workers = max(1, workers)
+        self.on_interrupt = on_interrupt
 
     def run(self, jobs: Sequence[Job], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+        interrupt.reset()
         results: list[Any] = [None] * len(jobs)
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            futures = {pool.submit(fn, *args): index for index, (fn, args) in enumerate(jobs)}
+        pool = ThreadPoolExecutor(max_workers=self.workers)
+        futures = {pool.submit(fn, *args): index for index, (fn, args) in enumerate(jobs)}
+        try:
             for future in as_completed(futures):
                 index = futures[future]
                 results[index] = future.result()
                 if on_result:
                     on_result(index, results[index])
+        except KeyboardInterrupt:
+            self._wind_down(pool, futures, results, on_result)
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=True)
         return results
+
+    def _wind_down(self, pool: ThreadPoolExecutor, futures: dict[Future[Any], int], results: list[Any],
+                   on_result: Callable[[int, Any], None] | None) -> None:
+        """After the first Ctrl-C: cancel what has not started, let the running jobs stop, keep their results."""
+        interrupt.request_stop()
+        running = [f for f in futures if not f.cancel() and not f.done()]
+        pool.shutdown(wait=False, cancel_futures=True)
+        if self.on_interrupt:
+            self.on_interrupt(len(running))
+        try:
+            for future in as_completed(running):
+                if future.cancelled() or future.exception() is not None:
+                    continue  # Interrupted (stopped before its next test process) or failed: no result
+                results[futures[future]] = future.result()
+                if on_result:
+                    on_result(futures[future], results[futures[future]])
+        except KeyboardInterrupt as exc:
+            raise interrupt.StopNow() from exc
+        interrupt.reset()
 
     def close(self) -> None:
         pass
@@ -103,9 +138,10 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return fn(*args)
 
 
-def make_engine(kind: str, *, workers: int, address: str | None = None) -> Engine:
+def make_engine(kind: str, *, workers: int, address: str | None = None,
+                on_interrupt: Callable[[int], None] | None = None) -> Engine:
     if kind == "local":
-        return LocalEngine(workers)
+        return LocalEngine(workers, on_interrupt)
     if kind == "ray":
         return RayEngine(address=address or os.environ.get("RAY_ADDRESS"), workers=workers)
     raise CoHardenError(f"unknown executor {kind!r} (known: local, ray)")

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
+from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.sandbox import NETWORK_FAILURE, Confinement, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
-from coharden.schema.verdict import Outcome, TestStatus, Verdict
+from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
 
 # pytest exit codes
 _EXIT_INTERNAL, _EXIT_USAGE, _EXIT_NO_TESTS = 3, 4, 5
@@ -118,6 +119,16 @@ class PytestRun:
                     seen[node] = False
         return seen
 
+    def raised(self) -> list[Raised]:
+        """The exceptions test phases raised, from the stream (the exception objects' own types)."""
+        found = []
+        for event in self.stream or []:
+            if isinstance(event.get("raised"), str) and isinstance(event.get("type"), str):
+                bases = [b for b in event.get("bases") or [] if isinstance(b, str)]
+                found.append(Raised(case=event["raised"], when=str(event.get("when", "")), type=event["type"],
+                                    bases=bases or [event["type"]], message=str(event.get("message", ""))))
+        return found
+
     def collection_errors(self) -> list[Case]:
         # with --continue-on-collection-errors pytest reports a broken module as an <error> case whose
         # classname is empty and whose name is the module path (dotted)
@@ -161,6 +172,28 @@ def matching_cases(node_id: str, cases: list[Case]) -> list[Case]:
         named = [c for n, c in enumerate(of_base)
                  if (found := _GENERATED_PARAM.fullmatch(c.name.partition("[")[2])) and int(found[1]) == n]
     return named or of_base
+
+
+_JUNIT_TYPE = re.compile(r"([A-Za-z_][\w.]*)(?::|$)")
+
+
+def _raised_of(ran_id: str, matched: list[Case], run: PytestRun) -> list[Raised]:
+    """The exceptions the failing cases of ``ran_id`` raised: from the stream where the run streamed (the first
+    failing phase of each case), else the type name JUnit's failure message starts with (pytest writes the
+    exception's ``Type: message`` there); nothing where neither says."""
+    if run.stream is not None:
+        base = runnable_id(ran_id)
+        first: dict[str, Raised] = {}
+        for raised in run.raised():
+            if raised.case == ran_id or raised.case == base or raised.case.startswith(base + "["):
+                first.setdefault(raised.case, raised)
+        return list(first.values())
+    found = []
+    for case in matched:
+        if case.status in (TestStatus.FAILED, TestStatus.ERROR) and (hit := _JUNIT_TYPE.match(case.message)):
+            found.append(Raised(case=f"{case.classname}::{case.name}", type=hit[1], bases=[hit[1]],
+                                message=case.message.partition(":")[2].strip()))
+    return found
 
 
 def parse_junit(path: Path) -> list[Case] | None:
@@ -229,6 +262,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
     ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
     ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted)."""
+    interrupt.check()  # a batch was interrupted: start no test process
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
     use_server = server is not None and server.alive and image is None and not settings.services
     # an id the harness cut runs as its whole base test: a sibling parameter's failure must not stop the run
@@ -464,11 +498,14 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
 
     tests: dict[str, list[TestStatus]] = {}
+    raised: dict[str, list[Raised]] = {}
     messages: list[str] = []
     for ran_id in ids:
         reported = rename.get(ran_id, ran_id)
         matched = matching_cases(ran_id, run.cases)
         tests[reported] = [c.status for c in matched] or [TestStatus.MISSING]
+        if any(c.status in (TestStatus.FAILED, TestStatus.ERROR) for c in matched):
+            raised[reported] = _raised_of(ran_id, matched, run)
         messages += [f"{reported}: "
                      + (f"[the test reached for the network: {hint}] " if (hint := c.network_hint()) else "")
                      + (c.message.splitlines()[0] if c.message else c.status.value)
@@ -479,10 +516,10 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
     if missing and run.first_failure and failed and run.returncode == 1:
         # pytest -x stopped at a failure: the verdict is FAIL whatever the ids it did not run would have done
         reason = "; ".join(messages)[:400] + f" (stopped at the first failure; {len(missing)} ids not run)"
-        return Verdict(outcome=Outcome.FAIL, reason=reason, tests=tests, **base)
+        return Verdict(outcome=Outcome.FAIL, reason=reason, tests=tests, raised=raised, **base)
     if missing:
         reason = f"test ids not run: {', '.join(missing)}{_collection_detail(run)}"
         return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests=tests, **base)
     if any(s in bad for statuses in tests.values() for s in statuses):
-        return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, **base)
+        return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, raised=raised, **base)
     return Verdict(outcome=Outcome.PASS, tests=tests, **base)

@@ -204,9 +204,11 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
              env: dict[str, str] | None = None, confine: Confinement | None = None) -> Verdict:
     """Run ``ids`` with a log-based ``runner`` in the sandbox (``confine``: the executor's bwrap confinement; the
     same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation."""
+    from coharden.execution import interrupt
     from coharden.execution.pytest_runner import test_environment
     from coharden.execution.services import wrap
 
+    interrupt.check()  # a batch was interrupted: start no test process
     command = runner.command(python, ids)
     full_env = {**test_environment(), **command.env, **(env or {})}
     cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coharden.errors import CoHardenError
 from coharden.schema.verdict import Verdict
 
 _SCHEMA = """
@@ -88,13 +89,24 @@ def study_key(kind: str, version: int, *parts: Any) -> str:
     return content_key(kind, version, *parts)
 
 
+class StoreError(CoHardenError):
+    """The result store cannot be opened or written."""
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.executescript(_SCHEMA)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._conn() as conn:
+                conn.executescript(_SCHEMA)
+                conn.execute("BEGIN IMMEDIATE")  # a write lock: a read-only store fails here, before any work
+                conn.execute("ROLLBACK")
+        except (OSError, sqlite3.Error) as exc:
+            self.close()
+            raise StoreError(f"{self.path.absolute()}: cannot open the result store for writing "
+                             f"({getattr(exc, 'strerror', None) or exc}); give a writable --store") from exc
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

@@ -14,14 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from coharden.config import Settings
-from coharden.errors import CoHardenError
+from coharden.errors import ApplyError, CoHardenError, PatchError, TestIdError
 from coharden.execution.engine import Engine, Job, LocalEngine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import MPE_ROW, Store, mpe_row_key
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import evaluate
+from coharden.patches import prediction_tests
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mpe_row import MPERow
 from coharden.schema.prediction import Prediction
 
 DEFAULT_CUTOFFS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
@@ -39,10 +41,15 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
                         config: MPEConfig, llm_mutator: Any = None) -> dict[str, Any]:
     """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
 
-    ``store`` caches verdicts only; the driver of a batch keeps the rows (see :func:`run_batch`)."""
+    As ``coharden eval`` grades it: the prediction's test part is the candidate (source files it also touches
+    are dropped and listed); a prediction that is empty, not a diff, touches no test file or does not apply is
+    ``Invalid`` (``applied`` false, the reason in words), not an error. ``store`` caches verdicts only; the
+    driver of a batch keeps the rows (see :func:`run_batch`)."""
     row: dict[str, Any] = {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path}
-    if not (prediction.model_patch or "").strip():
-        return {**row, "error": "empty model_patch"}
+    try:
+        tests, dropped = prediction_tests(prediction.model_patch, settings.test_patterns)
+    except (TestIdError, PatchError) as exc:
+        return {**row, **MPERow.invalid(str(exc)).to_json()}
     try:
         repo = resolve_repo(instance, settings.repos_dir)
         from coharden.environment.derived import auto_spec_settings
@@ -50,9 +57,14 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
         settings = auto_spec_settings(instance, repo, settings)  # a SWE-bench record: its spec environment
         with InstanceExecutor(instance, repo, settings, store) as executor:
             reference = executor.golden_test()
-            candidate = executor.test_patch(prediction.model_patch or "", name=prediction.model_name_or_path)
+            try:
+                candidate = executor.test_patch(tests, name=prediction.model_name_or_path)
+            except (TestIdError, ApplyError, PatchError) as exc:
+                return {**row, **MPERow.invalid(str(exc)).to_json()}
             result = evaluate(executor, instance.patch, candidate, reference, config, llm_mutator=llm_mutator)
         row.update(result.to_json())
+        if dropped:
+            row["dropped_source_files"] = dropped
     except CoHardenError as exc:
         row["error"] = str(exc)
     return row
@@ -80,6 +92,14 @@ def cutoff_table(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> li
     laxities = [r["laxity"] for r in rows if r.get("fail_to_pass") and r.get("laxity") is not None]
     return [{"cutoff": c, "Rigorous": sum(1 for x in laxities if x < c), "Lax": sum(1 for x in laxities if x >= c)}
             for c in cutoffs]
+
+
+def cutoff_classes(laxity: float | None, cutoffs: Sequence[float]) -> list[dict[str, Any]]:
+    """One F->P test's class at each cutoff, by the rule of :func:`cutoff_table` (Rigorous below it); empty
+    for a test without a laxity (not F->P, no admissible mutant): its class does not depend on a cutoff."""
+    if laxity is None:
+        return []
+    return [{"cutoff": c, "class": "Rigorous" if laxity < c else "Lax"} for c in cutoffs]
 
 
 def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[str, Any]:
@@ -112,7 +132,7 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
     job_index: list[int] = []
     for index, prediction in enumerate(predictions):
         instance = instances.get(prediction.instance_id)
-        if instance is not None and (prediction.model_patch or "").strip():
+        if instance is not None:
             keys[index] = result_key(prediction, instance, config)
             cached = store.get_record(MPE_ROW, keys[index])
             if cached is not None:

@@ -244,6 +244,7 @@ def _no_usage() -> dict[str, object]:
 def _strip_verdict(verdict: dict, timings: bool) -> None:
     verdict.pop("output_tail", None)
     verdict.pop("cached", None)
+    verdict.pop("raised", None)  # the exceptions per failing test (reproduce check reads them), not MPE's
     if not timings:
         verdict.pop("duration", None)
         verdict.pop("time_limit", None)  # scaled from measured durations

@@ -237,8 +237,11 @@ def _stratified(rng: random.Random, tiers: list[list[int]], sources: list[str], 
     test's one, three places), so the pool would favour that test, where MPE compares both."""
     chosen: list[int] = []
     for tier in tiers:
-        names = sorted({sources[i] for i in tier})
-        turns = rng.sample(names, len(names))  # who goes first, so a leftover place favours no name
+        # the tests in the order their mutants come (the order the tests were recorded in: candidate, then
+        # reference), never sorted by name: the sample must not depend on what a user called a test (``mpe
+        # --test lax`` and ``eval``'s "candidate" drew different mutants from one pool)
+        names = list(dict.fromkeys(sources[i] for i in tier))
+        turns = rng.sample(names, len(names))  # who goes first, so a leftover place favours no test
         groups = {src: rng.sample(members, len(members)) for src in turns
                   if (members := [i for i in tier if sources[i] == src])}
         while len(chosen) < limit and any(groups.values()):

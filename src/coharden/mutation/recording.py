@@ -62,9 +62,13 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
          for i in unique])
     by_index = dict(zip(unique, runs, strict=True))
     records: list[dict[str, Any]] = []
+    labels: dict[str, str] = {}  # recording ident -> label; two different tests never share one
     for index, test in enumerate(tests):
         ran = by_index[first[_recording_ident(test)]]
         label = test.name or f"test{index}"
+        while label in labels.values() and labels.get(_recording_ident(test)) != label:
+            label += "'"
+        labels[_recording_ident(test)] = label
         code = "fixed" if source_patch.strip() else "buggy"
         if isinstance(ran, str):  # the recorder did not run, or not to its end: said, never taken for "no input"
             records.append({"kind": FAILED, "from_test": label, "reason": ran, "code": code})

@@ -43,3 +43,24 @@ def load_predictions(path: Path) -> list[Prediction]:
             fields = "; ".join(f"field {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise InstanceError(f"{where}: {fields}") from exc
     return predictions
+
+
+def check_one_per_instance(predictions: list[Prediction], source: Path | str, kind: str = "test") -> None:
+    """Refuse two predictions of one system for one instance (which one would count?), as ``eval`` and batch
+    ``mpe`` both do."""
+    seen: set[tuple[str, str]] = set()
+    for pred in predictions:
+        key = (pred.model_name_or_path, pred.instance_id)
+        if key in seen:
+            raise InstanceError(f"{source}: two {kind} predictions of system {pred.model_name_or_path!r} for "
+                                f"instance {pred.instance_id!r}; give one per instance")
+        seen.add(key)
+
+
+def unknown_ids_message(ids: list[str], what: str = "predictions") -> str:
+    """The one line both ``eval`` and batch ``mpe`` print for predictions whose instance is not in the
+    instances file (they are not graded)."""
+    shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
+    return (f"{len(ids)} {what} name instance ids that are not in the instances file (not graded): {shown}"
+            if len(ids) != 1 else f"1 of the {what} names an instance id that is not in the instances file "
+                                   f"(not graded): {shown}")

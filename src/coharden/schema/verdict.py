@@ -33,6 +33,32 @@ class TestStatus(StrEnum):
     MISSING = "MISSING"
 
 
+class Raised(BaseModel):
+    """The exception one failing test case raised, read from the exception object by the stream plugin (or, for
+    a run without the stream, from the type name JUnit's failure message starts with; ``bases`` then holds that
+    name only)."""
+
+    case: str
+    """The case's node id as it ran (a parameter of a parametrized test has its own)."""
+    when: str = "call"
+    type: str
+    """``module.Qualname`` (bare for builtins)."""
+    bases: list[str] = Field(default_factory=list)
+    """The qualified names of the type's classes, the type first (``object`` left out)."""
+    message: str = ""
+
+    def is_a(self, expected: str) -> bool:
+        """Is the raised exception an ``expected`` (a class name, or a dotted one: then it must end the
+        qualified name at a dot), or a subclass of one?"""
+        expected = expected.strip()
+        for name in self.bases or [self.type]:
+            if "." not in expected and name.rsplit(".", 1)[-1] == expected:
+                return True
+            if "." in expected and (name == expected or name.endswith("." + expected)):
+                return True
+        return False
+
+
 class Verdict(BaseModel):
     """The verdict of one test patch's ids on one code state.
 
@@ -55,6 +81,9 @@ class Verdict(BaseModel):
     clock allowing ``LOAD_MARGIN`` times it; else it was a wall-clock limit."""
     tampering: list[str] = Field(default_factory=list)
     """What the test did that could forge results (conftest.py, pytest hooks, JUnit writes, os._exit)."""
+    raised: dict[str, list[Raised]] = Field(default_factory=dict)
+    """For every wanted id that failed or errored: the exceptions its cases raised (empty where the runner
+    does not say, e.g. Django's and sympy's)."""
 
     @property
     def admissible(self) -> bool:

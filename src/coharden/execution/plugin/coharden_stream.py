@@ -3,7 +3,10 @@ file named by ``COHARDEN_STREAM`` while the session runs, so a run killed at its
 tests finished and which one was running, and a session that never reached its end (``os._exit``, a crash) is
 told apart from one that did.
 
-Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool}, {"finish": code}.
+Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool}, {"finish": code},
+and for a phase that failed with an exception {"raised": nodeid, "when": phase, "type": "module.Qualname",
+"bases": [the qualified names of its classes, itself first], "message": str(exception)[:2000]}: the type a test
+raised, from the exception object itself (``reproduce check --expect-exception`` reads it; no text search).
 
 Once pytest has imported its ``-p`` plugins, the directories coharden put on ``PYTHONPATH`` for them (listed in
 ``COHARDEN_PLUGIN_PATH``) leave ``sys.path`` and ``PYTHONPATH`` again, before any conftest or test runs: the
@@ -71,6 +74,27 @@ def pytest_runtest_logstart(nodeid, location):
 def pytest_runtest_logreport(report):
     _emit({"report": report.nodeid, "when": report.when, "outcome": report.outcome,
            "xfail": bool(getattr(report, "wasxfail", None) is not None and report.when == "call")})
+
+
+def _qualified(cls):
+    module = getattr(cls, "__module__", "") or ""
+    name = getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "?")
+    return name if module in ("builtins", "exceptions") else module + "." + name
+
+
+def pytest_exception_interact(node, call, report):
+    """Called after the report of a phase that raised (not for skips or expected failures)."""
+    excinfo = getattr(call, "excinfo", None)
+    if excinfo is None:
+        return
+    try:
+        kind = excinfo.type
+        bases = [_qualified(c) for c in kind.__mro__ if c is not object]
+        message = str(excinfo.value)[:2000]
+    except Exception:  # noqa: BLE001 - a broken __str__ of the test's own exception
+        bases, message = [_qualified(excinfo.type)], ""
+    _emit({"raised": getattr(node, "nodeid", ""), "when": getattr(call, "when", ""), "type": bases[0],
+           "bases": bases, "message": message})
 
 
 def pytest_sessionfinish(session, exitstatus):
