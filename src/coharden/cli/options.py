@@ -39,8 +39,9 @@ LOOP_TAU_HELP = f"{LOOP_TAU}, the CoHarden loop's threshold"
 
 def _allowed(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool = False) -> str:
     if lo is not None and hi is not None:
-        excluded = [str(b) for b, is_open in ((lo, lo_open), (hi, hi_open)) if is_open]
-        return f"{lo} to {hi}" + (f", {' and '.join(excluded)} excluded" if excluded else "")
+        if not (lo_open or hi_open):
+            return f"{lo} to {hi}"
+        return f"{'more than' if lo_open else 'at least'} {lo}, {'less than' if hi_open else 'at most'} {hi}"
     if lo is not None:
         return f"{'>' if lo_open else '>='} {lo}"
     return f"<= {hi}"
