@@ -43,8 +43,13 @@ class _Console(Console):
 
     @property
     def size(self) -> ConsoleDimensions:
+        # COLUMNS read now, not when the console was made (rich keeps the value it saw then: a console made
+        # while some caller had COLUMNS set stayed that narrow)
         size = Console.size.fget(self)  # type: ignore[attr-defined]
-        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit():
+            return ConsoleDimensions(int(columns), size.height)
+        if not self.is_terminal:
             return ConsoleDimensions(PIPED_WIDTH, size.height)
         return size
 
