@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +16,7 @@ from coharden.errors import TestIdError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
-from coharden.mpe.evaluate import MPEError, evaluate
+from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
 from coharden.schema.mpe_config import MPEConfig
@@ -181,20 +182,26 @@ def test_same_seed_gives_byte_identical_json(project: dict[str, str], tmp_path: 
     assert outputs[0] == outputs[1]
 
 
+def _lax_mpe_on(workers: int, project: dict[str, str], tmp_path: Path, **config: Any) -> tuple[MPEResult, int]:
+    """MPE of the project's lax test with ``workers`` workers: (result, executors the pool made)."""
+    settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers)
+    inst = _instance(project)
+
+    def factory() -> InstanceExecutor:
+        return InstanceExecutor(inst, Path(project["repo"]), settings, None)
+
+    with factory() as ex, ExecutorPool(factory, workers) as pool:
+        result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
+                          MPEConfig(workers=workers, **config), pool=pool)
+        return result, len(pool.executors)
+
+
 def test_parallel_workers_agree_with_serial(project: dict[str, str], tmp_path: Path) -> None:
     cells = []
     for workers in (1, 2):
-        settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers)
-        inst = _instance(project)
-
-        def factory(inst: Instance = inst, settings: Settings = settings) -> InstanceExecutor:
-            return InstanceExecutor(inst, Path(project["repo"]), settings, None)
-
-        with factory() as ex, ExecutorPool(factory, workers) as pool:
-            result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
-                              MPEConfig(workers=workers), pool=pool)
-            # at most one executor per worker, reused across mutants; none when serial
-            assert len(pool.executors) <= (workers if workers > 1 else 0)
+        result, executors = _lax_mpe_on(workers, project, tmp_path)
+        # at most one executor per worker, reused across mutants; none when serial
+        assert executors <= (workers if workers > 1 else 0)
         cells.append([(mr.mutant.id, mr.cell) for mr in result.mutants])
     assert cells[0] == cells[1]
 
@@ -507,19 +514,7 @@ def test_sequential_mpe_gives_the_same_draws_on_one_and_two_workers(project: dic
     """Sequential MPE states its frame, and the same seed gives the same draws, stop and class on 1 and 2
     workers. (This pool is small: the lax test's laxity, 4 of 19, sits next to tau, so every mutant runs and the
     laxity is exact; tests/test_examples.py checks a lax test that is decided early.)"""
-    runs = []
-    for workers in (1, 2):
-        settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers)
-        inst = _instance(project)
-
-        def factory(inst: Instance = inst, settings: Settings = settings) -> InstanceExecutor:
-            return InstanceExecutor(inst, Path(project["repo"]), settings, None)
-
-        with factory() as ex, ExecutorPool(factory, workers) as pool:
-            result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
-                              MPEConfig(workers=workers, seed=4), pool=pool)
-        runs.append(result)
-    first, second = runs
+    first, second = (_lax_mpe_on(workers, project, tmp_path, seed=4)[0] for workers in (1, 2))
     assert first.sequential
     assert first.test_class is TestClass.LAX
     assert first.stop == "pool"

@@ -108,9 +108,10 @@ class InstanceExecutor:
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
         env = f"docker:{self.image}" if self.image else test_environment_id(settings, self.python)
-        self.isolation = "docker" if self.image else isolation_level(settings.network, self._confinement(None))
+        confine = self._confinement(None)
+        self.isolation = "docker" if self.image else isolation_level(settings.network, confine)
         if not self.image:
-            require_confinement(settings.network, self._confinement(None), settings.allow_weak_sandbox)
+            require_confinement(settings.network, confine, settings.allow_weak_sandbox)
         # sandbox=2: verdicts from before the allow-listed sandbox (which a hostile test could forge) are not reused
         self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=2"
         self._server_failed = ""  # why the fork server is not used, once it failed
@@ -176,8 +177,7 @@ class InstanceExecutor:
         writable = (root,) if root is not None else ()
         protected = (root / ".git",) if root is not None else ()
         # the job's own PYTHONPATH entries (a spec environment's), outside the worktree
-        job_path = pythonpath_dirs({k: v.replace("{workspace}", str(root or "")) for k, v in
-                                    (self.settings.test_env or {}).items()})
+        job_path = pythonpath_dirs(self._fill_workspace(root) or {})
         readable = (self.workspace.source / ".git" / "objects", *self._environment_dirs(),
                     *(p for p in job_path if root is None or not p.is_relative_to(root)))
         hidden: tuple[Path, ...] = ()
@@ -207,10 +207,13 @@ class InstanceExecutor:
 
     def _job_env(self) -> dict[str, str] | None:
         """The settings' test environment for this job's checkout ('{workspace}' filled in)."""
+        return self._fill_workspace(self._root()) if self.settings.test_env else None
+
+    def _fill_workspace(self, root: Path | None) -> dict[str, str] | None:
+        """The settings' test environment with '{workspace}' replaced by ``root`` (empty when not open yet)."""
         if not self.settings.test_env:
             return None
-        root = str(self._root())
-        return {k: v.replace("{workspace}", root) for k, v in self.settings.test_env.items()}
+        return {k: v.replace("{workspace}", str(root or "")) for k, v in self.settings.test_env.items()}
 
     def _fork_server(self) -> ForkServer | None:
         """The warm fork server of this executor, started on first use (and again after a test killed it);

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import hmac
 import json
 import os
@@ -27,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from coharden.execution.forkserver_main import protocol_mac
 from coharden.execution.sandbox import (
     PRIVATE_HOME,
     Confinement,
@@ -43,12 +43,6 @@ _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, befo
 
 class ForkServerError(RuntimeError):
     pass
-
-
-def _mac(key: bytes, message: dict) -> str:
-    """The protocol's HMAC of a line (``forkserver_main._mac``: the same canonical form)."""
-    body = json.dumps({k: v for k, v in message.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
-    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
 class ForkServer:
@@ -132,7 +126,7 @@ class ForkServer:
         if message is None:
             return None
         signed = isinstance(message, dict) and hmac.compare_digest(str(message.get("mac", "")),
-                                                                   _mac(self._key, message))
+                                                                   protocol_mac(self._key, message))
         if signed and "forged" in message:
             self.forged = "a request to the fork server that coharden did not sign (a test wrote to the protocol)"
             return None
@@ -146,7 +140,7 @@ class ForkServer:
         assert self.proc.stdin is not None
         self._seq += 1
         request = {**request, "seq": self._seq}
-        request["mac"] = _mac(self._key, request)
+        request["mac"] = protocol_mac(self._key, request)
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
 

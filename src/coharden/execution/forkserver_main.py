@@ -84,8 +84,9 @@ def _set_dumpable(value):
         pass
 
 
-def _mac(key, message):
-    """The HMAC of a protocol line's fields (all but "mac"), in a canonical JSON form."""
+def protocol_mac(key, message):
+    """The HMAC of a protocol line's fields (all but "mac"), in a canonical JSON form (the client imports
+    this one, so both sides compute it alike)."""
     body = json.dumps({k: v for k, v in message.items() if k != "mac"}, sort_keys=True, separators=(",", ":"))
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
@@ -100,13 +101,13 @@ class _Channel:
 
     def send(self, message):
         message = dict(message, seq=self.seq)
-        message["mac"] = _mac(self.key, message)
+        message["mac"] = protocol_mac(self.key, message)
         self.proto.write(json.dumps(message) + "\n")
 
     def accept(self, request):
         """True for the next request the client wrote (its number and MAC), False for anything else."""
         if not isinstance(request, dict) or request.get("seq") != self.seq + 1 \
-                or not hmac.compare_digest(str(request.get("mac", "")), _mac(self.key, request)):
+                or not hmac.compare_digest(str(request.get("mac", "")), protocol_mac(self.key, request)):
             return False
         self.seq += 1
         return True

@@ -197,7 +197,12 @@ def _bwrap_base() -> tuple[str, ...]:
 def interpreter_dirs(python: str) -> tuple[Path, ...]:
     """What a Python interpreter needs to run, read-only inside the sandbox: its prefixes (a virtual environment
     and the installation it was made from) and the entries of its ``sys.path`` (``.pth`` files add some), outside
-    the system directories. Empty for a command that is not a Python interpreter."""
+    the system directories. Empty for a command that is not a Python interpreter.
+
+    The probe runs outside the sandbox (it decides what the sandbox shows), so it runs only the interpreter's own
+    start-up: ``-I`` (no ``PYTHONPATH``, no user site, no script directory) and the environment's ``.pth``
+    files, which coharden's environment build wrote and which no test can change (the environment is shown
+    read-only to every run). Nothing of a test, fix or mutant runs here."""
     probe = ("import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, "
              "sys.base_exec_prefix, *sys.path]))")
     try:
