@@ -65,7 +65,7 @@ def naive_run(repo: Path, commit: str, source: str, test: TestPatch, python: str
                 subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, check=False)
         try:
             subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test.ids], cwd=work,
-                           capture_output=True, env=test_environment(), timeout=timeout, check=False)
+                           capture_output=True, env=test_environment(()), timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             pass
     return time.monotonic() - started

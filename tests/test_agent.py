@@ -378,7 +378,7 @@ def test_external_command_agent_loops_until_the_critic_accepts(
     script = tmp_path / "fake_agent.py"
     script.write_text(f"REPRO = {REPRO!r}\n" + FAKE_AGENT)
     critic = default_critic(context_for("test-only"), builtins=["clean_patch", "structural_validity", "fail_to_pass"])
-    agent = ExternalCommandAgent([sys.executable, str(script)], timeout=60)
+    agent = ExternalCommandAgent([sys.executable, str(script)], timeout=60, readable=[tmp_path])  # shown read-only
 
     result = agent.run(task, workspace, "test-only", critic, trajectory_path=tmp_path / "ext.jsonl")
 
@@ -402,7 +402,8 @@ def test_fix_only_and_joint_modes(mode, workspace, task, boundary, context_for, 
     if mode == "joint":
         command += f" && cp {tmp_path / 'test_repro.py'} tests/ && {sys.executable} -m pytest tests/test_repro.py -q"
 
-    result = ExternalCommandAgent(command).run(task, workspace, mode, default_critic(context_for(mode)))
+    result = ExternalCommandAgent(command, readable=[tmp_path]).run(task, workspace, mode,
+                                                                    default_critic(context_for(mode)))
 
     assert (result.exit_status, result.accepted) == ("Submitted", True), result.error
     final = result.critic_results[-1].metadata or {}
@@ -529,8 +530,8 @@ def test_cli_agent_with_an_external_command(tmp_path, monkeypatch) -> None:  # t
     script.write_text(f"REPRO = {REPRO!r}\n" + FAKE_AGENT)
     args = ["agent", str(EXAMPLE), "--output", str(tmp_path / "out"), "--store", str(tmp_path / "s.sqlite"), "--json"]
 
-    accepted = CliRunner().invoke(app, [*args, "--command", f"{sys.executable} {script}",
-                                        "--builtins", "clean_patch,fail_to_pass"])
+    accepted = CliRunner().invoke(app, [*args, "--command", f"{sys.executable} {script}", "--agent-readable",
+                                        str(tmp_path), "--builtins", "clean_patch,fail_to_pass"])
     rejected = CliRunner().invoke(app, [*args, "--command", "echo x >> throttle/limiter.py",
                                         "--builtins", "clean_patch", "--max-iterations", "1"])
     bad_mode = CliRunner().invoke(app, [*args, "--command", "true", "--mode", "tests"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import textwrap
 import time
 import uuid
@@ -737,3 +738,107 @@ def test_forged_encodings_naming_code_outside_the_repository_never_reach_mutants
     kept = ["t", [["o", "tinyexpr", {"Sym": "tinyexpr.expr"}, "Sym('a')"], None]]
     records = parse_records("\n".join(line(enc) for enc in [*forged, kept]), tmp_path, packages, exists)
     assert [json.loads(r["args_enc"]) for r in records] == [kept]
+
+
+# --- secrets in the environment (issue 32, item 4) -------------------------------------------------------------
+SECRETS = {"OPENAI_API_KEY": "sk-attack-openai", "AWS_SECRET_ACCESS_KEY": "attack-aws-secret",
+           "GITHUB_TOKEN": "ghp_attack_token", "COHARDEN_LLM_API_KEY": "attack-coharden-key",
+           "DATABASE_URL": "postgres://user:attack-db-password@host/db", "SSH_AUTH_SOCK": "/tmp/attack-agent.sock",
+           "LC_ATTACK_KEY": "attack-in-an-allowed-prefix"}
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_secrets_in_coharden_s_environment_never_reach_a_test(make_executor, example: LocalInstance,
+                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                fork_server: bool) -> None:
+    """A test prints its whole environment into its failure message: none of coharden's keys are there (nor in
+    the store), the allow-listed variables are, and a variable the user names with ``pass_env`` is."""
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COHARDEN_PASSED_ON_PURPOSE", "passed-on-purpose")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    store = Store(tmp_path / "store.sqlite")
+    ex = make_executor(store, fork_server=fork_server, pass_env=["COHARDEN_PASSED_ON_PURPOSE"])
+    dump = attack(ex, """\
+        def test_repro_dump_environment():
+            assert False, "ENV " + repr(sorted(os.environ.items()))
+        """)
+    verdict = ex.verdict("", dump)
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    seen = verdict.reason + verdict.output_tail
+    assert "ENV " in seen
+    for value in SECRETS.values():
+        assert value not in seen
+    assert "passed-on-purpose" in seen
+    assert "('LANG', 'C.UTF-8')" in seen
+    rows = repr(store_rows(store.path))
+    assert not [value for value in SECRETS.values() if value in rows]
+
+
+def test_agent_commands_see_no_secret_no_home_and_cannot_write_outside(example: LocalInstance, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An external agent's command (the default: sandboxed, with the network) dumps its environment, reads a
+    private file outside its workspace and lists the home directory, and writes beside its workspace: it sees
+    no key, no private file, and its writes land nowhere but in the workspace."""
+    from coharden.agent import AgentTask, ExternalCommandAgent
+    from coharden.critic import PassCritic
+    from coharden.execution.workspace import Workspace
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "id_rsa").write_text("attack-private-key-material")
+    outside = tmp_path / "planted.txt"
+    command = (f"env; cat {private / 'id_rsa'}; ls -a {Path.home()}; echo planted > {outside}; "
+               "echo in-workspace > inside.txt; true")
+    agent = ExternalCommandAgent(command, timeout=60)
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        result = agent.run(AgentTask(problem_statement="dump"), ws, "test-only", PassCritic())
+        inside = (ws.root / "inside.txt").read_text()
+    (observed,) = [e for e in result.events if e["kind"] == "observation"]
+    output = observed["output"]
+    assert "PATH=" in output  # the command ran and printed its environment
+    for value in SECRETS.values():
+        assert value not in output
+    assert "attack-private-key-material" not in output
+    assert not outside.exists()
+    assert inside == "in-workspace\n"
+    # of $HOME, only the directories holding the interpreter the command is shown (coharden's) are there
+    home_entries = {p.relative_to(Path.home()).parts[0] for p in interpreter_dirs(sys.executable)
+                    if p.is_relative_to(Path.home()) and p != Path.home()}
+    for entry in (p.name for p in Path.home().iterdir()):
+        if entry not in home_entries:
+            assert f"\n{entry}\n" not in f"\n{output}\n"
+
+
+def test_the_default_agent_s_commands_run_in_the_tests_sandbox(example: LocalInstance, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch, mock_llm) -> None:
+    """The default agent (mini-swe-agent over coharden's client): the trajectory the model sees holds no key of
+    coharden's (the model's own included) and nothing of the user's files."""
+    mini = pytest.importorskip("coharden.agent.mini", reason="the default agent needs mini-swe-agent")
+    from coharden.agent import AgentTask
+    from coharden.critic import PassCritic
+    from coharden.execution.workspace import Workspace
+    from coharden.llm import LLMClient, LLMConfig
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("COHARDEN_TEST_ATTACK_KEY", "attack-model-key")
+    private = tmp_path / "private.env"
+    private.write_text("attack-dotenv-secret")
+    run = f"env; cat {private}; echo planted > {tmp_path / 'planted.txt'}; true"
+    server = mock_llm([{"reply": f"THOUGHT: look.\n\n```mswea_bash_command\n{run}\n```", "times": 1},
+                       {"reply": "THOUGHT: done.\n\n```mswea_bash_command\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+                                 "\n```", "times": 1}])
+    client = LLMClient(LLMConfig(model="openai/gpt-4o-mini", api_base=server.base_url,
+                                 api_key_env="COHARDEN_TEST_ATTACK_KEY", max_tokens=256, timeout=10, max_retries=0))
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        result = mini.MiniSweAgent(client).run(AgentTask(problem_statement="dump"), ws, "test-only", PassCritic())
+    output = next(e for e in result.events if e["kind"] == "observation")["output"]
+    assert "PATH=" in output
+    seen_by_model = repr(server.requests[-1].messages)
+    for value in [*SECRETS.values(), "attack-model-key", "attack-dotenv-secret"]:
+        assert value not in output
+        assert value not in seen_by_model
+    assert not (tmp_path / "planted.txt").exists()

@@ -84,7 +84,10 @@ def test_core_install_runs_the_loop_with_an_external_agent(tmp_path: Path) -> No
     proc = subprocess.run(
         [sys.executable, "-c", BLOCK, "run", str(EXAMPLE), "--agent-command", command,
          "--mutator", "mechanical", "--rounds", "1", "--samples", "2", "--run-name", "core", "-o", str(out),
-         "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--timeout", "60"],
+         "--store", str(tmp_path / "s.sqlite"), "--workers", "1", "--timeout", "60",
+         # the agent command runs in the sandbox: it reads its files and variables only when shown them
+         "--agent-readable", str(tmp_path), "--agent-readable", str(EXAMPLE),
+         "--pass-env", "CORE_TEST_FILE", "--pass-env", "CORE_FIX_FILE"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = load_run_file(out / "rounds" / "core.jsonl")

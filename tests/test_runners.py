@@ -445,7 +445,7 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
         "def test_sleeps_forever():\n    time.sleep(60)\n\n\n"
         "def test_forges():\n    import os, signal\n    os.kill(os.getpid(), signal.SIGXCPU)\n")
     settings = Settings(fork_server=fork_server, timeout=60)
-    server = ForkServer(sys.executable, env=test_environment(), network=False) if fork_server else None
+    server = ForkServer(sys.executable, env=test_environment(()), network=False) if fork_server else None
     try:
         def run(test: str, limit: float | None) -> tuple[Verdict, float]:
             ids = [f"test_slow.py::{test}"]

@@ -375,7 +375,7 @@ def test_checked_hash_bytecode_never_runs_stale_code(calc_repo) -> None:  # type
     source.write_text(source.read_text().replace("a - b", "a + b"))  # same size ...
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... and same mtime: a timestamp .pyc is stale
     out = subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 3))"], cwd=repo,
-                         env=test_environment(), capture_output=True, text=True, check=True)
+                         env=test_environment(()), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "5"
 
 

@@ -169,11 +169,11 @@ def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Pa
     from coharden.execution.pytest_runner import test_environment
 
     (project / "test_v.py").write_text("import pkg\n\n\ndef test_v():\n    assert pkg.VALUE == 1\n")
-    server = ForkServer(sys.executable, env=test_environment(), network=False)
+    server = ForkServer(sys.executable, env=test_environment(()), network=False)
     spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_v.py"], "base": True}
 
     def run(base: bool = True) -> int | None:
-        env = {**test_environment(), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**test_environment(()), "PYTHONDONTWRITEBYTECODE": "1"}
         return server.run(project, ["-q", "-p", "no:cacheprovider", "test_v.py"], env, timeout=60, memory_mb=None,
                           cpu_seconds=None, warm={**spec, "base": base}).returncode
 
@@ -309,9 +309,9 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
     (root / "pkg" / "__init__.py").write_text("from pkg import core\n")
     (root / "pkg" / "core.py").write_text(CORE)
     (root / "test_shapes.py").write_text(SHAPES_TEST)
-    env = {**test_environment(), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**test_environment(()), "PYTHONDONTWRITEBYTECODE": "1"}
     args = ["-q", "-p", "no:cacheprovider", "test_shapes.py"]
-    server = ForkServer(sys.executable, env=test_environment(), network=False)
+    server = ForkServer(sys.executable, env=test_environment(()), network=False)
     spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_shapes.py"]}
     try:
         assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
@@ -358,8 +358,8 @@ def test_a_server_whose_warm_up_imports_the_project_is_not_used(tmp_path: Path) 
     (root / "src" / "_pytest").mkdir(parents=True)
     (root / "src" / "_pytest" / "__init__.py").write_text("")
     with pytest.raises(ForkServerError, match="imported the project under test \\(_pytest"):
-        ForkServer(sys.executable, env=test_environment(), network=False, project=root)
+        ForkServer(sys.executable, env=test_environment(()), network=False, project=root)
     other = tmp_path / "other"
     (other / "widget").mkdir(parents=True)
     (other / "widget" / "__init__.py").write_text("")
-    ForkServer(sys.executable, env=test_environment(), network=False, project=other).close()
+    ForkServer(sys.executable, env=test_environment(()), network=False, project=other).close()

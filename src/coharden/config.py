@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import PAPER_TAU
@@ -39,6 +40,12 @@ class Settings(BaseModel):
         "Grade untrusted tests where the full sandbox cannot be made (bwrap missing, off or without namespaces; "
         "no pids cgroup for the process limit): they then run with the weaker confinement, which every verdict "
         "records. Off: such a run is refused with the reason."))
+    pass_env: list[str] = Field(default_factory=list, description=(
+        "Host environment variables test processes get besides the allow-list (PATH, locale, time zone, user "
+        "names; never a key, token or provider setting): names only, read when each process starts."))
+    agent_readable: list[Path] = Field(default_factory=list, description=(
+        "Host paths an external agent's sandboxed command may read (its installation, its settings directory); "
+        "it sees the workspace and the system directories otherwise."))
     max_file_mb: int | None = Field(default=1024, ge=1, description=(
         "Largest file a test process may write, in MiB (RLIMIT_FSIZE: the write fails with EFBIG; None: off)."))
     test_patterns: list[str] = Field(
@@ -92,6 +99,14 @@ class Settings(BaseModel):
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     seed: int = 0
+
+    @field_validator("pass_env")
+    @classmethod
+    def _variable_names(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+        if bad:
+            raise ValueError(f"not an environment variable name: {bad[0]!r}")
+        return names
 
     def with_overrides(self, **overrides: Any) -> Settings:
         data = self.model_dump()

@@ -5,8 +5,14 @@ the command there, in its own process group with a wall-clock limit. The command
 argument list; ``{prompt_file}`` in it is replaced by the prompt file's absolute path, and the environment
 carries ``COHARDEN_PROMPT_FILE``, ``COHARDEN_ITERATION`` and ``COHARDEN_MODE``. For example::
 
-    ExternalCommandAgent("cat {prompt_file} | claude -p --dangerously-skip-permissions")
-    ExternalCommandAgent(["aider", "--yes", "--message-file", "{prompt_file}"])
+    ExternalCommandAgent("cat {prompt_file} | claude -p --dangerously-skip-permissions",
+                         pass_env=["ANTHROPIC_API_KEY"], readable=[Path.home() / ".local"])
+    ExternalCommandAgent(["aider", "--yes", "--message-file", "{prompt_file}"], pass_env=["OPENAI_API_KEY"])
+
+By default the command runs in the tests' sandbox with the network on (it calls its model): the workspace is
+writable, the system directories are shown read-only, and nothing of the user's home, checkout or stores is
+there (``readable`` shows more, ``sandbox=False`` turns it off); it gets the host's allow-listed variables
+only, so its model key must be named in ``pass_env``.
 
 After each invocation the working-tree diff goes to the critic; on rejection the next invocation gets the
 same task with the critic's follow-up appended. State carries over between invocations through the files
@@ -17,8 +23,8 @@ ran-the-test gate) see only what the agent printed.
 
 from __future__ import annotations
 
-import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,7 @@ from jinja2 import StrictUndefined, Template
 from pydantic import BaseModel, ConfigDict
 
 from coharden.agent.base import Agent, AgentTask, builtin_config
-from coharden.agent.harness import Session
+from coharden.agent.harness import Session, agent_confinement, agent_environment
 from coharden.critic.events import action, observation
 from coharden.execution.sandbox import run_limited
 
@@ -45,6 +51,15 @@ class ExternalCommandAgentConfig(BaseModel):
     task_template: str | None = None
     max_output_chars: int = 20000
     """Output kept per invocation in the events (head and tail)."""
+    sandbox: bool = True
+    """Run the command in the tests' sandbox (the workspace writable, nothing of the user's home, checkout or
+    stores; see :func:`~coharden.agent.harness.agent_confinement`). Off: a plain process with the host's files."""
+    network: bool = True
+    """Let the command reach the network (it calls its model); inside the sandbox otherwise."""
+    pass_env: list[str] = []
+    """Host variables passed by name (the agent's own key, e.g. ``ANTHROPIC_API_KEY``): none by default."""
+    readable: list[Path] = []
+    """Host paths the sandboxed command may read (the agent's installation or its settings directory)."""
 
 
 def _clip(text: str, limit: int) -> str:
@@ -85,9 +100,13 @@ class ExternalCommandAgent(Agent):
             prompt_file.write_text(prompt, encoding="utf-8")
             argv = self._argv(prompt_file)
             session.emit(action(shlex.join(argv), iteration=session.iteration, prompt=prompt))
-            env = {**os.environ, **cfg.env, "COHARDEN_PROMPT_FILE": str(prompt_file),
-                   "COHARDEN_ITERATION": str(session.iteration), "COHARDEN_MODE": session.mode.value}
-            result = run_limited(argv, session.root, timeout=cfg.timeout, env=env, network=True)
+            env = agent_environment(cfg.pass_env, **cfg.env, COHARDEN_PROMPT_FILE=str(prompt_file),
+                                    COHARDEN_ITERATION=str(session.iteration), COHARDEN_MODE=session.mode.value)
+            # the interpreter running coharden is shown too: a command may call ``python`` from its PATH
+            confine = agent_confinement(session.workspace, [sys.executable], network=cfg.network,
+                                        readable=cfg.readable) if cfg.sandbox else None
+            result = run_limited(argv, session.root, timeout=cfg.timeout, env=env, network=cfg.network,
+                                 confine=confine)
             session.emit(observation(_clip(result.output, cfg.max_output_chars), result.returncode,
                                      duration_s=round(result.duration, 3), timed_out=result.timed_out))
             if result.timed_out:

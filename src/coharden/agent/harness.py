@@ -13,6 +13,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,6 +21,8 @@ from coharden.critic.base import CriticBase, CriticResult
 from coharden.critic.context import Mode
 from coharden.critic.events import Event, make_event
 from coharden.errors import RepoError
+from coharden.execution.environ import untrusted_environment
+from coharden.execution.sandbox import Confinement, interpreter_dirs
 from coharden.execution.workspace import Workspace
 
 TRAJECTORY_FORMAT = "coharden-agent-1"
@@ -34,6 +37,27 @@ def _git(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
     if proc.returncode != 0:
         raise RepoError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
+
+
+#: The largest file an agent's command may write (RLIMIT_FSIZE), as for test processes.
+AGENT_MAX_FILE_BYTES = 1024 << 20
+
+
+def agent_confinement(workspace: Workspace, pythons: Sequence[str] = (), *, network: bool = False,
+                      readable: Sequence[Path] = ()) -> Confinement:
+    """The sandbox of an agent's commands, the tests' own: the workspace writable (its ``.git`` too: the agent
+    may use git), the objects it borrows and the interpreters' directories read-only, a private ``$HOME`` and
+    ``/tmp``; nothing of the user's home, checkout or stores. ``network`` keeps the host's network (an external
+    agent calling its model); ``readable``: more host paths the user shows it (an agent's installation)."""
+    shown = (workspace.source / ".git" / "objects", *(d for p in pythons for d in interpreter_dirs(p)), *readable)
+    return Confinement(writable=(workspace.root,), readable=tuple(shown), max_file_bytes=AGENT_MAX_FILE_BYTES,
+                       share_network=network)
+
+
+def agent_environment(pass_env: Sequence[str] = (), **values: str) -> dict[str, str]:
+    """The environment of an agent's commands: the host's allow-listed variables and those named in
+    ``pass_env`` (never a key otherwise: the output reaches the model), then ``values``."""
+    return {**untrusted_environment(pass_env), **values}
 
 
 def prepare_workspace(root: Path) -> None:

@@ -43,9 +43,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from pydantic import BaseModel, ConfigDict
 
 from coharden.agent.base import Agent, AgentTask, builtin_config
-from coharden.agent.harness import Session
+from coharden.agent.harness import Session, agent_confinement, agent_environment
 from coharden.critic.events import action, message, observation
-from coharden.execution.sandbox import run_limited
+from coharden.execution.sandbox import Confinement, run_limited
 from coharden.llm import LLMClient, LLMError, TruncatedReply
 
 MINI_VERSION: str = minisweagent.__version__
@@ -153,19 +153,24 @@ def _events(msg: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 class SandboxedEnvironment(LocalEnvironment):
     """mini-swe-agent's ``LocalEnvironment`` with each command run through coharden's sandbox
-    (:func:`~coharden.execution.sandbox.run_limited`): its own process group killed on timeout, an address-space
-    limit, and no network unless allowed (a network namespace, else a guard for Python processes)."""
+    (:func:`~coharden.execution.sandbox.run_limited`) in the tests' confinement (``confine``, see
+    :func:`~coharden.agent.harness.agent_confinement`): the workspace writable and nothing of the user's files,
+    its own process group killed on timeout, an address-space limit, and no network unless allowed. The
+    environment is ``config.env`` only (the caller's allow-listed one), never coharden's own: its keys would
+    reach the model through the commands' output."""
 
-    def __init__(self, *, network: bool = False, memory_mb: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, network: bool = False, memory_mb: int | None = None, confine: Confinement | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.network = network
         self.memory_mb = memory_mb
+        self.confine = confine
 
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         limit = timeout or self.config.timeout
         result = run_limited(["bash", "-c", action.get("command", "")], Path(cwd or self.config.cwd),
-                             timeout=limit, env=os.environ | self.config.env, memory_mb=self.memory_mb,
-                             network=self.network)
+                             timeout=limit, env=dict(self.config.env), memory_mb=self.memory_mb,
+                             network=self.network, confine=self.confine)
         output: dict[str, Any] = {"output": result.output, "returncode": result.returncode, "exception_info": ""}
         if result.timed_out:
             output.update(returncode=-1, exception_info=f"The command timed out after {limit} s and was killed.",
@@ -227,6 +232,9 @@ class MiniSweAgentConfig(BaseModel):
     """Interpreter whose directory goes first on the agent's PATH (so ``python`` / ``pytest`` are the project's);
     default: the one running coharden."""
     env: dict[str, str] = {}
+    """Variables the commands get (besides the host's allow-listed ones: PATH, locale, time zone, user names)."""
+    pass_env: list[str] = []
+    """Host variables passed to the commands by name (none by default: the commands' output reaches the model)."""
     system_template: str | None = None
     instance_template: str | None = None
     task_template: str | None = None
@@ -258,11 +266,12 @@ class MiniSweAgent(Agent):
 
     def _environment(self, session: Session) -> SandboxedEnvironment:
         cfg = self.config
-        env = {**builtin_config()["mini"]["environment"]["env"], **cfg.env}
-        bindir = str(Path(cfg.python or sys.executable).parent)
-        env["PATH"] = os.pathsep.join([bindir, env.get("PATH", os.environ.get("PATH", ""))])
+        python = cfg.python or sys.executable
+        env = agent_environment(cfg.pass_env, **builtin_config()["mini"]["environment"]["env"], **cfg.env)
+        env["PATH"] = os.pathsep.join(p for p in (str(Path(python).parent), env.get("PATH", "")) if p)
+        confine = agent_confinement(session.workspace, [python], network=cfg.network)
         return SandboxedEnvironment(cwd=str(session.root), env=env, timeout=cfg.command_timeout,
-                                    network=cfg.network, memory_mb=cfg.memory_mb)
+                                    network=cfg.network, memory_mb=cfg.memory_mb, confine=confine)
 
     def _run(self, task: AgentTask, session: Session) -> float | None:
         cfg = self.config

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
-from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt, WeakSandboxOpt
+from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt, PassEnvOpt, WeakSandboxOpt
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
@@ -130,16 +130,21 @@ class RunOptions:
     python: str | None = None
     store: Path | None = None
     allow_weak_sandbox: bool = False
+    pass_env: list[str] | None = None
 
     def settings(self, **overrides: object) -> Settings:
-        """Settings from --config with these options (and ``overrides``) on top."""
-        weak = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}
-        return settings_from(self.config, repos_dir=self.repos, timeout=self.timeout, python=self.python,
-                             store=self.store, **weak, **overrides)
+        """Settings from --config with these options (and ``overrides``) on top; ``--pass-env`` names add to
+        the config's."""
+        settings = settings_from(self.config, repos_dir=self.repos, timeout=self.timeout, python=self.python,
+                                 store=self.store, **overrides)
+        extra: dict[str, object] = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}
+        if self.pass_env:
+            extra["pass_env"] = list(dict.fromkeys([*settings.pass_env, *self.pass_env]))
+        return settings.with_overrides(**extra) if extra else settings
 
 
 _RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "python": PythonOpt,
-                "store": StoreOpt, "allow_weak_sandbox": WeakSandboxOpt}
+                "store": StoreOpt, "allow_weak_sandbox": WeakSandboxOpt, "pass_env": PassEnvOpt}
 
 
 def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F], F]:

@@ -26,6 +26,7 @@ from coharden.cli.common import (
 from coharden.cli.options import (
     LOOP_TAU_HELP,
     MPE_TAU_HELP,
+    AgentReadableOpt,
     ApiBaseOpt,
     BudgetOpt,
     IdOpt,
@@ -61,6 +62,7 @@ def agent_cmd(
         "accepts); {prompt_file} is replaced by the prompt file's path.")] = None,
     agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --command invocation.", lo=0,
                                            lo_open=True)] = 1800.0,
+    agent_readable: AgentReadableOpt = None,
     critic_skill: Annotated[list[Path] | None, typer.Option(
         "--critic-skill", help="A critic skill directory (critic.yaml + detectors); repeatable.")] = None,
     builtins: Annotated[str | None, typer.Option(
@@ -94,7 +96,7 @@ def agent_cmd(
         run_mode = Mode(mode)
     except ValueError as exc:
         raise CoHardenError(f"--mode: {mode!r} (known: {', '.join(m.value for m in Mode)})") from exc
-    settings = run.settings()
+    settings = run.settings(agent_readable=agent_readable)
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
     repo = resolve_repo(inst, settings.repos_dir)
@@ -139,14 +141,16 @@ def _agent_for(command: str | None, agent_timeout: float, model: str | None, api
     if command:
         from coharden.agent import ExternalCommandAgent
 
-        return ExternalCommandAgent(command, timeout=agent_timeout)
+        return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.pass_env,
+                                    readable=settings.agent_readable)
     client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
                         default_store=settings.store, what="coharden agent (or use --command)")
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
         raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
-    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python)
+    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python,
+                        pass_env=settings.pass_env)
 
 
 @cli_errors
@@ -187,6 +191,7 @@ def run_loop(
                                                       "mutator; {prompt_file} is replaced).")] = None,
     agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --agent-command invocation.", lo=0,
                                            lo_open=True)] = 600.0,
+    agent_readable: AgentReadableOpt = None,
     run: RunOptions = RunOptions(),
 ) -> None:
     """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
@@ -196,7 +201,7 @@ def run_loop(
 
     if method not in {m.value for m in Method}:
         raise CoHardenError(f"--method: {method!r} (known: {', '.join(m.value for m in Method)})")
-    settings = run.settings(workers=workers)
+    settings = run.settings(workers=workers, agent_readable=agent_readable)
     chosen = _loop_instances(instance, instances, instance_id, settings)
     summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
                         output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
@@ -252,7 +257,8 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
         from coharden.agent.external import ExternalCommandAgent
 
         def agent_factory():  # type: ignore[no-untyped-def]
-            return ExternalCommandAgent(agent_command, timeout=agent_timeout)
+            return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.pass_env,
+                                        readable=settings.agent_readable)
 
         default_name = f"{method}-external"
     else:
@@ -262,7 +268,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
             raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
 
         def agent_factory():  # type: ignore[no-untyped-def]
-            return MiniSweAgent(client, step_limit=step_limit, python=settings.python)
+            return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env)
 
         default_name = f"{method}-{client.config.model.replace('/', '__')}"  # type: ignore[union-attr]
     injected = None

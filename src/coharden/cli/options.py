@@ -137,6 +137,12 @@ WeakSandboxOpt = Annotated[bool, typer.Option(
     "--allow-weak-sandbox", help="Grade untrusted tests even where the full sandbox cannot be made here (no bwrap "
     "or namespaces, no pids cgroup); the weaker confinement is recorded on every verdict. Without it such a run "
     "is refused.")]
+PassEnvOpt = Annotated[list[str] | None, typer.Option(
+    "--pass-env", metavar="NAME", help="Pass the host's variable NAME to test processes (repeatable). They get "
+    "only PATH, locale, time zone and user names otherwise: never a key or token of yours.")]
+AgentReadableOpt = Annotated[list[Path] | None, typer.Option(
+    "--agent-readable", metavar="PATH", help="A host path the external agent's command may read in its sandbox "
+    "(its installation, its settings); repeatable. It sees the workspace and the system directories otherwise.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 
 

@@ -93,8 +93,9 @@ def guard_environment() -> dict[str, str]:
 def patched_environ(values: Mapping[str, str]) -> Iterator[None]:
     """Set ``values`` in ``os.environ`` for the block, then restore it exactly.
 
-    Test processes inherit ``os.environ`` (see :func:`coharden.execution.pytest_runner.test_environment`), so
-    this is how variables reach runs made through :class:`~coharden.execution.executor.InstanceExecutor`.
+    Test processes get the variables of ``os.environ`` that the settings' ``pass_env`` names (see
+    :func:`coharden.execution.pytest_runner.test_environment`), so this with those names is how variables reach
+    runs made through :class:`~coharden.execution.executor.InstanceExecutor`.
     Not thread-safe: use it around single-threaded execution only.
     """
     saved = {name: os.environ.get(name) for name in values}

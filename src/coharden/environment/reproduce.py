@@ -170,7 +170,8 @@ def _mock_context(enabled: bool, settings: Settings) -> Iterator[Settings]:
         yield settings
         return
     with MockServices() as services, patched_environ(services.env):
-        yield loopback_only_settings(settings)
+        mocked = loopback_only_settings(settings)  # the mock's variables are passed to the tests by name
+        yield mocked.with_overrides(pass_env=[*mocked.pass_env, *services.env])
 
 
 def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: ProjectIndex) -> tuple[bool, str]:

@@ -224,8 +224,9 @@ class InstanceExecutor:
             if self._server is not None:
                 self._server.close()
             try:
-                self._server = ForkServer(self.python, env=test_environment(), network=self.settings.network,
-                                          preload=self.settings.preload, confine=self._confinement(self._root()),
+                self._server = ForkServer(self.python, env=test_environment(self.settings.pass_env),
+                                          network=self.settings.network, preload=self.settings.preload,
+                                          confine=self._confinement(self._root()),
                                           project=self._root())
             except (ForkServerError, OSError) as exc:
                 self._server_failed = str(exc)
@@ -528,7 +529,8 @@ class InstanceExecutor:
         if spec is None or server is None or self._primed is server:
             return
         self._primed = server
-        server.prime(self._root(), fork_env(self._job_env()), spec, timeout=self.settings.timeout)
+        server.prime(self._root(), fork_env(self._job_env(), self.settings.pass_env), spec,
+                     timeout=self.settings.timeout)
 
     def _warm_spec(self, source_patch: str, tests: Sequence[TestPatch]) -> dict | None:
         """What the fork server may keep imported for a run of ``tests`` on ``source_patch`` (None: nothing):

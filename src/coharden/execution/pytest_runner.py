@@ -16,12 +16,14 @@ import re
 import signal
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
+from coharden.execution.environ import untrusted_environment
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.sandbox import NETWORK_FAILURE, Confinement, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
@@ -222,14 +224,12 @@ def parse_junit(path: Path) -> list[Case] | None:
     return cases
 
 
-def test_environment() -> dict[str, str]:
-    """The environment every test process gets: ours, minus pytest variables, with no bytecode writing (a
-    rewritten file must never run from a stale .pyc) and a fixed hash seed."""
-    env = dict(os.environ)
-    env.update({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "NO_COLOR": "1"})
-    env.pop("PYTEST_ADDOPTS", None)
-    env.pop("PYTEST_CURRENT_TEST", None)
-    return env
+def test_environment(pass_env: Sequence[str]) -> dict[str, str]:
+    """The environment every test process gets: the host's allow-listed variables and those the user passes
+    (``pass_env``; never a key of ours otherwise, see :mod:`coharden.execution.environ`), no bytecode writing
+    (a rewritten file must never run from a stale .pyc) and a fixed hash seed."""
+    return {**untrusted_environment(pass_env), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+            "NO_COLOR": "1"}
 
 
 test_environment.__test__ = False  # type: ignore[attr-defined]
@@ -241,11 +241,11 @@ STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
 PLUGIN_PATH = "COHARDEN_PLUGIN_PATH"  # directories of coharden's pytest plugins (an instrumenting run adds its own)
 
 
-def fork_env(extra_env: dict[str, str] | None) -> dict[str, str]:
+def fork_env(extra_env: dict[str, str] | None, pass_env: Sequence[str] = ()) -> dict[str, str]:
     """The environment of a local pytest run (fresh or forked), the per-run result stream aside. The plugins'
     directories go first on PYTHONPATH for pytest's ``-p``; the stream plugin takes them off again before the
     tests run (see ``plugin/coharden_stream.py``)."""
-    env = {**test_environment(), **(extra_env or {})}
+    env = {**test_environment(pass_env), **(extra_env or {})}
     plugins = [STREAM_PLUGIN_DIR, *(p for p in env.get(PLUGIN_PATH, "").split(os.pathsep) if p)]
     env[PLUGIN_PATH] = os.pathsep.join(plugins)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (*plugins, env.get("PYTHONPATH", "")) if p)
@@ -300,9 +300,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             *(["-x"] if first_failure else []),
             *dict.fromkeys(runnable_id(i) for i in ids),
         ]
-        env = {**test_environment(), **(extra_env or {})}
+        env = {**test_environment(settings.pass_env), **(extra_env or {})}
         if not in_docker:
-            env = fork_env(extra_env)
+            env = fork_env(extra_env, settings.pass_env)
             env["COHARDEN_STREAM"] = str(stream)
         # a limit scaled from the test's own run (a mutant's, as mutmut scales it) bounds the run's CPU time: a
         # slow run on a loaded machine (two workers, other jobs) is not a TIMEOUT in one run and a PASS in the

@@ -210,7 +210,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
 
     interrupt.check()  # a batch was interrupted: start no test process
     command = runner.command(python, ids)
-    full_env = {**test_environment(), **command.env, **(env or {})}
+    full_env = {**test_environment(settings.pass_env), **command.env, **(env or {})}
     cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
     argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
     if confine is not None and shown:

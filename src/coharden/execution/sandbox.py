@@ -84,7 +84,7 @@ class ProcessResult:
     output: str
     duration: float
     timed_out: bool
-    isolation: str  # "bwrap", "netns", "guard" or "none" (network allowed)
+    isolation: str  # "bwrap", "bwrap-net" (an agent's, with the network), "netns", "guard" or "none" (network)
     lost: str = ""  # why the run has no result of its own (the fork server died under it), else empty
     tampering: str = ""  # what forged the run's result (a line on the fork server's protocol nobody signed)
 
@@ -104,6 +104,9 @@ class Confinement:
     # where no pids cgroup can be made, RLIMIT_NPROC stands in for it - but that counts every process of the
     # user on the machine, not only this one's: False leaves such a run without a limit instead
     nproc_fallback: bool = True
+    # the host's network inside the bwrap sandbox (level ``bwrap-net``), for an agent's commands that call their
+    # model; test processes never get it (with the network on they run unsandboxed, by the user's own choice)
+    share_network: bool = False
 
     def with_writable(self, *paths: Path) -> Confinement:
         return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
@@ -244,8 +247,8 @@ def bwrap_path() -> str | None:
     return exe if ok else None
 
 
-def _base(size: tuple[str, ...]) -> list[str]:
-    base = list(_bwrap_base())
+def _base(size: tuple[str, ...], *, share_network: bool = False) -> list[str]:
+    base = [a for a in _bwrap_base() if not (share_network and a == "--unshare-net")]
     at = base.index("--tmpfs")
     return [*base[:at], *size, *base[at:]]
 
@@ -310,10 +313,11 @@ def weak_confinement(network: bool, confine: Confinement | None) -> str:
     """Why runs confined by ``confine`` would get less than the full sandbox asked for, or '' when they get it
     (or asked for network access, which is no sandbox by the user's own choice)."""
     level = isolation_level(network, confine)
-    if level in ("none", "bwrap") and (level == "none" or confine is None or not confine.max_processes
-                                       or pids_cgroups()):
+    if level == "none":
         return ""
-    if level == "bwrap":
+    if level in ("bwrap", "bwrap-net"):
+        if confine is None or not confine.max_processes or pids_cgroups():
+            return ""
         return ("no pids cgroup can be made here, so the process-count limit falls back to RLIMIT_NPROC, "
                 "which the kernel does not enforce for root")
     if confine is not None and not confine.sandbox:
@@ -337,7 +341,8 @@ def require_confinement(network: bool, confine: Confinement | None, allow_weak: 
 def isolation_level(network: bool, confine: Confinement | None) -> str:
     """The isolation a process started with these options gets on this machine."""
     if network:
-        return "none"
+        shared = confine is not None and confine.share_network and confine.sandbox and bwrap_path()
+        return "bwrap-net" if shared else "none"
     if confine is not None and confine.sandbox and bwrap_path():
         return "bwrap"
     return "netns" if netns_prefix() else "guard"
@@ -369,7 +374,8 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str]
     size = _tmp_size()
     if size and tmp != SANDBOX_TMP:  # two private tmpfs share the one budget
         size = (size[0], str(int(size[1]) // 2))
-    args = [exe, *_base(size), "--dir", PRIVATE_HOME, "--setenv", "HOME", PRIVATE_HOME, "--setenv", "TMPDIR", tmp]
+    args = [exe, *_base(size, share_network=confine.share_network), "--dir", PRIVATE_HOME,
+            "--setenv", "HOME", PRIVATE_HOME, "--setenv", "TMPDIR", tmp]
     if as_pid_1:
         args.append("--as-pid-1")
     if tmp != SANDBOX_TMP:
@@ -399,7 +405,7 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
     level = isolation_level(network, confine)
     if level == "none":
         return cmd, env, level
-    if level == "bwrap":
+    if level in ("bwrap", "bwrap-net"):
         assert confine is not None
         shown = pythonpath_dirs(env)
         if shown:

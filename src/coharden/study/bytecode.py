@@ -59,6 +59,6 @@ class Bytecode:
         if not self.python or not self.packages:
             return
         proc = subprocess.run([self.python, "-c", _WARM, str(path), *self.packages], cwd=path,
-                              env=test_environment(), capture_output=True, text=True, timeout=600, check=False)
+                              env=test_environment(()), capture_output=True, text=True, timeout=600, check=False)
         last = proc.stdout.strip().splitlines()[-1:] or ["-1"]
         self.warmed.append(int(last[0]) if last[0].isdigit() else -1)

@@ -158,7 +158,7 @@ class KillOracle:
                 confine = self._confinement(root)
                 if self.settings.fork_server:
                     try:
-                        server = ForkServer(self.settings.python, env=test_environment(),
+                        server = ForkServer(self.settings.python, env=test_environment(self.settings.pass_env),
                                             network=self.settings.network, preload=self.settings.preload,
                                             confine=confine)
                     except ForkServerError:
