@@ -313,8 +313,10 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
                                     timeout=settings.timeout, memory_mb=settings.memory_mb, network=settings.network)
-            # the container has no network of its own (--network none); the client needs the engine's socket
-            proc = run_limited(docker, root, timeout=settings.timeout + 60, env=env, network=True)
+            # the container has no network of its own (--network none); the client needs the engine's socket, and
+            # its own settings (DOCKER_HOST, DOCKER_CONFIG): the host's environment, which stays outside the
+            # container (it gets only the -e values docker_command names)
+            proc = run_limited(docker, root, timeout=settings.timeout + 60, env=dict(os.environ), network=True)
         elif use_server and server is not None:
             proc = server.run(root, cmd[3:], env, timeout=wall, memory_mb=settings.memory_mb, cpu_seconds=cpu,
                               warm=warm)
