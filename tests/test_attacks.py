@@ -842,3 +842,51 @@ def test_the_default_agent_s_commands_run_in_the_tests_sandbox(example: LocalIns
         assert value not in output
         assert value not in seen_by_model
     assert not (tmp_path / "planted.txt").exists()
+
+
+# --- the fix in the repository's later history (issue 32, item 4) ------------------------------------------------
+def test_the_fix_committed_after_the_base_is_not_in_the_worktrees_objects(tmp_path: Path) -> None:
+    """As in every SWE-bench clone, the repository holds the commits after the instance's base, the fix among
+    them. A test (and an agent) lists every object git can reach from its worktree, the alternates included:
+    the fixed file's content is not among them, while git in the worktree still works on the base commit."""
+    from coharden.agent import AgentTask, ExternalCommandAgent
+    from coharden.critic import PassCritic
+    from coharden.execution.workspace import Workspace
+    from coharden.schema.instance import Instance
+    from conftest import make_repo, run_git
+
+    repo, base = make_repo(tmp_path / "repo", {"calc.py": "def half(x):\n    return x // 2\n",
+                                               "tests/test_calc.py": "from calc import half\n"})
+    (repo / "calc.py").write_text("def half(x):\n    return x / 2  # FIXED-UPSTREAM\n")
+    run_git(repo, "commit", "--quiet", "--no-gpg-sign", "-am", "the fix")
+    dump = textwrap.dedent("""\
+        import subprocess
+
+
+        def test_repro_history():
+            listed = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch-check"], capture_output=True,
+                                    text=True).stdout.split()
+            blobs = [subprocess.run(["git", "cat-file", "-p", sha], capture_output=True, text=True).stdout
+                     for sha in listed[::3]]
+            status = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
+            assert False, f"OBJECTS {len(listed) // 3} STATUS {status.returncode} " + repr(blobs)
+        """)
+    settings = Settings(timeout=30, cache_dir=tmp_path / "cache", workers=1)
+    instance = Instance(instance_id="calc__half", repo=str(repo), base_commit=base, patch="", test_patch="",
+                        problem_statement="half")
+    with InstanceExecutor(instance, repo, settings, None) as ex:
+        probe = ex.test_patch(make_patch([("tests/test_history.py", None, dump)]), name="probe")
+        verdict = ex.verdict("", probe)
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    assert "OBJECTS " in verdict.reason
+    assert "STATUS 0" in verdict.reason, verdict.reason
+    assert "x // 2" in verdict.reason  # the base commit's files are there
+    assert "FIXED-UPSTREAM" not in verdict.reason
+
+    agent = ExternalCommandAgent("for o in $(git cat-file --batch-all-objects --batch-check | cut -d' ' -f1); "
+                                 "do git cat-file -p $o; done; git status --short", timeout=60)
+    with Workspace(repo, base) as ws:
+        result = agent.run(AgentTask(problem_statement="half"), ws, "test-only", PassCritic())
+    output = next(e for e in result.events if e["kind"] == "observation")["output"]
+    assert "x // 2" in output
+    assert "FIXED-UPSTREAM" not in output

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from coharden.config import Settings
 from coharden.critic.base import CriticBase, CriticResult
 from coharden.critic.context import Mode
 from coharden.critic.events import Event, make_event
 from coharden.errors import RepoError
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.sandbox import Confinement, interpreter_dirs
-from coharden.execution.workspace import Workspace
+from coharden.execution.workspace import Workspace, base_objects
 
 TRAJECTORY_FORMAT = "coharden-agent-1"
 
@@ -44,14 +45,18 @@ AGENT_MAX_FILE_BYTES = 1024 << 20
 
 
 def agent_confinement(workspace: Workspace, pythons: Sequence[str] = (), *, network: bool = False,
-                      readable: Sequence[Path] = ()) -> Confinement:
+                      readable: Sequence[Path] = (), cache_dir: Path | None = None) -> Confinement:
     """The sandbox of an agent's commands, the tests' own: the workspace writable (its ``.git`` too: the agent
-    may use git), the objects it borrows and the interpreters' directories read-only, a private ``$HOME`` and
-    ``/tmp``; nothing of the user's home, checkout or stores. ``network`` keeps the host's network (an external
-    agent calling its model); ``readable``: more host paths the user shows it (an agent's installation)."""
-    shown = (workspace.source / ".git" / "objects", *(d for p in pythons for d in interpreter_dirs(p)), *readable)
-    return Confinement(writable=(workspace.root,), readable=tuple(shown), max_file_bytes=AGENT_MAX_FILE_BYTES,
-                       share_network=network)
+    may use git), of the objects it borrows only the base commit's (never the fix's: see
+    :func:`~coharden.execution.workspace.base_objects`, packed in ``cache_dir``, default the settings'), the
+    interpreters' directories read-only, a private ``$HOME`` and ``/tmp``; nothing of the user's home,
+    checkout or stores. ``network`` keeps the host's network (an external agent calling its model);
+    ``readable``: more host paths the user shows it (an agent's installation)."""
+    shown = (*(d for p in pythons for d in interpreter_dirs(p)), *readable)
+    objects = base_objects(workspace.source, workspace.commit, cache_dir or Settings().cache_dir)
+    return Confinement(writable=(workspace.root,), readable=tuple(shown),
+                       mounts=((objects, workspace.source / ".git" / "objects"),),
+                       max_file_bytes=AGENT_MAX_FILE_BYTES, share_network=network)
 
 
 def agent_environment(pass_env: Sequence[str] = (), **values: str) -> dict[str, str]:

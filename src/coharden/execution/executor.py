@@ -46,7 +46,7 @@ from coharden.execution.sandbox import Confinement, isolation_level, pythonpath_
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, harness_ids, resolve_names, runnable_id
-from coharden.execution.workspace import Checkout, Workspace
+from coharden.execution.workspace import Checkout, Workspace, base_objects
 from coharden.patches import file_path, is_test_path, parse, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
@@ -172,14 +172,16 @@ class InstanceExecutor:
 
     def _confinement(self, root: Path | None) -> Confinement:
         """The sandbox of this executor's test processes: only the worktree is writable, its ``.git`` is not (a
-        test must not plant hooks or config that coharden's own git commands would run); the repository it
-        borrows objects from is readable (read-only); the result store's directory is hidden."""
+        test must not plant hooks or config that coharden's own git commands would run); of the objects it
+        borrows, only the base commit's are there (read-only, where the source's are: ``base_objects``); the
+        result store's directory is hidden."""
         writable = (root,) if root is not None else ()
         protected = (root / ".git",) if root is not None else ()
         # the job's own PYTHONPATH entries (a spec environment's), outside the worktree
         job_path = pythonpath_dirs(self._fill_workspace(root) or {})
-        readable = (self.workspace.source / ".git" / "objects", *self._environment_dirs(),
-                    *(p for p in job_path if root is None or not p.is_relative_to(root)))
+        readable = (*self._environment_dirs(), *(p for p in job_path if root is None or not p.is_relative_to(root)))
+        mounts = ((base_objects(self.workspace.source, self.workspace.commit, self.settings.cache_dir),
+                   self.workspace.source / ".git" / "objects"),) if root is not None else ()
         hidden: tuple[Path, ...] = ()
         if self.store is not None:
             store_dir = self.store.path.resolve().parent
@@ -187,7 +189,7 @@ class InstanceExecutor:
             if not any(p == store_dir or store_dir in p.parents for p in shown):
                 hidden = (store_dir,)
         max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
-        return Confinement(writable=writable, readable=readable, hidden=hidden, protected=protected,
+        return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
                            max_processes=self.settings.max_processes, sandbox=self.settings.bwrap,
                            max_file_bytes=max_file)
 

@@ -96,6 +96,9 @@ class Confinement:
 
     writable: tuple[Path, ...] = ()
     readable: tuple[Path, ...] = ()
+    # read-only binds of a host path at another path: (host, inside); e.g. a worktree's borrowed objects, shown
+    # as only the base commit's (see coharden.execution.workspace.base_objects)
+    mounts: tuple[tuple[Path, Path], ...] = ()
     hidden: tuple[Path, ...] = ()
     protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
     max_processes: int | None = 512
@@ -114,7 +117,7 @@ class Confinement:
     def keep_in_tmp(self) -> list[str]:
         """Top-level entries of ``/tmp`` that hold a bind mount (never wiped between runs inside one sandbox)."""
         names = set()
-        for path in (*self.writable, *self.readable):
+        for path in (*self.writable, *self.readable, *(inside for _, inside in self.mounts)):
             parts = Path(path).resolve().parts
             if len(parts) > 2 and parts[1] == "tmp":
                 names.add(parts[2])
@@ -382,6 +385,8 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str]
         args += [*size, "--tmpfs", tmp]
     for path in shown_paths(confine, cmd):
         args += ["--ro-bind", str(path), str(path)]
+    for host, inside in confine.mounts:
+        args += ["--ro-bind", str(host), str(inside)]
     for path in confine.writable:
         args += ["--bind", str(path), str(path)]
     for path in confine.protected:

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from coharden.execution.git import apply_patch, check_repo, git, resolve_commit
+from coharden.execution.locks import file_lock
 from coharden.execution.sandbox import mark_owner, sweep_leftovers
 
 
@@ -37,6 +38,34 @@ def _clone(source: Path, commit: str, parent: Path | None) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return path
+
+
+def base_objects(source: Path, commit: str, cache_dir: Path) -> Path:
+    """An object directory holding ``commit`` and its tree only, packed once into ``cache_dir``.
+
+    A worktree borrows its objects from the source repository (``clone --shared``), which holds the commits
+    after the base too: for a SWE-bench instance, the fix among them. :func:`drop_refs` hides them from ``git
+    log --all``, but ``git cat-file --batch-all-objects`` still lists every object of the alternates, so a test
+    (or an agent) could read the fixed files. Inside the sandbox this directory is mounted where the source's
+    objects are, so git there works on the base commit (status, diff, show) and finds nothing newer; coharden's
+    own git commands, outside, still see the whole source. The commit's parents are absent: ``git log`` inside
+    shows the base commit, then stops."""
+    source_git = source / ".git" if (source / ".git").exists() else source
+    key = hashlib.sha256(f"{source_git.resolve()}\0{commit}".encode()).hexdigest()[:24]
+    target = cache_dir / "base-objects" / key
+    done = target / "info" / "coharden-complete"  # git ignores unknown files under info/
+    if done.is_file():
+        return target
+    with file_lock(cache_dir / "base-objects" / f"{key}.lock"):
+        if done.is_file():
+            return target
+        shutil.rmtree(target, ignore_errors=True)
+        (target / "pack").mkdir(parents=True)
+        (target / "info").mkdir()
+        objects = git(["rev-list", "--objects", "--no-walk", commit], source).stdout
+        git(["pack-objects", "-q", str(target / "pack" / "pack")], source, input=objects)
+        done.write_text(commit + "\n")
+    return target
 
 
 def drop_refs(path: Path) -> None:
