@@ -20,6 +20,7 @@ import pytest
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.git import git
 from coharden.execution.sandbox import bwrap_path, interpreter_dirs
 from coharden.execution.store import Store
 from coharden.instances import LocalInstance, load_local, resolve_repo
@@ -890,3 +891,225 @@ def test_the_fix_committed_after_the_base_is_not_in_the_worktrees_objects(tmp_pa
     output = next(e for e in result.events if e["kind"] == "observation")["output"]
     assert "x // 2" in output
     assert "FIXED-UPSTREAM" not in output
+
+
+# --- a reset that nothing survives (issue 32) ------------------------------------------------------------------
+
+PLANT_BYTECODE = """\
+    def test_repro_plant_bytecode():
+        import importlib.util, marshal, subprocess
+        source = os.path.join("tinyexpr", "printer.py")
+        code = compile(open(source).read() + "\\nStrPrinter._print_Div = lambda self, e: 'PLANTED'\\n",
+                       os.path.abspath(source), "exec")
+        cache = os.path.join("tinyexpr", "__pycache__")
+        os.makedirs(cache, exist_ok=True)
+        # an unchecked hash-based .pyc (PEP 552): the interpreter loads it without looking at the source
+        with open(os.path.join(cache, f"printer.{sys.implementation.cache_tag}.pyc"), "wb") as handle:
+            handle.write(importlib.util.MAGIC_NUMBER + (0b01).to_bytes(4, "little") + b"\\0" * 8
+                         + marshal.dumps(code))
+        # a nested repository: git clean -fdx skips it (a second -f is needed)
+        subprocess.run(["git", "init", "-q", cache], check=True)
+    """
+
+
+def test_bytecode_planted_in_a_nested_repository_does_not_survive_the_reset(make_executor,
+                                                                              example: LocalInstance) -> None:
+    ex = make_executor()
+    assert ex.verdict("", attack(ex, PLANT_BYTECODE)).outcome is Outcome.PASS
+    golden = ex.golden_test()
+    verdict = ex.verdict(example.instance.patch, golden)
+    assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail
+    assert not (ex.workspace_root() / "tinyexpr" / "__pycache__").exists()
+
+
+def test_git_attributes_planted_by_a_test_do_not_rewrite_the_next_checkout(make_executor, example: LocalInstance,
+                                                                           tmp_path: Path) -> None:
+    """A ``.gitattributes`` left in the worktree made the next reset write CRLF line endings (and ``ident``
+    expand ``$Id$``): the golden fix then did not apply, and that APPLY_ERROR was stored for the golden test."""
+    store = Store(tmp_path / "store" / "store.sqlite")
+    ex = make_executor(store)
+    golden = ex.golden_test()  # made before the attack (laying a test patch down resets twice, which hid it)
+    planted = attack(ex, """\
+        def test_repro_plant_attributes():
+            for directory in ("tinyexpr", "tests"):
+                with open(os.path.join(directory, ".gitattributes"), "w") as handle:
+                    handle.write("*.py text eol=crlf working-tree-encoding=UTF-16\\n")
+            with open(os.path.join("tinyexpr", "printer.py"), "a") as handle:
+                handle.write("# changed, so that the reset writes it again\\n")
+            with open(".gitattributes", "a") as handle:  # the root one too (untracked here)
+                handle.write("*.py text eol=crlf\\n")
+        """)
+    assert ex.verdict("", planted).outcome is Outcome.PASS
+    verdict = ex.verdict(example.instance.patch, golden)
+    assert verdict.outcome is Outcome.PASS, verdict.short()
+    assert "APPLY_ERROR" not in str(store_rows(store.path))
+    ex.verdict("", planted)
+    ex.workspace.reset()
+    root = ex.workspace_root()
+    assert git(["status", "--porcelain", "--ignored"], root).stdout == ""
+    assert (root / "tinyexpr" / "printer.py").read_text() == ex.base_file("tinyexpr/printer.py")
+
+
+def test_a_worktree_locked_by_a_test_is_reset_all_the_same(make_executor, example: LocalInstance) -> None:
+    """A test runs as the same user as coharden: directories it makes unwritable or unreadable must not stop the
+    reset (a RepoError for every later run) nor keep what they hold."""
+    ex = make_executor()
+    locked = attack(ex, """\
+        def test_repro_lock():
+            os.makedirs("junk/deep", exist_ok=True)
+            open("junk/deep/left.py", "w").write("x = 1\\n")
+            os.chmod("junk/deep", 0)
+            os.chmod("junk", 0o500)
+            with open(os.path.join("tinyexpr", "printer.py"), "a") as handle:
+                handle.write("# changed\\n")
+            os.chmod("tinyexpr", 0o500)
+        """)
+    assert ex.verdict("", locked).outcome is Outcome.PASS
+    verdict = ex.verdict(example.instance.patch, ex.golden_test())
+    assert verdict.outcome is Outcome.PASS, verdict.short()
+    assert not (ex.workspace_root() / "junk").exists()
+
+
+def test_an_apply_error_after_another_test_is_checked_on_a_fresh_checkout(make_executor, example: LocalInstance,
+                                                                        tmp_path: Path, monkeypatch) -> None:
+    """Whatever a reset misses, an APPLY_ERROR is stored only when a fresh checkout gives it too."""
+    from coharden.execution import workspace as workspace_module
+
+    store = Store(tmp_path / "store" / "store.sqlite")
+    ex = make_executor(store)
+    assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL
+    real_reset = workspace_module.Workspace.reset
+
+    def leaky_reset(self) -> None:  # a reset that some future trick defeats: it leaves printer.py changed
+        if not self._dirty:
+            return
+        real_reset(self)
+        target = self.root / "tinyexpr" / "printer.py"
+        target.write_text(target.read_text().replace("den = self.parenthesize", "den  = self.parenthesize"))
+
+    monkeypatch.setattr(workspace_module.Workspace, "reset", leaky_reset)
+    verdict = ex.verdict(example.instance.patch, ex.golden_test())
+    assert verdict.outcome is Outcome.PASS, verdict.short()
+    assert "APPLY_ERROR" not in str(store_rows(store.path))
+
+
+def test_bytecode_caches_stay_out_of_the_worktree(make_executor) -> None:
+    """Python's and pytest's caches are kept out of the checkout: a test that turns bytecode writing back on
+    writes nothing there, and an interpreter in the sandbox reads no ``__pycache__`` of the checkout."""
+    ex = make_executor()
+    probe = attack(ex, """\
+        def test_repro_caches():
+            import importlib.util, py_compile
+            sys.dont_write_bytecode = False
+            prefix = sys.pycache_prefix
+            target = importlib.util.cache_from_source(os.path.abspath("tinyexpr/expr.py"))
+            assert prefix and not target.startswith(os.getcwd()), target
+            try:
+                py_compile.compile("tinyexpr/expr.py", doraise=True)
+            except (OSError, py_compile.PyCompileError):
+                pass
+        """)
+    verdict = ex.verdict("", probe)
+    assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail
+    root = ex.workspace_root()
+    assert not list(root.rglob("__pycache__"))
+    assert not (root / ".pytest_cache").exists()
+
+
+# --- files read back from places a test can write (issue 32) ---------------------------------------------------
+
+REPLACE_OUTPUTS = """\
+    def test_repro_replace_outputs():
+        junit = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+        targets = [junit, os.path.join(os.path.dirname(junit), "stream.jsonl")]
+        out = os.readlink("/proc/self/fd/1")
+        if out.startswith("/"):
+            targets.append(out)
+        for target in targets:
+            try:
+                os.unlink(target)
+            except OSError:
+                pass
+            KIND
+        os._exit(0)
+    """
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_outputs_replaced_by_links_to_host_files_are_not_read(make_executor, tmp_path: Path,
+                                                              fork_server: bool) -> None:
+    secret = tmp_path / "secret.txt"
+    marker = uuid.uuid4().hex
+    secret.write_text(f'{{"event": "{marker}"}}\n<testsuites><testcase name="{marker}"/></testsuites>\n')
+    ex = make_executor(fork_server=fork_server)
+    body = REPLACE_OUTPUTS.replace("KIND", f"os.symlink({str(secret)!r}, target)")
+    verdict = ex.verdict("", attack(ex, body))
+    assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short()
+    assert marker not in verdict.model_dump_json()
+    assert any("link" in note for note in verdict.tampering), verdict.tampering
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_outputs_replaced_by_fifos_do_not_hang_the_grader(make_executor, fork_server: bool) -> None:
+    import threading
+
+    ex = make_executor(fork_server=fork_server)
+    test = attack(ex, REPLACE_OUTPUTS.replace("KIND", "os.mkfifo(target)"))
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(ex.verdict("", test)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert got, "coharden hangs reading a fifo the test left in place of its output"
+    assert got[0].outcome is Outcome.HARNESS_ERROR, got[0].short()
+
+
+def test_a_junit_directory_swapped_for_a_link_is_not_followed(make_executor, tmp_path: Path) -> None:
+    """The JUnit file's own directory (inside the fork server's writable scratch directory) swapped for a link
+    to a host directory: nothing is read from there, and cleaning up does not fail or follow it."""
+    host = tmp_path / "host"
+    host.mkdir()
+    marker = uuid.uuid4().hex
+    (host / "junit.xml").write_text(f'<testsuites><testsuite><testcase classname="tests.test_attack" '
+                                    f'name="test_repro_swap_dir"/></testsuite><!-- {marker} --></testsuites>')
+    (host / "keep.txt").write_text("kept")
+    ex = make_executor()
+    verdict = ex.verdict("", attack(ex, f"""\
+        def test_repro_swap_dir():
+            junit = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+            directory = os.path.dirname(junit)
+            os.rename(directory, directory + ".moved")
+            os.symlink({str(host)!r}, directory)
+            os._exit(0)
+        """))
+    assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short()
+    assert marker not in verdict.model_dump_json()
+    assert (host / "keep.txt").read_text() == "kept"
+
+
+def test_a_process_killed_at_the_disk_limit_gets_a_clear_verdict(make_executor) -> None:
+    ex = make_executor(max_file_mb=1)
+    verdict = ex.verdict("", attack(ex, """\
+        def test_repro_fill_disk_no_python():
+            import signal, subprocess
+            subprocess.run(["sh", "-c", "head -c 4000000 /dev/zero > big.bin"], check=True)
+        """))
+    assert verdict.outcome is Outcome.FAIL, verdict.short()
+    assert not (ex.workspace_root() / "big.bin").exists() or (ex.workspace_root() / "big.bin").stat().st_size \
+        <= 1 << 20
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_a_test_killed_by_the_disk_limit_is_told_so(make_executor, fork_server: bool) -> None:
+    """With SIGXFSZ's default action back, the limit kills the interpreter: the verdict says why."""
+    ex = make_executor(max_file_mb=1, fork_server=fork_server)
+    verdict = ex.verdict("", attack(ex, """\
+        def test_repro_fill_disk_killed():
+            import signal
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            with open("big.bin", "wb") as handle:
+                for _ in range(4):
+                    handle.write(b"x" * (1 << 20))
+                    handle.flush()
+        """))
+    assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short()
+    assert "disk limit" in verdict.reason

@@ -239,3 +239,97 @@ def test_a_snapshot_without_a_files_blob_is_named_not_a_crash(tmp_path: Path) ->
     with pytest.raises(SnapshotError, match=r"lacks pkg/data/table.dat at this commit .*full clone") as caught:
         git(["reset", "--quiet", "--hard", commit], repo)
     assert isinstance(caught.value, RepoError)
+
+
+def test_a_reset_leaves_nothing_a_test_planted(calc_repo, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    """Nested repositories, attributes files, fifos, links, locked and very deep directories: none survives a
+    reset, and the checkout's tracked files come back byte for byte (issue 32)."""
+    import os
+    import subprocess
+
+    repo, base = calc_repo
+    with Workspace(repo, base) as ws:
+        root = ws.root
+        pristine = (root / "calc" / "__init__.py").read_bytes()
+        ws.apply(calc_fix)
+        nested = root / "calc" / "__pycache__"
+        nested.mkdir()
+        (nested / "__init__.cpython-311.pyc").write_bytes(b"planted")
+        subprocess.run(["git", "init", "-q", str(nested)], check=True)
+        (root / "calc" / ".gitattributes").write_text("* text eol=crlf ident working-tree-encoding=UTF-16\n")
+        (root / ".gitattributes").write_text("* text eol=crlf\n")
+        os.mkfifo(root / "fifo")
+        (root / "link").symlink_to("/etc")
+        deep = root / "deep"
+        deep.mkdir()
+        here = Path.cwd()
+        os.chdir(deep)
+        try:
+            for _ in range(1200):  # beyond the recursion limit
+                Path("d").mkdir()
+                os.chdir("d")
+        finally:
+            os.chdir(here)
+        locked = root / "locked" / "inner"
+        locked.mkdir(parents=True)
+        (locked / "x.py").write_text("x = 1\n")
+        locked.chmod(0)
+        (root / "calc").chmod(0o500)
+        ws.reset()
+        tracked = {Path(p).parts[0] for p in run_git(root, "ls-files").split()}
+        assert {p.name for p in root.iterdir()} == {".git", *tracked}
+        assert (root / "calc" / "__init__.py").read_bytes() == pristine
+        assert run_git(root, "status", "--porcelain", "--ignored") == ""
+        assert not nested.exists()
+
+
+def test_renew_writes_every_file_again(calc_repo) -> None:  # type: ignore[no-untyped-def]
+    repo, base = calc_repo
+    with Workspace(repo, base) as ws:
+        assert not ws.renew()  # nothing ran here: nothing to do
+        (ws.root / "calc" / "__init__.py").write_text("changed behind git's back\n")
+        ws.tainted = True
+        assert ws.renew()
+        assert run_git(ws.root, "status", "--porcelain", "--ignored") == ""
+        assert not ws.tainted
+
+
+def test_reading_back_follows_no_link_and_waits_on_no_fifo(tmp_path: Path) -> None:
+    import os
+
+    from coharden.execution.readback import UnsafeFile, read_bytes, read_text
+
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    scratch = tmp_path / "scratch"
+    (scratch / "run").mkdir(parents=True)
+    (scratch / "run" / "junit.xml").write_text("<ok/>")
+    assert read_text(scratch / "run" / "junit.xml", anchor=scratch) == "<ok/>"
+    (scratch / "run" / "link.xml").symlink_to(secret)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        read_bytes(scratch / "run" / "link.xml")
+    os.mkfifo(scratch / "run" / "fifo")
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        read_bytes(scratch / "run" / "fifo")  # returns at once: opened without blocking
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        read_bytes(scratch / "run")
+    (scratch / "swapped").symlink_to(tmp_path)  # a directory on the way swapped for a link
+    with pytest.raises(UnsafeFile, match="on its way"):
+        read_bytes(scratch / "swapped" / "secret", anchor=scratch)
+    (scratch / "big").write_bytes(b"x" * 100)
+    with pytest.raises(UnsafeFile, match="larger than"):
+        read_bytes(scratch / "big", limit=10)
+    assert read_bytes(scratch / "big", limit=10, tail=True) == b"x" * 10
+    with pytest.raises(FileNotFoundError):
+        read_bytes(scratch / "missing")
+
+
+def test_a_workspace_reads_no_link_a_patch_laid_down(calc_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo, base = calc_repo
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    with Workspace(repo, base) as ws:
+        (ws.root / "tests").mkdir(exist_ok=True)
+        (ws.root / "tests" / "test_link.py").symlink_to(secret)
+        assert ws.read("tests/test_link.py") is None
+        assert ws.read("calc/__init__.py") is not None

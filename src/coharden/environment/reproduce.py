@@ -46,6 +46,7 @@ from coharden.execution.docker import CONTAINER_ROOT
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import git, resolve_commit, show_file
 from coharden.execution.pytest_runner import run_pytest
+from coharden.execution.readback import read_text
 from coharden.execution.store import Store
 from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
@@ -187,12 +188,16 @@ def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: Project
     executor.workspace.write(f"{PROBE_MODULE}.py", _PROBE)
     out = root / PROBE_OUTPUT
     out.unlink(missing_ok=True)
+    executor.workspace.tainted = True
     # a fresh process, never a fork of a warm server (which would have imported its plugins already)
     run_pytest(root, list(test.ids), executor.settings, executor.python, extra_args=["-p", PROBE_MODULE],
                image=executor.image)
-    if not out.is_file():
+    try:  # the test may have swapped it for a link to a host file or a fifo
+        modules: dict[str, dict[str, Any]] = json.loads(read_text(out, anchor=root))
+    except FileNotFoundError:
         return False, "the import probe wrote nothing (the test session did not finish)"
-    modules: dict[str, dict[str, Any]] = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        return False, f"the import probe's report could not be read safely: {getattr(exc, 'why', exc)}"
     seen_root = Path(CONTAINER_ROOT) if executor.image else root.resolve()
     changed = {m for m in index.changed_modules if m in modules}
     project = sorted(m for m in modules if index.is_project(m) and m in index.modules)

@@ -43,7 +43,10 @@ def docker_command(*, image: str, workspace: Path, scratch: Path, inner: list[st
                    memory_mb: int | None, network: bool, executable: str = "docker",
                    activate: str = "source /opt/miniconda3/bin/activate testbed 2>/dev/null || true") -> list[str]:
     """``docker run`` of ``inner`` (paths already in container terms) in ``image``."""
-    cmd = [executable, "run", "--rm", "--init", "-v", f"{workspace}:{CONTAINER_ROOT}",
+    # the worktree's .git read-only, as in the bwrap sandbox: a test must not plant hooks, config or attributes
+    # there that coharden's own git commands would obey at the next reset
+    dotgit = ["-v", f"{workspace / '.git'}:{CONTAINER_ROOT}/.git:ro"] if (workspace / ".git").is_dir() else []
+    cmd = [executable, "run", "--rm", "--init", "-v", f"{workspace}:{CONTAINER_ROOT}", *dotgit,
            "-v", f"{scratch}:{CONTAINER_SCRATCH}", "-w", CONTAINER_ROOT,
            "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "PYTHONHASHSEED=0"]
     if not network:

@@ -46,7 +46,7 @@ from coharden.execution.sandbox import Confinement, isolation_level, pythonpath_
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, harness_ids, resolve_names, runnable_id
-from coharden.execution.workspace import Checkout, Workspace, base_objects
+from coharden.execution.workspace import Checkout, Workspace, base_objects, pycache_dir
 from coharden.patches import file_path, is_test_path, parse, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
@@ -191,7 +191,7 @@ class InstanceExecutor:
         max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
         return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
                            max_processes=self.settings.max_processes, sandbox=self.settings.bwrap,
-                           max_file_bytes=max_file)
+                           max_file_bytes=max_file, pycache=pycache_dir(root) if root is not None else None)
 
     def _environment_dirs(self) -> tuple[Path, ...]:
         """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox:
@@ -267,7 +267,12 @@ class InstanceExecutor:
         self._root()
         self.workspace.reset()
         try:
-            self.workspace.apply(patch)
+            try:
+                self.workspace.apply(patch)
+            except ApplyError:
+                if not self.workspace.renew():  # a fresh checkout: does it fail there too?
+                    raise
+                self.workspace.apply(patch)
             return {path: self.workspace.read(path) for path in touched_files(patch)}
         finally:
             self.workspace.reset()
@@ -363,6 +368,9 @@ class InstanceExecutor:
                                                    [limit_of[i] for i in todo], combine, first_failure)
             for j, verdict in ran.items():
                 index = todo[j]
+                if verdict.outcome is Outcome.APPLY_ERROR:
+                    verdict = self._fresh_apply_error(source_patch, tests[index], limit_of[index], first_failure,
+                                                      verdict)
                 results[index] = verdict
                 if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
                     self.store.put_verdict(keys[index], verdict)
@@ -375,6 +383,17 @@ class InstanceExecutor:
             if static:
                 verdict.tampering = [*static, *verdict.tampering]
         return final
+
+    def _fresh_apply_error(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool,
+                           verdict: Verdict) -> Verdict:
+        """``test``'s verdict once more, alone, on a checkout no test has run in since it was written afresh, when
+        its APPLY_ERROR came from one where tests ran (this executor's after a run, or the second lane's): what an
+        earlier test left there may be what made the patch fail, and that must never be stored as this test's
+        verdict. A patch that does not apply fails in git alone, so confirming costs no test process."""
+        self._root()
+        self.workspace.renew()
+        again, _ = self._run_together(source_patch, [test], [limit], False, first_failure)
+        return again.get(0, verdict)
 
     def run_raw(self, source_patch: str, test: TestPatch, *, extra_args: list[str] | None = None,
                 extra_env: dict[str, str] | None = None, readable: Sequence[Path] = ()) -> PytestRun:
@@ -410,6 +429,7 @@ class InstanceExecutor:
             env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         confine = self._confinement(root)
         confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
+        self.workspace.tainted = True
         verdict = run_with(runner, root, ids, self.settings, self.python, env=env, confine=confine)
         return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
                          duration=verdict.duration or 0.0, output=verdict.output_tail or "",
@@ -426,6 +446,7 @@ class InstanceExecutor:
                                                     readable=(*runner["confine"].readable, *readable))
             runner["server"] = None  # a server's sandbox was fixed when it started
         job, more = runner.pop("extra_env") or {}, dict(extra.pop("extra_env", None) or {})  # type: ignore[call-overload]
+        self.workspace.tainted = True
         run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
                          extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
         if run.lost:
@@ -580,6 +601,7 @@ class InstanceExecutor:
         runner = make_runner(self.settings.runner)
         ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
         self.runs += 1
+        self.workspace.tainted = True
         verdict = run_with(runner, self._root(), ids, self.settings, self.python, env=self._job_env(),
                            confine=self._confinement(self._root()))
         # report under the test patch's own ids; ids sharing a runner id (sympy's bare names: ``test_settings`` in

@@ -27,12 +27,14 @@ import time
 from pathlib import Path
 
 from coharden.execution.forkserver_main import protocol_mac
+from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.sandbox import (
     PRIVATE_HOME,
     Confinement,
     PidsCgroup,
     ProcessResult,
     mark_owner,
+    sandbox_env,
     sandbox_wrap,
     spawn_long_lived,
     tests_tmp,
@@ -43,6 +45,22 @@ _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, befo
 
 class ForkServerError(RuntimeError):
     pass
+
+
+OUTPUT_LIMIT = 16 << 20  # bytes of a run's output read back (its end: the verdict keeps the last lines)
+
+
+def _read_output(out: Path, scratch: Path) -> tuple[str, str]:
+    """(a run's output, why it was not read): the output file lies in the scratch directory, where a test can
+    swap it for a link to a host file (which coharden would store in the verdict) or a fifo (a read that never
+    returns)."""
+    try:
+        return read_text(out, anchor=scratch, limit=OUTPUT_LIMIT, tail=True), ""
+    except UnsafeFile as exc:
+        return "", f"the run's output file was replaced: {exc.why} (not read)"
+    except OSError:
+        return "", ""
+
 
 
 class ForkServer:
@@ -85,7 +103,7 @@ class ForkServer:
             tmp = tests_tmp(confine)
             cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME,
                     "--tmp=" + tmp]
-            self.env_overrides = {"HOME": PRIVATE_HOME, "TMPDIR": tmp}
+            self.env_overrides = sandbox_env(confine)
         self._guard = env["PYTHONPATH"].split(os.pathsep)[0] if self.isolation == "guard" else ""
         try:
             if confine is not None and confine.max_processes:
@@ -224,7 +242,7 @@ class ForkServer:
                 # outside bwrap (where the server clears its own namespace): daemons that left the group
                 self.cgroup.kill_all(spare=[self.proc.pid])
             duration = time.monotonic() - start
-            output = out.read_text(errors="replace") if out.exists() else ""
+            output, replaced = _read_output(out, self.scratch)
             if lost:
                 self.close(keep_scratch=True)
         finally:
@@ -238,7 +256,7 @@ class ForkServer:
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
-                             self.isolation)
+                             self.isolation, tampering=replaced)
 
     def _exited_soon(self) -> bool:
         """True when the server process is gone (or goes within a moment), False when it hangs."""

@@ -25,12 +25,20 @@ _MISSING_OBJECT = re.compile(r"unable to read sha1 file of (?P<path>\S+) \((?P<s
                              r"(?:missing blob|bad object|unable to read) (?P<bare>[0-9a-f]{40})")
 
 
+# Settings every git command runs with: coharden runs git in worktrees where untrusted tests ran. Inside the
+# sandbox a worktree's .git is read-only, so its config and hooks are coharden's own; these also hold where it is
+# not (a weaker sandbox, a Docker engine): no hook runs, no fsmonitor command, no attributes file of the user's
+# (the only attributes a checkout reads are the commit's own .gitattributes: a reset removes every other one).
+_GIT_HARDENING = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                  "-c", "core.attributesFile=/dev/null"]
+
+
 def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     import os
 
     env = {**os.environ, **_GIT_ENV}
     proc = subprocess.run(
-        ["git", *args], cwd=cwd, input=input, capture_output=True, text=True, env=env, check=False
+        ["git", *_GIT_HARDENING, *args], cwd=cwd, input=input, capture_output=True, text=True, env=env, check=False
     )
     if check and proc.returncode != 0:
         detail = proc.stderr.strip() or proc.stdout.strip()
@@ -42,6 +50,26 @@ def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = T
                                 "out its largest files); use a full clone of the repository")
         raise RepoError(f"git {' '.join(args[:3])} failed in {cwd}: {detail}")
     return proc
+
+
+def tracked_paths(worktree: Path) -> tuple[set[str], set[str]]:
+    """(files, submodules): the paths git's index tracks in ``worktree``, relative and ``/``-separated (names
+    that are not UTF-8 kept as the file system spells them, as :func:`os.fsdecode` does); a submodule's path is a
+    directory that a fresh checkout leaves empty."""
+    import os
+
+    proc = subprocess.run(["git", *_GIT_HARDENING, "ls-files", "--stage", "-z"], cwd=worktree,
+                          capture_output=True, env={**os.environ, **_GIT_ENV}, check=False)
+    if proc.returncode != 0:
+        raise RepoError(f"git ls-files failed in {worktree}: {proc.stderr.decode(errors='replace').strip()}")
+    files: set[str] = set()
+    submodules: set[str] = set()
+    for entry in proc.stdout.split(b"\0"):
+        if not entry:
+            continue
+        info, _, name = entry.partition(b"\t")
+        (submodules if info.startswith(b"160000") else files).add(os.fsdecode(name))
+    return files, submodules
 
 
 def check_repo(path: Path) -> Path:

@@ -25,6 +25,7 @@ from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.forkserver import ForkServer
+from coharden.execution.readback import UnsafeFile, read_bytes, read_text
 from coharden.execution.sandbox import NETWORK_FAILURE, Confinement, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
@@ -86,6 +87,7 @@ class PytestRun:
     stream: list[dict] | None = None  # per-test events from the coharden_stream plugin (None: not streamed)
     lost: str = ""  # why the run has no result of its own (the fork server died under it)
     tampering: str = ""  # what forged the run's result (an unsigned line on the fork server's protocol)
+    replaced: list[str] = field(default_factory=list)  # files read back that a test swapped for a link or a fifo
     time_limit: float | None = None
     junit_present: bool = False
     first_failure: bool = False  # run with -x: ids after the first failure were not run
@@ -198,9 +200,14 @@ def _raised_of(ran_id: str, matched: list[Case], run: PytestRun) -> list[Raised]
     return found
 
 
-def parse_junit(path: Path) -> list[Case] | None:
+def parse_junit(path: Path, *, anchor: Path | None = None) -> list[Case] | None:
+    """The cases of a JUnit XML file (None when it is missing or malformed). Read through
+    :func:`~coharden.execution.readback.read_bytes` from ``anchor``: :class:`UnsafeFile` when a test replaced
+    it with a link or a fifo."""
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(read_bytes(path, anchor=anchor))
+    except UnsafeFile:
+        raise
     except (ET.ParseError, OSError):
         return None
     cases: list[Case] = []
@@ -270,7 +277,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     first_failure = first_failure and all(runnable_id(i) == i for i in ids)
     limit = time_limit or settings.timeout
     scratch = server.scratch if use_server and server is not None else None
-    with tempfile.TemporaryDirectory(prefix="coharden-junit-", dir=scratch) as tmp:
+    # a test may swap this directory (inside the server's writable scratch directory) for a link: its removal
+    # then leaves the link alone instead of failing
+    with tempfile.TemporaryDirectory(prefix="coharden-junit-", dir=scratch, ignore_cleanup_errors=True) as tmp:
         mark_owner(Path(tmp))
         junit = Path(tmp) / "junit.xml"
         stream = Path(tmp) / "stream.jsonl"
@@ -329,9 +338,22 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
                                               readable=(*confine.readable, *shown))
             proc = run_limited(cmd, root, timeout=wall, env=env, memory_mb=settings.memory_mb,
                                cpu_seconds=cpu, network=settings.network, confine=confine)
-        cases = parse_junit(junit) if junit.exists() else None
-        events = None if in_docker else read_stream(stream)
-        present = junit.exists()
+        # the files a test could have swapped for a link to a host file or a fifo are read back safely, from the
+        # directory this run made (the server's scratch directory, which holds it, is a mount point a test
+        # cannot replace)
+        anchor = scratch if scratch is not None else Path(tmp)
+        replaced = [proc.tampering] if proc.tampering and not proc.lost else []
+        try:
+            cases = parse_junit(junit, anchor=anchor)
+        except UnsafeFile as exc:
+            cases = None
+            replaced.append(f"the JUnit file was replaced: {exc.why} (not read)")
+        try:
+            events = None if in_docker else read_stream(stream, anchor=anchor)
+        except UnsafeFile as exc:
+            events = []
+            replaced.append(f"the result stream was replaced: {exc.why} (not read)")
+        present = os.path.lexists(junit)
     # RLIMIT_CPU's signal, after at least that much time: a test that exits with the same code (or signals
     # itself) earlier is not taken for a timeout (one that waits that long before doing so gains nothing)
     cpu_out = (scaled and not proc.timed_out and proc.returncode in _CPU_EXHAUSTED
@@ -349,17 +371,21 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         stream=events,
         lost=proc.lost,
         tampering=proc.tampering,
+        replaced=replaced,
         time_limit=limit,
         junit_present=present,
         first_failure=first_failure,
     )
 
 
-def read_stream(path: Path) -> list[dict]:
-    """The events the coharden_stream plugin wrote (a torn last line, as at a kill, is dropped)."""
-    events = []
+def read_stream(path: Path, *, anchor: Path | None = None) -> list[dict]:
+    """The events the coharden_stream plugin wrote (a torn last line, as at a kill, is dropped); read as
+    :func:`parse_junit` reads (:class:`UnsafeFile` for a link or a fifo)."""
+    events: list[dict] = []
     try:
-        text = path.read_text(errors="replace")
+        text = read_text(path, anchor=anchor)
+    except UnsafeFile:
+        raise
     except OSError:
         return events
     for line in text.splitlines():
@@ -436,6 +462,9 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
             notes.append("a JUnit file exists although the pytest session never finished (written by a test)")
         if run.returncode == 0:
             notes.append("the process exited with code 0 in the middle of the session (os._exit)")
+        if run.returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
+            return ("the test process was killed for writing a file over the disk limit (max_file_mb, "
+                    f"RLIMIT_FSIZE; exit code {run.returncode})"), notes
         return (f"the pytest session ended before it finished (exit code {run.returncode}): a test called "
                 "os._exit or crashed the interpreter"), notes
     if run.junit_ok and run.stream:
@@ -455,6 +484,9 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
     if run.lost:
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.lost,
                        tampering=[run.tampering] if run.tampering else [], **base)
+    if run.replaced:
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason="a test replaced files the grader reads back (with a "
+                       "link or a fifo): the run has no result", tampering=list(run.replaced), **base)
     if run.timed_out:
         hung = run.hung_test()
         hung = rename.get(hung, hung) if hung else None

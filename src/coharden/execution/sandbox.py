@@ -74,6 +74,10 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
 CGROUP_ROOT = "/sys/fs/cgroup"
 PRIVATE_HOME = "/tmp/coharden-home"  # inside a bwrap sandbox: $HOME, on the sandbox's private /tmp
 SANDBOX_TMP = "/tmp"
+# The tests' PYTHONPYCACHEPREFIX inside a bwrap sandbox when the confinement names no bytecode directory: a path
+# under the sandbox's read-only root, which cannot be made. Either way no interpreter there reads or writes a
+# ``__pycache__`` of the checkout (bytecode a test planted there for a later run; Python 3.8+).
+NO_PYCACHE = "/.coharden-no-pycache"
 # A second private tmpfs, the tests' TMPDIR when their checkout lives under /tmp: see :func:`tests_tmp`.
 OTHER_TMP = "/var/tmp"
 
@@ -101,6 +105,7 @@ class Confinement:
     mounts: tuple[tuple[Path, Path], ...] = ()
     hidden: tuple[Path, ...] = ()
     protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
+    pycache: Path | None = None  # the tests' bytecode cache (PYTHONPYCACHEPREFIX), shown read-only; see NO_PYCACHE
     max_processes: int | None = 512
     max_file_bytes: int | None = None  # RLIMIT_FSIZE: the largest file a process may write (None: no limit)
     sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
@@ -357,7 +362,8 @@ def shown_paths(confine: Confinement, cmd: Sequence[str] = ()) -> list[Path]:
     hands a command to: a service wrapper's), the confinement's ``readable`` paths."""
     pythons = [arg for i, arg in enumerate(cmd) if Path(arg).name.startswith("python")
                and (i == 0 or (Path(arg).is_absolute() and Path(arg).is_file()))]
-    shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable]
+    shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable,
+             *([confine.pycache] if confine.pycache is not None else [])]
     unique = sorted({Path(p) for p in shown if Path(p).exists()}, key=lambda p: len(p.parts))
     kept: list[Path] = []
     for path in unique:  # one mount for a directory and what lies inside it
@@ -416,7 +422,7 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
         if shown:
             confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
         wrapped = [*bwrap_args(confine, cwd, cmd, as_pid_1=as_pid_1), *cmd]
-        return wrapped, {**env, "HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}, level
+        return wrapped, {**env, **sandbox_env(confine)}, level
     if confine is not None and confine.sandbox:
         _warn_fallback(level)
     prefix = netns_prefix()
@@ -424,6 +430,13 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
         return [*prefix, *cmd], env, "netns"
     env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (network_guard_dir(), env.get("PYTHONPATH", "")) if p)}
     return cmd, env, "guard"
+
+
+def sandbox_env(confine: Confinement) -> dict[str, str]:
+    """The variables every process in a bwrap sandbox gets: its private ``HOME`` and ``TMPDIR``, and a bytecode
+    cache outside the checkout (see :data:`NO_PYCACHE`)."""
+    return {"HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine),
+            "PYTHONPYCACHEPREFIX": str(confine.pycache) if confine.pycache is not None else NO_PYCACHE}
 
 
 def pythonpath_dirs(env: dict[str, str]) -> tuple[Path, ...]:

@@ -6,8 +6,15 @@ unlike ``git worktree add`` which registers itself there). It is reset between j
 re-created, and removed on exit, on errors and on Ctrl-C.
 
 A :class:`Checkout` is a clone that outlives its workspaces: a workspace given one moves it to its commit
-(``git checkout --force`` + ``git clean``) instead of cloning, and leaves it in place on close. Runs over many
+(:func:`sweep` + ``git checkout --force``) instead of cloning, and leaves it in place on close. Runs over many
 instances of one repository (the real-bugs study) reuse a few checkouts instead of cloning per instance.
+
+Untrusted tests run in a workspace, so a reset must leave nothing of theirs (issue 32): :func:`sweep` removes
+every untracked entry whatever git's rules say (``git clean -fdx`` skips a nested repository, so bytecode planted
+in a ``__pycache__`` made one survived), every ``.gitattributes`` before git writes anything (one planted in a
+subdirectory made the next reset write CRLF or UTF-16 files, so the next patch did not apply), and gives back the
+permissions a test took from directories. Python's bytecode cache lives beside the clone (:func:`pycache_dir`),
+outside the worktree, read-only to tests.
 """
 
 from __future__ import annotations
@@ -15,13 +22,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from coharden.execution.git import apply_patch, check_repo, git, resolve_commit
+from coharden.execution.git import apply_patch, check_repo, git, resolve_commit, tracked_paths
 from coharden.execution.locks import file_lock
+from coharden.execution.readback import read_text
 from coharden.execution.sandbox import mark_owner, sweep_leftovers
 
 
@@ -30,6 +39,7 @@ def _clone(source: Path, commit: str, parent: Path | None) -> Path:
     root = Path(tempfile.mkdtemp(prefix="coharden-ws-", dir=parent))
     mark_owner(root)
     path = root / "repo"
+    pycache_dir(path).mkdir()
     try:
         git(["clone", "--quiet", "--shared", "--no-checkout", str(source), str(path)], root)
         git(["checkout", "--quiet", "--detach", commit], path)
@@ -68,6 +78,100 @@ def base_objects(source: Path, commit: str, cache_dir: Path) -> Path:
     return target
 
 
+def pycache_dir(path: Path) -> Path:
+    """The bytecode cache of the clone at ``path``: beside it, outside the worktree. Test processes get it as
+    ``PYTHONPYCACHEPREFIX`` and see it read-only, so the interpreter (and pytest's assertion rewriting) neither
+    reads nor writes a ``__pycache__`` in the checkout; coharden alone fills it (checked-hash bytecode of the
+    study's checkouts)."""
+    return path.parent / "pycache"
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _opened(name: str, dir_fd: int, mode: int) -> int:
+    """The directory ``name`` (in ``dir_fd``) opened without following a link, its owner's rights given back
+    first (a test runs as the same user, and may have taken them)."""
+    if mode & 0o700 != 0o700:
+        os.chmod(name, stat.S_IMODE(mode) | 0o700, dir_fd=dir_fd)
+    return os.open(name, _DIR, dir_fd=dir_fd)
+
+
+def _remove(name: str, dir_fd: int) -> None:
+    """Remove ``name`` in ``dir_fd`` and, for a directory, all it holds, however deep (iteratively, with
+    descriptors: a test can nest directories beyond the recursion limit and PATH_MAX), links never followed."""
+    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(info.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    stack = [(dir_fd, name, _opened(name, dir_fd, info.st_mode))]
+    while stack:
+        parent, own, fd = stack[-1]
+        inner = None
+        with os.scandir(fd) as entries:
+            names = [entry.name for entry in entries]
+        for child in names:
+            mode = os.stat(child, dir_fd=fd, follow_symlinks=False).st_mode
+            if not stat.S_ISDIR(mode):
+                os.unlink(child, dir_fd=fd)
+                continue
+            try:
+                os.rmdir(child, dir_fd=fd)
+            except OSError:
+                inner = (fd, child, _opened(child, fd, mode))
+                break
+        if inner is not None:
+            stack.append(inner)
+            continue
+        stack.pop()
+        os.close(fd)
+        os.rmdir(own, dir_fd=parent)
+
+
+def sweep(root: Path, *, keep: Collection[str] = ()) -> int:
+    """Remove from the worktree at ``root`` what a fresh checkout would not hold, before git restores the tracked
+    files: every untracked or ignored entry whatever git's rules (a nested repository included), fifos, sockets
+    and links at untracked paths, and every ``.gitattributes`` (git writes the tracked ones again from its index,
+    so no attributes a test planted rewrite a file); directories a test locked are unlocked first. Directories
+    named in ``keep`` inside tracked directories stay with their regular files only (:meth:`Checkout.scrub`
+    checks those). Returns how many entries were removed."""
+    files, submodules = tracked_paths(root)
+    dirs = {""} | submodules
+    for path in files:
+        parts = path.split("/")
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    removed = 0
+    info = root.stat()
+    if info.st_mode & 0o700 != 0o700:
+        root.chmod(stat.S_IMODE(info.st_mode) | 0o700)
+    stack: list[tuple[str, bool]] = [("", False)]
+    while stack:
+        rel, kept = stack.pop()
+        fd = os.open(root / rel if rel else root, _DIR)
+        try:
+            with os.scandir(fd) as entries:
+                names = [entry.name for entry in entries]
+            for name in names:
+                if not rel and name == ".git":
+                    continue
+                child = f"{rel}/{name}" if rel else name
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode) and not kept and (child in dirs or name in keep):
+                    os.close(_opened(name, fd, mode))
+                    stack.append((child, child not in dirs))
+                    continue
+                if kept and stat.S_ISREG(mode):
+                    continue
+                if (not kept and child in files and name != ".gitattributes"
+                        and (stat.S_ISREG(mode) or stat.S_ISLNK(mode))):
+                    continue
+                _remove(name, fd)
+                removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
 def drop_refs(path: Path) -> None:
     """Delete every ref of a clone (branches, tags, the origin's): a test that runs ``git log --all`` or ``git
     show origin/main`` in its worktree must not find the commits after the instance's base - the fix among
@@ -89,7 +193,6 @@ class Checkout:
         self.path: Path | None = None
         self.source: Path | None = None
         self._parent = parent
-        self.clean_args = ["-fdxq", *(arg for pattern in keep for arg in ("-e", pattern))]
         self._keep = tuple(keep)
         self._on_move = on_move
         self._trusted: dict[str, str] = {}  # kept files as coharden left them: relative path -> sha256
@@ -98,9 +201,10 @@ class Checkout:
         """The clone, at ``commit`` of ``source`` with untracked files removed (cloned on first use, and
         again when the source repository changes)."""
         if self.path is not None and self.source == source and self.path.is_dir():
+            # the last workspace may have closed after an untrusted run without a reset
+            sweep(self.path, keep=self.keep_names)
             git(["checkout", "--quiet", "--force", "--detach", commit], self.path)
-            git(["clean", *self.clean_args], self.path)
-            self.scrub(self.path)  # the last workspace may have closed after an untrusted run without a reset
+            self.scrub(self.path)
         else:
             self.close()
             self.path = _clone(source, commit, self._parent)
@@ -109,6 +213,11 @@ class Checkout:
             self._on_move(self.path)
         self._trusted = {rel: digest for rel, digest in self._kept_files(self.path)}
         return self.path
+
+    @property
+    def keep_names(self) -> frozenset[str]:
+        """The names of the directories whose regular files survive a reset (checked by :meth:`scrub`)."""
+        return frozenset(pattern.strip("/") for pattern in self._keep)
 
     def scrub(self, path: Path) -> int:
         """Remove every kept file (e.g. ``__pycache__`` bytecode) that differs from what coharden left after the
@@ -124,7 +233,7 @@ class Checkout:
 
     def _kept_files(self, path: Path) -> list[tuple[str, str]]:
         """(relative path, sha256) of every file inside a directory named by a keep pattern."""
-        names = {pattern.strip("/") for pattern in self._keep}
+        names = self.keep_names
         found: list[tuple[str, str]] = []
         for dirpath, dirnames, filenames in os.walk(path):
             dirnames[:] = [d for d in dirnames if d != ".git"]
@@ -156,6 +265,8 @@ class Workspace:
         self.checkout = checkout
         self.path: Path | None = None
         self._dirty: set[str] = set()
+        # a test ran here since the checkout was last written afresh (what it left may have survived a reset)
+        self.tainted = False
 
     def __enter__(self) -> Workspace:
         self.open()
@@ -172,6 +283,7 @@ class Workspace:
         else:
             self.path = _clone(self.source, self.commit, self._parent)
         self._dirty.clear()
+        self.tainted = self.checkout is not None  # a borrowed checkout may hold what earlier runs left
         self._lay_overlay()
         return self.path
 
@@ -197,19 +309,47 @@ class Workspace:
         self._dirty.add(rel)
 
     def read(self, rel: str) -> str | None:
-        target = self.root / rel
-        return target.read_text() if target.is_file() else None
+        """The text of the regular file ``rel`` (None when there is none): a patch can lay down a link (to a host
+        file) or a test leave a fifo, and neither is followed or waited on."""
+        try:
+            return read_text(self.root / rel, anchor=self.root, errors="strict")
+        except OSError:
+            return None
 
     def reset(self) -> None:
-        """Back to the pristine base commit: tracked files restored, untracked (and ignored) files removed."""
+        """Back to the pristine base commit: untracked (and ignored) entries and planted attributes removed
+        (:func:`sweep`), then tracked files restored."""
         if not self._dirty:
             return
+        sweep(self.root, keep=self.checkout.keep_names if self.checkout is not None else ())
         git(["reset", "--quiet", "--hard", self.commit], self.root)
-        git(["clean", *(self.checkout.clean_args if self.checkout is not None else ["-fdxq"])], self.root)
         if self.checkout is not None:
             self.checkout.scrub(self.root)
         self._dirty.clear()
         self._lay_overlay()
+
+    def renew(self) -> bool:
+        """When a test ran here since the checkout was last written afresh: every file but ``.git`` removed and
+        written again from git's objects (as a fresh clone would; ``.git`` is read-only inside the sandbox).
+        Whatever a reset might have missed is gone. Returns whether it did anything."""
+        if not self.tainted:
+            return False
+        fd = os.open(self.root, _DIR)
+        try:
+            with os.scandir(fd) as entries:
+                names = [entry.name for entry in entries]
+            for name in names:
+                if name != ".git":
+                    _remove(name, fd)
+        finally:
+            os.close(fd)
+        git(["reset", "--quiet", "--hard", self.commit], self.root)
+        if self.checkout is not None:
+            self.checkout.scrub(self.root)
+        self._dirty.clear()
+        self.tainted = False
+        self._lay_overlay()
+        return True
 
     def _lay_overlay(self) -> None:
         if self.overlay is not None and self.overlay.is_dir():

@@ -23,6 +23,7 @@ from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
+from coharden.execution.readback import read_text
 from coharden.mutation.recorder_values import check_encoding
 from coharden.patches import touched_files
 from coharden.schema.testpatch import TestPatch
@@ -34,6 +35,8 @@ RECORDER = Path(__file__).with_name("recorder_plugin.py")
 VALUES = Path(__file__).with_name("recorder_values.py")  # its value encoding, copied beside it
 START = Path(__file__).with_name("recorder_start.py")  # starts it without pytest (copied as sitecustomize.py)
 log = logging.getLogger(__name__)
+
+RECORDS_LIMIT = 256 << 20  # bytes of recorder output read back; a larger file is not read
 
 
 def _serial(executor: InstanceExecutor) -> Mapper:
@@ -135,11 +138,15 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"] if pytest_runner else [],
                                readable=[plugin_dir],
                                extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
-        if not out.exists():  # the plugin opens it at start: it ran, even if no target was called
+        if not os.path.lexists(out):  # the plugin opens it at start: it ran, even if no target was called
             return f"the recorder did not start ({executor.settings.runner} runner){_last_lines(run.output)}"
+        try:  # the test may have swapped it for a link to a host file or a fifo
+            text = read_text(out, anchor=root, limit=RECORDS_LIMIT)
+        except OSError as exc:
+            return f"the recorder's output could not be read safely: {getattr(exc, 'why', exc)}"
         packages = packages_of(targets)
         added = {path for path in touched_files(source_patch) if path.endswith(".py")}
-        records = parse_records(out.read_text(errors="replace"), root.resolve(), packages,
+        records = parse_records(text, root.resolve(), packages,
                                 module_files(packages, executor.base_file, added))
         starts, ends = (sum(1 for r in records if r["kind"] == kind) for kind in ("start", "end"))
         records = [r for r in records if r["kind"] not in ("start", "end")]

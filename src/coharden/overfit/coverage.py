@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from pydantic import BaseModel, Field
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
+from coharden.execution.readback import read_text
 from coharden.execution.store import Store
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.testpatch import TestPatch
@@ -171,12 +173,15 @@ def run_lines(executor: InstanceExecutor, source_patch: str, test: TestPatch, pa
         }
         run = executor.run_raw(source_patch, test, extra_args=["-p", PLUGIN_MODULE], extra_env=env,
                                readable=[plugin_dir])
-        if not out.exists():
+        if not os.path.lexists(out):
             if run.timed_out:
                 return SideRun(timed_out=True, backend=backend)
             tail = "\n".join(run.output.strip().splitlines()[-15:])
             raise CoverageError(f"the coverage run wrote no data (exit code {run.returncode}); output tail:\n{tail}")
-        data = json.loads(out.read_text())
+        try:  # the test may have swapped it for a link to a host file or a fifo
+            data = json.loads(read_text(out, anchor=root))
+        except (OSError, ValueError) as exc:
+            raise CoverageError(f"the coverage data could not be read safely: {getattr(exc, 'why', exc)}") from exc
     finally:
         shutil.rmtree(plugin_dir, ignore_errors=True)
     if "error" in data:

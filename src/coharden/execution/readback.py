@@ -1,0 +1,108 @@
+"""Reading back a file a test could have touched: its JUnit XML, the result stream, its output, an instrumented
+run's records, a file of its worktree.
+
+coharden reads these outside the sandbox. A test can replace any of them (or a directory on the way to them)
+with a symbolic link to a host file, which coharden would then read and store (``~/.ssh/id_rsa`` in a verdict's
+output), or with a fifo, on which a plain ``open`` blocks forever. Every such read goes through :func:`read_bytes`:
+each path component below a trusted ``anchor`` is opened without following links, the file without blocking
+(``O_NONBLOCK``: a fifo opens at once), and it is read only if it is a regular file, at most ``limit`` bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+DEFAULT_LIMIT = 64 << 20  # bytes: far above any JUnit file or result stream of a real run
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class UnsafeFile(OSError):
+    """The file (or a directory on its way) is a link, not a regular file, or larger than the limit: it was not
+    read. ``why`` says which, in words a tampering note can carry."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+def _open(path: Path, anchor: Path) -> int:
+    """A descriptor of ``path`` opened for reading, walking from ``anchor`` (opened normally: the caller trusts
+    it) one component at a time, none of them followed if it is a link."""
+    try:
+        parts = path.relative_to(anchor).parts
+    except ValueError as exc:
+        raise ValueError(f"{path} is not inside {anchor}") from exc
+    if not parts:
+        raise ValueError(f"{path}: the anchor itself is not a file")
+    fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if _is_link(part, fd) or exc.errno == getattr(os, "ENOTDIR", 20):
+                    raise UnsafeFile(path, f"{part} on its way is a link or not a directory") from exc
+                raise
+            os.close(fd)
+            fd = inner
+        try:
+            return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if _is_link(parts[-1], fd):
+                raise UnsafeFile(path, "it is a symbolic link") from exc
+            raise
+    finally:
+        os.close(fd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = None, tail: bool = False) -> bytes:
+    """The content of the regular file ``path``, never through a link, never blocking.
+
+    ``anchor``: a directory no test can replace (default: ``path``'s parent), from which every component is
+    opened without following links. Raises :class:`UnsafeFile` (an ``OSError``) for a link, a fifo, a device,
+    a directory, or a file over ``limit`` bytes (``tail``: its last ``limit`` bytes are returned instead), and
+    ``OSError`` when the file cannot be opened (``FileNotFoundError`` when it is not there)."""
+    path = Path(path)
+    fd = _open(path, Path(anchor) if anchor is not None else path.parent)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(path, "it is not a regular file (a fifo, a device or a directory)")
+        if info.st_size > limit:
+            if not tail:
+                raise UnsafeFile(path, f"it is larger than {limit} bytes")
+            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:  # it grew while being read
+            if not tail:
+                raise UnsafeFile(path, f"it is larger than {limit} bytes")
+            data = data[-limit:]
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = None, tail: bool = False,
+              errors: str = "replace") -> str:
+    """:func:`read_bytes` decoded as UTF-8."""
+    return read_bytes(path, limit=limit, anchor=anchor, tail=tail).decode("utf-8", errors=errors)
