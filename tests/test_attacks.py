@@ -1113,3 +1113,24 @@ def test_a_test_killed_by_the_disk_limit_is_told_so(make_executor, fork_server: 
         """))
     assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short()
     assert "disk limit" in verdict.reason
+
+
+def test_an_agent_s_git_config_never_runs_in_coharden_s_git(example: LocalInstance, tmp_path: Path) -> None:
+    """The agent may write its workspace's ``.git`` (it may use git); coharden then computes the diff outside
+    the sandbox. A clean filter (or an fsmonitor, or a hook) the agent configured there must not run in it."""
+    from coharden.agent import AgentTask, ExternalCommandAgent
+    from coharden.critic import PassCritic
+    from coharden.execution.workspace import Workspace
+
+    pwned = tmp_path / "pwned"
+    command = (f"git config filter.evil.clean 'touch {pwned}-filter; cat' && "
+               f"git config core.fsmonitor 'touch {pwned}-fsmonitor' && "
+               f"printf '#!/bin/sh\\ntouch {pwned}-hook\\n' > .git/hooks/post-index-change && "
+               "chmod +x .git/hooks/post-index-change && "
+               "echo '* filter=evil' > .gitattributes && echo 'changed' >> README.md; true")
+    agent = ExternalCommandAgent(command, timeout=60)
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        result = agent.run(AgentTask(problem_statement="plant"), ws, "test-only", PassCritic())
+        assert "filter" in (ws.root / ".git" / "config").read_text()  # the agent did write its config
+    assert "changed" in result.patch
+    assert not list(tmp_path.glob("pwned*"))

@@ -9,8 +9,6 @@ user turn, or gives up. A critic that raises is a rejection (fail closed), recor
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -23,6 +21,8 @@ from coharden.critic.context import Mode
 from coharden.critic.events import Event, make_event
 from coharden.errors import RepoError
 from coharden.execution.environ import untrusted_environment
+from coharden.execution.git import git
+from coharden.execution.readback import read_text
 from coharden.execution.sandbox import Confinement, interpreter_dirs
 from coharden.execution.workspace import Workspace, base_objects
 
@@ -30,14 +30,6 @@ TRAJECTORY_FORMAT = "coharden-agent-1"
 
 #: Paths the harness keeps out of the diff (and out of ``git status``) in the throwaway clone.
 EXCLUDES = (".coharden/", "__pycache__/", "*.pyc", ".pytest_cache/")
-
-
-def _git(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
-                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
-    if proc.returncode != 0:
-        raise RepoError(f"git {' '.join(args[:2])} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
 
 
 #: The largest file an agent's command may write (RLIMIT_FSIZE), as for test processes.
@@ -66,8 +58,9 @@ def agent_environment(pass_env: Sequence[str] = (), **values: str) -> dict[str, 
 
 
 def prepare_workspace(root: Path) -> None:
-    """Keep harness files and caches out of the diff: add :data:`EXCLUDES` to the clone's info/exclude."""
-    exclude = Path(_git(["rev-parse", "--git-path", "info/exclude"], root).strip())
+    """Keep harness files and caches out of the agent's ``git status``: add :data:`EXCLUDES` to the clone's
+    info/exclude (before the agent runs; :func:`workspace_diff` has its own)."""
+    exclude = Path(git(["rev-parse", "--git-path", "info/exclude"], root).stdout.strip())
     if not exclude.is_absolute():
         exclude = root / exclude
     exclude.parent.mkdir(parents=True, exist_ok=True)
@@ -78,17 +71,35 @@ def prepare_workspace(root: Path) -> None:
                            + "\n".join(missing) + "\n")
 
 
-def workspace_diff(root: Path, base_commit: str) -> str:
-    """The diff from ``base_commit`` to the working tree, new files included, ignored files left out.
+def workspace_diff(root: Path, base_commit: str, objects: Path | None = None) -> str:
+    """The diff from ``base_commit`` to the working tree, new files included, ignored files (and
+    :data:`EXCLUDES`) left out.
 
-    Uses a temporary index, so the agent's own index, HEAD and commits do not matter (changes it committed
-    are part of the diff) and nothing in the workspace changes.
-    """
-    with tempfile.TemporaryDirectory(prefix="coharden-index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _git(["read-tree", base_commit], root, env)
-        _git(["add", "-A", "--", "."], root, env)
-        return _git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", base_commit], root, env)
+    git runs here outside any sandbox, so never with the workspace's own ``.git``, which the agent could
+    write (a config with a filter or fsmonitor command, hooks): a temporary git directory of coharden's own
+    borrows ``objects`` (default: the workspace's object store and the stores it borrows from) and reads the
+    working tree. So the agent's own index, HEAD and commits do not matter either (changes it committed are
+    part of the diff), and nothing in the workspace changes."""
+    with tempfile.TemporaryDirectory(prefix="coharden-diff-") as tmp:
+        gitdir = Path(tmp) / "git"
+        git(["init", "--quiet", "--bare", str(gitdir)], Path(tmp))
+        borrowed = [objects] if objects is not None else _object_stores(root)
+        (gitdir / "objects" / "info" / "alternates").write_text("".join(f"{p}\n" for p in borrowed))
+        (gitdir / "info").mkdir(exist_ok=True)
+        (gitdir / "info" / "exclude").write_text("".join(f"{e}\n" for e in EXCLUDES))
+        env = {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(root), "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(["read-tree", base_commit], root, env=env)
+        git(["add", "-A", "--", "."], root, env=env)
+        return git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", base_commit], root,
+                   env=env).stdout
+
+
+def _object_stores(root: Path) -> list[Path]:
+    """The object store of the clone at ``root`` and those its ``info/alternates`` names (absolute paths)."""
+    own = root / ".git" / "objects"
+    listed = read_text(own / "info" / "alternates", anchor=root, limit=1 << 16) \
+        if (own / "info" / "alternates").is_file() else ""
+    return [own, *(Path(line) for line in listed.splitlines() if line.startswith("/"))]
 
 
 class Trajectory:
@@ -153,7 +164,7 @@ class Session:
         return self.trajectory.emit(event)
 
     def diff(self) -> str:
-        self.patch = workspace_diff(self.root, self.workspace.commit)
+        self.patch = workspace_diff(self.root, self.workspace.commit, self.workspace.source / ".git" / "objects")
         return self.patch
 
     def finish(self, submission: str = "") -> str | None:

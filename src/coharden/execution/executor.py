@@ -112,8 +112,9 @@ class InstanceExecutor:
         self.isolation = "docker" if self.image else isolation_level(settings.network, confine)
         if not self.image:
             require_confinement(settings.network, confine, settings.allow_weak_sandbox)
-        # sandbox=2: verdicts from before the allow-listed sandbox (which a hostile test could forge) are not reused
-        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=2"
+        # sandbox=3: verdicts from before the allow-listed sandbox and environment, the thorough reset and the
+        # safe read-back (which a hostile test could forge, or which may hold a key) are not reused
+        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3"
         self._server_failed = ""  # why the fork server is not used, once it failed
         self.server_losses: list[str] = []  # runs during which a test killed the fork server
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once

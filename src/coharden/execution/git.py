@@ -33,10 +33,13 @@ _GIT_HARDENING = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"
                   "-c", "core.attributesFile=/dev/null"]
 
 
-def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def git(args: list[str], cwd: Path, *, input: str | None = None, check: bool = True,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``git args`` in ``cwd`` with :data:`_GIT_HARDENING` (and ``env`` on top of ours); :class:`RepoError` with
+    git's message when it fails and ``check``."""
     import os
 
-    env = {**os.environ, **_GIT_ENV}
+    env = {**os.environ, **_GIT_ENV, **(env or {})}
     proc = subprocess.run(
         ["git", *_GIT_HARDENING, *args], cwd=cwd, input=input, capture_output=True, text=True, env=env, check=False
     )
