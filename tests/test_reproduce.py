@@ -15,6 +15,7 @@ from coharden.config import Settings
 from coharden.environment.mining import changes_code, load_export, mine, write_records
 from coharden.environment.mockdetect import ProjectIndex, changed_symbols, find_mocks, module_names
 from coharden.environment.reproduce import Expectation, check_reproduction, generate_reproduction
+from coharden.execution.sandbox import bwrap_path
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 from conftest import make_patch, make_repo, run_git, write_files
 
@@ -159,6 +160,21 @@ def test_real_fail_to_pass_test_is_accepted(bug_repo: tuple[Path, str, str], set
     probe = next(c for c in report.checks if c.name == "imports_real_code_at_run_time")
     assert probe.ok
     assert "ratios.core" in probe.detail
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox here: the probe would run unconfined")
+def test_the_import_probe_runs_in_the_sandbox(bug_repo: tuple[Path, str, str], settings: Settings,
+                                              tmp_path: Path) -> None:
+    """The import probe is a run of the candidate's test on the fix like every other: a test that writes beside
+    the repository (outside its worktree) on the fixed code leaves nothing there (it ran unconfined)."""
+    repo, buggy, patched = bug_repo
+    planted = tmp_path / "planted-by-the-probe"
+    plant = f"        try:\n            open({str(planted)!r}, 'w')\n        except OSError:\n            pass\n"
+    hostile = GOOD_TEST.replace("        with pytest.raises(", plant + "        with pytest.raises(", 1)
+    assert hostile != GOOD_TEST
+    report = check_reproduction(repo, buggy, repro_patch(repo, hostile), settings, patched=patched)
+    assert check("imports_real_code_at_run_time", report), report.reasons
+    assert not planted.exists()
 
 
 def test_test_mocking_the_function_under_test_is_rejected(bug_repo: tuple[Path, str, str],

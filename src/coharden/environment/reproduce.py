@@ -191,7 +191,7 @@ def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: Project
     executor.workspace.tainted = True
     # a fresh process, never a fork of a warm server (which would have imported its plugins already)
     run_pytest(root, list(test.ids), executor.settings, executor.python, extra_args=["-p", PROBE_MODULE],
-               image=executor.image)
+               image=executor.image, confine=executor.confinement())
     try:  # the test may have swapped it for a link to a host file or a fifo
         modules: dict[str, dict[str, Any]] = json.loads(read_text(out, anchor=root))
     except FileNotFoundError:

@@ -254,6 +254,11 @@ class InstanceExecutor:
         """The workspace directory (opened on first use)."""
         return self._root()
 
+    def confinement(self) -> Confinement:
+        """The sandbox of a fresh test process in this executor's workspace (the one its own runs get), for a
+        caller that runs pytest itself (an instrumented probe)."""
+        return self._confinement(self._root())
+
     def _root(self) -> Path:
         if self.workspace.path is None:
             self.workspace.open()
