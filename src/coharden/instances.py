@@ -5,9 +5,7 @@ Errors name the file, the line (JSONL) or record index (JSON), and the field.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from coharden.errors import InstanceError, RepoError
-from coharden.execution.git import check_repo, git
+from coharden.execution.git import check_repo
+from coharden.execution.snapshot import snapshot_files
 from coharden.jsonl import json_lines
 from coharden.schema.instance import Instance
 
@@ -84,27 +83,9 @@ def materialize_directory(directory: Path, cache_dir: Path) -> tuple[Path, str]:
     The repository lives under ``cache_dir`` keyed by a hash of the directory's contents, so editing the
     project gives a new repository and the same project always gives the same commit id.
     """
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and not p.name.endswith(".pyc") and ".git" not in p.parts)
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(str(file.relative_to(directory)).encode() + b"\0" + file.read_bytes() + b"\0")
-    target = cache_dir / f"{directory.name}-{digest.hexdigest()[:16]}"
-    if not (target / ".git").is_dir() or git(["rev-parse", "HEAD"], target, check=False).returncode != 0:
-        tmp = target.with_name(target.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        for file in files:
-            dest = tmp / file.relative_to(directory)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(file, dest)
-        tmp.mkdir(parents=True, exist_ok=True)
-        git(["init", "--quiet", "--initial-branch=main"], tmp)
-        git(["add", "-A"], tmp)
-        git(["commit", "--quiet", "--no-gpg-sign", "-m", f"{directory.name}: base commit"], tmp)
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    head = git(["rev-parse", "HEAD"], target).stdout.strip()
-    return target, head
+    files = [p.relative_to(directory).as_posix() for p in directory.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc") and ".git" not in p.parts]
+    return snapshot_files(directory, files, cache_dir)
 
 
 def _read_field(directory: Path, manifest: Path, data: dict[str, Any], field: str) -> str:
