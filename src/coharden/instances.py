@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from coharden.datasets import resolve_records
 from coharden.errors import InstanceError, RepoError
 from coharden.execution.git import check_repo
 from coharden.execution.snapshot import snapshot_files
@@ -51,7 +52,9 @@ def _validate(data: Any, where: str) -> Instance:
 
 
 def load_records(path: Path) -> list[Instance]:
-    """SWE-bench records from a .jsonl file (one per line) or a .json file (a list, or one object)."""
+    """SWE-bench records from a .jsonl file (one per line) or a .json file (a list, or one object), or from the
+    local copy of a dataset named like the SWE-bench harness's ``--dataset_name`` (see :mod:`coharden.datasets`)."""
+    path = resolve_records(path)
     if not path.is_file():
         raise InstanceError(f"{path}: file not found")
     try:
@@ -171,7 +174,9 @@ def resolve_repo(instance: Instance, repos_dir: Path | None) -> Path:
 
 
 def load_instances(source: Path, cache_dir: Path, ids: list[str] | None = None) -> list[LocalInstance]:
-    """Instances from a records file or a local instance directory (optionally filtered by id)."""
+    """Instances from a records file, a dataset name with a local copy, or a local instance directory (optionally
+    filtered by id)."""
+    source = resolve_records(source)
     if source.is_dir():
         found = [load_local(source, cache_dir)]
     else:
