@@ -373,8 +373,16 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
-                        progress=progress)
+        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
+                          progress=progress)
+    if result.pool_complete:  # kept for `coharden mutants` (list / show by id)
+        from coharden.execution.store import MPE_RESULT, mpe_result_key
+
+        key = mpe_result_key(instance_id=inst.instance_id, base_commit=inst.base_commit, fix=inst.patch,
+                             reference=ref_text, candidate=test_text, candidate_name=test_name,
+                             mpe=config.cache_key())
+        store.put_record(MPE_RESULT, key, result.to_json(timings=False))
+    return result
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
@@ -536,13 +544,14 @@ def _register() -> None:
     from coharden.cli.env import env_app, reproduce_app
     from coharden.cli.evaluation import eval_command
     from coharden.cli.loop import agent_cmd, run_loop
+    from coharden.cli.mutants import mutants_app
     from coharden.cli.overfit import overfit_app
     from coharden.cli.study import study_app
     from coharden.cli.suite import suite_app
 
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
     for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),
-                        ("overfit", overfit_app)):
+                        ("overfit", overfit_app), ("mutants", mutants_app)):
         app.add_typer(group, name=name)
     app.command("eval")(eval_command)
     app.command("agent")(agent_cmd)
