@@ -238,6 +238,12 @@ def mpe(
     instances: Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")] = None,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Batch: the run's name in the log directory "
+                                               "(default: the --output directory's name).")] = None,
+    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Batch: per-instance log folders go in "
+                                                 "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
+                                                 "run_instance.log), as the SWE-bench harness's (default: logs/ "
+                                                 "beside the --output directory).")] = None,
     operators: OperatorsOpt = None,
     per_operator: PerOperatorOpt = None,
     prefer_exercised: PreferExercisedOpt = False,
@@ -284,6 +290,9 @@ def mpe(
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
     if instances is not None and (why := unwritable(output, directory=True)):  # before any job runs
         raise CoHardenError(f"--output: {why}")
+    logs = (log_dir or output.parent / "logs", run_id or output.resolve().name)
+    if instances is not None and (why := unwritable(logs[0], directory=True)):
+        raise CoHardenError(f"--log-dir: {why}")
     sources = parse_mutators(mutator)
     ops = parse_operators(operators)
     llm = None
@@ -303,7 +312,7 @@ def mpe(
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
         _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json,
-                   executor, address)
+                   executor, address, logs=logs)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -387,7 +396,8 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
                config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
-               cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
+               cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None,
+               logs: tuple[Path, str] | None = None) -> None:
     from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.engine import make_engine
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
@@ -411,7 +421,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         engine = make_engine(executor, workers=settings.workers, address=address, on_interrupt=interrupted)
         try:
             rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
-                             progress=advance, engine=engine, llm_mutator=llm_mutator)
+                             progress=advance, engine=engine, llm_mutator=llm_mutator, logs=logs)
         except KeyboardInterrupt as exc:
             _stopped(exc, output)
         finally:
@@ -426,6 +436,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         return
     print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
                  summary["classes"])
+    if logs is not None:
+        console.print(f"per-instance logs: {logs[0] / logs[1]}/MODEL/INSTANCE_ID/", highlight=False)
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
         cut_table.add_column(col)
