@@ -57,7 +57,9 @@ def mutants_list(
                           "--store)")
         return
     table = Table(title=f"{len(found)} mutant runs")
-    for column in ("id", "test", "cell", "operator", "location", "change"):
+    # ids are kept whole on any width (they are typed back into `show`); the other columns fold
+    table.add_column("id", no_wrap=True, min_width=max(len(m.id) for m in found))
+    for column in ("test", "cell", "operator", "location", "change"):
         table.add_column(column, overflow="fold")
     for m in found:
         table.add_row(m.id, m.test, m.cell, m.operator, m.location, m.description)
