@@ -615,6 +615,51 @@ def test_cli_env_infer_and_dockerfile(tmp_path: Path) -> None:
     assert json.loads(as_json.output)["test_paths"] == ["tests/unit"]
 
 
+def test_cli_env_build_takes_a_subdirectory_as_env_infer_does(tmp_path: Path) -> None:
+    """Issue 34, item 12: ``env infer sub`` analysed the directory's files, ``env build sub`` refused it; both take
+    it now, and the build's checkout holds exactly the files the plan was inferred from (the subdirectory's,
+    at its top, without a virtual environment lying there)."""
+    repo, _ = make_repo(tmp_path / "r", {"README": "top\n", "sub/tests/test_a.py": "def test_a():\n    pass\n",
+                                         "sub/.venv/lib/junk.py": "x = 1\n"})
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(EnvPlan(python="3.11", mock_services=False).to_json())
+    env = {"COHARDEN_CACHE": str(tmp_path / "cache"), "COHARDEN_LLM_MODEL": ""}
+    runner = CliRunner()
+    inferred = runner.invoke(app, ["env", "infer", str(repo / "sub"), "--json"], env=env)
+    assert inferred.exit_code == 0, inferred.output
+    args = ["env", "build", str(repo / "sub"), "--plan", str(plan_file), "--json", "--no-smoke",
+            "--base-python", sys.executable, "--log", str(tmp_path / "log.jsonl")]
+    result = runner.invoke(app, args, env=env)
+    # built from the snapshot; the plan installs nothing, so the venv lacks pytest (exit 1: does not work)
+    assert result.exit_code == 1, result.output
+    assert "the environment has no working pytest" in result.stdout
+    assert "analysing the files of this directory only" in " ".join(result.stderr.split())
+    assert "give the repository's top directory" not in result.output
+    (snapshot,) = (tmp_path / "cache" / "directories").iterdir()
+    tracked = subprocess.run(["git", "ls-files"], cwd=snapshot, capture_output=True, text=True, check=True)
+    assert tracked.stdout.split() == ["tests/test_a.py"]
+    again = runner.invoke(app, args, env=env)  # the same files: the same snapshot
+    assert again.exit_code == 1, again.output
+    assert [p.name for p in (tmp_path / "cache" / "directories").iterdir()] == [snapshot.name]
+    at_commit = runner.invoke(app, [*args, "--commit", "HEAD~1"], env=env)
+    assert at_commit.exit_code == 2
+    assert "give the repository's top directory" in at_commit.output
+
+
+def test_cli_env_dockerfile_names_the_bad_field_in_one_line(tmp_path: Path) -> None:
+    """Issue 34, item 12: a bad plan printed pydantic's dump (input value, type, a documentation URL)."""
+    bad = tmp_path / "plan.json"
+    bad.write_text('{"python": "3.11", "colour": "blue"}')
+    result = CliRunner().invoke(app, ["env", "dockerfile", str(bad)])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {bad}: not a valid environment plan: field colour: Extra inputs " \
+                                    "are not permitted"
+    bad.write_text("[1]")
+    result = CliRunner().invoke(app, ["env", "dockerfile", str(bad)])
+    assert result.output.strip() == f"error: {bad}: not a valid environment plan: field <record>: Input should " \
+                                    "be an object"
+
+
 def test_cli_env_build_reports_failure_without_model(tmp_path: Path) -> None:
     repo, _ = make_repo(tmp_path / "r", {"tests/test_a.py": "def test_a():\n    pass\n"})
     plan_file = tmp_path / "plan.json"

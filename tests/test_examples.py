@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -38,3 +39,35 @@ def test_every_bundled_candidate_gets_its_label(tmp_path: Path, monkeypatch) -> 
     printer = {r["candidate"]: r for r in rows if r["example"] == "printer_brackets"}
     assert printer["lax"]["got"] == "Lax"
     assert printer["rigorous"]["got"] == "Rigorous"
+    assert readme_table() == laxity_table(rows)  # examples/README.md states what a fresh run gives
+
+
+def _laxity(row: dict[str, Any]) -> str:
+    return f"{row['laxity']:.2f} [{row['interval'][0]:.2f}, {row['interval'][1]:.2f}]"
+
+
+def laxity_table(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per example, the cells of examples/README.md's laxity table, from ``examples check --json`` rows."""
+    by = {(r["example"], r["candidate"]): r for r in rows}
+    return {example: [_laxity(by[example, "lax"]), by[example, "lax"]["matrix"], str(by[example, "lax"]["drawn"]),
+                      _laxity(by[example, "golden"]), _laxity(by[example, "rigorous"])]
+            for example in {r["example"] for r in rows}}
+
+
+def readme_table() -> dict[str, list[str]]:
+    """The laxity table of examples/README.md (issue 34, item 12: its laxities had gone stale)."""
+    text = (EXAMPLES / "README.md").read_text()
+    table = text[text.index("| example | `lax`: laxity"):].split("\n\n", 1)[0].splitlines()[2:]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in table]
+    return {row[0]: row[1:] for row in cells}
+
+
+def test_the_examples_readme_table_reads_as_the_check_writes() -> None:
+    """The table's parser and formatter agree on a row as ``examples check --json`` writes it (the slow test
+    compares the whole table with a fresh run)."""
+    row = {"laxity": 0.7142857, "interval": [0.2904, 0.9633], "matrix": "1/5/0/1", "drawn": 7}
+    rows = [{"example": "boundary_check", "candidate": c, **row} for c in ("lax", "golden", "rigorous")]
+    assert laxity_table(rows)["boundary_check"] == ["0.71 [0.29, 0.96]", "1/5/0/1", "7", "0.71 [0.29, 0.96]",
+                                                    "0.71 [0.29, 0.96]"]
+    assert readme_table()["boundary_check"][1:3] == ["1/5/0/1", "7"]
+    assert set(readme_table()) == {d.name for d in EXAMPLES.iterdir() if (d / "instance.yaml").is_file()}

@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"mpe", "overfit", "suite", "agent"},
     {"mutation", "environment", "critic", "instances"},
     {"execution"},
-    {"patches"},
+    {"patches", "datasets"},
     {"config"},
     {"schema"},
     {"llm", "analysis", "jsonl"},

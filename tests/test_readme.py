@@ -25,16 +25,29 @@ NOT_OFFLINE = ("--model", "--command", "--arm", "--api-base", "~/", "RECORDS", "
                "--instances", "&", "$", "...", "round0.py", "my_skill")
 
 
+def _store(words: list[str]) -> str | None:
+    return words[words.index("--store") + 1] if "--store" in words[:-1] else None
+
+
 def readme_commands(text: str) -> list[str]:
+    """The offline commands on bundled data, one per test; a command that reads what earlier commands of its
+    block kept in a store (``coharden mutants ... --store S``) runs after them, as lines of one test."""
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
         joined = re.sub(r"\\\n\s*", " ", block)
+        kept: dict[str, list[str]] = {}  # store -> the commands of this block that wrote it
         for line in joined.splitlines():
             words = shlex.split(line, comments=True)
             command = shlex.join(words)
             bundled = "examples/" in command or words[1:3] in ON_BUNDLED
-            if words[:1] == ["coharden"] and bundled and not any(m in command for m in NOT_OFFLINE):
+            offline = not any(m in command for m in NOT_OFFLINE)
+            store = _store(words)
+            if words[:2] == ["coharden", "mutants"] and offline and store in kept:
+                commands.append("\n".join([*kept[store], command]))
+            elif words[:1] == ["coharden"] and bundled and offline:
                 commands.append(command)
+                if store is not None:
+                    kept.setdefault(store, []).append(command)
     return commands
 
 
@@ -53,6 +66,10 @@ def test_extraction_rules() -> None:
             "coharden eval --instances x.jsonl\n```\n")
     assert readme_commands(text) == ["coharden mpe examples/a --test lax --show 3",
                                      "coharden mpe examples/a --per-operator 5 --json"]
+    kept = ("```bash\ncoharden mpe examples/a --store s.sqlite\ncoharden mpe examples/b\n"
+            "coharden mutants list --store s.sqlite\ncoharden mutants list --store other.sqlite\n```\n")
+    assert readme_commands(kept) == ["coharden mpe examples/a --store s.sqlite", "coharden mpe examples/b",
+                                     "coharden mpe examples/a --store s.sqlite\ncoharden mutants list --store s.sqlite"]
 
 
 @pytest.mark.slow
@@ -65,8 +82,9 @@ def test_readme_command_runs_as_written(command: str, tmp_path: Path, monkeypatc
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
-    result = CliRunner().invoke(app, shlex.split(command)[1:])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 0, f"{command}\nexit {result.exit_code}\n{result.output}"
-    # no error line from the CLI (the output itself may quote test failures, e.g. an IndexError of a mutant)
-    assert not any(line.lower().startswith("error:") for line in result.output.splitlines()), result.output
+    for line in command.splitlines():  # several lines: commands that share a store, in order
+        result = CliRunner().invoke(app, shlex.split(line)[1:])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code == 0, f"{line}\nexit {result.exit_code}\n{result.output}"
+        # no error line from the CLI (the output itself may quote test failures, e.g. an IndexError of a mutant)
+        assert not any(out.lower().startswith("error:") for out in result.output.splitlines()), result.output

@@ -127,3 +127,74 @@ def test_cutoff_table_has_columns_per_system_and_notes_are_whole() -> None:
     assert "overflow-wrap: break-word" in page  # long notes wrap in their cell
     single = render_markdown(_report(_tests("otter"), note))
     assert "| cutoff | Rigorous | Lax |" in single  # one system: its counts are the totals, no extra columns
+
+
+def _system(*spec: tuple[str, float, int]) -> dict[str, Any]:
+    """A test system's section: ``n`` tests of class ``cls`` at laxity ``lax`` per spec entry."""
+    rows = {f"i{cls}{k}": {"test_class": cls, "laxity": lax, "fail_to_pass": True}
+            for cls, lax, n in spec for k in range(n)}
+    return {"instances": rows, "summary": {"matrix": {"alpha": 1, "beta": 2, "gamma": 3, "delta": 0}}}
+
+
+def test_laxity_panels_hold_the_tallest_bar_of_any_panel() -> None:
+    """Issue 34, item 10: the first panel's one test fixed the shared axis at 1 and cut the 4- and 5-test bars
+    of the next panels; every bar now ends below the top of its axes, and Borderline is a class of its own."""
+    tests = {"otter": _system(("Rigorous", 0.0, 1)),
+             "coharden": _system(("Rigorous", 0.02, 4), ("Borderline", 0.2, 3), ("Lax", 0.6, 5))}
+    fig = laxity_figure(tests, tau=0.202)
+    _draw(fig)
+    for ax in fig.axes:
+        bottom, top = ax.get_ylim()
+        assert bottom == 0
+        assert max(p.get_y() + p.get_height() for p in ax.patches) < top
+    assert fig.axes[0].get_ylim()[1] >= 5
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["Rigorous", "Borderline", "Lax", "tau = 0.202"]
+    hatched = {p.get_hatch() for p in fig.axes[1].patches if p.get_height() > 0 and p.get_x() == 0.2}
+    assert hatched == {"///"}  # the Borderline bars: told from Lax by more than a shade of orange
+
+
+def test_injection_plot_keeps_labels_inside_and_legend_below() -> None:
+    from coharden.evaluation.report import injection_figure
+
+    def cell(n: int, delta: float) -> dict[str, Any]:
+        return {"n": n, "delta": delta}
+
+    by_class = {"Rigorous": cell(4, 0.25), "Borderline": cell(2, 0.0), "Lax": cell(4, -0.25)}
+    inj = {"overall": {"overall": cell(10, 0.1), "by_class": by_class},
+           "sources": {"otter": {"overall": cell(10, 0.1), "by_class": by_class}}}
+    fig = injection_figure(inj)
+    renderer = _draw(fig)
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["all", "Rigorous", "Borderline", "Lax"]
+    box = ax.get_window_extent(renderer)
+    for text in ax.texts:  # the n= labels
+        assert _inside(text.get_window_extent(renderer), box)
+    _legend_covers_nothing(fig)
+
+
+def test_comparison_table_has_a_column_per_system_and_wide_tables_scroll() -> None:
+    """Issue 34, item 10: nineteen measures as columns ran off a 1300 px page; the systems are the columns."""
+    report = _report(_tests("otter", "coharden"), "note")
+    keys = ("fixes_submitted", "resolved", "resolved_rate", "apply_failed", "tests_submitted", "fail_to_pass",
+            "fail_to_pass_rate", "Rigorous", "Borderline", "Lax", "Misaligned", "NotReproducing", "Invalid",
+            "Inconclusive", "Error", "mean_laxity", "coupling_factor", "overfit_rate")
+    report["comparison"] = [{"system": name, **dict.fromkeys(keys, 1)} for name in ("otter", "coharden")]
+    markdown = render_markdown(report)
+    assert "| measure | otter | coharden |" in markdown
+    assert "| Borderline | 1 | 1 |" in markdown
+    page = render_html(report, figures={})
+    assert page.count('<div class="wide"><table>') == page.count("<table>") > 0
+    assert ".wide { max-width: 100%; overflow-x: auto; }" in page
+
+
+def test_study_laxity_plot_colours_points_by_class(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from coharden.study.report import _points_by_class, plots
+
+    summary = {"tau": 0.202, "wrong": {"rows": []}, "systems": {
+        "golden": {"laxities": [0.0, 0.2, 0.5], "laxity_classes": ["Rigorous", "Borderline", "Lax"]},
+        "mini": {"laxities": [0.25, 0.9], "laxity_classes": ["Borderline", "Lax"]}}}
+    series = _points_by_class(summary, ["golden", "mini"])
+    assert [(name, ys) for name, _, ys in series] == [("Rigorous", [0.0]), ("Borderline", [0.2, 0.25]),
+                                                       ("Lax", [0.5, 0.9])]
+    assert plots(summary, tmp_path, ["golden", "mini"]) == {"laxity": "real_bugs_laxity.png"}
+    assert (tmp_path / "real_bugs_laxity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -31,3 +31,12 @@ class TestIdError(CoHardenError):
     """No test ids to run, or ids that cannot be resolved."""
 
     __test__ = False
+
+
+def validation_message(exc: Exception) -> str:
+    """A pydantic ``ValidationError`` as one line: ``field a.b: message; ...`` (no input dump, no documentation
+    URL); any other exception as its text."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    return "; ".join(f"field {'.'.join(map(str, e['loc'])) or '<record>'}: {e['msg']}" for e in errors())

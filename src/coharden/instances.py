@@ -5,17 +5,17 @@ Errors name the file, the line (JSONL) or record index (JSON), and the field.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from coharden.datasets import resolve_records
 from coharden.errors import InstanceError, RepoError
-from coharden.execution.git import check_repo, git
+from coharden.execution.git import check_repo
+from coharden.execution.snapshot import snapshot_files
 from coharden.jsonl import json_lines
 from coharden.schema.instance import Instance
 
@@ -52,7 +52,9 @@ def _validate(data: Any, where: str) -> Instance:
 
 
 def load_records(path: Path) -> list[Instance]:
-    """SWE-bench records from a .jsonl file (one per line) or a .json file (a list, or one object)."""
+    """SWE-bench records from a .jsonl file (one per line) or a .json file (a list, or one object), or from the
+    local copy of a dataset named like the SWE-bench harness's ``--dataset_name`` (see :mod:`coharden.datasets`)."""
+    path = resolve_records(path)
     if not path.is_file():
         raise InstanceError(f"{path}: file not found")
     try:
@@ -84,27 +86,9 @@ def materialize_directory(directory: Path, cache_dir: Path) -> tuple[Path, str]:
     The repository lives under ``cache_dir`` keyed by a hash of the directory's contents, so editing the
     project gives a new repository and the same project always gives the same commit id.
     """
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and not p.name.endswith(".pyc") and ".git" not in p.parts)
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(str(file.relative_to(directory)).encode() + b"\0" + file.read_bytes() + b"\0")
-    target = cache_dir / f"{directory.name}-{digest.hexdigest()[:16]}"
-    if not (target / ".git").is_dir() or git(["rev-parse", "HEAD"], target, check=False).returncode != 0:
-        tmp = target.with_name(target.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        for file in files:
-            dest = tmp / file.relative_to(directory)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(file, dest)
-        tmp.mkdir(parents=True, exist_ok=True)
-        git(["init", "--quiet", "--initial-branch=main"], tmp)
-        git(["add", "-A"], tmp)
-        git(["commit", "--quiet", "--no-gpg-sign", "-m", f"{directory.name}: base commit"], tmp)
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    head = git(["rev-parse", "HEAD"], target).stdout.strip()
-    return target, head
+    files = [p.relative_to(directory).as_posix() for p in directory.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc") and ".git" not in p.parts]
+    return snapshot_files(directory, files, cache_dir)
 
 
 def _read_field(directory: Path, manifest: Path, data: dict[str, Any], field: str) -> str:
@@ -190,7 +174,9 @@ def resolve_repo(instance: Instance, repos_dir: Path | None) -> Path:
 
 
 def load_instances(source: Path, cache_dir: Path, ids: list[str] | None = None) -> list[LocalInstance]:
-    """Instances from a records file or a local instance directory (optionally filtered by id)."""
+    """Instances from a records file, a dataset name with a local copy, or a local instance directory (optionally
+    filtered by id)."""
+    source = resolve_records(source)
     if source.is_dir():
         found = [load_local(source, cache_dir)]
     else:

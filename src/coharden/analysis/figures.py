@@ -9,6 +9,13 @@ from typing import Any
 
 from coharden.errors import CoHardenError
 
+#: One colour per class in every report; Borderline (the interval contains tau) is also hatched, so it reads as
+#: a class of its own beside Lax in print and for readers who tell the two oranges apart poorly.
+CLASS_COLORS = {"Rigorous": "#2e7d32", "Borderline": "#ffcc80", "Lax": "#f9a825", "Misaligned": "#c62828",
+                "NotReproducing": "#6a1b9a", "Invalid": "#616161", "Inconclusive": "#90a4ae"}
+CLASS_HATCHES = {"Borderline": "///"}
+CLASS_MARKERS = {"Borderline": "D"}  # points (scatter plots): a shape of its own too
+
 
 def figure(width: float = 7.0, height: float = 3.6, layout: str = "constrained") -> Any:
     try:
@@ -33,3 +40,11 @@ def integer_axis(axis: Any) -> None:
     from matplotlib.ticker import MaxNLocator
 
     axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def shared_count_limit(axes: Any, tops: list[float]) -> None:
+    """Give panels that share a count axis one range from 0 that holds the tallest bar of any panel (set once,
+    after every panel is drawn: a limit set while drawing the first panel cut the taller bars of the others)."""
+    top = max([0.0, *tops])
+    for ax in axes:
+        ax.set_ylim(0, top * 1.08 if top > 0 else 1)

@@ -28,7 +28,7 @@ from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
 from coharden.cli.options import parse_operators as parse_operators
 from coharden.config import Settings, load_settings
-from coharden.errors import CoHardenError
+from coharden.errors import CoHardenError, validation_message
 
 if TYPE_CHECKING:
     from coharden.llm import Ledger, LLMClient, LLMConfig
@@ -253,7 +253,7 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
     except ValidationError as exc:
         if any(e["loc"] == ("model",) for e in exc.errors()):
             raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
-        raise CoHardenError(f"LLM configuration: {exc}") from exc
+        raise CoHardenError(f"LLM configuration: {validation_message(exc)}") from exc
     budget = None
     if budget_usd is not None or instance_budget_usd is not None:
         budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)

@@ -63,26 +63,49 @@ def _load_plan(path: Path) -> Any:
     return EnvPlan.from_json(read_text(path, "plan"), source=str(path))
 
 
-def _infer(repo: Path, commit: str, *, directory: bool = False) -> Any:
-    """The plan of ``repo`` at ``commit``. ``repo`` must be the top of a git repository, not a directory inside
-    one (whose enclosing repository would be analysed instead); with ``directory``, such a directory, or one
-    outside any repository, is analysed alone, as its files are on disk."""
-    from coharden.environment.inference import infer_plan
-    from coharden.environment.sources import DirSource, GitSource
+def _outside_top(repo: Path, commit: str, *, directory: bool, quiet: bool = False) -> str | None:
+    """None when ``repo`` is the top of a git repository; else what it is (inside one, or in none), which only
+    ``directory`` mode at HEAD accepts (the directory's files on disk are used)."""
     from coharden.execution.git import git
 
     if not repo.is_dir():
         raise CoHardenError(f"{repo}: not a directory")
     top = git(["rev-parse", "--show-toplevel"], repo, check=False)
-    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo.resolve():
-        inside = f"lies inside the git repository {top.stdout.strip()}" if top.returncode == 0 else \
-            "is not a git repository"
-        if not directory or commit != "HEAD":
-            raise CoHardenError(f"{repo}: {inside}; give the repository's top directory")
+    if top.returncode == 0 and Path(top.stdout.strip()).resolve() == repo.resolve():
+        return None
+    inside = f"lies inside the git repository {top.stdout.strip()}" if top.returncode == 0 else \
+        "is not a git repository"
+    if not directory or commit != "HEAD":
+        raise CoHardenError(f"{repo}: {inside}; give the repository's top directory")
+    if not quiet:
         err_console.print(f"[dim]{repo} {inside}: analysing the files of this directory only[/]")
+    return inside
+
+
+def _infer(repo: Path, commit: str, *, directory: bool = False, quiet: bool = False) -> Any:
+    """The plan of ``repo`` at ``commit``. ``repo`` must be the top of a git repository, not a directory inside
+    one (whose enclosing repository would be analysed instead); with ``directory``, such a directory, or one
+    outside any repository, is analysed alone, as its files are on disk."""
+    from coharden.environment.inference import infer_plan
+    from coharden.environment.sources import DirSource, GitSource
+
+    if _outside_top(repo, commit, directory=directory, quiet=quiet) is not None:
         return infer_plan(DirSource(repo.resolve()), repo=str(repo.resolve()), commit="")
     source = GitSource(repo, commit)
     return infer_plan(source, repo=str(source.repo), commit=source.commit)
+
+
+def _build_target(repo: Path, commit: str, cache_dir: Path) -> tuple[Path, str]:
+    """The (repository, commit) ``env build`` builds: ``repo`` itself, or for a directory that ``env infer``
+    analyses alone (inside a repository, or in none), a repository of the files it reads there, committed once
+    and cached by their contents, so the plan and the build see the same files."""
+    from coharden.environment.sources import DirSource
+    from coharden.execution.snapshot import snapshot_files
+
+    if _outside_top(repo, commit, directory=True) is None:
+        return repo, commit
+    root = repo.resolve()
+    return snapshot_files(root, DirSource(root).files(), cache_dir / "directories")
 
 
 # --- coharden env ------------------------------------------------------------------------------------------------
@@ -214,7 +237,8 @@ def env_build(
     if repo is None:
         raise CoHardenError("give a repository, or --instance ID with --records FILE")
     settings = _settings(config, seed=seed, timeout=timeout)
-    plan = _load_plan(plan_file) if plan_file else _infer(repo, commit)
+    plan = _load_plan(plan_file) if plan_file else _infer(repo, commit, directory=True, quiet=True)
+    repo, commit = _build_target(repo, commit, settings.cache_dir)
     llm = llm_opts.client(settings.store)
     builder = make_builder(settings, docker=docker, base_python=base_python,
                            log=lambda msg: err_console.print(f"[dim]{msg}[/]"))

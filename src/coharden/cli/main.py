@@ -238,6 +238,12 @@ def mpe(
     instances: Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")] = None,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Batch: the run's name in the log directory "
+                                               "(default: the --output directory's name).")] = None,
+    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Batch: per-instance log folders go in "
+                                                 "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
+                                                 "run_instance.log), as the SWE-bench harness's (default: logs/ "
+                                                 "beside the --output directory).")] = None,
     operators: OperatorsOpt = None,
     per_operator: PerOperatorOpt = None,
     prefer_exercised: PreferExercisedOpt = False,
@@ -284,6 +290,9 @@ def mpe(
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
     if instances is not None and (why := unwritable(output, directory=True)):  # before any job runs
         raise CoHardenError(f"--output: {why}")
+    logs = (log_dir or output.parent / "logs", run_id or output.resolve().name)
+    if instances is not None and (why := unwritable(logs[0], directory=True)):
+        raise CoHardenError(f"--log-dir: {why}")
     sources = parse_mutators(mutator)
     ops = parse_operators(operators)
     llm = None
@@ -303,7 +312,7 @@ def mpe(
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
         _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json,
-                   executor, address)
+                   executor, address, logs=logs)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -373,13 +382,22 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        return evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
-                        progress=progress)
+        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
+                          progress=progress)
+    if result.pool_complete:  # kept for `coharden mutants` (list / show by id)
+        from coharden.execution.store import MPE_RESULT, mpe_result_key
+
+        key = mpe_result_key(instance_id=inst.instance_id, base_commit=inst.base_commit, fix=inst.patch,
+                             reference=ref_text, candidate=test_text, candidate_name=test_name,
+                             mpe=config.cache_key())
+        store.put_record(MPE_RESULT, key, result.to_json(timings=False))
+    return result
 
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
                config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
-               cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None) -> None:
+               cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None,
+               logs: tuple[Path, str] | None = None) -> None:
     from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.engine import make_engine
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
@@ -403,7 +421,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         engine = make_engine(executor, workers=settings.workers, address=address, on_interrupt=interrupted)
         try:
             rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
-                             progress=advance, engine=engine, llm_mutator=llm_mutator)
+                             progress=advance, engine=engine, llm_mutator=llm_mutator, logs=logs)
         except KeyboardInterrupt as exc:
             _stopped(exc, output)
         finally:
@@ -418,6 +436,8 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         return
     print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
                  summary["classes"])
+    if logs is not None:
+        console.print(f"per-instance logs: {logs[0] / logs[1]}/MODEL/INSTANCE_ID/", highlight=False)
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
         cut_table.add_column(col)
@@ -536,13 +556,14 @@ def _register() -> None:
     from coharden.cli.env import env_app, reproduce_app
     from coharden.cli.evaluation import eval_command
     from coharden.cli.loop import agent_cmd, run_loop
+    from coharden.cli.mutants import mutants_app
     from coharden.cli.overfit import overfit_app
     from coharden.cli.study import study_app
     from coharden.cli.suite import suite_app
 
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
     for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),
-                        ("overfit", overfit_app)):
+                        ("overfit", overfit_app), ("mutants", mutants_app)):
         app.add_typer(group, name=name)
     app.command("eval")(eval_command)
     app.command("agent")(agent_cmd)

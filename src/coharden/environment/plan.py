@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from coharden.errors import CoHardenError
+from coharden.errors import CoHardenError, validation_message
 
 _VERSION = re.compile(r"^3\.\d{1,2}$")
 
@@ -96,7 +96,7 @@ class EnvPlan(BaseModel):
         try:
             return cls.model_validate_json(text)
         except ValueError as exc:
-            raise PlanError(f"{source}: not a valid environment plan: {exc}") from exc
+            raise PlanError(f"{source}: not a valid environment plan: {validation_message(exc)}") from exc
 
 
 # --- JSON patch (RFC 6902) ----------------------------------------------------------------------------------

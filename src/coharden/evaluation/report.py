@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coharden.analysis.figures import CLASS_COLORS, CLASS_HATCHES, shared_count_limit
 from coharden.analysis.figures import figure as _figure
 from coharden.analysis.figures import png as _png
 from coharden.evaluation.metrics import CELLS, CLASSES
 
-CLASS_COLORS = {"Rigorous": "#2e7d32", "Borderline": "#ffcc80", "Lax": "#f9a825", "Misaligned": "#c62828",
-                "NotReproducing": "#6a1b9a", "Invalid": "#616161", "Inconclusive": "#90a4ae"}
 CELL_COLORS = {"alpha": "#64b5f6", "beta": "#ef5350", "gamma": "#66bb6a", "delta": "#bdbdbd"}
 
 
@@ -124,17 +123,22 @@ def laxity_figure(tests: dict[str, Any], tau: float):  # type: ignore[no-untyped
     axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
     bins = [i / 20 for i in range(21)]
     shown: dict[str, Any] = {}
+    tops: list[float] = []
     for ax, (system, values) in zip(axes, per_system.items(), strict=False):
         names = [c for c in CLASSES if c in values]
-        _, _, patches = ax.hist([values[c] for c in names], bins=bins, stacked=True, label=names,
-                                color=[CLASS_COLORS[c] for c in names])
+        counts, _, patches = ax.hist([values[c] for c in names], bins=bins, stacked=True, label=names,
+                                     color=[CLASS_COLORS[c] for c in names])
+        tops.append(float(max(counts[-1] if len(names) > 1 else counts)))  # stacked: the last row is the total
         line = ax.axvline(tau, color="black", linestyle=":")
         containers = patches if len(names) > 1 else [patches]  # one dataset: hist returns its bars directly
-        shown.update({c: bars[0] for c, bars in zip(names, containers, strict=True)})
+        for name, bars in zip(names, containers, strict=True):
+            for bar in bars:
+                bar.set_hatch(CLASS_HATCHES.get(name, ""))
+            shown[name] = bars[0]
         shown[f"tau = {tau}"] = line
         ax.set(title=system, xlabel="laxity (beta / admissible)", xlim=(0, 1))
-        _count_axis(ax)
         ax.yaxis.set_major_locator(_integer_locator())
+    shared_count_limit(axes, tops)
     axes[0].set_ylabel("tests")
     fig.suptitle("Laxity of F->P tests, by system and class", fontsize=10)
     order = [c for c in CLASSES if c in shown] + [k for k in shown if k not in CLASSES]
@@ -215,7 +219,13 @@ def plot_cost(runs: dict[str, Any]) -> bytes:
 
 
 def plot_injection(injection: dict[str, Any]) -> bytes:
-    fig = _figure()
+    return _png(injection_figure(injection))
+
+
+def injection_figure(injection: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """Delta Resolved per class of the injected test (Borderline a group of its own when present), one bar per
+    test source, each labelled with its n; room above and below the bars for the labels, the legend below."""
+    fig = _figure(7.0, 4.0)
     ax = fig.subplots()
     groups = [("all sources", injection["overall"]), *injection["sources"].items()]
     classes = ["all", *injection["overall"]["by_class"]]
@@ -229,8 +239,10 @@ def plot_injection(injection: dict[str, Any]) -> bytes:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(classes)), classes)
     ax.set(title="Test injection: change in Resolved by class of the injected test", ylabel="delta Resolved")
-    ax.legend(fontsize=8)
-    return _png(fig)
+    ax.title.set_fontsize(10)
+    ax.margins(y=0.15)  # the n= labels above (and below) the tallest bars stay inside the axes
+    _legend_below(fig, ax)
+    return fig
 
 
 def plots(report: dict[str, Any]) -> dict[str, bytes]:
@@ -279,6 +291,21 @@ def _laxity(row: dict[str, Any]) -> str | None:
     return f"{laxity:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
+#: The comparison's measures, one row each: (label, key of a comparison row).
+COMPARISON_ROWS = [("fixes", "fixes_submitted"), ("resolved", "resolved"), ("resolved rate", "resolved_rate"),
+                   ("did not apply", "apply_failed"), ("tests", "tests_submitted"), ("F->P", "fail_to_pass"),
+                   ("F->P rate", "fail_to_pass_rate"), *((c, c) for c in (*CLASSES, "Error")),
+                   ("mean laxity", "mean_laxity"), ("coupling factor", "coupling_factor"),
+                   ("overfit rate", "overfit_rate")]
+
+
+def comparison_block(comparison: Sequence[dict[str, Any]]) -> Block:
+    """The systems side by side: one column per system, one row per measure. Nineteen measures as columns ran
+    off a 1300 px page; systems are few, so the table stays narrow."""
+    return Block("table", headers=["measure", *(r["system"] for r in comparison)],
+                 rows=[[label, *(r.get(key) for r in comparison)] for label, key in COMPARISON_ROWS])
+
+
 def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> list[Block]:
     figures = figures or {}
     s = report["settings"]
@@ -292,12 +319,7 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
 
     if report["comparison"]:
         out.append(Block("h2", "Comparison"))
-        cols = ["system", "fixes", "resolved", "resolved rate", "did not apply", "tests", "F->P", "F->P rate",
-                *CLASSES, "Error", "mean laxity", "coupling factor", "overfit rate"]
-        out.append(Block("table", headers=cols, rows=[
-            [r["system"], r["fixes_submitted"], r["resolved"], r["resolved_rate"], r["apply_failed"],
-             r["tests_submitted"], r["fail_to_pass"], r["fail_to_pass_rate"], *(r[c] for c in (*CLASSES, "Error")),
-             r["mean_laxity"], r["coupling_factor"], r["overfit_rate"]] for r in report["comparison"]]))
+        out.append(comparison_block(report["comparison"]))
     for name, section in report["fixes"].items():
         sm = section["summary"]
         out.append(Block("h2", f"Fixes: {name}"))
@@ -469,6 +491,7 @@ td { max-width: 40em; white-space: normal; overflow-wrap: break-word; }  /* full
 th { background: #f0f0f0; }
 figure { margin: 1em 0 2em; } figcaption { font-weight: 600; margin-bottom: 0.4em; }
 img { max-width: 100%; }
+.wide { max-width: 100%; overflow-x: auto; }  /* a table wider than the page scrolls inside it */
 """
 
 
@@ -481,12 +504,12 @@ def render_html(report: dict[str, Any], figures: dict[str, bytes] | None = None)
         if block.kind in ("h1", "h2", "h3", "p"):
             parts.append(f"<{block.kind}>{html.escape(block.text)}</{block.kind}>")
         elif block.kind == "table":
-            parts.append("<table>")
+            parts.append('<div class="wide"><table>')
             parts.append("<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
                          + "</tr></thead>")
             parts.append("<tbody>")
             parts += ["<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in block.rows]
-            parts.append("</tbody></table>")
+            parts.append("</tbody></table></div>")
         elif block.kind == "figure":
             data = base64.b64encode(block.image).decode("ascii")
             parts.append(f'<figure><figcaption>{html.escape(block.text)}</figcaption>'

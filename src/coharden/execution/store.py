@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS records (
 
 MPE_ROW = "mpe"
 """A batch MPE row (``coharden mpe --predictions``)."""
+MPE_RESULT = "mpe-result"
+"""The result of a single ``coharden mpe`` with its mutants (what ``coharden mutants`` lists; never read back as
+a cache)."""
 EVAL_TEST = "eval-test"
 """A graded test of ``coharden eval`` (F->P, class, laxity)."""
 SUITE_RUN = "suite-run"
@@ -68,6 +71,13 @@ def mpe_row_key(*, instance_id: str, base_commit: str, fix: str, reference: str,
     """Key of a batch MPE row: the instance, its fix and golden test, the prediction, the MPE config's
     :meth:`~coharden.schema.mpe_config.MPEConfig.cache_key`."""
     return content_key(MPE_ROW, instance_id, base_commit, candidate_name, text_key(candidate), text_key(fix),
+                       text_key(reference), mpe)
+
+
+def mpe_result_key(*, instance_id: str, base_commit: str, fix: str, reference: str, candidate: str,
+                   candidate_name: str, mpe: list[Any]) -> str:
+    """Key of a single MPE's result: as :func:`mpe_row_key` (one result per test, reference and config)."""
+    return content_key(MPE_RESULT, instance_id, base_commit, candidate_name, text_key(candidate), text_key(fix),
                        text_key(reference), mpe)
 
 
@@ -141,6 +151,12 @@ class Store:
             "INSERT OR REPLACE INTO records (kind, key, data, created) VALUES (?, ?, ?, ?)",
             (kind, key, json.dumps(data, sort_keys=True), time.time()),
         )
+
+    def records(self, kind: str) -> list[tuple[Any, float]]:
+        """Every record of ``kind`` with the time it was stored, oldest first."""
+        rows = self._conn().execute("SELECT data, created FROM records WHERE kind = ? ORDER BY created, key",
+                                    (kind,)).fetchall()
+        return [(json.loads(data), created) for data, created in rows]
 
     def count(self, table: str = "verdicts") -> int:
         if table not in ("verdicts", "records"):

@@ -20,6 +20,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import MPE_ROW, Store, mpe_row_key
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import evaluate
+from coharden.mpe.logs import write_instance_log
 from coharden.patches import prediction_tests
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
@@ -116,11 +117,14 @@ def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[
 def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], settings: Settings, store: Store,
               output: Path, config: MPEConfig | None = None, *, workers: int = 1,
               progress: Callable[[dict[str, Any]], None] | None = None,
-              engine: Engine | None = None, llm_mutator: Any = None) -> list[dict[str, Any]]:
+              engine: Engine | None = None, llm_mutator: Any = None,
+              logs: tuple[Path, str] | None = None) -> list[dict[str, Any]]:
     """Evaluate every prediction with ``config`` on ``engine`` (default: a local pool of ``workers``). Rows
     already in the store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial``
     as they arrive; ``output/mpe.jsonl`` is written in prediction order at the end. With ``llm_mutator``,
-    ``config.llm`` names its model (set from the mutator when not given)."""
+    ``config.llm`` names its model (set from the mutator when not given). ``logs`` (log directory, run id):
+    each prediction's folder ``LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/`` is written as its row arrives (see
+    :mod:`coharden.mpe.logs`)."""
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
     config = config or MPEConfig()
@@ -137,6 +141,8 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
             cached = store.get_record(MPE_ROW, keys[index])
             if cached is not None:
                 rows[index] = cached
+                if logs is not None:
+                    write_instance_log(*logs, prediction, cached)
                 if progress:
                     progress(cached)
                 continue
@@ -156,6 +162,8 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
                     store.put_record(MPE_ROW, keys[index], row)
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
                 handle.flush()
+                if logs is not None:
+                    write_instance_log(*logs, predictions[index], row)
             if progress:
                 progress(row)
 

@@ -280,6 +280,22 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
     return "\n".join(out)
 
 
+def _points_by_class(summary: dict[str, Any], systems: Sequence[str]) -> list[tuple[str, list[float], list[float]]]:
+    """(class, x, y) of the laxity plot: one series per class in the reports' class order (Borderline its own),
+    x the system's column with a small jitter so equal laxities stay visible."""
+    series: dict[str, tuple[list[float], list[float]]] = {}
+    for i, system in enumerate(systems):
+        entry = summary["systems"][system]
+        values = entry["laxities"]
+        classes = entry.get("laxity_classes") or ["F->P"] * len(values)  # a summary written before the classes
+        for k, (value, name) in enumerate(zip(values, classes, strict=True)):
+            xs, ys = series.setdefault(name, ([], []))
+            xs.append(i + 1 + ((k % 7) - 3) * 0.03)
+            ys.append(value)
+    order = [c for c in CLASS_ORDER if c in series] + sorted(c for c in series if c not in CLASS_ORDER)
+    return [(name, *series[name]) for name in order]
+
+
 def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> dict[str, str]:
     """PNG figures (laxity per system; laxity vs acceptance of real wrong fixes); {} without matplotlib."""
     data = [summary["systems"][s]["laxities"] for s in systems]
@@ -292,9 +308,9 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
     directory.mkdir(parents=True, exist_ok=True)
     made: dict[str, str] = {}
     ax = fig.subplots()
-    for i, values in enumerate(data):
-        jitter = [i + 1 + ((k % 7) - 3) * 0.03 for k in range(len(values))]
-        ax.scatter(jitter, values, s=14, alpha=0.7)
+    for name, x, y in _points_by_class(summary, systems):
+        ax.scatter(x, y, s=16, alpha=0.85, color=figures.CLASS_COLORS.get(name, "#000000"), label=name,
+                   marker=figures.CLASS_MARKERS.get(name, "o"), edgecolors="#5d4037", linewidths=0.4)
     tau = summary.get("tau", PAPER_TAU)
     ax.axhline(tau, color="grey", linestyle="--", linewidth=1)
     ax.text(len(systems) + 0.45, tau + 0.02, f"tau = {tau}", fontsize=8, color="grey", ha="right")
@@ -303,6 +319,8 @@ def plots(summary: dict[str, Any], directory: Path, systems: Sequence[str]) -> d
     ax.set_ylabel("laxity")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("Laxity of F->P tests (sympy, mechanical mutants)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False, title="class",
+              title_fontsize=7)
     figures.save(fig, directory / "real_bugs_laxity.png", dpi=120)
     made["laxity"] = "real_bugs_laxity.png"
     rows = [r for r in summary["wrong"]["rows"] if r["accepts"] is not None and r["laxity"] is not None]

@@ -93,7 +93,8 @@ def summarize_systems(rows: Sequence[dict[str, Any]], systems: Sequence[str]) ->
     out: dict[str, Any] = {}
     for system in systems:
         mine = [r for r in rows if r.get("system") == system]
-        laxities = [r["laxity"] for r in mine if r.get("laxity") is not None and "error" not in r]
+        graded = [r for r in mine if r.get("laxity") is not None and "error" not in r]
+        laxities = [r["laxity"] for r in graded]
         classes = Counter(test_class(r) for r in mine)
         out[system] = {
             "predictions": len(mine),
@@ -101,6 +102,7 @@ def summarize_systems(rows: Sequence[dict[str, Any]], systems: Sequence[str]) ->
             "classes": {c: classes.get(c, 0) for c in CLASS_ORDER if classes.get(c)},
             "laxity_median": stats.median(laxities), "laxity_mean": stats.mean(laxities),
             "laxity_histogram": stats.histogram(laxities, LAXITY_EDGES), "laxities": laxities,
+            "laxity_classes": [test_class(r) for r in graded],  # the class of each laxity, for the plot's colours
             "errors": {r["instance_id"]: r["error"] for r in mine if "error" in r},
             "admissible_median": stats.median([r.get("admissible", 0) for r in mine if r.get("laxity") is not None]),
             # issue 33: how often the sample cannot tell, and what the estimate cost
