@@ -460,6 +460,7 @@ def test_single_mpe_validates_and_honours_cutoffs(project: dict[str, str], tmp_p
         result = runner.invoke(app, [*common, "--cutoffs", bad])
         assert result.exit_code == 2, (bad, result.output)
         assert "--cutoffs" in result.output
+        assert "allowed: numbers from 0 to 1" in result.output  # never Python's own float() message
         assert "Traceback" not in result.output
     result = runner.invoke(app, [*common, "--cutoffs", "0,1", "--json"])
     assert result.exit_code == 0, result.output

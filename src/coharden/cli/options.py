@@ -259,12 +259,13 @@ def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
     """Cutoffs from a comma-separated --cutoffs value, each between 0 and 1."""
     if value is None:
         return list(default)
+    bad = CoHardenError(f"--cutoffs: {value!r} (allowed: numbers from 0 to 1, comma-separated)")
     try:
         cut = [float(c) for c in value.split(",") if c.strip()]
     except ValueError as exc:
-        raise CoHardenError(f"--cutoffs: {exc}") from exc
+        raise bad from exc
     if not cut or any(not 0 <= c <= 1 for c in cut):
-        raise CoHardenError(f"--cutoffs: {value!r} (allowed: numbers from 0 to 1, comma-separated)")
+        raise bad
     return cut
 
 
