@@ -197,3 +197,36 @@ def test_the_tests_tmpdir_is_chosen_from_the_checkout(tmp_path: Path) -> None:
     shown = Confinement(writable=(Path("/tmp/coharden-ws-x/repo"),), readable=(Path(OTHER_TMP) / "env",))
     assert tests_tmp(shown) == SANDBOX_TMP
     assert tests_tmp(Confinement()) == SANDBOX_TMP
+
+
+def test_the_disk_watch_counts_the_run_s_own_writes_only(tmp_path: Path) -> None:
+    """Free space that others take (a file beside the watched directory, on the same filesystem) never trips
+    the watch: the walk finds it is not the run's. The run's own files do, and so do a hard link counted once,
+    a sparse file by its blocks only, and a deleted file the run still holds open."""
+    from coharden.execution.disklimit import DiskWatch
+
+    mine, other = tmp_path / "worktree", tmp_path / "elsewhere"
+    mine.mkdir()
+    other.mkdir()
+    (mine / ".git").mkdir()
+    holders: list[int] = []
+    watch = DiskWatch([mine], 2 << 20, skip=[mine / ".git"], pids=lambda: holders, interval=0)
+    (other / "big.bin").write_bytes(os.urandom(6 << 20))
+    os.sync()
+    assert not watch.check()
+    (mine / ".git" / "skipped.bin").write_bytes(os.urandom(3 << 20))  # read-only inside: not walked
+    with (mine / "sparse.bin").open("wb") as handle:
+        handle.truncate(1 << 40)
+    (mine / "one.bin").write_bytes(os.urandom(1 << 20))
+    os.link(mine / "one.bin", mine / "same.bin")
+    assert watch.measure() < 2 << 20
+    assert not watch.check()
+    with (mine / "gone.bin").open("wb") as handle:
+        handle.write(os.urandom(2 << 20))
+        handle.flush()
+        (mine / "gone.bin").unlink()
+        assert watch.measure() < 2 << 20  # held open by a process the watch was not told of
+        holders.append(os.getpid())
+        assert watch.measure() > 3 << 20
+        assert watch.check()
+    assert "more than 2 MiB" in watch.reason()

@@ -48,6 +48,9 @@ class Settings(BaseModel):
         "it sees the workspace and the system directories otherwise."))
     max_file_mb: int | None = Field(default=1024, ge=1, description=(
         "Largest file a test process may write, in MiB (RLIMIT_FSIZE: the write fails with EFBIG; None: off)."))
+    max_disk_mb: int | None = Field(default=4096, ge=1, description=(
+        "What one test run may write in all into its worktree and scratch directories, in MiB (watched while it "
+        "runs: past it the run is killed and its verdict is a HARNESS_ERROR saying so; None: off)."))
     test_patterns: list[str] = Field(
         default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
         description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "

@@ -120,6 +120,7 @@ class InstanceExecutor:
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
         self._lane_thread: ThreadPoolExecutor | None = None
         self._warm: dict | None = None  # what the fork server may keep imported for the next run
+        self._overran = False  # a run was killed at the disk limit: its files are still in the worktree
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> InstanceExecutor:
@@ -190,9 +191,11 @@ class InstanceExecutor:
             if not any(p == store_dir or store_dir in p.parents for p in shown):
                 hidden = (store_dir,)
         max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
+        max_disk = self.settings.max_disk_mb * (1 << 20) if self.settings.max_disk_mb else None
         return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
                            max_processes=self.settings.max_processes, sandbox=self.settings.bwrap,
-                           max_file_bytes=max_file, pycache=pycache_dir(root) if root is not None else None)
+                           max_file_bytes=max_file, max_disk_bytes=max_disk,
+                           pycache=pycache_dir(root) if root is not None else None)
 
     def _environment_dirs(self) -> tuple[Path, ...]:
         """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox:
@@ -381,6 +384,11 @@ class InstanceExecutor:
                 if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
                     self.store.put_verdict(keys[index], verdict)
             todo = [todo[j] for j in deferred]
+            for executor in (self, self._lane):
+                if executor is not None and executor._overran:
+                    # what a run wrote past the disk limit leaves the host's disk now, not at the next run
+                    executor._overran = False
+                    executor.workspace.reset()
         for i, j in twins.items():
             results[i] = results[j]
         final = [r for r in results if r is not None]
@@ -457,6 +465,7 @@ class InstanceExecutor:
                          extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
         if run.lost:
             self.server_losses.append(run.lost)
+        self._overran = self._overran or bool(run.disk)
         return run
 
     def _run_together(self, source_patch: str, tests: list[TestPatch], limits: list[float], combine: bool,
@@ -660,7 +669,7 @@ def _static_notes(patch: str) -> tuple[str, ...]:
 
 def _clean(run: PytestRun) -> bool:
     """A run whose per-test results can be trusted for every test in it."""
-    return not run.timed_out and run.junit_ok and run.returncode in (0, 1, 5)
+    return not run.timed_out and not run.disk and run.junit_ok and run.returncode in (0, 1, 5)
 
 
 def _shareable(test: TestPatch, paths: set[str]) -> bool:

@@ -8,6 +8,9 @@ With a :class:`~coharden.execution.sandbox.Confinement` the server runs in the b
 so every fork is confined too; the server owns a scratch directory (``scratch``, writable inside) where
 callers put the files a run writes besides the worktree (JUnit XML, the result stream, the output). A run
 during which the server dies (a test killed it) comes back with ``lost`` set; the next run starts a new one.
+A run that writes more than the confinement's ``max_disk_bytes`` into the worktree and the scratch directory
+(:mod:`~coharden.execution.disklimit`) is killed from outside - the forked child and everything below it, never
+the server - and comes back with ``disk`` set; the server reports it as any killed child and serves the next.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
 from coharden.execution.forkserver_main import protocol_mac
 from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.sandbox import (
@@ -127,15 +132,28 @@ class ForkServer:
             self.close()
             raise ForkServerError(hello.get("reason") or "fork server reports forking is unsafe")
 
-    def _read(self, timeout: float | None) -> dict | None:
+    def _read(self, timeout: float | None, *, tick: Callable[[], None] | None = None) -> dict | None:
+        """The server's next line, or None (nothing within ``timeout``, or a line it did not sign). ``tick``
+        is called every :data:`~coharden.execution.disklimit.INTERVAL` seconds while nothing arrives."""
         assert self.proc is not None
         assert self.proc.stdout is not None
         # a selector (poll/epoll), not select(): a long-lived process (a batch, a test session) may hold
         # descriptors numbered above FD_SETSIZE (1024), which select() cannot watch
         with selectors.DefaultSelector() as selector:
             selector.register(self.proc.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                return None
+            if tick is None:
+                if not selector.select(timeout):
+                    return None
+            else:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while True:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    step = INTERVAL if left is None else min(left, INTERVAL)
+                    if selector.select(step):
+                        break
+                    if left is not None and left <= step:
+                        return None
+                    tick()
         line = self.proc.stdout.readline()
         try:
             message = json.loads(line) if line else None
@@ -203,6 +221,7 @@ class ForkServer:
             handle, name = tempfile.mkstemp(prefix="out-", dir=self.scratch)
             os.close(handle)  # the fork opens the file itself; keeping this descriptor leaked one per run
             out = Path(name)
+        present = set(self.scratch.iterdir())  # the caller's files for this run (its JUnit directory) among them
         start = time.monotonic()
         try:
             env = self._request_env(env)
@@ -212,6 +231,7 @@ class ForkServer:
                        "max_file_bytes": self.confine.max_file_bytes if self.confine else None}
             if warm:
                 request["warm"] = warm
+            watch = self._disk_watch(cwd)
             try:
                 self._send(request)
             except (BrokenPipeError, OSError) as exc:
@@ -223,8 +243,13 @@ class ForkServer:
                     return ProcessResult(None, "", time.monotonic() - start, False, self.isolation,
                                          lost="tampering: " + self.forged, tampering=self.forged)
                 raise ForkServerError("fork server did not fork")
+
+            def look() -> None:
+                if watch is not None and not watch.exceeded and watch.check():
+                    self._kill_run()
+
             try:
-                done = self._read(timeout + _GRACE)
+                done = self._read(timeout + _GRACE, tick=look if watch is not None else None)
             except BaseException:
                 self.close()
                 raise
@@ -248,15 +273,72 @@ class ForkServer:
         finally:
             if own_out:
                 out.unlink(missing_ok=True)
+            self._sweep_scratch(present)
+        disk = watch.reason() if watch is not None and watch.exceeded else ""
         if lost:
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
-                                 tampering=self.forged)
+                                 tampering=self.forged, disk=disk)
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
-                             self.isolation, tampering=replaced)
+                             self.isolation, tampering=replaced, disk=disk)
+
+    def _sweep_scratch(self, keep: set[Path]) -> None:
+        """Remove what a run left in the scratch directory besides ``keep``: it is writable to every run of the
+        server and outlives them, so files a test put there would pile up on the host's disk run after run, each
+        run under the disk limit (a run's own JUnit directory goes with the caller's cleanup)."""
+        with contextlib.suppress(OSError):
+            for entry in self.scratch.iterdir():
+                if entry in keep:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+
+    def _disk_watch(self, cwd: Path) -> DiskWatch | None:
+        """The watch over what the next run writes into the worktree and the scratch directory (None without a
+        disk limit)."""
+        if self.confine is None or not self.confine.max_disk_bytes:
+            return None
+        return DiskWatch((cwd, *self.confine.writable), self.confine.max_disk_bytes, skip=self.confine.protected,
+                         pids=self._run_pids)
+
+    def _server_pid(self) -> int | None:
+        """The host pid of the server process: bwrap's only child in a bwrap sandbox (``--as-pid-1``: the
+        namespace's init), else the process started."""
+        if self.proc is None:
+            return None
+        if self.isolation != "bwrap":
+            return self.proc.pid
+        found = children(self.proc.pid)
+        return found[0] if found else None
+
+    def _spared(self) -> list[int]:
+        assert self.proc is not None
+        return [self.proc.pid, *filter(None, [self._server_pid()])]
+
+    def _run_pids(self) -> list[int]:
+        """Host pids of the run in progress: every process of the sandbox but bwrap's and the server's."""
+        if self.proc is None:
+            return []
+        spared = self._spared()
+        if self.cgroup is not None:
+            return [p for p in self.cgroup.pids() if p not in spared]
+        return [p for p in descendants(self.proc.pid) if p not in spared]
+
+    def _kill_run(self) -> None:
+        """Kill the run in progress (the forked child, what it started, daemons reparented to the server) and
+        nothing else: the server reaps its child, reports it killed and serves the next run."""
+        if self.proc is None:
+            return
+        spared = self._spared()
+        if self.cgroup is not None:
+            self.cgroup.kill_all(spare=spared)
+        else:
+            kill_below(self.proc.pid, spare=spared)
 
     def _exited_soon(self) -> bool:
         """True when the server process is gone (or goes within a moment), False when it hangs."""

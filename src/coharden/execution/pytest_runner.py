@@ -88,6 +88,7 @@ class PytestRun:
     lost: str = ""  # why the run has no result of its own (the fork server died under it)
     tampering: str = ""  # what forged the run's result (an unsigned line on the fork server's protocol)
     replaced: list[str] = field(default_factory=list)  # files read back that a test swapped for a link or a fifo
+    disk: str = ""  # why the run was killed for writing too much into its directories (max_disk_mb), else empty
     time_limit: float | None = None
     junit_present: bool = False
     first_failure: bool = False  # run with -x: ids after the first failure were not run
@@ -372,6 +373,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         lost=proc.lost,
         tampering=proc.tampering,
         replaced=replaced,
+        disk=proc.disk,
         time_limit=limit,
         junit_present=present,
         first_failure=first_failure,
@@ -453,7 +455,7 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
 
 def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
     """(reason, tampering notes) when the stream contradicts the exit code or the JUnit file, else None."""
-    if run.stream is None or run.timed_out or run.lost:
+    if run.stream is None or run.timed_out or run.lost or run.disk:
         return None
     started = any("start" in e for e in run.stream)
     if started and not run.session_finished:
@@ -481,6 +483,10 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
 
 def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verdict:
     base = {"duration": run.duration, "output_tail": _tail(run.output)}
+    if run.disk:
+        # coharden killed it (the disk limit): whatever it reported is not its result. A HARNESS_ERROR, never
+        # stored: the verdict is inadmissible for MPE, like a TIMEOUT, and a later run is graded afresh
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.disk, **base)
     if run.lost:
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.lost,
                        tampering=[run.tampering] if run.tampering else [], **base)

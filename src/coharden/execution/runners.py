@@ -217,8 +217,12 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
     proc = run_limited(argv, root, timeout=settings.timeout, env=full_env, memory_mb=settings.memory_mb,
                        cpu_seconds=cpu, network=settings.network, confine=confine)
-    verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
-                               timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
+    if proc.disk:  # killed at the disk limit: what it printed is not its result
+        verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.disk, duration=proc.duration,
+                          output_tail=_tail(proc.output))
+    else:
+        verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
+                                   timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
     verdict.isolation = proc.isolation
     return verdict
 

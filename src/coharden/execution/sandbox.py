@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coharden.errors import CoHardenError
+from coharden.execution.disklimit import DiskWatch, descendants
 
 _GUARD = '''\
 import socket as _s
@@ -91,6 +92,7 @@ class ProcessResult:
     isolation: str  # "bwrap", "bwrap-net" (an agent's, with the network), "netns", "guard" or "none" (network)
     lost: str = ""  # why the run has no result of its own (the fork server died under it), else empty
     tampering: str = ""  # what forged the run's result (a line on the fork server's protocol nobody signed)
+    disk: str = ""  # why the run was killed for writing more than ``max_disk_bytes`` (disklimit), else empty
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ class Confinement:
     pycache: Path | None = None  # the tests' bytecode cache (PYTHONPYCACHEPREFIX), shown read-only; see NO_PYCACHE
     max_processes: int | None = 512
     max_file_bytes: int | None = None  # RLIMIT_FSIZE: the largest file a process may write (None: no limit)
+    # what a run may write into its ``writable`` directories in all (coharden watches it: see disklimit)
+    max_disk_bytes: int | None = None
     sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
     # where no pids cgroup can be made, RLIMIT_NPROC stands in for it - but that counts every process of the
     # user on the machine, not only this one's: False leaves such a run without a limit instead
@@ -582,19 +586,21 @@ def run_limited(
 ) -> ProcessResult:
     """Run ``cmd``; on timeout the whole process group (and sandbox) is killed, and after a normal exit so is
     every process it left behind. Output (stdout+stderr) goes to a temp file, not a pipe, so a chatty test
-    cannot block on a full pipe. With ``confine`` the process runs in the bwrap sandbox where possible."""
+    cannot block on a full pipe. With ``confine`` the process runs in the bwrap sandbox where possible; with its
+    ``max_disk_bytes`` a run that writes more into its writable directories is killed (``disk`` says so)."""
     if confine is not None:
         confine = confine.with_writable(cwd)
     cmd, env, isolation = sandbox_wrap(cmd, dict(os.environ if env is None else env), network, confine, cwd)
     start = time.monotonic()
     with tempfile.TemporaryFile(mode="w+b") as out, process_limit(confine) as cgroup:
+        started: list[int] = []  # the process, once it runs (the watch's baseline is taken before)
+        watch = _disk_watch(confine, cgroup, started)
         proc = spawn(cmd, cwd, env, memory_mb=memory_mb, cpu_seconds=cpu_seconds, confine=confine, cgroup=cgroup,
                      stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        started.append(proc.pid)
         timed_out = False
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = _wait(proc, timeout, watch)
         except BaseException:
             _kill_group(proc, cgroup)
             raise
@@ -603,7 +609,44 @@ def run_limited(
         duration = time.monotonic() - start
         out.seek(0)
         output = out.read().decode(errors="replace")
-    return ProcessResult(None if timed_out else proc.returncode, output, duration, timed_out, isolation)
+    disk = watch.reason() if watch is not None and watch.exceeded else ""
+    return ProcessResult(None if timed_out else proc.returncode, output, duration, timed_out, isolation, disk=disk)
+
+
+def _disk_watch(confine: Confinement | None, cgroup: PidsCgroup | None, started: Sequence[int]) -> DiskWatch | None:
+    """The watch over what a run confined by ``confine`` writes (None without a disk limit). Its processes: the
+    pids cgroup's, else those ``started`` and what lies below them."""
+    if confine is None or not confine.max_disk_bytes or not confine.writable:
+        return None
+
+    def pids() -> list[int]:
+        if cgroup is not None:
+            return cgroup.pids()
+        return [p for pid in started for p in (pid, *descendants(pid))]
+
+    return DiskWatch(confine.writable, confine.max_disk_bytes, skip=confine.protected, pids=pids)
+
+
+def _wait(proc: subprocess.Popen, timeout: float, watch: DiskWatch | None) -> bool:
+    """Wait for ``proc`` to end: True when ``timeout`` passed first, False when it ended or when ``watch`` found
+    it wrote too much (``watch.exceeded``; the caller kills it)."""
+    if watch is None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, min(left, watch.interval)))
+            return False
+        except subprocess.TimeoutExpired:
+            if watch.check():
+                return False
+            if left <= watch.interval:
+                return True
 
 
 def _kill_group(proc: subprocess.Popen, cgroup: PidsCgroup | None = None) -> None:

@@ -82,6 +82,8 @@ class RunResult:
 def mutant_status(run: PytestRun) -> RunResult:
     """Mechanical status of one run (see module docs). Never guesses: no results means ``error``."""
     base = {"duration": run.duration}
+    if run.disk:  # killed at the disk limit (max_disk_mb): an error, never cached
+        return RunResult(MutantStatus.ERROR, reason=run.disk, **base)
     if run.timed_out or (run.returncode in _TIMEOUT_SIGNALS):
         return RunResult(MutantStatus.TIMEOUT, reason="time or CPU limit reached", **base)
     failed = [_name(c.classname, c.name) for c in run.cases if c.status in (TestStatus.FAILED, TestStatus.ERROR)]
@@ -185,8 +187,9 @@ class KillOracle:
             if store_dir != root and store_dir not in root.parents and root not in store_dir.parents:
                 hidden = (store_dir,)
         max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
+        max_disk = self.settings.max_disk_mb * (1 << 20) if self.settings.max_disk_mb else None
         confine = Confinement(writable=(root,), hidden=hidden, max_processes=self.settings.max_processes,
-                              sandbox=self.settings.bwrap, max_file_bytes=max_file)
+                              sandbox=self.settings.bwrap, max_file_bytes=max_file, max_disk_bytes=max_disk)
         require_confinement(self.settings.network, confine, self.settings.allow_weak_sandbox)
         return confine
 
