@@ -1226,3 +1226,23 @@ def test_an_agent_s_git_config_never_runs_in_coharden_s_git(example: LocalInstan
         assert "filter" in (ws.root / ".git" / "config").read_text()  # the agent did write its config
     assert "changed" in result.patch
     assert not list(tmp_path.glob("pwned*"))
+
+
+def test_an_agent_command_that_fills_the_disk_is_killed(example: LocalInstance, monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Agents' commands get the tests' disk limit: many files each under the file-size limit are stopped once
+    they pass the total, and the observation says why."""
+    from coharden.agent import AgentTask, ExternalCommandAgent, harness
+    from coharden.critic import PassCritic
+    from coharden.execution.workspace import Workspace
+
+    monkeypatch.setattr(harness, "AGENT_MAX_DISK_BYTES", 8 << 20)
+    agent = ExternalCommandAgent("for i in $(seq 1 200); do head -c 1048576 /dev/zero > fill$i.bin; sleep 0.01; "
+                                 "done; echo finished", timeout=120)
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        result = agent.run(AgentTask(problem_statement="fill"), ws, "test-only", PassCritic())
+        left = sum(p.stat().st_size for p in ws.root.glob("fill*.bin"))
+    observed = next(e for e in result.events if e["kind"] == "observation")
+    assert "finished" not in observed["output"]
+    assert "max_disk_mb" in observed.get("exception_info", ""), observed
+    assert left < 64 << 20

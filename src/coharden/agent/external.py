@@ -108,7 +108,8 @@ class ExternalCommandAgent(Agent):
             result = run_limited(argv, session.root, timeout=cfg.timeout, env=env, network=cfg.network,
                                  confine=confine)
             session.emit(observation(_clip(result.output, cfg.max_output_chars), result.returncode,
-                                     duration_s=round(result.duration, 3), timed_out=result.timed_out))
+                                     duration_s=round(result.duration, 3), timed_out=result.timed_out,
+                                     **({"exception_info": result.disk} if result.disk else {})))
             if result.timed_out:
                 session.stop("TimeExceeded", error=f"the agent command ran longer than {cfg.timeout:g} s")
                 return None

@@ -32,8 +32,10 @@ TRAJECTORY_FORMAT = "coharden-agent-1"
 EXCLUDES = (".coharden/", "__pycache__/", "*.pyc", ".pytest_cache/")
 
 
-#: The largest file an agent's command may write (RLIMIT_FSIZE), as for test processes.
+#: The largest file an agent's command may write (RLIMIT_FSIZE) and what it may write in all (the disk watch),
+#: the test processes' defaults.
 AGENT_MAX_FILE_BYTES = 1024 << 20
+AGENT_MAX_DISK_BYTES = 4096 << 20
 
 
 def agent_confinement(workspace: Workspace, pythons: Sequence[str] = (), *, network: bool = False,
@@ -48,7 +50,8 @@ def agent_confinement(workspace: Workspace, pythons: Sequence[str] = (), *, netw
     objects = base_objects(workspace.source, workspace.commit, cache_dir or Settings().cache_dir)
     return Confinement(writable=(workspace.root,), readable=tuple(shown),
                        mounts=((objects, workspace.source / ".git" / "objects"),),
-                       max_file_bytes=AGENT_MAX_FILE_BYTES, share_network=network)
+                       max_file_bytes=AGENT_MAX_FILE_BYTES, max_disk_bytes=AGENT_MAX_DISK_BYTES,
+                       share_network=network)
 
 
 def agent_environment(pass_env: Sequence[str] = (), **values: str) -> dict[str, str]:

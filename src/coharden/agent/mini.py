@@ -171,7 +171,8 @@ class SandboxedEnvironment(LocalEnvironment):
         result = run_limited(["bash", "-c", action.get("command", "")], Path(cwd or self.config.cwd),
                              timeout=limit, env=dict(self.config.env), memory_mb=self.memory_mb,
                              network=self.network, confine=self.confine)
-        output: dict[str, Any] = {"output": result.output, "returncode": result.returncode, "exception_info": ""}
+        output: dict[str, Any] = {"output": result.output, "returncode": result.returncode,
+                                  "exception_info": result.disk}  # killed for writing too much: the model is told
         if result.timed_out:
             output.update(returncode=-1, exception_info=f"The command timed out after {limit} s and was killed.",
                           extra={"exception_type": "TimeoutExpired", "exception": f"timeout {limit} s"})
