@@ -1246,3 +1246,64 @@ def test_an_agent_command_that_fills_the_disk_is_killed(example: LocalInstance, 
     assert "finished" not in observed["output"]
     assert "max_disk_mb" in observed.get("exception_info", ""), observed
     assert left < 64 << 20
+
+
+def test_an_agent_cannot_make_coharden_write_its_prompt_through_a_link(example: LocalInstance,
+                                                                      tmp_path: Path) -> None:
+    """coharden writes the external agent's prompt before every invocation, outside the sandbox: a command that
+    plants a link where the prompt goes (the workspace's .coharden/PROMPT.md, its own prompt file) must not make
+    that write land on a host file."""
+    from coharden.agent import AgentTask, ExternalCommandAgent
+    from coharden.critic import CriticContext, SkillCritic, default_critic
+    from coharden.execution.workspace import Workspace
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    command = (f"mkdir -p .coharden && ln -sf {victim} .coharden/PROMPT.md; ln -sf {victim} \"$COHARDEN_PROMPT_FILE\""
+               "; echo x >> README.md; true")
+    critic = SkillCritic.combine([default_critic(CriticContext("test-only"), builtins=["clean_patch"])],
+                                 max_iterations=1)
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        result = ExternalCommandAgent(command, timeout=60).run(AgentTask(problem_statement="x"), ws, "test-only",
+                                                               critic)
+    assert result.iterations == 1  # the follow-up was written and the command ran again
+    assert victim.read_text() == "precious\n"
+
+
+def test_the_default_agent_is_refused_where_its_sandbox_cannot_be_made(example: LocalInstance,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents' commands get the tests' rule: no bwrap here means no run, unless the weaker confinement is
+    accepted (``allow_weak_sandbox``)."""
+    from coharden.agent import AgentTask, ExternalCommandAgent
+    from coharden.critic import PassCritic
+    from coharden.errors import CoHardenError
+    from coharden.execution import sandbox
+    from coharden.execution.workspace import Workspace
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        with pytest.raises(CoHardenError, match="--allow-weak-sandbox"):
+            ExternalCommandAgent("true", timeout=30).run(AgentTask(problem_statement="x"), ws, "test-only",
+                                                         PassCritic())
+        accepted = ExternalCommandAgent("echo ran", timeout=30, allow_weak_sandbox=True).run(
+            AgentTask(problem_statement="x"), ws, "test-only", PassCritic())
+    assert "ran" in next(e for e in accepted.events if e["kind"] == "observation")["output"]
+
+
+def test_the_agent_diff_ignores_filters_of_the_user_s_git_config(example: LocalInstance, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's global git config may define a filter (git-lfs's); an agent's in-tree .gitattributes that names
+    it must not make coharden's diff (outside the sandbox) run it."""
+    from coharden.agent import AgentTask, ExternalCommandAgent
+    from coharden.critic import PassCritic
+    from coharden.execution.workspace import Workspace
+
+    pwned = tmp_path / "pwned"
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[filter \"lfs\"]\n\tclean = sh -c 'touch {pwned}; cat'\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    agent = ExternalCommandAgent("echo '* filter=lfs' > .gitattributes && echo changed >> README.md", timeout=60)
+    with Workspace(resolve_repo(example.instance, None), example.instance.base_commit) as ws:
+        result = agent.run(AgentTask(problem_statement="x"), ws, "test-only", PassCritic())
+    assert "changed" in result.patch
+    assert not pwned.exists()

@@ -230,3 +230,31 @@ def test_the_disk_watch_counts_the_run_s_own_writes_only(tmp_path: Path) -> None
         assert watch.measure() > 3 << 20
         assert watch.check()
     assert "more than 2 MiB" in watch.reason()
+
+
+@needs_bwrap
+def test_a_hidden_directory_shows_only_what_is_bound_inside_it(tmp_path: Path) -> None:
+    """A hidden directory (the user's checkout) is empty in the sandbox even where a shown path contains it; what
+    the run must see inside it (an interpreter's directory, the base objects) is there, read-only."""
+    checkout = tmp_path / "checkout"
+    (checkout / "venv").mkdir(parents=True)
+    (checkout / "venv" / "needed.txt").write_text("needed")
+    (checkout / ".env").write_text("SECRET=1")
+    work = tmp_path / "work"
+    work.mkdir()
+    needed = checkout / "venv" / "needed.txt"
+    code = f"import os; print(sorted(os.listdir({str(checkout)!r})), open({str(needed)!r}).read())"
+    result = run_limited([sys.executable, "-c", code], work, timeout=30,
+                         confine=Confinement(writable=(work,), readable=(tmp_path, checkout / "venv"),
+                                             hidden=(checkout,)))
+    assert "['venv'] needed" in result.output, result.output
+
+
+def test_only_the_end_of_a_huge_output_is_read_back(tmp_path: Path) -> None:
+    """A run may print gigabytes (up to its file-size limit): coharden keeps the end only."""
+    from coharden.execution.sandbox import OUTPUT_LIMIT
+
+    code = f"import sys; sys.stdout.write('x' * {OUTPUT_LIMIT + (1 << 20)}); sys.stdout.write('THE END')"
+    result = run_limited([sys.executable, "-c", code], tmp_path, timeout=60)
+    assert len(result.output) <= OUTPUT_LIMIT
+    assert result.output.endswith("THE END")

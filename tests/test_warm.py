@@ -363,3 +363,30 @@ def test_a_server_whose_warm_up_imports_the_project_is_not_used(tmp_path: Path) 
     (other / "widget").mkdir(parents=True)
     (other / "widget" / "__init__.py").write_text("")
     ForkServer(sys.executable, env=test_environment(()), network=False, project=other).close()
+
+
+def test_a_test_file_the_package_imports_never_runs_in_the_fork_server(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The package's own import loads a module under ``tests/`` (as astropy's imports ``astropy.tests.runner``),
+    which a candidate test patch may change. That code must never run in the fork server: there it patched
+    pytest for every later fork, and the golden test passed on the buggy code."""
+    from tests.conftest import make_patch
+
+    from coharden.config import Settings
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.schema.instance import Instance
+
+    repo, commit = repo_factory({"pkg/__init__.py": "from pkg import tests\nfrom pkg.mod import f\n",
+                                 "pkg/mod.py": "def f():\n    return 1\n",
+                                 "pkg/tests/__init__.py": "HELPER = 1\n"})
+    golden = make_patch(repo, {"tests/test_f.py": "import pkg\n\n\ndef test_f():\n    assert pkg.f() == 2\n"})
+    hostile = make_patch(repo, {
+        "pkg/tests/__init__.py": "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n",
+        "tests/test_other.py": "def test_other():\n    assert True\n"})
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, warm_imports=["pkg"])
+    inst = Instance(instance_id="pkg__2", repo=str(repo), base_commit=commit, test_patch=golden,
+                    patch=make_patch(repo, {"pkg/mod.py": "def f():\n    return 2\n"}))
+    with InstanceExecutor(inst, repo, settings) as ex:
+        ex.verdict("", ex.test_patch(hostile, name="hostile"))  # the candidate on the buggy code, first
+        on_buggy = ex.verdict("", ex.golden_test())
+        on_fixed = ex.verdict(inst.patch, ex.golden_test())
+    assert (on_buggy.outcome.value, on_fixed.outcome.value) == ("FAIL", "PASS"), on_buggy.short()

@@ -333,3 +333,24 @@ def test_a_workspace_reads_no_link_a_patch_laid_down(calc_repo, tmp_path: Path) 
         (ws.root / "tests" / "test_link.py").symlink_to(secret)
         assert ws.read("tests/test_link.py") is None
         assert ws.read("calc/__init__.py") is not None
+
+
+def test_a_workspace_writes_through_no_link_a_patch_laid_down(calc_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """coharden writes into a worktree outside the sandbox (the import probe, a renamed test copy): a link a patch
+    laid down at that path, or at a directory on its way, is replaced, never written through."""
+    repo, base = calc_repo
+    victim, victim_dir = tmp_path / "victim.txt", tmp_path / "victim-dir"
+    victim.write_text("precious")
+    victim_dir.mkdir()
+    with Workspace(repo, base) as ws:
+        (ws.root / "probe.py").symlink_to(victim)
+        (ws.root / "deep").symlink_to(victim_dir, target_is_directory=True)
+        ws.write("probe.py", "written")
+        ws.write("deep/inner/file.py", "written too")
+        assert (ws.root / "probe.py").read_text() == "written"
+        assert not (ws.root / "probe.py").is_symlink()
+        assert (ws.root / "deep" / "inner" / "file.py").read_text() == "written too"
+        with pytest.raises(ValueError, match="inside the worktree"):
+            ws.write("../escape.py", "x")
+    assert victim.read_text() == "precious"
+    assert list(victim_dir.iterdir()) == []

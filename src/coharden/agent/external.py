@@ -1,7 +1,8 @@
 """Any command-line coding agent, re-invoked with a prompt file until the critic accepts (a Ralph-style loop).
 
-Each iteration writes the prompt to ``.coharden/PROMPT.md`` in the workspace (kept out of the diff) and runs
-the command there, in its own process group with a wall-clock limit. The command is a shell string or an
+Each iteration writes the prompt to ``PROMPT.md`` in a directory of coharden's outside the workspace (shown
+read-only in the sandbox, so the command cannot make coharden's next write follow a link) and runs
+the command in the workspace, in its own process group with a wall-clock limit. The command is a shell string or an
 argument list; ``{prompt_file}`` in it is replaced by the prompt file's absolute path, and the environment
 carries ``COHARDEN_PROMPT_FILE``, ``COHARDEN_ITERATION`` and ``COHARDEN_MODE``. For example::
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from coharden.agent.harness import Session, agent_confinement, agent_environment
 from coharden.critic.events import action, observation
 from coharden.execution.sandbox import run_limited
 
-PROMPT_FILE = ".coharden/PROMPT.md"
+PROMPT_FILE = "PROMPT.md"
 
 
 class ExternalCommandAgentConfig(BaseModel):
@@ -60,6 +62,10 @@ class ExternalCommandAgentConfig(BaseModel):
     """Host variables passed by name (the agent's own key, e.g. ``ANTHROPIC_API_KEY``): none by default."""
     readable: list[Path] = []
     """Host paths the sandboxed command may read (the agent's installation or its settings directory)."""
+    cache_dir: Path | None = None
+    """Where the base commit's objects are packed for the sandbox (default: the settings' cache directory)."""
+    allow_weak_sandbox: bool = False
+    """Run the command where the full sandbox cannot be made (off: refused with the reason)."""
 
 
 def _clip(text: str, limit: int) -> str:
@@ -88,11 +94,16 @@ class ExternalCommandAgent(Agent):
         return [arg.replace("{prompt_file}", str(prompt_file)) for arg in command]
 
     def _run(self, task: AgentTask, session: Session) -> float | None:
+        task_text = task.render(session.mode, self.config.task_template)
+        # the prompt lies outside the workspace, in a directory of coharden's that the sandbox shows read-only:
+        # coharden writes it outside any sandbox before every invocation, and a file in the workspace could be
+        # swapped by the command for a link to a host file, which that write would then overwrite
+        with tempfile.TemporaryDirectory(prefix="coharden-prompt-") as prompts:
+            return self._loop(task_text, session, Path(prompts) / PROMPT_FILE)
+
+    def _loop(self, task_text: str, session: Session, prompt_file: Path) -> float | None:
         cfg = self.config
         template = cfg.prompt_template or builtin_config()["external"]["prompt_template"]
-        task_text = task.render(session.mode, cfg.task_template)
-        prompt_file = session.root / PROMPT_FILE
-        prompt_file.parent.mkdir(parents=True, exist_ok=True)
         feedback = ""
         while True:
             prompt = Template(template, undefined=StrictUndefined, keep_trailing_newline=True).render(
@@ -104,7 +115,8 @@ class ExternalCommandAgent(Agent):
                                     COHARDEN_ITERATION=str(session.iteration), COHARDEN_MODE=session.mode.value)
             # the interpreter running coharden is shown too: a command may call ``python`` from its PATH
             confine = agent_confinement(session.workspace, [sys.executable], network=cfg.network,
-                                        readable=cfg.readable) if cfg.sandbox else None
+                                        readable=[*cfg.readable, prompt_file.parent], cache_dir=cfg.cache_dir,
+                                        allow_weak=cfg.allow_weak_sandbox) if cfg.sandbox else None
             result = run_limited(argv, session.root, timeout=cfg.timeout, env=env, network=cfg.network,
                                  confine=confine)
             session.emit(observation(_clip(result.output, cfg.max_output_chars), result.returncode,

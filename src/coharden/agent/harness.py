@@ -23,7 +23,7 @@ from coharden.errors import RepoError
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.git import git
 from coharden.execution.readback import read_text
-from coharden.execution.sandbox import Confinement, interpreter_dirs
+from coharden.execution.sandbox import Confinement, interpreter_dirs, require_confinement
 from coharden.execution.workspace import Workspace, base_objects
 
 TRAJECTORY_FORMAT = "coharden-agent-1"
@@ -39,19 +39,23 @@ AGENT_MAX_DISK_BYTES = 4096 << 20
 
 
 def agent_confinement(workspace: Workspace, pythons: Sequence[str] = (), *, network: bool = False,
-                      readable: Sequence[Path] = (), cache_dir: Path | None = None) -> Confinement:
+                      readable: Sequence[Path] = (), cache_dir: Path | None = None,
+                      allow_weak: bool = False) -> Confinement:
     """The sandbox of an agent's commands, the tests' own: the workspace writable (its ``.git`` too: the agent
     may use git), of the objects it borrows only the base commit's (never the fix's: see
     :func:`~coharden.execution.workspace.base_objects`, packed in ``cache_dir``, default the settings'), the
     interpreters' directories read-only, a private ``$HOME`` and ``/tmp``; nothing of the user's home,
     checkout or stores. ``network`` keeps the host's network (an external agent calling its model);
-    ``readable``: more host paths the user shows it (an agent's installation)."""
+    ``readable``: more host paths the user shows it (an agent's installation). Where that sandbox cannot be made
+    here, :class:`~coharden.errors.CoHardenError` says why, unless ``allow_weak`` (``--allow-weak-sandbox``)."""
     shown = (*(d for p in pythons for d in interpreter_dirs(p)), *readable)
     objects = base_objects(workspace.source, workspace.commit, cache_dir or Settings().cache_dir)
-    return Confinement(writable=(workspace.root,), readable=tuple(shown),
-                       mounts=((objects, workspace.source / ".git" / "objects"),),
-                       max_file_bytes=AGENT_MAX_FILE_BYTES, max_disk_bytes=AGENT_MAX_DISK_BYTES,
-                       share_network=network)
+    confine = Confinement(writable=(workspace.root,), readable=tuple(shown), hidden=(workspace.source,),
+                          mounts=((objects, workspace.source / ".git" / "objects"),),
+                          max_file_bytes=AGENT_MAX_FILE_BYTES, max_disk_bytes=AGENT_MAX_DISK_BYTES,
+                          share_network=network)
+    require_confinement(network, confine, allow_weak)
+    return confine
 
 
 def agent_environment(pass_env: Sequence[str] = (), **values: str) -> dict[str, str]:
@@ -90,11 +94,14 @@ def workspace_diff(root: Path, base_commit: str, objects: Path | None = None) ->
         (gitdir / "objects" / "info" / "alternates").write_text("".join(f"{p}\n" for p in borrowed))
         (gitdir / "info").mkdir(exist_ok=True)
         (gitdir / "info" / "exclude").write_text("".join(f"{e}\n" for e in EXCLUDES))
-        env = {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(root), "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        # an in-tree .gitattributes could name a filter or textconv driver of the user's global config
+        (gitdir / "info" / "attributes").write_text("* -filter -ident -working-tree-encoding\n")
+        env = {"GIT_DIR": str(gitdir), "GIT_WORK_TREE": str(root), "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+               "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
         git(["read-tree", base_commit], root, env=env)
         git(["add", "-A", "--", "."], root, env=env)
-        return git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", base_commit], root,
-                   env=env).stdout
+        return git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+                    base_commit], root, env=env).stdout
 
 
 def _object_stores(root: Path) -> list[Path]:

@@ -236,6 +236,10 @@ class MiniSweAgentConfig(BaseModel):
     """Variables the commands get (besides the host's allow-listed ones: PATH, locale, time zone, user names)."""
     pass_env: list[str] = []
     """Host variables passed to the commands by name (none by default: the commands' output reaches the model)."""
+    cache_dir: Path | None = None
+    """Where the base commit's objects are packed for the sandbox (default: the settings' cache directory)."""
+    allow_weak_sandbox: bool = False
+    """Run the commands where the full sandbox cannot be made (off: refused with the reason)."""
     system_template: str | None = None
     instance_template: str | None = None
     task_template: str | None = None
@@ -270,7 +274,8 @@ class MiniSweAgent(Agent):
         python = cfg.python or sys.executable
         env = agent_environment(cfg.pass_env, **builtin_config()["mini"]["environment"]["env"], **cfg.env)
         env["PATH"] = os.pathsep.join(p for p in (str(Path(python).parent), env.get("PATH", "")) if p)
-        confine = agent_confinement(session.workspace, [python], network=cfg.network)
+        confine = agent_confinement(session.workspace, [python], network=cfg.network, cache_dir=cfg.cache_dir,
+                                    allow_weak=cfg.allow_weak_sandbox)
         return SandboxedEnvironment(cwd=str(session.root), env=env, timeout=cfg.command_timeout,
                                     network=cfg.network, memory_mb=cfg.memory_mb, confine=confine)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -135,6 +135,11 @@ def agent_cmd(
     raise typer.Exit(0 if result.accepted else 1)
 
 
+def _agent_sandbox(settings: Settings) -> dict[str, Any]:
+    """The sandbox settings every agent takes from the run's settings."""
+    return {"cache_dir": settings.cache_dir, "allow_weak_sandbox": settings.allow_weak_sandbox}
+
+
 def _agent_for(command: str | None, agent_timeout: float, model: str | None, api_base: str | None,
                llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):  # type: ignore[no-untyped-def]
     """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
@@ -142,7 +147,7 @@ def _agent_for(command: str | None, agent_timeout: float, model: str | None, api
         from coharden.agent import ExternalCommandAgent
 
         return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.pass_env,
-                                    readable=settings.agent_readable)
+                                    readable=settings.agent_readable, **_agent_sandbox(settings))
     client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
                         default_store=settings.store, what="coharden agent (or use --command)")
     try:
@@ -150,7 +155,7 @@ def _agent_for(command: str | None, agent_timeout: float, model: str | None, api
     except ImportError as exc:
         raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
     return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python,
-                        pass_env=settings.pass_env)
+                        pass_env=settings.pass_env, **_agent_sandbox(settings))
 
 
 @cli_errors
@@ -258,7 +263,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
 
         def agent_factory():  # type: ignore[no-untyped-def]
             return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.pass_env,
-                                        readable=settings.agent_readable)
+                                        readable=settings.agent_readable, **_agent_sandbox(settings))
 
         default_name = f"{method}-external"
     else:
@@ -268,7 +273,8 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
             raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
 
         def agent_factory():  # type: ignore[no-untyped-def]
-            return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env)
+            return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env,
+                                **_agent_sandbox(settings))
 
         default_name = f"{method}-{client.config.model.replace('/', '__')}"  # type: ignore[union-attr]
     injected = None

@@ -184,12 +184,10 @@ class InstanceExecutor:
         readable = (*self._environment_dirs(), *(p for p in job_path if root is None or not p.is_relative_to(root)))
         mounts = ((base_objects(self.workspace.source, self.workspace.commit, self.settings.cache_dir),
                    self.workspace.source / ".git" / "objects"),) if root is not None else ()
-        hidden: tuple[Path, ...] = ()
-        if self.store is not None:
-            store_dir = self.store.path.resolve().parent
-            shown = [Path(p).resolve() for p in (*writable, *readable, self.python, self.workspace.source)]
-            if not any(p == store_dir or store_dir in p.parents for p in shown):
-                hidden = (store_dir,)
+        # the user's checkout (its working tree may be at a later commit, hold .env files; an interpreter with
+        # the project installed from it in editable mode would show it) and the store's directory: hidden, with
+        # what the run needs inside them shown again (see bwrap_args)
+        hidden = (self.workspace.source, *((self.store.path.resolve().parent,) if self.store is not None else ()))
         max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
         max_disk = self.settings.max_disk_mb * (1 << 20) if self.settings.max_disk_mb else None
         return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
@@ -475,8 +473,7 @@ class InstanceExecutor:
         ws = self.workspace
         self._root()
         ws.reset()
-        if source_patch.strip():
-            self._prime_warm()
+        self._prime_warm()  # on the reset checkout: the server imports the project nowhere else
         try:
             ws.apply(source_patch)
         except ApplyError as exc:
@@ -515,7 +512,8 @@ class InstanceExecutor:
                 deferred.append(j)
                 continue
             rename = {p: _renamed(p, j) for p in overlap}
-            if set(rename.values()) & claimed or any(ws.read(r) is not None for r in rename.values()):
+            # taken in any form (a file, or a link a source patch laid down): never written through
+            if set(rename.values()) & claimed or any(os.path.lexists(ws.root / r) for r in rename.values()):
                 deferred.append(j)
                 continue
             for path, content in test.files.items():

@@ -34,6 +34,7 @@ from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descenda
 from coharden.execution.forkserver_main import protocol_mac
 from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.sandbox import (
+    OUTPUT_LIMIT,
     PRIVATE_HOME,
     Confinement,
     PidsCgroup,
@@ -52,7 +53,6 @@ class ForkServerError(RuntimeError):
     pass
 
 
-OUTPUT_LIMIT = 16 << 20  # bytes of a run's output read back (its end: the verdict keeps the last lines)
 
 
 def _read_output(out: Path, scratch: Path) -> tuple[str, str]:

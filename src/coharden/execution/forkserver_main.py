@@ -325,7 +325,11 @@ class _Warm:
                     self.module.analyse_snapshot(self.snapshot, list(self.changed))
                     return "swap"
                 self.drop()  # the base state itself is not what the server imported: import it again
-        if self.snapshot is None and not self.refused and spec.get("base"):
+        # the server imports the project only when primed, on the reset base checkout: at a run's request the
+        # checkout holds the test patch, and a test file the package's own import loads (astropy's __init__
+        # imports astropy.tests.runner) would run the test's code here, in the process every later run forks
+        # from (and that signs the protocol): what it patched (pytest itself) would outlive any purge
+        if self.snapshot is None and not self.refused and spec.get("base") and request.get("prime"):
             optional = list(spec.get("optional", []))
             self._take(cwd, list(spec.get("modules", [])) + optional, env, volatile)
             if self.snapshot is None and optional:  # a module the tests import failed: the required ones alone

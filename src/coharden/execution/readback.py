@@ -39,6 +39,8 @@ def _open(path: Path, anchor: Path) -> int:
         raise ValueError(f"{path} is not inside {anchor}") from exc
     if not parts:
         raise ValueError(f"{path}: the anchor itself is not a file")
+    if ".." in parts:  # relative_to is lexical: a/../../x would climb out of the anchor
+        raise ValueError(f"{path} leaves {anchor} ('..')")
     fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts[:-1]:

@@ -83,6 +83,10 @@ NO_PYCACHE = "/.coharden-no-pycache"
 OTHER_TMP = "/var/tmp"
 
 
+#: How much of a fresh process's output is read back (its end: verdicts keep the last lines).
+OUTPUT_LIMIT = 16 << 20
+
+
 @dataclass
 class ProcessResult:
     returncode: int | None
@@ -126,7 +130,7 @@ class Confinement:
     def keep_in_tmp(self) -> list[str]:
         """Top-level entries of ``/tmp`` that hold a bind mount (never wiped between runs inside one sandbox)."""
         names = set()
-        for path in (*self.writable, *self.readable, *(inside for _, inside in self.mounts)):
+        for path in (*self.writable, *self.readable, *self.hidden, *(inside for _, inside in self.mounts)):
             parts = Path(path).resolve().parts
             if len(parts) > 2 and parts[1] == "tmp":
                 names.add(parts[2])
@@ -325,7 +329,7 @@ def weak_confinement(network: bool, confine: Confinement | None) -> str:
     """Why runs confined by ``confine`` would get less than the full sandbox asked for, or '' when they get it
     (or asked for network access, which is no sandbox by the user's own choice)."""
     level = isolation_level(network, confine)
-    if level == "none":
+    if level == "none" and not (confine is not None and confine.share_network and confine.sandbox):
         return ""
     if level in ("bwrap", "bwrap-net"):
         if confine is None or not confine.max_processes or pids_cgroups():
@@ -369,9 +373,13 @@ def shown_paths(confine: Confinement, cmd: Sequence[str] = ()) -> list[Path]:
     shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable,
              *([confine.pycache] if confine.pycache is not None else [])]
     unique = sorted({Path(p) for p in shown if Path(p).exists()}, key=lambda p: len(p.parts))
+    hidden = [Path(h).resolve() for h in confine.hidden]
     kept: list[Path] = []
-    for path in unique:  # one mount for a directory and what lies inside it
-        if not any(path.is_relative_to(outer) for outer in kept):
+    for path in unique:  # one mount for a directory and what lies inside it - unless a hidden directory lies
+        # between them: the hidden one's tmpfs covers the inner path, which is then bound again on top
+        if not any(path.is_relative_to(outer) and not any(h.is_relative_to(outer.resolve())
+                                                           and path.resolve().is_relative_to(h) for h in hidden)
+                   for outer in kept):
             kept.append(path)
     return kept
 
@@ -393,18 +401,25 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str]
         args.append("--as-pid-1")
     if tmp != SANDBOX_TMP:
         args += [*size, "--tmpfs", tmp]
-    for path in shown_paths(confine, cmd):
+    # a hidden directory (the user's checkout, a store) is an empty tmpfs laid over whatever shows it (an
+    # interpreter whose sys.path holds it); what the run must see inside it is bound again on top
+    hidden = [Path(p).resolve() for p in confine.hidden if Path(p).is_dir()]
+    shown = shown_paths(confine, cmd)
+    inside = [p for p in shown if any(Path(p).resolve().is_relative_to(h) for h in hidden)]
+    for path in shown:
+        if path not in inside:
+            args += ["--ro-bind", str(path), str(path)]
+    for path in hidden:
+        args += ["--tmpfs", str(path)]
+    for path in inside:
         args += ["--ro-bind", str(path), str(path)]
-    for host, inside in confine.mounts:
-        args += ["--ro-bind", str(host), str(inside)]
+    for host, inside_path in confine.mounts:
+        args += ["--ro-bind", str(host), str(inside_path)]
     for path in confine.writable:
         args += ["--bind", str(path), str(path)]
     for path in confine.protected:
         if Path(path).exists():
             args += ["--ro-bind", str(path), str(path)]
-    for path in confine.hidden:
-        if Path(path).is_dir():
-            args += ["--tmpfs", str(path)]
     if Path(CGROUP_ROOT).is_dir():
         args += ["--tmpfs", CGROUP_ROOT]
     # the sandbox's own root (a tmpfs holding the mount points) read-only: no unbounded in-memory writes there
@@ -607,7 +622,9 @@ def run_limited(
         # on a timeout the whole group dies; after a normal exit, so do processes the tests left behind
         _kill_group(proc, cgroup)
         duration = time.monotonic() - start
-        out.seek(0)
+        # the end of the output only: a test may print up to its file-size limit (gigabytes) into it
+        size = out.seek(0, os.SEEK_END)
+        out.seek(max(0, size - OUTPUT_LIMIT))
         output = out.read().decode(errors="replace")
     disk = watch.reason() if watch is not None and watch.exceeded else ""
     return ProcessResult(None if timed_out else proc.returncode, output, duration, timed_out, isolation, disk=disk)

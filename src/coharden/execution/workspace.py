@@ -19,6 +19,7 @@ outside the worktree, read-only to tests.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -104,13 +105,14 @@ def _remove(name: str, dir_fd: int) -> None:
     if not stat.S_ISDIR(info.st_mode):
         os.unlink(name, dir_fd=dir_fd)
         return
-    stack = [(dir_fd, name, _opened(name, dir_fd, info.st_mode))]
+    # each level keeps its listing and resumes it after a subdirectory is gone: restarting the scan would make
+    # a directory of n non-empty subdirectories cost n^2 (a test makes 100,000 in seconds)
+    stack = [(dir_fd, name, _opened(name, dir_fd, info.st_mode), _listing(name, dir_fd, info.st_mode))]
     while stack:
-        parent, own, fd = stack[-1]
+        parent, own, fd, pending = stack[-1]
         inner = None
-        with os.scandir(fd) as entries:
-            names = [entry.name for entry in entries]
-        for child in names:
+        while pending:
+            child = pending.pop()
             mode = os.stat(child, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISDIR(mode):
                 os.unlink(child, dir_fd=fd)
@@ -118,7 +120,7 @@ def _remove(name: str, dir_fd: int) -> None:
             try:
                 os.rmdir(child, dir_fd=fd)
             except OSError:
-                inner = (fd, child, _opened(child, fd, mode))
+                inner = (fd, child, _opened(child, fd, mode), _listing(child, fd, mode))
                 break
         if inner is not None:
             stack.append(inner)
@@ -126,6 +128,16 @@ def _remove(name: str, dir_fd: int) -> None:
         stack.pop()
         os.close(fd)
         os.rmdir(own, dir_fd=parent)
+
+
+def _listing(name: str, dir_fd: int, mode: int) -> list[str]:
+    """The names in the directory ``name`` (in ``dir_fd``), read once through a descriptor of its own."""
+    fd = _opened(name, dir_fd, mode)
+    try:
+        with os.scandir(fd) as entries:
+            return [entry.name for entry in entries]
+    finally:
+        os.close(fd)
 
 
 def sweep(root: Path, *, keep: Collection[str] = ()) -> int:
@@ -303,9 +315,36 @@ class Workspace:
         self._dirty.add("*")
 
     def write(self, rel: str, content: str) -> None:
-        target = self.root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        """Write ``content`` to ``rel`` in the worktree, never through a link: a patch (an untrusted test or fix)
+        can lay down a link at that path or at a directory on the way, and coharden writes here outside the
+        sandbox. Each directory is opened (or made) without following links; a link or other non-regular
+        entry at the file's own path is removed first."""
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            raise ValueError(f"not a path inside the worktree: {rel!r}")
+        fd = os.open(self.root, _DIR)
+        try:
+            for part in parts[:-1]:
+                try:
+                    inner = os.open(part, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    os.mkdir(part, dir_fd=fd)
+                    inner = os.open(part, _DIR, dir_fd=fd)
+                except OSError:  # a link or a file where a directory belongs: replaced by a directory
+                    _remove(part, fd)
+                    os.mkdir(part, dir_fd=fd)
+                    inner = os.open(part, _DIR, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISREG(os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode):
+                    _remove(parts[-1], fd)
+            handle = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                             dir_fd=fd)
+            with os.fdopen(handle, "w") as out:
+                out.write(content)
+        finally:
+            os.close(fd)
         self._dirty.add(rel)
 
     def read(self, rel: str) -> str | None:
@@ -313,7 +352,7 @@ class Workspace:
         file) or a test leave a fifo, and neither is followed or waited on."""
         try:
             return read_text(self.root / rel, anchor=self.root, errors="strict")
-        except OSError:
+        except (OSError, UnicodeDecodeError):  # not text: no test file coharden could use either
             return None
 
     def reset(self) -> None:

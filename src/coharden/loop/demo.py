@@ -108,7 +108,8 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         llm = LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0, timeout=60,
                         cost_overrides={MODEL: CostOverride(input_per_token=1e-6, output_per_token=2e-6)})
         client = LLMClient(llm)
-        agent = MiniSweAgent(client, step_limit=10, python=settings.python)
+        agent = MiniSweAgent(client, step_limit=10, python=settings.python, cache_dir=settings.cache_dir,
+                             allow_weak_sandbox=settings.allow_weak_sandbox)
         loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
                             store=Store(settings.store), ledger=client.ledger, run_name="demo", progress=progress)
         return loop.run()
