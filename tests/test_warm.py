@@ -172,12 +172,15 @@ def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Pa
     server = ForkServer(sys.executable, env=test_environment(()), network=False)
     spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_v.py"], "base": True}
 
+    env = {**test_environment(()), "PYTHONDONTWRITEBYTECODE": "1"}
+
     def run(base: bool = True) -> int | None:
-        env = {**test_environment(()), "PYTHONDONTWRITEBYTECODE": "1"}
         return server.run(project, ["-q", "-p", "no:cacheprovider", "test_v.py"], env, timeout=60, memory_mb=None,
                           cpu_seconds=None, warm={**spec, "base": base}).returncode
 
     try:
+        # the server imports the project only when primed (on the base checkout), never at a run's request
+        assert server.prime(project, env, spec, timeout=60)
         assert run() == 0
         assert server.warm_runs == 1
         stat = (project / "pkg" / "mod.py").stat()
@@ -185,7 +188,10 @@ def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Pa
         os.utime(project / "pkg" / "mod.py", ns=(stat.st_atime_ns, stat.st_mtime_ns))
         assert run(base=False) == 1  # the server drops its stale modules; the child imports the new one
         assert server.warm_runs == 1
-        assert run() == 1  # imported again, from the files as they are now
+        assert run() == 1  # a cold child: the server holds nothing until it is primed again
+        assert server.warm_runs == 1
+        assert server.prime(project, env, spec, timeout=60)  # imported again, from the files as they are now
+        assert run() == 1
         assert server.warm_runs == 2
     finally:
         server.close()
@@ -314,6 +320,7 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
     server = ForkServer(sys.executable, env=test_environment(()), network=False)
     spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_shapes.py"]}
     try:
+        assert server.prime(root, env, {**spec, "base": True}, timeout=60)
         assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
                           warm={**spec, "base": True}).returncode == 0
         assert server.warm_runs == 1

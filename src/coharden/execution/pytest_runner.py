@@ -235,9 +235,11 @@ def parse_junit(path: Path, *, anchor: Path | None = None) -> list[Case] | None:
 def test_environment(pass_env: Sequence[str]) -> dict[str, str]:
     """The environment every test process gets: the host's allow-listed variables and those the user passes
     (``pass_env``; never a key of ours otherwise, see :mod:`coharden.execution.environ`), no bytecode writing
-    (a rewritten file must never run from a stale .pyc) and a fixed hash seed."""
+    (a rewritten file must never run from a stale .pyc), a fixed hash seed, and unbuffered output: the log-based
+    runners (Django's, sympy's) parse stdout and stderr interleaved in one file, which is line-true only
+    unbuffered (it used to come from the host's environment where that set it)."""
     return {**untrusted_environment(pass_env), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-            "NO_COLOR": "1"}
+            "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
 
 
 test_environment.__test__ = False  # type: ignore[attr-defined]
