@@ -1,11 +1,12 @@
 """Reach of the input-based operators: on how many real instances each one yields an admissible mutant.
 
     python benchmarks/input_reach.py --records ../shared/data/swebench_verified_sympy.jsonl --repos REPOS \
-        --ids sympy__sympy-15349 ... [--python PY] [--out DIR]
+        --ids sympy__sympy-15349 ... [--python PY] [--out DIR] [--workers N]
 
 For each instance, one plain ``coharden mpe RECORDS --id ID --test golden --json`` (default settings: the
 SWE-bench spec environment unless ``--python`` names an interpreter; the default budget of 3 mutants per
-operator; a fresh store per instance, one instance at a time).
+operator; a fresh store per instance, one instance at a time, with ``--workers`` workers, 1 by default, so
+that a measurement on a shared machine takes one core and not the CPU count).
 Per operator (``input_specific_shortcut``, ``narrowed_scope``, ``caller_patch``): whether it yielded at least
 one *admissible* mutant (it applied and both tests reached PASS/FAIL on it), and where not, why: the pool's
 ``skipped`` reasons, its diagnosis (``no_revealing_input``) and warnings, or the reasons the mutants it made
@@ -26,13 +27,15 @@ from typing import Any
 OPERATORS = ("input_specific_shortcut", "narrowed_scope", "caller_patch")
 
 
-def run(records: Path, iid: str, repos: Path, out: Path, python: str | None, timeout: float) -> dict[str, Any]:
+def run(records: Path, iid: str, repos: Path, out: Path, python: str | None, timeout: float,
+        workers: int = 1) -> dict[str, Any]:
     """The MPE JSON of the golden test against itself on ``iid`` (or {"error": ...})."""
     target = out / f"{iid}.json"
     if target.exists():
         return json.loads(target.read_text())
     cmd = [sys.executable, "-m", "coharden", "mpe", str(records), "--id", iid, "--repos", str(repos),
            "--test", "golden", "--json", "--store", str(out / f"{iid}.sqlite"), "--show", "0",
+           "--workers", str(workers),
            *(["--python", python] if python else [])]
     started = time.monotonic()
     try:
@@ -83,6 +86,7 @@ def main() -> int:
     parser.add_argument("--python", default=None)
     parser.add_argument("--out", type=Path, default=Path("input-reach"))
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--workers", type=int, default=1, help="MPE workers per instance (default 1)")
     args = parser.parse_args()
     if not args.records.is_file() or not args.repos.is_dir():
         print(f"skipped: {args.records} or {args.repos} is missing")
@@ -90,7 +94,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results = {}
     for iid in args.ids:
-        results[iid] = run(args.records, iid, args.repos, args.out, args.python, args.timeout)
+        results[iid] = run(args.records, iid, args.repos, args.out, args.python, args.timeout,
+                            args.workers)
         print(f"{iid}: {results[iid].get('_seconds', '?')} s", file=sys.stderr, flush=True)
     print("| instance | " + " | ".join(OPERATORS) + " | class | warnings |")
     print("|---|" + "---|" * (len(OPERATORS) + 2))

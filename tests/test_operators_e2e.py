@@ -370,3 +370,55 @@ def test_outcomes_equal_by_eq_but_of_another_length_are_bug_revealing(tmp_path: 
     assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
     assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
     assert "no_revealing_input" not in summary, summary
+
+
+NAMES = {
+    "names/__init__.py": "",
+    "names/table.py": ("KNOWN = {\n    'Abs': 'abs',\n}\n\n\ndef name_of(func):\n"
+                       "    return KNOWN.get(func, 'unknown')\n"),
+    "tests/__init__.py": "",
+    "tests/test_names.py": "def test_old():\n    pass\n",
+}
+NAMES_FIXED = NAMES["names/table.py"].replace("    'Abs': 'abs',\n", "    'Abs': 'abs',\n    'Min': 'min',\n")
+NAMES_TEST = ("from names.table import name_of\n\n\ndef test_old():\n    pass\n\n\n"
+              "def test_min():\n    assert name_of('Min') == 'min'\n")
+
+
+def test_a_fix_of_module_level_data_is_said_to_touch_no_function(tmp_path: Path) -> None:
+    """sympy-22914: the fix adds entries to a module-level table and changes no function, so nothing is
+    recorded; the pool said ``not_called`` ("no test called a function the fix touches"), which blames the
+    test although the test calls the function that reads the table. The reason is that the fix touches no
+    function of the buggy code, and no warning about a missing kind is given (none can be built)."""
+    repo, commit = make_repo(tmp_path / "names", NAMES)
+    inst = Instance(instance_id="names__min", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"names/table.py": NAMES_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_names.py": NAMES_TEST}),
+                    FAIL_TO_PASS=["tests/test_names.py::test_min"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert summary["no_revealing_input"]["reason"] == "no_function_touched", summary
+    assert not any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
+
+
+def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:
+    """The golden test against itself shares one recording; when it is cut short (sympy-17655 timed out),
+    its failure was warned about once per test, so every failure was said twice."""
+    repo, commit = make_repo(tmp_path / "geo", GEO)
+    dies = ("import os\n\nfrom geo import Rot, Vec\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_quarter_turn():\n    assert Rot(1).image_of_x == Vec(0, 1)\n    os._exit(0)\n")
+    inst = Instance(instance_id="geo__rot", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"geo/shapes.py": GEO_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_geo.py": dies}),
+                    FAIL_TO_PASS=["tests/test_geo.py::test_quarter_turn"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        golden = ex.golden_test()
+        pool = build_pool(ex, inst.patch, [golden, golden], operators=INPUT_OPS)
+    failed = [w for w in pool.warnings if w.startswith("recorder failed")]
+    assert len(failed) == len(set(failed)) == 1, pool.warnings

@@ -22,6 +22,7 @@ from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers i
     Mapper,
     buggy_symptoms,
     called_functions,
+    failures,
     input_diagnosis,
     probes_of,
     record_calls,
@@ -323,7 +324,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
     _diagnose(pool, [op for op, operator in chosen.items() if FIXED_RECORDS in type(operator).needs], raw,
-              fixed_records, buggy_records)
+              fixed_records, buggy_records, targets)
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
     if called is not None:
@@ -334,21 +335,18 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
 
 
 def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant], fixed: list[dict[str, Any]],
-              buggy: list[dict[str, Any]]) -> None:
+              buggy: list[dict[str, Any]], targets: list[dict[str, str]]) -> None:
     """Note why no bug-revealing input was captured, and warn when the input-based operators then made no
     candidate although a test called a touched function (or a recording failed): the pool lacks the kinds of
     wrong fix agents write most (special-casing the example, fixing at the caller), so a Rigorous class
     rests on the other kinds alone."""
     if not input_operators:
         return
-    failed = [r for r in (*fixed, *buggy) if r["kind"] == FAILED]
-    for rec in failed:
-        pool.warnings.append(f"recorder failed for {rec.get('from_test', '?')} on the {rec.get('code', '?')} "
-                             f"code: {rec['reason']}")
-    pool.input_reason = input_diagnosis(fixed, buggy)
+    pool.warnings += [f"recorder failed for {failure}" for failure in failures(fixed, buggy)]
+    pool.input_reason = input_diagnosis(fixed, buggy, targets)
     made = {c.operator for c in raw}
     empty = [op.value for op in input_operators if op not in made]
-    if pool.input_reason is None or not empty or pool.input_reason[0] == "not_called":
+    if pool.input_reason is None or not empty or pool.input_reason[0] in ("not_called", "no_function_touched"):
         return
     reason, detail = pool.input_reason
     if reason != "recorder_failed":  # a failure is said above, with its reason

@@ -86,6 +86,14 @@ FAILED = "recorder_failed"
 """The kind of record that says a test's recording did not run or stopped early (``reason``)."""
 
 
+def failures(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[str]:
+    """``<test> on the <code> code: <reason>`` of every failed recording, each once: the candidate and the
+    reference share one recording when they are the same test (the golden test against itself), and its
+    failure was said twice."""
+    return list(dict.fromkeys(f"{r.get('from_test', '?')} on the {r.get('code', '?')} code: {r['reason']}"
+                              for r in (*fixed, *buggy) if r["kind"] == FAILED))
+
+
 def _recording_ident(test: TestPatch) -> str:
     """What a recording run depends on from the test: the files it lays down and the ids it runs."""
     files = test.files or {"<patch>": test.patch}
@@ -354,19 +362,24 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
     return kept
 
 
-def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> tuple[str, str] | None:
+def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
+                    targets: list[dict[str, str]] | None = None) -> tuple[str, str] | None:
     """Why the recordings hold no bug-revealing input, as (reason, detail); None when they hold one.
 
-    Reasons: ``recorder_failed`` (a recording did not start or was cut short), ``not_called`` (no test
-    called a function the fix touches), ``values_not_encodable`` (calls seen, every one dropped because a
-    value had no safe encoding), ``outcomes_equal`` (inputs recorded, each with the same outcome on the buggy
-    code), ``calls_not_recorded`` (calls seen, no input kept for another reason)."""
+    Reasons: ``no_function_touched`` (``targets``, the functions recorded, is empty: the fix changes no
+    function of the buggy code, only module-level code or functions it adds, so there was nothing to record
+    and no buggy function to put back), ``recorder_failed`` (a recording did not start or was cut short),
+    ``not_called`` (no test called a function the fix touches), ``values_not_encodable`` (calls seen, every
+    one dropped because a value had no safe encoding), ``outcomes_equal`` (inputs recorded, each with the
+    same outcome on the buggy code), ``calls_not_recorded`` (calls seen, no input kept for another reason)."""
+    if targets is not None and not targets:
+        return "no_function_touched", ("the fix changes no function that exists in the buggy code (only "
+                                       "module-level code or functions it adds): nothing to record")
     if revealing_inputs(fixed, buggy):
         return None
-    failed = [r for r in (*fixed, *buggy) if r["kind"] == FAILED]
+    failed = failures(fixed, buggy)
     if failed:
-        return "recorder_failed", "; ".join(
-            f"{r.get('from_test', '?')} on the {r.get('code', '?')} code: {r['reason']}" for r in failed[:3])
+        return "recorder_failed", "; ".join(failed[:3])
     calls = {r["qualname"]: r["calls"] for r in fixed if r["kind"] == "summary" and r["calls"]}
     if not calls:
         return "not_called", "no test called a function the fix touches"
