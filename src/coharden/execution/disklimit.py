@@ -198,8 +198,14 @@ def descendants(pid: int) -> list[int]:
 def kill_below(pid: int, spare: Sequence[int] = ()) -> None:
     """SIGKILL every process below ``pid`` but ``spare``, until none is left (one forking meanwhile included);
     for a run without a pids cgroup to list its processes."""
+    kill_listed(lambda: descendants(pid), spare)
+
+
+def kill_listed(listed: Callable[[], Iterable[int]], spare: Sequence[int] = ()) -> None:
+    """SIGKILL the processes ``listed()`` names but ``spare``, again until it names none (a process forking
+    while the others die is caught by the next round); at most 20 rounds."""
     for _ in range(20):
-        victims = [p for p in descendants(pid) if p not in spare]
+        victims = [p for p in listed() if p not in spare]
         if not victims:
             return
         for victim in victims:

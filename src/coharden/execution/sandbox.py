@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coharden.errors import CoHardenError
-from coharden.execution.disklimit import DiskWatch, descendants
+from coharden.execution.disklimit import DiskWatch, descendants, kill_listed
 
 _GUARD = '''\
 import socket as _s
@@ -499,14 +499,7 @@ class PidsCgroup:
         return [int(p) for p in _read(self.path / "cgroup.procs").split()]
 
     def kill_all(self, spare: Sequence[int] = ()) -> None:
-        for _ in range(20):
-            victims = [p for p in self.pids() if p not in spare]
-            if not victims:
-                return
-            for pid in victims:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.01)
+        kill_listed(self.pids, spare)
 
     def close(self) -> None:
         self.kill_all()
