@@ -1085,24 +1085,20 @@ def test_an_apply_error_after_another_test_is_checked_on_a_fresh_checkout(make_e
     assert "APPLY_ERROR" not in str(store_rows(store.path))
 
 
-def test_bytecode_caches_stay_out_of_the_worktree(make_executor) -> None:
-    """Python's and pytest's caches are kept out of the checkout: a test that turns bytecode writing back on
-    writes nothing there, and an interpreter in the sandbox reads no ``__pycache__`` of the checkout."""
+def test_bytecode_a_test_writes_does_not_reach_the_next_run(make_executor) -> None:
+    """A test that turns bytecode writing back on and compiles the project leaves nothing for the next run:
+    the reset before it removes every ``__pycache__`` of the checkout, and pytest's cache is never written."""
     ex = make_executor()
     probe = attack(ex, """\
         def test_repro_caches():
-            import importlib.util, py_compile
+            import py_compile
             sys.dont_write_bytecode = False
-            prefix = sys.pycache_prefix
-            target = importlib.util.cache_from_source(os.path.abspath("tinyexpr/expr.py"))
-            assert prefix and not target.startswith(os.getcwd()), target
-            try:
-                py_compile.compile("tinyexpr/expr.py", doraise=True)
-            except (OSError, py_compile.PyCompileError):
-                pass
+            py_compile.compile("tinyexpr/expr.py", doraise=True)
+            assert os.path.isdir(os.path.join("tinyexpr", "__pycache__"))
         """)
     verdict = ex.verdict("", probe)
     assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail
+    assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL  # the next run, on a reset checkout
     root = ex.workspace_root()
     assert not list(root.rglob("__pycache__"))
     assert not (root / ".pytest_cache").exists()

@@ -46,7 +46,7 @@ from coharden.execution.sandbox import Confinement, isolation_level, pythonpath_
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import contributed_ids, harness_ids, resolve_names, runnable_id
-from coharden.execution.workspace import Checkout, Workspace, base_objects, pycache_dir
+from coharden.execution.workspace import Checkout, Workspace, base_objects
 from coharden.patches import file_path, is_test_path, parse, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
@@ -192,8 +192,7 @@ class InstanceExecutor:
         max_disk = self.settings.max_disk_mb * (1 << 20) if self.settings.max_disk_mb else None
         return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
                            max_processes=self.settings.max_processes, sandbox=self.settings.bwrap,
-                           max_file_bytes=max_file, max_disk_bytes=max_disk,
-                           pycache=pycache_dir(root) if root is not None else None)
+                           max_file_bytes=max_file, max_disk_bytes=max_disk)
 
     def _environment_dirs(self) -> tuple[Path, ...]:
         """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox:

@@ -75,10 +75,6 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
 CGROUP_ROOT = "/sys/fs/cgroup"
 PRIVATE_HOME = "/tmp/coharden-home"  # inside a bwrap sandbox: $HOME, on the sandbox's private /tmp
 SANDBOX_TMP = "/tmp"
-# The tests' PYTHONPYCACHEPREFIX inside a bwrap sandbox when the confinement names no bytecode directory: a path
-# under the sandbox's read-only root, which cannot be made. Either way no interpreter there reads or writes a
-# ``__pycache__`` of the checkout (bytecode a test planted there for a later run; Python 3.8+).
-NO_PYCACHE = "/.coharden-no-pycache"
 # A second private tmpfs, the tests' TMPDIR when their checkout lives under /tmp: see :func:`tests_tmp`.
 OTHER_TMP = "/var/tmp"
 
@@ -111,7 +107,6 @@ class Confinement:
     mounts: tuple[tuple[Path, Path], ...] = ()
     hidden: tuple[Path, ...] = ()
     protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
-    pycache: Path | None = None  # the tests' bytecode cache (PYTHONPYCACHEPREFIX), shown read-only; see NO_PYCACHE
     max_processes: int | None = 512
     max_file_bytes: int | None = None  # RLIMIT_FSIZE: the largest file a process may write (None: no limit)
     # what a run may write into its ``writable`` directories in all (coharden watches it: see disklimit)
@@ -370,8 +365,7 @@ def shown_paths(confine: Confinement, cmd: Sequence[str] = ()) -> list[Path]:
     hands a command to: a service wrapper's), the confinement's ``readable`` paths."""
     pythons = [arg for i, arg in enumerate(cmd) if Path(arg).name.startswith("python")
                and (i == 0 or (Path(arg).is_absolute() and Path(arg).is_file()))]
-    shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable,
-             *([confine.pycache] if confine.pycache is not None else [])]
+    shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable]
     unique = sorted({Path(p) for p in shown if Path(p).exists()}, key=lambda p: len(p.parts))
     hidden = [Path(h).resolve() for h in confine.hidden]
     kept: list[Path] = []
@@ -452,10 +446,13 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
 
 
 def sandbox_env(confine: Confinement) -> dict[str, str]:
-    """The variables every process in a bwrap sandbox gets: its private ``HOME`` and ``TMPDIR``, and a bytecode
-    cache outside the checkout (see :data:`NO_PYCACHE`)."""
-    return {"HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine),
-            "PYTHONPYCACHEPREFIX": str(confine.pycache) if confine.pycache is not None else NO_PYCACHE}
+    """The variables every process in a bwrap sandbox gets: its private ``HOME`` and ``TMPDIR``.
+
+    No ``PYTHONPYCACHEPREFIX``: with one set, an interpreter looks for *every* module's bytecode under it - the
+    standard library's and pytest's included - and compiles all of them from source in every fresh process (0.1 s
+    -> 0.6 s for ``import pytest``; seconds for sympy). Bytecode a test leaves in the checkout is dealt with by
+    the reset (:func:`coharden.execution.workspace.sweep`) and tests run with ``PYTHONDONTWRITEBYTECODE``."""
+    return {"HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}
 
 
 def pythonpath_dirs(env: dict[str, str]) -> tuple[Path, ...]:

@@ -13,8 +13,8 @@ Untrusted tests run in a workspace, so a reset must leave nothing of theirs (iss
 every untracked entry whatever git's rules say (``git clean -fdx`` skips a nested repository, so bytecode planted
 in a ``__pycache__`` made one survived), every ``.gitattributes`` before git writes anything (one planted in a
 subdirectory made the next reset write CRLF or UTF-16 files, so the next patch did not apply), and gives back the
-permissions a test took from directories. Python's bytecode cache lives beside the clone (:func:`pycache_dir`),
-outside the worktree, read-only to tests.
+permissions a test took from directories. Bytecode a test wrote into a ``__pycache__`` goes with the rest
+(tests run with ``PYTHONDONTWRITEBYTECODE``; a checkout's kept bytecode is checked by hash: :meth:`Checkout.scrub`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ def _clone(source: Path, commit: str, parent: Path | None) -> Path:
     root = Path(tempfile.mkdtemp(prefix="coharden-ws-", dir=parent))
     mark_owner(root)
     path = root / "repo"
-    pycache_dir(path).mkdir()
     try:
         git(["clone", "--quiet", "--shared", "--no-checkout", str(source), str(path)], root)
         git(["checkout", "--quiet", "--detach", commit], path)
@@ -77,14 +76,6 @@ def base_objects(source: Path, commit: str, cache_dir: Path) -> Path:
         git(["pack-objects", "-q", str(target / "pack" / "pack")], source, input=objects)
         done.write_text(commit + "\n")
     return target
-
-
-def pycache_dir(path: Path) -> Path:
-    """The bytecode cache of the clone at ``path``: beside it, outside the worktree. Test processes get it as
-    ``PYTHONPYCACHEPREFIX`` and see it read-only, so the interpreter (and pytest's assertion rewriting) neither
-    reads nor writes a ``__pycache__`` in the checkout; coharden alone fills it (checked-hash bytecode of the
-    study's checkouts)."""
-    return path.parent / "pycache"
 
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

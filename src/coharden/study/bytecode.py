@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coharden.execution.pytest_runner import test_environment
-from coharden.execution.workspace import pycache_dir
 
 # Test processes run with PYTHONDONTWRITEBYTECODE=1 (a rewritten file must never run from a stale .pyc), so
 # every sympy test run compiled all of sympy again: about 3 of its 4 CPU seconds. A checkout instead gets
@@ -59,10 +58,7 @@ class Bytecode:
     def __call__(self, path: Path) -> None:
         if not self.python or not self.packages:
             return
-        # into the checkout's bytecode cache beside it, the tests' PYTHONPYCACHEPREFIX (an interpreter before 3.8
-        # ignores it and writes the checkout's __pycache__ directories, which resets keep and check)
-        env = {**test_environment(()), "PYTHONPYCACHEPREFIX": str(pycache_dir(path))}
         proc = subprocess.run([self.python, "-c", _WARM, str(path), *self.packages], cwd=path,
-                              env=env, capture_output=True, text=True, timeout=600, check=False)
+                              env=test_environment(()), capture_output=True, text=True, timeout=600, check=False)
         last = proc.stdout.strip().splitlines()[-1:] or ["-1"]
         self.warmed.append(int(last[0]) if last[0].isdigit() else -1)
