@@ -71,8 +71,10 @@ def run_verdicts(src: Path, options: dict) -> dict:
 
 def run_mpe(src: Path, args: argparse.Namespace, scratch: Path) -> tuple[float, int, str]:
     env = {**os.environ, "PYTHONPATH": str(src), "COHARDEN_CACHE": str(scratch / "cache")}
+    # a fixed budget (3 per operator, every version's sample of the same pool): a sequential draw stops at
+    # another count, and mutants per second would then compare pools, not sandboxes
     cmd = [sys.executable, "-m", "coharden", "mpe", str(args.instance), "--test", args.test, "--json",
-           "--store", str(scratch / f"store-{time.monotonic_ns()}.sqlite")]
+           "--per-operator", "3", "--store", str(scratch / f"store-{time.monotonic_ns()}.sqlite")]
     cmd += ["--id", args.id] if args.id else []
     cmd += ["--repos", str(args.repos)] if args.repos else []
     cmd += ["--python", args.python] if args.python else []
