@@ -14,6 +14,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from statistics import NormalDist
 
 import pytest
 
@@ -61,6 +62,25 @@ def test_ranks_spearman_auc() -> None:
     assert stats.auc([0.9, 0.8, 0.1, 0.0], [True, True, False, False]) == 1.0
     assert stats.auc([0.5, 0.5], [True, False]) == 0.5  # a tie counts one half
     assert stats.auc([0.5, 0.6], [True, True]) is None
+
+
+def test_auc_interval_is_newcombes_score_interval() -> None:
+    z = NormalDist().inv_cdf(0.975)
+    # m = n = 2: N* = 1, so V(theta) = theta (1 - theta) / 4, and at AUC = 1 the lower end solves
+    # (1 - theta)^2 = z^2 theta (1 - theta) / 4, i.e. theta = 4 / (4 + z^2); the upper end stays at 1
+    low, high = stats.auc_interval([0.9, 0.8, 0.1, 0.0], [True, True, False, False])
+    assert low == pytest.approx(4 / (4 + z * z), abs=1e-9)
+    assert high == 1.0
+    low, high = stats.auc_interval([0.1, 0.0, 0.9, 0.8], [True, True, False, False])  # AUC = 0: mirrored
+    assert (low, high) == (0.0, pytest.approx(z * z / (4 + z * z), abs=1e-9))
+    xs, flags = [0.5, 0.3, 0.25, 0.0, 0.1, 0.0], [True, True, False, False, True, False]
+    low, high = stats.auc_interval(xs, flags)
+    assert 0 < low < stats.auc(xs, flags) < high < 1
+    narrow = stats.auc_interval(xs * 10, flags * 10)  # ten times the data: the same AUC, a narrower interval
+    assert low < narrow[0] < narrow[1] < high
+    assert stats.auc_interval([0.5, 0.6], [True, True]) is None
+    assert stats.validity([{"test_class": "Lax", "laxity": 0.5, "accepts": True},
+                           {"test_class": "Rigorous", "laxity": 0.0, "accepts": False}]).auc_interval is not None
 
 
 def test_fisher_exact_known_values() -> None:
@@ -472,11 +492,18 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     assert correct["verdicts"][GOLDEN]["outcome"] == "PASS"
 
     summary = write_report(rows, data, settings, config, tmp_path / "out")
-    assert summary["wrong"]["validity"]["per_class"] == {"Lax": {"hits": 1, "total": 1, "rate": 1.0},
-                                                         "Rigorous": {"hits": 0, "total": 1, "rate": 0.0}}
+    # every validity share and AUC carries its interval (docs/laxity_estimate.md, section 6)
+    assert summary["wrong"]["validity"]["per_class"] == {
+        "Lax": {"hits": 1, "total": 1, "rate": 1.0, "interval": [pytest.approx(0.025), 1.0]},
+        "Rigorous": {"hits": 0, "total": 1, "rate": 0.0, "interval": [0.0, pytest.approx(0.975)]}}
+    low, high = summary["wrong"]["validity"]["auc_interval"]
+    assert 0 < low < high == 1.0
     assert summary["assertflip"]["confusion"]["theirs_only"] == 1
     report = (tmp_path / "out" / "real_bugs_report.md").read_text()
     assert "## 4. Real wrong fixes" in report
+    assert "1/1 (100%) [0.03, 1.00]" in report
+    assert "0/1 (0%) [0.00, 0.97]" in report
+    assert f"1.00 [{low:.2f}, 1.00]" in report  # the AUC beside its interval
     assert "partial report" not in report
     # imitation: one shared pool, every graded test on every mutant, the wrong fix's signature compared
     (imitation,) = rows["imitation"]

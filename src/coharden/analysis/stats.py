@@ -80,6 +80,40 @@ def auc(values: Sequence[float], flags: Sequence[bool]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
+def auc_interval(values: Sequence[float], flags: Sequence[bool],
+                 confidence: float = 0.95) -> tuple[float, float] | None:
+    """The interval of :func:`auc`: Newcombe's score interval (method 5 of Newcombe 2006, Stat Med 25:559-573).
+
+    The Hanley-McNeil variance of the Mann-Whitney AUC theta, with both group sizes replaced by
+    N* = (m + n) / 2 - 1, is V(theta) = theta (1 - theta) / (m n) * [1 + (N* - 1) ((1 - theta) / (2 - theta)
+    + theta / (1 + theta))]; the interval is the set of theta with (theta - AUC)^2 <= z^2 V(theta). Unlike the
+    Wald interval it stays inside [0, 1] and does not shrink to a point at AUC = 0 or 1 (where the tests of a
+    study with a handful of clusters often are). None when either group is empty."""
+    from statistics import NormalDist
+
+    point = auc(values, flags)
+    if point is None:
+        return None
+    m = sum(1 for f in flags if f)
+    n = len(flags) - m
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    star = (m + n) / 2 - 1
+
+    def outside(theta: float) -> float:  # > 0 when theta lies outside the interval
+        var = theta * (1 - theta) / (m * n) * (1 + (star - 1) * ((1 - theta) / (2 - theta) + theta / (1 + theta)))
+        return (theta - point) ** 2 - z * z * var
+
+    def root(inside: float, out: float) -> float:
+        if outside(out) <= 0:
+            return out
+        for _ in range(100):
+            mid = (inside + out) / 2
+            inside, out = (mid, out) if outside(mid) <= 0 else (inside, mid)
+        return (inside + out) / 2
+
+    return root(point, 0.0), root(point, 1.0)
+
+
 def _hypergeom(k: int, row1: int, col1: int, n: int) -> float:
     return math.comb(col1, k) * math.comb(n - col1, row1 - k) / math.comb(n, row1)
 
@@ -140,6 +174,8 @@ class Validity:
     spearman: float | None
     auc: float | None
     fisher_p: float | None
+    auc_interval: tuple[float, float] | None = None
+    """The AUC's 95 % interval (:func:`auc_interval`)."""
 
     def lax_minus_rigorous(self) -> float | None:
         lax, rig = self.per_class.get("Lax"), self.per_class.get("Rigorous")
@@ -163,7 +199,8 @@ def validity(rows: Sequence[dict[str, Any]]) -> Validity:
     p = fisher_exact(lax.hits, lax.total - lax.hits, rig.hits, rig.total - rig.hits) if usable else None
     return Validity(per_class=per_class, n=len(usable), point_biserial=point_biserial(xs, flags),
                     spearman=spearman(xs, [1.0 if f else 0.0 for f in flags]) if usable else None,
-                    auc=auc(xs, flags) if usable else None, fisher_p=p)
+                    auc=auc(xs, flags) if usable else None, fisher_p=p,
+                    auc_interval=auc_interval(xs, flags) if usable else None)
 
 
 def histogram(values: Iterable[float], edges: Sequence[float]) -> list[int]:

@@ -14,6 +14,7 @@ from typing import Any
 from coharden.analysis import figures, stats
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.schema.estimate import clopper_pearson
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.data import StudyData
 from coharden.study.real_bugs import WARM_UP, StudyConfig
@@ -28,6 +29,19 @@ def _f(x: float | None, digits: int = 2) -> str:
 
 def _pct(share: stats.Share | None) -> str:
     return "-" if share is None or not share.total else share.text()
+
+
+def _ci(interval: tuple[float, float] | None) -> str:
+    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _pct_ci(share: stats.Share | None) -> str:
+    """A validity share with its exact 95 % interval (docs/laxity_estimate.md, section 6)."""
+    return "-" if share is None or not share.total else share.text() + _ci(clopper_pearson(share.hits, share.total))
+
+
+def _auc(v: stats.Validity) -> str:
+    return _f(v.auc) + _ci(v.auc_interval)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -54,12 +68,14 @@ def headline(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], sys
         cls = ", ".join(f"{k} {n}" for k, n in row["classes"].items())
         lines.append(f"{s}: F->P {row['fail_to_pass']}/{row['predictions']}; {cls}")
     lax, rig = val.per_class.get("Lax"), val.per_class.get("Rigorous")
-    lines.append(f"validity (real wrong fixes the golden test rejects): Lax tests accept one in {_pct(lax)}, "
-                 f"Rigorous in {_pct(rig)}, Borderline in {_pct(val.per_class.get('Borderline'))} (n = {val.n}; "
-                 f"point-biserial r(laxity, accepts) = "
-                 f"{_f(val.point_biserial)}; AUC {_f(val.auc)}; Fisher p = {_f(val.fisher_p, 3)}); one vote per "
-                 f"(instance, class): Lax {_pct(vi.per_class.get('Lax'))}, Rigorous "
-                 f"{_pct(vi.per_class.get('Rigorous'))} (Fisher p = {_f(vi.fisher_p, 3)})")
+    lines.append(f"validity (real wrong fixes the golden test rejects): Lax tests accept one in {_pct_ci(lax)}, "
+                 f"Rigorous in {_pct_ci(rig)}, Borderline in {_pct_ci(val.per_class.get('Borderline'))} "
+                 f"(n = {val.n}; point-biserial r(laxity, accepts) = "
+                 f"{_f(val.point_biserial)}; AUC {_auc(val)}; Fisher p = {_f(val.fisher_p, 3)}); one vote per "
+                 f"(instance, class): Lax {_pct_ci(vi.per_class.get('Lax'))}, Borderline "
+                 f"{_pct_ci(vi.per_class.get('Borderline'))}, Rigorous {_pct_ci(vi.per_class.get('Rigorous'))} "
+                 f"(AUC {_auc(vi)}; Fisher p = {_f(vi.fisher_p, 3)}); intervals: exact 95 % (shares), "
+                 "Newcombe's score interval (AUC)")
     lines.append(f"over-specification (F->P tests rejecting a correct moatless fix): {_pct(c['pairs'])} of "
                  "(test, fix) pairs; per test: " + (", ".join(f"{k} {s.text()}" for k, s in c["by_system"].items())
                                                    or "none"))
@@ -212,9 +228,9 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
     out += ["Per graded F->P test with a laxity, on instances whose wrong fix the golden test rejects: 'accepts' = "
             "the test PASSes on base + the wrong fix (inadmissible verdicts are left out).", ""]
     def vrow(label: str, v: stats.Validity) -> list[Any]:
-        return [label, v.n, _pct(v.per_class.get("Lax")), _pct(v.per_class.get("Borderline")),
-                _pct(v.per_class.get("Rigorous")),
-                _f(v.lax_minus_rigorous()), _f(v.point_biserial), _f(v.spearman), _f(v.auc), _f(v.fisher_p, 3)]
+        return [label, v.n, _pct_ci(v.per_class.get("Lax")), _pct_ci(v.per_class.get("Borderline")),
+                _pct_ci(v.per_class.get("Rigorous")),
+                _f(v.lax_minus_rigorous()), _f(v.point_biserial), _f(v.spearman), _auc(v), _f(v.fisher_p, 3)]
 
     vrows2 = [vrow("all", val), *[vrow(s, w["by_system"][s]) for s in systems],
               vrow("all, one vote per (instance, class)", w["validity_by_instance"]),
@@ -226,7 +242,8 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
                    "Spearman rho", "AUC", "Fisher p"], vrows2)
     out += ["Tests of one instance face the same wrong fix and often pin the same example from the issue, so "
             "they are not independent: the 'one vote per (instance, class)' row counts each cluster once (mean "
-            "laxity; accepts when at least half of its tests do) and its Fisher p is the honest one.", ""]
+            "laxity; accepts when at least half of its tests do) and its Fisher p is the honest one. Shares carry "
+            "their exact (Clopper-Pearson) 95 % interval, the AUC Newcombe's 95 % score interval.", ""]
     out += [f"The last row cuts the classes on beta / (beta + delta) (the share of the mutants the golden test "
             f"rejects that the test accepts) instead of laxity = beta / admissible; {w['uninformative']} of the "
             "graded tests above have a pool in which the golden test rejects no mutant at all (every admissible "
@@ -350,6 +367,7 @@ def jsonable(obj: Any) -> Any:
         data = {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
         if isinstance(obj, stats.Share):
             data["rate"] = obj.rate
+            data["interval"] = list(clopper_pearson(obj.hits, obj.total)) if obj.total else None
         return data
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
