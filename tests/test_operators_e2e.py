@@ -422,3 +422,49 @@ def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: P
         pool = build_pool(ex, inst.patch, [golden, golden], operators=INPUT_OPS)
     failed = [w for w in pool.warnings if w.startswith("recorder failed")]
     assert len(failed) == len(set(failed)) == 1, pool.warnings
+
+
+MANY = {
+    "many/__init__.py": "",
+    "many/core.py": "def half(n):\n    return n // 2\n",
+    "tests/__init__.py": "",
+    "tests/test_many.py": "def test_old():\n    pass\n",
+}
+MANY_FIXED = "def half(n):\n    if n < 0:\n        return -(-n // 2)\n    return n // 2\n"
+MANY_TEST = ("from many.core import half\n\n\ndef test_old():\n    pass\n\n\n"
+             "def test_half():\n    for n in range(300):\n        assert half(n) == n // 2\n"
+             "    assert half(-3) == -1\n")
+
+
+def test_a_revealing_call_after_the_cap_is_recorded(tmp_path: Path) -> None:
+    """sympy-12481: the golden test appends its revealing assertion to a test that calls the changed function
+    270 times; the recorder kept the first 200 inputs per function, so the revealing call was dropped and the
+    pool said ``outcomes_equal``. The recorder keeps the last inputs too."""
+    repo, commit = make_repo(tmp_path / "many", MANY)
+    inst = Instance(instance_id="many__half", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"many/core.py": MANY_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_many.py": MANY_TEST}),
+                    FAIL_TO_PASS=["tests/test_many.py::test_half"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert "no_revealing_input" not in summary, summary
+    assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
+
+
+def test_inputs_left_out_by_the_cap_are_not_called_outcomes_equal() -> None:
+    """When the cap left inputs out and none kept is revealing, the reason is the cap, not equal outcomes."""
+    from coharden.mutation.recording import input_diagnosis
+
+    inputs = [{"kind": "return", "qualname": "half", "key": f"({n},)", "value_enc": str(n // 2)}
+              for n in range(4)]
+    summary = {"kind": "summary", "qualname": "half", "calls": 300, "raised": []}
+    fixed = [*inputs, {**summary, "capped": 100}]
+    buggy = [*inputs, summary]
+    reason, detail = input_diagnosis(fixed, buggy)  # type: ignore[misc]
+    assert reason == "inputs_capped", detail
+    assert "100 of half" in detail, detail
+    assert input_diagnosis([*inputs, summary], buggy)[0] == "outcomes_equal"  # type: ignore[index]

@@ -15,6 +15,13 @@ test gave it), and only inputs whose key is deterministic: with a safe structura
 their repr. A value that cannot be encoded is dropped; the ``summary`` record of each function counts the drops by
 reason ("dropped": {reason: n}, "dropped_types": {type name: n}).
 
+Per function at most ``_MAX_PER_FUNCTION`` distinct inputs are kept: the first half as they come, and the last half
+(a ring of the most recent distinct inputs, written at the session's end). A golden test usually appends its
+bug-revealing assertion to an existing test function, so on a test that calls a function hundreds of times the
+revealing call is among the last (sympy-12481: ``Permutation([[0, 1], [0, 2]])`` at the end of ``test_args``, the
+270th call); keeping only the first calls dropped it. The ``summary`` says how many distinct inputs the cap left
+out ("capped": n), so a pool with no revealing input can tell "left out" from "outcomes equal".
+
 COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this is the buggy code): each return
 or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
 run's is written with that run's encoding, so outcomes can be compared by their text.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import collections
 import json
 import os
 import sys
@@ -40,7 +48,8 @@ try:  # beside the plugin in the test interpreter (recording.py copies it there)
 except ImportError:  # imported from coharden itself
     from coharden.mutation import recorder_values as _values
 
-_MAX_PER_FUNCTION = 200
+_MAX_PER_FUNCTION = 200  # distinct inputs kept per function: the first half and the last half
+_HEAD = _MAX_PER_FUNCTION // 2
 _CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
 _MAX_RECEIVERS = 2000  # distinct method receivers encoded per session
 
@@ -136,6 +145,10 @@ class _Recorder:
         self.seen: set[tuple] = set()  # (qualname, key, receiver repr, kind) or ("outside", path, name)
         self.receivers: dict[str, tuple | None] = {}  # receiver repr -> what _receiver returns
         self.calls: dict[tuple[str, str], int] = {}
+        # per function, past the first _HEAD inputs: the most recent distinct ones (ident -> record), written at
+        # the session's end, and how many distinct inputs were left out
+        self.tail: dict[tuple[str, str], collections.OrderedDict] = {}
+        self.capped: dict[tuple[str, str], int] = {}
         self.raised: dict[tuple[str, str], set[str]] = {}
         root = os.environ.get("COHARDEN_RECORD_ROOT")
         self.root = os.path.realpath(root) if root else None
@@ -201,7 +214,7 @@ class _Recorder:
         first = params[0] if params and params[0] in ("self", "cls") else None
         if first:
             params = params[1:]
-        record = depth == 0 and self.counts.get(key, 0) < _MAX_PER_FUNCTION
+        record = depth == 0  # past the cap too: the last inputs are kept (see _keep)
         args = tuple(frame.f_locals.get(p) for p in params) if record else None
         receiver = _receiver(first, frame.f_locals.get(first), self.receivers) if record and first else None
         if record and first and receiver is None:  # recorded without it: the input is the arguments alone
@@ -244,11 +257,13 @@ class _Recorder:
             self._drop(key, exc if exc is not None else value)
             return
         ident = (key[1], det[0], receiver[1] if receiver else None, kind)
+        tail = self.tail.get(key)
         if ident in self.seen:
+            if tail is not None and ident in tail:  # a repeated input is recent again
+                tail.move_to_end(ident)
             return
         self.seen.add(ident)
         enc, obs = _same(self.known.get(ident), out[1], exc if exc is not None else value)
-        self.counts[key] = self.counts.get(key, 0) + 1
         rec = {"file": key[0], "qualname": key[1], "params": params, "key": det[0], "args_enc": det[1],
                "kind": kind, "value_enc": enc, "value_obs": obs, "value_repr": out[0][:200]}
         if receiver is not None:
@@ -259,8 +274,23 @@ class _Recorder:
             rec["type_shape"], rec["shape"] = shapes
         if extra:  # a caller: "kind" is "caller", its outcome is "outcome"
             rec.update(extra, outcome=kind, kind="caller")
-        self.out.write(json.dumps(rec) + "\n")
-        self.out.flush()
+        self._keep(key, ident, rec)
+
+    def _keep(self, key, ident, rec):  # type: ignore[no-untyped-def]
+        """Write the first ``_HEAD`` distinct inputs of a function at once; keep the later ones in a ring of the
+        ``_MAX_PER_FUNCTION - _HEAD`` most recent (written by ``summary``), counting those it pushes out."""
+        count = self.counts.get(key, 0)
+        if count < _HEAD:
+            self.counts[key] = count + 1
+            self.out.write(json.dumps(rec) + "\n")
+            self.out.flush()
+            return
+        tail = self.tail.setdefault(key, collections.OrderedDict())
+        tail[ident] = rec
+        if len(tail) > _MAX_PER_FUNCTION - _HEAD:
+            old, _ = tail.popitem(last=False)
+            self.seen.discard(old)  # seen again later, it is a recent input again
+            self.capped[key] = self.capped.get(key, 0) + 1
 
     def _drop(self, key, value, prefix=""):  # type: ignore[no-untyped-def]
         """Count a call not recorded because ``value`` (its arguments or outcome) has no safe encoding (with
@@ -296,8 +326,7 @@ class _Recorder:
                 frame = frame.f_back
                 continue
             ckey = (path, qualname)
-            if frame.f_trace is None and (ckey not in self.targets) and \
-                    self.counts.get(ckey, 0) < _MAX_PER_FUNCTION:
+            if frame.f_trace is None and (ckey not in self.targets):
                 nargs = code.co_argcount + code.co_kwonlyargcount
                 nargs += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
                 params = list(code.co_varnames[:nargs])
@@ -325,10 +354,16 @@ class _Recorder:
 
     def summary(self):  # type: ignore[no-untyped-def]
         """Per function: how many outermost calls were seen, which exception types escaped them, and the
-        calls not recorded because a value had no safe encoding (by reason, and by the value's type)."""
+        calls not recorded because a value had no safe encoding (by reason, and by the value's type), and the
+        distinct inputs the cap left out ("capped"). The last inputs of each function (its ring) come first."""
+        for tail in self.tail.values():
+            for rec in tail.values():
+                self.out.write(json.dumps(rec) + "\n")
         for key in sorted(set(self.calls) | {k for k in self.dropped if k in self.targets}):
             rec = {"file": key[0], "qualname": key[1], "kind": "summary", "calls": self.calls.get(key, 0),
                    "raised": sorted(self.raised.get(key, ()))}
+            if self.capped.get(key):
+                rec["capped"] = self.capped[key]
             drops = self.dropped.get(key, {})
             if drops:
                 rec["dropped"], rec["dropped_types"] = _tally(drops)

@@ -262,7 +262,7 @@ def _well_formed(rec: Any) -> bool:
         return False
     strings = ("key", *ENCODED, "value_repr", "receiver_key", "outcome", "exc_type", "callee", "shape",
                "type_shape", "via", "value_obs")
-    numbers = ("calls", "depth", "line")
+    numbers = ("calls", "depth", "line", "capped")
     counts = ("dropped", "dropped_types")
     raised = rec.get("raised", [])
     return (all(rec.get(field) is None or isinstance(rec[field], str) for field in strings)
@@ -370,8 +370,10 @@ def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
     function of the buggy code, only module-level code or functions it adds, so there was nothing to record
     and no buggy function to put back), ``recorder_failed`` (a recording did not start or was cut short),
     ``not_called`` (no test called a function the fix touches), ``values_not_encodable`` (calls seen, every
-    one dropped because a value had no safe encoding), ``outcomes_equal`` (inputs recorded, each with the
-    same outcome on the buggy code), ``calls_not_recorded`` (calls seen, no input kept for another reason)."""
+    one dropped because a value had no safe encoding), ``inputs_capped`` (inputs recorded, each with the same
+    outcome on the buggy code, but the recorder's per-function cap left other inputs out: one of those may be
+    the revealing one), ``outcomes_equal`` (inputs recorded, each with the same outcome on the buggy code, none
+    left out), ``calls_not_recorded`` (calls seen, no input kept for another reason)."""
     if targets is not None and not targets:
         return "no_function_touched", ("the fix changes no function that exists in the buggy code (only "
                                        "module-level code or functions it adds): nothing to record")
@@ -385,6 +387,12 @@ def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
         return "not_called", "no test called a function the fix touches"
     called = ", ".join(f"{name} ({n} call{'s' if n != 1 else ''})" for name, n in sorted(calls.items())[:4])
     inputs = [r for r in fixed if r["kind"] in ("return", "raise")]
+    capped = {r["qualname"]: r["capped"] for r in fixed if r["kind"] == "summary" and r.get("capped")}
+    if inputs and capped:
+        return "inputs_capped", (
+            f"the tests call {called}; each of the {len(inputs)} recorded input(s) has the same outcome on the "
+            "buggy code, but the recorder's cap (the first and the last inputs of each function) left out "
+            + ", ".join(f"{n} of {name}" for name, n in sorted(capped.items())[:4]) + " other distinct input(s)")
     if inputs:
         return "outcomes_equal", (f"the tests call {called}; each of the {len(inputs)} recorded input(s) has "
                                   "the same outcome on the buggy code")
