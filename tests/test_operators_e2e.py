@@ -468,3 +468,23 @@ def test_inputs_left_out_by_the_cap_are_not_called_outcomes_equal() -> None:
     assert reason == "inputs_capped", detail
     assert "100 of half" in detail, detail
     assert input_diagnosis([*inputs, summary], buggy)[0] == "outcomes_equal"  # type: ignore[index]
+
+
+def test_an_instrumented_run_gets_a_longer_time_limit(tmp_path: Path) -> None:
+    """sympy-17655, 17318: the recording (the test under a tracer, several times slower) had the bare run's
+    time limit and timed out on tests that pass in time; an instrumented run's limit is scaled."""
+    from coharden.execution.executor import INSTRUMENTED_SLOWDOWN, instrumented_settings
+
+    slow = "import time\n\n\ndef test_old():\n    pass\n\n\ndef test_slow():\n    time.sleep(4)\n"
+    repo, commit = make_repo(tmp_path / "m", BUGGY)
+    inst = Instance(instance_id="m__slow", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"m/core.py": FIXED_CORE}),
+                    test_patch=make_patch(repo, {"tests/test_m.py": slow}),
+                    FAIL_TO_PASS=["tests/test_m.py::test_slow"])
+    settings = Settings(timeout=2, cache_dir=tmp_path / "cache", workers=1)
+    assert instrumented_settings(settings).timeout == 2 * INSTRUMENTED_SLOWDOWN
+    assert instrumented_settings(Settings(timeout=10_000)).timeout == 10_000  # never lower
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        run = ex.run_raw(inst.patch, ex.golden_test())
+    assert not run.timed_out, run
+    assert run.duration >= 4, run

@@ -52,6 +52,25 @@ from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 
+INSTRUMENTED_SLOWDOWN = 8.0
+"""How many times a test's time limit an instrumented run (the input recorder's) gets: a function-call tracer
+(``sys.settrace``) makes a test several times slower (2x with a trivial trace function on sympy-17655, more than
+5x with the recorder on sympy-17318, on a loaded machine)."""
+INSTRUMENTED_MAX = 1800.0
+"""The most seconds an instrumented run gets from the slowdown factor (a timeout above it is kept as it is)."""
+
+
+def instrumented_settings(settings: Settings) -> Settings:
+    """``settings`` with the limits of an instrumented run: ``timeout`` x ``INSTRUMENTED_SLOWDOWN``, at most
+    ``INSTRUMENTED_MAX`` seconds and never less than ``timeout``; a set ``cpu_seconds`` is scaled alike (unset,
+    it is 2 x the new timeout). A recording with the bare run's limit timed out on tests that pass in 30-110 s
+    (sympy-17655, 17318), and a recording cut short holds no bug-revealing input."""
+    timeout = max(settings.timeout, min(settings.timeout * INSTRUMENTED_SLOWDOWN, INSTRUMENTED_MAX))
+    cpu = settings.cpu_seconds
+    if cpu is not None:
+        cpu = max(cpu, int(cpu * timeout / settings.timeout))
+    return settings.model_copy(update={"timeout": timeout, "cpu_seconds": cpu})
+
 
 @functools.cache
 def environment_id(python: str) -> str:
@@ -410,9 +429,11 @@ class InstanceExecutor:
                 extra_env: dict[str, str] | None = None, readable: Sequence[Path] = ()) -> PytestRun:
         """Run one test on base + ``source_patch`` with extra pytest arguments / environment (no caching).
 
-        Used for instrumented runs such as recording inputs. ``readable``: directories the run must see
-        (read-only) although the sandbox hides them (an instrumenting plugin's); such a run is a fresh process.
-        Files the run writes for the caller belong in the worktree (the only writable place).
+        Used for instrumented runs such as recording inputs, so its time limits are those of
+        :func:`instrumented_settings` (the timeout scaled for a tracer, bounded), not the bare run's.
+        ``readable``: directories the run must see (read-only) although the sandbox hides them (an
+        instrumenting plugin's); such a run is a fresh process. Files the run writes for the caller belong in
+        the worktree (the only writable place).
         """
         root = self._root()
         self.workspace.reset()
@@ -423,7 +444,7 @@ class InstanceExecutor:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
         self._warm = self._warm_spec(source_patch, [test])
         return self._run(root, list(test.ids), None, extra_args=extra_args, extra_env=extra_env,
-                         readable=tuple(readable))
+                         readable=tuple(readable), settings=instrumented_settings(self.settings))
 
     def _run_raw_log(self, root: Path, test: TestPatch, extra_env: dict[str, str],
                      readable: tuple[Path, ...]) -> PytestRun:
@@ -441,13 +462,15 @@ class InstanceExecutor:
         confine = self._confinement(root)
         confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
         self.workspace.tainted = True
-        verdict = run_with(runner, root, ids, self.settings, self.python, env=env, confine=confine)
+        verdict = run_with(runner, root, ids, instrumented_settings(self.settings), self.python, env=env,
+                           confine=confine)
         return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
                          duration=verdict.duration or 0.0, output=verdict.output_tail or "",
                          isolation=verdict.isolation or "none")
 
     def _run(self, root: Path, ids: list[str], limit: float | None, *, readable: tuple[Path, ...] = (),
-             **extra: object) -> PytestRun:
+             settings: Settings | None = None, **extra: object) -> PytestRun:
+        """One pytest run; ``settings``: this run's own (an instrumented run's limits), else the executor's."""
         runner = self._runner()
         server = runner["server"]
         if server is not None and all(Path(p).is_relative_to(server.shared) for p in readable):
@@ -458,7 +481,7 @@ class InstanceExecutor:
             runner["server"] = None  # a server's sandbox was fixed when it started
         job, more = runner.pop("extra_env") or {}, dict(extra.pop("extra_env", None) or {})  # type: ignore[call-overload]
         self.workspace.tainted = True
-        run = run_pytest(root, ids, self.settings, self.python, **runner, time_limit=limit,
+        run = run_pytest(root, ids, settings or self.settings, self.python, **runner, time_limit=limit,
                          extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
         if run.lost:
             self.server_losses.append(run.lost)
