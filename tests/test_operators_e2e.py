@@ -488,3 +488,65 @@ def test_an_instrumented_run_gets_a_longer_time_limit(tmp_path: Path) -> None:
         run = ex.run_raw(inst.patch, ex.golden_test())
     assert not run.timed_out, run
     assert run.duration >= 4, run
+
+
+CACHED = {
+    "cyc/__init__.py": "",
+    "cyc/core.py": '''\
+class Perm:
+    def __init__(self, items):
+        self.items = list(items)
+        self._cycles = None
+
+    @property
+    def cycles(self):
+        if self._cycles is None:
+            self._cycles = [list(self.items)]
+        return self._cycles
+
+    def __repr__(self):
+        return f"Perm({self.items!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Perm) and self.items == other.items
+
+    def __hash__(self):
+        return hash(tuple(self.items))
+
+
+def make(items):
+    if len(set(items)) != len(items):
+        raise ValueError("repeated")
+    return Perm(items)
+''',
+    "tests/__init__.py": "",
+    "tests/test_cyc.py": "def test_old():\n    pass\n",
+}
+CACHED_REPR = CACHED["cyc/core.py"].replace('        return f"Perm({self.items!r})"',
+                                            '        self.cycles  # fills the cache\n        return f"Perm({self.items!r})"')
+CACHED_FIXED = CACHED_REPR.replace('''    if len(set(items)) != len(items):
+        raise ValueError("repeated")
+''', "")
+CACHED_TEST = ("from cyc.core import make\n\n\ndef test_old():\n    pass\n\n\n"
+               "def test_make():\n    p = make([1, 0])\n    assert p._cycles is None\n"
+               "    assert make([0, 0]).items == [0, 0]\n")
+
+
+def test_the_recorder_leaves_the_values_it_looks_at_as_they_were(tmp_path: Path) -> None:
+    """sympy-12481: ``repr`` of a Permutation fills its ``_cyclic_form`` cache, and ``test_args`` asserts the
+    cache is empty: under the recorder the test failed there, on both codes, before its bug-revealing call. The
+    recorder puts back the attributes its looking changed."""
+    files = {**CACHED, "cyc/core.py": CACHED_REPR}
+    repo, commit = make_repo(tmp_path / "cyc", files)
+    inst = Instance(instance_id="cyc__make", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"cyc/core.py": CACHED_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_cyc.py": CACHED_TEST}),
+                    FAIL_TO_PASS=["tests/test_cyc.py::test_make"])
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        from coharden.mutation.pool import build_pool
+
+        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    summary = pool.summary()
+    assert "no_revealing_input" not in summary, summary
+    assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
