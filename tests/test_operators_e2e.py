@@ -522,8 +522,9 @@ def make(items):
     "tests/__init__.py": "",
     "tests/test_cyc.py": "def test_old():\n    pass\n",
 }
-CACHED_REPR = CACHED["cyc/core.py"].replace('        return f"Perm({self.items!r})"',
-                                            '        self.cycles  # fills the cache\n        return f"Perm({self.items!r})"')
+CACHED_REPR = CACHED["cyc/core.py"].replace(
+    '        return f"Perm({self.items!r})"',
+    '        self.cycles  # fills the cache\n        return f"Perm({self.items!r})"')
 CACHED_FIXED = CACHED_REPR.replace('''    if len(set(items)) != len(items):
         raise ValueError("repeated")
 ''', "")
