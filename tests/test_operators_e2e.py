@@ -11,6 +11,7 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.mpe.evaluate import evaluate
+from coharden.mutation.pool import Pool, build_pool
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
@@ -352,21 +353,25 @@ ARR_TEST = ("from arr.core import make\n\n\ndef test_old():\n    pass\n\n\n"
             "def test_rank_zero_has_one_element():\n    assert len(make([5], [])) == 1\n")
 
 
+def _golden_input_pool(root: Path, files: dict[str, str], fix: tuple[str, str], test: tuple[str, str],
+                       fail_to_pass: str) -> Pool:
+    """The input-based operators' pool for a one-instance repository at ``root`` (``fix``, ``test``: path and
+    new content), with the golden test as the recorded one."""
+    repo, commit = make_repo(root, files)
+    inst = Instance(instance_id=f"{root.name}__1", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, dict([fix])), test_patch=make_patch(repo, dict([test])),
+                    FAIL_TO_PASS=[fail_to_pass])
+    settings = Settings(timeout=60, cache_dir=root.parent / f"cache-{root.name}", workers=1)
+    with InstanceExecutor(inst, repo, settings, None) as ex:
+        return build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+
+
 def test_outcomes_equal_by_eq_but_of_another_length_are_bug_revealing(tmp_path: Path) -> None:
     """sympy-15017: the fix makes ``len()`` of a rank-0 array 1; the array compares equal either way, so the
     recorder judged every outcome unchanged and no operator built from inputs made anything. An outcome's
     length (and repr) is compared too."""
-    repo, commit = make_repo(tmp_path / "arr", ARR)
-    inst = Instance(instance_id="arr__len", repo=str(repo), base_commit=commit,
-                    patch=make_patch(repo, {"arr/core.py": ARR_FIXED}),
-                    test_patch=make_patch(repo, {"tests/test_arr.py": ARR_TEST}),
-                    FAIL_TO_PASS=["tests/test_arr.py::test_rank_zero_has_one_element"])
-    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
-    with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
-
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
-    summary = pool.summary()
+    summary = _golden_input_pool(tmp_path / "arr", ARR, ("arr/core.py", ARR_FIXED), ("tests/test_arr.py", ARR_TEST),
+                                 "tests/test_arr.py::test_rank_zero_has_one_element").summary()
     assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
     assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
     assert "no_revealing_input" not in summary, summary
@@ -389,16 +394,8 @@ def test_a_fix_of_module_level_data_is_said_to_touch_no_function(tmp_path: Path)
     recorded; the pool said ``not_called`` ("no test called a function the fix touches"), which blames the
     test although the test calls the function that reads the table. The reason is that the fix touches no
     function of the buggy code, and no warning about a missing kind is given (none can be built)."""
-    repo, commit = make_repo(tmp_path / "names", NAMES)
-    inst = Instance(instance_id="names__min", repo=str(repo), base_commit=commit,
-                    patch=make_patch(repo, {"names/table.py": NAMES_FIXED}),
-                    test_patch=make_patch(repo, {"tests/test_names.py": NAMES_TEST}),
-                    FAIL_TO_PASS=["tests/test_names.py::test_min"])
-    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
-    with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
-
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+    pool = _golden_input_pool(tmp_path / "names", NAMES, ("names/table.py", NAMES_FIXED),
+                              ("tests/test_names.py", NAMES_TEST), "tests/test_names.py::test_min")
     summary = pool.summary()
     assert summary["no_revealing_input"]["reason"] == "no_function_touched", summary
     assert not any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
@@ -416,8 +413,6 @@ def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: P
                     FAIL_TO_PASS=["tests/test_geo.py::test_quarter_turn"])
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
     with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
-
         golden = ex.golden_test()
         pool = build_pool(ex, inst.patch, [golden, golden], operators=INPUT_OPS)
     failed = [w for w in pool.warnings if w.startswith("recorder failed")]
@@ -440,17 +435,8 @@ def test_a_revealing_call_after_the_cap_is_recorded(tmp_path: Path) -> None:
     """sympy-12481: the golden test appends its revealing assertion to a test that calls the changed function
     270 times; the recorder kept the first 200 inputs per function, so the revealing call was dropped and the
     pool said ``outcomes_equal``. The recorder keeps the last inputs too."""
-    repo, commit = make_repo(tmp_path / "many", MANY)
-    inst = Instance(instance_id="many__half", repo=str(repo), base_commit=commit,
-                    patch=make_patch(repo, {"many/core.py": MANY_FIXED}),
-                    test_patch=make_patch(repo, {"tests/test_many.py": MANY_TEST}),
-                    FAIL_TO_PASS=["tests/test_many.py::test_half"])
-    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
-    with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
-
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
-    summary = pool.summary()
+    summary = _golden_input_pool(tmp_path / "many", MANY, ("many/core.py", MANY_FIXED),
+                                 ("tests/test_many.py", MANY_TEST), "tests/test_many.py::test_half").summary()
     assert "no_revealing_input" not in summary, summary
     assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
 
@@ -537,17 +523,8 @@ def test_the_recorder_leaves_the_values_it_looks_at_as_they_were(tmp_path: Path)
     """sympy-12481: ``repr`` of a Permutation fills its ``_cyclic_form`` cache, and ``test_args`` asserts the
     cache is empty: under the recorder the test failed there, on both codes, before its bug-revealing call. The
     recorder puts back the attributes its looking changed."""
-    files = {**CACHED, "cyc/core.py": CACHED_REPR}
-    repo, commit = make_repo(tmp_path / "cyc", files)
-    inst = Instance(instance_id="cyc__make", repo=str(repo), base_commit=commit,
-                    patch=make_patch(repo, {"cyc/core.py": CACHED_FIXED}),
-                    test_patch=make_patch(repo, {"tests/test_cyc.py": CACHED_TEST}),
-                    FAIL_TO_PASS=["tests/test_cyc.py::test_make"])
-    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
-    with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
-
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
-    summary = pool.summary()
+    summary = _golden_input_pool(tmp_path / "cyc", {**CACHED, "cyc/core.py": CACHED_REPR},
+                                 ("cyc/core.py", CACHED_FIXED), ("tests/test_cyc.py", CACHED_TEST),
+                                 "tests/test_cyc.py::test_make").summary()
     assert "no_revealing_input" not in summary, summary
     assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
