@@ -307,7 +307,7 @@ def test_patch_and_flag_messages(instance_dir, calc_repo, tmp_path) -> None:  # 
     records = tmp_path / "records.jsonl"
     records.write_bytes(b'{"instance_id": "caf\xe9", "repo": "o/n", "base_commit": "c"}\n')
     assert f"{records}: not UTF-8 text" in error("verify", str(records))
-    assert "--executor: 'foo' (known: local, ray)" in error("mpe", str(instance_dir), "--executor", "foo")
+    assert "Invalid value for '--executor': 'foo' (known: local, ray)" in error("mpe", str(instance_dir), "--executor", "foo")
     assert "--method: 'bogus' (known: coharden, fix-only," in error("run", str(instance_dir), "--method", "bogus")
 
 
@@ -409,8 +409,8 @@ def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None: 
         at = flags.index("--repos")
         assert flags[at:at + 5] == ["--repos", "--config", "--timeout", "--python", "--store"], command
     settings = RunOptions(repos=tmp_path, timeout=7.0, python="python3.11", store=tmp_path / "s.sqlite").settings(
-        seed=3)
-    assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.seed) == (
+        mpe={"seed": 3})
+    assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.mpe.seed) == (
         tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
 
 

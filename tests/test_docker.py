@@ -38,7 +38,7 @@ def test_docker_sandbox_without_an_engine_is_a_clear_error(calc_repo: tuple[Path
         pytest.skip("a Docker engine is running here")
     inst = Instance(instance_id="calc__1", repo=str(calc_repo[0]), base_commit=calc_repo[1])
     with pytest.raises(CoHardenError, match="Docker engine"):
-        InstanceExecutor(inst, calc_repo[0], Settings(sandbox="docker", cache_dir=tmp_path))
+        InstanceExecutor(inst, calc_repo[0], Settings(test_host="docker", cache_dir=tmp_path))
 
 
 @pytest.mark.skipif(not docker_available(), reason="no Docker engine reachable (docker info failed)")
@@ -52,7 +52,7 @@ def test_verdicts_inside_a_python_image(calc_repo: tuple[Path, str], calc_fix: s
         pytest.skip("set COHARDEN_TEST_IMAGE to an image with python and pytest")
     repo, commit = calc_repo
     inst = Instance(instance_id="calc__1", repo=str(repo), base_commit=commit)
-    settings = Settings(sandbox="docker", docker_image=image, cache_dir=tmp_path, timeout=120)
+    settings = Settings(test_host="docker", docker_image=image, cache_dir=tmp_path, timeout=120)
     with InstanceExecutor(inst, repo, settings) as ex:
         test = ex.test_patch(make_patch(repo, calc_test_file(GOOD_TEST)), name="t")
         assert ex.verdict("", test).failed

@@ -256,5 +256,5 @@ def test_an_unknown_executor_is_a_one_line_error(command: list[str]) -> None:
 
     result = CliRunner().invoke(app, [*command, "--executor", "nope"])
     assert result.exit_code != 0
-    assert "--executor: 'nope' (known: local, ray)" in result.output
+    assert "Invalid value for '--executor': 'nope' (known: local, ray)" in result.output
     assert "Traceback" not in result.output

@@ -1,19 +1,26 @@
-"""All settings in one place: defaults < ``[tool.coharden]`` in pyproject.toml or a YAML file < CLI flags."""
+"""All settings in one place: defaults < ``[tool.coharden]`` in pyproject.toml, or config files < ``-c KEY=VALUE``
+< CLI flags.
+
+The MPE settings (tau, seed, operators, the time limits on mutants, trust, ...) are an :class:`MPEConfig` section,
+``mpe`` (``[tool.coharden.mpe]``, ``mpe:`` in YAML, ``-c mpe.tau=0.3``): they have that one home, and a command's
+MPE flags are folded over it by ``cli.options.MPEOptions.config``."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coharden.errors import CoHardenError
-from coharden.schema.mpe_config import PAPER_TAU
+from coharden.schema.mpe_config import MPEConfig
 
 DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
 
@@ -63,10 +70,9 @@ class Settings(BaseModel):
         description="Where plain example projects are turned into git repositories.",
     )
     workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
-    combine_tests: bool = Field(default=True, description="Allow trusted tests (--trust-tests, the golden test "
-                                "against itself) to share one pytest process; untrusted tests never do.")
-    sandbox: str = Field(default="local", pattern="^(local|docker)$",
-                         description="Where tests run: local processes, or the instance's Docker image.")
+    test_host: str = Field(default="local", pattern="^(local|docker)$",
+                           description="Where tests run: local processes (in the bwrap sandbox), or the instance's "
+                           "Docker image.")
     docker_image: str | None = Field(
         default=None,
         description="Docker image for tests; '{instance_id}' is filled in (default: SWE-bench image naming).",
@@ -100,8 +106,26 @@ class Settings(BaseModel):
     services: list[str] = Field(default_factory=list, description="Services started inside each test sandbox, "
                                 "on loopback, around the test command (httpbin; a spec environment sets it).")
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
-    tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
-    seed: int = 0
+    mpe: MPEConfig = Field(default_factory=MPEConfig, description="MPE settings (tau, seed, operators, mutant "
+                           "time limits, trust, ...): the section every command that runs MPE starts from.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """Keys of older config files: ``tau`` / ``seed`` moved into ``mpe``, ``sandbox`` (local / docker) is
+        ``test_host`` ("sandbox" means the bwrap sandbox only), ``combine_tests`` is gone (``mpe.trust_tests``
+        alone decides whether two tests may share a process)."""
+        if not isinstance(data, dict) or not (LEGACY_KEYS & data.keys()):
+            return data
+        data = dict(data)
+        moved = {k: data.pop(k) for k in ("tau", "seed") if k in data}
+        if moved:
+            mpe = data.get("mpe", {})
+            data["mpe"] = {**moved, **(mpe.model_dump() if isinstance(mpe, MPEConfig) else mpe)}
+        if "sandbox" in data:
+            data.setdefault("test_host", data.pop("sandbox"))
+        data.pop("combine_tests", None)
+        return data
 
     @field_validator("pass_env")
     @classmethod
@@ -112,46 +136,113 @@ class Settings(BaseModel):
         return names
 
     def with_overrides(self, **overrides: Any) -> Settings:
+        """These settings with the given fields replaced (None: kept); ``mpe`` may be a partial mapping, merged
+        into the section."""
         data = self.model_dump()
-        data.update({k: v for k, v in overrides.items() if v is not None})
+        merge(data, {k: v for k, v in overrides.items() if v is not None})
         try:
             return Settings.model_validate(data)
         except ValidationError as exc:  # a flag no range check of its own caught: one error line, never a traceback
             raise CoHardenError(f"invalid setting: {_describe(exc)}") from exc
 
 
+#: Keys of older config files that :class:`Settings` still reads (see ``Settings._renamed``).
+LEGACY_KEYS = frozenset({"tau", "seed", "sandbox", "combine_tests"})
+
+
 def _describe(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
-def load_settings(config_file: Path | None = None, cwd: Path | None = None) -> Settings:
-    """Read settings from ``config_file`` (YAML or TOML) or else ``pyproject.toml [tool.coharden]`` in ``cwd``."""
+def merge(into: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` merged into ``into`` (in place, and returned): mappings key by key, any other value replaced."""
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def key_value(spec: str) -> dict[str, Any]:
+    """``-c mpe.tau=0.3`` -> ``{"mpe": {"tau": 0.3}}``: a dotted key and a value read as JSON (numbers, true,
+    null, ``["a","b"]``), else taken as a string."""
+    key, _, text = spec.partition("=")
+    if not key.strip() or any(not part.strip() for part in key.split(".")):
+        raise CoHardenError(f"-c {spec!r}: expected KEY=VALUE (a dotted key such as mpe.tau)")
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError:
+        value = text
+    nested: dict[str, Any] = {}
+    *parents, last = [part.strip() for part in key.split(".")]
+    current = nested
+    for part in parents:
+        current = current.setdefault(part, {})
+    current[last] = value
+    return nested
+
+
+def _known(override: dict[str, Any], spec: str) -> dict[str, Any]:
+    """``override`` when its key names a setting (``mpe.KEY`` a field of :class:`MPEConfig`), else a clear error:
+    a mistyped ``-c`` key must not be ignored."""
+    key = next(iter(override))
+    fields: dict[str, Any] = {**Settings.model_fields, **dict.fromkeys(LEGACY_KEYS)}
+    value = override[key]
+    if key == "mpe" and isinstance(value, dict):
+        fields, key = MPEConfig.model_fields, next(iter(value))
+        value = value[key]
+    if key not in fields or (isinstance(value, dict) and fields is MPEConfig.model_fields):
+        known = ", ".join(sorted(f for f in fields if f != "mpe" and f not in LEGACY_KEYS))
+        raise CoHardenError(f"-c {spec!r}: no such setting {key!r} (known: {known}; MPE settings as mpe.KEY)")
+    return override
+
+
+def _read_file(config_file: Path) -> dict[str, Any]:
+    """The settings of one config file: YAML, or TOML (its ``[tool.coharden]`` table when it has one)."""
+    if not config_file.is_file():
+        raise CoHardenError(f"{config_file}: config file not found")
+    text = config_file.read_text()
+    try:
+        if config_file.suffix == ".toml":
+            raw = tomllib.loads(text)
+            data = raw.get("tool", {}).get("coharden", raw)
+        else:
+            data = yaml.safe_load(text) or {}
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise CoHardenError(f"{config_file}: cannot parse: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CoHardenError(f"{config_file}: coharden settings must be a mapping")
+    return data
+
+
+def load_settings(config: Path | str | Sequence[Path | str] | None = None, cwd: Path | None = None) -> Settings:
+    """Settings from ``config``: config files (YAML or TOML) and ``KEY=VALUE`` overrides, merged in order (as
+    mini-swe-agent's ``-c``). Without a file among them, ``pyproject.toml [tool.coharden]`` in ``cwd`` is the
+    base the overrides apply to."""
+    specs = [config] if isinstance(config, str | Path) else list(config or [])
+    overrides = [str(s) for s in specs if isinstance(s, str) and "=" in s]
+    files = [Path(s) for s in specs if not (isinstance(s, str) and "=" in s)]
     data: dict[str, Any] = {}
-    source: Path | None = None
-    if config_file is not None:
-        source = config_file
-        if not config_file.is_file():
-            raise CoHardenError(f"{config_file}: config file not found")
-        text = config_file.read_text()
-        try:
-            if config_file.suffix == ".toml":
-                raw = tomllib.loads(text)
-                data = raw.get("tool", {}).get("coharden", raw)
-            else:
-                data = yaml.safe_load(text) or {}
-        except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-            raise CoHardenError(f"{config_file}: cannot parse: {exc}") from exc
-    else:
+    source = ", ".join(map(str, files))
+    for config_file in files:
+        merge(data, _read_file(config_file))
+    if not files:
         pyproject = (cwd or Path.cwd()) / "pyproject.toml"
         if pyproject.is_file():
             try:
                 data = tomllib.loads(pyproject.read_text()).get("tool", {}).get("coharden", {})
             except tomllib.TOMLDecodeError:
                 data = {}
-            source = pyproject
-    if not isinstance(data, dict):
-        raise CoHardenError(f"{source}: coharden settings must be a mapping")
+            source = str(pyproject)
+            if not isinstance(data, dict):
+                raise CoHardenError(f"{source}: coharden settings must be a mapping")
+    data = Settings._renamed(data)  # an older file's tau / seed, then -c mpe.tau=... on top
+    for spec in overrides:
+        merge(data, _known(key_value(spec), spec))
+    if overrides:
+        source = ", ".join([*([source] if source else []), *(f"-c {o}" for o in overrides)])
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise CoHardenError(f"{source}: invalid setting: {_describe(exc)}") from exc
+        raise CoHardenError(f"{source or 'settings'}: invalid setting: {_describe(exc)}") from exc

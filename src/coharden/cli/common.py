@@ -4,9 +4,7 @@ client built from the LLM option group, and instance / patch arguments. The opti
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import inspect
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +16,18 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
-from coharden.cli.options import ApiBaseOpt, BudgetOpt, LLMModeOpt, LLMStoreOpt, PassEnvOpt, WeakSandboxOpt
+from coharden.cli.options import (
+    ApiBaseOpt,
+    BudgetOpt,
+    InstanceBudgetOpt,
+    LLMModeOpt,
+    LLMStoreOpt,
+    MaxTokensOpt,
+    PassEnvOpt,
+    TemperatureOpt,
+    WeakSandboxOpt,
+    option_group,
+)
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
@@ -115,8 +124,9 @@ def print_counts(title: str, columns: tuple[str, str], counts: dict[str, int]) -
     console.print(table)
 
 
-def settings_from(config: Path | None, **overrides: object) -> Settings:
-    """Settings from the config file (or pyproject.toml) with the CLI flags that were given on top."""
+def settings_from(config: list[str] | None, **overrides: object) -> Settings:
+    """Settings from the ``-c`` files and ``KEY=VALUE`` settings (or pyproject.toml) with the CLI flags that were
+    given on top."""
     return load_settings(config).with_overrides(**overrides)
 
 
@@ -125,7 +135,7 @@ class RunOptions:
     """The options of every command that runs instances: --repos, --config, --timeout, --python, --store."""
 
     repos: Path | None = None
-    config: Path | None = None
+    config: list[str] | None = None
     timeout: float | None = None
     python: str | None = None
     store: Path | None = None
@@ -147,34 +157,6 @@ _RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "
                 "store": StoreOpt, "allow_weak_sandbox": WeakSandboxOpt, "pass_env": PassEnvOpt}
 
 
-def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F], F]:
-    """A decorator that spells a group of options once: the command declares ``<param>: cls = cls()`` and its
-    command line gets one option per entry of ``aliases`` (field name -> ``Annotated`` alias) in that place,
-    with the dataclass field's default (typer reads ``__signature__``); the body receives one ``cls``."""
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-
-    def decorate(command: F) -> F:
-        sig = inspect.signature(command, eval_str=True)
-        params: list[inspect.Parameter] = []
-        for p in sig.parameters.values():
-            if p.name != param:
-                params.append(p)
-                continue
-            params += [p.replace(name=name, annotation=alias, default=defaults[name])
-                       for name, alias in aliases.items()]
-
-        @functools.wraps(command)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            group = cls(**{name: kwargs.pop(name, defaults[name]) for name in aliases})
-            return command(*args, **{param: group}, **kwargs)
-
-        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
 #: ``command`` declares ``run: RunOptions = RunOptions()`` and gets --repos, --config, --timeout, --python and
 #: --store in that place; the body receives them as one :class:`RunOptions`.
 run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
@@ -182,29 +164,50 @@ run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
 
 @dataclass(frozen=True)
 class LLMOptions:
-    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode,
-    --budget-usd (declared as one parameter with :func:`llm_options`)."""
+    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode and,
+    where the command takes them, --budget-usd, --instance-budget-usd, --temperature, --max-tokens (declared as
+    one parameter with :func:`llm_options`)."""
 
     model: str | None = None
     api_base: str | None = None
     llm_store: Path | None = None
     llm_mode: str = "auto"
     budget_usd: float | None = None
+    instance_budget_usd: float | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
 
-    def client(self, default_store: Path, *, required: bool = False) -> LLMClient | None:
-        """A client from these flags and ``COHARDEN_LLM_*``; None when no model is named (and none is
-        required)."""
-        if not (self.model or os.environ.get("COHARDEN_LLM_MODEL")) and not required:
+    @property
+    def configured(self) -> bool:
+        """A model is named (by --model or ``$COHARDEN_LLM_MODEL``)."""
+        return bool(self.model or os.environ.get("COHARDEN_LLM_MODEL"))
+
+    def client(self, default_store: Path, *, required: bool = False, what: str = "this command",
+               ledger: Ledger | None = None, model: str | None = None) -> LLMClient | None:
+        """A client from these flags and ``COHARDEN_LLM_*`` (``model`` instead of --model where a command has
+        a second one); None when no model is named (and none is required)."""
+        if not (model or self.configured) and not required:
             return None
-        return llm_client(model=self.model, api_base=self.api_base, llm_store=self.llm_store,
-                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd)
+        return llm_client(model=model or self.model, api_base=self.api_base, llm_store=self.llm_store,
+                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd,
+                          instance_budget_usd=self.instance_budget_usd, ledger=ledger, what=what,
+                          temperature=self.temperature, max_tokens=self.max_tokens)
 
 
-def llm_options(model: Any, param: str = "llm_options") -> Callable[[F], F]:
+def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, instance_budget: bool = False,
+                sampling: bool = False) -> Callable[[F], F]:
     """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets the model options in that place;
-    ``model`` is the command's ``--model`` alias (its help says what the model is for)."""
-    return option_group(LLMOptions, {"model": model, "api_base": ApiBaseOpt, "llm_store": LLMStoreOpt,
-                                     "llm_mode": LLMModeOpt, "budget_usd": BudgetOpt}, param)
+    ``model`` is the command's ``--model`` alias (its help says what the model is for); ``budget``: the run's
+    cost cap, ``instance_budget``: a cap per instance, ``sampling``: --temperature and --max-tokens."""
+    aliases: dict[str, Any] = {"model": model, "api_base": ApiBaseOpt}
+    if sampling:
+        aliases |= {"max_tokens": MaxTokensOpt, "temperature": TemperatureOpt}
+    aliases |= {"llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt}
+    if budget:
+        aliases["budget_usd"] = BudgetOpt
+    if instance_budget:
+        aliases["instance_budget_usd"] = InstanceBudgetOpt
+    return option_group(LLMOptions, aliases, param)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -14,26 +14,22 @@ from rich.table import Table
 
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, progress_bar, run_options
 from coharden.cli.options import (
-    ConfidenceOpt,
     CutoffsOpt,
+    EngineOptions,
     JsonOpt,
-    MaxMutantsOpt,
-    OperatorsOpt,
-    PaperClassesOpt,
-    PerOperatorOpt,
-    SeedOpt,
-    TauOpt,
-    mpe_config,
+    MPEOptions,
+    engine_options,
+    mpe_options,
     output_option,
     parse_cutoffs,
-    parse_operators,
     workers_option,
 )
-from coharden.errors import CoHardenError
 
 
 @cli_errors
 @run_options
+@mpe_options("operators", "per_operator", "seed", "tau", "paper_classes", "confidence", "max_mutants")
+@engine_options()
 def eval_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
                                             "a directory of instance directories (like examples/).")],
@@ -53,18 +49,11 @@ def eval_command(
                                                         "test source.")] = None,
     output: Annotated[Path, output_option(help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
-    operators: OperatorsOpt = None,
-    per_operator: PerOperatorOpt = None,
-    seed: SeedOpt = None,
-    tau: TauOpt = None,
-    paper_classes: PaperClassesOpt = False,
-    confidence: ConfidenceOpt = 0.95,
-    max_mutants: MaxMutantsOpt = None,
+    mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
-    executor: Annotated[str, typer.Option("--executor", help="Where instances are graded: local or ray.")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
+    engine: EngineOptions = EngineOptions(),
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
@@ -73,17 +62,12 @@ def eval_command(
     Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
     from coharden.evaluation.grading import GradeOptions
     from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
-    from coharden.execution.engine import make_engine
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
 
-    if executor not in ("local", "ray"):
-        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
-    settings = run.settings(seed=seed, tau=tau, workers=workers)
+    settings = run.settings(workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
-    options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
-                                          paper_classes=paper_classes, confidence=confidence,
-                                          max_mutants=max_mutants), workers=settings.workers)
+    options = GradeOptions(mpe=mpe_opts.config(settings), workers=settings.workers)
     inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                              injections=injection or [], runs=runs, overfit=overfit or [])
     with progress_bar("eval", quiet=as_json) as update:
@@ -93,13 +77,13 @@ def eval_command(
         def advance(instance_id: str, what: str) -> None:
             update(advance=1, description=f"{instance_id}: {what}")
 
-        engine = make_engine(executor, workers=settings.workers, address=address) if executor != "local" else None
+        jobs = None if engine.local else engine.engine(settings.workers)
         try:
             report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
-                                    on_plan=planned, engine=engine)
+                                    on_plan=planned, engine=jobs)
         finally:
-            if engine is not None:
-                engine.close()
+            if jobs is not None:
+                jobs.close()
     written = write_outputs(report, output, html=not no_html)
     if as_json:
         print(json.dumps(report, indent=2))  # not sorted: instance and class order carry meaning

@@ -14,11 +14,12 @@ from typing import Annotated, Any
 import typer
 
 from coharden.cli.common import (
+    LLMOptions,
     RunOptions,
     cli_errors,
     console,
     err_console,
-    llm_client,
+    llm_options,
     pick_instance,
     print_counts,
     run_options,
@@ -27,16 +28,12 @@ from coharden.cli.options import (
     LOOP_TAU_HELP,
     MPE_TAU_HELP,
     AgentReadableOpt,
-    ApiBaseOpt,
-    BudgetOpt,
     IdOpt,
     IdsOpt,
-    InstanceBudgetOpt,
     JsonOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
     ModelOpt,
     MutatorOpt,
+    SamplesOpt,
     StepLimitOpt,
     output_option,
     ranged,
@@ -46,17 +43,16 @@ from coharden.cli.options import (
 )
 from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.schema.mpe_config import LOOP_TAU
 
 
 @cli_errors
 @run_options
+@llm_options(ModelOpt, "llm_opts", budget=False)
 def agent_cmd(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
     mode: Annotated[str, typer.Option("--mode", help="test-only, fix-only or joint.")] = "test-only",
     instance_id: IdOpt = None,
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
+    llm_opts: LLMOptions = LLMOptions(),
     command: Annotated[str | None, typer.Option(
         "--command", help="Run this command-line agent instead of the default one (re-invoked until the critic "
         "accepts); {prompt_file} is replaced by the prompt file's path.")] = None,
@@ -74,8 +70,6 @@ def agent_cmd(
                          ] = None,
     step_limit: StepLimitOpt = 50,
     cost_limit: Annotated[float, ranged("--cost-limit", help="USD per run (0: none).", lo=0)] = 3.0,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
     output: Annotated[Path, output_option(help="Trajectories and preds.json go here.")
                       ] = Path("coharden-agent"),
     run: RunOptions = RunOptions(),
@@ -104,8 +98,7 @@ def agent_cmd(
     from coharden.agent import AgentTask
 
     task = AgentTask.from_instance(inst)
-    agent = _agent_for(command, agent_timeout, model, api_base, llm_store or settings.store.with_name(
-        "llm-calls.sqlite"), llm_mode, step_limit, cost_limit, settings)
+    agent = _agent_for(command, agent_timeout, llm_opts, step_limit, cost_limit, settings)
     output.mkdir(parents=True, exist_ok=True)
     trajectory = output / f"{inst.instance_id}.traj.jsonl"
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor, \
@@ -135,45 +128,45 @@ def agent_cmd(
     raise typer.Exit(0 if result.accepted else 1)
 
 
-def _agent_sandbox(settings: Settings) -> dict[str, Any]:
-    """The sandbox settings every agent takes from the run's settings."""
+def _agent_confinement(settings: Settings) -> dict[str, Any]:
+    """What every agent's bwrap confinement takes from the run's settings."""
     return {"cache_dir": settings.cache_dir, "allow_weak_sandbox": settings.allow_weak_sandbox}
 
 
-def _agent_for(command: str | None, agent_timeout: float, model: str | None, api_base: str | None,
-               llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):  # type: ignore[no-untyped-def]
+def _agent_for(command: str | None, agent_timeout: float, llm_opts: LLMOptions, step_limit: int, cost_limit: float,
+               settings: Settings):  # type: ignore[no-untyped-def]
     """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
     if command:
         from coharden.agent import ExternalCommandAgent
 
         return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.pass_env,
-                                    readable=settings.agent_readable, **_agent_sandbox(settings))
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, what="coharden agent (or use --command)")
+                                    readable=settings.agent_readable, **_agent_confinement(settings))
+    client = llm_opts.client(settings.store, required=True, what="coharden agent (or use --command)")
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
         raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
     return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python,
-                        pass_env=settings.pass_env, **_agent_sandbox(settings))
+                        pass_env=settings.pass_env, **_agent_confinement(settings))
 
 
 @cli_errors
 @run_options
+@llm_options(ModelOpt, "llm_opts", instance_budget=True)
 def run_loop(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
     instances: Annotated[Path | None, typer.Option("--instances", help="SWE-bench records (.json/.jsonl).")] = None,
     instance_id: IdsOpt = None,
     method: Annotated[str, typer.Option("--method", help="coharden, fix-only, fix-with-test, test-only, cogen, "
                                         "self-refine, no-lax-init, no-hardening.")] = "coharden",
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
+    llm_opts: LLMOptions = LLMOptions(),
     rounds: Annotated[int, ranged("--rounds", help="K: joint rounds after round 0.", lo=1)] = 5,
-    tau: Annotated[float, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a "
-                                     f"regression (default {LOOP_TAU_HELP}; coharden mpe's cutoff is "
-                                     f"{MPE_TAU_HELP}).")] = LOOP_TAU,
-    samples: Annotated[int, ranged("--samples", help="N: mutants per operator per round (with --paper-classes; "
-                                   "else the LLM mutator's samples).", lo=1)] = 3,
+    tau: Annotated[float | None, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a "
+                                            f"regression (default {LOOP_TAU_HELP}; coharden mpe's cutoff is "
+                                            f"{MPE_TAU_HELP}).")] = None,
+    per_operator: Annotated[int | None, ranged("--per-operator", help="N: mechanical mutants per operator per "
+                                               "round with --paper-classes (default 3).", lo=1)] = None,
+    samples: SamplesOpt = 3,
     paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Algorithm 1's point rule: N mutants per "
                                                 "operator, laxity > tau is a regression (default: sequential MPE, "
                                                 "a round is clean when the new test is decided Rigorous).")]
@@ -183,13 +176,9 @@ def run_loop(
                                                       "predictions to give the fix-only agent.")] = None,
     output: Annotated[Path, output_option(help="Output directory.")] = Path("coharden-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
-    budget_usd: BudgetOpt = None,
-    instance_budget_usd: InstanceBudgetOpt = None,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
     step_limit: StepLimitOpt = 50,
-    seed: Annotated[int, seed_option("Seed of the loop's samplers (mutant samples per round, agent sampling).")]
-    = 0,
+    seed: Annotated[int | None, seed_option("Seed of the loop's samplers (mutant samples per round, agent "
+                                            "sampling; default 0).")] = None,
     workers: Annotated[int | None, workers_option("Instances in parallel.")] = None,
     agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this command as the agent "
                                                       "(external agent: no model needed with the mechanical "
@@ -208,12 +197,14 @@ def run_loop(
         raise CoHardenError(f"--method: {method!r} (known: {', '.join(m.value for m in Method)})")
     settings = run.settings(workers=workers, agent_readable=agent_readable)
     chosen = _loop_instances(instance, instances, instance_id, settings)
-    summary = _run_loop(chosen, settings, method, model, api_base, rounds, tau, samples, mutator, inject_tests,
-                        output, run_name, budget_usd, instance_budget_usd, llm_store, llm_mode, step_limit, seed,
+    words = {"tau": tau, "per_operator": per_operator, "seed": seed}
+    loop_words = {"method": method, "rounds": rounds, "mutator": mutator, "paper_classes": paper_classes,
+                  **{k: v for k, v in words.items() if v is not None}}
+    summary = _run_loop(chosen, settings, loop_words, llm_opts, samples, inject_tests, output, run_name, step_limit,
                         Progress(TextColumn("{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
                                  disable=not err_console.is_terminal),
-                        agent_command=agent_command, agent_timeout=agent_timeout, paper_classes=paper_classes)
+                        agent_command=agent_command, agent_timeout=agent_timeout)
     print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
                  ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
@@ -235,35 +226,33 @@ def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str
     return [li.instance for li in load_instances(source, settings.cache_dir, ids or None)]
 
 
-def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_base: str | None, rounds: int,  # type: ignore[no-untyped-def]
-              tau: float, samples: int, mutator: str, inject_tests: Path | None, output: Path,
-              run_name: str | None, budget_usd: float | None, instance_budget_usd: float | None,
-              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress,  # type: ignore[no-untyped-def]
-              agent_command: str | None = None, agent_timeout: float = 600.0,
-              paper_classes: bool = False) -> dict:  # type: ignore[type-arg]
+def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: LLMOptions,  # type: ignore[no-untyped-def]
+              samples: int, inject_tests: Path | None, output: Path, run_name: str | None, step_limit: int,
+              progress, agent_command: str | None = None,  # type: ignore[no-untyped-def]
+              agent_timeout: float = 600.0) -> dict:  # type: ignore[type-arg]
+    """The loop (or a baseline) over ``chosen``: ``loop_words`` are :class:`LoopConfig`'s (method, rounds,
+    mutator, paper_classes and the tau / per_operator / seed given); ``samples``: the LLM mutator's N."""
     from pydantic import ValidationError
 
     from coharden.execution.store import Store
-    from coharden.loop.config import LoopConfig, Method
+    from coharden.loop.config import LoopConfig
     from coharden.loop.runner import run_all
     from coharden.schema.prediction import load_predictions
 
     try:
-        loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
-                                 seed=seed, paper_classes=paper_classes)
+        loop_config = LoopConfig(**loop_words)
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
+    method, mutator, seed = loop_config.method.value, loop_config.mutator, loop_config.seed
     client = None
     if agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
-        client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                            default_store=settings.store, budget_usd=budget_usd,
-                            instance_budget_usd=instance_budget_usd, what="coharden run")
+        client = llm_opts.client(settings.store, required=True, what="coharden run")
     if agent_command is not None:
         from coharden.agent.external import ExternalCommandAgent
 
         def agent_factory():  # type: ignore[no-untyped-def]
             return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.pass_env,
-                                        readable=settings.agent_readable, **_agent_sandbox(settings))
+                                        readable=settings.agent_readable, **_agent_confinement(settings))
 
         default_name = f"{method}-external"
     else:
@@ -274,7 +263,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
 
         def agent_factory():  # type: ignore[no-untyped-def]
             return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env,
-                                **_agent_sandbox(settings))
+                                **_agent_confinement(settings))
 
         default_name = f"{method}-{client.config.model.replace('/', '__')}"  # type: ignore[union-attr]
     injected = None

@@ -13,12 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import (
+    LLMOptions,
     RunOptions,
     cli_errors,
     console,
     err_console,
     fix_source,
-    llm_client,
+    llm_options,
     new_app,
     pick_instance,
     print_counts,
@@ -29,30 +30,18 @@ from coharden.cli.common import (
 )
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
-    ApiBaseOpt,
-    BudgetOpt,
-    ConfidenceOpt,
     ConfigOpt,
     CutoffsOpt,
+    EngineOptions,
     IdOpt,
     JsonOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
-    MaxMutantsOpt,
     ModelOpt,
-    MutatorOpt,
-    OperatorsOpt,
-    PaperClassesOpt,
-    PerOperatorOpt,
-    PreferExercisedOpt,
-    SamplesOpt,
-    SeedOpt,
+    MPEOptions,
     StoreOpt,
-    TauOpt,
     WorkersOpt,
-    mpe_config,
+    engine_options,
+    mpe_options,
     parse_cutoffs,
-    parse_mutators,
     parse_operators,
     ranged,
     unwritable,
@@ -229,6 +218,9 @@ def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
 @app.command()
 @cli_errors
 @run_options
+@mpe_options()
+@llm_options(ModelOpt, "llm_opts")
+@engine_options()
 def mpe(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file (single mode).")] = None,
     test: Annotated[str, typer.Option("--test", "-t", help="Candidate test: patch file, candidate name, 'golden'.")]
@@ -244,75 +236,46 @@ def mpe(
                                                  "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
                                                  "run_instance.log), as the SWE-bench harness's (default: logs/ "
                                                  "beside the --output directory).")] = None,
-    operators: OperatorsOpt = None,
-    per_operator: PerOperatorOpt = None,
-    prefer_exercised: PreferExercisedOpt = False,
-    seed: SeedOpt = None,
-    tau: TauOpt = None,
-    paper_classes: PaperClassesOpt = False,
-    confidence: ConfidenceOpt = 0.95,
-    max_mutants: MaxMutantsOpt = None,
+    mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
     workers: WorkersOpt = None,
-    executor: Annotated[str, typer.Option("--executor", help="Batch: where jobs run: local or ray.")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="Batch: Ray cluster address.")] = None,
+    engine: EngineOptions = EngineOptions(),
     show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
-    mutator: MutatorOpt = "mechanical",
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    samples: SamplesOpt = 3,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
-    trust_tests: Annotated[bool, typer.Option("--trust-tests", help="Candidate and reference may share one "
-                                              "pytest process (only for tests you trust).")] = False,
-    reject_tampering: Annotated[bool, typer.Option("--reject-tampering", help="A candidate with tampering notes "
-                                                   "(conftest.py, pytest hooks, JUnit writes, os._exit) is "
-                                                   "Invalid.")] = False,
-    timeout_factor: Annotated[float, ranged("--timeout-factor", help="Time limit on a mutant: this many times "
-                                            "the test's run on the fixed code.", lo=0, lo_open=True)] = 5.0,
-    timeout_floor: Annotated[float, ranged("--timeout-floor", help="Smallest time limit on a mutant, seconds.",
-                                           lo=0, lo_open=True)] = 10.0,
+    llm_opts: LLMOptions = LLMOptions(),
     instance_id: IdOpt = None,
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """Mutation Patch Evaluation: is a reproduction test Rigorous, Borderline, Lax, Misaligned or NotReproducing?
 
+    Settings used less often are config settings (-c KEY=VALUE): mpe.trust_tests, mpe.reject_tampering,
+    mpe.timeout_factor, mpe.timeout_floor, mpe.prefer_exercised (README, Configuration).
+
     Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
     reported, but no laxity and no class (fail closed)."""
     from coharden.execution.store import Store
 
-    settings = run.settings(seed=seed, tau=tau, workers=workers)
-    if executor not in ("local", "ray"):
-        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
-    if executor != "local" and instances is None:
+    settings = run.settings(workers=workers)
+    if not engine.local and instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
     if instances is not None and (why := unwritable(output, directory=True)):  # before any job runs
         raise CoHardenError(f"--output: {why}")
     logs = (log_dir or output.parent / "logs", run_id or output.resolve().name)
     if instances is not None and (why := unwritable(logs[0], directory=True)):
         raise CoHardenError(f"--log-dir: {why}")
-    sources = parse_mutators(mutator)
-    ops = parse_operators(operators)
-    llm = None
-    if "llm" in sources:
-        llm = _llm_mutator(settings, operators, model, api_base, samples, llm_store, llm_mode, budget_usd)
-        ops = list(dict.fromkeys([*(ops if "mechanical" in sources else []), *llm.settings.operators]))
-    mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
-                         llm_model=llm.client.config.model if llm is not None else None,
-                         prefer_exercised=prefer_exercised, workers=settings.workers, confidence=confidence,
-                         max_mutants=max_mutants)
-    mpe_cfg = mpe_cfg.model_copy(update={"trust_tests": trust_tests, "reject_tampering": reject_tampering,
-                                         "timeout_factor": timeout_factor, "timeout_floor": timeout_floor})
+    sources = mpe_opts.sources
+    llm = _llm_mutator(settings, mpe_opts, llm_opts) if "llm" in sources else None
+    mpe_cfg = mpe_opts.config(settings, workers=settings.workers, mechanical="mechanical" in sources,
+                              llm_model=llm.client.config.model if llm is not None else None,
+                              llm_operators=llm.settings.operators if llm is not None else ())
     if instances is not None or predictions is not None:
         if instances is None or predictions is None:
             raise CoHardenError("batch mode needs both --instances and --predictions")
-        if llm is not None and executor != "local":
+        if llm is not None and not engine.local:
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
         _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json,
-                   executor, address, logs=logs)
+                   engine, logs=logs)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -343,17 +306,16 @@ def mpe(
         raise typer.Exit(1)
 
 
-def _llm_mutator(settings: Settings, operators: str | None, model: str | None, api_base: str | None, samples: int,
-                 llm_store: Path | None, llm_mode: str, budget_usd: float | None):  # type: ignore[no-untyped-def]
+def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):  # type: ignore[no-untyped-def]
     """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
     from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
 
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, budget_usd=budget_usd, what="--mutator llm")
+    client = llm_opts.client(settings.store, required=True, what="--mutator llm")
     chosen = list(LLM_OPERATORS)
-    if operators:
-        chosen = [op for op in parse_operators(operators) if op in LLM_OPERATORS]
-    return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
+    if mpe_opts.operators:
+        chosen = [op for op in parse_operators(mpe_opts.operators) if op in LLM_OPERATORS]
+    seed = mpe_opts.seed if mpe_opts.seed is not None else settings.mpe.seed
+    return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=mpe_opts.samples, seed=seed))
 
 
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,  # type: ignore[no-untyped-def]
@@ -396,10 +358,9 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
 
 def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
                config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
-               cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None,
+               cutoffs: str | None, as_json: bool, engine_opts: EngineOptions = EngineOptions(),
                logs: tuple[Path, str] | None = None) -> None:
     from coharden.evaluation.runner import load_eval_instances
-    from coharden.execution.engine import make_engine
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
     from coharden.schema.prediction import check_one_per_instance, load_predictions, unknown_ids_message
 
@@ -418,7 +379,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
             err_console.print(f"interrupted: finishing {running} running job{'s' if running != 1 else ''} "
                               "(Ctrl-C again to stop now)", highlight=False, markup=False)
 
-        engine = make_engine(executor, workers=settings.workers, address=address, on_interrupt=interrupted)
+        engine = engine_opts.engine(settings.workers, on_interrupt=interrupted)
         try:
             rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
                              progress=advance, engine=engine, llm_mutator=llm_mutator, logs=logs)
@@ -429,7 +390,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     summary = summarize(rows, cut)
     summary["unknown_ids"] = unknown
     summary["stage_seconds"] = stage_times(rows)
-    summary["executor"] = executor
+    summary["executor"] = engine_opts.executor
     (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
@@ -534,7 +495,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                 update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference,
-                                  mpe_config(settings, None, None, workers=settings.workers), pool=pool)
+                                  MPEOptions().config(settings, workers=settings.workers), pool=pool)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

@@ -1,34 +1,44 @@
 """Every option that two or more commands share, defined once, with its validation.
 
-Groups: the common options (config, repos, store, timeout, python, json, id), the LLM group (model,
-endpoint, record/replay store and mode, cost caps, sampling) and the MPE group (operators, mutants per
-operator, seed, tau, workers, mutator, cutoffs). A command takes the aliases it needs; where a flag means
+Groups (each a dataclass a command declares as one parameter, spelled out by :func:`option_group`): the run
+options (repos, config, timeout, python, store; in :mod:`coharden.cli.common`), the LLM group (model, endpoint,
+record/replay store and mode, cost caps, sampling; ``common.llm_options``), the MPE group (operators, mutants per
+operator, seed, tau, the estimate, mutator, LLM samples: :class:`MPEOptions`) and the engine group (executor,
+address: :class:`EngineOptions`). What a user sets rarely is a setting of the config file instead
+(``-c KEY=VALUE``, ``[tool.coharden]``). A command takes the aliases it needs; where a flag means
 something narrower in one command (``--workers`` in ``run`` counts instances), the command passes its own help
 to the same factory, so the validation stays the one defined here. Numeric flags are range-checked at the
 command line: a bad value is one line (``Error: Invalid value for '--tau': 1.5 is out of range (allowed: 0 to
 1)``) before anything runs.
 
-:func:`mpe_config` is the one place where the MPE group becomes an :class:`MPEConfig`.
+:meth:`MPEOptions.config` is the one place where the MPE group becomes an :class:`MPEConfig`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from coharden.errors import CoHardenError
+from coharden.errors import CoHardenError, validation_message
 from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU
 
 if TYPE_CHECKING:
     from coharden.config import Settings
+    from coharden.execution.engine import Engine
     from coharden.schema.mpe_config import MPEConfig
     from coharden.schema.mutant import Operator
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: the two laxity cutoffs as the help texts name them
 MPE_TAU_HELP = f"{PAPER_TAU}, the paper's MPE cutoff"
@@ -126,7 +136,10 @@ def output_option(*, help: str, directory: bool = True, flag: str = "--output", 
 
 # --- common ---------------------------------------------------------------------------------------------------
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML settings file.")]
+ConfigOpt = Annotated[list[str] | None, typer.Option(
+    "--config", "-c", metavar="FILE|KEY=VALUE", help="A YAML or TOML settings file, or KEY=VALUE setting one "
+    "setting (timeout=60, mpe.trust_tests=true, mpe.timeout_floor=5); repeatable, applied in order over "
+    "[tool.coharden] of pyproject.toml (which a FILE replaces).")]
 ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
 IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
@@ -288,28 +301,143 @@ def check_estimate(confidence: float, max_mutants: int | None, *, fixed: bool, o
                             f"{MIN_PER_OPERATOR * operators})")
 
 
-def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_operator: int | None, *,
-               paper_classes: bool = False, mechanical: bool = True, llm_model: str | None = None,
-               prefer_exercised: bool = False, workers: int = 1, confidence: float | None = None,
-               max_mutants: int | None = None) -> MPEConfig:
-    """The :class:`MPEConfig` of the MPE option group: every command that runs MPE builds it here. Seed and tau
-    come from ``settings`` (the flags folded over the config file); ``operators`` None keeps MPEConfig's
-    default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel).
+@dataclass(frozen=True)
+class MPEOptions:
+    """The MPE group: the flags a user sets often. Every other MPE setting (``trust_tests``,
+    ``reject_tampering``, ``timeout_factor``, ``timeout_floor``, ``prefer_exercised``, ...) comes from the
+    config's ``mpe`` section (``-c mpe.KEY=VALUE``, ``[tool.coharden.mpe]``). :meth:`config` is the one place
+    where the group becomes an :class:`MPEConfig`."""
 
-    Sequential MPE is the default; a ``per_operator`` given (or ``paper_classes``) runs a fixed budget of N per
-    operator instead."""
-    from coharden.schema.mpe_config import MPEConfig
+    operators: str | None = None
+    per_operator: int | None = None
+    seed: int | None = None
+    tau: float | None = None
+    paper_classes: bool = False
+    confidence: float | None = None
+    max_mutants: int | None = None
+    mutator: str = "mechanical"
+    samples: int = 3
 
-    chosen: dict[str, Any] = {} if operators is None else {"operators": list(operators)}
-    fixed = per_operator is not None or paper_classes
-    if per_operator is not None:  # None keeps MPEConfig's default N
-        chosen["per_operator"] = per_operator
-    if confidence is not None:
-        chosen["confidence"] = confidence
-    check_estimate(chosen.get("confidence", 0.95), max_mutants, fixed=fixed,
-                   operators=len(chosen.get("operators", MPEConfig().operators)))
-    if max_mutants is not None:
-        chosen["max_mutants"] = max_mutants
-    return MPEConfig(**chosen, seed=settings.seed, tau=settings.tau, sequential=not fixed,
-                     paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
-                     prefer_exercised=prefer_exercised, workers=workers)
+    @property
+    def sources(self) -> list[str]:
+        """The mutant sources of ``--mutator`` (checked)."""
+        return parse_mutators(self.mutator)
+
+    def config(self, settings: Settings, *, workers: int = 1, mechanical: bool = True,
+               llm_model: str | None = None, llm_operators: Sequence[Operator] = ()) -> MPEConfig:
+        """The :class:`MPEConfig` of a command: ``settings.mpe`` (defaults < config files < ``-c mpe.KEY=...``)
+        with these flags on top. ``workers`` are the threads of one MPE (1 where whole instances run in
+        parallel); ``mechanical`` / ``llm_model`` / ``llm_operators``: the pool's sources, when an LLM mutator
+        joins it (its operators join the mechanical ones, or replace them without ``mechanical``).
+
+        Sequential MPE is the default; ``--per-operator`` (or ``--paper-classes``) runs a fixed budget of N per
+        operator instead."""
+        from pydantic import ValidationError
+
+        from coharden.schema.mpe_config import MPEConfig
+
+        base = settings.mpe
+        chosen: dict[str, Any] = {"workers": workers, "mechanical": mechanical, "llm": llm_model}
+        operators = parse_operators(self.operators) if self.operators else list(base.operators)
+        if llm_operators:
+            operators = list(dict.fromkeys([*(operators if mechanical else []), *llm_operators]))
+        chosen["operators"] = operators
+        for name in ("per_operator", "seed", "tau", "confidence", "max_mutants"):
+            if getattr(self, name) is not None:
+                chosen[name] = getattr(self, name)
+        if self.paper_classes:
+            chosen["paper_classes"] = True
+        if self.per_operator is not None or self.paper_classes:
+            chosen["sequential"] = False
+        check_estimate(chosen.get("confidence", base.confidence), self.max_mutants,
+                       fixed=not chosen.get("sequential", base.sequential) or chosen.get("paper_classes", False),
+                       operators=len(operators))
+        try:
+            return MPEConfig.model_validate({**base.model_dump(), **chosen})
+        except ValidationError as exc:
+            raise CoHardenError(f"invalid MPE setting: {validation_message(exc)}") from exc
+
+
+_MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "per_operator": PerOperatorOpt, "seed": SeedOpt,
+                                "tau": TauOpt, "paper_classes": PaperClassesOpt, "confidence": ConfidenceOpt,
+                                "max_mutants": MaxMutantsOpt, "mutator": MutatorOpt, "samples": SamplesOpt}
+
+
+def mpe_options(*names: str, param: str = "mpe_opts", **aliases: Any) -> Callable[[F], F]:
+    """``command`` declares ``<param>: MPEOptions = MPEOptions()`` and gets the MPE flags ``names`` (all of the
+    group when none are named) in that place; ``aliases`` replace a flag's alias where the command's help says
+    more (``per_operator=...``)."""
+    chosen = {name: _MPE_OPTIONS[name] for name in (names or _MPE_OPTIONS)}
+    return option_group(MPEOptions, {**chosen, **aliases}, param)
+
+
+# --- the engine group -----------------------------------------------------------------------------------------
+
+ENGINES = ("local", "ray")
+
+
+def _engine_name(value: str) -> str:
+    if value not in ENGINES:
+        raise typer.BadParameter(f"{value!r} (known: {', '.join(ENGINES)})")
+    return value
+
+
+ExecutorOpt = Annotated[str, typer.Option("--executor", callback=_engine_name, help="Where jobs run: local, or ray "
+                                          "(one job per instance, on a Ray cluster).")]
+AddressOpt = Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")]
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """``--executor`` and ``--address``: where a command's batch jobs run (checked when parsed)."""
+
+    executor: str = "local"
+    address: str | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.executor == "local"
+
+    def engine(self, workers: int, on_interrupt: Callable[[int], None] | None = None) -> Engine:
+        """The engine the jobs run on (close it when done)."""
+        from coharden.execution.engine import make_engine
+
+        return make_engine(self.executor, workers=workers, address=self.address, on_interrupt=on_interrupt)
+
+
+#: ``command`` declares ``engine: EngineOptions = EngineOptions()`` and gets --executor and --address there.
+def engine_options(param: str = "engine") -> Callable[[F], F]:
+    return option_group(EngineOptions, {"executor": ExecutorOpt, "address": AddressOpt}, param)
+
+
+# --- option groups ----------------------------------------------------------------------------------------------
+
+def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F], F]:
+    """A decorator that spells a group of options once: the command declares ``<param>: cls = cls()`` and its
+    command line gets one option per entry of ``aliases`` (field name -> ``Annotated`` alias) in that place,
+    with the dataclass field's default (typer reads ``__signature__``); the body receives one ``cls``. Fields
+    not in ``aliases`` keep their defaults (a command takes the part of a group it needs); a field without a
+    default is a required option."""
+    defaults = {f.name: inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+                for f in dataclasses.fields(cls)}
+
+    def decorate(command: F) -> F:
+        sig = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != param:
+                params.append(p)
+                continue
+            params += [p.replace(name=name, annotation=alias, default=defaults[name])
+                       for name, alias in aliases.items()]
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            group = cls(**{name: kwargs.pop(name, defaults[name]) for name in aliases})
+            return command(*args, **{param: group}, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

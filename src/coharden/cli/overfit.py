@@ -13,18 +13,21 @@ import typer
 from rich.table import Table
 
 from coharden.cli import common
-from coharden.cli.common import RunOptions, cli_errors, console, err_console, llm_client, new_app, run_options
+from coharden.cli.common import (
+    LLMOptions,
+    RunOptions,
+    cli_errors,
+    console,
+    err_console,
+    llm_options,
+    new_app,
+    run_options,
+)
 from coharden.cli.options import (
-    ApiBaseOpt,
-    BudgetOpt,
     IdOpt,
     IdsOpt,
     JsonOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
-    MaxTokensOpt,
     ModelOpt,
-    TemperatureOpt,
     output_option,
     ranged,
 )
@@ -63,16 +66,14 @@ def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: 
 @overfit_app.command("refine")
 @cli_errors
 @run_options
+@llm_options(ModelOpt, "llm_opts", sampling=True)
 def refine_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, "
                                             "or a directory of instance directories (like examples/).")],
     fixes: Annotated[str, typer.Option("--fixes", help="Starting fixes: SWE-bench predictions file, or 'gold'.")],
     tests: Annotated[str, typer.Option("--tests", help="Starting tests: SWT-bench predictions file.")],
     instance_id: IdsOpt = None,
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    temperature: TemperatureOpt = None,
+    llm_opts: LLMOptions = LLMOptions(),
     max_iterations: Annotated[int, ranged("--max-iterations", help="Critic calls per instance.", lo=0, hi=15)] = 15,
     hide_test: Annotated[bool, typer.Option("--hide-test", help="Variant: the critic sees the test's pass/fail "
                                             "flags only and changes the focal code only.")] = False,
@@ -82,9 +83,6 @@ def refine_command(
     output: Annotated[Path, output_option(help="Output directory.")] = Path("overfit-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the refined "
                                                  "predictions.")] = None,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
     run: RunOptions = RunOptions(),
 ) -> None:
     """Refine each (fix, test) pair with an LLM critic, keeping a change only when the pair's reward rises;
@@ -103,9 +101,7 @@ def refine_command(
                                      extra_context=not no_extra_context, backend=_backend(coverage_backend))
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden overfit refine: {exc}") from exc
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, budget_usd=budget_usd, what="coharden overfit refine",
-                        max_tokens=max_tokens, temperature=temperature)
+    client = llm_opts.client(settings.store, required=True, what="coharden overfit refine")
     llm_config = client.config
     found = load_eval_instances(instances, settings.cache_dir)
     if instance_id:

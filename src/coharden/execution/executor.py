@@ -120,9 +120,9 @@ class InstanceExecutor:
         self._test_modules: list[str] | None = None  # the golden tests' project imports (_test_imports)
         self._server: ForkServer | None = None
         self.image: str | None = None
-        if settings.sandbox == "docker":
+        if settings.test_host == "docker":
             if not docker_available():
-                raise CoHardenError("sandbox 'docker' needs a running Docker engine (docker info failed)")
+                raise CoHardenError("test_host 'docker' needs a running Docker engine (docker info failed)")
             template = settings.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
@@ -360,11 +360,10 @@ class InstanceExecutor:
     def verdicts(self, source_patch: str, tests: list[TestPatch], *, combine: bool = False,
                  limits: Sequence[float | None] | None = None, first_failure: bool = False) -> list[Verdict]:
         """Verdicts of ``tests`` on base + ``source_patch``. Each test runs in its own process unless
-        ``combine`` (the caller trusts every test: one cannot touch another's result) and the
-        ``combine_tests`` setting allow sharing one. ``limits``: a time limit per test (None: the setting).
+        ``combine`` (the caller trusts every test, ``MPEConfig.trust_tests``: one cannot touch another's result)
+        allows sharing one. ``limits``: a time limit per test (None: the setting).
         ``first_failure``: only pass / fail is wanted (a mutant's cell): a process that runs one test alone
         stops at its first failure (``-x``), and the verdict lists the ids it did not run as missing."""
-        combine = combine and self.settings.combine_tests
         limit_of = [min(lim or self.settings.timeout, self.settings.timeout)
                     for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)

@@ -25,8 +25,8 @@ class Method(StrEnum):
 
 
 MUTATOR_CHOICES = ("mechanical", "llm", "mechanical,llm")
-_LOOP_MPE = {"tau": "tau", "samples": "per_operator", "operators": "operators", "seed": "seed",
-             "paper_classes": "paper_classes"}
+_LOOP_MPE = {"tau": "tau", "samples": "per_operator", "per_operator": "per_operator", "operators": "operators",
+             "seed": "seed", "paper_classes": "paper_classes"}
 
 
 def _loop_mpe() -> MPEConfig:
@@ -42,7 +42,8 @@ class LoopConfig(BaseModel):
     Borderline round asks for more mutants first); ``paper_classes`` keeps Algorithm 1's point rule with N
     mutants per operator.
 
-    The loop's own words are accepted as keywords and map into ``mpe``: ``tau``, ``samples`` (N),
+    The loop's own words are accepted as keywords and map into ``mpe``: ``tau``, ``per_operator`` (N; its older
+    name ``samples``),
     ``paper_classes``,
     ``operators``, ``seed``, ``mutator`` (``mechanical``, ``llm`` or ``mechanical,llm``)."""
 

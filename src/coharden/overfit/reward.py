@@ -105,8 +105,9 @@ def _has_coverage(python: str) -> str | None:
 def check_backend(settings: Settings, backend: Backend, python: str | None = None) -> None:
     """Fail early, with what to do, when the test interpreter (``python``, else the settings') cannot measure
     with ``backend``."""
-    if settings.sandbox != "local":
-        raise CoverageError(f"changed-line coverage needs the local sandbox (sandbox is {settings.sandbox!r}): the "
+    if settings.test_host != "local":
+        raise CoverageError(f"changed-line coverage needs local test processes (test_host is "
+                            f"{settings.test_host!r}): the "
                             "line-coverage plugin and its output live on this machine")
     if backend == "coverage":
         problem = _has_coverage(python or settings.python)
