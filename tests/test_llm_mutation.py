@@ -377,7 +377,7 @@ def test_cost_cap_stops_cleanly_and_keeps_finished_results(serve: Any, project: 
     assert all(r.cell is not None for r in result.mutants)
     assert result.llm_usage["per_source"]["llm"]["cost_usd"] == pytest.approx(3 * REPLY_COST)
     assert result.llm_usage["per_operator"]["symptom_suppression"]["budget_refusals"] == 1
-    assert result.llm_pool["per_operator"]["symptom_suppression"]["failed"] == {"budget": 1}
+    assert result.llm_pool["per_operator"]["symptom_suppression"]["failed"] == {"cost_cap": 1}  # an ErrorKind
     assert result.llm_pool["per_operator"]["input_specific_shortcut"]["skipped"] == 1
     assert m.client.ledger.run_usage().budget_refusals == 1
 

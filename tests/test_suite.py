@@ -322,7 +322,7 @@ def test_provider_error_and_truncation_stop_the_run_fail_closed(oracle: KillOrac
     assert truncated.final_suite == SEED_TESTS
     assert truncated.killed == []
     assert missing.failure is not None
-    assert missing.failure["kind"] == "provider_error"
+    assert missing.failure["kind"] == "bad_request"  # the ErrorKind of the rejected request (no rule matched)
 
 
 def test_critic_messages_show_survivor_diffs(mutants: list[ModuleMutant]) -> None:

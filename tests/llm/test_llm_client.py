@@ -380,6 +380,6 @@ def test_kind_of_maps_agent_exit_statuses() -> None:
     assert kind_of("UnsupportedParameter") == "bad_parameter"
     assert kind_of("RetriesExhausted") == "provider_down"
     assert kind_of("BudgetExceeded") == "cost_cap"
-    assert kind_of("TruncatedReply") == "unusable_reply"
+    assert kind_of("TruncatedReply") == "truncated"
     assert kind_of("Submitted") is None
     assert kind_of("LimitsExceeded") is None

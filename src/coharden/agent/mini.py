@@ -46,7 +46,7 @@ from coharden.agent.base import Agent, AgentTask, builtin_config
 from coharden.agent.harness import Session, agent_confinement, agent_environment
 from coharden.critic.events import action, message, observation
 from coharden.execution.sandbox import Confinement, run_limited
-from coharden.llm import LLMClient, LLMError, TruncatedReply
+from coharden.llm import ErrorKind, LLMClient, LLMError, failure_of
 
 MINI_VERSION: str = minisweagent.__version__
 
@@ -85,14 +85,13 @@ class LLMClientModel:
         self.n_calls += 1
         try:
             completion = self.client.complete(api_messages, instance_id=self.config.instance_id)
-        except TruncatedReply as exc:
-            self.cost += exc.completion.cost_usd
-            raise ModelStopped(_exit("TruncatedReply", str(exc), partial=exc.partial)) from exc
         except LLMError as exc:
-            completion = getattr(exc, "completion", None)
-            if completion is not None:
-                self.cost += completion.cost_usd
-            raise ModelStopped(_exit(type(exc).__name__, str(exc))) from exc
+            failed = failure_of(exc)
+            if failed.completion is not None:
+                self.cost += failed.completion.cost_usd
+            partial = {"partial": failed.completion.content} if failed.kind is ErrorKind.TRUNCATED and \
+                failed.completion is not None else {}
+            raise ModelStopped(_exit(failed.error, failed.message, **partial)) from exc
         self.cost += completion.cost_usd
         info = {"cost": completion.cost_usd, "request_hash": completion.request_hash, "cached": completion.cached,
                 "finish_reason": completion.finish_reason, "prompt_tokens": completion.prompt_tokens,

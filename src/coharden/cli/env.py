@@ -236,14 +236,15 @@ def env_build(
         raise typer.Exit(0 if ok else 1)
     if repo is None:
         raise CoHardenError("give a repository, or --instance ID with --records FILE")
-    settings = _settings(config, seed=seed, timeout=timeout)
+    settings = _settings(config, timeout=timeout)
     plan = _load_plan(plan_file) if plan_file else _infer(repo, commit, directory=True, quiet=True)
     repo, commit = _build_target(repo, commit, settings.cache_dir)
     llm = llm_opts.client(settings.store)
     builder = make_builder(settings, docker=docker, base_python=base_python,
                            log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
     result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,
-                                smoke=smoke, sample=sample, seed=settings.seed,
+                                smoke=smoke, sample=sample,
+                                seed=settings.mpe.seed if seed is None else seed,
                                 log_path=log or settings.store.with_name("env-refine.jsonl"),
                                 progress=lambda msg: err_console.print(msg))
     if output is not None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from coharden.config import DEFAULT_TEST_PATTERNS
 from coharden.errors import CoHardenError
 from coharden.llm.client import LLMClient
-from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
+from coharden.llm.errors import LLMError, failure_of
 from coharden.patches import is_test_path, split_patch
 
 CODE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".c", ".cc", ".cpp", ".h", ".rs", ".js", ".ts", ".go")
@@ -227,12 +227,8 @@ def label_harness(llm: LLMClient, record: MinedRecord, pull: dict[str, Any]) -> 
     try:
         reply = llm.complete([{"role": "system", "content": LABEL_SYSTEM}, {"role": "user", "content": prompt}],
                              instance_id=record.instance_id)
-    except TruncatedReply:
-        return None, "truncated model reply"
-    except UnusableReply as exc:
-        return None, f"unusable model reply: {exc}"
     except LLMError as exc:
-        return None, f"model error {type(exc).__name__}: {exc}"
+        return None, failure_of(exc).describe()
     match = re.search(r"```(?:json)?\s*\n(.*?)```", reply.content, re.DOTALL)
     text = match.group(1) if match else reply.content[reply.content.find("{"): reply.content.rfind("}") + 1]
     try:

@@ -27,7 +27,7 @@ from coharden.environment.plan import EnvPlan, PlanError, patch_plan
 from coharden.environment.smoke import SmokeReport, smoke_test
 from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
-from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
+from coharden.llm.errors import LLMError, failure_of
 
 SYSTEM_PROMPT = """\
 You repair environment plans for running a Python repository's test suite with pytest.
@@ -170,17 +170,11 @@ def _propose(llm: LLMClient, plan: EnvPlan, error: str, history: list[Attempt], 
         say("asking the model for a plan change")
         try:
             reply = llm.complete(_prompt(plan, error, history, patch_error))
-        except TruncatedReply as exc:
-            record.llm_calls.append({"error": "truncated", "request_hash": exc.completion.request_hash})
-            record.stop = f"failed closed: the model's reply was truncated ({exc})"
-            return None, record.stop
-        except UnusableReply as exc:
-            record.llm_calls.append({"error": "unusable", "request_hash": exc.completion.request_hash})
-            record.stop = f"failed closed: the model's reply is unusable ({exc})"
-            return None, record.stop
         except LLMError as exc:
-            record.llm_calls.append({"error": type(exc).__name__})
-            record.stop = f"failed: model error {type(exc).__name__}: {exc}"
+            failed = failure_of(exc)
+            record.llm_calls.append({"error": failed.kind.value, **({"request_hash": failed.completion.request_hash}
+                                                                     if failed.completion is not None else {})})
+            record.stop = failed.stop()
             return None, record.stop
         record.llm_calls.append({"request_hash": reply.request_hash, "prompt_tokens": reply.prompt_tokens,
                                  "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,

@@ -50,7 +50,7 @@ from coharden.execution.readback import read_text
 from coharden.execution.store import Store
 from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
-from coharden.llm.errors import LLMError, TruncatedReply, UnusableReply
+from coharden.llm.errors import LLMError, failure_of
 from coharden.patches import is_test_path, make_diff, split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
@@ -370,14 +370,11 @@ def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings
         say(f"attempt {number}: asking the model for a test")
         try:
             reply = llm.complete(messages, sample_index=0)
-        except TruncatedReply as exc:
-            entry.request_hash = exc.completion.request_hash
-            entry.stop = f"failed closed: the model's reply was truncated ({exc})"
-        except UnusableReply as exc:
-            entry.request_hash = exc.completion.request_hash
-            entry.stop = f"failed closed: the model's reply is unusable ({exc})"
         except LLMError as exc:
-            entry.stop = f"failed: model error {type(exc).__name__}: {exc}"
+            failed = failure_of(exc)
+            if failed.completion is not None:
+                entry.request_hash = failed.completion.request_hash
+            entry.stop = failed.stop()
         if entry.stop:
             log(entry)
             result.stop_reason = entry.stop

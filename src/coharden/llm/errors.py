@@ -6,6 +6,7 @@ Every failure the layer can produce is a subclass of :class:`LLMError`, so calle
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
@@ -16,6 +17,7 @@ __all__ = [
     "BudgetExceeded",
     "ContextWindowExceeded",
     "ErrorKind",
+    "Failure",
     "LLMAuthError",
     "LLMConfigError",
     "LLMError",
@@ -26,13 +28,15 @@ __all__ = [
     "TruncatedReply",
     "UnsupportedParameter",
     "UnusableReply",
+    "failure_of",
     "kind_of",
 ]
 
 
 class ErrorKind(StrEnum):
-    """What kind of model failure an :class:`LLMError` is; recorded per instance by a loop run and shown in its
-    summary, so "no API key" and "cost cap reached" never look alike."""
+    """What kind of model failure an :class:`LLMError` is: the one vocabulary of LLM failures. Every caller
+    records it (:func:`failure_of`): a loop run per instance, the LLM mutator per sample, the suite roles, the
+    refiners; so "no API key" and "cost cap reached" never look alike."""
 
     AUTH = "auth"  # missing, invalid or unauthorized key (HTTP 401 / 403, or no key at all)
     BAD_PARAMETER = "bad_parameter"  # the model rejects a parameter (HTTP 400 "unsupported parameter")
@@ -40,7 +44,8 @@ class ErrorKind(StrEnum):
     PROVIDER_DOWN = "provider_down"  # 429 / 5xx / connection errors / timeouts, through every retry
     COST_CAP = "cost_cap"  # a configured cost cap was reached; the call was not made
     BAD_REQUEST = "bad_request"  # any other rejected request (400, 404, malformed reply)
-    UNUSABLE_REPLY = "unusable_reply"  # a paid reply that must not be used (truncated, withheld)
+    TRUNCATED = "truncated"  # a paid reply that hit the token limit
+    UNUSABLE_REPLY = "unusable_reply"  # any other paid reply that must not be used (withheld, filtered)
     REPLAY_MISS = "replay_miss"  # replay mode without a stored reply
     CONFIG = "config"  # the client is misconfigured
 
@@ -122,6 +127,8 @@ class UnusableReply(LLMError):
 class TruncatedReply(UnusableReply):
     """The reply hit the token limit (``finish_reason == "length"`` or ``completion_tokens >= max_tokens``)."""
 
+    kind = ErrorKind.TRUNCATED.value
+
 
 class BudgetExceeded(LLMError):
     """A cost cap was already reached before a call; the call was not made."""
@@ -143,6 +150,49 @@ class ReplayMiss(LLMError):
     def __init__(self, message: str, *, request_hash: str) -> None:
         super().__init__(message)
         self.request_hash = request_hash
+
+
+#: A kind in a few words, for a one-line reason (an incomplete pool, a stop).
+_WHAT = {ErrorKind.AUTH: "no usable API key", ErrorKind.BAD_PARAMETER: "a parameter the model rejects",
+         ErrorKind.CONTEXT_WINDOW: "request beyond the context window",
+         ErrorKind.PROVIDER_DOWN: "provider unavailable", ErrorKind.COST_CAP: "cost cap reached",
+         ErrorKind.BAD_REQUEST: "request rejected", ErrorKind.TRUNCATED: "truncated reply",
+         ErrorKind.UNUSABLE_REPLY: "unusable reply", ErrorKind.REPLAY_MISS: "no stored reply to replay",
+         ErrorKind.CONFIG: "client misconfigured"}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An LLM failure as every caller records it: its :class:`ErrorKind`, the error's class name and message,
+    and the paid reply when there is one (a truncated or unusable reply: its usage and cost still count)."""
+
+    kind: ErrorKind
+    error: str
+    message: str
+    completion: Completion | None = None
+
+    @property
+    def what(self) -> str:
+        """The kind in a few words ("truncated reply", "cost cap reached")."""
+        return _WHAT[self.kind]
+
+    def describe(self) -> str:
+        """One sentence for a record: what happened and the error's message."""
+        if self.kind is ErrorKind.TRUNCATED:
+            return f"the model's reply was truncated ({self.message})"
+        if self.completion is not None:
+            return f"the model's reply is unusable ({self.message})"
+        return f"model error {self.error} ({self.kind.value}): {self.message}"
+
+    def stop(self) -> str:
+        """A stop reason: a paid reply that must not be used fails closed; anything else failed."""
+        return f"{'failed closed' if self.completion is not None else 'failed'}: {self.describe()}"
+
+
+def failure_of(exc: LLMError) -> Failure:
+    """The one mapping of an LLM exception to what its callers record (its kind, name, message, paid reply)."""
+    return Failure(kind=ErrorKind(exc.kind), error=type(exc).__name__, message=str(exc),
+                   completion=getattr(exc, "completion", None))
 
 
 def _subclasses(cls: type[LLMError]) -> list[type[LLMError]]:

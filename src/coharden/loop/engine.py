@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # agents load on use: the loop module imports on a core insta
 
 #: Model error kinds after which the loop goes on (a next round may get a usable reply); every other kind ends
 #: the instance, since the same call fails again.
-CONTINUABLE_KINDS = frozenset({ErrorKind.UNUSABLE_REPLY.value})
+CONTINUABLE_KINDS = frozenset({ErrorKind.TRUNCATED.value, ErrorKind.UNUSABLE_REPLY.value})
 EXTENSIONS = 2
 """How often a Borderline round doubles the cap of sequential MPE before it decides (issue 33)."""
 

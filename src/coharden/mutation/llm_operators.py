@@ -49,14 +49,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from coharden.config import DEFAULT_TEST_PATTERNS
 from coharden.execution.executor import InstanceExecutor
 from coharden.llm import (
-    BudgetExceeded,
     Completion,
+    ErrorKind,
+    Failure,
     LLMClient,
     LLMError,
-    ReplayMiss,
-    TruncatedReply,
-    UnusableReply,
     Usage,
+    failure_of,
 )
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
@@ -124,10 +123,8 @@ def _usage_json(usage: Usage) -> dict[str, Any]:
     }
 
 
-SampleStatus = Literal["admitted", "rejected", "truncated", "unusable", "budget", "error", "skipped"]
-FATAL_STATUSES = frozenset({"truncated", "unusable", "budget", "error"})
-_FATAL_WHAT = {"truncated": "truncated reply", "unusable": "unusable reply", "budget": "cost cap reached",
-               "error": "LLM error"}
+SampleStatus = Literal["admitted", "rejected", "failed", "skipped"]
+"""What became of a sample; a failed one's ``reason`` is the LLM failure's kind (an ``ErrorKind`` value)."""
 
 
 class SampleRecord(BaseModel):
@@ -137,7 +134,8 @@ class SampleRecord(BaseModel):
     sample_index: int
     status: SampleStatus
     reason: str | None = None
-    """Why the sample was rejected (``touches_test_file``, ``equals_fix``, ...) or the error kind."""
+    """Why the sample was rejected (``touches_test_file``, ``equals_fix``, ...), or failed (an ``ErrorKind``
+    value: ``truncated``, ``cost_cap``, ...)."""
     detail: str = ""
     mutant_id: str | None = None
     prompt_hash: str = ""
@@ -170,7 +168,7 @@ class LLMPoolReport(BaseModel):
             rows = [s for s in self.samples if s.operator is op]
             admitted = sum(1 for s in rows if s.status == "admitted")
             rejected = Counter(s.reason or "?" for s in rows if s.status == "rejected")
-            failed = Counter(s.status for s in rows if s.status in FATAL_STATUSES)
+            failed = Counter(s.reason or "?" for s in rows if s.status == "failed")
             table[op.value] = {
                 "wanted": self.settings.samples,
                 "attempts": sum(1 for s in rows if s.status != "skipped"),
@@ -202,6 +200,7 @@ class _Outcome:
     reason: str | None = None
     detail: str = ""
     swap: bool = False
+    failure: Failure | None = None
 
 
 class LLMMutator:
@@ -255,21 +254,11 @@ class LLMMutator:
             try:
                 completion = self.client.complete(messages, instance_id=instance_id, sample_index=index,
                                                   temperature=cfg.temperature)
-            except TruncatedReply as exc:
-                stop.set()
-                return _Outcome(op, index, "truncated", phash, exc.completion, reason="truncated", detail=str(exc),
-                                swap=swap)
-            except UnusableReply as exc:
-                stop.set()
-                return _Outcome(op, index, "unusable", phash, exc.completion,
-                                reason=f"finish_{exc.completion.finish_reason}", detail=str(exc), swap=swap)
-            except BudgetExceeded as exc:
-                stop.set()
-                return _Outcome(op, index, "budget", phash, reason="budget", detail=str(exc), swap=swap)
             except LLMError as exc:
                 stop.set()
-                kind = "replay_miss" if isinstance(exc, ReplayMiss) else type(exc).__name__
-                return _Outcome(op, index, "error", phash, reason=kind, detail=str(exc), swap=swap)
+                failed = failure_of(exc)
+                return _Outcome(op, index, "failed", phash, failed.completion, reason=failed.kind.value,
+                                detail=failed.message, swap=swap, failure=failed)
             try:
                 raw = reply_to_raw_mutant(completion.content, ctx, op, test_patterns=test_patterns)
             except EditFormatError as exc:
@@ -290,8 +279,8 @@ class LLMMutator:
                 for outcome in threads.map(attempt, tasks):  # results in task order: deterministic admission
                     record = self._settle(outcome, ctx, pool, admission, tallies, admitted, since_last)
                     report.samples.append(record)
-                    if fatal is None and outcome.status in FATAL_STATUSES:  # the first failure in task order
-                        fatal = (f"{_FATAL_WHAT[outcome.status]} (operator {outcome.operator.value} sample "
+                    if fatal is None and outcome.failure is not None:  # the first failure in task order
+                        fatal = (f"{outcome.failure.what} (operator {outcome.operator.value} sample "
                                  f"{outcome.sample_index}): {outcome.detail}")
 
         report.usage_per_operator = {op.value: _usage_json(tallies[op]) for op in cfg.operators}
@@ -316,13 +305,14 @@ class LLMMutator:
         completion = outcome.completion
         if completion is not None:
             tally.add_completion(completion)
-        if outcome.status == "truncated":
+        kind = outcome.failure.kind if outcome.failure is not None else None
+        if kind is ErrorKind.TRUNCATED:
             tally.truncations += 1
-        elif outcome.status == "budget":
+        elif kind is ErrorKind.COST_CAP:
             tally.budget_refusals += 1
-        elif outcome.status in ("unusable", "error"):
+        elif kind is not None:
             tally.errors += 1
-            tally.errors_by_kind[outcome.reason or outcome.status] += 1
+            tally.errors_by_kind[kind.value] += 1
         if outcome.status != "skipped":
             since_last[op] += 1
         record = SampleRecord(

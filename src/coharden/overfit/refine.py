@@ -44,7 +44,7 @@ from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
-from coharden.llm import LLMClient, LLMError, TruncatedReply, UnusableReply
+from coharden.llm import LLMClient, LLMError, failure_of
 from coharden.mutation.context import FileChange, functions_touched
 from coharden.mutation.llm_operators import EditFormatError, apply_edit_blocks, parse_edit_blocks
 from coharden.overfit.coverage import Backend
@@ -58,9 +58,9 @@ MAX_ITERATIONS = 15
 
 STOP_FAIL_TO_PASS = "fail_to_pass"
 STOP_MAX_ITERATIONS = "max_iterations"
-STOP_TRUNCATED = "truncated"
-STOP_LLM_ERROR = "llm_error"
 STOP_ERROR = "error"
+"""Stop reasons besides an LLM failure's kind (a :class:`~coharden.llm.ErrorKind` value: truncated, cost_cap,
+...)."""
 
 
 class RefineConfig(BaseModel):
@@ -422,17 +422,13 @@ def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: s
         try:
             completion = client.complete(messages, instance_id=instance.instance_id,
                                          sample_index=result.iterations - 1)
-        except (TruncatedReply, UnusableReply) as exc:
-            record.status, record.reason = "stopped", str(exc)
-            record.request_hash = exc.completion.request_hash
-            record.tokens, record.usd = exc.completion.total_tokens, exc.completion.cost_usd
-            result.stop_reason = STOP_TRUNCATED if isinstance(exc, TruncatedReply) else STOP_LLM_ERROR
-            result.error = str(exc)
-            _finish_record(result, record, on_iteration)
-            break
         except LLMError as exc:
-            record.status, record.reason = "stopped", f"{type(exc).__name__}: {exc}"
-            result.stop_reason, result.error = STOP_LLM_ERROR, record.reason
+            failed = failure_of(exc)
+            record.status, record.reason = "stopped", f"{failed.error}: {failed.message}"
+            if failed.completion is not None:
+                record.request_hash = failed.completion.request_hash
+                record.tokens, record.usd = failed.completion.total_tokens, failed.completion.cost_usd
+            result.stop_reason, result.error = failed.kind.value, record.reason  # an ErrorKind value
             _finish_record(result, record, on_iteration)
             break
         record.request_hash, record.tokens, record.usd = (completion.request_hash, completion.total_tokens,

@@ -1,7 +1,8 @@
 """What the two LLM roles share: one fail-closed call, and how a module is shown and imported.
 
 A call never raises for an LLM problem: it returns a :class:`RoleCall` whose ``failure`` names the kind
-(``truncated``, ``unusable``, ``budget``, ``replay_miss``, ``provider_error``). The loop stops on a failure
+(an :class:`~coharden.llm.ErrorKind` value: ``truncated``, ``unusable_reply``, ``cost_cap``, ``replay_miss``,
+``provider_down``, ``auth``, ...). The loop stops on a failure
 and marks the run incomplete; the paid-for usage of a truncated or withheld reply is still accounted.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from coharden.llm import BudgetExceeded, Completion, LLMClient, LLMError, ReplayMiss, TruncatedReply, UnusableReply
+from coharden.llm import Completion, LLMClient, LLMError, failure_of
 
 
 @dataclass
@@ -53,25 +54,16 @@ def _usage(call: RoleCall, completion: Completion) -> None:
 
 def ask(client: LLMClient, role: str, messages: Sequence[dict[str, str]], *, sample_index: int = 0,
         instance_id: str | None = None) -> RoleCall:
+    """One call of ``role``: the reply, or the failure's kind and message (never raises for an LLM problem);
+    the usage of a paid reply that must not be used is kept."""
     call = RoleCall(role=role, model=client.config.model)
     try:
         completion = client.complete(messages, sample_index=sample_index, instance_id=instance_id)
-    except TruncatedReply as exc:
-        _usage(call, exc.completion)
-        call.failure, call.message = "truncated", str(exc)
-        return call
-    except UnusableReply as exc:
-        _usage(call, exc.completion)
-        call.failure, call.message = "unusable", str(exc)
-        return call
-    except BudgetExceeded as exc:
-        call.failure, call.message = "budget", str(exc)
-        return call
-    except ReplayMiss as exc:
-        call.failure, call.message = "replay_miss", str(exc)
-        return call
     except LLMError as exc:
-        call.failure, call.message = "provider_error", f"{type(exc).__name__}: {exc}"
+        failed = failure_of(exc)
+        if failed.completion is not None:
+            _usage(call, failed.completion)
+        call.failure, call.message = failed.kind.value, f"{failed.error}: {failed.message}"
         return call
     _usage(call, completion)
     call.content = completion.content
