@@ -307,7 +307,8 @@ def test_patch_and_flag_messages(instance_dir, calc_repo, tmp_path) -> None:  # 
     records = tmp_path / "records.jsonl"
     records.write_bytes(b'{"instance_id": "caf\xe9", "repo": "o/n", "base_commit": "c"}\n')
     assert f"{records}: not UTF-8 text" in error("verify", str(records))
-    assert "Invalid value for '--executor': 'foo' (known: local, ray)" in error("mpe", str(instance_dir), "--executor", "foo")
+    assert "Invalid value for '--executor': 'foo' (known: local, ray)" in error("mpe", str(instance_dir),
+                                                                                "--executor", "foo")
     assert "--method: 'bogus' (known: coharden, fix-only," in error("run", str(instance_dir), "--method", "bogus")
 
 

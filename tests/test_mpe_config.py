@@ -124,3 +124,16 @@ def test_mpe_settings_come_from_the_config_section_and_flags_fold_over_it(tmp_pa
                       ("mpe.tau=2", "mpe.tau"), ("=1", "expected KEY=VALUE")]:
         with pytest.raises(CoHardenError, match=said):
             load_settings([bad])
+
+
+def test_a_time_limit_is_decided_in_one_place() -> None:
+    from coharden.schema.timelimit import TimeLimit
+
+    plain = TimeLimit.of(None, timeout=120)
+    assert (plain.limit, plain.scaled, plain.cpu, plain.wall) == (120, False, 241, 120)
+    scaled = TimeLimit.of(10, timeout=120)  # a mutant's limit: CPU-bound, the wall clock allows the load margin
+    assert (scaled.limit, scaled.scaled, scaled.cpu, scaled.wall) == (10, True, 10, 20)
+    assert TimeLimit.of(500, timeout=120).limit == 120  # never above the timeout
+    assert not TimeLimit.of(10, timeout=120, cpu_seconds=30).scaled  # a set cpu_seconds keeps wall-clock limits
+    assert not TimeLimit.of(10, timeout=120, docker=True).scaled
+    assert MPEConfig().mutant_limit(1.0, 120) == 10.0 and MPEConfig().mutant_limit(100.0, 120) == 120

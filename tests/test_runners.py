@@ -433,10 +433,10 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     that says so; a hang asleep is stopped by the wall clock. A test that kills itself with SIGXCPU at once is
     no timeout. The setting's own timeout stays a wall-clock one. The fresh process runs in the sandbox (bwrap
     reports its child's signal as an exit code) where it can."""
-    from coharden.execution import pytest_runner
     from coharden.execution.forkserver import ForkServer
     from coharden.execution.pytest_runner import run_pytest, test_environment, verdict_for
     from coharden.execution.sandbox import Confinement
+    from coharden.schema import timelimit
 
     (tmp_path / "test_slow.py").write_text(
         "import time\n\n\n"
@@ -458,13 +458,13 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
         assert waited.outcome is Outcome.PASS, waited.reason
         forged, _ = run("test_forges", 3.0)
         assert forged.outcome is Outcome.HARNESS_ERROR, forged.reason
-        monkeypatch.setattr(pytest_runner, "LOAD_MARGIN", 10.0)  # a loaded machine must not reach the wall first
+        monkeypatch.setattr(timelimit, "LOAD_MARGIN", 10.0)  # a loaded machine must not reach the wall first
         spun, seconds = run("test_spins", 2.0)
         assert spun.outcome is Outcome.TIMEOUT
         assert "CPU time limit (2 s)" in spun.reason
         assert "running at the limit: test_slow.py::test_spins" in spun.reason
         assert seconds < 20
-        monkeypatch.setattr(pytest_runner, "LOAD_MARGIN", 2.0)
+        monkeypatch.setattr(timelimit, "LOAD_MARGIN", 2.0)
         asleep, seconds = run("test_sleeps_forever", 2.0)
         assert asleep.outcome is Outcome.TIMEOUT
         assert "2 x its time limit (2 s of CPU time) on the wall clock" in asleep.reason

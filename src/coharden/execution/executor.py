@@ -50,6 +50,7 @@ from coharden.execution.workspace import Checkout, Workspace, base_objects
 from coharden.patches import file_path, is_test_path, parse, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
+from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, Verdict
 
 INSTRUMENTED_SLOWDOWN = 8.0
@@ -364,8 +365,7 @@ class InstanceExecutor:
         allows sharing one. ``limits``: a time limit per test (None: the setting).
         ``first_failure``: only pass / fail is wanted (a mutant's cell): a process that runs one test alone
         stops at its first failure (``-x``), and the verdict lists the ids it did not run as missing."""
-        limit_of = [min(lim or self.settings.timeout, self.settings.timeout)
-                    for lim in (limits or [None] * len(tests))]
+        limit_of = [TimeLimit.of(lim, timeout=self.settings.timeout).limit for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)
         todo: list[int] = []
         first_of: dict[tuple[str, tuple[str, ...]], int] = {}

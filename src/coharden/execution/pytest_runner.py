@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 import signal
@@ -28,14 +27,14 @@ from coharden.execution.forkserver import ForkServer
 from coharden.execution.readback import UnsafeFile, read_bytes, read_text
 from coharden.execution.sandbox import NETWORK_FAILURE, Confinement, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
+from coharden.schema import timelimit
+from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
 
 # pytest exit codes
 _EXIT_INTERNAL, _EXIT_USAGE, _EXIT_NO_TESTS = 3, 4, 5
 # a process killed by RLIMIT_CPU's signal: directly (a fork) or as bwrap reports its child's death (128 + signal)
 _CPU_EXHAUSTED = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
-# a scaled time limit bounds CPU time; the wall clock allows this many times it (see run_pytest)
-LOAD_MARGIN = 2.0
 
 
 # a parameter id pytest generated (``unit0``, ``x3``): the stand-in pytest 3 uses for an empty id
@@ -278,7 +277,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     # an id the harness cut runs as its whole base test: a sibling parameter's failure must not stop the run
     # before the parameters the id names have run (they decide its result)
     first_failure = first_failure and all(runnable_id(i) == i for i in ids)
-    limit = time_limit or settings.timeout
+    limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds,
+                          docker=image is not None)
+    limit = limits.limit
     scratch = server.scratch if use_server and server is not None else None
     # a test may swap this directory (inside the server's writable scratch directory) for a link: its removal
     # then leaves the link alone instead of failing
@@ -316,12 +317,8 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         if not in_docker:
             env = fork_env(extra_env, settings.pass_env)
             env["COHARDEN_STREAM"] = str(stream)
-        # a limit scaled from the test's own run (a mutant's, as mutmut scales it) bounds the run's CPU time: a
-        # slow run on a loaded machine (two workers, other jobs) is not a TIMEOUT in one run and a PASS in the
-        # next; the wall clock, for a test that hangs asleep, allows LOAD_MARGIN times the limit
-        scaled = time_limit is not None and limit < settings.timeout and not settings.cpu_seconds and image is None
-        cpu = settings.cpu_seconds or (math.ceil(limit) if scaled else int(limit * 2) + 1)
-        wall = min(settings.timeout, limit * LOAD_MARGIN) if scaled else limit
+        # a limit scaled from the test's own run (a mutant's) bounds the run's CPU time (schema/timelimit.py)
+        scaled, cpu, wall = limits.scaled, limits.cpu, limits.wall
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
                                     timeout=settings.timeout, memory_mb=settings.memory_mb, network=settings.network)
@@ -501,8 +498,8 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
         if run.cpu_limited:
             reason = f"test process exceeded the CPU time limit ({run.time_limit:g} s) and was killed"
         elif run.cpu_time_limit and run.time_limit:
-            reason = (f"test process ran {LOAD_MARGIN:g} x its time limit ({run.time_limit:g} s of CPU time) on the "
-                      "wall clock and was killed")
+            reason = (f"test process ran {timelimit.LOAD_MARGIN:g} x its time limit ({run.time_limit:g} s of CPU "
+                      "time) on the wall clock and was killed")
         elif run.time_limit:
             reason = f"test process exceeded the time limit ({run.time_limit:g} s) and was killed"
         else:

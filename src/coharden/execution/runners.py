@@ -19,6 +19,7 @@ from typing import Protocol
 
 from coharden.config import Settings
 from coharden.execution.sandbox import Confinement, run_limited
+from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 _TAIL_LINES = 40
@@ -211,12 +212,12 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     interrupt.check()  # a batch was interrupted: start no test process
     command = runner.command(python, ids)
     full_env = {**test_environment(settings.pass_env), **command.env, **(env or {})}
-    cpu = settings.cpu_seconds or int(settings.timeout * 2) + 1
+    limits = TimeLimit.of(None, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds)
     argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
     if confine is not None and shown:
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
-    proc = run_limited(argv, root, timeout=settings.timeout, env=full_env, memory_mb=settings.memory_mb,
-                       cpu_seconds=cpu, network=settings.network, confine=confine)
+    proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
+                       cpu_seconds=limits.cpu, network=settings.network, confine=confine)
     if proc.disk:  # killed at the disk limit: what it printed is not its result
         verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.disk, duration=proc.duration,
                           output_tail=_tail(proc.output))

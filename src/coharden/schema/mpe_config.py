@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from coharden.schema.estimate import DEFAULT_CONFIDENCE
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
+from coharden.schema.timelimit import TimeLimit
 
 PAPER_TAU = 0.202
 """The paper's MPE laxity cutoff: Rigorous when laxity < PAPER_TAU, else Lax."""
@@ -86,8 +87,10 @@ class MPEConfig(BaseModel):
         return self.paper_classes
 
     def mutant_limit(self, fixed_seconds: float, timeout: float) -> float:
-        """The time limit of a test on a mutant, scaled with its own run on the fixed code (as mutmut does)."""
-        return round(min(timeout, max(self.timeout_floor, self.timeout_factor * fixed_seconds)), 3)
+        """The time limit of a test on a mutant, scaled with its own run on the fixed code (as mutmut does), at
+        most ``timeout`` (:class:`~coharden.schema.timelimit.TimeLimit` clamps it)."""
+        requested = max(self.timeout_floor, self.timeout_factor * fixed_seconds)
+        return round(TimeLimit.of(requested, timeout=timeout).limit, 3)
 
     def mutators(self) -> list[str]:
         """The mutant sources, as MPE results name them."""
