@@ -136,4 +136,5 @@ def test_a_time_limit_is_decided_in_one_place() -> None:
     assert TimeLimit.of(500, timeout=120).limit == 120  # never above the timeout
     assert not TimeLimit.of(10, timeout=120, cpu_seconds=30).scaled  # a set cpu_seconds keeps wall-clock limits
     assert not TimeLimit.of(10, timeout=120, docker=True).scaled
-    assert MPEConfig().mutant_limit(1.0, 120) == 10.0 and MPEConfig().mutant_limit(100.0, 120) == 120
+    assert MPEConfig().mutant_limit(1.0, 120) == 10.0
+    assert MPEConfig().mutant_limit(100.0, 120) == 120

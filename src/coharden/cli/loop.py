@@ -43,6 +43,7 @@ from coharden.cli.options import (
 )
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.schema.mpe_config import DEFAULT_SEED
 
 
 @cli_errors
@@ -178,7 +179,7 @@ def run_loop(
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
     step_limit: StepLimitOpt = 50,
     seed: Annotated[int | None, seed_option("Seed of the loop's samplers (mutant samples per round, agent "
-                                            "sampling; default 0).")] = None,
+                                            f"sampling; default {DEFAULT_SEED}).")] = None,
     workers: Annotated[int | None, workers_option("Instances in parallel.")] = None,
     agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this command as the agent "
                                                       "(external agent: no model needed with the mechanical "

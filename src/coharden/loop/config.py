@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from coharden.schema.mpe_config import LOOP_TAU, MPEConfig
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 
 
@@ -29,11 +29,6 @@ _LOOP_MPE = {"tau": "tau", "samples": "per_operator", "per_operator": "per_opera
              "seed": "seed", "paper_classes": "paper_classes"}
 
 
-def _loop_mpe() -> MPEConfig:
-    """The loop's MPE defaults: N = 3 mutants per operator, the regression threshold LOOP_TAU."""
-    return MPEConfig(per_operator=3, tau=LOOP_TAU)
-
-
 class LoopConfig(BaseModel):
     """K rounds of one method; ``mpe`` is the hardening check of every round (its ``tau`` is the regression
     threshold, its ``per_operator`` the N mutants per operator, its ``seed`` + k the round's sampling seed).
@@ -49,7 +44,7 @@ class LoopConfig(BaseModel):
 
     method: Method = Method.COHARDEN
     rounds: int = Field(default=5, ge=1, description="K: joint rounds after round 0.")
-    mpe: MPEConfig = Field(default_factory=_loop_mpe)
+    mpe: MPEConfig = Field(default_factory=MPEConfig.for_loop)
     max_iterations: int | None = Field(default=None, description="Critic follow-ups per agent run.")
 
     @model_validator(mode="before")
@@ -59,7 +54,7 @@ class LoopConfig(BaseModel):
             return data
         data = dict(data)
         mpe = data.get("mpe")
-        fields = mpe.model_dump() if isinstance(mpe, MPEConfig) else dict(mpe or _loop_mpe().model_dump())
+        fields = mpe.model_dump() if isinstance(mpe, MPEConfig) else dict(mpe or MPEConfig.for_loop().model_dump())
         for word, field in _LOOP_MPE.items():
             if word in data:
                 fields[field] = data.pop(word)

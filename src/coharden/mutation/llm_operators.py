@@ -76,6 +76,7 @@ from coharden.mutation.llm_prompts import (  # noqa: F401 - re-exported
     system_prompt,
 )
 from coharden.mutation.pool import AdmissionFilter, Pool, admit_llm, fix_context
+from coharden.schema.mpe_config import DEFAULT_SEED
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
@@ -98,8 +99,8 @@ class LLMMutatorSettings(BaseModel):
     """Sampling temperature of every call (> 0: the N samples must be able to differ)."""
     parallel: int = Field(default=8, ge=1)
     """Concurrent LLM calls."""
-    seed: int = 0
-    """Draws the order in which the two tests are shown, per sample."""
+    seed: int = DEFAULT_SEED
+    """Draws the order in which the two tests are shown, per sample (callers pass the MPE's seed)."""
     context_lines: int = Field(default=40, ge=1)
     whole_file_lines: int = Field(default=400, ge=1)
     """Fixed files up to this many lines are shown whole; longer ones as excerpts around the fix."""

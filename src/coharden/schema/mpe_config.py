@@ -26,6 +26,8 @@ DEFAULT_PER_OPERATOR = 3
 """N, the mutants sampled per operator by default (the paper samples N per operator; issue 19 item 11)."""
 LOOP_TAU = 0.2
 """The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
+DEFAULT_SEED = 0
+"""The seed of every MPE sampler (the mutant sample, the LLM mutator's prompts, the mutants shown)."""
 DEFAULT_MAX_MUTANTS = 40
 """Sequential MPE's default cap on the mutants run for one test: 5 per operator of the 8 mechanical operators
 (the fixed budget runs 3 per operator, 24). Rigorous needs room: 0 of n admissible mutants let through puts the
@@ -44,7 +46,7 @@ class MPEConfig(BaseModel):
     per_operator: int | None = Field(default=DEFAULT_PER_OPERATOR, ge=1, description="Mutants sampled per "
                                      "operator, seeded (None: all). The same N for every operator, as in the "
                                      "paper, so no operator dominates laxity by its mutant count.")
-    seed: int = Field(default=0, description="Sampling seed.")
+    seed: int = Field(default=DEFAULT_SEED, description="Sampling seed.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     paper_classes: bool = Field(default=False, description="Map every non-F->P test to Misaligned.")
     mechanical: bool = Field(default=True, description="The mechanical mutants join the pool.")
@@ -95,6 +97,11 @@ class MPEConfig(BaseModel):
     def mutators(self) -> list[str]:
         """The mutant sources, as MPE results name them."""
         return (["mechanical"] if self.mechanical else []) + (["llm"] if self.llm is not None else [])
+
+    @classmethod
+    def for_loop(cls) -> MPEConfig:
+        """The CoHarden loop's MPE defaults: N = 3 mutants per operator, the regression threshold LOOP_TAU."""
+        return cls(per_operator=DEFAULT_PER_OPERATOR, tau=LOOP_TAU)
 
     def cache_key(self) -> list[Any]:
         """What a stored MPE row depends on, as JSON-able parts. Options at their default add nothing, so rows
