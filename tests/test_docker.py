@@ -1,4 +1,4 @@
-"""Docker sandbox: image naming and the command line are checked everywhere; real runs need an engine."""
+"""The Docker test host: image naming and the command line are checked everywhere; real runs need an engine."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What every command-line module shares: the app factory, consoles, the error decorator, settings, the LLM
-client built from the LLM option group, and instance / patch arguments. The options themselves are in
-:mod:`coharden.cli.options`."""
+"""What every command-line module shares: the app factory, consoles, the error decorator, settings and the
+run option group (:class:`RunOptions`), instance / patch arguments. The options themselves, the other groups
+(LLM, MPE, engine) and the LLM client built from the LLM group are in :mod:`coharden.cli.options`."""
 
 from __future__ import annotations
 
@@ -16,31 +16,20 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
-from coharden.cli.options import (
-    ApiBaseOpt,
-    BudgetOpt,
-    InstanceBudgetOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
-    MaxTokensOpt,
-    PassEnvOpt,
-    TemperatureOpt,
-    WeakSandboxOpt,
-    option_group,
-)
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
+from coharden.cli.options import PassEnvOpt, WeakSandboxOpt, option_group
 from coharden.cli.options import PythonOpt as PythonOpt
 from coharden.cli.options import ReposOpt as ReposOpt
 from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
 from coharden.cli.options import parse_operators as parse_operators
 from coharden.config import Settings, load_settings
-from coharden.errors import CoHardenError, validation_message
+from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
-    from coharden.llm import Ledger, LLMClient, LLMConfig
+    pass
 
 #: The width of output that goes to no terminal (a pipe, a file, a log) when ``COLUMNS`` does not say: wide
 #: enough that no table cell (an operator name, a verdict's reason) is folded mid-word at rich's default 80.
@@ -162,54 +151,6 @@ _RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "
 run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
 
 
-@dataclass(frozen=True)
-class LLMOptions:
-    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode and,
-    where the command takes them, --budget-usd, --instance-budget-usd, --temperature, --max-tokens (declared as
-    one parameter with :func:`llm_options`)."""
-
-    model: str | None = None
-    api_base: str | None = None
-    llm_store: Path | None = None
-    llm_mode: str = "auto"
-    budget_usd: float | None = None
-    instance_budget_usd: float | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-
-    @property
-    def configured(self) -> bool:
-        """A model is named (by --model or ``$COHARDEN_LLM_MODEL``)."""
-        return bool(self.model or os.environ.get("COHARDEN_LLM_MODEL"))
-
-    def client(self, default_store: Path, *, required: bool = False, what: str = "this command",
-               ledger: Ledger | None = None, model: str | None = None) -> LLMClient | None:
-        """A client from these flags and ``COHARDEN_LLM_*`` (``model`` instead of --model where a command has
-        a second one); None when no model is named (and none is required)."""
-        if not (model or self.configured) and not required:
-            return None
-        return llm_client(model=model or self.model, api_base=self.api_base, llm_store=self.llm_store,
-                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd,
-                          instance_budget_usd=self.instance_budget_usd, ledger=ledger, what=what,
-                          temperature=self.temperature, max_tokens=self.max_tokens)
-
-
-def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, instance_budget: bool = False,
-                sampling: bool = False) -> Callable[[F], F]:
-    """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets the model options in that place;
-    ``model`` is the command's ``--model`` alias (its help says what the model is for); ``budget``: the run's
-    cost cap, ``instance_budget``: a cap per instance, ``sampling``: --temperature and --max-tokens."""
-    aliases: dict[str, Any] = {"model": model, "api_base": ApiBaseOpt}
-    if sampling:
-        aliases |= {"max_tokens": MaxTokensOpt, "temperature": TemperatureOpt}
-    aliases |= {"llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt}
-    if budget:
-        aliases["budget_usd"] = BudgetOpt
-    if instance_budget:
-        aliases["instance_budget_usd"] = InstanceBudgetOpt
-    return option_group(LLMOptions, aliases, param)
-
-
 def fail(message: str, code: int = 2) -> None:
     """Print a user-facing error and exit (code 2: bad input or environment)."""
     err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
@@ -231,37 +172,6 @@ def cli_errors(command: F) -> F:
         return None
 
     return wrapper  # type: ignore[return-value]
-
-
-def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
-               default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
-               ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
-               **config: object) -> LLMClient:
-    """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
-    the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
-    max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
-    clear error."""
-    from pydantic import ValidationError
-
-    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
-
-    try:
-        mode = CacheMode(llm_mode)
-    except ValueError as exc:
-        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
-    try:
-        if llm_config is None:
-            llm_config = LLMConfig.from_env(model=model, api_base=api_base,
-                                            **{k: v for k, v in config.items() if v is not None})
-    except ValidationError as exc:
-        if any(e["loc"] == ("model",) for e in exc.errors()):
-            raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
-        raise CoHardenError(f"LLM configuration: {validation_message(exc)}") from exc
-    budget = None
-    if budget_usd is not None or instance_budget_usd is not None:
-        budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
-    return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
-                     budget=budget, ledger=ledger)
 
 
 def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]

@@ -15,23 +15,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
-    LLMOptions,
-    cli_errors,
-    console,
-    err_console,
-    llm_options,
-    new_app,
-    read_patch_file,
-    read_text,
-)
+from coharden.cli.common import cli_errors, console, err_console, new_app, read_patch_file, read_text
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ConfigOpt,
     JsonOpt,
+    LLMOptions,
     PythonOpt,
     TimeoutOpt,
+    llm_options,
     model_option,
     output_option,
     ranged,

@@ -13,17 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from coharden.cli.common import (
-    LLMOptions,
-    RunOptions,
-    cli_errors,
-    console,
-    err_console,
-    llm_options,
-    pick_instance,
-    print_counts,
-    run_options,
-)
+from coharden.cli.common import RunOptions, cli_errors, console, err_console, pick_instance, print_counts, run_options
 from coharden.cli.options import (
     LOOP_TAU_HELP,
     MPE_TAU_HELP,
@@ -31,10 +21,12 @@ from coharden.cli.options import (
     IdOpt,
     IdsOpt,
     JsonOpt,
+    LLMOptions,
     ModelOpt,
     MutatorOpt,
     SamplesOpt,
     StepLimitOpt,
+    llm_options,
     output_option,
     ranged,
     seed_option,

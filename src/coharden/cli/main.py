@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -13,13 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import (
-    LLMOptions,
     RunOptions,
     cli_errors,
     console,
     err_console,
     fix_source,
-    llm_options,
     new_app,
     pick_instance,
     print_counts,
@@ -35,12 +34,15 @@ from coharden.cli.options import (
     EngineOptions,
     IdOpt,
     JsonOpt,
+    LLMOptions,
     ModelOpt,
     MPEOptions,
     StoreOpt,
     WorkersOpt,
     engine_options,
+    llm_options,
     mpe_options,
+    option_group,
     parse_cutoffs,
     parse_operators,
     ranged,
@@ -215,9 +217,51 @@ def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
     console.print(llm)
 
 
+@dataclass(frozen=True)
+class BatchOptions:
+    """Batch MPE over SWT-bench predictions: --instances, --predictions, --output, --run-id, --log-dir."""
+
+    instances: Path | None = None
+    predictions: Path | None = None
+    output: Path = Path("mpe-results")
+    run_id: str | None = None
+    log_dir: Path | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.instances is not None or self.predictions is not None
+
+    @property
+    def logs(self) -> tuple[Path, str]:
+        """(the log directory, the run's name in it)."""
+        return self.log_dir or self.output.parent / "logs", self.run_id or self.output.resolve().name
+
+    def check(self) -> None:
+        """Both inputs given, and the output and log directories writable: before any job runs."""
+        if self.instances is None or self.predictions is None:
+            raise CoHardenError("batch mode needs both --instances and --predictions")
+        for flag, where in (("--output", self.output), ("--log-dir", self.logs[0])):
+            if why := unwritable(where, directory=True):
+                raise CoHardenError(f"{flag}: {why}")
+
+
+batch_options = option_group(BatchOptions, {
+    "instances": Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")],
+    "predictions": Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")],
+    "output": Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")],
+    "run_id": Annotated[str | None, typer.Option("--run-id", help="Batch: the run's name in the log directory "
+                                                 "(default: the --output directory's name).")],
+    "log_dir": Annotated[Path | None, typer.Option("--log-dir", help="Batch: per-instance log folders go in "
+                                                   "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
+                                                   "run_instance.log), as the SWE-bench harness's (default: "
+                                                   "logs/ beside the --output directory).")],
+}, "batch")
+
+
 @app.command()
 @cli_errors
 @run_options
+@batch_options
 @mpe_options()
 @llm_options(ModelOpt, "llm_opts")
 @engine_options()
@@ -227,15 +271,7 @@ def mpe(
     = "golden",
     reference: Annotated[str, typer.Option("--reference", "-r", help="Reference test (default: golden).")]
     = "golden",
-    instances: Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")] = None,
-    predictions: Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")] = Path("mpe-results"),
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Batch: the run's name in the log directory "
-                                               "(default: the --output directory's name).")] = None,
-    log_dir: Annotated[Path | None, typer.Option("--log-dir", help="Batch: per-instance log folders go in "
-                                                 "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
-                                                 "run_instance.log), as the SWE-bench harness's (default: logs/ "
-                                                 "beside the --output directory).")] = None,
+    batch: BatchOptions = BatchOptions(),
     mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
     workers: WorkersOpt = None,
@@ -256,26 +292,20 @@ def mpe(
     from coharden.execution.store import Store
 
     settings = run.settings(workers=workers)
-    if not engine.local and instances is None:
+    if not engine.local and batch.instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
-    if instances is not None and (why := unwritable(output, directory=True)):  # before any job runs
-        raise CoHardenError(f"--output: {why}")
-    logs = (log_dir or output.parent / "logs", run_id or output.resolve().name)
-    if instances is not None and (why := unwritable(logs[0], directory=True)):
-        raise CoHardenError(f"--log-dir: {why}")
+    if batch.given:
+        batch.check()
     sources = mpe_opts.sources
     llm = _llm_mutator(settings, mpe_opts, llm_opts) if "llm" in sources else None
     mpe_cfg = mpe_opts.config(settings, workers=settings.workers, mechanical="mechanical" in sources,
                               llm_model=llm.client.config.model if llm is not None else None,
                               llm_operators=llm.settings.operators if llm is not None else ())
-    if instances is not None or predictions is not None:
-        if instances is None or predictions is None:
-            raise CoHardenError("batch mode needs both --instances and --predictions")
+    if batch.given:
         if llm is not None and not engine.local:
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
-        _mpe_batch(instances, predictions, output, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json,
-                   engine, logs=logs)
+        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json, engine)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -356,15 +386,18 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     return result
 
 
-def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
-               config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
-               cutoffs: str | None, as_json: bool, engine_opts: EngineOptions = EngineOptions(),
-               logs: tuple[Path, str] | None = None) -> None:
+def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,  # type: ignore[no-untyped-def]
+               llm_mutator, cutoffs: str | None, as_json: bool,  # type: ignore[no-untyped-def]
+               engine_opts: EngineOptions = EngineOptions()) -> None:
     from coharden.evaluation.runner import load_eval_instances
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
     from coharden.schema.prediction import check_one_per_instance, load_predictions, unknown_ids_message
 
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+    instances, predictions = batch.instances, batch.predictions
+    if instances is None or predictions is None:
+        raise CoHardenError("batch mode needs both --instances and --predictions")
+    output, logs = batch.output, batch.logs
     records = load_eval_instances(instances, settings.cache_dir)  # a records file or instance directories
     preds = load_predictions(predictions)
     check_one_per_instance(preds, predictions)
@@ -397,8 +430,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
         return
     print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
                  summary["classes"])
-    if logs is not None:
-        console.print(f"per-instance logs: {logs[0] / logs[1]}/MODEL/INSTANCE_ID/", highlight=False)
+    console.print(f"per-instance logs: {logs[0] / logs[1]}/MODEL/INSTANCE_ID/", highlight=False)
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
         cut_table.add_column(col)

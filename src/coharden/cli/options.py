@@ -2,7 +2,8 @@
 
 Groups (each a dataclass a command declares as one parameter, spelled out by :func:`option_group`): the run
 options (repos, config, timeout, python, store; in :mod:`coharden.cli.common`), the LLM group (model, endpoint,
-record/replay store and mode, cost caps, sampling; ``common.llm_options``), the MPE group (operators, mutants per
+record/replay store and mode, cost caps, sampling: :class:`LLMOptions`, and :func:`llm_client` built from it),
+the MPE group (operators, mutants per
 operator, seed, tau, the estimate, mutator, LLM samples: :class:`MPEOptions`) and the engine group (executor,
 address: :class:`EngineOptions`). What a user sets rarely is a setting of the config file instead
 (``-c KEY=VALUE``, ``[tool.coharden]``). A command takes the aliases it needs; where a flag means
@@ -35,6 +36,7 @@ from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU
 if TYPE_CHECKING:
     from coharden.config import Settings
     from coharden.execution.engine import Engine
+    from coharden.llm import Ledger, LLMClient, LLMConfig
     from coharden.schema.mpe_config import MPEConfig
     from coharden.schema.mutant import Operator
 
@@ -189,6 +191,86 @@ TemperatureOpt = Annotated[float | None, ranged("--temperature", help="LLM sampl
 MaxTokensOpt = Annotated[int | None, ranged("--max-tokens", help="LLM completion token limit (a reply reaching it "
                                             "is rejected as truncated).", lo=1)]
 StepLimitOpt = Annotated[int, ranged("--step-limit", help="Model calls per agent run (0: no limit).", lo=0)]
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode and,
+    where the command takes them, --budget-usd, --instance-budget-usd, --temperature, --max-tokens (declared as
+    one parameter with :func:`llm_options`)."""
+
+    model: str | None = None
+    api_base: str | None = None
+    llm_store: Path | None = None
+    llm_mode: str = "auto"
+    budget_usd: float | None = None
+    instance_budget_usd: float | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    @property
+    def configured(self) -> bool:
+        """A model is named (by --model or ``$COHARDEN_LLM_MODEL``)."""
+        return bool(self.model or os.environ.get("COHARDEN_LLM_MODEL"))
+
+    def client(self, default_store: Path, *, required: bool = False, what: str = "this command",
+               ledger: Ledger | None = None, model: str | None = None) -> LLMClient | None:
+        """A client from these flags and ``COHARDEN_LLM_*`` (``model`` instead of --model where a command has
+        a second one); None when no model is named (and none is required)."""
+        if not (model or self.configured) and not required:
+            return None
+        return llm_client(model=model or self.model, api_base=self.api_base, llm_store=self.llm_store,
+                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd,
+                          instance_budget_usd=self.instance_budget_usd, ledger=ledger, what=what,
+                          temperature=self.temperature, max_tokens=self.max_tokens)
+
+
+def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, instance_budget: bool = False,
+                sampling: bool = False) -> Callable[[F], F]:
+    """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets the model options in that place;
+    ``model`` is the command's ``--model`` alias (its help says what the model is for); ``budget``: the run's
+    cost cap, ``instance_budget``: a cap per instance, ``sampling``: --temperature and --max-tokens."""
+    aliases: dict[str, Any] = {"model": model, "api_base": ApiBaseOpt}
+    if sampling:
+        aliases |= {"max_tokens": MaxTokensOpt, "temperature": TemperatureOpt}
+    aliases |= {"llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt}
+    if budget:
+        aliases["budget_usd"] = BudgetOpt
+    if instance_budget:
+        aliases["instance_budget_usd"] = InstanceBudgetOpt
+    return option_group(LLMOptions, aliases, param)
+
+
+def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
+               default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
+               ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
+               **config: object) -> LLMClient:
+    """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
+    the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
+    max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
+    clear error."""
+    from pydantic import ValidationError
+
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+
+    try:
+        mode = CacheMode(llm_mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+    try:
+        if llm_config is None:
+            llm_config = LLMConfig.from_env(model=model, api_base=api_base,
+                                            **{k: v for k, v in config.items() if v is not None})
+    except ValidationError as exc:
+        if any(e["loc"] == ("model",) for e in exc.errors()):
+            raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
+        raise CoHardenError(f"LLM configuration: {validation_message(exc)}") from exc
+    budget = None
+    if budget_usd is not None or instance_budget_usd is not None:
+        budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
+    return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
+                     budget=budget, ledger=ledger)
+
 
 # --- the MPE group --------------------------------------------------------------------------------------------
 

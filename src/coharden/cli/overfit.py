@@ -13,21 +13,14 @@ import typer
 from rich.table import Table
 
 from coharden.cli import common
-from coharden.cli.common import (
-    LLMOptions,
-    RunOptions,
-    cli_errors,
-    console,
-    err_console,
-    llm_options,
-    new_app,
-    run_options,
-)
+from coharden.cli.common import RunOptions, cli_errors, console, err_console, new_app, run_options
 from coharden.cli.options import (
     IdOpt,
     IdsOpt,
     JsonOpt,
+    LLMOptions,
     ModelOpt,
+    llm_options,
     output_option,
     ranged,
 )

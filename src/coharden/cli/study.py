@@ -12,26 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from coharden.cli.common import (
-    LLMOptions,
-    RunOptions,
-    cli_errors,
-    console,
-    err_console,
-    llm_options,
-    new_app,
-    run_options,
-)
+from coharden.cli.common import RunOptions, cli_errors, console, err_console, new_app, run_options
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ConfigOpt,
     EngineOptions,
     IdsOpt,
     JsonOpt,
+    LLMOptions,
     ModelOpt,
     MPEOptions,
     TimeoutOpt,
     engine_options,
+    llm_options,
     mpe_options,
     option_group,
     output_option,

@@ -15,16 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import (
-    cli_errors,
-    console,
-    err_console,
-    llm_client,
-    new_app,
-    option_group,
-    print_diff,
-    read_text,
-)
+from coharden.cli.common import cli_errors, console, err_console, new_app, option_group, print_diff, read_text
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ApiBaseOpt,
@@ -36,6 +27,7 @@ from coharden.cli.options import (
     MaxTokensOpt,
     StoreOpt,
     TemperatureOpt,
+    llm_client,
     output_option,
     ranged,
     seed_option,

@@ -10,7 +10,7 @@ Local layout of one environment (``<cache_dir>/envs/<name>-<commit>-<plan digest
     build.log    every install command with its output
 
 Both backends plug into coharden's verdict machinery through :meth:`BuildResult.settings`: a venv sets
-``Settings.python`` to the venv's interpreter; an image sets ``Settings.sandbox = "docker"`` with
+``Settings.python`` to the venv's interpreter; an image sets ``Settings.test_host = "docker"`` with
 ``docker_image`` naming it, and tests run there with the checkout under test mounted over ``/testbed`` (the
 editable install in the image points at ``/testbed``, so the mounted checkout is the code that runs).
 """
@@ -247,7 +247,7 @@ def docker_available(timeout: float = 20.0) -> tuple[bool, str]:
 
 
 class DockerBuilder:
-    """Images ``coharden-env:<key>`` built from :func:`render_dockerfile` (tests then run in the Docker sandbox
+    """Images ``coharden-env:<key>`` built from :func:`render_dockerfile` (tests then run on the Docker test host
     of :mod:`coharden.execution.docker`)."""
 
     backend = "docker"

@@ -134,7 +134,7 @@ def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, setti
     image = run_settings.docker_image if build.backend == "docker" else None
     if use_mock and image is not None:
         # the container has no network, so it cannot reach a mock on the host; the image bakes in plan.env
-        report.notes.append("mock services are not available inside the Docker sandbox (no network)")
+        report.notes.append("mock services are not available inside the Docker container (no network)")
         use_mock = False
     if use_mock:
         run_settings = loopback_only_settings(run_settings)
