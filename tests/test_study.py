@@ -150,7 +150,7 @@ def test_wrong_fix_summary_counts_only_fixes_the_golden_test_rejects() -> None:
     fixes = [_fix("a", "wrong", "w-a", golden="FAIL", Otter="PASS", AssertFlip="FAIL"),
              _fix("b", "wrong", "w-b", golden="PASS", Otter="PASS"),  # golden accepts: not counted
              _fix("c", "wrong", "w-c", golden="FAIL", Otter="COLLECTION_ERROR", AssertFlip="PASS")]
-    out = summarize_wrong_fixes(grades, fixes, ["Otter", "AssertFlip"])
+    out = summarize_wrong_fixes(grades, fixes, ["Otter", "AssertFlip"], tau=0.202)
     assert out["golden_rejects"] == 2
     assert out["golden_accepts"] == ["b"]
     v = out["validity"]

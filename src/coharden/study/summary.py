@@ -173,7 +173,7 @@ def repo_of(instance_id: str) -> str:
 
 
 def summarize_wrong_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequence[dict[str, Any]],
-                          systems: Sequence[str], tau: float = PAPER_TAU) -> dict[str, Any]:
+                          systems: Sequence[str], tau: float) -> dict[str, Any]:
     graded = graded_tests(grade_rows)
     per_fix = []
     validity_rows = []
@@ -287,7 +287,7 @@ def summarize_timing(golden_rows: Sequence[dict[str, Any]], grade_rows: Sequence
 
 
 def summarize(rows: dict[str, list[dict[str, Any]]], data: StudyData, systems: Sequence[str],
-              tau: float = PAPER_TAU) -> dict[str, Any]:
+              tau: float) -> dict[str, Any]:
     return {
         "verify": summarize_verify(rows["verify"]),
         "golden": summarize_golden(rows["golden"]),
