@@ -440,12 +440,12 @@ def test_forged_recorder_lines_never_reach_mutants(make_executor, example: Local
     """The recorder writes its records into the worktree, where the test under record can append its own:
     a code-injecting parameter name, a path out of the repository, a foreign receiver name and garbage are
     dropped; the real records stay."""
-    from coharden.mutation import input_specific_shortcut
+    from coharden.mutation.context import record_targets
     from coharden.mutation.pool import fix_context, record_calls
 
     ex = make_executor()
     inst = example.instance
-    targets = input_specific_shortcut.targets(fix_context(ex, inst.patch))
+    targets = record_targets(fix_context(ex, inst.patch))
     assert targets
     target = targets[0]
     forged = [

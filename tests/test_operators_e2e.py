@@ -401,6 +401,31 @@ def test_a_fix_of_module_level_data_is_said_to_touch_no_function(tmp_path: Path)
     assert not any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
 
 
+PT = {
+    "pt/__init__.py": "",
+    "pt/point.py": ("class Point:\n    def __init__(self, x):\n        self.x = x\n\n"
+                    "    def __mul__(self, k):\n        return Point(self.x * k)\n"),
+    "tests/__init__.py": "",
+    "tests/test_pt.py": "def test_old():\n    pass\n",
+}
+PT_FIXED = PT["pt/point.py"] + "\n    def __rmul__(self, k):\n        return self * k\n"
+PT_TEST = ("from pt.point import Point\n\n\ndef test_old():\n    pass\n\n\n"
+           "def test_rmul():\n    assert (Point(2) * 3).x == 6\n    assert (3 * Point(2)).x == 6\n")
+
+
+def test_a_fix_that_only_adds_a_method_is_said_to_add_one(tmp_path: Path) -> None:
+    """sympy-17655: the fix only adds ``Point.__rmul__``; the recorder watches ``Point.__mul__``, the method
+    beside the insertion, whose outcomes are equal on both codes, and the pool said ``outcomes_equal`` as if
+    the changed function had been recorded. The reason names the added function and the recorded neighbour."""
+    pool = _golden_input_pool(tmp_path / "pt", PT, ("pt/point.py", PT_FIXED), ("tests/test_pt.py", PT_TEST),
+                              "tests/test_pt.py::test_rmul")
+    reason = pool.summary()["no_revealing_input"]
+    assert reason["reason"] == "adds_function", reason
+    assert "Point.__rmul__" in reason["detail"], reason
+    assert "Point.__mul__" in reason["detail"], reason
+    assert any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
+
+
 def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:
     """The golden test against itself shares one recording; when it is cut short (sympy-17655 timed out),
     its failure was warned about once per test, so every failure was said twice."""

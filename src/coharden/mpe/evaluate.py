@@ -37,12 +37,12 @@ from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
+from coharden.mutation.context import record_targets
 from coharden.mutation.pool import (
     MECHANICAL_OPERATORS,
     Pool,
     build_pool,
     fix_context,
-    record_targets,
     recordings_needed,
 )
 from coharden.mutation.registry import BUGGY_RECORDS

@@ -22,16 +22,11 @@ import libcst as cst
 
 from coharden import pysource
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FixContext, functions_touched
+from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import rewrite_transplanted
 from coharden.mutation.recorder_values import DECODER, decode_expr, decoder_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
-
-
-def targets(ctx: FixContext) -> list[dict[str, str]]:
-    """Functions to record: those the fix touches that also exist in the buggy code."""
-    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]
 
 
 def value_expr(enc: str) -> str:

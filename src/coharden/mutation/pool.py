@@ -16,7 +16,15 @@ from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext, function_spans, functions_touched, normalized
+from coharden.mutation.context import (
+    FileChange,
+    FixContext,
+    function_spans,
+    functions_added,
+    functions_changed,
+    normalized,
+    record_targets,
+)
 from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
     FAILED,
     Mapper,
@@ -324,7 +332,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
     _diagnose(pool, [op for op, operator in chosen.items() if FIXED_RECORDS in type(operator).needs], raw,
-              fixed_records, buggy_records, targets)
+              fixed_records, buggy_records, targets, only_adds=_only_adds(ctx))
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
     if called is not None:
@@ -335,7 +343,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
 
 
 def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant], fixed: list[dict[str, Any]],
-              buggy: list[dict[str, Any]], targets: list[dict[str, str]]) -> None:
+              buggy: list[dict[str, Any]], targets: list[dict[str, str]], only_adds: Sequence[str] = ()) -> None:
     """Note why no bug-revealing input was captured, and warn when the input-based operators then made no
     candidate although a test called a touched function (or a recording failed): the pool lacks the kinds of
     wrong fix agents write most (special-casing the example, fixing at the caller), so a Rigorous class
@@ -343,7 +351,7 @@ def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant],
     if not input_operators:
         return
     pool.warnings += [f"recorder failed for {failure}" for failure in failures(fixed, buggy)]
-    pool.input_reason = input_diagnosis(fixed, buggy, targets)
+    pool.input_reason = input_diagnosis(fixed, buggy, targets, only_adds)
     made = {c.operator for c in raw}
     empty = [op.value for op in input_operators if op not in made]
     if pool.input_reason is None or not empty or pool.input_reason[0] in ("not_called", "no_function_touched"):
@@ -355,12 +363,18 @@ def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant],
                          "other operators' mutants only")
 
 
+def _only_adds(ctx: FixContext) -> list[str]:
+    """The functions the fix adds, when it changes no function of the buggy code itself (the recorder then
+    watches only the neighbours of its insertions); [] otherwise."""
+    changes = [c for c in ctx.python_files if c.old]
+    if any(functions_changed(c) for c in changes):
+        return []
+    return [name for c in changes for name in functions_added(c)]
+
+
 def recordings_needed(operators: Sequence[Operator]) -> set[str]:
     """What the chosen operators need recorded (``FIXED_RECORDS`` / ``BUGGY_RECORDS``) before they run."""
     ops = registry()
     return set().union(*(ops[Operator(op)].needs for op in operators))
 
 
-def record_targets(ctx: FixContext) -> list[dict[str, str]]:
-    """Functions the recorder watches: those the fix touches that also exist in the buggy code."""
-    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]

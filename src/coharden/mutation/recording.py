@@ -363,8 +363,27 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
 
 
 def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
-                    targets: list[dict[str, str]] | None = None) -> tuple[str, str] | None:
+                    targets: list[dict[str, str]] | None = None,
+                    only_adds: Sequence[str] = ()) -> tuple[str, str] | None:
     """Why the recordings hold no bug-revealing input, as (reason, detail); None when they hold one.
+
+    ``only_adds``: the functions the fix adds, when it changes none of the recorded ones itself (they are
+    only the neighbours of its insertions, :func:`coharden.mutation.context.functions_changed`). Then any
+    reason below but a failed recording is given as ``adds_function``, with the recorded functions named as
+    neighbours: the calls that reveal the bug go to a function the buggy code does not have.
+    """
+    found = _diagnosis(fixed, buggy, targets)
+    if found is None or not only_adds or found[0] in ("recorder_failed", "no_function_touched"):
+        return found
+    recorded = ", ".join(sorted({t["qualname"] for t in targets or []})[:4])
+    return "adds_function", (f"the fix only adds {', '.join(list(only_adds)[:4])}; the functions recorded "
+                             f"({recorded}) are their neighbours in the buggy file, which the fix does not "
+                             f"change ({found[0]}: {found[1]})")
+
+
+def _diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
+               targets: list[dict[str, str]] | None) -> tuple[str, str] | None:
+    """:func:`input_diagnosis` of recordings of functions the fix changes.
 
     Reasons: ``no_function_touched`` (``targets``, the functions recorded, is empty: the fix changes no
     function of the buggy code, only module-level code or functions it adds, so there was nothing to record
