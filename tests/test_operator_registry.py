@@ -211,7 +211,7 @@ def test_caller_patch_skips_frames_outside_the_repository_in_tests_or_unparseabl
                                     ("caller_patch", "caller_not_found"): 1}
     inputs = _inputs(CALLER_BUGGY, CALLER_FIXED)
     assert not list(registry.get("caller_patch").generate(inputs))
-    assert dict(inputs.skipped) == {("caller_patch", "no_revealing_input"): 1}
+    assert dict(inputs.skipped) == {("caller_patch", "no_caller_recorded"): 1}
 
 
 def test_admission_of_a_mutant_outside_the_fix_that_changes_nothing_is_equals_buggy() -> None:

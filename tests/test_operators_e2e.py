@@ -426,6 +426,43 @@ def test_a_fix_that_only_adds_a_method_is_said_to_add_one(tmp_path: Path) -> Non
     assert any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
 
 
+BOX = {
+    "box/__init__.py": "",
+    "box/core.py": ("class Box:\n    def __init__(self, w):\n        self.w = w\n\n\n"
+                    "def double(n):\n    return n + 2\n\n\ndef area(box):\n    return double(box.w)\n"),
+    "tests/__init__.py": "",
+    "tests/test_box.py": "def test_old():\n    pass\n",
+}
+BOX_FIXED = BOX["box/core.py"].replace("return n + 2", "return n * 2")
+BOX_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_area():\n    assert area(Box(3)) == 6\n")
+
+
+def test_caller_patch_says_its_callers_values_have_no_encoding(tmp_path: Path) -> None:
+    """astropy-14182: the changed function's inputs were recorded, but every call of its caller (an object
+    with no structural representation) was dropped, and caller_patch said only ``no_revealing_input``, as if
+    no caller's outcome had changed. It says ``callers_not_encodable``; the shortcut is still made."""
+    pool = _golden_input_pool(tmp_path / "box", BOX, ("box/core.py", BOX_FIXED), ("tests/test_box.py", BOX_TEST),
+                              "tests/test_box.py::test_area")
+    assert pool.skipped[("caller_patch", "callers_not_encodable")] == 1, pool.summary()
+    assert pool.summary()["generated"].get("input_specific_shortcut", 0) >= 1, pool.summary()
+
+
+def test_caller_diagnosis_tells_equal_outcomes_from_unencodable_and_absent_callers() -> None:
+    from coharden.mutation.recording import caller_diagnosis
+
+    caller = {"kind": "caller", "qualname": "area", "key": "(3,)", "outcome": "return", "value_enc": "6",
+              "path": "box/core.py"}
+    dropped = {"kind": "caller_summary", "qualname": "area", "calls": 1, "dropped": {"address_in_repr": 1},
+               "path": "box/core.py"}
+    in_test = {**caller, "path": "tests/test_box.py"}
+    assert caller_diagnosis([caller], [caller]) == "callers_outcomes_equal"
+    assert caller_diagnosis([dropped], [dropped]) == "callers_not_encodable"
+    assert caller_diagnosis([in_test, dropped], [dropped], lambda p: p.startswith("tests/")) == "callers_not_encodable"
+    assert caller_diagnosis([in_test], [in_test], lambda p: p.startswith("tests/")) == "no_caller_recorded"
+    assert caller_diagnosis([], []) == "no_caller_recorded"
+
+
 def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:
     """The golden test against itself shares one recording; when it is cut short (sympy-17655 timed out),
     its failure was warned about once per test, so every failure was said twice."""

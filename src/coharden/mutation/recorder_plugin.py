@@ -222,7 +222,8 @@ class _Recorder:
             if rec.get("value_enc"):
                 self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = (
                     rec["value_enc"], rec.get("value_obs"))
-        self.dropped: dict[tuple[str, str], dict] = {}  # target -> {(reason, type name): count}
+        self.dropped: dict[tuple[str, str], dict] = {}  # target or caller -> {(reason, type name): count}
+        self.caller_calls: dict[tuple[str, str], int] = {}  # caller -> returns seen
         self.qualnames: dict = {}  # code object -> qualified name (Python < 3.11)
         self.lines: dict[str, dict[int, str]] = {}  # file -> first line of a definition -> qualified name
 
@@ -410,6 +411,7 @@ class _Recorder:
             elif event == "line" and state["exc"] is not None:
                 state["exc"] = None
             elif event == "return":
+                self.caller_calls[key] = self.caller_calls.get(key, 0) + 1
                 self._emit(key, params, args, state["exc"], arg, extra=where)
             return local
 
@@ -428,6 +430,14 @@ class _Recorder:
                    "raised": sorted(self.raised.get(key, ()))}
             if self.capped.get(key):
                 rec["capped"] = self.capped[key]
+            drops = self.dropped.get(key, {})
+            if drops:
+                rec["dropped"], rec["dropped_types"] = _tally(drops)
+            self.out.write(json.dumps(rec) + "\n")
+        # callers (of every target) whose calls went unrecorded: caller_patch says why it has no caller
+        for key in sorted(set(self.caller_calls) | {k for k in self.dropped if k not in self.targets}):
+            rec = {"file": key[0], "qualname": key[1], "kind": "caller_summary",
+                   "calls": self.caller_calls.get(key, 0)}
             drops = self.dropped.get(key, {})
             if drops:
                 rec["dropped"], rec["dropped_types"] = _tally(drops)

@@ -362,6 +362,23 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
     return kept
 
 
+def caller_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
+                     is_test_path: Callable[[str], bool] = lambda path: False) -> str:
+    """Why the recordings hold no caller whose outcome the fix changes, in the repository outside its tests
+    (caller_patch's skip reason): ``callers_outcomes_equal`` (such callers recorded, each with the same
+    outcome on the buggy code), ``callers_not_encodable`` (such callers seen, every call dropped because a
+    value had no safe encoding), ``no_caller_recorded`` (none seen: the tests call the changed function
+    directly, or through code outside the repository)."""
+    def library(rec: dict[str, Any]) -> bool:
+        return rec.get("path") is not None and not is_test_path(rec["path"])
+
+    if any(r["kind"] == "caller" and r.get("key") is not None and library(r) for r in fixed):
+        return "callers_outcomes_equal"
+    if any(r["kind"] == "caller_summary" and r.get("dropped") and library(r) for r in (*fixed, *buggy)):
+        return "callers_not_encodable"
+    return "no_caller_recorded"
+
+
 def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
                     targets: list[dict[str, str]] | None = None,
                     only_adds: Sequence[str] = ()) -> tuple[str, str] | None:
