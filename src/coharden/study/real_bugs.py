@@ -330,50 +330,56 @@ class RealBugsStudy:
     # all -----------------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None, phases: Sequence[str] = ("verify", "golden", "grade")
             ) -> dict[str, list[dict[str, Any]]]:
-        def keep(kind: str, row: dict[str, Any] | None, text: Callable[[dict[str, Any]], str]) -> None:
-            if row is not None:
-                self.rows[kind].append(row)
-            if progress:
-                progress(text(row) if row is not None else "not in the store", 1)
-
         try:
             # one instance at a time through every phase: its checkouts move (and recompile) once, and the
             # golden step's verdicts and recordings are still in the store when its predictions are graded
-            study = set(self.study_ids())
             visit = {"verify", "golden", "grade", "fixes", "imitation"} & set(phases)
             for iid in self.verify_ids() if visit else []:
-                row = self.verify(iid)
-                keep("verify", row, lambda r, i=iid: f"verify {i}: "
-                     f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
-                if iid not in study or row is None or not row.get("fail_to_pass"):
-                    continue
-                if "golden" in phases:
-                    keep("golden", self.golden(iid), lambda r, i=iid: "golden {}: beta {} gamma {}".format(
-                        i, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
-                if "grade" in phases:
-                    for system in self.config.systems:
-                        if iid in self.data.predictions.get(system, {}):
-                            keep("mpe", self.grade(iid, system),
-                                 lambda r, i=iid, s=system: f"{s} {i}: {r.get('test_class', 'error')}")
-                    if iid in self.data.wrong_fixes:
-                        keep("fix", self.fix_verdicts(iid, self.data.wrong_fixes[iid], "wrong"),
-                             lambda r, i=iid: f"wrong fix {i}")
-                    for fix in self.data.correct_fixes.get(iid, []):
-                        keep("fix", self.fix_verdicts(iid, fix, "correct"),
-                             lambda r, f=fix: f"correct fix {f.fix_id}")
-                if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
-                    fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
-                    for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
-                        keep("fix", self.fix_verdicts(iid, fix, kind),
-                             lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
-                if "imitation" in phases and iid in self.data.wrong_fixes:
-                    # study/imitation.py: one shared pool per wrong fix, every test on it
-                    from coharden.study.imitation import imitation_step
-
-                    keep("imitation", imitation_step(self, iid), lambda r, i=iid: f"imitation {i}")
+                self.run_instance(iid, phases, progress)
         finally:
             self.release()
         return self.rows
+
+    def run_instance(self, iid: str, phases: Sequence[str] = ("verify", "golden", "grade"),
+                     progress: Progress | None = None) -> dict[str, list[dict[str, Any]]]:
+        """One instance through ``phases`` (verify first; the rest only when its golden test is F->P here): its
+        rows by kind, also appended to :attr:`rows`. Its executors stay open until the next instance or
+        :meth:`release`."""
+        mine: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.rows}
+
+        def keep(kind: str, row: dict[str, Any] | None, text: Callable[[dict[str, Any]], str]) -> None:
+            if row is not None:
+                self.rows[kind].append(row)
+                mine[kind].append(row)
+            if progress:
+                progress(text(row) if row is not None else "not in the store", 1)
+
+        row = self.verify(iid)
+        keep("verify", row, lambda r: f"verify {iid}: {'F->P' if r.get('fail_to_pass') else 'not F->P'}")
+        if iid not in set(self.study_ids()) or row is None or not row.get("fail_to_pass"):
+            return mine
+        if "golden" in phases:
+            keep("golden", self.golden(iid), lambda r: "golden {}: beta {} gamma {}".format(
+                iid, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
+        if "grade" in phases:
+            for system in self.config.systems:
+                if iid in self.data.predictions.get(system, {}):
+                    keep("mpe", self.grade(iid, system),
+                         lambda r, s=system: f"{s} {iid}: {r.get('test_class', 'error')}")
+            if iid in self.data.wrong_fixes:
+                keep("fix", self.fix_verdicts(iid, self.data.wrong_fixes[iid], "wrong"), lambda r: f"wrong fix {iid}")
+            for fix in self.data.correct_fixes.get(iid, []):
+                keep("fix", self.fix_verdicts(iid, fix, "correct"), lambda r, f=fix: f"correct fix {f.fix_id}")
+        if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
+            fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
+            for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
+                keep("fix", self.fix_verdicts(iid, fix, kind), lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
+        if "imitation" in phases and iid in self.data.wrong_fixes:
+            # study/imitation.py: one shared pool per wrong fix, every test on it
+            from coharden.study.imitation import imitation_step
+
+            keep("imitation", imitation_step(self, iid), lambda r: f"imitation {iid}")
+        return mine
 
 
 def _flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:
