@@ -49,6 +49,10 @@ def _num(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     def cell(v: Any) -> str:
         return str(v).replace("|", "\\|").replace("\n", " ")
@@ -153,17 +157,18 @@ def render(summary: dict[str, Any], figure: str | None, dataset: str) -> str:
     if scale["estimate_core_seconds"] is None:
         out += ["No graded pair yet: no cost to scale from.", ""]
     else:
-        hours = ", ".join(f"{c} cores {scale['hours_on'][c]:.1f} h" for c in SCALING_CORES)
+        hours = ", ".join(f"{c} cores {_duration(scale['hours_on'][c] * 3600)}" for c in SCALING_CORES)
         out += [f"On paper: {scale['pairs']} (instance, system) pairs with a prediction on instances that can "
-                f"run here (of {scale['all_pairs']} with a prediction in all) x the median cost of one pair "
-                f"({scale['pair_median_core_seconds']:.0f} core-seconds: the MPE step's wall time x its workers) + "
-                f"{scale['instances']} golden checks x their median ({_num(scale['verify_median_seconds'], 0)} s) "
-                f"= {scale['estimate_core_seconds'] / 3600:.1f} core-hours: {hours}; one hour needs about "
-                f"{scale['cores_for_one_hour']:.0f} cores (`--executor ray`, one job per instance). Measured so "
-                f"far: {scale['measured_pairs']} pairs and their golden checks took "
-                f"{scale['measured_core_seconds'] / 3600:.2f} core-hours. Not included: building each "
-                "repository version's environment once per node, and the reference test's runs that the first "
-                "system graded on an instance pays and later ones reuse (so the median is of a mix).", ""]
+                f"run here (of {scale['all_pairs']} with a prediction in all) x the median cost of one graded F->P "
+                f"pair ({_num(scale['pair_median_core_seconds'], 1)} core-seconds: the MPE step's wall time x its "
+                f"workers) + {scale['instances']} golden checks x their median "
+                f"({_num(scale['verify_median_seconds'], 1)} s) = {_duration(scale['estimate_core_seconds'])} of "
+                f"one core: {hours}; one hour needs about {max(1, round(scale['cores_for_one_hour']))} cores "
+                f"(`--executor ray`, one job per instance). Measured so far: {scale['measured_pairs']} evaluated "
+                f"pairs and their golden checks took {_duration(scale['measured_core_seconds'])} of one core. The "
+                "estimate errs high where tests are Invalid or not F->P (they cost next to nothing) and leaves out "
+                "building each repository version's environment once per node; the first system graded on an "
+                "instance pays the reference test's runs on the mutants, later ones reuse them.", ""]
     # configuration -------------------------------------------------------------------------------------------
     out += ["## Configuration", ""]
     for key, entry in summary["configs"].items():

@@ -143,12 +143,18 @@ def assertflip_lax(rows: Sequence[dict[str, Any]], system: str = "AssertFlip") -
 def scaling(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The cost of the whole table on paper: (instances x systems) pairs x the median cost of one pair, plus one
     golden check per instance, over a number of cores; beside what the dataset's rows measured."""
+    def cost(r: dict[str, Any]) -> float:  # core-seconds: the step's wall time x the MPE workers it had
+        return float(r["seconds"]) * int(r["config"].get("workers") or 1)
+
     evaluated = [r for r in rows if r["status"] in EVALUATED and r.get("seconds") is not None]
-    pair_costs = [float(r["seconds"]) * int(r["config"].get("workers") or 1) for r in evaluated]
+    pair_costs = [cost(r) for r in evaluated]
+    # the median of the pairs MPE ran (an Invalid test or one that is not F->P costs next to nothing): the
+    # estimate errs high where many predictions are not F->P
+    graded = [cost(r) for r in evaluated if r["status"] == "graded" and r.get("fail_to_pass")]
     verify = {r["instance_id"]: float(r["verify_seconds"]) for r in rows if r.get("verify_seconds") is not None}
     runnable = [r for r in rows if r.get("has_prediction") and r["status"] not in ("unreachable", "env_unverified")]
     instances = {r["instance_id"] for r in runnable}
-    pair_median, verify_median = stats.median(pair_costs), stats.median(verify.values())
+    pair_median, verify_median = stats.median(graded or pair_costs), stats.median(verify.values())
     total = None
     if pair_median is not None:
         total = len(runnable) * pair_median + len(instances) * (verify_median or 0.0)
