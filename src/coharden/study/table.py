@@ -105,7 +105,11 @@ class TableData:
     notes: list[str] = field(default_factory=list)
 
     def universe(self, system: str) -> set[str]:
-        return self.benchmarks[self.systems[system].benchmark] & set(self.instances)
+        """The instances ``system`` is graded on: its benchmark's, with a record."""
+        cache = self.__dict__.setdefault("_universe", {})
+        if system not in cache:
+            cache[system] = self.benchmarks[self.systems[system].benchmark] & set(self.instances)
+        return cache[system]
 
     def ordered_ids(self) -> list[str]:
         """Every instance of some system's benchmark, by (repository, version, id): the instances of one
