@@ -328,6 +328,13 @@ def test_a_rerun_resumes_and_the_report_needs_only_the_dataset(serial: dict[str,
     assert "1 instances run, 1 already done, 1 left" in resumed.output.replace("\n", " ")
     assert _stable(_by_pair(cut / "table.jsonl")) == _stable(_by_pair(dataset))
 
+    # --limit: at most N instances run now (in table order the broken one comes first), the others stay pending
+    limited = _cli(serial["inputs"], tmp_path / "limited", serial["store"], "--limit", "1")
+    assert limited.exit_code == 0, limited.output
+    assert "1 instances run, 0 already done, 2 left" in limited.output.replace("\n", " ")
+    pending = {pair for pair, r in _by_pair(tmp_path / "limited" / "table.jsonl").items() if r["status"] == "pending"}
+    assert {i for i, _ in pending} == {"example__throttle-1", "example__tinyexpr-1"}
+
     # the report from the dataset alone: no data directory, no clones, no store
     from typer.testing import CliRunner
 
