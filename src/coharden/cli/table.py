@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,6 +32,9 @@ from coharden.cli.options import (
 )
 from coharden.cli.study import system_files
 from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.study.table import Dataset
 
 
 @cli_errors
@@ -105,7 +108,7 @@ def study_table(
                   f"{cov['done']} of {cov['reachable']} reachable instances done)", markup=False, highlight=False)
 
 
-def _make(dataset, data: Path, repos: Path, envcheck: Path | None, python: str | None,  # type: ignore[no-untyped-def]
+def _make(dataset: Dataset, data: Path, repos: Path, envcheck: Path | None, python: str | None,
           only_repo: list[str], only: list[str], limit: int | None, systems: str | None, system_file: list[str],
           per_operator: int | None, paper_classes: bool, confidence: float, max_mutants: int | None,
           seed: int | None, tau: float | None, workers: int, executor: str, address: str | None, bytecode: bool,

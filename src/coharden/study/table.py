@@ -191,7 +191,7 @@ def load_table_data(data_dir: Path, repos_dir: Path, *, envcheck: Path | None, p
         mine: dict[str, str] = {}
         outside = 0
         for row in _lines(Path(system.file)):
-            iid = row.get("instance_id")
+            iid = str(row.get("instance_id"))
             if iid not in universe:
                 outside += 1
                 continue
@@ -332,7 +332,7 @@ def environment_rows(data: TableData, iid: str, status: str, reason: str, run: d
 def instance_rows(data: TableData, iid: str, steps: dict[str, list[dict[str, Any]]], run: dict[str, Any],
                   test_patterns: Sequence[str]) -> list[dict[str, Any]]:
     """The rows of an instance that ran, from its study step rows (``verify``, ``mpe``)."""
-    verify = (steps.get("verify") or [None])[0]
+    verify: dict[str, Any] | None = next(iter(steps.get("verify") or []), None)
     graded = {r["system"]: r for r in steps.get("mpe", [])}
     rows = []
     for system in data.systems_of(iid):
