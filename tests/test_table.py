@@ -82,6 +82,9 @@ def test_the_dataset_is_appended_the_last_row_wins_and_a_cut_line_is_dropped(tmp
     dataset = Dataset(path)
     assert dataset.append([_row("a-1", "S", "pending"), _row("a-2", "S", "pending")]) == 2
     assert dataset.append([_row("a-1", "S", "pending", seconds=3.0)]) == 0  # the same row, times aside
+    other_workers = _row("a-1", "S", "pending")
+    other_workers["config"] = {**other_workers["config"], "workers": 8}
+    assert dataset.append([other_workers]) == 0  # and settings that change no result
     assert dataset.append([_row("a-1", "S", "graded", **{"class": "Lax"})]) == 1
     assert dataset.done("a-1", ["S"], "k")
     assert not dataset.done("a-2", ["S"], "k")

@@ -464,7 +464,11 @@ class Dataset:
 
 
 def _stable(row: dict[str, Any] | None) -> Any:
-    return None if row is None else {k: v for k, v in row.items() if k not in VOLATILE}
+    """What makes a row news: not its times or coharden's revision, and of its configuration only the key (a
+    rerun with more workers or another time limit does not write every row again)."""
+    if row is None:
+        return None
+    return {k: (v.get("key") if k == "config" else v) for k, v in row.items() if k not in VOLATILE}
 
 
 def latest_rows(path: Path) -> list[dict[str, Any]]:
