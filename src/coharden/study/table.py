@@ -536,11 +536,15 @@ def run_table(data: TableData, settings: Settings, config: TableConfig, dataset:
         if progress:
             progress(f"{iid}: " + ", ".join(f"{r['system']} {r['class'] or r['status']}" for r in rows), 1)
 
-    if engine is None:
-        with RealBugsStudy(data.study_data(todo), settings, Store(settings.store), study_config) as study:
-            for iid in todo:
-                arrived(iid, study.run_instance(iid, PHASES))
-    elif todo:
+    if engine is None and todo:
+        store = Store(settings.store)
+        try:
+            with RealBugsStudy(data.study_data(todo), settings, store, study_config) as study:
+                for iid in todo:
+                    arrived(iid, study.run_instance(iid, PHASES))
+        finally:
+            store.close()
+    elif todo and engine is not None:
         from coharden.study.distributed import study_instance_job
 
         jobs = [(study_instance_job, (data.study_data([iid]), settings, study_config, iid, list(PHASES)))
