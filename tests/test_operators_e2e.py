@@ -426,15 +426,15 @@ def test_a_fix_that_only_adds_a_method_is_said_to_add_one(tmp_path: Path) -> Non
     assert any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
 
 
-BOX = {
+AREA = {
     "box/__init__.py": "",
     "box/core.py": ("class Box:\n    def __init__(self, w):\n        self.w = w\n\n\n"
                     "def double(n):\n    return n + 2\n\n\ndef area(box):\n    return double(box.w)\n"),
     "tests/__init__.py": "",
     "tests/test_box.py": "def test_old():\n    pass\n",
 }
-BOX_FIXED = BOX["box/core.py"].replace("return n + 2", "return n * 2")
-BOX_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\n"
+AREA_FIXED = AREA["box/core.py"].replace("return n + 2", "return n * 2")
+AREA_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\n"
             "def test_area():\n    assert area(Box(3)) == 6\n")
 
 
@@ -442,7 +442,7 @@ def test_caller_patch_says_its_callers_values_have_no_encoding(tmp_path: Path) -
     """astropy-14182: the changed function's inputs were recorded, but every call of its caller (an object
     with no structural representation) was dropped, and caller_patch said only ``no_revealing_input``, as if
     no caller's outcome had changed. It says ``callers_not_encodable``; the shortcut is still made."""
-    pool = _golden_input_pool(tmp_path / "box", BOX, ("box/core.py", BOX_FIXED), ("tests/test_box.py", BOX_TEST),
+    pool = _golden_input_pool(tmp_path / "box", AREA, ("box/core.py", AREA_FIXED), ("tests/test_box.py", AREA_TEST),
                               "tests/test_box.py::test_area")
     assert pool.skipped[("caller_patch", "callers_not_encodable")] == 1, pool.summary()
     assert pool.summary()["generated"].get("input_specific_shortcut", 0) >= 1, pool.summary()
