@@ -104,10 +104,12 @@ def reach_pass(executor: InstanceExecutor, fix: str, test: TestPatch) -> Reach:
         out = root / ".coharden-reach.json"  # the worktree: writable in the test sandbox
         env = {PLUGIN_PATH: str(plugin_dir), "COHARDEN_REACH_ROOT": str(root), "COHARDEN_REACH_OUT": str(out)}
         run = executor.run_raw(fix, test, extra_args=["-p", PLUGIN_MODULE], extra_env=env, readable=[plugin_dir])
-        outcome = verdict_for(list(test.ids), run).outcome.value
-        if run.timed_out or not os.path.lexists(out):
-            return Reach(complete=False, why="the reach run timed out" if run.timed_out else
-                         "the reach run wrote no result", outcome=outcome)
+        verdict = verdict_for(list(test.ids), run)
+        outcome = verdict.outcome.value
+        if not verdict.admissible:  # no second outcome to compare (not "flaky": the run said nothing)
+            return Reach(complete=False, why=f"the reach run ended {verdict.short()[:200]}")
+        if not os.path.lexists(out):
+            return Reach(complete=False, why="the reach run wrote no result", outcome=outcome)
         try:  # the test may have swapped it for a link to a host file or a fifo
             data = json.loads(read_text(out, anchor=root))
         except (OSError, ValueError) as exc:
