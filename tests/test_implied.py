@@ -21,7 +21,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import load_local, resolve_repo
 from coharden.mpe.evaluate import MPEResult, evaluate
-from coharden.mpe.implied import UNREACHED, changed_functions, mutant_files, reach_pass
+from coharden.mpe.implied import UNREACHED, Implied, changed_functions, mutant_files, reach_pass
 from coharden.patches import make_patch as diff_of
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
@@ -152,6 +152,15 @@ def test_a_mutant_s_files_are_read_back_exactly_from_its_patch() -> None:
     mutant = Mutant(id="m-1", operator=Operator.INCOMPLETE_FIX, description="", location="p.py:5", patch=patch)
     assert mutant_files(mutant, base.get) == new
     assert mutant_files(mutant, {"p.py": "something else\n", "q.py": "x = 1"}.get) is None
+
+
+def test_a_mutant_that_leaves_a_file_of_the_fix_at_its_base_changes_that_file() -> None:
+    base = {"a.py": "def f():\n    return 1\n", "b.py": "def g():\n    return 1\n"}
+    fixed = {"a.py": "def f():\n    return 2\n", "b.py": "def g():\n    return 2\n"}
+    only_a = diff_of([("a.py", base["a.py"], fixed["a.py"])])  # b.py's part of the fix dropped
+    mutant = Mutant(id="m-1", operator=Operator.INCOMPLETE_FIX, description="", location="a.py:2", patch=only_a)
+    decider = Implied("", fixed, base.get, {})
+    assert decider.changes(mutant) == [("b.py", 1, 1, "g", "g")]
 
 
 # --- the reach pass ------------------------------------------------------------------------------------------------

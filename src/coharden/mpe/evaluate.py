@@ -210,7 +210,8 @@ class MPEResult(BaseModel):
         return [r for r in self.mutants if r.cell is Cell.BETA]
 
     def to_json(self, *, timings: bool = True) -> dict:
-        data = self.model_dump(mode="json", exclude={"timings", "time_limits"} if not timings else set())
+        # runs made / cached depend on what the store held, like timings on the machine
+        data = self.model_dump(mode="json", exclude={"timings", "time_limits", "runs"} if not timings else set())
         for verdict_key in ("candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
             _strip_verdict(data[verdict_key], timings)
         for m in data["mutants"]:

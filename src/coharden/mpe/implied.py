@@ -270,10 +270,9 @@ class Implied:
         files = mutant_files(mutant, self.base)
         if files is None:
             return None
-        fixed = {path: self.fixed_files[path] if path in self.fixed_files else (self.base(path) or "")
-                 for path in files}
-        fixed.update({p: c for p, c in self.fixed_files.items() if p not in files})
-        mutated = {**fixed, **files}
+        # a mutant's patch is a diff from the base commit: a file of the fix it leaves out is at its base content
+        fixed = {**{path: self.base(path) or "" for path in files}, **self.fixed_files}
+        mutated = {**{path: self.base(path) or "" for path in self.fixed_files}, **files}
         return changed_functions(fixed, mutated)
 
     def promising(self, mutants: Sequence[Mutant], called: set[tuple[str, str]] | None) -> int:
