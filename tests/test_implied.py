@@ -170,12 +170,14 @@ def test_the_reach_pass_sees_import_fixtures_and_calls_and_no_more(tmp_path: Pat
     with _executor(inst, repo, tmp_path, "s") as ex:
         golden = ex.golden_test()
         reach = reach_pass(ex, inst.patch, golden)
-        assert reach.complete, reach.why
-        assert reach.outcome == "PASS"
-        names = {name for path, _, name in reach.reached if path == "m/__init__.py"}
-        # at_import runs while the test module imports m (collection), in_fixture in a fixture's setup
-        assert {"helper", "used", "at_import", "in_fixture"} <= names
-        assert "unused" not in names
+        traced = reach_pass(ex, inst.patch, golden, backend="settrace")  # the tracer of Pythons before 3.12
+        for seen in (reach, traced):
+            assert seen.complete, seen.why
+            assert seen.outcome == "PASS"
+            names = {name for path, _, name in seen.reached if path == "m/__init__.py"}
+            # at_import runs while the test module imports m (collection), in_fixture in a fixture's setup
+            assert {"helper", "used", "at_import", "in_fixture"} <= names
+            assert "unused" not in names
         assert not reach.cached
         assert reach_pass(ex, inst.patch, golden).cached  # kept in the store
         spawner = ex.test_patch(_candidate(repo, """\
@@ -187,6 +189,51 @@ def test_the_reach_pass_sees_import_fixtures_and_calls_and_no_more(tmp_path: Pat
         spawned = reach_pass(ex, inst.patch, spawner)
     assert not spawned.complete  # what the other process ran is not seen: nothing may be implied from it
     assert "another process" in spawned.why
+
+
+def _python_312() -> str | None:
+    """An interpreter with ``sys.monitoring`` (3.12+), for the plugin's other backend."""
+    import shutil
+    import subprocess
+
+    found = sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.1[2-9]*/bin/python"))
+    found += [w for w in (shutil.which(f"python3.{minor}") for minor in (12, 13, 14)) if w]
+    for python in found:
+        check = subprocess.run([python, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                               capture_output=True, check=False)
+        if check.returncode == 0:
+            return python
+    return None
+
+
+def test_the_reach_plugin_s_monitoring_backend_notes_each_function_once(tmp_path: Path) -> None:
+    """The plugin without pytest (it only needs it for its hook): sys.monitoring on Python 3.12+."""
+    import shutil
+    import subprocess
+
+    python = _python_312()
+    if python is None:
+        pytest.skip("no Python 3.12+ interpreter here (sys.monitoring)")
+    root = tmp_path / "root"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("def a():\n    return b()\n\n\ndef b():\n    return 1\n\n\n"
+                                              "def never():\n    return 2\n\n\nX = a()\n")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "src" / "coharden" / "mpe" / "reach_plugin.py",
+                plugins / "coharden_reach.py")
+    out = tmp_path / "reach.json"
+    script = "import coharden_reach, pkg\nfor _ in range(3): pkg.b()\ncoharden_reach._finish()\n"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{plugins}{os.pathsep}{root}",
+           "COHARDEN_REACH_ROOT": str(root), "COHARDEN_REACH_OUT": str(out)}
+    subprocess.run([python, "-c", script], env=env, check=True, cwd=tmp_path)
+    data = json.loads(out.read_text())
+    assert data["backend"] == "monitoring"
+    assert data["complete"], data["why"]
+    assert sorted(name for _, name in data["reached"]["pkg/__init__.py"]) == ["<module>", "a", "b"]
+    spawning = "import coharden_reach, os\nos.system('true')\ncoharden_reach._finish()\n"
+    subprocess.run([python, "-c", spawning], env=env, check=True, cwd=tmp_path)
+    assert not json.loads(out.read_text())["complete"]
 
 
 # --- implied runs ----------------------------------------------------------------------------------------------------

@@ -84,13 +84,14 @@ class Reach:
         return (path, line, name) in self.reached or (path, first, name) in self.reached
 
 
-def reach_pass(executor: InstanceExecutor, fix: str, test: TestPatch) -> Reach:
-    """The reach pass of ``test`` on base + ``fix`` (stored in the executor's store when complete)."""
+def reach_pass(executor: InstanceExecutor, fix: str, test: TestPatch, *, backend: str | None = None) -> Reach:
+    """The reach pass of ``test`` on base + ``fix`` (stored in the executor's store when complete); ``backend``:
+    ``settrace`` forces the tracer of interpreters before 3.12 (the store is then neither read nor written)."""
     if executor.settings.runner != "pytest" or executor.image is not None:
         return Reach(complete=False, why=f"no reach pass with the {executor.settings.runner} runner"
                      + (" in Docker" if executor.image else ""))
     key = content_key(REACH_KIND, REACH_VERSION, executor.key(fix, test), text_key(PLUGIN.read_text()))
-    store = executor.store
+    store = executor.store if backend is None else None
     if store is not None:
         cached = store.get_record(REACH_KIND, key)
         if cached is not None:
@@ -102,7 +103,8 @@ def reach_pass(executor: InstanceExecutor, fix: str, test: TestPatch) -> Reach:
         shutil.copy(PLUGIN, plugin_dir / f"{PLUGIN_MODULE}.py")
         root = executor.workspace_root().resolve()
         out = root / ".coharden-reach.json"  # the worktree: writable in the test sandbox
-        env = {PLUGIN_PATH: str(plugin_dir), "COHARDEN_REACH_ROOT": str(root), "COHARDEN_REACH_OUT": str(out)}
+        env = {PLUGIN_PATH: str(plugin_dir), "COHARDEN_REACH_ROOT": str(root), "COHARDEN_REACH_OUT": str(out),
+               **({"COHARDEN_REACH_BACKEND": backend} if backend else {})}
         run = executor.run_raw(fix, test, extra_args=["-p", PLUGIN_MODULE], extra_env=env, readable=[plugin_dir])
         verdict = verdict_for(list(test.ids), run)
         outcome = verdict.outcome.value

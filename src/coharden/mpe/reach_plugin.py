@@ -4,16 +4,18 @@ plugins are imported while pytest parses its arguments, before any conftest.py, 
 plugin) until the session ends: collection, fixtures, the tests and teardown.
 
 Environment: ``COHARDEN_REACH_ROOT`` (the worktree; only code objects from files under it are noted) and
-``COHARDEN_REACH_OUT`` (where the JSON result is written at the session's end).
+``COHARDEN_REACH_OUT`` (where the JSON result is written at the session's end, after every other plugin's
+``pytest_unconfigure``).
 
 Result: ``{"complete": bool, "why": str, "backend": str, "reached": {path under root: [[first line, name],
 ...]}}``. ``complete`` is false when the noting may have missed a call: the test started another process
-(``subprocess``, ``os.system``, ``os.fork``, ``exec``: the audit hook sees them), or something replaced the
-tracer. A caller never takes an incomplete result for "not reached".
+(``subprocess``, ``os.system``, ``os.fork``, ``exec``: the audit hook sees them), something replaced the
+tracer, or a module of the repository was imported before the plugin (a plugin named earlier in ``addopts``).
+A caller never takes an incomplete result for "not reached".
 
 Backends: ``sys.monitoring`` (Python 3.12+; each code object is reported once, then disabled: next to no
-cost), else ``sys.settrace`` with a global function that notes the code object and returns None (no line
-events), set for new threads too.
+cost), else (or with ``COHARDEN_REACH_BACKEND=settrace``) ``sys.settrace`` with a global function that notes
+the code object and returns None (no line events), set for new threads too.
 """
 
 from __future__ import annotations
@@ -53,8 +55,12 @@ def _start() -> None:
             _STATE["why"] = f"the test started another process ({event})"
 
     sys.addaudithook(audit)
+    early = sorted(name for name, module in list(sys.modules.items())
+                   if os.path.realpath(getattr(module, "__file__", None) or "").startswith(prefix))
+    if early:  # an earlier plugin (ini addopts, a .pth file) imported the project: calls then were not seen
+        _STATE["why"] = f"modules of the repository were imported before the pass began ({', '.join(early[:3])})"
     monitoring = getattr(sys, "monitoring", None)
-    if monitoring is not None:
+    if monitoring is not None and os.environ.get("COHARDEN_REACH_BACKEND") != "settrace":
         for tool in (4, 3, 2):  # ids left free by debuggers (0), coverage (1) and profilers (2)
             if monitoring.get_tool(tool) is None:
                 monitoring.use_tool_id(tool, "coharden-reach")
@@ -107,3 +113,11 @@ _start()
 
 def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
     _finish()
+
+
+try:  # after every other plugin's and conftest's unconfigure: calls they make are seen too
+    import pytest
+
+    pytest_unconfigure = pytest.hookimpl(trylast=True)(pytest_unconfigure)
+except ImportError:  # pragma: no cover - only pytest loads this plugin
+    pass
