@@ -164,6 +164,10 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
+    if result.runs:
+        console.print("runs: " + "; ".join(f"{role} {row['made']} made, {row['cached']} from the store, "
+                                           f"{row['implied']} implied" for role, row in result.runs.items())
+                      + (f"; flaky on the fixed code: {', '.join(result.flaky)}" if result.flaky else ""))
     if result.candidate_timeouts:
         console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
                       f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
