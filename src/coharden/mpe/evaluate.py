@@ -394,13 +394,14 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     result.pool = mutant_pool.summary()
     result.warnings = list(mutant_pool.warnings)
     implied: Implied | None = None
-    if config.implied:
-        mark = time.monotonic()
+    if config.implied:  # timed apart from the mutant runs
+        reach_mark = time.monotonic()
         drawable = [m for batch in capped(rounds(mutant_pool.mutants, config.seed), config.max_mutants)
                     for m in batch] if config.is_sequential else list(mutant_pool.mutants)
         implied = _reach(team, fix, ctx, candidate, reference, cand.fixed, ref.fixed, drawable, result,
                          mutant_pool.fixed_records)
-        timings["reach"] = time.monotonic() - mark
+        timings["reach"] = time.monotonic() - reach_mark
+    mark = time.monotonic()
     run = functools.partial(run_mutants, executor, candidate=candidate, reference=reference, timings=timings,
                             team=team, combine=combine, implied=implied,
                             limits=(result.time_limits["candidate"], result.time_limits["reference"]))
