@@ -346,6 +346,19 @@ def test_a_second_command_on_the_same_store_makes_no_reference_run(tmp_path: Pat
     assert second["timings"]["cold_start_s"] >= 0
 
 
+def test_verdicts_run_under_other_limits_or_services_are_not_shared(tmp_path: Path) -> None:
+    """Verdicts are shared across commands and sessions of a store: settings that can change one are in its key
+    (only when not at their default, so stored keys stay as they were)."""
+    local = load_local(EXAMPLES / "boundary_check", tmp_path / "cache")
+    keys = []
+    for overrides in ({}, {}, {"memory_mb": 1024}, {"max_processes": 64}, {"pass_env": ["LANG"]}):
+        settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1).with_overrides(**overrides)
+        with InstanceExecutor(local.instance, resolve_repo(local.instance, None), settings, None) as ex:
+            keys.append(ex.key("", ex.golden_test()))
+    assert keys[0] == keys[1]
+    assert len(set(keys)) == 4
+
+
 # --- a fork server that dies mid-batch ------------------------------------------------------------------------------
 
 def test_a_fork_server_killed_during_a_run_is_restarted_once_and_the_run_made_again(tmp_path: Path) -> None:

@@ -133,7 +133,8 @@ class InstanceExecutor:
             require_confinement(settings.network, confine, settings.allow_weak_sandbox)
         # sandbox=3: verdicts from before the allow-listed sandbox and environment, the thorough reset and the
         # safe read-back (which a hostile test could forge, or which may hold a key) are not reused
-        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3"
+        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3" + \
+            _run_settings_id(settings)
         self._server_failed = ""  # why the fork server is not used, once it failed
         self.server_losses: list[str] = []  # runs during which a test killed the fork server
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
@@ -682,6 +683,25 @@ def _project_imports(sources: Sequence[str], tops: set[str]) -> list[str]:
                                                                   for p in parts):
                     found[name] = None
     return list(found)
+
+
+def _run_settings_id(settings: Settings) -> str:
+    """The settings besides the environment that can change a verdict, each only when not at its default (so
+    verdicts stored before they were named keep their keys): the memory and process limits, the services beside
+    the test, and the host variables it is given (names and values). Verdicts are shared across commands and
+    sessions of one store (the reference's runs on a pool, say), so a run under other limits must not answer."""
+    defaults = Settings.model_fields
+    parts = []
+    for name in ("memory_mb", "cpu_seconds", "max_processes", "max_file_mb"):
+        value = getattr(settings, name)
+        if value != defaults[name].default:
+            parts.append(f"{name}={value}")
+    if settings.services:
+        parts.append("services=" + ",".join(sorted(settings.services)))
+    if settings.pass_env:
+        values = {name: os.environ.get(name) for name in sorted(settings.pass_env)}
+        parts.append("pass_env=" + hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:16])
+    return "".join(f" {part}" for part in parts)
 
 
 def _server_lost(verdict: Verdict) -> bool:
