@@ -38,14 +38,13 @@ from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.implied import Implied
 from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
-from coharden.mutation.context import FixContext
+from coharden.mutation.context import FixContext, record_targets
 from coharden.mutation.pool import (
     MECHANICAL_OPERATORS,
     Pool,
     build_pool,
     called_by,
     fix_context,
-    record_targets,
     recordings_needed,
     test_labels,
 )
