@@ -41,6 +41,7 @@ from coharden.cli.options import (
     MaxMutantsOpt,
     ModelOpt,
     MutatorOpt,
+    NoImpliedOpt,
     OperatorsOpt,
     PaperClassesOpt,
     PerOperatorOpt,
@@ -163,6 +164,10 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
+    if result.runs:
+        console.print("runs: " + "; ".join(f"{role} {row['made']} made, {row['cached']} from the store, "
+                                           f"{row['implied']} implied" for role, row in result.runs.items())
+                      + (f"; flaky on the fixed code: {', '.join(result.flaky)}" if result.flaky else ""))
     if result.candidate_timeouts:
         console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
                       f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
@@ -247,6 +252,7 @@ def mpe(
     operators: OperatorsOpt = None,
     per_operator: PerOperatorOpt = None,
     prefer_exercised: PreferExercisedOpt = False,
+    no_implied: NoImpliedOpt = False,
     seed: SeedOpt = None,
     tau: TauOpt = None,
     paper_classes: PaperClassesOpt = False,
@@ -302,7 +308,7 @@ def mpe(
     mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
                          llm_model=llm.client.config.model if llm is not None else None,
                          prefer_exercised=prefer_exercised, workers=settings.workers, confidence=confidence,
-                         max_mutants=max_mutants)
+                         max_mutants=max_mutants, no_implied=no_implied)
     mpe_cfg = mpe_cfg.model_copy(update={"trust_tests": trust_tests, "reject_tampering": reject_tampering,
                                          "timeout_factor": timeout_factor, "timeout_floor": timeout_floor})
     if instances is not None or predictions is not None:
@@ -479,12 +485,13 @@ def examples_check(
     config: ConfigOpt = None,
     store: StoreOpt = None,
     workers: Annotated[int | None, workers_option("Parallel workers per MPE.")] = None,
+    no_implied: NoImpliedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run MPE on every bundled candidate test and compare with its label (exit 1 on any mismatch)."""
     settings = _settings(config, store=store, workers=workers)
     with progress_bar("examples", quiet=as_json) as update:
-        rows = _check_examples(directory, only or [], settings, update)
+        rows = _check_examples(directory, only or [], settings, update, no_implied=no_implied)
     if as_json:
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
@@ -502,7 +509,7 @@ def examples_check(
 
 
 def _check_examples(directory: Path, only: list[str], settings: Settings,  # type: ignore[no-untyped-def]
-                    update=lambda **_: None) -> list[dict]:  # type: ignore[type-arg]
+                    update=lambda **_: None, *, no_implied: bool = False) -> list[dict]:  # type: ignore[type-arg]
     """One row per candidate test of every example; ``update`` (a progress bar's) hears candidates done / all."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
@@ -534,7 +541,8 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                 update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference,
-                                  mpe_config(settings, None, None, workers=settings.workers), pool=pool)
+                                  mpe_config(settings, None, None, workers=settings.workers,
+                                             no_implied=no_implied), pool=pool)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma
@@ -544,7 +552,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                              "matrix": "/".join(str(counts[k]) for k in ("alpha", "beta", "gamma", "delta")),
                              "interval": result.interval, "drawn": len(result.mutants), "stop": result.stop,
                              "pool": sum(row["pool"] for row in result.frame.values()),
-                             "per_operator": result.per_operator()})
+                             "per_operator": result.per_operator(), "runs": result.runs})
                 update(advance=1)
     return rows
 

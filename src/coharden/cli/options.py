@@ -221,6 +221,9 @@ def workers_option(help: str = "Parallel workers (default: the CPU count).") -> 
 WorkersOpt = Annotated[int | None, workers_option()]
 PreferExercisedOpt = Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
                                                   "among mutants that change code the tests run.")]
+NoImpliedOpt = Annotated[bool, typer.Option("--no-implied", help="Make every run, also those whose outcome is "
+                                            "implied (a test that never enters the functions a mutant changes): "
+                                            "the check mode; results must be equal.")]
 PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="The paper's rule exactly: N mutants per "
                                                 "operator, no early stop, the point laxity against tau, every "
                                                 "non-F->P test Misaligned.")]
@@ -291,7 +294,7 @@ def check_estimate(confidence: float, max_mutants: int | None, *, fixed: bool, o
 def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_operator: int | None, *,
                paper_classes: bool = False, mechanical: bool = True, llm_model: str | None = None,
                prefer_exercised: bool = False, workers: int = 1, confidence: float | None = None,
-               max_mutants: int | None = None) -> MPEConfig:
+               max_mutants: int | None = None, no_implied: bool = False) -> MPEConfig:
     """The :class:`MPEConfig` of the MPE option group: every command that runs MPE builds it here. Seed and tau
     come from ``settings`` (the flags folded over the config file); ``operators`` None keeps MPEConfig's
     default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel).
@@ -312,4 +315,4 @@ def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_ope
         chosen["max_mutants"] = max_mutants
     return MPEConfig(**chosen, seed=settings.seed, tau=settings.tau, sequential=not fixed,
                      paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
-                     prefer_exercised=prefer_exercised, workers=workers)
+                     prefer_exercised=prefer_exercised, workers=workers, implied=not no_implied)

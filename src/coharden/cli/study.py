@@ -24,6 +24,7 @@ from coharden.cli.options import (
     LLMStoreOpt,
     MaxMutantsOpt,
     ModelOpt,
+    NoImpliedOpt,
     PaperClassesOpt,
     PreferExercisedOpt,
     PythonOpt,
@@ -90,6 +91,7 @@ def study_real_bugs(
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
     prefer_exercised: PreferExercisedOpt = False,
+    no_implied: NoImpliedOpt = False,
     executor: Annotated[str, typer.Option("--executor", help="local (one instance after another, MPE on "
                                           "--workers checkouts) or ray (one job per instance).")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
@@ -141,7 +143,7 @@ def study_real_bugs(
         raise CoHardenError(f"--split: {split!r} (known: {', '.join(SPLITS)})")
     study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised,
                                               paper_classes=paper_classes, confidence=confidence,
-                                              max_mutants=max_mutants),
+                                              max_mutants=max_mutants, no_implied=no_implied),
                                split=split, workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,

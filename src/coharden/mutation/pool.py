@@ -29,12 +29,14 @@ from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers i
     FAILED,
     Mapper,
     buggy_symptoms,
+    called_by,
     called_functions,
     failures,
     input_diagnosis,
     probes_of,
     record_calls,
     revealing_inputs,
+    test_labels,
 )
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, OperatorInputs, registry
 from coharden.patches import is_test_path, make_patch, touched_files
@@ -99,6 +101,8 @@ class Pool:
         code no test ran."""
         self.recording_seconds = 0.0
         """Wall time the input recorder's test runs took while building the pool."""
+        self.fixed_records: list[dict[str, Any]] = []
+        """The recorder's records of the tests on the fixed code (empty when no operator needed them)."""
         self.values_dropped: Counter[str] = Counter()
         """reason -> calls the recorder did not keep because a value (argument, receiver or outcome) had no safe
         encoding (see :mod:`coharden.mutation.recorder_values`), over both recordings."""
@@ -322,6 +326,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
         if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
+    pool.fixed_records = fixed_records
     for rec in (*fixed_records, *buggy_records):
         if rec["kind"] == "summary":
             pool.values_dropped.update(rec.get("dropped") or {})

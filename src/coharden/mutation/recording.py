@@ -65,13 +65,8 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
          for i in unique])
     by_index = dict(zip(unique, runs, strict=True))
     records: list[dict[str, Any]] = []
-    labels: dict[str, str] = {}  # recording ident -> label; two different tests never share one
-    for index, test in enumerate(tests):
+    for test, label in zip(tests, test_labels(tests), strict=True):
         ran = by_index[first[_recording_ident(test)]]
-        label = test.name or f"test{index}"
-        while label in labels.values() and labels.get(_recording_ident(test)) != label:
-            label += "'"
-        labels[_recording_ident(test)] = label
         code = "fixed" if source_patch.strip() else "buggy"
         if isinstance(ran, str):  # the recorder did not run, or not to its end: said, never taken for "no input"
             records.append({"kind": FAILED, "from_test": label, "reason": ran, "code": code})
@@ -80,6 +75,29 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
             records.append({"kind": "session", "from_test": label})
         records += [{**rec, "from_test": label, **({"code": code} if rec["kind"] == FAILED else {})} for rec in ran]
     return records
+
+
+def test_labels(tests: Sequence[TestPatch]) -> list[str]:
+    """The ``from_test`` label of each test's records: its name (``test<i>`` without one); two different tests
+    never share a label (a ``'`` is added), the same test laid down twice does."""
+    labels: dict[str, str] = {}  # recording ident -> label
+    out: list[str] = []
+    for index, test in enumerate(tests):
+        label = test.name or f"test{index}"
+        while label in labels.values() and labels.get(_recording_ident(test)) != label:
+            label += "'"
+        labels[_recording_ident(test)] = label
+        out.append(label)
+    return out
+
+
+def called_by(records: list[dict[str, Any]], label: str) -> set[tuple[str, str]] | None:
+    """(path, qualname) of the recorded functions the test labelled ``label`` called while its tests ran, or
+    None when its recording is missing or incomplete."""
+    mine = [r for r in records if r.get("from_test") == label]
+    if not any(r["kind"] == "session" for r in mine) or any(r["kind"] == FAILED for r in mine):
+        return None
+    return {(r["path"], r["qualname"]) for r in mine if r["kind"] == "summary" and r["calls"]}
 
 
 FAILED = "recorder_failed"
