@@ -463,6 +463,35 @@ def test_caller_diagnosis_tells_equal_outcomes_from_unencodable_and_absent_calle
     assert caller_diagnosis([], []) == "no_caller_recorded"
 
 
+GRID = {
+    "grid/__init__.py": "",
+    "grid/core.py": ("class Grid:\n    def __init__(self, cells, attrs=None):\n"
+                     "        self.cells, self.attrs = list(cells), dict(attrs or {})\n\n"
+                     "    def __repr__(self):\n        return f'<Grid {self.cells} attrs={self.attrs}>'\n\n\n"
+                     "def doubled(grid):\n    return Grid([2 * c for c in grid.cells])\n"),
+    "tests/__init__.py": "",
+    "tests/test_grid.py": "def test_old():\n    pass\n",
+}
+GRID_FIXED = GRID["grid/core.py"].replace("return Grid([2 * c for c in grid.cells])",
+                                          "return Grid([2 * c for c in grid.cells], grid.attrs)")
+GRID_TEST = ("from grid.core import Grid, doubled\n\n\ndef test_old():\n    pass\n\n\n"
+             "def test_attrs_kept():\n    assert doubled(Grid([1, 2], {'units': 'm'})).attrs == {'units': 'm'}\n")
+
+
+def test_narrowed_scope_needs_only_the_shape_of_values_with_no_encoding(tmp_path: Path) -> None:
+    """xarray-4687, 6938, astropy-13977: the changed function takes and returns objects whose repr is data,
+    not a constructor call (``DataArray``, ``Quantity``), so every call was dropped and no input-based operator
+    made anything. narrowed_scope puts only the arguments' shape into a mutant: a call kept by shape, its input
+    named by a checksum of the arguments' repr and its outcome by an observation, is enough; the shortcut,
+    which must put the values themselves into code, still makes nothing."""
+    pool = _golden_input_pool(tmp_path / "grid", GRID, ("grid/core.py", GRID_FIXED),
+                              ("tests/test_grid.py", GRID_TEST), "tests/test_grid.py::test_attrs_kept")
+    summary = pool.summary()
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert summary["generated"].get("input_specific_shortcut", 0) == 0, summary
+    assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
+
+
 def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:
     """The golden test against itself shares one recording; when it is cut short (sympy-17655 timed out),
     its failure was warned about once per test, so every failure was said twice."""

@@ -313,6 +313,7 @@ class _Recorder:
         det = _deterministic(args)
         if det is None:
             self._drop(key, args)
+            self._shape_only(key, args, exc, value, shapes, extra)
             return
         if exc is not None:
             kind, out = "raise", _deterministic(exc)
@@ -320,6 +321,7 @@ class _Recorder:
             kind, out = "return", _deterministic(value)
         if out is None:
             self._drop(key, exc if exc is not None else value)
+            self._shape_only(key, args, exc, value, shapes, extra)
             return
         ident = (key[1], det[0], receiver[1] if receiver else None, kind)
         tail = self.tail.get(key)
@@ -339,6 +341,33 @@ class _Recorder:
             rec["type_shape"], rec["shape"] = shapes
         if extra:  # a caller: "kind" is "caller", its outcome is "outcome"
             rec.update(extra, outcome=kind, kind="caller")
+        self._keep(key, ident, rec)
+
+    def _shape_only(self, key, args, exc, value, shapes, extra):  # type: ignore[no-untyped-def]
+        """A call of a target whose values have no safe encoding, kept for narrowed_scope, which needs only
+        the arguments' shapes: its input is named by a checksum of the arguments' repr (``key`` "obs:..."), its
+        outcome by its observation (``_observe``), and nothing of either reaches a mutant. Left out when a repr
+        holds an address (no identity across the two codes' runs) or fails. xarray-4687: ``where`` on
+        ``DataArray`` values (their repr is data, not a constructor call)."""
+        if shapes is None or extra:
+            return
+        try:
+            text = repr(args)
+            seen = exc if exc is not None else value
+            shown = repr(seen)
+        except Exception:  # noqa: BLE001 - a repr that fails gives no identity
+            return
+        if " at 0x" in text or " at 0x" in shown:
+            return
+        ident = (key[1], f"obs:{len(text)}:{zlib.crc32(text.encode()):08x}", None, "shape")
+        if ident in self.seen:
+            return
+        self.seen.add(ident)
+        rec = {"file": key[0], "qualname": key[1], "kind": "shape", "key": ident[1],
+               "outcome": "raise" if exc is not None else "return", "value_obs": _observe(seen),
+               "type_shape": shapes[0], "shape": shapes[1]}
+        if exc is not None:
+            rec["exc_type"] = type(exc).__name__
         self._keep(key, ident, rec)
 
     def _keep(self, key, ident, rec):  # type: ignore[no-untyped-def]

@@ -330,6 +330,27 @@ def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -
     return kept
 
 
+def revealing_shapes(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls recorded by shape only (``kind == "shape"``: values with no safe encoding) on the fixed code
+    whose outcome was observed otherwise on the buggy code for the same input (the same checksum of the
+    arguments' repr): enough for narrowed_scope, which puts only the shape into a mutant. An input the buggy
+    run did not make is left out (no outcome to compare)."""
+    def seen(rec: dict[str, Any]) -> tuple[Any, ...]:
+        return rec.get("outcome"), rec.get("value_obs"), rec.get("exc_type")
+
+    on_buggy = {(r["qualname"], r.get("key")): seen(r) for r in buggy if r["kind"] == "shape"}
+    kept, done = [], set()
+    for rec in fixed:
+        if rec["kind"] != "shape":
+            continue
+        ident = (rec["qualname"], rec.get("key"))
+        if ident in done or ident not in on_buggy or on_buggy[ident] == seen(rec):
+            continue
+        done.add(ident)
+        kept.append(rec)
+    return kept
+
+
 def buggy_symptoms(buggy: list[dict[str, Any]]) -> dict[str, set[str]]:
     """Per touched function observed on the buggy code: the exception types that escaped it."""
     symptoms: dict[str, set[str]] = {}

@@ -61,6 +61,13 @@ class OperatorInputs:
 
         return revealing_inputs(self.fixed_records, self.buggy_records)
 
+    def revealing_shapes(self) -> list[dict[str, Any]]:
+        """Calls recorded by shape only (values with no safe encoding) whose observed outcome differs on the
+        buggy code."""
+        from coharden.mutation.recording import revealing_shapes
+
+        return revealing_shapes(self.fixed_records, self.buggy_records)
+
 
 @dataclass(frozen=True)
 class Example:
