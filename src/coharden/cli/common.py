@@ -261,7 +261,7 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
                      budget=budget, ledger=ledger)
 
 
-def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
+def pick_instance(source: Path, instance_id: str | None, settings: Settings):
     """The one instance of ``source`` (a directory or records file; ``instance_id`` picks among several)."""
     from coharden.instances import load_instances
 

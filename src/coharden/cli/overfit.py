@@ -38,7 +38,7 @@ BackendOpt = Annotated[str, typer.Option("--coverage-backend", help="coverage (c
                                          "interpreter has no coverage.py).")]
 
 
-def _backend(value: str):  # type: ignore[no-untyped-def]
+def _backend(value: str):
     from coharden.overfit.coverage import BACKENDS
 
     if value not in BACKENDS:
@@ -46,7 +46,7 @@ def _backend(value: str):  # type: ignore[no-untyped-def]
     return value
 
 
-def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: ignore[type-arg]
+def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:
     """Per instance id: the patch of a predictions file, or the golden one (``gold``)."""
     from coharden.schema.prediction import load_predictions
 

@@ -159,7 +159,7 @@ class SiteReplacer(cst.CSTTransformer):
         self.target = target
         self.replacement = replacement
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         if original_node is self.target:
             return self.replacement
         return updated_node

@@ -38,7 +38,7 @@ from coharden.schema.mutant import Operator
 OP = Operator.CALLER_PATCH
 
 
-def _catch(exc_type: str, record: dict[str, Any]):  # type: ignore[no-untyped-def]
+def _catch(exc_type: str, record: dict[str, Any]):
     def rewrite(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         handler = cst.parse_statement(
             "try:\n    pass\nexcept Exception as _coh_exc:\n"
