@@ -15,7 +15,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from coharden.config import Settings
 from coharden.execution.sandbox import Confinement, run_limited
@@ -229,7 +229,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
                      timed_out: bool, duration: float, runner: str) -> Verdict:
-    base = {"duration": duration, "output_tail": _tail(output)}
+    base: dict[str, Any] = {"duration": duration, "output_tail": _tail(output)}
     if timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
     if not statuses:
@@ -239,7 +239,8 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
     missing = [i for i, s in tests.items() if s == [TestStatus.MISSING]]
     if missing:
         reason = f"test ids not run: {', '.join(missing[:5])}"
-        if returncode not in (0, 1, None) and len(missing) < len(ids):  # it died part way: say how, and where
+        # it died part way: say how, and where
+        if returncode is not None and returncode not in (0, 1) and len(missing) < len(ids):
             how = f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
             last = (output.strip().splitlines() or [""])[-1].strip()[:120]
             reason += f" (the {runner} process ended with {how}" + (f" at: {last}" if last else "") + ")"
