@@ -11,13 +11,17 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import ValidationError
 from tests.conftest import make_patch, make_repo, run_git
 
-from coharden.config import Settings
+from coharden.config import RunnerName, Settings
+from coharden.environment.specs import EnvSpec
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.runners import (
+    RUNNERS,
     DjangoRunner,
     SympyRunner,
     make_runner,
@@ -83,6 +87,17 @@ def test_sympy_and_pytest_logs() -> None:
                                             "t.py::c": TestStatus.SKIPPED}
     with pytest.raises(ValueError, match="known: pytest, django, sympy"):
         make_runner("nose")
+
+
+def test_runner_names_are_the_registry_keys() -> None:
+    assert list(RUNNERS) == list(get_args(RunnerName))  # the one list of names, and the type settings check
+    assert all(make_runner(name).name == name for name in RUNNERS)
+    with pytest.raises(ValidationError, match="runner"):
+        Settings(runner="nose")
+    commands = {"pytest -rA": "pytest", "./tests/runtests.py --verbosity 2": "django",
+                "PYTHONWARNINGS=ignore bin/test -C --verbose": "sympy"}
+    for command, name in commands.items():
+        assert EnvSpec(repo="o/r", version="1", python="3.9", test_cmd=command, log_parser="").runner == name
 
 
 def _fake_bin_test(root: Path, body: str) -> None:
