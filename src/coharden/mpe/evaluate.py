@@ -38,10 +38,10 @@ from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
 from coharden.mutation.pool import (
-    MECHANICAL_OPERATORS,
     Pool,
     build_pool,
     fix_context,
+    mechanical_operators,
     record_targets,
     recordings_needed,
 )
@@ -399,7 +399,8 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
 
 def _pool_options(config: MPEConfig) -> dict[str, Any]:
     """build_pool's options: N per operator, or (sequential) every mutant in its seeded draw order."""
-    return {"operators": [op for op in config.operators if op in MECHANICAL_OPERATORS],
+    mechanical = mechanical_operators()
+    return {"operators": [op for op in config.operators if op in mechanical],
             "per_operator": None if config.is_sequential else config.per_operator, "seed": config.seed,
             "prefer_exercised": config.prefer_exercised, "ordered": config.is_sequential}
 

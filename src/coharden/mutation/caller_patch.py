@@ -21,7 +21,7 @@ test runner, ``frame_above_test``), whose source is missing
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -108,8 +108,8 @@ class CallerPatch:
     on the failing path, for the issue's input (real cases: sympy-17630 patches ``BlockMatrix._blockmul``
     instead of the Add postprocessor, 20428 strips zeros downstream, 17318 guards the crash site)."""
 
-    name = OP
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = OP
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
 import libcst as cst
 
@@ -112,8 +113,8 @@ class SymptomSuppression:
     """Imitates a wrong fix that *hides the symptom at the crash site* instead of removing its cause (real
     case: sympy-17318, where a guard in the crashing helper returns an empty result)."""
 
-    name = Operator.SYMPTOM_SUPPRESSION
-    needs = frozenset({BUGGY_RECORDS})
+    name: ClassVar[Operator] = Operator.SYMPTOM_SUPPRESSION
+    needs: ClassVar[frozenset[str]] = frozenset({BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs.ctx, buggy_symptoms(inputs.buggy_records))
