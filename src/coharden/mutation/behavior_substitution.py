@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import PositionProvider
@@ -100,7 +101,7 @@ class SubstitutionSites(LineSites):
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         swap = _BINARY_SWAPS.get(type(node.operator))
         if swap is not None:
-            op = node.operator
+            op: Any = node.operator  # every concrete binary operator has its two whitespace fields
             new = node.with_changes(operator=swap().with_changes(whitespace_before=op.whitespace_before,
                                                                  whitespace_after=op.whitespace_after))
             self._add(node, new, f"{code_of(node)} -> {code_of(new)}")

@@ -72,8 +72,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             reason = "frame_in_test"
         elif record.get("via") is not None and inputs.is_test_path(record["via"]):
             reason = "frame_above_test"  # the test runner that called the test (sympy's runtests.py)
-        if reason is not None:
-            inputs.skip(OP, reason)
+        if reason is not None or path is None:
+            inputs.skip(OP, reason or "frame_outside_repository")
             continue
         source = _source(inputs, path)
         if source is None:

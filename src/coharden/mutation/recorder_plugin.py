@@ -37,11 +37,12 @@ import os
 import sys
 import threading
 import zlib
+from typing import Any
 
 try:
     import pytest
 except ImportError:  # a runner that is not pytest (sympy's bin/test, Django's runtests.py): see start()
-    pytest = None
+    pytest = None  # type: ignore[assignment]
 
 try:  # beside the plugin in the test interpreter (recording.py copies it there)
     import coharden_recorder_values as _values  # type: ignore[import-not-found]
@@ -252,7 +253,7 @@ class _Recorder:
         return qualname.replace(".<locals>", "")
 
     def _inside(self, path):
-        return bool(self.root) and path.startswith(self.root + os.sep) or \
+        return bool(self.root and path.startswith(self.root + os.sep)) or \
             any(path == target[0] for target in self.targets)
 
     def global_trace(self, frame, event, arg):
@@ -582,7 +583,7 @@ def _find_function(file, qualname):
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path and os.path.realpath(path) == real:
-            obj = module
+            obj: Any = module
             for part in qualname.split("."):
                 obj = getattr(obj, part, None)
                 if obj is None:
@@ -596,6 +597,9 @@ def _probe(probes: list) -> None:
     buggy outcome of an input is known even when the test stopped before reaching it."""
     import inspect
 
+    recorder = _RECORDER
+    if recorder is None:  # only a started recorder has probes
+        return
     for probe in probes:
         if probe.get("kind") == "caller":  # an outcome to compare with (_same), not an input to call
             continue
@@ -624,9 +628,9 @@ def _probe(probes: list) -> None:
         if payload is not None and kind == probe.get("kind"):
             payload, obs = _same((probe.get("value_enc"), probe.get("value_obs")), payload, value) \
                 if probe.get("value_enc") else (payload, obs)
-        _RECORDER.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
-                                        "key": probe["key"], "receiver_key": probe.get("receiver_key"),
-                                        "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
+        recorder.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
+                                       "key": probe["key"], "receiver_key": probe.get("receiver_key"),
+                                       "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
 
 
 def pytest_sessionfinish(session):

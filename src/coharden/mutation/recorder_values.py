@@ -116,7 +116,8 @@ def _package(cls, root):
         name = getattr(owner, "__module__", None)
         module = sys.modules.get(name) if isinstance(name, str) else None
         path = getattr(module, "__file__", None)
-        if not path or not root or not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+        if not isinstance(name, str) or not path or not root \
+                or not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
             continue
         parts = name.split(".")
         if not any(p in TEST_PARTS or p.startswith("test_") for p in parts):
@@ -223,7 +224,7 @@ def decode(text):
             if not isinstance(func, type):
                 raise ValueError("only classes are called")
             return func(*[node(a, package, names) for a in tree.args],
-                        **{k.arg: node(k.value, package, names) for k in tree.keywords})
+                        **{str(k.arg): node(k.value, package, names) for k in tree.keywords})
         raise ValueError(f"not a structural representation: {type(tree).__name__}")
 
     def value(enc):
@@ -264,7 +265,8 @@ def decoder_source() -> str:
     import inspect
 
     source = inspect.getsource(decode).replace("def decode(", f"def {DECODER}(", 1)
-    doc = ast.get_docstring(ast.parse(source).body[0], clean=False) or ""
+    function = ast.parse(source).body[0]
+    doc = (ast.get_docstring(function, clean=False) if isinstance(function, ast.FunctionDef) else None) or ""
     short = '"""A value coharden recorded: plain data, or objects of this repository\'s own classes."""'
     return source.replace(f'"""{doc}"""', short, 1)
 

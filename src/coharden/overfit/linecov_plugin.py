@@ -56,10 +56,9 @@ def _start() -> None:
         if event != "call":
             return None
         name = frame.f_code.co_filename
-        lines = known.get(name, False)
-        if lines is False:
-            lines = hits.get(os.path.realpath(name)) if name and not name.startswith("<") else None
-            known[name] = lines
+        if name not in known:
+            known[name] = hits.get(os.path.realpath(name)) if name and not name.startswith("<") else None
+        lines = known[name]
         if lines is None:
             return None
 
