@@ -231,8 +231,9 @@ class RealBugsStudy:
         try:
             key = record_key("study.verify", *self._instance_key(inst))
         except RepoError as exc:  # its spec environment did not build: the row says why, the study goes on
-            row = {"instance_id": iid, "version": inst.version, "fail_to_pass": False, "error": str(exc)[:800],
-                   "environment_error": True, "seconds": 0.0, "resumed": False}
+            row: dict[str, Any] | None = {"instance_id": iid, "version": inst.version, "fail_to_pass": False,
+                                          "error": str(exc)[:800], "environment_error": True, "seconds": 0.0,
+                                          "resumed": False}
         else:
             row = self._cached("study.verify", key, compute, keep=keep_row)
         if row is None:
@@ -330,7 +331,7 @@ class RealBugsStudy:
     # all -----------------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None, phases: Sequence[str] = ("verify", "golden", "grade")
             ) -> dict[str, list[dict[str, Any]]]:
-        def keep(kind: str, row: dict[str, Any] | None, text: Callable[[dict[str, Any]], str]) -> None:
+        def keep(kind: str, row: dict[str, Any] | None, text: Callable[..., str]) -> None:
             if row is not None:
                 self.rows[kind].append(row)
             if progress:

@@ -235,7 +235,7 @@ def summarize_correct_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequ
         else:
             golden_rejected.append({"fix_id": f["fix_id"], "model": f.get("model"), "golden": golden,
                                     "reason": (f.get("verdicts", {}).get(GOLDEN) or {}).get("reason", f.get("error"))})
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (iid, system), g in sorted(graded.items()):
         if iid not in usable or not g.get("fail_to_pass") or "error" in g:
             continue
