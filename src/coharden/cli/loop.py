@@ -249,11 +249,12 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     from coharden.schema.prediction import load_predictions
 
     try:
-        loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
-                                 seed=seed, paper_classes=paper_classes)
+        # the loop's own words (tau, samples, mutator, seed, paper_classes) are read into its MPEConfig
+        loop_config = LoopConfig.model_validate(dict(method=Method(method), rounds=rounds, tau=tau, samples=samples,
+                                                     mutator=mutator, seed=seed, paper_classes=paper_classes))
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
-    client = None
+    client: Any = None  # the LLMClient of the default agent and of LLM mutants (None: neither runs)
     if agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
         client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
                             default_store=settings.store, budget_usd=budget_usd,
@@ -276,7 +277,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
             return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env,
                                 **_agent_sandbox(settings))
 
-        default_name = f"{method}-{client.config.model.replace('/', '__')}"  # type: ignore[union-attr]
+        default_name = f"{method}-{client.config.model.replace('/', '__')}"
     injected = None
     if inject_tests is not None:
         injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}

@@ -170,7 +170,8 @@ class MPEResult(BaseModel):
         return table
 
     def inadmissible_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
+        reasons = Counter(reason for r in self.mutants if (reason := r.inadmissible_reason) is not None)
+        return dict(sorted(reasons.items()))
 
     def verdicts(self) -> list[Verdict]:
         """Every verdict the result holds: both tests on buggy and fixed code, and on every mutant."""

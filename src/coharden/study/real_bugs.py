@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -41,7 +41,7 @@ from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import SYSTEM_FILES, Fix, StudyData
-from coharden.study.split import in_split
+from coharden.study.split import Split, in_split
 from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 class StudyConfig(BaseModel):
     mpe: MPEConfig = Field(default_factory=MPEConfig)
-    split: Literal["dev", "heldout", "all"] = "all"
+    split: Split = "all"
     """Which study instances run (see :mod:`coharden.study.split`): the estimator is chosen on ``dev``, the
     validity figure is computed once on ``heldout``."""
     workers: int = 2  # checkouts, and MPE's mutant workers
