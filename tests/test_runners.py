@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 from typing import get_args
 
@@ -462,28 +461,25 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     settings = Settings(fork_server=fork_server, timeout=60)
     server = ForkServer(sys.executable, env=test_environment(()), network=False) if fork_server else None
     try:
-        def run(test: str, limit: float | None) -> tuple[Verdict, float]:
+        def run(test: str, limit: float | None) -> Verdict:
             ids = [f"test_slow.py::{test}"]
-            started = time.monotonic()
             result = run_pytest(tmp_path, ids, settings, server=server, time_limit=limit,
                                 confine=None if fork_server else Confinement(writable=(tmp_path,)))
-            return verdict_for(ids, result), time.monotonic() - started
+            return verdict_for(ids, result)
 
-        waited, _ = run("test_waits", 3.0)
+        waited = run("test_waits", 3.0)
         assert waited.outcome is Outcome.PASS, waited.reason
-        forged, _ = run("test_forges", 3.0)
+        forged = run("test_forges", 3.0)
         assert forged.outcome is Outcome.HARNESS_ERROR, forged.reason
         monkeypatch.setattr(pytest_runner, "LOAD_MARGIN", 10.0)  # a loaded machine must not reach the wall first
-        spun, seconds = run("test_spins", 2.0)
+        spun = run("test_spins", 2.0)
         assert spun.outcome is Outcome.TIMEOUT
-        assert "CPU time limit (2 s)" in spun.reason
+        assert "CPU time limit (2 s)" in spun.reason  # the CPU limit stopped it, not the wall clock (20 s)
         assert "running at the limit: test_slow.py::test_spins" in spun.reason
-        assert seconds < 20
         monkeypatch.setattr(pytest_runner, "LOAD_MARGIN", 2.0)
-        asleep, seconds = run("test_sleeps_forever", 2.0)
+        asleep = run("test_sleeps_forever", 2.0)
         assert asleep.outcome is Outcome.TIMEOUT
-        assert "2 x its time limit (2 s of CPU time) on the wall clock" in asleep.reason
-        assert seconds < 2.0 * 2.0 + 8
+        assert "2 x its time limit (2 s of CPU time) on the wall clock" in asleep.reason  # not the 60 s timeout
     finally:
         if server is not None:
             server.close()
