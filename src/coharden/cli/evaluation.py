@@ -120,7 +120,7 @@ def eval_command(
                                   markup=False)
 
 
-def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]
+def _render_eval(report: dict, written: dict) -> None:
     from coharden.evaluation.report import fmt
 
     total = report["instances"]["total"]

@@ -132,7 +132,7 @@ def verify(
     raise typer.Exit(0 if result.admissible else 1)
 
 
-def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
+def _render_mpe(result, show: int) -> None:
     table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
     for col in ("", "buggy", "fixed"):
         table.add_column(col)
@@ -199,7 +199,7 @@ def _laxity_text(laxity: float | None, interval: list[float] | None) -> str:
     return f"{laxity:.3f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
-def _frame_text(result) -> str:  # type: ignore[no-untyped-def]
+def _frame_text(result) -> str:
     """The sampling frame in one line: pool, drawn, admissible, and how the draw ended."""
     pool = sum(row["pool"] for row in result.frame.values())
     drawn = len(result.mutants)
@@ -208,7 +208,7 @@ def _frame_text(result) -> str:  # type: ignore[no-untyped-def]
             f"{'; the whole pool ran, the laxity is exact' if result.census else ''})")
 
 
-def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
+def _render_sources(result) -> None:
     """Per-source counts and the LLM pool (samples, rejections, usage), when the LLM mutator ran."""
     if result.llm_pool is None:
         return
@@ -350,7 +350,7 @@ def mpe(
 
 
 def _llm_mutator(settings: Settings, operators: str | None, model: str | None, api_base: str | None, samples: int,
-                 llm_store: Path | None, llm_mode: str, budget_usd: float | None):  # type: ignore[no-untyped-def]
+                 llm_store: Path | None, llm_mode: str, budget_usd: float | None):
     """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
     from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
 
@@ -362,8 +362,8 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
     return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
-def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,  # type: ignore[no-untyped-def]
-                config: MPEConfig, llm_mutator, progress):  # type: ignore[no-untyped-def]
+def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
+                config: MPEConfig, llm_mutator, progress):
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
@@ -400,8 +400,8 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     return result
 
 
-def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
-               config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
+def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,
+               config: MPEConfig, llm_mutator,
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None,
                logs: tuple[Path, str] | None = None) -> None:
     from coharden.evaluation.runner import load_eval_instances
@@ -417,7 +417,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     if unknown:
         err_console.print("warning: " + unknown_ids_message(unknown), highlight=False, markup=False)
     with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
-        def advance(row: dict) -> None:  # type: ignore[type-arg]
+        def advance(row: dict) -> None:
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
         def interrupted(running: int) -> None:
@@ -508,8 +508,8 @@ def examples_check(
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 
 
-def _check_examples(directory: Path, only: list[str], settings: Settings,  # type: ignore[no-untyped-def]
-                    update=lambda **_: None, *, no_implied: bool = False) -> list[dict]:  # type: ignore[type-arg]
+def _check_examples(directory: Path, only: list[str], settings: Settings,
+                    update=lambda **_: None, *, no_implied: bool = False) -> list[dict]:
     """One row per candidate test of every example; ``update`` (a progress bar's) hears candidates done / all."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
@@ -524,14 +524,14 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
     if not dirs:
         raise CoHardenError(f"{directory}: no examples found")
     store = Store(settings.store)
-    rows: list[dict] = []  # type: ignore[type-arg]
+    rows: list[dict] = []
     examples = [(example, load_local(example, settings.cache_dir)) for example in dirs]
     update(total=sum(1 + len(local.candidates) for _, local in examples), completed=0)
     for example, local in examples:
         inst = local.instance
         repo = resolve_repo(inst, settings.repos_dir)
 
-        def factory(inst=inst, repo=repo) -> InstanceExecutor:  # type: ignore[no-untyped-def]
+        def factory(inst=inst, repo=repo) -> InstanceExecutor:
             return InstanceExecutor(inst, repo, settings, store)
 
         with factory() as executor, ExecutorPool(factory, settings.workers) as pool:

@@ -181,13 +181,13 @@ StepLimitOpt = Annotated[int, ranged("--step-limit", help="Model calls per agent
 
 
 def _operator_help() -> str:
-    # the names come from the Operator enum, which every registered operator is named by; importing the
-    # registry itself would load every operator module (libcst) on each start of the CLI
-    from coharden.schema.mutant import Operator
+    # the built-in names come from the schema; importing the registry itself would load every operator module
+    # (libcst), and reading the installed ones' entry points takes a while, on each start of the CLI
+    from coharden.schema.mutant import MECHANICAL_DEFAULT
 
-    names = [op.value for op in Operator if op.value != "vanilla"]
-    return (f"Comma-separated mutant operators (default: every mechanical one): {', '.join(names)}; "
-            "vanilla too for --mutator llm.")
+    return (f"Comma-separated mutant operators (default: every built-in mechanical one): "
+            f"{', '.join(op.value for op in MECHANICAL_DEFAULT)}; an installed package's operators (entry-point "
+            "group coharden.operators) by name; vanilla too for --mutator llm.")
 
 
 OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_help())]
@@ -245,17 +245,20 @@ def parse_mutators(value: str) -> list[str]:
 
 
 def parse_operators(value: str | None) -> list[Operator]:
-    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
-    from coharden.mutation.pool import MECHANICAL_OPERATORS
-    from coharden.schema.mutant import Operator
+    """Operators from a comma-separated --operators value (default: the built-in mechanical ones). Naming
+    operators loads the registry, so a plugin that cannot be loaded is said here, before the run."""
+    from coharden.mutation.registry import registry
+    from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
     if not value:
-        return list(MECHANICAL_OPERATORS)
-    try:
-        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError as exc:
-        known = ", ".join(op.value for op in Operator)
-        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
+        return list(MECHANICAL_DEFAULT)
+    known = [*registry(), Operator.VANILLA]
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise CoHardenError(f"--operators: unknown {', '.join(map(repr, unknown))} "
+                            f"(known: {', '.join(op.value for op in known)})")
+    return [Operator(name) for name in names]
 
 
 def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:

@@ -184,7 +184,7 @@ def study_real_bugs(
         console.print(f"- {line}")
 
 
-def _study_llm(settings, sources: list[str], model: str | None, api_base: str | None, samples: int,  # type: ignore[no-untyped-def]
+def _study_llm(settings, sources: list[str], model: str | None, api_base: str | None, samples: int,
                llm_store: Path | None, llm_mode: str, budget_usd: float | None):
     """(the imitation phase's LLM mutator, None) when ``--mutator`` names llm and a model is configured;
     (None, why not) otherwise. The study's pool is always mechanical: LLM mutants are added to it."""
@@ -250,7 +250,7 @@ def study_envcheck(
     console.print(render_table(rows), markup=False, highlight=False)
 
 
-def _with_others(done: dict, rows: list) -> list:  # type: ignore[type-arg]
+def _with_others(done: dict, rows: list) -> list:
     """This run's rows plus the rows of earlier runs on other instances (the output file keeps them all)."""
     mine = {row.instance_id for row in rows}
     return [*[row for key, row in done.items() if key not in mine], *rows]

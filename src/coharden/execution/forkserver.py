@@ -281,7 +281,7 @@ class ForkServer:
                 out.unlink(missing_ok=True)
             self._sweep_scratch(present)
         disk = watch.reason() if watch is not None and watch.exceeded else ""
-        if lost:
+        if lost or done is None:  # done is None only when lost says why
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
                                  tampering=self.forged, disk=disk)
         self.warm_runs += bool(done.get("warm"))

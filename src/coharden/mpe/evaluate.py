@@ -40,11 +40,11 @@ from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
 from coharden.mutation.context import FixContext, record_targets
 from coharden.mutation.pool import (
-    MECHANICAL_OPERATORS,
     Pool,
     build_pool,
     called_by,
     fix_context,
+    mechanical_operators,
     recordings_needed,
     test_labels,
 )
@@ -183,7 +183,8 @@ class MPEResult(BaseModel):
         return table
 
     def inadmissible_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
+        reasons = Counter(reason for r in self.mutants if (reason := r.inadmissible_reason) is not None)
+        return dict(sorted(reasons.items()))
 
     def verdicts(self) -> list[Verdict]:
         """Every verdict the result holds: both tests on buggy and fixed code, and on every mutant."""
@@ -493,7 +494,8 @@ def _count_runs(result: MPEResult, implied: Implied | None) -> dict[str, dict[st
 
 def _pool_options(config: MPEConfig) -> dict[str, Any]:
     """build_pool's options: N per operator, or (sequential) every mutant in its seeded draw order."""
-    return {"operators": [op for op in config.operators if op in MECHANICAL_OPERATORS],
+    mechanical = mechanical_operators()
+    return {"operators": [op for op in config.operators if op in mechanical],
             "per_operator": None if config.is_sequential else config.per_operator, "seed": config.seed,
             "prefer_exercised": config.prefer_exercised, "ordered": config.is_sequential}
 

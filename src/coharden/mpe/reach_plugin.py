@@ -40,7 +40,7 @@ def _start() -> None:
     known: dict = {}  # co_filename -> path under root, or None
     _STATE.update(out=out, seen=seen, known=known, prefix=prefix, why="")
 
-    def note(code) -> None:  # type: ignore[no-untyped-def]
+    def note(code) -> None:
         name = code.co_filename
         path = known.get(name, False)
         if path is False:
@@ -50,7 +50,7 @@ def _start() -> None:
         if path is not None:
             seen.add((path, code.co_firstlineno, code.co_name))
 
-    def audit(event, args) -> None:  # type: ignore[no-untyped-def]
+    def audit(event, args) -> None:
         if event.startswith(_SPAWNS) and not _STATE["why"]:
             _STATE["why"] = f"the test started another process ({event})"
 
@@ -65,7 +65,7 @@ def _start() -> None:
             if monitoring.get_tool(tool) is None:
                 monitoring.use_tool_id(tool, "coharden-reach")
 
-                def started(code, offset):  # type: ignore[no-untyped-def]
+                def started(code, offset):
                     note(code)
                     return monitoring.DISABLE
 
@@ -74,7 +74,7 @@ def _start() -> None:
                 _STATE.update(backend="monitoring", tool=tool)
                 return
 
-    def trace(frame, event, arg):  # type: ignore[no-untyped-def]
+    def trace(frame, event, arg):
         if event == "call":
             note(frame.f_code)
         return None
@@ -94,7 +94,7 @@ def _finish() -> None:
         if sys.gettrace() is not _STATE["trace"]:
             why = why or "the tracer was replaced during the run"
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
     elif _STATE.get("backend") == "monitoring":
         monitoring = sys.monitoring  # type: ignore[attr-defined]
         if monitoring.get_tool(_STATE["tool"]) != "coharden-reach" or \
@@ -111,7 +111,7 @@ def _finish() -> None:
 _start()
 
 
-def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
+def pytest_unconfigure(config):
     _finish()
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -201,8 +201,8 @@ class NarrowedScope:
     (real cases: sympy-16597 fixes even/odd but not integer, 18698 univariate only, 23950 special-cases a class
     of inputs)."""
 
-    name = Operator.NARROWED_SCOPE
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = Operator.NARROWED_SCOPE
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs)

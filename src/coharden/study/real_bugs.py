@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -41,7 +41,7 @@ from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import SYSTEM_FILES, Fix, StudyData
-from coharden.study.split import in_split
+from coharden.study.split import Split, in_split
 from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 class StudyConfig(BaseModel):
     mpe: MPEConfig = Field(default_factory=MPEConfig)
-    split: Literal["dev", "heldout", "all"] = "all"
+    split: Split = "all"
     """Which study instances run (see :mod:`coharden.study.split`): the estimator is chosen on ``dev``, the
     validity figure is computed once on ``heldout``."""
     workers: int = 2  # checkouts, and MPE's mutant workers
@@ -231,8 +231,9 @@ class RealBugsStudy:
         try:
             key = record_key("study.verify", *self._instance_key(inst))
         except RepoError as exc:  # its spec environment did not build: the row says why, the study goes on
-            row = {"instance_id": iid, "version": inst.version, "fail_to_pass": False, "error": str(exc)[:800],
-                   "environment_error": True, "seconds": 0.0, "resumed": False}
+            row: dict[str, Any] | None = {"instance_id": iid, "version": inst.version, "fail_to_pass": False,
+                                          "error": str(exc)[:800], "environment_error": True, "seconds": 0.0,
+                                          "resumed": False}
         else:
             row = self._cached("study.verify", key, compute, keep=keep_row)
         if row is None:
@@ -347,7 +348,7 @@ class RealBugsStudy:
         :meth:`release`."""
         mine: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.rows}
 
-        def keep(kind: str, row: dict[str, Any] | None, text: Callable[[dict[str, Any]], str]) -> None:
+        def keep(kind: str, row: dict[str, Any] | None, text: Callable[..., str]) -> None:
             if row is not None:
                 self.rows[kind].append(row)
                 mine[kind].append(row)
