@@ -89,7 +89,8 @@ def _first_rejection(trajectory: Path) -> str:
 
 
 def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path | None = None,
-             config: LoopConfig = DEMO_CONFIG, progress: ProgressCallback | None = None) -> LoopResult:
+             config: LoopConfig = DEMO_CONFIG, progress: ProgressCallback | None = None,
+             step_limit: int = 10) -> LoopResult:
     """Run the loop on ``example`` (a bundled example directory with ``loop-replies.yaml``) into ``output``."""
     replies = replies or example / REPLIES
     if not replies.is_file():
@@ -110,7 +111,7 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         llm = LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0, timeout=60,
                         cost_overrides={MODEL: CostOverride(input_per_token=1e-6, output_per_token=2e-6)})
         client = LLMClient(llm)
-        agent = MiniSweAgent(client, step_limit=10, python=settings.python, cache_dir=settings.cache_dir,
+        agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
                              allow_weak_sandbox=settings.allow_weak_sandbox)
         loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
                             store=Store(settings.store), ledger=client.ledger, run_name="demo", progress=progress)
@@ -179,3 +180,22 @@ def run_live(example: Path, output: Path, settings: Settings, *, api_base: str |
     loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
                         store=Store(settings.store), ledger=client.ledger, run_name="live", progress=progress)
     return loop.run()
+
+
+def replies_from_recording(store: Path) -> list[dict[str, object]]:
+    """A live run's recorded replies (its ``llm-calls.sqlite``) as mock rules that answer the requests in the
+    order they were recorded, one use each: the run replayed offline by :func:`run_demo` (``--replies``). A
+    live request's hash cannot be replayed (its messages hold run-specific paths and timings); the replies'
+    order can, as every step the agent takes from them (commands, pytest verdicts, mutants) is deterministic."""
+    import sqlite3
+
+    rules: list[dict[str, object]] = []
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT response_json FROM llm_calls ORDER BY created_at, rowid").fetchall()
+    for number, (response,) in enumerate(rows, 1):
+        reply = json.loads(response)
+        rules.append({"name": f"call-{number} ({reply.get('latency_s', 0):.0f} s live)", "times": 1,
+                      "reply": reply["content"], "finish_reason": reply.get("finish_reason") or "stop",
+                      "usage": {"prompt_tokens": reply.get("prompt_tokens", 0),
+                                "completion_tokens": reply.get("completion_tokens", 0)}})
+    return rules
