@@ -10,6 +10,7 @@ The recordings (``tests/fixtures/local_model/``) were made on this machine with 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -23,7 +24,9 @@ from typer.testing import CliRunner
 
 from coharden.cli import app
 from coharden.errors import CoHardenError
-from coharden.loop.demo import check_live_server, local_base
+from coharden.llm import CallStore, LLMClient, LLMConfig, MockLLMServer
+from coharden.llm.cache import request_hash
+from coharden.loop.demo import check_live_server, local_base, replies_from_recording
 from coharden.mutation.context import FileChange, FixContext
 from coharden.mutation.llm_edits import EditFormatError, reply_to_raw_mutant
 from coharden.mutation.llm_operators import is_repetition
@@ -132,3 +135,21 @@ def test_a_running_local_server_is_recognised() -> None:
     base = _live_base()
     assert base is not None
     assert "local" in check_live_server(base)
+
+
+def test_a_recorded_live_run_becomes_rules_that_answer_in_recorded_order(tmp_path: Path) -> None:
+    store = CallStore(tmp_path / "llm-calls.sqlite")
+    for number, text in enumerate(["THOUGHT: first", "THOUGHT: second", "THOUGHT: third"]):
+        response = {"content": text, "finish_reason": "stop", "prompt_tokens": 700 + number,
+                    "completion_tokens": 30, "cost_usd": 0.0, "latency_s": 300.0 + number}
+        store.put(request_hash({"n": number}), {"n": number}, response)
+    rules = replies_from_recording(store.path)
+    assert [r["reply"] for r in rules] == ["THOUGHT: first", "THOUGHT: second", "THOUGHT: third"]
+    assert rules[1]["name"] == "call-2 (301 s live)"
+    assert rules[2]["usage"] == {"prompt_tokens": 702, "completion_tokens": 30}
+    with MockLLMServer(rules) as server:  # valid rules; each answers once, in order, whatever was asked
+        client = LLMClient(LLMConfig(model="openai/local", api_base=server.base_url, api_key_env="REPLAY_KEY",
+                                     max_retries=0))
+        os.environ.setdefault("REPLAY_KEY", "sk-local")
+        got = [client.complete([{"role": "user", "content": ask}]).content for ask in ("a", "b", "c")]
+    assert got == ["THOUGHT: first", "THOUGHT: second", "THOUGHT: third"]
