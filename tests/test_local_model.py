@@ -23,10 +23,18 @@ import pytest
 from typer.testing import CliRunner
 
 from coharden.cli import app
+from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.llm import CallStore, LLMClient, LLMConfig, MockLLMServer
 from coharden.llm.cache import request_hash
-from coharden.loop.demo import check_live_server, local_base, replies_from_recording
+from coharden.loop.demo import (
+    LIVE_CONFIG,
+    LIVE_STEP_LIMIT,
+    check_live_server,
+    local_base,
+    replies_from_recording,
+    run_demo,
+)
 from coharden.mutation.context import FileChange, FixContext
 from coharden.mutation.llm_edits import EditFormatError, reply_to_raw_mutant
 from coharden.mutation.llm_operators import is_repetition
@@ -153,3 +161,19 @@ def test_a_recorded_live_run_becomes_rules_that_answer_in_recorded_order(tmp_pat
         os.environ.setdefault("REPLAY_KEY", "sk-local")
         got = [client.complete([{"role": "user", "content": ask}]).content for ask in ("a", "b", "c")]
     assert got == ["THOUGHT: first", "THOUGHT: second", "THOUGHT: third"]
+
+
+LOOP_RECORDING = FIXTURES / "loop-boundary_check"
+
+
+@pytest.mark.skipif(not (LOOP_RECORDING / "replies.yaml").is_file(), reason="no recorded live loop run")
+def test_the_recorded_live_loop_replays_offline_to_its_decision(tmp_path: Path, settings: Settings) -> None:
+    # the real model's replies of `coharden run examples/boundary_check --model openai/local --rounds 1
+    # --step-limit 5`, served in recorded order by the mock: the same commands, verdicts, mutants and decision
+    recorded = json.loads((LOOP_RECORDING / "state.json").read_text())
+    result = run_demo(ROOT / "examples" / "boundary_check", tmp_path / "run", settings,
+                      replies=LOOP_RECORDING / "replies.yaml", config=LIVE_CONFIG, step_limit=LIVE_STEP_LIMIT)
+    assert [r.decision for r in result.rounds] == [r["decision"] for r in recorded["rounds"]]
+    assert result.decision == recorded["final_decision"]
+    assert result.test == recorded["test"]
+    assert result.fix == recorded["fix"]
