@@ -27,7 +27,8 @@ EXPLAIN = {
     "gate_failed": "the submission failed the F->P gate",
 }
 
-demo_app = new_app(help="Offline demonstrations on the bundled examples (no model, no key, no network).")
+demo_app = new_app(help="Offline demonstrations on the bundled examples (no model, no key, no network; --live: the "
+                   "local model of scripts/local-model serve).")
 
 
 @demo_app.command("loop")
