@@ -28,6 +28,7 @@ from coharden.mutation.llm_operators import (
     LLMMutatorSettings,
     apply_edit_blocks,
     build_messages,
+    is_repetition,
     parse_edit_blocks,
     reply_to_raw_mutant,
     swap_tests,
@@ -329,36 +330,53 @@ def test_inadmissible_samples_are_resampled_up_to_the_attempt_bound(serve: Any, 
     assert len(result.mutants) == 4
 
 
-def test_truncated_reply_fails_closed(serve: Any, project: Project) -> None:
-    # operators run in LLM_OPERATORS order: vanilla, incomplete_fix, behavior_substitution, symptom_suppression, ...
-    assert LLM_OPERATORS.index(Operator.SYMPTOM_SUPPRESSION) == 3
-    cut = rule(Operator.SYMPTOM_SUPPRESSION, "rangekit/clamp.py\n<<<<<<< SEARCH\n    if lo", finish_reason="length")
-    server = serve(all_rules(symptom_suppression=[cut]))
-    # sequential (parallel=1): operators in order, so what ran before the failure is deterministic
+def test_cut_off_and_repeating_replies_are_counted_rejections_and_resampled(serve: Any, project: Project) -> None:
+    # a small model's reply cut off at max_tokens, and one looping on the same line until max_tokens: never
+    # used, rejected by reason, counted as truncations, resampled within the operator's attempts
+    cut = rule(Operator.SYMPTOM_SUPPRESSION, "rangekit/clamp.py\n<<<<<<< SEARCH\n    if lo", finish_reason="length",
+               times=1)
+    looping = rule(Operator.INCOMPLETE_FIX, "rangekit/clamp.py\n" + "    if x < lo:\n" * 40, finish_reason="length",
+                   times=1)
+    server = serve(all_rules(symptom_suppression=[cut], incomplete_fix=[looping]))
     client_mutator = mutator(server.base_url, parallel=1)
     result = project.evaluate(client_mutator)
 
-    # counted by the client's ledger and per operator
-    assert client_mutator.client.ledger.run_usage().truncations == 1
-    assert result.llm_usage["per_operator"]["symptom_suppression"]["truncations"] == 1
-    # the report says so, and nothing is classified
-    assert not result.pool_complete
-    assert "truncated" in (result.pool_incomplete_reason or "")
-    assert result.laxity is None
-    assert result.test_class is TestClass.INCONCLUSIVE
+    assert client_mutator.client.ledger.run_usage().truncations == 2
+    usage = result.llm_usage["per_operator"]
+    assert (usage["symptom_suppression"]["truncations"], usage["incomplete_fix"]["truncations"]) == (1, 1)
     per_op = result.llm_pool["per_operator"]
-    assert per_op["symptom_suppression"]["failed"] == {"truncated": 1}
-    # no call after the failure; the mutants that were finished are kept and were run
-    assert per_op["input_specific_shortcut"]["skipped"] == 1
-    assert len(server.requests) == 4
-    assert sorted(r.mutant.id for r in result.mutants) == [
-        "llm-behavior_substitution-1", "llm-incomplete_fix-1", "llm-vanilla-1"]
-    assert all(r.cell is not None for r in result.mutants)
-    assert result.matrix.counts()["beta"] == 2  # the finished results, but no laxity from them
-    data = result.to_json(timings=False)
-    assert data["laxity"] is None
-    assert data["pool_complete"] is False
-    assert data["test_class"] == "Inconclusive"
+    assert per_op["symptom_suppression"]["rejected"] == {"truncated": 1}
+    assert per_op["incomplete_fix"]["rejected"] == {"repetition": 1}
+    assert per_op["symptom_suppression"]["failed"] == {}
+    samples = {(s["operator"], s["sample_index"]): s for s in result.llm_pool["samples"]}
+    assert "cut off at 100 completion tokens" in samples[("symptom_suppression", 0)]["detail"]
+    assert "repeating itself" in samples[("incomplete_fix", 0)]["detail"]
+    # resampled: every operator got its mutant, and the pool is complete, so the test is classified
+    assert result.pool_complete
+    assert len(result.mutants) == 5
+    assert len(server.requests) == 7
+    assert result.test_class is TestClass.LAX
+
+
+def test_a_pool_whose_every_reply_was_cut_off_is_incomplete(serve: Any, project: Project) -> None:
+    # max_tokens too small for the prompt is no property of one sample: nothing is classified
+    server = serve([{"reply": "rangekit/clamp.py\n<<<<<<< SEARCH\n", "usage": USAGE, "finish_reason": "length"}])
+    result = project.evaluate(mutator(server.base_url, parallel=1, operators=(Operator.VANILLA,)))
+    assert not result.pool_complete
+    assert "every reply (2) was cut off at max_tokens (512)" in (result.pool_incomplete_reason or "")
+    assert result.test_class is TestClass.INCONCLUSIVE
+    assert result.llm_pool["per_operator"]["vanilla"]["rejected"] == {"truncated": 2}
+
+
+@pytest.mark.parametrize(("text", "looping"), [
+    ("as_int_str, " * 30, True),
+    ("x" * 200, True),
+    ("    if x < lo:\n" * 10, True),
+    ("rangekit/clamp.py\n<<<<<<< SEARCH\n    if lo > hi:\n        raise ValueError('empty')\n=======\n", False),
+    ("", False),
+])
+def test_is_repetition(text: str, looping: bool) -> None:
+    assert is_repetition(text) is looping
 
 
 def test_cost_cap_stops_cleanly_and_keeps_finished_results(serve: Any, project: Project) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coharden.mutation import behavior_substitution, incomplete_fix, input_specific_shortcut, symptom_suppression
-from coharden.mutation.context import FileChange, FixContext, functions_touched
+from coharden.mutation.context import FileChange, FixContext, functions_added, functions_changed, functions_touched
 from coharden.mutation.pool import Pool, admit
 from coharden.schema.mutant import Operator
 
@@ -74,6 +74,20 @@ def _load(source: str) -> dict[str, Any]:
 
 def test_functions_touched_are_innermost_and_exist_in_buggy_code() -> None:
     assert functions_touched(_ctx().files[0]) == ["clamp", "Box.size"]
+
+
+def test_a_pure_insertion_touches_its_neighbour_but_changes_no_function() -> None:
+    """A fix that only adds a method: the loose reading (what the recorder watches) names the method beside
+    the insertion, the strict reading names none, and the added method is named as added. A decorator added
+    to a function changes that function in both readings."""
+    old = "class P:\n    def a(self):\n        return 1\n"
+    added = FileChange("p.py", old, old + "\n    def b(self):\n        return 2\n")
+    assert functions_touched(added) == ["P.a"]
+    assert functions_changed(added) == []
+    assert functions_added(added) == ["P.b"]
+    decorated = FileChange("p.py", old, old.replace("    def a", "    @property\n    def a"))
+    assert functions_changed(decorated) == functions_touched(decorated) == ["P.a"]
+    assert functions_changed(_ctx().files[0]) == functions_touched(_ctx().files[0])
 
 
 def test_incomplete_fix_leaves_out_and_keeps_single_hunks() -> None:

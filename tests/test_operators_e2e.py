@@ -401,6 +401,97 @@ def test_a_fix_of_module_level_data_is_said_to_touch_no_function(tmp_path: Path)
     assert not any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
 
 
+PT = {
+    "pt/__init__.py": "",
+    "pt/point.py": ("class Point:\n    def __init__(self, x):\n        self.x = x\n\n"
+                    "    def __mul__(self, k):\n        return Point(self.x * k)\n"),
+    "tests/__init__.py": "",
+    "tests/test_pt.py": "def test_old():\n    pass\n",
+}
+PT_FIXED = PT["pt/point.py"] + "\n    def __rmul__(self, k):\n        return self * k\n"
+PT_TEST = ("from pt.point import Point\n\n\ndef test_old():\n    pass\n\n\n"
+           "def test_rmul():\n    assert (Point(2) * 3).x == 6\n    assert (3 * Point(2)).x == 6\n")
+
+
+def test_a_fix_that_only_adds_a_method_is_said_to_add_one(tmp_path: Path) -> None:
+    """sympy-17655: the fix only adds ``Point.__rmul__``; the recorder watches ``Point.__mul__``, the method
+    beside the insertion, whose outcomes are equal on both codes, and the pool said ``outcomes_equal`` as if
+    the changed function had been recorded. The reason names the added function and the recorded neighbour."""
+    pool = _golden_input_pool(tmp_path / "pt", PT, ("pt/point.py", PT_FIXED), ("tests/test_pt.py", PT_TEST),
+                              "tests/test_pt.py::test_rmul")
+    reason = pool.summary()["no_revealing_input"]
+    assert reason["reason"] == "adds_function", reason
+    assert "Point.__rmul__" in reason["detail"], reason
+    assert "Point.__mul__" in reason["detail"], reason
+    assert any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
+
+
+AREA = {
+    "box/__init__.py": "",
+    "box/core.py": ("class Box:\n    def __init__(self, w):\n        self.w = w\n\n\n"
+                    "def double(n):\n    return n + 2\n\n\ndef area(box):\n    return double(box.w)\n"),
+    "tests/__init__.py": "",
+    "tests/test_box.py": "def test_old():\n    pass\n",
+}
+AREA_FIXED = AREA["box/core.py"].replace("return n + 2", "return n * 2")
+AREA_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_area():\n    assert area(Box(3)) == 6\n")
+
+
+def test_caller_patch_says_its_callers_values_have_no_encoding(tmp_path: Path) -> None:
+    """astropy-14182: the changed function's inputs were recorded, but every call of its caller (an object
+    with no structural representation) was dropped, and caller_patch said only ``no_revealing_input``, as if
+    no caller's outcome had changed. It says ``callers_not_encodable``; the shortcut is still made."""
+    pool = _golden_input_pool(tmp_path / "box", AREA, ("box/core.py", AREA_FIXED), ("tests/test_box.py", AREA_TEST),
+                              "tests/test_box.py::test_area")
+    assert pool.skipped[("caller_patch", "callers_not_encodable")] == 1, pool.summary()
+    assert pool.summary()["generated"].get("input_specific_shortcut", 0) >= 1, pool.summary()
+
+
+def test_caller_diagnosis_tells_equal_outcomes_from_unencodable_and_absent_callers() -> None:
+    from coharden.mutation.recording import caller_diagnosis
+
+    caller = {"kind": "caller", "qualname": "area", "key": "(3,)", "outcome": "return", "value_enc": "6",
+              "path": "box/core.py"}
+    dropped = {"kind": "caller_summary", "qualname": "area", "calls": 1, "dropped": {"address_in_repr": 1},
+               "path": "box/core.py"}
+    in_test = {**caller, "path": "tests/test_box.py"}
+    assert caller_diagnosis([caller], [caller]) == "callers_outcomes_equal"
+    assert caller_diagnosis([dropped], [dropped]) == "callers_not_encodable"
+    assert caller_diagnosis([in_test, dropped], [dropped], lambda p: p.startswith("tests/")) == "callers_not_encodable"
+    assert caller_diagnosis([in_test], [in_test], lambda p: p.startswith("tests/")) == "no_caller_recorded"
+    assert caller_diagnosis([], []) == "no_caller_recorded"
+
+
+GRID = {
+    "grid/__init__.py": "",
+    "grid/core.py": ("class Grid:\n    def __init__(self, cells, attrs=None):\n"
+                     "        self.cells, self.attrs = list(cells), dict(attrs or {})\n\n"
+                     "    def __repr__(self):\n        return f'<Grid {self.cells} attrs={self.attrs}>'\n\n\n"
+                     "def doubled(grid):\n    return Grid([2 * c for c in grid.cells])\n"),
+    "tests/__init__.py": "",
+    "tests/test_grid.py": "def test_old():\n    pass\n",
+}
+GRID_FIXED = GRID["grid/core.py"].replace("return Grid([2 * c for c in grid.cells])",
+                                          "return Grid([2 * c for c in grid.cells], grid.attrs)")
+GRID_TEST = ("from grid.core import Grid, doubled\n\n\ndef test_old():\n    pass\n\n\n"
+             "def test_attrs_kept():\n    assert doubled(Grid([1, 2], {'units': 'm'})).attrs == {'units': 'm'}\n")
+
+
+def test_narrowed_scope_needs_only_the_shape_of_values_with_no_encoding(tmp_path: Path) -> None:
+    """xarray-4687, 6938, astropy-13977: the changed function takes and returns objects whose repr is data,
+    not a constructor call (``DataArray``, ``Quantity``), so every call was dropped and no input-based operator
+    made anything. narrowed_scope puts only the arguments' shape into a mutant: a call kept by shape, its input
+    named by a checksum of the arguments' repr and its outcome by an observation, is enough; the shortcut,
+    which must put the values themselves into code, still makes nothing."""
+    pool = _golden_input_pool(tmp_path / "grid", GRID, ("grid/core.py", GRID_FIXED),
+                              ("tests/test_grid.py", GRID_TEST), "tests/test_grid.py::test_attrs_kept")
+    summary = pool.summary()
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert summary["generated"].get("input_specific_shortcut", 0) == 0, summary
+    assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
+
+
 def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:
     """The golden test against itself shares one recording; when it is cut short (sympy-17655 timed out),
     its failure was warned about once per test, so every failure was said twice."""

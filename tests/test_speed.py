@@ -22,7 +22,7 @@ from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
 from coharden.instances import load_local, resolve_repo
 from coharden.mpe.evaluate import evaluate
-from coharden.mutation import input_specific_shortcut
+from coharden.mutation.context import record_targets
 from coharden.mutation.pool import fix_context, record_calls
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
@@ -82,7 +82,7 @@ def test_a_test_and_its_identical_copy_are_recorded_once(example: dict[str, Any]
     with InstanceExecutor(inst, example["repo"], settings, None) as ex:
         golden = ex.golden_test()
         copy = golden.model_copy(update={"name": "copy", "patch": golden.patch + "\n"})
-        targets = input_specific_shortcut.targets(fix_context(ex, inst.patch))
+        targets = record_targets(fix_context(ex, inst.patch))
         assert targets
         before = ex.runs
         both = record_calls(ex, inst.patch, [golden, copy], targets)

@@ -14,7 +14,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -23,6 +23,9 @@ from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import MPEConfig
 
 DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
+
+RunnerName = Literal["pytest", "django", "sympy"]
+"""The test runners' names: the keys of ``coharden.execution.runners.RUNNERS`` (a test holds them equal)."""
 
 
 class Settings(BaseModel):
@@ -97,8 +100,8 @@ class Settings(BaseModel):
                                 "--no-header / -rN options); a spec environment sets it.")
     pytest_version: str = Field(default="", description="The test environment's pytest version when known (a spec "
                                 "environment sets it): pytest before 3.5 has no --rootdir option.")
-    runner: str = Field(default="pytest", pattern="^(pytest|django|sympy)$",
-                        description="Test runner: pytest, Django's tests/runtests.py, or sympy's bin/test.")
+    runner: RunnerName = Field(default="pytest", description="Test runner: pytest, Django's tests/runtests.py, "
+                               "or sympy's bin/test.")
     test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "
                                      "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
     env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "
@@ -112,20 +115,7 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: Any) -> Any:
-        """Keys of older config files: ``tau`` / ``seed`` moved into ``mpe``, ``sandbox`` (local / docker) is
-        ``test_host`` ("sandbox" means the bwrap sandbox only), ``combine_tests`` is gone (``mpe.trust_tests``
-        alone decides whether two tests may share a process)."""
-        if not isinstance(data, dict) or not (LEGACY_KEYS & data.keys()):
-            return data
-        data = dict(data)
-        moved = {k: data.pop(k) for k in ("tau", "seed") if k in data}
-        if moved:
-            mpe = data.get("mpe", {})
-            data["mpe"] = {**moved, **(mpe.model_dump() if isinstance(mpe, MPEConfig) else mpe)}
-        if "sandbox" in data:
-            data.setdefault("test_host", data.pop("sandbox"))
-        data.pop("combine_tests", None)
-        return data
+        return renamed_keys(data)
 
     @field_validator("pass_env")
     @classmethod
@@ -146,8 +136,25 @@ class Settings(BaseModel):
             raise CoHardenError(f"invalid setting: {_describe(exc)}") from exc
 
 
-#: Keys of older config files that :class:`Settings` still reads (see ``Settings._renamed``).
+#: Keys of older config files that :class:`Settings` still reads (see ``renamed_keys``).
 LEGACY_KEYS = frozenset({"tau", "seed", "sandbox", "combine_tests"})
+
+
+def renamed_keys(data: Any) -> Any:
+    """Keys of older config files: ``tau`` / ``seed`` moved into ``mpe``, ``sandbox`` (local / docker) is
+    ``test_host`` ("sandbox" means the bwrap sandbox only), ``combine_tests`` is gone (``mpe.trust_tests``
+    alone decides whether two tests may share a process)."""
+    if not isinstance(data, dict) or not (LEGACY_KEYS & data.keys()):
+        return data
+    data = dict(data)
+    moved = {k: data.pop(k) for k in ("tau", "seed") if k in data}
+    if moved:
+        mpe = data.get("mpe", {})
+        data["mpe"] = {**moved, **(mpe.model_dump() if isinstance(mpe, MPEConfig) else mpe)}
+    if "sandbox" in data:
+        data.setdefault("test_host", data.pop("sandbox"))
+    data.pop("combine_tests", None)
+    return data
 
 
 def _describe(exc: ValidationError) -> str:
@@ -237,7 +244,7 @@ def load_settings(config: Path | str | Sequence[Path | str] | None = None, cwd: 
             source = str(pyproject)
             if not isinstance(data, dict):
                 raise CoHardenError(f"{source}: coharden settings must be a mapping")
-    data = Settings._renamed(data)  # an older file's tau / seed, then -c mpe.tau=... on top
+    data = renamed_keys(data)  # an older file's tau / seed, then -c mpe.tau=... on top
     for spec in overrides:
         merge(data, _known(key_value(spec), spec))
     if overrides:

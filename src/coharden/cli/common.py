@@ -174,7 +174,7 @@ def cli_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
+def pick_instance(source: Path, instance_id: str | None, settings: Settings):
     """The one instance of ``source`` (a directory or records file; ``instance_id`` picks among several)."""
     from coharden.instances import load_instances
 

@@ -27,7 +27,8 @@ EXPLAIN = {
     "gate_failed": "the submission failed the F->P gate",
 }
 
-demo_app = new_app(help="Offline demonstrations on the bundled examples (no model, no key, no network).")
+demo_app = new_app(help="Offline demonstrations on the bundled examples (no model, no key, no network; --live: the "
+                   "local model of scripts/local-model serve).")
 
 
 @demo_app.command("loop")
@@ -40,6 +41,12 @@ def demo_loop(
                                                  "(default: the example's loop-replies.yaml).")] = None,
     output: Annotated[Path | None, output_option(help="Keep the run here (state, rounds, "
                                                 "trajectories); default: a temporary directory.")] = None,
+    live: Annotated[bool, typer.Option("--live", help="The real local model instead of scripted replies: "
+                                       "needs scripts/local-model serve running (one joint round, 5 agent steps "
+                                       "a run; minutes per reply). Says so and stops when it is not running.")]
+    = False,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="--live: the local server (default "
+                                                 "$OPENAI_BASE_URL, else http://127.0.0.1:8765/v1).")] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -48,7 +55,16 @@ def demo_loop(
     of another input (a regression at the loop's tau), round 2 reacts to the wrong fixes the feedback shows
     with a rigorous test (clean). Shows each round's decision, temporal matrix and laxity. Takes a minute or
     two. Exit status 1, with the first real cause, when the loop does not end as scripted."""
-    from coharden.loop.demo import DEMO_CONFIG, DEMO_DECISION, find_example, first_cause, run_demo
+    from coharden.loop.demo import (
+        DEMO_CONFIG,
+        DEMO_DECISION,
+        check_live_server,
+        find_example,
+        first_cause,
+        local_base,
+        run_demo,
+        run_live,
+    )
     from coharden.loop.progress import LoopProgress
 
     def show(event: LoopProgress) -> None:
@@ -58,11 +74,21 @@ def demo_loop(
     example = find_example(example)
     if replies is not None and not replies.is_file():
         raise CoHardenError(f"--replies: {replies} not found")
+    if live:
+        if replies is not None:
+            raise CoHardenError("--live plays the real model: give --replies or --live, not both")
+        check_live_server(local_base(api_base))  # before any work: a clear error when it is not running
+        err_console.print(f"live: the local model at {local_base(api_base)} plays the agent (minutes per reply)",
+                          highlight=False)
     with tempfile.TemporaryDirectory(prefix="coharden-demo-") as tmp:
         out = output or Path(tmp)
         settings = settings_from(config, store=out / "store.sqlite", cache_dir=out / "cache", workers=1)
-        result = run_demo(example, out / "run", settings, replies=replies, progress=show)
-        failure = None if result.decision == DEMO_DECISION else first_cause(result, out / "run")
+        if live:
+            result = run_live(example, out / "run", settings, api_base=api_base, progress=show)
+            failure = None  # a real model has no script: any decision is the outcome
+        else:
+            result = run_demo(example, out / "run", settings, replies=replies, progress=show)
+            failure = None if result.decision == DEMO_DECISION else first_cause(result, out / "run")
     rows = [{"round": r.round, "decision": r.decision, "laxity": r.laxity, "admissible": r.admissible,
              "matrix": {cell: len(ids) for cell, ids in r.matrix.items()}, "note": r.note} for r in result.rounds]
     if as_json:

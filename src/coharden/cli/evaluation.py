@@ -28,7 +28,7 @@ from coharden.cli.options import (
 
 @cli_errors
 @run_options
-@mpe_options("operators", "per_operator", "seed", "tau", "paper_classes", "confidence", "max_mutants")
+@mpe_options("operators", "per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants")
 @engine_options()
 def eval_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
@@ -102,7 +102,7 @@ def eval_command(
                                   markup=False)
 
 
-def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]
+def _render_eval(report: dict, written: dict) -> None:
     from coharden.evaluation.report import fmt
 
     total = report["instances"]["total"]

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, overload
 
 import typer
 
@@ -213,6 +213,14 @@ class LLMOptions:
         """A model is named (by --model or ``$COHARDEN_LLM_MODEL``)."""
         return bool(self.model or os.environ.get("COHARDEN_LLM_MODEL"))
 
+    @overload
+    def client(self, default_store: Path, *, required: Literal[True], what: str = ...,
+               ledger: Ledger | None = ..., model: str | None = ...) -> LLMClient: ...
+
+    @overload
+    def client(self, default_store: Path, *, required: bool = ..., what: str = ...,
+               ledger: Ledger | None = ..., model: str | None = ...) -> LLMClient | None: ...
+
     def client(self, default_store: Path, *, required: bool = False, what: str = "this command",
                ledger: Ledger | None = None, model: str | None = None) -> LLMClient | None:
         """A client from these flags and ``COHARDEN_LLM_*`` (``model`` instead of --model where a command has
@@ -244,7 +252,7 @@ def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, 
 def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
                default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
                ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
-               **config: object) -> LLMClient:
+               **config: Any) -> LLMClient:
     """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
     the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
     max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
@@ -276,13 +284,13 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
 
 
 def _operator_help() -> str:
-    # the names come from the Operator enum, which every registered operator is named by; importing the
-    # registry itself would load every operator module (libcst) on each start of the CLI
-    from coharden.schema.mutant import Operator
+    # the built-in names come from the schema; importing the registry itself would load every operator module
+    # (libcst), and reading the installed ones' entry points takes a while, on each start of the CLI
+    from coharden.schema.mutant import MECHANICAL_DEFAULT
 
-    names = [op.value for op in Operator if op.value != "vanilla"]
-    return (f"Comma-separated mutant operators (default: every mechanical one): {', '.join(names)}; "
-            "vanilla too for --mutator llm.")
+    return (f"Comma-separated mutant operators (default: every built-in mechanical one): "
+            f"{', '.join(op.value for op in MECHANICAL_DEFAULT)}; an installed package's operators (entry-point "
+            "group coharden.operators) by name; vanilla too for --mutator llm.")
 
 
 OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_help())]
@@ -316,6 +324,9 @@ def workers_option(help: str = "Parallel workers (default: the CPU count).") -> 
 WorkersOpt = Annotated[int | None, workers_option()]
 PreferExercisedOpt = Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
                                                   "among mutants that change code the tests run.")]
+NoImpliedOpt = Annotated[bool, typer.Option("--no-implied", help="Make every run, also those whose outcome is "
+                                            "implied (a test that never enters the functions a mutant changes): "
+                                            "the check mode; results must be equal.")]
 PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="The paper's rule exactly: N mutants per "
                                                 "operator, no early stop, the point laxity against tau, every "
                                                 "non-F->P test Misaligned.")]
@@ -337,17 +348,20 @@ def parse_mutators(value: str) -> list[str]:
 
 
 def parse_operators(value: str | None) -> list[Operator]:
-    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
-    from coharden.mutation.pool import MECHANICAL_OPERATORS
-    from coharden.schema.mutant import Operator
+    """Operators from a comma-separated --operators value (default: the built-in mechanical ones). Naming
+    operators loads the registry, so a plugin that cannot be loaded is said here, before the run."""
+    from coharden.mutation.registry import registry
+    from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
     if not value:
-        return list(MECHANICAL_OPERATORS)
-    try:
-        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError as exc:
-        known = ", ".join(op.value for op in Operator)
-        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
+        return list(MECHANICAL_DEFAULT)
+    known = [*registry(), Operator.VANILLA]
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise CoHardenError(f"--operators: unknown {', '.join(map(repr, unknown))} "
+                            f"(known: {', '.join(op.value for op in known)})")
+    return [Operator(name) for name in names]
 
 
 def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
@@ -399,6 +413,7 @@ class MPEOptions:
     max_mutants: int | None = None
     mutator: str = "mechanical"
     samples: int = 3
+    no_implied: bool = False
 
     @property
     def sources(self) -> list[str]:
@@ -429,6 +444,8 @@ class MPEOptions:
                 chosen[name] = getattr(self, name)
         if self.paper_classes:
             chosen["paper_classes"] = True
+        if self.no_implied:  # --no-implied: the check mode (else the config's mpe.implied, on by default)
+            chosen["implied"] = False
         if self.per_operator is not None or self.paper_classes:
             chosen["sequential"] = False
         check_estimate(chosen.get("confidence", base.confidence), self.max_mutants,
@@ -442,7 +459,8 @@ class MPEOptions:
 
 _MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "per_operator": PerOperatorOpt, "seed": SeedOpt,
                                 "tau": TauOpt, "paper_classes": PaperClassesOpt, "confidence": ConfidenceOpt,
-                                "max_mutants": MaxMutantsOpt, "mutator": MutatorOpt, "samples": SamplesOpt}
+                                "max_mutants": MaxMutantsOpt, "mutator": MutatorOpt, "samples": SamplesOpt,
+                                "no_implied": NoImpliedOpt}
 
 
 def mpe_options(*names: str, param: str = "mpe_opts", **aliases: Any) -> Callable[[F], F]:

@@ -89,7 +89,8 @@ study_inputs = option_group(StudyInputs, _STUDY_INPUTS, "inputs")
 @cli_errors
 @study_inputs
 @run_options
-@mpe_options("per_operator", "seed", "tau", "paper_classes", "confidence", "max_mutants", "mutator", "samples",
+@mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants", "mutator",
+             "samples",
              per_operator=Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per "
                                                        "operator (default: sequential MPE; 3 with "
                                                        "--paper-classes).", lo=1)],
@@ -186,7 +187,7 @@ def study_real_bugs(
         console.print(f"- {line}")
 
 
-def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):  # type: ignore[no-untyped-def]
+def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
     """(the imitation phase's LLM mutator, None) when ``--mutator`` names llm and a model is configured;
     (None, why not) otherwise. The study's pool is always mechanical: LLM mutants are added to it."""
     if "llm" not in mpe_opts.sources:
@@ -249,7 +250,7 @@ def study_envcheck(
     console.print(render_table(rows), markup=False, highlight=False)
 
 
-def _with_others(done: dict, rows: list) -> list:  # type: ignore[type-arg]
+def _with_others(done: dict, rows: list) -> list:
     """This run's rows plus the rows of earlier runs on other instances (the output file keeps them all)."""
     mine = {row.instance_id for row in rows}
     return [*[row for key, row in done.items() if key not in mine], *rows]

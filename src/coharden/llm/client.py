@@ -145,7 +145,8 @@ class LLMClient:
     """Chat completions for one :class:`LLMConfig`, accounted in a :class:`Ledger`, capped by a :class:`Budget`,
     recorded in / replayed from a :class:`CallStore`.
 
-    Thread-safe: the ledger and the store are locked; the client holds no other mutable state.
+    Thread-safe: the ledger and the store are locked; the client holds no other mutable state but the
+    semaphore of ``config.concurrency``, which makes calls beyond it wait before their attempt starts.
     """
 
     def __init__(
@@ -164,6 +165,7 @@ class LLMClient:
         self.ledger = ledger if ledger is not None else Ledger()
         self.budget = budget
         self._sleep = sleep
+        self._slots = threading.BoundedSemaphore(config.concurrency) if config.concurrency else None
         if self.mode is CacheMode.REPLAY and store is None:
             raise LLMConfigError("replay mode needs a CallStore to replay from")
 
@@ -215,7 +217,11 @@ class LLMClient:
                     request_hash=key,
                 )
         if response is None:
-            response, raw = self._call_provider(msgs, params, instance_id=instance_id)
+            if self._slots is None:
+                response, raw = self._call_provider(msgs, params, instance_id=instance_id)
+            else:
+                with self._slots:
+                    response, raw = self._call_provider(msgs, params, instance_id=instance_id)
             if self.store is not None:
                 stored = self.store.put(key, request, response, raw_response=raw, replace=self.mode is CacheMode.RECORD)
                 response = stored.response  # the canonical (first-stored) reply; see cache module docs

@@ -23,6 +23,7 @@ ENV_VARS: dict[str, str] = {
     "max_tokens": "COHARDEN_LLM_MAX_TOKENS",
     "timeout": "COHARDEN_LLM_TIMEOUT",
     "max_retries": "COHARDEN_LLM_MAX_RETRIES",
+    "concurrency": "COHARDEN_LLM_CONCURRENCY",
 }
 
 
@@ -52,6 +53,11 @@ class LLMConfig(BaseModel):
     """Completion token limit; a reply reaching it is rejected as truncated."""
     timeout: float = Field(default=120.0, gt=0)
     """Seconds per HTTP attempt."""
+    concurrency: int | None = Field(default=None, ge=1)
+    """At most this many provider calls of one client at a time (the others wait before their attempt starts,
+    so ``timeout`` counts from the start); ``None`` = no limit. ``1`` for a local server that answers one
+    request at a time (``scripts/local-model``): queued requests would otherwise spend their timeout waiting.
+    Not part of the request hash."""
     max_retries: int = Field(default=4, ge=0)
     """Retries after the first attempt, for 429 / 5xx / connection errors / timeouts only."""
     retry_wait_s: float = Field(default=2.0, ge=0)

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.store import Store
 from coharden.instances import load_local
-from coharden.llm import CostOverride, LLMClient, LLMConfig, MockLLMServer, RulesError
+from coharden.llm import CacheMode, CallStore, CostOverride, LLMClient, LLMConfig, MockLLMServer, RulesError
 from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
 from coharden.loop.progress import ProgressCallback
@@ -87,7 +89,8 @@ def _first_rejection(trajectory: Path) -> str:
 
 
 def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path | None = None,
-             config: LoopConfig = DEMO_CONFIG, progress: ProgressCallback | None = None) -> LoopResult:
+             config: LoopConfig = DEMO_CONFIG, progress: ProgressCallback | None = None,
+             step_limit: int = 10) -> LoopResult:
     """Run the loop on ``example`` (a bundled example directory with ``loop-replies.yaml``) into ``output``."""
     replies = replies or example / REPLIES
     if not replies.is_file():
@@ -108,8 +111,91 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         llm = LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0, timeout=60,
                         cost_overrides={MODEL: CostOverride(input_per_token=1e-6, output_per_token=2e-6)})
         client = LLMClient(llm)
-        agent = MiniSweAgent(client, step_limit=10, python=settings.python, cache_dir=settings.cache_dir,
+        agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
                              allow_weak_sandbox=settings.allow_weak_sandbox)
         loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
                             store=Store(settings.store), ledger=client.ledger, run_name="demo", progress=progress)
         return loop.run()
+
+
+# --- the live mode: the same loop against the local model (scripts/local-model serve) -----------------------
+
+#: Where ``scripts/local-model serve`` listens by default; ``$OPENAI_BASE_URL`` (its first printed line) wins.
+LOCAL_BASE = "http://127.0.0.1:8765/v1"
+LOCAL_MODEL = "openai/local"
+#: A live run at the pace of a 1.5B model on a busy 2-core machine (about 2-6 minutes per reply): one joint
+#: round, a few agent steps each, short replies, one request at a time (the server answers one at a time).
+LIVE_CONFIG = LoopConfig(rounds=1)
+LIVE_STEP_LIMIT = 5
+LIVE_MAX_TOKENS = 400
+LIVE_TIMEOUT_S = 1800.0
+LIVE_KEY_VAR = "COHARDEN_LOCAL_MODEL_KEY"
+
+
+def local_base(api_base: str | None = None) -> str:
+    return (api_base or os.environ.get("OPENAI_BASE_URL") or LOCAL_BASE).rstrip("/")
+
+
+def check_live_server(api_base: str, *, timeout: float = 30.0) -> list[str]:
+    """The model ids the server at ``api_base`` serves; a :class:`CoHardenError` naming how to start it when
+    nothing answers there (never a hang: one request with a timeout; a refused connection fails at once)."""
+    start = "start it with: scripts/local-model serve --port 8765 &  (then pass --api-base, or set OPENAI_BASE_URL)"
+    try:
+        with urllib.request.urlopen(f"{api_base}/models", timeout=timeout) as reply:
+            data = json.load(reply)
+    except TimeoutError as exc:
+        raise CoHardenError(f"--live: the server at {api_base} did not answer within {timeout:g} s (busy with "
+                            "another request? it answers one at a time); try again when it is idle") from exc
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        if isinstance(getattr(exc, "reason", None), TimeoutError):
+            raise CoHardenError(f"--live: the server at {api_base} did not answer within {timeout:g} s (busy "
+                                "with another request? it answers one at a time)") from exc
+        reason = getattr(exc, "reason", exc)
+        raise CoHardenError(f"--live: no local model server answers at {api_base} ({reason}); {start}") from exc
+    ids = [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
+    if "local" not in ids:
+        raise CoHardenError(f"--live: the server at {api_base} serves {ids or 'no model'}, not 'local'; {start}")
+    return ids
+
+
+def run_live(example: Path, output: Path, settings: Settings, *, api_base: str | None = None,
+             config: LoopConfig = LIVE_CONFIG, step_limit: int = LIVE_STEP_LIMIT,
+             progress: ProgressCallback | None = None) -> LoopResult:
+    """The loop on ``example`` against the local model (``scripts/local-model serve``): every reply is the real
+    model's, recorded in ``output/llm-calls.sqlite`` (record mode) beside the trajectories."""
+    base = local_base(api_base)
+    check_live_server(base)
+    try:
+        from coharden.agent.mini import MiniSweAgent
+    except ImportError as exc:
+        raise CoHardenError(f"the demo needs the default agent: {exc}") from exc
+    instance = load_local(example, settings.cache_dir).instance
+    os.environ.setdefault(LIVE_KEY_VAR, "sk-local")  # the local server checks no key; litellm wants one
+    llm = LLMConfig(model=LOCAL_MODEL, api_base=base, api_key_env=LIVE_KEY_VAR, max_retries=0,
+                    timeout=LIVE_TIMEOUT_S, max_tokens=LIVE_MAX_TOKENS, concurrency=1,
+                    cost_overrides={LOCAL_MODEL: CostOverride(input_per_token=0.0, output_per_token=0.0)})
+    client = LLMClient(llm, store=CallStore(output / "llm-calls.sqlite"), mode=CacheMode.RECORD)
+    agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
+                         allow_weak_sandbox=settings.allow_weak_sandbox)
+    loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
+                        store=Store(settings.store), ledger=client.ledger, run_name="live", progress=progress)
+    return loop.run()
+
+
+def replies_from_recording(store: Path) -> list[dict[str, object]]:
+    """A live run's recorded replies (its ``llm-calls.sqlite``) as mock rules that answer the requests in the
+    order they were recorded, one use each: the run replayed offline by :func:`run_demo` (``--replies``). A
+    live request's hash cannot be replayed (its messages hold run-specific paths and timings); the replies'
+    order can, as every step the agent takes from them (commands, pytest verdicts, mutants) is deterministic."""
+    import sqlite3
+
+    rules: list[dict[str, object]] = []
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT response_json FROM llm_calls ORDER BY created_at, rowid").fetchall()
+    for number, (response,) in enumerate(rows, 1):
+        reply = json.loads(response)
+        rules.append({"name": f"call-{number} ({reply.get('latency_s', 0):.0f} s live)", "times": 1,
+                      "reply": reply["content"], "finish_reason": reply.get("finish_reason") or "stop",
+                      "usage": {"prompt_tokens": reply.get("prompt_tokens", 0),
+                                "completion_tokens": reply.get("completion_tokens", 0)}})
+    return rules

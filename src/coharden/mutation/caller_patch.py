@@ -11,7 +11,9 @@ every file of the fix back to its buggy content:
   caller catches exceptions of that type and returns its fixed-code result: a guard where the crash surfaces.
 
 Only frames inside the repository and outside test files are patched. Skipped (counted in the pool's
-``skipped``): no recorded caller whose outcome the fix changes (``no_revealing_input``), a frame outside the
+``skipped``): no recorded caller whose outcome the fix changes (the reason from
+:func:`~coharden.mutation.recording.caller_diagnosis`: ``callers_outcomes_equal``, ``callers_not_encodable``,
+``no_caller_recorded``), a frame outside the
 repository (``frame_outside_repository``), in a test file (``frame_in_test``), above a test's frame (the
 test runner, ``frame_above_test``), whose source is missing
 (``frame_source_missing``), does not parse (``unparseable_frame``), or holds no such function
@@ -21,7 +23,7 @@ test runner, ``frame_above_test``), whose source is missing
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -31,14 +33,14 @@ from coharden.mutation.funcwrap import rewrite_function
 from coharden.mutation.input_specific_shortcut import shortcut_rewrite, value_expr, with_decoder
 from coharden.mutation.recorded import example_caller
 from coharden.mutation.recorder_values import DECODER
-from coharden.mutation.recording import revealing_callers
+from coharden.mutation.recording import caller_diagnosis, revealing_callers
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
 OP = Operator.CALLER_PATCH
 
 
-def _catch(exc_type: str, record: dict[str, Any]):  # type: ignore[no-untyped-def]
+def _catch(exc_type: str, record: dict[str, Any]):
     def rewrite(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         handler = cst.parse_statement(
             "try:\n    pass\nexcept Exception as _coh_exc:\n"
@@ -59,9 +61,20 @@ def _source(inputs: OperatorInputs, path: str) -> str | None:
 
 def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
     callers = revealing_callers(inputs.fixed_records, inputs.buggy_records)
+    why = caller_diagnosis(inputs.fixed_records, inputs.buggy_records, inputs.is_test_path)
     if not callers:
-        inputs.skip(OP, "no_revealing_input")
+        inputs.skip(OP, why)
         return
+    yielded = 0
+    for mutant in _generate(inputs, callers):
+        yielded += 1
+        yield mutant
+    if not yielded and why == "callers_not_encodable":
+        # the callers it could use (a test's own frame never is one) were dropped unrecorded: say so too
+        inputs.skip(OP, "callers_not_encodable")
+
+
+def _generate(inputs: OperatorInputs, callers: list[dict[str, Any]]) -> Iterator[RawMutant]:
     fix_paths = {c.path for c in inputs.ctx.files}
     for record in callers:
         path = record.get("path")
@@ -72,8 +85,8 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
             reason = "frame_in_test"
         elif record.get("via") is not None and inputs.is_test_path(record["via"]):
             reason = "frame_above_test"  # the test runner that called the test (sympy's runtests.py)
-        if reason is not None:
-            inputs.skip(OP, reason)
+        if reason is not None or path is None:
+            inputs.skip(OP, reason or "frame_outside_repository")
             continue
         source = _source(inputs, path)
         if source is None:
@@ -108,8 +121,8 @@ class CallerPatch:
     on the failing path, for the issue's input (real cases: sympy-17630 patches ``BlockMatrix._blockmul``
     instead of the Add postprocessor, 20428 strips zeros downstream, 17318 guards the crash site)."""
 
-    name = OP
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = OP
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs)

@@ -84,12 +84,31 @@ def normalized(source: str) -> str:
 
 def functions_touched(change: FileChange) -> list[str]:
     """Qualified names (Class.method / func / outer.inner) of functions in the fixed file whose body holds
-    a changed line and that also exist in the buggy file. Innermost function wins."""
+    a changed line and that also exist in the buggy file. Innermost function wins. A pure insertion also
+    touches the functions its neighbouring buggy lines belong to (see :func:`functions_changed` for the
+    strict reading)."""
+    return _touched(change, change.changed_old_lines(), function_spans(change.new))
+
+
+def functions_changed(change: FileChange) -> list[str]:
+    """:func:`functions_touched` in the strict reading: a function the fix rewrites itself (a line added
+    inside it, decorators included, or one of its own buggy lines removed or replaced), never the neighbour
+    of an insertion. A fix that only adds a method touches the method beside it, but changes no function."""
+    removed = {i + 1 for _, i1, i2, _, _ in change.opcodes() for i in range(i1, i2)}
+    return _touched(change, removed, function_spans(change.new, decorators=True))
+
+
+def functions_added(change: FileChange) -> list[str]:
+    """Qualified names of the functions of the fixed file that the buggy file does not have."""
+    old = function_spans(change.old)
+    return [name for name in function_spans(change.new) if name not in old]
+
+
+def _touched(change: FileChange, removed_old: set[int], new_spans: dict[str, tuple[int, int]]) -> list[str]:
     added = change.added_lines()
-    removed_old = change.changed_old_lines()
     names: list[str] = []
     old_spans = function_spans(change.old)
-    for qualname, (start, end) in function_spans(change.new).items():
+    for qualname, (start, end) in new_spans.items():
         hit = any(start <= line <= end for line in added)
         if not hit and qualname in old_spans:
             o_start, o_end = old_spans[qualname]
@@ -100,8 +119,14 @@ def functions_touched(change: FileChange) -> list[str]:
     return [n for n in names if not any(other.startswith(n + ".") for other in names)]
 
 
-def function_spans(source: str) -> dict[str, tuple[int, int]]:
-    """Qualified name -> (first line, last line) of every function in ``source`` ({} when it does not parse)."""
+def record_targets(ctx: FixContext) -> list[dict[str, str]]:
+    """Functions the input recorder watches: those the fix touches that also exist in the buggy code."""
+    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]
+
+
+def function_spans(source: str, decorators: bool = False) -> dict[str, tuple[int, int]]:
+    """Qualified name -> (first line, last line) of every function in ``source`` ({} when it does not parse);
+    the first line is the ``def`` line, or with ``decorators`` the first decorator's."""
     try:
         tree = pysource.parse(source)
     except SyntaxError:
@@ -112,7 +137,8 @@ def function_spans(source: str) -> dict[str, tuple[int, int]]:
         for node in body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{prefix}{node.name}"
-                spans[name] = (node.lineno, node.end_lineno or node.lineno)
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) if decorators else node.lineno
+                spans[name] = (first, node.end_lineno or node.lineno)
                 walk(node.body, name + ".")
             elif isinstance(node, ast.ClassDef):
                 walk(node.body, f"{prefix}{node.name}.")

@@ -16,22 +16,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
 from coharden import pysource
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FixContext, functions_touched
+from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import rewrite_transplanted
 from coharden.mutation.recorder_values import DECODER, decode_expr, decoder_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
-
-
-def targets(ctx: FixContext) -> list[dict[str, str]]:
-    """Functions to record: those the fix touches that also exist in the buggy code."""
-    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]
 
 
 def value_expr(enc: str) -> str:
@@ -67,7 +62,7 @@ def _literal(text: str | None) -> str | None:
     return text
 
 
-def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
+def shortcut_rewrite(record: dict[str, Any]):
     """A body rewrite: first return (or raise) the recorded outcome for exactly the recorded input."""
     params = record["params"]
     key = "(" + "".join(f"{p}, " for p in params) + ")"
@@ -131,8 +126,8 @@ class InputSpecificShortcut:
     """Imitates a wrong fix that *special-cases the issue's example*: the buggy function plus an early return
     for exactly one recorded bug-revealing input (the single-input extreme of sympy-23950's special-casing)."""
 
-    name = Operator.INPUT_SPECIFIC_SHORTCUT
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = Operator.INPUT_SPECIFIC_SHORTCUT
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         records = inputs.revealing()

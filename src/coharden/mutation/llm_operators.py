@@ -25,7 +25,12 @@ when the round is complete its replies are admitted in (operator, sample index) 
 admitted, their ids and all counts are therefore a function of the replies only, not of which call finished
 first, so a replayed run reproduces a recorded run exactly.
 
-Fail closed: a truncated or withheld reply, a budget refusal, or any other LLM error stops the pool: no new
+A reply cut off at ``max_tokens`` is never used: it is a rejected sample (reason ``truncated``, or
+``repetition`` when its tail repeats one short stretch of text, the loop small models fall into) and is
+resampled like any other rejection, counted among the operator's truncations. Only when *every* reply of the
+pool was cut off is the pool incomplete (the token limit is too small for the prompt, not one sample bad).
+
+Fail closed: a withheld reply, a budget refusal, or any other LLM error stops the pool: no new
 call is started (queued samples of the round are skipped), the replies already received are still admitted
 (finished results are kept and their mutants are run), and the report is marked incomplete with the reason.
 :func:`coharden.mpe.evaluate.evaluate` then withholds laxity and class (``Inconclusive``) for that result:
@@ -126,6 +131,23 @@ def _usage_json(usage: Usage) -> dict[str, Any]:
 
 SampleStatus = Literal["admitted", "rejected", "failed", "skipped"]
 """What became of a sample; a failed one's ``reason`` is the LLM failure's kind (an ``ErrorKind`` value)."""
+#: Rejection reasons of a reply cut off at ``max_tokens`` (counted as truncations too).
+CUT_REASONS = frozenset({"truncated", "repetition"})
+
+
+def is_repetition(text: str, *, min_span: int = 60, max_period: int = 80, min_repeats: int = 3) -> bool:
+    """Whether ``text`` ends in one short stretch repeated over and over (``as_int_str, as_int_str, ...``,
+    the same line again and again): the degenerate loop a small model falls into until ``max_tokens``."""
+    tail = text.rstrip()
+    for period in range(1, max_period + 1):
+        span = max(min_span, period * min_repeats)
+        if len(tail) < span:
+            break
+        end = tail[-span:]
+        if all(end[i] == end[i + period] for i in range(span - period)):
+            return True
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return len(lines) >= 2 * min_repeats and len(set(lines[-2 * min_repeats:])) <= 2
 
 
 class SampleRecord(BaseModel):
@@ -144,6 +166,8 @@ class SampleRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    latency_s: float = 0.0
+    """Seconds the model took for this reply (the recorded figure when replayed)."""
 
 
 class LLMPoolReport(BaseModel):
@@ -256,8 +280,16 @@ class LLMMutator:
                 completion = self.client.complete(messages, instance_id=instance_id, sample_index=index,
                                                   temperature=cfg.temperature)
             except LLMError as exc:
-                stop.set()
                 failed = failure_of(exc)
+                if failed.kind is ErrorKind.TRUNCATED and failed.completion is not None:
+                    # a rejected sample, resampled: see the module docs
+                    cut = failed.completion
+                    looping = is_repetition(cut.content)
+                    return _Outcome(op, index, "rejected", phash, cut,
+                                    reason="repetition" if looping else "truncated",
+                                    detail=f"cut off at {cut.completion_tokens} completion tokens"
+                                           + (", repeating itself" if looping else ""), swap=swap)
+                stop.set()
                 return _Outcome(op, index, "failed", phash, failed.completion, reason=failed.kind.value,
                                 detail=failed.message, swap=swap, failure=failed)
             try:
@@ -292,6 +324,10 @@ class LLMMutator:
         report.cache = {"mode": self.client.mode.value,
                         "store": str(self.client.store.path) if self.client.store is not None else None,
                         "cached_calls": total.cached_calls}
+        tried = [s for s in report.samples if s.status != "skipped"]
+        if fatal is None and tried and all(s.reason in CUT_REASONS for s in tried):
+            fatal = (f"every reply ({len(tried)}) was cut off at max_tokens "
+                     f"({self.client.config.max_tokens}): raise it or shorten the prompt")
         if fatal is not None:
             report.complete = False
             report.incomplete_reason = fatal
@@ -307,7 +343,7 @@ class LLMMutator:
         if completion is not None:
             tally.add_completion(completion)
         kind = outcome.failure.kind if outcome.failure is not None else None
-        if kind is ErrorKind.TRUNCATED:
+        if kind is ErrorKind.TRUNCATED or (outcome.status == "rejected" and outcome.reason in CUT_REASONS):
             tally.truncations += 1
         elif kind is ErrorKind.COST_CAP:
             tally.budget_refusals += 1
@@ -323,8 +359,9 @@ class LLMMutator:
             prompt_tokens=completion.prompt_tokens if completion is not None else 0,
             completion_tokens=completion.completion_tokens if completion is not None else 0,
             cost_usd=completion.cost_usd if completion is not None else 0.0,
+            latency_s=completion.latency_s if completion is not None else 0.0,
         )
-        if outcome.raw is None or completion is None:
+        if outcome.raw is None or completion is None or outcome.status != "admitted":
             return record
         raw = outcome.raw
         raw.meta = {

@@ -16,25 +16,39 @@ from typing import Any
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext, function_spans, functions_touched, normalized
+from coharden.mutation.context import (
+    FileChange,
+    FixContext,
+    function_spans,
+    functions_added,
+    functions_changed,
+    normalized,
+    record_targets,
+)
 from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
     FAILED,
     Mapper,
     buggy_symptoms,
+    called_by,
     called_functions,
     failures,
     input_diagnosis,
     probes_of,
     record_calls,
     revealing_inputs,
+    test_labels,
 )
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, OperatorInputs, registry
 from coharden.patches import is_test_path, make_patch, touched_files
-from coharden.schema.mutant import Mutant, Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
-MECHANICAL_OPERATORS: tuple[Operator, ...] = tuple(registry())
-"""Every registered mechanical operator, in registry order (equal to ``schema.mutant.MECHANICAL_DEFAULT``)."""
+
+def mechanical_operators() -> tuple[Operator, ...]:
+    """Every registered mechanical operator, in registry order: the built-in ones
+    (``schema.mutant.MECHANICAL_DEFAULT``), then those installed distributions add."""
+    return tuple(registry())
+
 
 Key = tuple[tuple[str, str], ...]
 """A mutant's identity for deduplication: sorted (path, normalized AST) of every file of the fix."""
@@ -91,6 +105,8 @@ class Pool:
         code no test ran."""
         self.recording_seconds = 0.0
         """Wall time the input recorder's test runs took while building the pool."""
+        self.fixed_records: list[dict[str, Any]] = []
+        """The recorder's records of the tests on the fixed code (empty when no operator needed them)."""
         self.values_dropped: Counter[str] = Counter()
         """reason -> calls the recorder did not keep because a value (argument, receiver or outcome) had no safe
         encoding (see :mod:`coharden.mutation.recorder_values`), over both recordings."""
@@ -200,7 +216,7 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         preferred.append(prefer is None or prefer(files))
     if prefer is not None:
         pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
-    for operator in (op for op in MECHANICAL_OPERATORS if op in per_operator):
+    for operator in (op for op in registry() if op in per_operator):
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if ordered or (limit is not None and len(mutants) > limit):
@@ -275,7 +291,7 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
-               operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
+               operators: Sequence[Operator] = MECHANICAL_DEFAULT, per_operator: int | None = None,
                seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
                recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None,
                ordered: bool = False) -> Pool:
@@ -314,6 +330,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
         if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
+    pool.fixed_records = fixed_records
     for rec in (*fixed_records, *buggy_records):
         if rec["kind"] == "summary":
             pool.values_dropped.update(rec.get("dropped") or {})
@@ -324,7 +341,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
     _diagnose(pool, [op for op, operator in chosen.items() if FIXED_RECORDS in type(operator).needs], raw,
-              fixed_records, buggy_records, targets)
+              fixed_records, buggy_records, targets, only_adds=_only_adds(ctx))
     prefer: Callable[[dict[str, str]], bool] | None = None
     called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
     if called is not None:
@@ -335,7 +352,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
 
 
 def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant], fixed: list[dict[str, Any]],
-              buggy: list[dict[str, Any]], targets: list[dict[str, str]]) -> None:
+              buggy: list[dict[str, Any]], targets: list[dict[str, str]], only_adds: Sequence[str] = ()) -> None:
     """Note why no bug-revealing input was captured, and warn when the input-based operators then made no
     candidate although a test called a touched function (or a recording failed): the pool lacks the kinds of
     wrong fix agents write most (special-casing the example, fixing at the caller), so a Rigorous class
@@ -343,7 +360,7 @@ def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant],
     if not input_operators:
         return
     pool.warnings += [f"recorder failed for {failure}" for failure in failures(fixed, buggy)]
-    pool.input_reason = input_diagnosis(fixed, buggy, targets)
+    pool.input_reason = input_diagnosis(fixed, buggy, targets, only_adds)
     made = {c.operator for c in raw}
     empty = [op.value for op in input_operators if op not in made]
     if pool.input_reason is None or not empty or pool.input_reason[0] in ("not_called", "no_function_touched"):
@@ -355,12 +372,18 @@ def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant],
                          "other operators' mutants only")
 
 
+def _only_adds(ctx: FixContext) -> list[str]:
+    """The functions the fix adds, when it changes no function of the buggy code itself (the recorder then
+    watches only the neighbours of its insertions); [] otherwise."""
+    changes = [c for c in ctx.python_files if c.old]
+    if any(functions_changed(c) for c in changes):
+        return []
+    return [name for c in changes for name in functions_added(c)]
+
+
 def recordings_needed(operators: Sequence[Operator]) -> set[str]:
     """What the chosen operators need recorded (``FIXED_RECORDS`` / ``BUGGY_RECORDS``) before they run."""
     ops = registry()
     return set().union(*(ops[Operator(op)].needs for op in operators))
 
 
-def record_targets(ctx: FixContext) -> list[dict[str, str]]:
-    """Functions the recorder watches: those the fix touches that also exist in the buggy code."""
-    return [{"path": c.path, "qualname": q} for c in ctx.python_files if c.old for q in functions_touched(c)]

@@ -65,13 +65,8 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
          for i in unique])
     by_index = dict(zip(unique, runs, strict=True))
     records: list[dict[str, Any]] = []
-    labels: dict[str, str] = {}  # recording ident -> label; two different tests never share one
-    for index, test in enumerate(tests):
+    for test, label in zip(tests, test_labels(tests), strict=True):
         ran = by_index[first[_recording_ident(test)]]
-        label = test.name or f"test{index}"
-        while label in labels.values() and labels.get(_recording_ident(test)) != label:
-            label += "'"
-        labels[_recording_ident(test)] = label
         code = "fixed" if source_patch.strip() else "buggy"
         if isinstance(ran, str):  # the recorder did not run, or not to its end: said, never taken for "no input"
             records.append({"kind": FAILED, "from_test": label, "reason": ran, "code": code})
@@ -80,6 +75,29 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
             records.append({"kind": "session", "from_test": label})
         records += [{**rec, "from_test": label, **({"code": code} if rec["kind"] == FAILED else {})} for rec in ran]
     return records
+
+
+def test_labels(tests: Sequence[TestPatch]) -> list[str]:
+    """The ``from_test`` label of each test's records: its name (``test<i>`` without one); two different tests
+    never share a label (a ``'`` is added), the same test laid down twice does."""
+    labels: dict[str, str] = {}  # recording ident -> label
+    out: list[str] = []
+    for index, test in enumerate(tests):
+        label = test.name or f"test{index}"
+        while label in labels.values() and labels.get(_recording_ident(test)) != label:
+            label += "'"
+        labels[_recording_ident(test)] = label
+        out.append(label)
+    return out
+
+
+def called_by(records: list[dict[str, Any]], label: str) -> set[tuple[str, str]] | None:
+    """(path, qualname) of the recorded functions the test labelled ``label`` called while its tests ran, or
+    None when its recording is missing or incomplete."""
+    mine = [r for r in records if r.get("from_test") == label]
+    if not any(r["kind"] == "session" for r in mine) or any(r["kind"] == FAILED for r in mine):
+        return None
+    return {(r["path"], r["qualname"]) for r in mine if r["kind"] == "summary" and r["calls"]}
 
 
 FAILED = "recorder_failed"
@@ -312,6 +330,27 @@ def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -
     return kept
 
 
+def revealing_shapes(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls recorded by shape only (``kind == "shape"``: values with no safe encoding) on the fixed code
+    whose outcome was observed otherwise on the buggy code for the same input (the same checksum of the
+    arguments' repr): enough for narrowed_scope, which puts only the shape into a mutant. An input the buggy
+    run did not make is left out (no outcome to compare)."""
+    def seen(rec: dict[str, Any]) -> tuple[Any, ...]:
+        return rec.get("outcome"), rec.get("value_obs"), rec.get("exc_type")
+
+    on_buggy = {(r["qualname"], r.get("key")): seen(r) for r in buggy if r["kind"] == "shape"}
+    kept, done = [], set()
+    for rec in fixed:
+        if rec["kind"] != "shape":
+            continue
+        ident = (rec["qualname"], rec.get("key"))
+        if ident in done or ident not in on_buggy or on_buggy[ident] == seen(rec):
+            continue
+        done.add(ident)
+        kept.append(rec)
+    return kept
+
+
 def buggy_symptoms(buggy: list[dict[str, Any]]) -> dict[str, set[str]]:
     """Per touched function observed on the buggy code: the exception types that escaped it."""
     symptoms: dict[str, set[str]] = {}
@@ -362,9 +401,45 @@ def revealing_callers(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) 
     return kept
 
 
+def caller_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
+                     is_test_path: Callable[[str], bool] = lambda path: False) -> str:
+    """Why the recordings hold no caller whose outcome the fix changes, in the repository outside its tests
+    (caller_patch's skip reason): ``callers_outcomes_equal`` (such callers recorded, each with the same
+    outcome on the buggy code), ``callers_not_encodable`` (such callers seen, every call dropped because a
+    value had no safe encoding), ``no_caller_recorded`` (none seen: the tests call the changed function
+    directly, or through code outside the repository)."""
+    def library(rec: dict[str, Any]) -> bool:
+        return rec.get("path") is not None and not is_test_path(rec["path"])
+
+    if any(r["kind"] == "caller" and r.get("key") is not None and library(r) for r in fixed):
+        return "callers_outcomes_equal"
+    if any(r["kind"] == "caller_summary" and r.get("dropped") and library(r) for r in (*fixed, *buggy)):
+        return "callers_not_encodable"
+    return "no_caller_recorded"
+
+
 def input_diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
-                    targets: list[dict[str, str]] | None = None) -> tuple[str, str] | None:
+                    targets: list[dict[str, str]] | None = None,
+                    only_adds: Sequence[str] = ()) -> tuple[str, str] | None:
     """Why the recordings hold no bug-revealing input, as (reason, detail); None when they hold one.
+
+    ``only_adds``: the functions the fix adds, when it changes none of the recorded ones itself (they are
+    only the neighbours of its insertions, :func:`coharden.mutation.context.functions_changed`). Then any
+    reason below but a failed recording is given as ``adds_function``, with the recorded functions named as
+    neighbours: the calls that reveal the bug go to a function the buggy code does not have.
+    """
+    found = _diagnosis(fixed, buggy, targets)
+    if found is None or not only_adds or found[0] in ("recorder_failed", "no_function_touched"):
+        return found
+    recorded = ", ".join(sorted({t["qualname"] for t in targets or []})[:4])
+    return "adds_function", (f"the fix only adds {', '.join(list(only_adds)[:4])}; the functions recorded "
+                             f"({recorded}) are their neighbours in the buggy file, which the fix does not "
+                             f"change ({found[0]}: {found[1]})")
+
+
+def _diagnosis(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]],
+               targets: list[dict[str, str]] | None) -> tuple[str, str] | None:
+    """:func:`input_diagnosis` of recordings of functions the fix changes.
 
     Reasons: ``no_function_touched`` (``targets``, the functions recorded, is empty: the fix changes no
     function of the buggy code, only module-level code or functions it adds, so there was nothing to record
