@@ -116,6 +116,16 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
     if snap.errors:  # a half-imported project is not a state a cold process would start from
         purge(root)
         return Snapshot(root, errors=snap.errors)
+    return loaded_snapshot(root, profile)
+
+
+def loaded_snapshot(root: str, profile: object | None, called: set | None = None) -> Snapshot:
+    """A :class:`Snapshot` of every module now loaded from under ``root`` (as imported: content, hash, the
+    listing of its directory); ``profile``: the cProfile profiler that ran while they were loaded (None: none
+    could, and no body may be swapped), ``called`` more code objects known to have run (an earlier import's).
+    The fork server's zygote takes one after pytest's collection (test modules and conftests included)."""
+    root = os.path.abspath(root)  # noqa: PTH100
+    snap = Snapshot(root)
     for module in project_modules(root).values():
         file = getattr(module, "__file__", None)
         if file and _under(file, root):
@@ -126,8 +136,10 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
                 directory = os.path.dirname(file)  # noqa: PTH120
                 snap.listings.setdefault(directory, _listing(directory))
     if profile is not None:
-        snap.called = {e.code for e in profile.getstats()
+        snap.called = {e.code for e in profile.getstats()  # type: ignore[attr-defined]
                        if isinstance(e.code, types.CodeType) and e.code.co_filename in snap.files}
+        if called:
+            snap.called |= {c for c in called if c.co_filename in snap.files}
     return snap
 
 

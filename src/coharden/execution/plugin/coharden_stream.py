@@ -51,6 +51,17 @@ def pytest_configure(config):
         _stream = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session; close-on-exec
 
 
+def redirect(path):
+    """Write the rest of the session's events to ``path`` (None: nowhere): a fork server's zygote, which collected
+    once, closes the stream it opened; each run forked from it opens its own (see ``forkserver_main``)."""
+    global _stream
+    if _stream is not None:
+        _stream.close()
+        _stream = None
+    if path:
+        _stream = open(path, "a", buffering=1)  # noqa: SIM115 - open for the rest of the session
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Run the selected tests in the order their files define them, as a run of the whole file does (the
     harness runs whole files): pytest keeps the command line's order otherwise, and a test that reads what an
