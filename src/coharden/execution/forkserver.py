@@ -104,6 +104,7 @@ class ForkServer:
         self.warm_runs = 0  # runs whose fork started with the project's modules imported
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
         self.collected_runs = 0  # runs forked after a collection done once (collect once: forkserver_main._CollectOnce)
+        self.collect_log: list[str] = []  # per run that asked to collect once: "once", or why it collected
         if self.isolation == "bwrap":
             assert confine is not None
             tmp = tests_tmp(confine)
@@ -287,7 +288,9 @@ class ForkServer:
                                  tampering=self.forged, disk=disk)
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
-        self.collected_runs += bool(done.get("collected"))
+        self.collected_runs += done.get("collected") == "once"
+        if done.get("collected"):
+            self.collect_log.append(str(done["collected"]))
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,

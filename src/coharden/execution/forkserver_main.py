@@ -435,7 +435,8 @@ def _zygote_key(request):
     """What must be equal for a zygote's collected session to serve a run: the client's name for the test state
     (``collect``: its test patches), the run's directory, arguments (the JUnit path aside), environment (the
     result stream aside), warm imports and the limits the zygote set on itself (all but CPU time)."""
-    args = ["--junitxml=" if str(a).startswith("--junitxml=") else a for a in request.get("args") or []]
+    args = ["--junitxml=" if str(a).startswith("--junitxml=") else a for a in request.get("args") or []
+            if a != "-x"]  # a zygote serves runs with and without -x (``_CollectOnce._maxfail``)
     env = {k: v for k, v in (request.get("env") or {}).items() if k != "COHARDEN_STREAM"}
     spec = request.get("warm") or {}
     body = [request.get("collect"), request.get("cwd"), args, env, spec.get("key"), spec.get("modules"),
@@ -533,6 +534,11 @@ class _CollectOnce:
         if self.called is None:
             snapshot.called = None
         self.profile = None
+        # -x is pytest's --maxfail=1: the runs forked from this session set it as theirs asks (when the collection
+        # failed nowhere, where it would have stopped the session already)
+        self.exitfirst = "-x" in self.request.get("args", [])
+        self.toggle = not self.exitfirst and not session.testsfailed
+        self.maxfail = session.config.option.maxfail
         collected = set()
         for item in session.items:
             path = getattr(item, "path", None) or getattr(item, "fspath", None)
@@ -554,11 +560,11 @@ class _CollectOnce:
                     self._grandchild(session, request, snapshot, changed, status[1])
                     return None  # pytest goes on: runs the collected items, reports, exits
                 os.close(status[1])
-                ready = os.read(status[0], 1)
+                ready = os.read(status[0], 256)
                 os.close(status[0])
                 if ready not in (b"1", b"2"):
                     self._reap(pid)
-                    self._send({"fallback": "the changed bodies cannot be swapped in"})
+                    self._send({"fallback": ready[1:].decode(errors="replace")[:200] or "the run was not set up"})
                 else:
                     self._send({"pid": pid, "swapped": ready == b"1"})
                     self._send({"rc": self._reap(pid)})
@@ -582,6 +588,8 @@ class _CollectOnce:
         """The files changed since collection (path -> digest), or why the collected session does not fit."""
         if os.path.abspath(request.get("cwd") or "") != snapshot.root:  # noqa: PTH100
             return "another directory"
+        if ("-x" in request.get("args", [])) != self.exitfirst and not self.toggle:
+            return "collected with -x, or with a collection error: a run without it collects again"
         changed = self.module.changed_files(snapshot, snapshot.root)
         if changed is None:
             return "a loaded file is gone, or a file was added or removed next to one"
@@ -629,6 +637,8 @@ class _CollectOnce:
                     os.dup2(out, fd)  # the zygote's output, wherever pytest kept a copy of it (capture, faulthandler)
             os.close(out)
             config = session.config
+            if self.toggle:
+                config.option.maxfail = 1 if "-x" in request.get("args", []) else self.maxfail
             env = request.get("env") or {}
             if env.get("COHARDEN_STREAM"):
                 os.environ["COHARDEN_STREAM"] = env["COHARDEN_STREAM"]
@@ -649,18 +659,19 @@ class _CollectOnce:
                 factory._basetemp = None  # made on first use, in this run's (wiped) temporary directory
             swapped = False
             if changed:
+                why = []
                 try:
-                    swapped = self.module.swap_changed(snapshot, changed)
-                except Exception:  # noqa: BLE001 - whatever it changed, this process leaves
-                    swapped = False
+                    swapped = self.module.swap_changed(snapshot, changed, why)
+                except Exception as exc:  # noqa: BLE001 - whatever it changed, this process leaves
+                    why.append(repr(exc))
                 if not swapped:
-                    raise RuntimeError("not swappable")
+                    raise RuntimeError("not swappable: " + "; ".join(why))
             ok = b"1" if swapped else b"2"
-        except BaseException:  # noqa: BLE001 - leave before any test runs; the server runs the request itself
-            ok = b"0"
+        except BaseException as exc:  # noqa: BLE001 - leave before any test runs; the server runs it itself
+            ok = b"0" + str(exc).encode(errors="replace")[:200]
         os.write(status, ok)
         os.close(status)
-        if ok == b"0":
+        if ok[:1] == b"0":
             os._exit(0)
 
     def _descriptors(self):
@@ -895,10 +906,14 @@ def main():
             continue
         zkey = _zygote_key(request) if sandboxed and request.get("collect") and hasattr(os, "set_blocking") \
             else None
-        done = _serve_from_zygote(zygotes, zkey, request, channel) if zkey in zygotes else None
+        why = []  # why a zygote did not serve the run
+        done = _serve_from_zygote(zygotes, zkey, request, channel, why) if zkey in zygotes else None
         if done is None:
-            done = _run_child(request, mode, warm, key, proto, channel,
-                              zkey if zkey is not None and zkey not in zygotes else None, zygotes)
+            created = zkey is not None and zkey not in zygotes
+            done = _run_child(request, mode, warm, key, proto, channel, zkey if created else None, zygotes)
+            if zkey is not None:
+                done["collected"] = ("collected (" + "; ".join(why) + ")" if why else "collected") \
+                    + (", a zygote" if zkey in zygotes else "")
         # between runs no zygote runs (a run may have sent one SIGCONT) and nothing else lives
         for held, zygote in list(zygotes.items()):
             if not zygote.stop():
@@ -981,7 +996,7 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
     return {"rc": rc, "timed_out": timed_out, "warm": warmed, "swapped": swapped}
 
 
-def _serve_from_zygote(zygotes, zkey, request, channel):
+def _serve_from_zygote(zygotes, zkey, request, channel, why):
     """Run ``request`` as a fork of the zygote that collected its tests; None when the zygote cannot serve it
     (stale: dropped; the changed bodies cannot be swapped: kept for later runs) - the server runs it itself."""
     zygote = zygotes.pop(zkey)
@@ -991,10 +1006,13 @@ def _serve_from_zygote(zygotes, zkey, request, channel):
         return None
     kind, message = zygote.read(time.monotonic() + _READY_TIMEOUT)
     if kind == "line" and "fallback" in message:
+        why.append(str(message["fallback"])[:200])
         zygotes[zkey] = zygote
         return None
     pid = message.get("pid") if kind == "line" else None
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        why.append("stale: " + str(message.get("stale"))[:200] if kind == "line" and "stale" in message
+                   else "the zygote " + kind)
         zygote.kill()  # stale, gone, silent or garbled: collect again
         return None
     channel.send({"pid": pid})
@@ -1003,7 +1021,7 @@ def _serve_from_zygote(zygotes, zkey, request, channel):
         zygotes[zkey] = zygote
     swapped = bool(message.get("swapped"))
     return {"rc": result.get("rc"), "timed_out": bool(result.get("timed_out")), "warm": True, "swapped": swapped,
-            "collected": True}
+            "collected": "once"}
 
 
 if __name__ == "__main__":
