@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import make_patch
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.sandbox import bwrap_path
 from coharden.schema.instance import Instance
-from tests.conftest import make_patch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -113,7 +113,8 @@ def test_a_change_a_collected_session_cannot_take_collects_again(repo_factory, t
     assert [c[2] for c in once] == ["PASS", "FAIL", "FAIL", "FAIL", "FAIL", "PASS"]
     assert log[0] == "collected, a zygote"
     assert log[1] == "once"
-    assert log[2].startswith("collected (not swappable") and "outside function bodies" in log[2]
+    assert log[2].startswith("collected (not swappable")
+    assert "outside function bodies" in log[2]
     assert log[3].startswith("collected (not swappable")
     assert len(log) == 5  # the conftest change asked for no zygote: it collects as every run did
     assert log[4] == "once"

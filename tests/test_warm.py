@@ -301,7 +301,8 @@ VARIANTS = [
     ("a plain function added and called", "    return w * h\n",
      "    return _added(w, h)\n\n\ndef _added(w, h, k=1):\n    \"\"\"New.\"\"\"\n    return w * h + k\n", True),
     ("a decorated function added", "    return w * h\n",
-     "    return _added(w, h)\n\n\n@functools.lru_cache(maxsize=None)\ndef _added(w, h):\n    return w * h + 1\n", False),
+     "    return _added(w, h)\n\n\n@functools.lru_cache(maxsize=None)\ndef _added(w, h):\n    return w * h + 1\n",
+     False),
     ("an added function shadowing a name", "    return w * h\n",
      "    return alias(w, h)\n\n\ndef alias(w, h):\n    return w * h + 1\n", False),
 ]

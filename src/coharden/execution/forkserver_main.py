@@ -32,6 +32,23 @@ Warm project imports (``execution/warm.py``, loaded by path): a request may carr
 more of them (the ones the instance's tests import) kept only if they import cleanly, an id of the checkout's
 base state (the instance and those modules), the files this run's patches touch, and whether every file
 outside the tests is the base commit's. See :class:`_Warm`.
+
+Collect once (``Settings.collect_once``; sandboxed servers only): a request may carry ``"collect": name``, the
+client's name for the run's test state (its test patches). The first such request's child becomes a *zygote*
+(:class:`_CollectOnce`): it runs pytest's configuration and collection once and, at ``pytest_runtestloop``,
+forks the run itself; later requests with the same name, directory, arguments (the JUnit path and -x aside) and
+environment (the result stream aside) go to that zygote, which forks a run that executes the collected items
+without walking the tree again, with the changed function bodies swapped in (``warm.swap_changed``). Where that
+is not the same as a fresh run (a module-level change, a changed test module or conftest, a file added next to
+a loaded one), the server runs the request as a plain child, collecting again. The reply then carries
+"collected": "once" (served by a zygote) or why it collected. Why this keeps the sandbox's guarantees: a zygote
+is a child like any (the key wiped, the protocol and every other zygote's pipes closed, its own session); it
+ran only its own tests' code, so what it reports (on a pipe of its own, read by the server, which alone signs
+replies) is that test's own claim about its own run, like an exit code; the server enforces the time limit
+itself; between runs every zygote is stopped (SIGSTOP, waited for) and every other process in the namespace is
+killed, so no code of one test runs while another test's run is prepared or runs (a run that sends a zygote
+SIGCONT has it stopped again after); zygotes are non-dumpable (no ptrace, no /proc/PID/mem); at most
+``_ZYGOTES`` are kept (a candidate's and a reference's runs alternate on one server).
 """
 
 import hashlib
@@ -289,7 +306,7 @@ def _namespace_pids():
 def _state(pid):
     """A process's state letter from /proc (R, S, T, Z, ...), '' when it is gone."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as handle:  # noqa: PTH123
+        with open(f"/proc/{pid}/stat", "rb") as handle:  # noqa: PTH123
             return handle.read().rsplit(b")", 1)[1].split()[0].decode()
     except (OSError, IndexError, UnicodeDecodeError):
         return ""
@@ -494,8 +511,9 @@ class _CollectOnce:
     {"fallback"}, or {"pid", "swapped"} then {"rc"}; these are the run's own claims, like its exit code. It never
     holds the protocol's key or pipes, is non-dumpable, and is kept stopped (SIGSTOP) between its runs."""
 
-    def __init__(self, request, replies, requests, module, called):
+    def __init__(self, request, replies, requests, module, called, spare):
         self.request = request
+        self.spare = {1, os.getpid(), os.getppid(), *spare}  # the server, this zygote, the server's other ones
         self.replies = replies
         self.requests = requests
         self.module = module
@@ -517,6 +535,9 @@ class _CollectOnce:
     def _unsafe(self, session):
         if threading.active_count() != 1:
             return "a thread runs after collection"
+        others = [p for p in _namespace_pids() if p not in self.spare and _state(p) not in ("Z", "X", "")]
+        if others:  # a process the collection started (a daemon): the server's clean-up after a run would kill it
+            return "a process runs beside the collection"
         if _tmp_listing(self.tmp_dirs) != self.tmp_before:
             return "collection left files in the temporary directories"
         if getattr(session, "shouldstop", False) or getattr(session, "shouldfail", False):
@@ -527,8 +548,23 @@ class _CollectOnce:
         profiling = self.profile is not None and _profiling(self.profile)
         if self.profile is not None:
             self.profile.disable()
-        if self._unsafe(session):
+        try:
+            prepared = None if self._unsafe(session) else self._prepare(session, profiling)
+        except Exception:  # noqa: BLE001 - whatever failed, this process runs the tests itself
+            prepared = None
+        if prepared is None:
             return None  # this process runs the tests itself, as a plain child
+        zygote = os.getpid()
+        try:
+            self._serve(session, *prepared)  # returns in a run's process only
+        except BaseException:  # noqa: BLE001 - a zygote that cannot serve ends (the server collects again)
+            if os.getpid() == zygote:
+                os._exit(70)
+            raise
+        return None  # pytest goes on: runs the collected items, reports, exits
+
+    def _prepare(self, session, profiling):
+        """(snapshot, collected test files) of a zygote about to serve."""
         root = os.path.abspath(os.getcwd())  # noqa: PTH100, PTH109
         snapshot = self.module.loaded_snapshot(root, self.profile if profiling else None, self.called)
         if self.called is None:
@@ -545,9 +581,14 @@ class _CollectOnce:
             if path is not None:
                 collected.add(os.path.abspath(str(path)))  # noqa: PTH100
         stream = sys.modules.get("coharden_stream")
-        if stream is not None and hasattr(stream, "redirect"):
-            stream.redirect(None)
+        if stream is None or not hasattr(stream, "redirect"):
+            return None
+        stream.redirect(None)
         _set_dumpable(0)
+        return snapshot, collected
+
+    def _serve(self, session, snapshot, collected):
+        """The zygote's loop: fork a run per request (the first: the request that started it)."""
         request, changed = self.request, {}
         while True:
             if request is not None:
@@ -558,7 +599,7 @@ class _CollectOnce:
                 if pid == 0:
                     os.close(status[0])
                     self._grandchild(session, request, snapshot, changed, status[1])
-                    return None  # pytest goes on: runs the collected items, reports, exits
+                    return
                 os.close(status[1])
                 ready = os.read(status[0], 256)
                 os.close(status[0])
@@ -949,7 +990,7 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
             called = set()
             if mode == "warm":
                 called = warm.snapshot.called
-            zygote = (replies, requests, warm.module or _load_warm(), called)
+            zygote = (replies, requests, warm.module or _load_warm(), called, [z.pid for z in zygotes.values()])
         _child(request, child_warm, key, zygote)
     if swap_status is not None:
         os.close(swap_status[1])

@@ -339,8 +339,8 @@ _INTROSPECTION = {"globals", "locals", "vars", "dir"}
 def _identifiers(tree: ast.AST) -> set:
     found: set = set()
     for node in ast.walk(tree):
-        for field in ("id", "name", "attr", "arg", "asname"):
-            value = getattr(node, field, None)
+        for attribute in ("id", "name", "attr", "arg", "asname"):
+            value = getattr(node, attribute, None)
             if isinstance(value, str):
                 found.add(value)
     return found
