@@ -330,6 +330,26 @@ def _wipe_tmp(keep, home, tests_tmp="/tmp"):
     pathlib.Path(home).mkdir(parents=True, exist_ok=True)
 
 
+def _freeze_heap():
+    """Collect the garbage there is, then move every object left to the collector's permanent generation
+    (``gc.freeze``, Python 3.7+), so that the collections a forked run makes (pytest's own at its end, several
+    rounds) do not walk the parent's whole heap - touching every object, copying every page of it on write: a
+    quarter of a second per run of a one-line test. Garbage the parent's objects become in a run stays
+    uncollected there (memory only: finalizers of the parent's objects did not belong to a fresh run anyway)."""
+    import gc
+
+    gc.collect()
+    if hasattr(gc, "freeze"):
+        gc.freeze()
+
+
+def _unfreeze_heap():
+    import gc
+
+    if hasattr(gc, "unfreeze"):
+        gc.unfreeze()
+
+
 def _load_warm():
     import importlib.util
 
@@ -435,10 +455,13 @@ class _Warm:
             self.module.purge(cwd)
             return
         self.snapshot, self.env = snapshot, env
+        _freeze_heap()
 
     def drop(self):
         if self.snapshot is not None:
+            _unfreeze_heap()  # the dropped modules are garbage the server collects
             self.module.purge(self.snapshot.root)
+            _freeze_heap()
         self.snapshot = None
 
 
@@ -581,10 +604,10 @@ class _CollectOnce:
             if path is not None:
                 collected.add(os.path.abspath(str(path)))  # noqa: PTH100
         stream = sys.modules.get("coharden_stream")
-        if stream is None or not hasattr(stream, "redirect"):
-            return None
-        stream.redirect(None)
+        if stream is not None:  # each run opens its own (a run with a stream and no plugin leaves: fallback)
+            stream.redirect(None)
         _set_dumpable(0)
+        _freeze_heap()
         return snapshot, collected
 
     def _serve(self, session, snapshot, collected):
@@ -922,6 +945,8 @@ def main():
         safe, reason = False, "os.fork is not available"
     if sandboxed:
         _wipe_tmp(keep, home, tests_tmp)
+    if safe:
+        _freeze_heap()
     channel.send({"ready": True, "safe": safe, "reason": reason})
     if not safe:
         return

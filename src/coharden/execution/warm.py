@@ -439,8 +439,18 @@ def _apply(plans: list) -> None:
                 raise NotSwappable(f"the added function {name} is a name the module has")
         additions += [(homes[0], *item) for item in extra]
     swaps = []
-    gc.collect()  # a replaced function left in a garbage cycle must not count as alive
-    for obj in gc.get_objects():
+    # gc.get_objects() leaves out the permanent generation, where a fork server moves its heap (gc.freeze):
+    # every function must be looked at
+    frozen = bool(getattr(gc, "get_freeze_count", lambda: 0)())
+    if frozen:
+        gc.unfreeze()
+    try:
+        gc.collect()  # a replaced function left in a garbage cycle must not count as alive
+        found = gc.get_objects()
+    finally:
+        if frozen:
+            gc.freeze()
+    for obj in found:
         if type(obj) is not types.FunctionType:
             continue
         plan = by_file.get(obj.__code__.co_filename)

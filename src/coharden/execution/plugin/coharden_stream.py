@@ -3,7 +3,8 @@ file named by ``COHARDEN_STREAM`` while the session runs, so a run killed at its
 tests finished and which one was running, and a session that never reached its end (``os._exit``, a crash) is
 told apart from one that did.
 
-Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool}, {"finish": code},
+Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool, "duration": seconds},
+{"finish": code},
 and for a phase that failed with an exception {"raised": nodeid, "when": phase, "type": "module.Qualname",
 "bases": [the qualified names of its classes, itself first], "message": str(exception)[:2000]}: the type a test
 raised, from the exception object itself (``reproduce check --expect-exception`` reads it; no text search).
@@ -84,7 +85,8 @@ def pytest_runtest_logstart(nodeid, location):
 
 def pytest_runtest_logreport(report):
     _emit({"report": report.nodeid, "when": report.when, "outcome": report.outcome,
-           "xfail": bool(getattr(report, "wasxfail", None) is not None and report.when == "call")})
+           "xfail": bool(getattr(report, "wasxfail", None) is not None and report.when == "call"),
+           "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 6)})
 
 
 def _qualified(cls):
