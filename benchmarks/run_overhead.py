@@ -12,7 +12,7 @@ that collection) and off (every run collects). Rounds interleave the two after a
 project import, the zygote's collection), so drifting machine load hits both alike.
 
 Per run: the fork's wall time (request to reply, as ``ForkServer.run`` measures it), the test's own call time
-(the sum of pytest's ``call`` phase durations, ``--durations=0``), and the verdict's wall time (reset, apply,
+(the sum of pytest's ``call`` phase durations, from the result stream), and the verdict's wall time (reset, apply,
 run, parse). Prints medians and the ratios wall / call (goal: <= 1.3).
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.pytest_runner import verdict_for
+from coharden.execution.pytest_runner import PytestRun, verdict_for
 from coharden.instances import load_instances, resolve_repo
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance
@@ -48,9 +48,13 @@ def load_instance(source: Path, instance_id: str | None, settings: Settings) -> 
     return found[0].instance
 
 
-def call_time(output: str) -> float:
-    """The sum of the ``call`` phase durations pytest's ``--durations=0`` report lists."""
-    return sum(float(m[1]) for m in _CALL.finditer(output))
+def call_time(run: PytestRun) -> float:
+    """The sum of the ``call`` phase durations pytest reported (the result stream's, to the microsecond; else
+    its ``--durations=0`` report, to the hundredth of a second)."""
+    streamed = [e.get("duration") for e in run.stream or [] if e.get("when") == "call"]
+    if streamed and all(isinstance(d, (int, float)) for d in streamed):
+        return float(sum(streamed))
+    return sum(float(m[1]) for m in _CALL.finditer(run.output))
 
 
 def timed_run(ex: InstanceExecutor, patch: str, test: TestPatch, mutant: bool) -> tuple[float, float, float, str]:
@@ -67,7 +71,7 @@ def timed_run(ex: InstanceExecutor, patch: str, test: TestPatch, mutant: bool) -
     run = ex._run(ex.workspace_root(), list(test.ids), None, extra_args=_DURATIONS, first_failure=mutant,
                   collect=ex._collect_key(patch, [test]))
     verdict = verdict_for(list(test.ids), run)
-    return time.perf_counter() - start, run.duration, call_time(run.output), verdict.outcome.value
+    return time.perf_counter() - start, run.duration, call_time(run), verdict.outcome.value
 
 
 def _ms(values: list[float]) -> float:
@@ -120,16 +124,17 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(map(tuple, outcomes.values()))) != 1:
             print("outcomes differ between the two modes:", outcomes)
             return 1
-        print(f"{'mode':18} {'verdict wall':>13} {'fork wall':>10} {'call time':>10} {'fork/call':>10} "
-              f"{'verdict/call':>13} {'served':>7}")
+        print(f"{'mode':18} {'verdict wall':>13} {'fork wall':>10} {'call time':>10} {'fork - call':>12} "
+              f"{'fork/call':>10} {'verdict/call':>13} {'served':>7}")
         for name, values in rows.items():
             verdict_wall, fork_wall, call = (_ms([v[i] for v in values]) for i in range(3))
+            extra = _ms([v[1] - v[2] for v in values])
             ratios = [v[1] / v[2] for v in values if v[2] > 0]
             whole = [v[0] / v[2] for v in values if v[2] > 0]
             ratio = f"{statistics.median(ratios):10.2f}" if ratios else f"{'n/a':>10}"
             ratio_v = f"{statistics.median(whole):13.2f}" if whole else f"{'n/a':>13}"
-            print(f"{name:18} {verdict_wall:10.1f} ms {fork_wall:7.1f} ms {call:7.1f} ms {ratio} {ratio_v} "
-                  f"{served[name]:7d}")
+            print(f"{name:18} {verdict_wall:10.1f} ms {fork_wall:7.1f} ms {call:7.2f} ms {extra:9.1f} ms {ratio} "
+                  f"{ratio_v} {served[name]:7d}")
         print("ratios: medians of per-run (wall / the test's own call time); goal fork/call <= 1.3")
         return 0
     finally:
