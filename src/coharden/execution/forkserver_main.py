@@ -163,7 +163,8 @@ def _child(request, swap=None, key=None, zygote=None):
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         if request.get("cpu_seconds"):
             cpu = int(request["cpu_seconds"])
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+            if zygote is None:  # a zygote's runs set their own (a fork starts at no CPU time; it must not grow)
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps core: none in the worktree
         if request.get("max_file_bytes"):  # a file larger than this fails to write (EFBIG): no full disk
             limit = int(request["max_file_bytes"])
