@@ -331,26 +331,6 @@ def _wipe_tmp(keep, home, tests_tmp="/tmp"):
     pathlib.Path(home).mkdir(parents=True, exist_ok=True)
 
 
-def _freeze_heap():
-    """Collect the garbage there is, then move every object left to the collector's permanent generation
-    (``gc.freeze``, Python 3.7+), so that the collections a forked run makes (pytest's own at its end, several
-    rounds) do not walk the parent's whole heap - touching every object, copying every page of it on write: a
-    quarter of a second per run of a one-line test. Garbage the parent's objects become in a run stays
-    uncollected there (memory only: finalizers of the parent's objects did not belong to a fresh run anyway)."""
-    import gc
-
-    gc.collect()
-    if hasattr(gc, "freeze"):
-        gc.freeze()
-
-
-def _unfreeze_heap():
-    import gc
-
-    if hasattr(gc, "unfreeze"):
-        gc.unfreeze()
-
-
 def _load_warm():
     import importlib.util
 
@@ -456,13 +436,10 @@ class _Warm:
             self.module.purge(cwd)
             return
         self.snapshot, self.env = snapshot, env
-        _freeze_heap()
 
     def drop(self):
         if self.snapshot is not None:
-            _unfreeze_heap()  # the dropped modules are garbage the server collects
             self.module.purge(self.snapshot.root)
-            _freeze_heap()
         self.snapshot = None
 
 
@@ -608,7 +585,6 @@ class _CollectOnce:
         if stream is not None:  # each run opens its own (a run with a stream and no plugin leaves: fallback)
             stream.redirect(None)
         _set_dumpable(0)
-        _freeze_heap()
         return snapshot, collected
 
     def _serve(self, session, snapshot, collected):
@@ -618,20 +594,27 @@ class _CollectOnce:
             if request is not None:
                 sys.stdout.flush()
                 sys.stderr.flush()
-                status = os.pipe()
+                status, go = os.pipe(), os.pipe()
                 pid = os.fork()
                 if pid == 0:
                     os.close(status[0])
-                    self._grandchild(session, request, snapshot, changed, status[1])
+                    os.close(go[1])
+                    self._grandchild(session, request, snapshot, changed, status[1], go[0])
                     return
                 os.close(status[1])
+                os.close(go[0])
                 ready = os.read(status[0], 256)
                 os.close(status[0])
                 if ready not in (b"1", b"2"):
+                    os.close(go[1])
                     self._reap(pid)
                     self._send({"fallback": ready[1:].decode(errors="replace")[:200] or "the run was not set up"})
                 else:
+                    # the server knows the run's pid before any of its code runs: a run that kills this zygote
+                    # is the server's to wait for (it inherits the orphan)
                     self._send({"pid": pid, "swapped": ready == b"1"})
+                    os.write(go[1], b"1")
+                    os.close(go[1])
                     self._send({"rc": self._reap(pid)})
             request = self._next()
             if request is None:
@@ -684,9 +667,10 @@ class _CollectOnce:
             return None
         return request if isinstance(request, dict) else None
 
-    def _grandchild(self, session, request, snapshot, changed, status):
+    def _grandchild(self, session, request, snapshot, changed, status, go):
         """In a run forked from the zygote: this run's limits and files, the changed bodies swapped in; writes
-        b"1" (swapped), b"2" (nothing to swap) or b"0" (cannot: it leaves) to ``status`` before the tests run."""
+        b"1" (swapped), b"2" (nothing to swap) or b"0" (cannot: it leaves) to ``status``, then waits for the
+        zygote's go (on ``go``) before the tests run."""
         ok = b"0"
         try:
             os.setsid()
@@ -698,7 +682,7 @@ class _CollectOnce:
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             for fd in [1, 2, *self._descriptors()]:
-                if fd != out and fd != status and self._is_output(fd):
+                if fd not in (out, status, go) and self._is_output(fd):
                     os.dup2(out, fd)  # the zygote's output, wherever pytest kept a copy of it (capture, faulthandler)
             os.close(out)
             config = session.config
@@ -737,6 +721,10 @@ class _CollectOnce:
         os.write(status, ok)
         os.close(status)
         if ok[:1] == b"0":
+            os._exit(0)
+        go_ahead = os.read(go, 1)
+        os.close(go)
+        if go_ahead != b"1":  # the zygote is gone: nobody told the server about this run
             os._exit(0)
 
     def _descriptors(self):
@@ -946,8 +934,6 @@ def main():
         safe, reason = False, "os.fork is not available"
     if sandboxed:
         _wipe_tmp(keep, home, tests_tmp)
-    if safe:
-        _freeze_heap()
     channel.send({"ready": True, "safe": safe, "reason": reason})
     if not safe:
         return
