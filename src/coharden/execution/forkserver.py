@@ -291,6 +291,7 @@ class ForkServer:
         self.collected_runs += done.get("collected") == "once"
         if done.get("collected"):
             self.collect_log.append(str(done["collected"]))
+            del self.collect_log[:-1000]  # a long batch's server: the last runs'
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,

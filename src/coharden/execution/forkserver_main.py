@@ -259,11 +259,13 @@ def _kill_rest(spare=()):
     if spare:
         emptied = False
         keep = {os.getpid(), 1, *spare}
-        for _ in range(200):
+        for round_ in range(200):
             found = [pid for pid in _namespace_pids() if pid not in keep and _state(pid) not in ("Z", "X", "")]
             if not found:
                 emptied = True
                 break
+            if round_ > 2:
+                time.sleep(0.001)  # killed processes still to be scheduled to die (a loaded machine)
             for pid in found:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -1057,7 +1059,8 @@ def _serve_from_zygote(zygotes, zkey, request, channel, why):
     if not zygote.send({k: v for k, v in request.items() if k not in ("mac", "seq")}):
         zygote.kill()
         return None
-    kind, message = zygote.read(time.monotonic() + _READY_TIMEOUT)
+    # a zygote that does not fork the run in time costs no more than the run's own limit once more
+    kind, message = zygote.read(time.monotonic() + min(_READY_TIMEOUT, float(request.get("timeout") or 1e9)))
     if kind == "line" and "fallback" in message:
         why.append(str(message["fallback"])[:200])
         zygotes[zkey] = zygote
