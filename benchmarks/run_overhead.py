@@ -51,7 +51,7 @@ def load_instance(source: Path, instance_id: str | None, settings: Settings) -> 
 def call_time(run: PytestRun) -> float:
     """The sum of the ``call`` phase durations pytest reported (the result stream's, to the microsecond; else
     its ``--durations=0`` report, to the hundredth of a second)."""
-    streamed = [e.get("duration") for e in run.stream or [] if e.get("when") == "call"]
+    streamed = [e.get("duration") for e in run.stream or [] if "report" in e and e.get("when") == "call"]
     if streamed and all(isinstance(d, (int, float)) for d in streamed):
         return float(sum(streamed))
     return sum(float(m[1]) for m in _CALL.finditer(run.output))
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(set(map(tuple, outcomes.values()))) != 1:
             print("outcomes differ between the two modes:", outcomes)
             return 1
-        print(f"{'mode':18} {'verdict wall':>13} {'fork wall':>10} {'call time':>10} {'fork - call':>12} "
+        print(f"{'mode':18} {'verdict wall':>13} {'fork wall':>10} {'call time':>11} {'fork - call':>12} "
               f"{'fork/call':>10} {'verdict/call':>13} {'served':>7}")
         for name, values in rows.items():
             verdict_wall, fork_wall, call = (_ms([v[i] for v in values]) for i in range(3))
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             whole = [v[0] / v[2] for v in values if v[2] > 0]
             ratio = f"{statistics.median(ratios):10.2f}" if ratios else f"{'n/a':>10}"
             ratio_v = f"{statistics.median(whole):13.2f}" if whole else f"{'n/a':>13}"
-            print(f"{name:18} {verdict_wall:10.1f} ms {fork_wall:7.1f} ms {call:7.2f} ms {extra:9.1f} ms {ratio} "
-                  f"{ratio_v} {served[name]:7d}")
+            print(f"{name:18} {verdict_wall:10.1f} ms {fork_wall:7.1f} ms {call * 1000:8.1f} us {extra:9.1f} ms "
+                  f"{ratio} {ratio_v} {served[name]:7d}")
         print("ratios: medians of per-run (wall / the test's own call time); goal fork/call <= 1.3")
         return 0
     finally:
