@@ -1063,13 +1063,7 @@ def _serve_from_zygote(zygotes, zkey, request, channel, why):
     kind, message = zygote.read(time.monotonic() + min(_READY_TIMEOUT, float(request.get("timeout") or 1e9)))
     if kind == "line" and "fallback" in message:
         why.append(str(message["fallback"])[:200])
-        if why[-1].startswith("not swappable"):
-            # this state differs from the collected one outside function bodies (a fix that changes a docstring
-            # or a module-level name): the runs after it (the fix's mutants) are likelier to share it - the run
-            # collects in a new zygote, at no more cost than a plain child's collection
-            zygote.kill()
-        else:
-            zygotes[zkey] = zygote
+        zygotes[zkey] = zygote
         return None
     pid = message.get("pid") if kind == "line" else None
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
