@@ -25,11 +25,11 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.instances import load_records, resolve_repo
 from coharden.mpe.evaluate import check_fix
-from coharden.mutation.pool import MECHANICAL_OPERATORS, build_pool
-from coharden.schema.mutant import TARGETED_OPERATORS
+from coharden.mutation.pool import build_pool
+from coharden.schema.mutant import MECHANICAL_DEFAULT, TARGETED_OPERATORS
 
 BEFORE = list(TARGETED_OPERATORS)
-AFTER = list(MECHANICAL_OPERATORS)
+AFTER = list(MECHANICAL_DEFAULT)
 
 
 def main() -> None:

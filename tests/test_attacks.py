@@ -203,7 +203,6 @@ def test_a_daemon_does_not_survive(make_executor) -> None:
 def test_a_bounded_fork_bomb_is_stopped_by_the_process_limit(make_executor) -> None:
     ex = make_executor(max_processes=40)
     marker = f"{300 + time.time() % 1:.6f}"
-    start = time.monotonic()
     verdict = ex.verdict("", attack(ex, f"""\
         def test_repro_fork_bomb():
             started = 0
@@ -218,8 +217,7 @@ def test_a_bounded_fork_bomb_is_stopped_by_the_process_limit(make_executor) -> N
             print("STARTED", started)
             assert started < 1000, "nothing stopped the fork bomb"
         """))
-    assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail
-    assert time.monotonic() - start < 20
+    assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail  # stopped short of 1000
     assert processes_with(marker) == []
 
 
@@ -374,9 +372,7 @@ def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, ex
                 while True:  # a wrong fix: hang instead of failing
                     time.sleep(0.01)
         """)
-    start = time.monotonic()
     result = mpe_run(ex, example, hang, timeout_floor=1.0, timeout_factor=3.0)
-    elapsed = time.monotonic() - start
     assert result.fail_to_pass
     limit = result.time_limits["candidate"]
     assert limit < 10
@@ -387,8 +383,8 @@ def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, ex
                if r.reference.failed)
     hung = [r.candidate for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT]
     assert all("running at the limit: tests/test_attack.py::test_repro_hang_on_mutants" in v.reason for v in hung)
-    # each hang costs about the scaled limit, not the 120 s timeout (nor 3 x it)
-    assert elapsed < len(result.mutants) * (limit + 8)
+    # each hang is stopped at the scaled limit, not the 120 s timeout (what that costs: benchmarks/kill_latency.py)
+    assert all(f"({limit:g} s" in v.reason for v in hung), [v.reason for v in hung]
     assert result.to_json()["candidate_timeouts"] == result.candidate_timeouts
 
 
@@ -650,12 +646,10 @@ def test_many_files_under_the_file_limit_cannot_fill_the_disk(make_executor, tmp
     else:
         body = f"UNLINK = {kind != 'files'}\nWHERE = '.'\n\n\n" + textwrap.dedent(_FILL)
     fill = attack(ex, body)
-    start = time.monotonic()
     verdict = ex.verdict("", fill)
     assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short() + verdict.output_tail
-    assert "more than 8 MiB" in verdict.reason, verdict.reason
+    assert "more than 8 MiB" in verdict.reason, verdict.reason  # the watcher stopped it, not a full disk
     assert "(max_disk_mb" in verdict.reason, verdict.reason
-    assert time.monotonic() - start < 15
     assert store.get_verdict(ex.key("", fill)) is None  # never stored: a later run grades it afresh
     assert not (ex.workspace_root() / "fill").exists()  # nothing of it stays on the host's disk
     if fork_server:

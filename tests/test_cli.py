@@ -137,15 +137,13 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
             time.sleep(0.05)
         assert _processes_with_env(mark)  # the detector works
         proc.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        out, err = proc.communicate(timeout=20)
-        elapsed = time.monotonic() - sent
+        # a hang guard, not a measurement: without the Ctrl-C the hanging test would run for its 120 s timeout
+        out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode != 0
-    assert elapsed < 10
     assert "Traceback" not in err
     assert [p.name for p in scratch.iterdir() if p.name.startswith("coharden-")] == []  # no workspace, no junit dir
     # every process of the run (the pytest process, any helper) is gone: find them by their TMPDIR
@@ -432,9 +430,11 @@ def _batch_inputs(tmp_path: Path) -> tuple[Path, Path]:
     return records, predictions
 
 
-def _interrupt_batch(tmp_path: Path, signals: int) -> tuple[int, list[tuple[float, str]], float, Path]:
-    """Start a batch `mpe` in a subprocess, SIGINT it (``signals`` times, 0.3 s apart) once its first row is
-    in, and return (exit status, stderr lines with the seconds after the first signal, seconds to exit, out)."""
+def _interrupt_batch(tmp_path: Path, signals: int) -> tuple[int, list[tuple[int, str]], int, Path]:
+    """Start a batch `mpe` in a subprocess, SIGINT it (``signals`` times) once its first row is in, and return
+    (exit status, stderr lines each with the rows finished when it was read, the rows finished at the first
+    signal, out). Rows, not seconds: what was done before and after a signal, whatever the machine's load (the
+    seconds are benchmarks/kill_latency.py's)."""
     import threading
 
     records, predictions = _batch_inputs(tmp_path)
@@ -444,35 +444,37 @@ def _interrupt_batch(tmp_path: Path, signals: int) -> tuple[int, list[tuple[floa
          "--output", str(out), "--store", str(tmp_path / "batch.sqlite"), "--timeout", "60"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )
-    lines: list[tuple[float, str]] = []
-    sent = [0.0]
-    reader = threading.Thread(target=lambda: [lines.append((time.monotonic() - sent[0], line.rstrip()))
-                                              for line in proc.stderr or []], daemon=True)
+    partial = out / "mpe.jsonl.partial"
+
+    def rows() -> int:
+        return len(partial.read_text().splitlines()) if partial.is_file() else 0
+
+    lines: list[tuple[int, str]] = []
+    reader = threading.Thread(target=lambda: [lines.append((rows(), line.rstrip())) for line in proc.stderr or []],
+                              daemon=True)
     reader.start()
     try:
         deadline = time.monotonic() + 240
-        partial = out / "mpe.jsonl.partial"
-        while not (partial.is_file() and partial.read_text().strip()):
+        while not rows():
             assert proc.poll() is None, "the batch ended before it was interrupted"
             assert time.monotonic() < deadline, "no row arrived"
             time.sleep(0.1)
-        sent[0] = time.monotonic()
+        at_signal = rows()
         for n in range(signals):
             if n:
                 # as a user does: press again once the first press was answered - two signals that arrive
                 # before Python's handler ran (the main thread blocked in a wait) are one call of it
                 while not any(line.startswith("interrupted: finishing") for _, line in lines):
-                    assert time.monotonic() < sent[0] + 30, "the first Ctrl-C was never answered"
+                    assert proc.poll() is None, "the batch ended before the second Ctrl-C"
                     time.sleep(0.02)
             proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        took = time.monotonic() - sent[0]
+        proc.wait(timeout=120)  # a hang guard: the whole batch takes longer
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     reader.join(timeout=5)
-    return proc.returncode, lines, took, out
+    return proc.returncode, lines, at_signal, out
 
 
 def _stored_rows(store: Path) -> int:
@@ -484,14 +486,13 @@ def _stored_rows(store: Path) -> int:
 
 @pytest.mark.slow
 def test_ctrl_c_in_a_batch_says_so_stops_new_work_and_keeps_the_finished_rows(tmp_path: Path) -> None:
-    status, lines, took, out = _interrupt_batch(tmp_path, signals=1)
+    status, lines, at_signal, out = _interrupt_batch(tmp_path, signals=1)
     assert status == 130
-    said = [(at, line) for at, line in lines if line.startswith("interrupted: finishing")]
+    said = [(done, line) for done, line in lines if line.startswith("interrupted: finishing")]
     assert said, lines
-    at, line = said[0]
+    done, line = said[0]
     assert line == "interrupted: finishing 1 running job (Ctrl-C again to stop now)"
-    assert at < 2  # at once, not when the running job is done
-    assert took < 30  # the running job stops at its next test process
+    assert done == at_signal  # at once, not when the running job is done
     assert not any("Traceback" in line for _, line in lines)
     finished = [json.loads(x) for x in (out / "mpe.jsonl.partial").read_text().splitlines()]
     assert 1 <= len(finished) < len(BATCH_EXAMPLES)  # no new job after the Ctrl-C
@@ -500,11 +501,12 @@ def test_ctrl_c_in_a_batch_says_so_stops_new_work_and_keeps_the_finished_rows(tm
 
 @pytest.mark.slow
 def test_a_second_ctrl_c_stops_a_batch_now(tmp_path: Path) -> None:
-    status, lines, took, _ = _interrupt_batch(tmp_path, signals=2)
+    status, lines, at_signal, out = _interrupt_batch(tmp_path, signals=2)
     assert status == 130
     assert any(line.startswith("interrupted: finishing") for _, line in lines)
     assert any(line == "stopped" for _, line in lines), lines
-    assert took < 5
+    # now: the running job is abandoned, not finished
+    assert len((out / "mpe.jsonl.partial").read_text().splitlines()) == at_signal
 
 
 # --- unwritable outputs and non-finite numbers: one error line before any work (issue 34) ---------------------------
@@ -551,14 +553,18 @@ UNWRITABLE_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(UNWRITABLE_CASES))
-def test_an_unwritable_output_is_one_error_before_any_work(case: str, tmp_path: Path, locked: Path) -> None:
-    started = time.monotonic()
+def test_an_unwritable_output_is_one_error_before_any_work(case: str, tmp_path: Path, locked: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from coharden.execution import sandbox
+
+    started: list[list[str]] = []  # every process coharden starts goes through sandbox.spawn
+    monkeypatch.setattr(sandbox, "spawn", lambda cmd, *args, **kwargs: started.append(cmd))
     result = CliRunner().invoke(app, UNWRITABLE_CASES[case](tmp_path, locked))
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
     assert _flat(f"cannot write in {locked}") in _flat(result.output)
-    assert time.monotonic() - started < 10  # refused when parsed, not after grading
+    assert started == []  # refused when parsed: not a test process ran
 
 
 def test_verify_from_a_read_only_directory_names_the_store(tmp_path: Path, locked: Path,

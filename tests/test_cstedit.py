@@ -17,7 +17,7 @@ from coharden.mutation import funcwrap
 from coharden.mutation.behavior_substitution import SubstitutionSites
 from coharden.mutation.context import FileChange, FixContext, functions_touched
 from coharden.mutation.cstedit import LineSites, ParsedModule, parsed
-from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, admit
+from coharden.mutation.pool import Pool, admit, mechanical_operators
 from coharden.mutation.registry import OperatorInputs, registry
 from coharden.mutation.widened_scope import WideningSites
 
@@ -196,9 +196,9 @@ def _mutated(source: str) -> str:
 
 def _pool(ctx: FixContext) -> tuple[list[tuple[str, str, dict[str, str]]], Pool]:
     inputs = OperatorInputs(ctx, base_file=lambda path: None)
-    raw = [m for op in MECHANICAL_OPERATORS for m in registry()[op]().generate(inputs)]
+    raw = [m for op in mechanical_operators() for m in registry()[op]().generate(inputs)]
     pool = Pool()
-    admit(ctx, raw, pool, dict.fromkeys(MECHANICAL_OPERATORS, 3), seed=0)
+    admit(ctx, raw, pool, dict.fromkeys(mechanical_operators(), 3), seed=0)
     return [(m.operator.value, m.description, m.files) for m in raw], pool
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +12,9 @@ import pytest
 from coharden.mutation import registry
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, parses
-from coharden.mutation.pool import MECHANICAL_OPERATORS, Pool, admit
+from coharden.mutation.pool import Pool, admit
 from coharden.mutation.recorded import example_caller, example_record, shape_of
-from coharden.schema.mutant import Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
 CASES = [(op, k) for op, cls in registry.registry().items() for k in range(len(cls.examples()))]
 
@@ -34,7 +35,7 @@ def _load(source: str) -> dict[str, Any]:
 
 def test_registry_lists_every_operator_with_a_docstring_and_an_example() -> None:
     ops = registry.registry()
-    assert list(ops) == list(MECHANICAL_OPERATORS)
+    assert list(ops) == list(MECHANICAL_DEFAULT)  # the built-in ones, in the order of their names
     assert registry.builtin_names() == registry.operator_names()  # --help lists them without importing
     assert {"token_revert", "widened_scope", "narrowed_scope", "caller_patch"} <= set(registry.operator_names())
     for op, cls in ops.items():
@@ -43,6 +44,12 @@ def test_registry_lists_every_operator_with_a_docstring_and_an_example() -> None
         assert cls.examples()
     with pytest.raises(ValueError, match="unknown mutation operator 'nope' \\(known: incomplete_fix"):
         registry.get("nope")
+
+
+def test_the_readme_describes_every_built_in_operator() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Mechanical mutant operators"):]
+    assert [name for name in registry.builtin_names() if f"* `{name}`" not in section] == []
 
 
 @pytest.mark.parametrize(("operator", "index"), CASES, ids=[f"{op.value}-{k}" for op, k in CASES])

@@ -426,15 +426,15 @@ def test_a_fix_that_only_adds_a_method_is_said_to_add_one(tmp_path: Path) -> Non
     assert any("lacks the input-based kinds" in w for w in pool.warnings), pool.warnings
 
 
-BOX = {
+AREA = {
     "box/__init__.py": "",
     "box/core.py": ("class Box:\n    def __init__(self, w):\n        self.w = w\n\n\n"
                     "def double(n):\n    return n + 2\n\n\ndef area(box):\n    return double(box.w)\n"),
     "tests/__init__.py": "",
     "tests/test_box.py": "def test_old():\n    pass\n",
 }
-BOX_FIXED = BOX["box/core.py"].replace("return n + 2", "return n * 2")
-BOX_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\n"
+AREA_FIXED = AREA["box/core.py"].replace("return n + 2", "return n * 2")
+AREA_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\n"
             "def test_area():\n    assert area(Box(3)) == 6\n")
 
 
@@ -442,7 +442,7 @@ def test_caller_patch_says_its_callers_values_have_no_encoding(tmp_path: Path) -
     """astropy-14182: the changed function's inputs were recorded, but every call of its caller (an object
     with no structural representation) was dropped, and caller_patch said only ``no_revealing_input``, as if
     no caller's outcome had changed. It says ``callers_not_encodable``; the shortcut is still made."""
-    pool = _golden_input_pool(tmp_path / "box", BOX, ("box/core.py", BOX_FIXED), ("tests/test_box.py", BOX_TEST),
+    pool = _golden_input_pool(tmp_path / "box", AREA, ("box/core.py", AREA_FIXED), ("tests/test_box.py", AREA_TEST),
                               "tests/test_box.py::test_area")
     assert pool.skipped[("caller_patch", "callers_not_encodable")] == 1, pool.summary()
     assert pool.summary()["generated"].get("input_specific_shortcut", 0) >= 1, pool.summary()
@@ -461,6 +461,35 @@ def test_caller_diagnosis_tells_equal_outcomes_from_unencodable_and_absent_calle
     assert caller_diagnosis([in_test, dropped], [dropped], lambda p: p.startswith("tests/")) == "callers_not_encodable"
     assert caller_diagnosis([in_test], [in_test], lambda p: p.startswith("tests/")) == "no_caller_recorded"
     assert caller_diagnosis([], []) == "no_caller_recorded"
+
+
+GRID = {
+    "grid/__init__.py": "",
+    "grid/core.py": ("class Grid:\n    def __init__(self, cells, attrs=None):\n"
+                     "        self.cells, self.attrs = list(cells), dict(attrs or {})\n\n"
+                     "    def __repr__(self):\n        return f'<Grid {self.cells} attrs={self.attrs}>'\n\n\n"
+                     "def doubled(grid):\n    return Grid([2 * c for c in grid.cells])\n"),
+    "tests/__init__.py": "",
+    "tests/test_grid.py": "def test_old():\n    pass\n",
+}
+GRID_FIXED = GRID["grid/core.py"].replace("return Grid([2 * c for c in grid.cells])",
+                                          "return Grid([2 * c for c in grid.cells], grid.attrs)")
+GRID_TEST = ("from grid.core import Grid, doubled\n\n\ndef test_old():\n    pass\n\n\n"
+             "def test_attrs_kept():\n    assert doubled(Grid([1, 2], {'units': 'm'})).attrs == {'units': 'm'}\n")
+
+
+def test_narrowed_scope_needs_only_the_shape_of_values_with_no_encoding(tmp_path: Path) -> None:
+    """xarray-4687, 6938, astropy-13977: the changed function takes and returns objects whose repr is data,
+    not a constructor call (``DataArray``, ``Quantity``), so every call was dropped and no input-based operator
+    made anything. narrowed_scope puts only the arguments' shape into a mutant: a call kept by shape, its input
+    named by a checksum of the arguments' repr and its outcome by an observation, is enough; the shortcut,
+    which must put the values themselves into code, still makes nothing."""
+    pool = _golden_input_pool(tmp_path / "grid", GRID, ("grid/core.py", GRID_FIXED),
+                              ("tests/test_grid.py", GRID_TEST), "tests/test_grid.py::test_attrs_kept")
+    summary = pool.summary()
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert summary["generated"].get("input_specific_shortcut", 0) == 0, summary
+    assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
 
 
 def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -16,6 +16,9 @@ from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import PAPER_TAU
 
 DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
+
+RunnerName = Literal["pytest", "django", "sympy"]
+"""The test runners' names: the keys of ``coharden.execution.runners.RUNNERS`` (a test holds them equal)."""
 
 
 class Settings(BaseModel):
@@ -98,8 +101,8 @@ class Settings(BaseModel):
                                 "--no-header / -rN options); a spec environment sets it.")
     pytest_version: str = Field(default="", description="The test environment's pytest version when known (a spec "
                                 "environment sets it): pytest before 3.5 has no --rootdir option.")
-    runner: str = Field(default="pytest", pattern="^(pytest|django|sympy)$",
-                        description="Test runner: pytest, Django's tests/runtests.py, or sympy's bin/test.")
+    runner: RunnerName = Field(default="pytest", description="Test runner: pytest, Django's tests/runtests.py, "
+                               "or sympy's bin/test.")
     test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "
                                      "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
     env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "

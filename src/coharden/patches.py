@@ -32,7 +32,7 @@ def parse(text: str) -> PatchSet:
         raise PatchError(f"cannot parse patch: {exc}") from exc
 
 
-def file_path(patched_file) -> str:  # type: ignore[no-untyped-def]
+def file_path(patched_file) -> str:
     """Repository-relative path of a patched file (the new path, or the old one for deletions)."""
     path = patched_file.target_file if not patched_file.is_removed_file else patched_file.source_file
     for prefix in ("a/", "b/"):
@@ -122,7 +122,7 @@ class HunkInfo:
     blocks: tuple[ChangeBlock, ...]
 
 
-def _blocks(path: str, h_index: int, hunk) -> list[ChangeBlock]:  # type: ignore[no-untyped-def]
+def _blocks(path: str, h_index: int, hunk) -> list[ChangeBlock]:
     """Runs of consecutive removed/added lines in a unidiff hunk."""
     blocks: list[ChangeBlock] = []
     removed: list[str] = []

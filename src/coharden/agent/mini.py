@@ -89,9 +89,9 @@ class LLMClientModel:
             self.cost += exc.completion.cost_usd
             raise ModelStopped(_exit("TruncatedReply", str(exc), partial=exc.partial)) from exc
         except LLMError as exc:
-            completion = getattr(exc, "completion", None)
-            if completion is not None:
-                self.cost += completion.cost_usd
+            failed = getattr(exc, "completion", None)
+            if failed is not None:
+                self.cost += failed.cost_usd
             raise ModelStopped(_exit(type(exc).__name__, str(exc))) from exc
         self.cost += completion.cost_usd
         info = {"cost": completion.cost_usd, "request_hash": completion.request_hash, "cached": completion.cached,

@@ -53,7 +53,7 @@ def events_from_openhands(events: Iterable[Any]) -> list[Event]:
     for event in events:
         kind = type(event).__name__
         if kind == "ActionEvent":
-            act = getattr(event, "action", None)
+            act: Any = getattr(event, "action", None)
             tool = getattr(event, "tool_name", "")
             if type(act).__name__ == "FinishAction":
                 out.append(make_event("finish", "agent", exit_status="FinishAction",

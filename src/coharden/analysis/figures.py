@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from coharden.errors import CoHardenError
 
@@ -17,7 +17,8 @@ CLASS_HATCHES = {"Borderline": "///"}
 CLASS_MARKERS = {"Borderline": "D"}  # points (scatter plots): a shape of its own too
 
 
-def figure(width: float = 7.0, height: float = 3.6, layout: str = "constrained") -> Any:
+def figure(width: float = 7.0, height: float = 3.6,
+           layout: Literal["constrained", "compressed", "tight"] = "constrained") -> Any:
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - exercised only without the extra

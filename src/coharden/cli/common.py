@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -191,6 +191,12 @@ class LLMOptions:
     llm_mode: str = "auto"
     budget_usd: float | None = None
 
+    @overload
+    def client(self, default_store: Path, *, required: Literal[True]) -> LLMClient: ...
+
+    @overload
+    def client(self, default_store: Path, *, required: bool = False) -> LLMClient | None: ...
+
     def client(self, default_store: Path, *, required: bool = False) -> LLMClient | None:
         """A client from these flags and ``COHARDEN_LLM_*``; None when no model is named (and none is
         required)."""
@@ -233,7 +239,7 @@ def cli_errors(command: F) -> F:
 def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
                default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
                ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
-               **config: object) -> LLMClient:
+               **config: Any) -> LLMClient:
     """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
     the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
     max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
@@ -261,7 +267,7 @@ def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | Non
                      budget=budget, ledger=ledger)
 
 
-def pick_instance(source: Path, instance_id: str | None, settings: Settings):  # type: ignore[no-untyped-def]
+def pick_instance(source: Path, instance_id: str | None, settings: Settings):
     """The one instance of ``source`` (a directory or records file; ``instance_id`` picks among several)."""
     from coharden.instances import load_instances
 

@@ -18,6 +18,7 @@ from coharden.cli.options import (
     CutoffsOpt,
     JsonOpt,
     MaxMutantsOpt,
+    NoImpliedOpt,
     OperatorsOpt,
     PaperClassesOpt,
     PerOperatorOpt,
@@ -58,6 +59,7 @@ def eval_command(
     seed: SeedOpt = None,
     tau: TauOpt = None,
     paper_classes: PaperClassesOpt = False,
+    no_implied: NoImpliedOpt = False,
     confidence: ConfidenceOpt = 0.95,
     max_mutants: MaxMutantsOpt = None,
     cutoffs: CutoffsOpt = None,
@@ -83,7 +85,7 @@ def eval_command(
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     options = GradeOptions(mpe=mpe_config(settings, parse_operators(operators), per_operator,
                                           paper_classes=paper_classes, confidence=confidence,
-                                          max_mutants=max_mutants), workers=settings.workers)
+                                          max_mutants=max_mutants, no_implied=no_implied), workers=settings.workers)
     inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                              injections=injection or [], runs=runs, overfit=overfit or [])
     with progress_bar("eval", quiet=as_json) as update:
@@ -118,7 +120,7 @@ def eval_command(
                                   markup=False)
 
 
-def _render_eval(report: dict, written: dict) -> None:  # type: ignore[type-arg]
+def _render_eval(report: dict, written: dict) -> None:
     from coharden.evaluation.report import fmt
 
     total = report["instances"]["total"]

@@ -141,7 +141,7 @@ def _agent_sandbox(settings: Settings) -> dict[str, Any]:
 
 
 def _agent_for(command: str | None, agent_timeout: float, model: str | None, api_base: str | None,
-               llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):  # type: ignore[no-untyped-def]
+               llm_store: Path, llm_mode: str, step_limit: int, cost_limit: float, settings: Settings):
     """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
     if command:
         from coharden.agent import ExternalCommandAgent
@@ -226,7 +226,7 @@ def run_loop(
     raise typer.Exit(1 if summary["errors"] or summary["model_failure"] else 0)
 
 
-def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):  # type: ignore[no-untyped-def]
+def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str] | None, settings: Settings):
     from coharden.instances import load_instances
 
     source = instances or instance
@@ -235,12 +235,12 @@ def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str
     return [li.instance for li in load_instances(source, settings.cache_dir, ids or None)]
 
 
-def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_base: str | None, rounds: int,  # type: ignore[no-untyped-def]
+def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_base: str | None, rounds: int,
               tau: float, samples: int, mutator: str, inject_tests: Path | None, output: Path,
               run_name: str | None, budget_usd: float | None, instance_budget_usd: float | None,
-              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress,  # type: ignore[no-untyped-def]
+              llm_store: Path | None, llm_mode: str, step_limit: int, seed: int, progress,
               agent_command: str | None = None, agent_timeout: float = 600.0,
-              paper_classes: bool = False) -> dict:  # type: ignore[type-arg]
+              paper_classes: bool = False) -> dict:
     from pydantic import ValidationError
 
     from coharden.execution.store import Store
@@ -249,11 +249,12 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     from coharden.schema.prediction import load_predictions
 
     try:
-        loop_config = LoopConfig(method=Method(method), rounds=rounds, tau=tau, samples=samples, mutator=mutator,
-                                 seed=seed, paper_classes=paper_classes)
+        # the loop's own words (tau, samples, mutator, seed, paper_classes) are read into its MPEConfig
+        loop_config = LoopConfig.model_validate(dict(method=Method(method), rounds=rounds, tau=tau, samples=samples,
+                                                     mutator=mutator, seed=seed, paper_classes=paper_classes))
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
-    client = None
+    client: Any = None  # the LLMClient of the default agent and of LLM mutants (None: neither runs)
     if agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
         client = llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode,
                             default_store=settings.store, budget_usd=budget_usd,
@@ -261,7 +262,7 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     if agent_command is not None:
         from coharden.agent.external import ExternalCommandAgent
 
-        def agent_factory():  # type: ignore[no-untyped-def]
+        def agent_factory():
             return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.pass_env,
                                         readable=settings.agent_readable, **_agent_sandbox(settings))
 
@@ -272,11 +273,11 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
         except ImportError as exc:
             raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
 
-        def agent_factory():  # type: ignore[no-untyped-def]
+        def agent_factory():
             return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env,
                                 **_agent_sandbox(settings))
 
-        default_name = f"{method}-{client.config.model.replace('/', '__')}"  # type: ignore[union-attr]
+        default_name = f"{method}-{client.config.model.replace('/', '__')}"
     injected = None
     if inject_tests is not None:
         injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}
@@ -284,25 +285,25 @@ def _run_loop(chosen, settings: Settings, method: str, model: str | None, api_ba
     if "llm" in mutator:
         from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
-        def mutator_factory():  # type: ignore[no-untyped-def]
+        def mutator_factory():
             return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=seed))
 
     with progress:
         task = progress.add_task("", total=len(chosen), label="instances")
         rounds_of: dict[str, object] = {}  # instance id -> its rounds task (while it runs)
 
-        def advance(iid: str, result, error: str | None) -> None:  # type: ignore[no-untyped-def]
+        def advance(iid: str, result, error: str | None) -> None:
             progress.update(task, advance=1, description=f"{iid}: {result.decision if result else 'error'}")
 
-        def on_phase(event) -> None:  # type: ignore[no-untyped-def]
+        def on_phase(event) -> None:
             """Rounds and phase (agent, gate, mutants) of each running instance, one line each."""
             if event.instance_id not in rounds_of:
                 rounds_of[event.instance_id] = progress.add_task("", total=event.rounds, label=event.instance_id)
             line = rounds_of[event.instance_id]
             if event.phase == "done":
-                progress.remove_task(rounds_of.pop(event.instance_id))  # type: ignore[arg-type]
+                progress.remove_task(rounds_of.pop(event.instance_id))
             else:
-                progress.update(line, completed=event.completed, description=event.describe())  # type: ignore[arg-type]
+                progress.update(line, completed=event.completed, description=event.describe())
 
         return run_all(chosen, settings, agent_factory, loop_config, output, run_name=run_name or default_name,
                        store=Store(settings.store), ledger=client.ledger if client is not None else None,

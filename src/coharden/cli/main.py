@@ -41,6 +41,7 @@ from coharden.cli.options import (
     MaxMutantsOpt,
     ModelOpt,
     MutatorOpt,
+    NoImpliedOpt,
     OperatorsOpt,
     PaperClassesOpt,
     PerOperatorOpt,
@@ -131,7 +132,7 @@ def verify(
     raise typer.Exit(0 if result.admissible else 1)
 
 
-def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
+def _render_mpe(result, show: int) -> None:
     table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
     for col in ("", "buggy", "fixed"):
         table.add_column(col)
@@ -163,6 +164,10 @@ def _render_mpe(result, show: int) -> None:  # type: ignore[no-untyped-def]
             console.print("dropped before running: " + "; ".join(
                 f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
         _render_sources(result)
+    if result.runs:
+        console.print("runs: " + "; ".join(f"{role} {row['made']} made, {row['cached']} from the store, "
+                                           f"{row['implied']} implied" for role, row in result.runs.items())
+                      + (f"; flaky on the fixed code: {', '.join(result.flaky)}" if result.flaky else ""))
     if result.candidate_timeouts:
         console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
                       f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
@@ -194,7 +199,7 @@ def _laxity_text(laxity: float | None, interval: list[float] | None) -> str:
     return f"{laxity:.3f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
-def _frame_text(result) -> str:  # type: ignore[no-untyped-def]
+def _frame_text(result) -> str:
     """The sampling frame in one line: pool, drawn, admissible, and how the draw ended."""
     pool = sum(row["pool"] for row in result.frame.values())
     drawn = len(result.mutants)
@@ -203,7 +208,7 @@ def _frame_text(result) -> str:  # type: ignore[no-untyped-def]
             f"{'; the whole pool ran, the laxity is exact' if result.census else ''})")
 
 
-def _render_sources(result) -> None:  # type: ignore[no-untyped-def]
+def _render_sources(result) -> None:
     """Per-source counts and the LLM pool (samples, rejections, usage), when the LLM mutator ran."""
     if result.llm_pool is None:
         return
@@ -247,6 +252,7 @@ def mpe(
     operators: OperatorsOpt = None,
     per_operator: PerOperatorOpt = None,
     prefer_exercised: PreferExercisedOpt = False,
+    no_implied: NoImpliedOpt = False,
     seed: SeedOpt = None,
     tau: TauOpt = None,
     paper_classes: PaperClassesOpt = False,
@@ -302,7 +308,7 @@ def mpe(
     mpe_cfg = mpe_config(settings, ops, per_operator, paper_classes=paper_classes, mechanical="mechanical" in sources,
                          llm_model=llm.client.config.model if llm is not None else None,
                          prefer_exercised=prefer_exercised, workers=settings.workers, confidence=confidence,
-                         max_mutants=max_mutants)
+                         max_mutants=max_mutants, no_implied=no_implied)
     mpe_cfg = mpe_cfg.model_copy(update={"trust_tests": trust_tests, "reject_tampering": reject_tampering,
                                          "timeout_factor": timeout_factor, "timeout_floor": timeout_floor})
     if instances is not None or predictions is not None:
@@ -344,7 +350,7 @@ def mpe(
 
 
 def _llm_mutator(settings: Settings, operators: str | None, model: str | None, api_base: str | None, samples: int,
-                 llm_store: Path | None, llm_mode: str, budget_usd: float | None):  # type: ignore[no-untyped-def]
+                 llm_store: Path | None, llm_mode: str, budget_usd: float | None):
     """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
     from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
 
@@ -356,8 +362,8 @@ def _llm_mutator(settings: Settings, operators: str | None, model: str | None, a
     return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=samples, seed=settings.seed))
 
 
-def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,  # type: ignore[no-untyped-def]
-                config: MPEConfig, llm_mutator, progress):  # type: ignore[no-untyped-def]
+def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
+                config: MPEConfig, llm_mutator, progress):
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
@@ -394,8 +400,8 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     return result
 
 
-def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,  # type: ignore[no-untyped-def]
-               config: MPEConfig, llm_mutator,  # type: ignore[no-untyped-def]
+def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Settings, store,
+               config: MPEConfig, llm_mutator,
                cutoffs: str | None, as_json: bool, executor: str = "local", address: str | None = None,
                logs: tuple[Path, str] | None = None) -> None:
     from coharden.evaluation.runner import load_eval_instances
@@ -411,7 +417,7 @@ def _mpe_batch(instances: Path, predictions: Path, output: Path, settings: Setti
     if unknown:
         err_console.print("warning: " + unknown_ids_message(unknown), highlight=False, markup=False)
     with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
-        def advance(row: dict) -> None:  # type: ignore[type-arg]
+        def advance(row: dict) -> None:
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
 
         def interrupted(running: int) -> None:
@@ -479,12 +485,13 @@ def examples_check(
     config: ConfigOpt = None,
     store: StoreOpt = None,
     workers: Annotated[int | None, workers_option("Parallel workers per MPE.")] = None,
+    no_implied: NoImpliedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run MPE on every bundled candidate test and compare with its label (exit 1 on any mismatch)."""
     settings = _settings(config, store=store, workers=workers)
     with progress_bar("examples", quiet=as_json) as update:
-        rows = _check_examples(directory, only or [], settings, update)
+        rows = _check_examples(directory, only or [], settings, update, no_implied=no_implied)
     if as_json:
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
@@ -501,8 +508,8 @@ def examples_check(
     raise typer.Exit(0 if all(r["ok"] for r in rows) else 1)
 
 
-def _check_examples(directory: Path, only: list[str], settings: Settings,  # type: ignore[no-untyped-def]
-                    update=lambda **_: None) -> list[dict]:  # type: ignore[type-arg]
+def _check_examples(directory: Path, only: list[str], settings: Settings,
+                    update=lambda **_: None, *, no_implied: bool = False) -> list[dict]:
     """One row per candidate test of every example; ``update`` (a progress bar's) hears candidates done / all."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
@@ -517,14 +524,14 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
     if not dirs:
         raise CoHardenError(f"{directory}: no examples found")
     store = Store(settings.store)
-    rows: list[dict] = []  # type: ignore[type-arg]
+    rows: list[dict] = []
     examples = [(example, load_local(example, settings.cache_dir)) for example in dirs]
     update(total=sum(1 + len(local.candidates) for _, local in examples), completed=0)
     for example, local in examples:
         inst = local.instance
         repo = resolve_repo(inst, settings.repos_dir)
 
-        def factory(inst=inst, repo=repo) -> InstanceExecutor:  # type: ignore[no-untyped-def]
+        def factory(inst=inst, repo=repo) -> InstanceExecutor:
             return InstanceExecutor(inst, repo, settings, store)
 
         with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
@@ -534,7 +541,8 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                 update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                 result = evaluate(executor, inst.patch, candidate, reference,
-                                  mpe_config(settings, None, None, workers=settings.workers), pool=pool)
+                                  mpe_config(settings, None, None, workers=settings.workers,
+                                             no_implied=no_implied), pool=pool)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma
@@ -544,7 +552,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,  # typ
                              "matrix": "/".join(str(counts[k]) for k in ("alpha", "beta", "gamma", "delta")),
                              "interval": result.interval, "drawn": len(result.mutants), "stop": result.stop,
                              "pool": sum(row["pool"] for row in result.frame.values()),
-                             "per_operator": result.per_operator()})
+                             "per_operator": result.per_operator(), "runs": result.runs})
                 update(advance=1)
     return rows
 
@@ -560,7 +568,9 @@ def _register() -> None:
     from coharden.cli.overfit import overfit_app
     from coharden.cli.study import study_app
     from coharden.cli.suite import suite_app
+    from coharden.cli.table import study_table
 
+    study_app.command("table")(study_table)
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
     for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),
                         ("overfit", overfit_app), ("mutants", mutants_app)):

@@ -22,7 +22,7 @@ TestFilterOpt = Annotated[str | None, typer.Option("--test", help="Only runs of 
                                                    "batch's model_name_or_path).")]
 
 
-def _open(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
+def _open(store: Path | None, config: Path | None):
     """The store, read as it is: a missing file is an error, never a new empty store."""
     from coharden.execution.store import Store
 

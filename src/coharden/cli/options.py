@@ -181,13 +181,13 @@ StepLimitOpt = Annotated[int, ranged("--step-limit", help="Model calls per agent
 
 
 def _operator_help() -> str:
-    # the names come from the Operator enum, which every registered operator is named by; importing the
-    # registry itself would load every operator module (libcst) on each start of the CLI
-    from coharden.schema.mutant import Operator
+    # the built-in names come from the schema; importing the registry itself would load every operator module
+    # (libcst), and reading the installed ones' entry points takes a while, on each start of the CLI
+    from coharden.schema.mutant import MECHANICAL_DEFAULT
 
-    names = [op.value for op in Operator if op.value != "vanilla"]
-    return (f"Comma-separated mutant operators (default: every mechanical one): {', '.join(names)}; "
-            "vanilla too for --mutator llm.")
+    return (f"Comma-separated mutant operators (default: every built-in mechanical one): "
+            f"{', '.join(op.value for op in MECHANICAL_DEFAULT)}; an installed package's operators (entry-point "
+            "group coharden.operators) by name; vanilla too for --mutator llm.")
 
 
 OperatorsOpt = Annotated[str | None, typer.Option("--operators", help=_operator_help())]
@@ -221,6 +221,9 @@ def workers_option(help: str = "Parallel workers (default: the CPU count).") -> 
 WorkersOpt = Annotated[int | None, workers_option()]
 PreferExercisedOpt = Annotated[bool, typer.Option("--prefer-exercised", help="With --per-operator: sample first "
                                                   "among mutants that change code the tests run.")]
+NoImpliedOpt = Annotated[bool, typer.Option("--no-implied", help="Make every run, also those whose outcome is "
+                                            "implied (a test that never enters the functions a mutant changes): "
+                                            "the check mode; results must be equal.")]
 PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="The paper's rule exactly: N mutants per "
                                                 "operator, no early stop, the point laxity against tau, every "
                                                 "non-F->P test Misaligned.")]
@@ -242,17 +245,20 @@ def parse_mutators(value: str) -> list[str]:
 
 
 def parse_operators(value: str | None) -> list[Operator]:
-    """Operators from a comma-separated --operators value (default: the mechanical ones)."""
-    from coharden.mutation.pool import MECHANICAL_OPERATORS
-    from coharden.schema.mutant import Operator
+    """Operators from a comma-separated --operators value (default: the built-in mechanical ones). Naming
+    operators loads the registry, so a plugin that cannot be loaded is said here, before the run."""
+    from coharden.mutation.registry import registry
+    from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
     if not value:
-        return list(MECHANICAL_OPERATORS)
-    try:
-        return [Operator(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError as exc:
-        known = ", ".join(op.value for op in Operator)
-        raise CoHardenError(f"--operators: {exc} (known: {known})") from exc
+        return list(MECHANICAL_DEFAULT)
+    known = [*registry(), Operator.VANILLA]
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise CoHardenError(f"--operators: unknown {', '.join(map(repr, unknown))} "
+                            f"(known: {', '.join(op.value for op in known)})")
+    return [Operator(name) for name in names]
 
 
 def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
@@ -291,7 +297,7 @@ def check_estimate(confidence: float, max_mutants: int | None, *, fixed: bool, o
 def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_operator: int | None, *,
                paper_classes: bool = False, mechanical: bool = True, llm_model: str | None = None,
                prefer_exercised: bool = False, workers: int = 1, confidence: float | None = None,
-               max_mutants: int | None = None) -> MPEConfig:
+               max_mutants: int | None = None, no_implied: bool = False) -> MPEConfig:
     """The :class:`MPEConfig` of the MPE option group: every command that runs MPE builds it here. Seed and tau
     come from ``settings`` (the flags folded over the config file); ``operators`` None keeps MPEConfig's
     default; ``workers`` are the threads of one MPE (1 where whole instances run in parallel).
@@ -312,4 +318,4 @@ def mpe_config(settings: Settings, operators: Sequence[Operator] | None, per_ope
         chosen["max_mutants"] = max_mutants
     return MPEConfig(**chosen, seed=settings.seed, tau=settings.tau, sequential=not fixed,
                      paper_classes=paper_classes, mechanical=mechanical, llm=llm_model,
-                     prefer_exercised=prefer_exercised, workers=workers)
+                     prefer_exercised=prefer_exercised, workers=workers, implied=not no_implied)

@@ -38,7 +38,7 @@ BackendOpt = Annotated[str, typer.Option("--coverage-backend", help="coverage (c
                                          "interpreter has no coverage.py).")]
 
 
-def _backend(value: str):  # type: ignore[no-untyped-def]
+def _backend(value: str):
     from coharden.overfit.coverage import BACKENDS
 
     if value not in BACKENDS:
@@ -46,7 +46,7 @@ def _backend(value: str):  # type: ignore[no-untyped-def]
     return value
 
 
-def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:  # type: ignore[type-arg]
+def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:
     """Per instance id: the patch of a predictions file, or the golden one (``gold``)."""
     from coharden.schema.prediction import load_predictions
 
@@ -117,21 +117,21 @@ def refine_command(
     chosen = [iid for iid in found if iid in fix_of and iid in test_of]
     if not chosen:
         raise CoHardenError("no instance has both a fix (--fixes) and a test (--tests)")
-    run = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
+    name = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
     log = IterationLog(output / "iterations.jsonl")
     result_store = Store(settings.store)
     results: list[RefineResult] = []
     for iid in chosen:
         result = refine_instance(found[iid], settings, client, fix_of[iid], test_of[iid], refine_config,
-                                 store=result_store, run=run, on_iteration=log)
+                                 store=result_store, run=name, on_iteration=log)
         results.append(result)
         err_console.print(f"{iid}: {result.stop_reason} after {result.iterations} iterations, reward "
                           f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}")
     skipped = {iid: "no fix" if iid not in fix_of else "no test" for iid in found if iid not in chosen}
-    summary = summarize(results, refine_config, run, llm_config.model)
+    summary = summarize(results, refine_config, name, llm_config.model)
     summary["skipped"] = skipped
     written = write_outputs(results, output, summary)
-    table = Table(title=f"{run}: {len(results)} instances ({output})")
+    table = Table(title=f"{name}: {len(results)} instances ({output})")
     for title in ("instance", "stop", "iterations", "reward", "coverage", "F->P"):
         table.add_column(title, no_wrap=True)
     for r in results:

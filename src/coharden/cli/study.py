@@ -24,6 +24,7 @@ from coharden.cli.options import (
     LLMStoreOpt,
     MaxMutantsOpt,
     ModelOpt,
+    NoImpliedOpt,
     PaperClassesOpt,
     PreferExercisedOpt,
     PythonOpt,
@@ -90,6 +91,7 @@ def study_real_bugs(
     bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
                                            "in the checkouts (test runs then skip recompiling it).")] = True,
     prefer_exercised: PreferExercisedOpt = False,
+    no_implied: NoImpliedOpt = False,
     executor: Annotated[str, typer.Option("--executor", help="local (one instance after another, MPE on "
                                           "--workers checkouts) or ray (one job per instance).")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
@@ -141,7 +143,7 @@ def study_real_bugs(
         raise CoHardenError(f"--split: {split!r} (known: {', '.join(SPLITS)})")
     study_config = StudyConfig(mpe=mpe_config(settings, None, per_operator, prefer_exercised=prefer_exercised,
                                               paper_classes=paper_classes, confidence=confidence,
-                                              max_mutants=max_mutants),
+                                              max_mutants=max_mutants, no_implied=no_implied),
                                split=split, workers=workers, systems=chosen, ids=only or None,
                                bytecode=["sympy"] if bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
@@ -182,7 +184,7 @@ def study_real_bugs(
         console.print(f"- {line}")
 
 
-def _study_llm(settings, sources: list[str], model: str | None, api_base: str | None, samples: int,  # type: ignore[no-untyped-def]
+def _study_llm(settings, sources: list[str], model: str | None, api_base: str | None, samples: int,
                llm_store: Path | None, llm_mode: str, budget_usd: float | None):
     """(the imitation phase's LLM mutator, None) when ``--mutator`` names llm and a model is configured;
     (None, why not) otherwise. The study's pool is always mechanical: LLM mutants are added to it."""
@@ -248,7 +250,7 @@ def study_envcheck(
     console.print(render_table(rows), markup=False, highlight=False)
 
 
-def _with_others(done: dict, rows: list) -> list:  # type: ignore[type-arg]
+def _with_others(done: dict, rows: list) -> list:
     """This run's rows plus the rows of earlier runs on other instances (the output file keeps them all)."""
     mine = {row.instance_id for row in rows}
     return [*[row for key, row in done.items() if key not in mine], *rows]

@@ -110,7 +110,7 @@ def _read(path: Path | None, what: str) -> str:
 
 
 def _mutants(module: Path, root: Path | None, engine: str, operators: str | None, max_mutants: int | None,
-             seed: int) -> tuple[list, str]:  # type: ignore[type-arg]
+             seed: int) -> tuple[list, str]:
     from coharden.suite.operators import generate_mutants, select_mutants
 
     if not module.is_file():
@@ -138,7 +138,7 @@ def _progress(total: int, label: str) -> Iterator[Any]:
 
 def _client(model: str | None, api_base: str | None, temperature: float | None, max_tokens: int | None,
             llm_store: Path | None, llm_mode: str, store: Path, ledger: Any, budget_usd: float | None,
-            overrides: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
+            overrides: dict[str, Any] | None = None):
     """An LLM client for ``model`` (None -> None), or for an arm's own config fields (``overrides``, no
     ``$COHARDEN_LLM_*``), with the shared store and ledger."""
     if model is None and not overrides:
@@ -158,7 +158,7 @@ def _client(model: str | None, api_base: str | None, temperature: float | None, 
                       max_tokens=max_tokens)
 
 
-def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:  # type: ignore[type-arg]
+def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:
     by_id = {m.id: m for m in mutants}
     if not survivors or not show:
         return

@@ -102,7 +102,7 @@ class CriticContext:
             self._reference_test = executor.golden_test()
         else:
             return None
-        return self._reference_test  # type: ignore[return-value]
+        return self._reference_test
 
     def post_images(self, patch: str) -> dict[str, str | None]:
         """Content of each file ``patch`` touches after ``git apply`` on a clean base checkout.

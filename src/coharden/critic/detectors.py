@@ -250,7 +250,7 @@ def fail_to_pass(events: Sequence[Event], git_patch: str, context: CriticContext
         if fixed.passed:
             return False, meta
         if fixed.failed:
-            problem = (f"The issue's test still fails with your fix applied: {fixed.reason or 'FAIL'}. "
+            problem: str | None = (f"The issue's test still fails with your fix applied: {fixed.reason or 'FAIL'}. "
                        "Fix the behaviour the issue describes." + _tail(fixed))
         else:
             problem = f"The issue's test could not be run with your fix applied: {fixed.short()}." + _tail(fixed)

@@ -209,7 +209,10 @@ def _targets(call: ast.Call, kind: str, aliases: dict[str, str]) -> list[str]:
     return []
 
 
-def _judge(target: str, index: ProjectIndex, own_module: str, aliases: dict[str, str]) -> tuple[str, str]:
+Severity = Literal["error", "warning", "ok"]
+
+
+def _judge(target: str, index: ProjectIndex, own_module: str, aliases: dict[str, str]) -> tuple[Severity, str]:
     match = re.match(r"^sys\.modules\['([^']+)'\]$", target)
     if match:
         name = match.group(1)
@@ -279,16 +282,16 @@ def find_mocks(path: str, source: str, index: ProjectIndex) -> list[MockFinding]
             for target in _targets(node, kind, aliases):
                 severity, reason = _judge(target, index, own, aliases)
                 findings.append(MockFinding(path=path, line=node.lineno, call=kind, target=target,
-                                            severity=severity, reason=reason))  # type: ignore[arg-type]
+                                            severity=severity, reason=reason))
         elif isinstance(node, ast.Assign):
             for target_node in node.targets:
-                target = _dotted(target_node, aliases) if isinstance(target_node, ast.Attribute | ast.Subscript) \
-                    else None
+                target = (_dotted(target_node, aliases) if isinstance(target_node, ast.Attribute | ast.Subscript)
+                          else None) or ""
                 if not target:
                     continue
                 if target.startswith("sys.modules[") or (index.is_project(target) and "." in target
                                                          and index.module_of(target)):
                     severity, reason = _judge(target, index, own, aliases)
                     findings.append(MockFinding(path=path, line=node.lineno, call="assignment", target=target,
-                                                severity=severity, reason=reason))  # type: ignore[arg-type]
+                                                severity=severity, reason=reason))
     return findings

@@ -131,7 +131,7 @@ def _child(node: object, part: str, path: str) -> object:
     raise PlanError(f"{path!r}: {part!r} is inside a scalar")
 
 
-def _index(node: list, part: str, path: str, *, allow_end: bool) -> int:  # type: ignore[type-arg]
+def _index(node: list, part: str, path: str, *, allow_end: bool) -> int:
     if part == "-" and allow_end:
         return len(node)
     if not part.isdigit():
@@ -163,7 +163,7 @@ def _remove(doc: object, path: str) -> object:
     raise PlanError(f"{path!r}: cannot remove inside a scalar")
 
 
-def apply_json_patch(document: dict, operations: object) -> dict:  # type: ignore[type-arg]
+def apply_json_patch(document: dict, operations: object) -> dict:
     """Apply RFC 6902 operations (add, remove, replace, move, copy, test) to a copy of ``document``."""
     if not isinstance(operations, list):
         raise PlanError("a JSON patch must be a list of operations")

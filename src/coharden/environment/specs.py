@@ -20,14 +20,14 @@ import shlex
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from coharden.config import RunnerName
 from coharden.errors import CoHardenError
 
-RunnerName = Literal["pytest", "django", "sympy"]
 # commands that need root or a system package manager: a plain machine cannot run them
 _SYSTEM = re.compile(r"\b(apt-get|apt|locale-gen|yum|conda)\b|/etc/")
 
@@ -71,11 +71,9 @@ class EnvSpec(BaseModel):
     @property
     def runner(self) -> RunnerName:
         """Which coharden runner executes this spec's tests (from its test command)."""
-        if "runtests.py" in self.test_cmd:
-            return "django"
-        if "bin/test" in self.test_cmd:
-            return "sympy"
-        return "pytest"
+        from coharden.execution.runners import runner_for_command
+
+        return runner_for_command(self.test_cmd)
 
     @property
     def env(self) -> dict[str, str]:

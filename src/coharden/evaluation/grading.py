@@ -329,7 +329,7 @@ def test_row(grades: Mapping[str, InstanceGrades], iid: str, patch: str | None) 
     return row if row is not None else {"error": "test not graded"}
 
 
-def _guarded(run: Callable[[], _T], on_error: Callable[[str], _T]) -> _T:
+def _guarded(run: Callable[..., _T], on_error: Callable[..., _T]) -> _T:
     try:
         return run()
     except CoHardenError as exc:

@@ -78,9 +78,9 @@ def load_prediction_sets(spec: str, instances: Mapping[str, Instance], kind: Lit
     for pred in predictions:
         groups.setdefault(name or pred.model_name_or_path, []).append(pred)
     sets: list[PredictionSet] = []
-    for group, preds in groups.items():
-        check_one_per_instance([p.model_copy(update={"model_name_or_path": group}) for p in preds], path, kind)
-        by_id = {pred.instance_id: pred for pred in preds}
+    for group, members in groups.items():
+        check_one_per_instance([p.model_copy(update={"model_name_or_path": group}) for p in members], path, kind)
+        by_id = {pred.instance_id: pred for pred in members}
         sets.append(PredictionSet(name=group, source=str(path), predictions=by_id))
     if not sets:
         raise CoHardenError(f"{path}: holds no predictions")

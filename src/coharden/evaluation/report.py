@@ -47,7 +47,7 @@ def _matrix(counts: dict[str, int] | None) -> str:
 
 # --- plots -------------------------------------------------------------------------------------------------
 
-def _round_axis(ax, rounds: Sequence[int]) -> None:  # type: ignore[no-untyped-def]
+def _round_axis(ax, rounds: Sequence[int]) -> None:
     """Rounds are whole numbers: one tick per round (a locator would give 0.5 steps around a single round)."""
     from matplotlib.ticker import MaxNLocator
 
@@ -61,13 +61,13 @@ def _round_axis(ax, rounds: Sequence[int]) -> None:  # type: ignore[no-untyped-d
     ax.set_xlim(values[0] - 0.6, values[-1] + 0.6)
 
 
-def _count_axis(ax) -> None:  # type: ignore[no-untyped-def]
+def _count_axis(ax) -> None:
     """Counts and costs are never negative: the axis starts at 0 (also when every value is 0)."""
     top = ax.get_ylim()[1]
     ax.set_ylim(0, top if top > 0 else 1)
 
 
-def _legend_below(fig, ax, ncols: int = 4) -> None:  # type: ignore[no-untyped-def]
+def _legend_below(fig, ax, ncols: int = 4) -> None:
     """One legend for the figure, outside the axes (below them), so it covers no data."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
@@ -75,7 +75,7 @@ def _legend_below(fig, ax, ncols: int = 4) -> None:  # type: ignore[no-untyped-d
                    frameon=False)
 
 
-def rounds_figure(runs: dict[str, Any]):  # type: ignore[no-untyped-def]
+def rounds_figure(runs: dict[str, Any]):
     fig = _figure(8, 4.2)
     left, right = fig.subplots(1, 2)
     all_rounds: list[int] = []
@@ -98,7 +98,7 @@ def rounds_figure(runs: dict[str, Any]):  # type: ignore[no-untyped-def]
     return fig
 
 
-def _integer_locator():  # type: ignore[no-untyped-def]
+def _integer_locator():
     from matplotlib.ticker import MaxNLocator
 
     return MaxNLocator(integer=True)
@@ -108,7 +108,7 @@ def plot_rounds(runs: dict[str, Any]) -> bytes:
     return _png(rounds_figure(runs))
 
 
-def laxity_figure(tests: dict[str, Any], tau: float):  # type: ignore[no-untyped-def]
+def laxity_figure(tests: dict[str, Any], tau: float):
     """One panel per test system (same axes), each a histogram stacked by class; one legend below."""
     per_system: dict[str, dict[str, list[float]]] = {}
     for system, section in tests.items():
@@ -166,7 +166,7 @@ def matrix_groups(tests: dict[str, Any], runs: dict[str, Any]) -> list[tuple[str
     return groups
 
 
-def matrix_figure(tests: dict[str, Any], runs: dict[str, Any]):  # type: ignore[no-untyped-def]
+def matrix_figure(tests: dict[str, Any], runs: dict[str, Any]):
     groups = matrix_groups(tests, runs)
     fig = _figure(max(5.5, 1.0 * len(groups) + 2.5), 4.2)
     ax = fig.subplots()
@@ -188,7 +188,7 @@ def plot_matrix(tests: dict[str, Any], runs: dict[str, Any]) -> bytes:
     return _png(matrix_figure(tests, runs))
 
 
-def cost_figure(runs: dict[str, Any]):  # type: ignore[no-untyped-def]
+def cost_figure(runs: dict[str, Any]):
     fig = _figure(8, 4.2)
     left, right = fig.subplots(1, 2)
     width = 0.8 / max(1, len(runs))
@@ -222,7 +222,7 @@ def plot_injection(injection: dict[str, Any]) -> bytes:
     return _png(injection_figure(injection))
 
 
-def injection_figure(injection: dict[str, Any]):  # type: ignore[no-untyped-def]
+def injection_figure(injection: dict[str, Any]):
     """Delta Resolved per class of the injected test (Borderline a group of its own when present), one bar per
     test source, each labelled with its n; room above and below the bars for the labels, the legend below."""
     fig = _figure(7.0, 4.0)

@@ -32,7 +32,7 @@ from coharden import pysource
 from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.docker import docker_available, swebench_image
-from coharden.execution.forkserver import ForkServer, ForkServerError
+from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.pytest_runner import (
     PytestRun,
@@ -133,7 +133,8 @@ class InstanceExecutor:
             require_confinement(settings.network, confine, settings.allow_weak_sandbox)
         # sandbox=3: verdicts from before the allow-listed sandbox and environment, the thorough reset and the
         # safe read-back (which a hostile test could forge, or which may hold a key) are not reused
-        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3"
+        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3" + \
+            _run_settings_id(settings)
         self._server_failed = ""  # why the fork server is not used, once it failed
         self.server_losses: list[str] = []  # runs during which a test killed the fork server
         self._lane: InstanceExecutor | None = None  # a second workspace + server: two tests at once
@@ -368,6 +369,7 @@ class InstanceExecutor:
         limit_of = [min(lim or self.settings.timeout, self.settings.timeout)
                     for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)
+        retried: set[int] = set()  # tests run again once because their fork server died under them
         todo: list[int] = []
         first_of: dict[tuple[str, tuple[str, ...]], int] = {}
         twins: dict[int, int] = {}  # identical test patches run once
@@ -391,15 +393,23 @@ class InstanceExecutor:
             else:
                 ran, deferred = self._run_together(source_patch, [tests[i] for i in todo],
                                                    [limit_of[i] for i in todo], combine, first_failure)
+            again: list[int] = []
             for j, verdict in ran.items():
                 index = todo[j]
+                if _server_lost(verdict) and index not in retried:
+                    # the server died mid-batch (killed from outside, out of memory, a test): the next run starts
+                    # a new one (_fork_server); the test runs once more on a reset checkout, and a second loss is
+                    # its verdict (a HARNESS_ERROR, never stored)
+                    retried.add(index)
+                    again.append(index)
+                    continue
                 if verdict.outcome is Outcome.APPLY_ERROR:
                     verdict = self._fresh_apply_error(source_patch, tests[index], limit_of[index], first_failure,
                                                       verdict)
                 results[index] = verdict
                 if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
                     self.store.put_verdict(keys[index], verdict)
-            todo = [todo[j] for j in deferred]
+            todo = [*again, *(todo[j] for j in deferred)]
             for executor in (self, self._lane):
                 if executor is not None and executor._overran:
                     # what a run wrote past the disk limit leaves the host's disk now, not at the next run
@@ -481,8 +491,15 @@ class InstanceExecutor:
             runner["server"] = None  # a server's sandbox was fixed when it started
         job, more = runner.pop("extra_env") or {}, dict(extra.pop("extra_env", None) or {})  # type: ignore[call-overload]
         self.workspace.tainted = True
-        run = run_pytest(root, ids, settings or self.settings, self.python, **runner, time_limit=limit,
-                         extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
+        try:
+            run = run_pytest(root, ids, settings or self.settings, self.python, **runner, time_limit=limit,
+                             extra_env={**job, **more} or None, warm=self._warm, **extra)  # type: ignore[arg-type]
+        except ForkServerError as exc:  # it died between its liveness check and this run: a run without result
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            run = PytestRun(returncode=None, timed_out=False, duration=0.0, output="",
+                            lost=f"{SERVER_GONE} ({exc})", isolation=self.isolation)
         if run.lost:
             self.server_losses.append(run.lost)
         self._overran = self._overran or bool(run.disk)
@@ -682,6 +699,31 @@ def _project_imports(sources: Sequence[str], tops: set[str]) -> list[str]:
                                                                   for p in parts):
                     found[name] = None
     return list(found)
+
+
+def _run_settings_id(settings: Settings) -> str:
+    """The settings besides the environment that can change a verdict, each only when not at its default (so
+    verdicts stored before they were named keep their keys): the memory and process limits, the services beside
+    the test, and the host variables it is given (names and values). Verdicts are shared across commands and
+    sessions of one store (the reference's runs on a pool, say), so a run under other limits must not answer."""
+    defaults = Settings.model_fields
+    parts = []
+    for name in ("memory_mb", "cpu_seconds", "max_processes", "max_file_mb"):
+        value = getattr(settings, name)
+        if value != defaults[name].default:
+            parts.append(f"{name}={value}")
+    if settings.services:
+        parts.append("services=" + ",".join(sorted(settings.services)))
+    if settings.pass_env:
+        values = {name: os.environ.get(name) for name in sorted(settings.pass_env)}
+        parts.append("pass_env=" + hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:16])
+    return "".join(f" {part}" for part in parts)
+
+
+def _server_lost(verdict: Verdict) -> bool:
+    """The verdict of a run whose fork server died under it (not one that forged the protocol: never retried)."""
+    return verdict.outcome is Outcome.HARNESS_ERROR and not verdict.tampering and \
+        verdict.reason.startswith((SERVER_DIED, SERVER_SILENT, SERVER_GONE))
 
 
 def _digest(test: TestPatch) -> str:

@@ -49,6 +49,12 @@ from coharden.execution.sandbox import (
 _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, before it is presumed hijacked
 
 
+SERVER_DIED = "the fork server died during the run (a test process killed it)"
+SERVER_SILENT = "the fork server stopped answering during the run (a test process hijacked it)"
+SERVER_GONE = "the fork server was gone when the run was sent to it"
+"""Why a run has no result of its own when its server died under it (never ``tampering``): the executor restarts
+the server and runs the test once more (see ``InstanceExecutor.verdicts``)."""
+
 class ForkServerError(RuntimeError):
     pass
 
@@ -268,9 +274,9 @@ class ForkServer:
                 if self.forged:
                     lost = "tampering: " + self.forged
                 elif self._exited_soon():
-                    lost = "the fork server died during the run (a test process killed it)"
+                    lost = SERVER_DIED
                 else:
-                    lost = "the fork server stopped answering during the run (a test process hijacked it)"
+                    lost = SERVER_SILENT
             elif self.cgroup is not None and self.proc is not None and self.isolation != "bwrap":
                 # outside bwrap (where the server clears its own namespace): daemons that left the group
                 self.cgroup.kill_all(spare=[self.proc.pid])
@@ -283,7 +289,7 @@ class ForkServer:
                 out.unlink(missing_ok=True)
             self._sweep_scratch(present)
         disk = watch.reason() if watch is not None and watch.exceeded else ""
-        if lost:
+        if lost or done is None:  # done is None only when lost says why
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
                                  tampering=self.forged, disk=disk)
         self.warm_runs += bool(done.get("warm"))

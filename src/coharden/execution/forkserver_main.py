@@ -65,6 +65,7 @@ import tempfile
 import threading
 import time
 import traceback
+from typing import Any
 
 
 def _exit_code(status):
@@ -338,6 +339,8 @@ def _load_warm():
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm.py")  # noqa: PTH118, PTH120, PTH100
     spec = importlib.util.spec_from_file_location("_coharden_warm", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
@@ -366,7 +369,7 @@ class _Warm:
     purges and imports afresh where that is not provably the same as a fresh import (``warm.swap_changed``)."""
 
     def __init__(self):
-        self.module = None
+        self.module: Any = None  # warm.py, loaded by path on the first request
         self.snapshot = None
         self.env = None
         self.key = None
@@ -910,7 +913,10 @@ def main():
     channel = _Channel(proto, key)
     here = os.path.dirname(os.path.abspath(__file__))  # noqa: PTH100, PTH120 - stdlib-only script
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # noqa: PTH100
-    options = dict(arg[2:].split("=", 1) if "=" in arg else (arg[2:], "1") for arg in sys.argv[1:])
+    options = {}
+    for arg in sys.argv[1:]:
+        name, eq, value = arg[2:].partition("=")
+        options[name] = value if eq else "1"
     sandboxed = "sandboxed" in options
     keep = set(filter(None, options.get("keep", "").split(",")))
     home = options.get("home", "/tmp/coharden-home")
@@ -992,7 +998,7 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
     pid = os.fork()
     if pid == 0:
         proto.close()
-        child_warm = None
+        child_warm: tuple[_Warm, int | None] | None = None
         zygote = None
         if swap_status is not None:
             os.close(swap_status[0])

@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from coharden.config import Settings
 from coharden.execution import interrupt
@@ -485,7 +486,7 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
 
 
 def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verdict:
-    base = {"duration": run.duration, "output_tail": _tail(run.output)}
+    base: dict[str, Any] = {"duration": run.duration, "output_tail": _tail(run.output)}
     if run.disk:
         # coharden killed it (the disk limit): whatever it reported is not its result. A HARNESS_ERROR, never
         # stored: the verdict is inadmissible for MPE, like a TIMEOUT, and a later run is graded afresh

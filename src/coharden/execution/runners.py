@@ -1,8 +1,9 @@
 """Test runners: build the command for a set of test ids and read per-test outcomes from its output.
 
-Three runners: ``pytest`` (coharden's JUnit-based runner, :mod:`coharden.execution.pytest_runner`, with its
-fork server), Django's ``tests/runtests.py`` (unittest ids ``test_x (module.Class)``, verbosity 2) and
-sympy's ``bin/test``. The two log-based runners read output the way the SWE-bench harness's log parsers do.
+Three runners, by name in :data:`RUNNERS`: ``pytest`` (coharden's JUnit-based runner,
+:mod:`coharden.execution.pytest_runner`, with its fork server), Django's ``tests/runtests.py`` (unittest ids
+``test_x (module.Class)``, verbosity 2) and sympy's ``bin/test``. The two log-based runners read output the
+way the SWE-bench harness's log parsers do.
 Every runner's process goes through :func:`coharden.execution.sandbox.run_limited`, so the time and memory
 limits, the process-group kill and the no-network rule are the same; so are the false-pass rules: a wanted
 test that is missing or skipped is not a pass, and output that yields no per-test result is an inadmissible
@@ -15,9 +16,9 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
-from coharden.config import Settings
+from coharden.config import RunnerName, Settings
 from coharden.execution.sandbox import Confinement, run_limited
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -37,7 +38,9 @@ class RunnerCommand:
 class Runner(Protocol):
     """What the executor needs from a test runner."""
 
-    name: str
+    name: ClassVar[RunnerName]
+    command_marker: ClassVar[str]
+    """A word of a SWE-bench spec's test command that says this runner runs it ("" for the default, pytest)."""
 
     def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
         """FAIL_TO_PASS / PASS_TO_PASS names in the repository's own format -> this runner's ids."""
@@ -62,7 +65,8 @@ class DjangoRunner:
     so their test modules (``extra_labels``, from the test patch) run whole and the id is looked up there.
     """
 
-    name = "django"
+    name: ClassVar[RunnerName] = "django"
+    command_marker: ClassVar[str] = "runtests.py"
 
     def __init__(self, extra_labels: list[str] | None = None, settings_module: str = "test_sqlite") -> None:
         self.extra_labels = list(extra_labels or [])
@@ -164,7 +168,8 @@ class SympyRunner:
     wanted names are looked up in the per-test lines (``test_x ok`` / ``F`` / ``E`` / ``f`` / ``s``).
     """
 
-    name = "sympy"
+    name: ClassVar[RunnerName] = "sympy"
+    command_marker: ClassVar[str] = "bin/test"
 
     def __init__(self) -> None:
         self.files: list[str] = []
@@ -229,7 +234,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
                      timed_out: bool, duration: float, runner: str) -> Verdict:
-    base = {"duration": duration, "output_tail": _tail(output)}
+    base: dict[str, Any] = {"duration": duration, "output_tail": _tail(output)}
     if timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
     if not statuses:
@@ -239,7 +244,8 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
     missing = [i for i, s in tests.items() if s == [TestStatus.MISSING]]
     if missing:
         reason = f"test ids not run: {', '.join(missing[:5])}"
-        if returncode not in (0, 1, None) and len(missing) < len(ids):  # it died part way: say how, and where
+        # it died part way: say how, and where
+        if returncode is not None and returncode not in (0, 1) and len(missing) < len(ids):
             how = f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
             last = (output.strip().splitlines() or [""])[-1].strip()[:120]
             reason += f" (the {runner} process ended with {how}" + (f" at: {last}" if last else "") + ")"
@@ -255,13 +261,17 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
 
 
 def make_runner(name: str) -> Runner:
-    if name == "django":
-        return DjangoRunner()
-    if name == "sympy":
-        return SympyRunner()
-    if name == "pytest":
-        return PytestRunner()
-    raise ValueError(f"unknown test runner {name!r} (known: pytest, django, sympy)")
+    """A new runner called ``name`` (a key of :data:`RUNNERS`)."""
+    try:
+        return RUNNERS[name]()
+    except KeyError:
+        raise ValueError(f"unknown test runner {name!r} (known: {', '.join(RUNNERS)})") from None
+
+
+def runner_for_command(test_cmd: str) -> RunnerName:
+    """The runner of a SWE-bench spec's test command: the one whose marker it holds, pytest otherwise."""
+    return next((cls.name for cls in RUNNERS.values() if cls.command_marker and cls.command_marker in test_cmd),
+                "pytest")
 
 
 # --- pytest (today's runner, wrapped) ---------------------------------------------------------------------------
@@ -269,7 +279,8 @@ class PytestRunner:
     """coharden's pytest runner (JUnit XML, fork server) behind the runner interface; ``parse`` reads ``-rA``
     short-summary lines the way the harness's pytest parser does (used to compare with harness logs)."""
 
-    name = "pytest"
+    name: ClassVar[RunnerName] = "pytest"
+    command_marker: ClassVar[str] = ""
 
     def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
         return list(names)  # SWE-bench's pytest ids are node ids already
@@ -301,3 +312,8 @@ def parse_pytest_log(log: str) -> dict[str, TestStatus]:
         elif words[1] in names and "::" in words[0]:
             status[words[0]] = TestStatus(words[1])
     return status
+
+
+RUNNERS: dict[str, type[Runner]] = {cls.name: cls for cls in (PytestRunner, DjangoRunner, SympyRunner)}
+"""Every test runner by name: ``Settings.runner`` names one (``config.RunnerName`` lists the same names), a
+spec's test command picks one by its ``command_marker``."""

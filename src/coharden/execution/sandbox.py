@@ -40,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from coharden.errors import CoHardenError
 from coharden.execution.disklimit import DiskWatch, descendants, kill_listed
@@ -270,7 +271,7 @@ def _tmp_size() -> tuple[str, ...]:
     exe = bwrap_path()
     args = ("--size", str(1 << 30))
     try:
-        ok = bool(exe) and subprocess.run([exe, *_base(args), "true"], capture_output=True,
+        ok = exe is not None and subprocess.run([exe, *_base(args), "true"], capture_output=True,
                                           timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
         ok = False
@@ -562,7 +563,7 @@ _SPAWNER: ThreadPoolExecutor | None = None
 _SPAWNER_LOCK = threading.Lock()
 
 
-def spawn_long_lived(cmd: list[str], cwd: Path, env: dict[str, str], **options: object) -> subprocess.Popen:
+def spawn_long_lived(cmd: list[str], cwd: Path, env: dict[str, str], **options: Any) -> subprocess.Popen:
     """:func:`spawn` from a thread that lives as long as this process, for a process that outlives its
     caller's thread (a fork server started by a warm-up or worker thread).
 

@@ -83,7 +83,7 @@ def _listing(directory: str) -> list[str]:
 
 
 def _under(path: str | None, root: str) -> bool:
-    return bool(path) and os.path.abspath(path).startswith(root + os.sep)  # type: ignore[arg-type]  # noqa: PTH100
+    return path is not None and bool(path) and os.path.abspath(path).startswith(root + os.sep)  # noqa: PTH100
 
 
 def project_modules(root: str) -> dict[str, object]:
@@ -143,7 +143,7 @@ def loaded_snapshot(root: str, profile: object | None, called: set | None = None
     return snap
 
 
-def _profiler():  # type: ignore[no-untyped-def]
+def _profiler():
     """A running cProfile profiler (which functions the import runs), or None where one cannot run (another
     profiler or tracer is active): then no function body can be swapped (see :func:`swap_changed`)."""
     try:
@@ -283,7 +283,7 @@ def _defs(body: list, code: types.CodeType) -> list:
     codes = [c for c in code.co_consts if isinstance(c, types.CodeType) and not c.co_name.startswith("<")]
     if [n.name for n in items] != [c.co_name for c in codes]:
         raise NotSwappable("definitions and code objects do not line up")
-    pairs = []
+    pairs: list[tuple[ast.AST, types.CodeType]] = []
     for node, co in zip(items, codes):  # noqa: B905 - Python 3.7 runs this file; lengths checked
         pairs += _defs(node.body, co) if isinstance(node, ast.ClassDef) else [(node, co)]
     return pairs
@@ -310,8 +310,8 @@ def _same_outside_bodies(a: object, b: object) -> bool:
     line numbers aside. Leaves compare by type and repr (``1``, ``1.0``, ``True`` and ``-0.0`` all differ)."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same_outside_bodies(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]  # noqa: B905
+    if isinstance(a, list) and isinstance(b, list):  # b is one when a is (same type)
+        return len(a) == len(b) and all(_same_outside_bodies(x, y) for x, y in zip(a, b))  # noqa: B905
     if not isinstance(a, ast.AST):
         return repr(a) == repr(b)
     function = isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))

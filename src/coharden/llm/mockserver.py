@@ -333,10 +333,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(rule.status, body_out, rule.headers)
             return
         reply = rule.reply or ""
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        answer: dict[str, Any] = {"role": "assistant", "content": reply}
         if rule.tool_calls:
-            message["content"] = rule.reply  # None when the reply is only calls, as OpenAI sends it
-            message["tool_calls"] = [
+            answer["content"] = rule.reply  # None when the reply is only calls, as OpenAI sends it
+            answer["tool_calls"] = [
                 {"id": f"call_mock_{next(mock._ids)}", "type": "function",
                  "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
                 for call in rule.tool_calls
@@ -350,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": body.get("model", "mock"),
             "choices": [
-                {"index": 0, "message": message, "finish_reason": rule.finish_reason}
+                {"index": 0, "message": answer, "finish_reason": rule.finish_reason}
             ],
             "usage": {
                 "prompt_tokens": usage.prompt_tokens,

@@ -51,7 +51,7 @@ from coharden.patches import split_patch
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
 from coharden.schema.mpe_config import MPEConfig
-from coharden.schema.round_record import RoundRecord
+from coharden.schema.round_record import MatrixCounts, RoundRecord
 from coharden.schema.testpatch import TestPatch
 
 if TYPE_CHECKING:  # agents load on use: the loop module imports on a core install (no agent extras)
@@ -157,7 +157,8 @@ class InstanceLoop:
                                   trajectory_path=self.dir / f"round{round_no}.traj.jsonl")
 
     def _record(self, state: LoopState, outcome: RoundOutcome, tokens: int) -> None:
-        matrix = {k: len(v) for k, v in outcome.matrix.items()} if outcome.matrix else None
+        matrix = MatrixCounts.model_validate({k: len(v) for k, v in outcome.matrix.items()}) if outcome.matrix \
+            else None
         record = RoundRecord(
             run=self.run_name, instance=state.instance_id, round=outcome.round, decision=outcome.decision,
             laxity=outcome.laxity if matrix else None, matrix=matrix, admissible=outcome.admissible if matrix else None,

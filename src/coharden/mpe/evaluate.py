@@ -35,15 +35,18 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
+from coharden.mpe.implied import Implied
 from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
-from coharden.mutation.context import record_targets
+from coharden.mutation.context import FixContext, record_targets
 from coharden.mutation.pool import (
-    MECHANICAL_OPERATORS,
     Pool,
     build_pool,
+    called_by,
     fix_context,
+    mechanical_operators,
     recordings_needed,
+    test_labels,
 )
 from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
@@ -134,6 +137,16 @@ class MPEResult(BaseModel):
     """Sequential rounds run (one mutant of each operator with mutants left per round)."""
     frame: dict[str, dict[str, int]] = Field(default_factory=dict)
     """The sampling frame per operator: ``pool`` (admitted mutants), ``drawn`` (run), ``admissible``."""
+    # --- fewer runs (issue 35) -------------------------------------------------------------------------------
+    runs: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """Per test (``candidate`` / ``reference``): test processes ``made`` for its verdicts in this MPE (F->P
+    checks, mutants, its reach pass), verdicts served from the store (``cached``) and verdicts ``implied``
+    without a run (see :mod:`coharden.mpe.implied`). The input recorder's runs are not counted here."""
+    flaky: list[str] = Field(default_factory=list)
+    """Tests whose two runs on the fixed code disagreed (``candidate: PASS, then FAIL``): never given implied
+    outcomes."""
+    reach: dict[str, str] = Field(default_factory=dict)
+    """Per test: ``complete`` when its reach pass can imply outcomes, else why not (``MPEConfig.implied``)."""
 
     def estimate(self) -> Estimate:
         """The pooled laxity with its interval."""
@@ -170,7 +183,8 @@ class MPEResult(BaseModel):
         return table
 
     def inadmissible_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(r.inadmissible_reason for r in self.mutants if r.cell is None).items()))
+        reasons = Counter(reason for r in self.mutants if (reason := r.inadmissible_reason) is not None)
+        return dict(sorted(reasons.items()))
 
     def verdicts(self) -> list[Verdict]:
         """Every verdict the result holds: both tests on buggy and fixed code, and on every mutant."""
@@ -197,7 +211,8 @@ class MPEResult(BaseModel):
         return [r for r in self.mutants if r.cell is Cell.BETA]
 
     def to_json(self, *, timings: bool = True) -> dict:
-        data = self.model_dump(mode="json", exclude={"timings", "time_limits"} if not timings else set())
+        # runs made / cached depend on what the store held, like timings on the machine
+        data = self.model_dump(mode="json", exclude={"timings", "time_limits", "runs"} if not timings else set())
         for verdict_key in ("candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
             _strip_verdict(data[verdict_key], timings)
         for m in data["mutants"]:
@@ -245,6 +260,8 @@ def _strip_verdict(verdict: dict, timings: bool) -> None:
     verdict.pop("output_tail", None)
     verdict.pop("cached", None)
     verdict.pop("raised", None)  # the exceptions per failing test (reproduce check reads them), not MPE's
+    if verdict.get("implied") is None:
+        verdict.pop("implied", None)
     if not timings:
         verdict.pop("duration", None)
         verdict.pop("time_limit", None)  # scaled from measured durations
@@ -290,25 +307,38 @@ def evaluate(
     team = Workers(executor, config.workers, pool)  # the phases share the workers
     early: EarlyRecording | None = None
     early_pool: EarlyPool | None = None
+    ctx: FixContext | None = None
     try:
-        if team.parallel and config.mechanical:  # pool and recordings are made beside the F->P checks
+        if team.parallel and (config.mechanical or config.implied):
             ctx = fix_context(executor, fix)  # before any worker may borrow this executor
+        _cold_start(team, timings)
+        if team.parallel and config.mechanical and ctx is not None:  # pool and recordings beside the F->P checks
             targets = record_targets(ctx)
             if targets and BUGGY_RECORDS in recordings_needed(_pool_options(config)["operators"]):
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
             early_pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
                              **_pool_options(config))
         return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, early_pool,
-                         progress)
+                         progress, ctx)
     finally:
         team.close()
         if early is not None:
             early.join()
 
 
+def _cold_start(team: Workers, timings: dict[str, float]) -> None:
+    """Open the workspaces and start (and prime) the fork servers before the first verdict, timed apart as
+    ``timings["cold_start_s"]``: the first verdict on an instance pays for them (and for the imports a warm
+    server makes), every later one does not, so a benchmark keeps it out of its per-instance ratio. An
+    executor that is warm already costs nothing here."""
+    mark = time.monotonic()
+    team.map([lambda ex: ex.warm_up() for _ in range(team.workers)])
+    timings["cold_start_s"] = time.monotonic() - mark
+
+
 def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
               llm_mutator: LLMMutator | None, timings: dict[str, float], started: float,
-              early_pool: EarlyPool | None, progress: Progress | None) -> MPEResult:
+              early_pool: EarlyPool | None, progress: Progress | None, ctx: FixContext | None = None) -> MPEResult:
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
@@ -317,7 +347,7 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
                              lambda ex: ex.verdicts(fix, [candidate, reference], combine=combine)])
     cand, ref = (FailToPass(test_ids=t.ids, buggy=b, fixed=f)
                  for t, b, f in zip([candidate, reference], buggy, fixed, strict=True))
-    timings["fail_to_pass"] = time.monotonic() - started
+    timings["fail_to_pass"] = time.monotonic() - started - timings.get("cold_start_s", 0.0)
     if not ref.fail_to_pass:
         raise MPEError(f"the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
                        "no classification")
@@ -364,8 +394,17 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     mark = time.monotonic()
     result.pool = mutant_pool.summary()
     result.warnings = list(mutant_pool.warnings)
+    implied: Implied | None = None
+    if config.implied:  # timed apart from the mutant runs
+        reach_mark = time.monotonic()
+        drawable = [m for batch in capped(rounds(mutant_pool.mutants, config.seed), config.max_mutants)
+                    for m in batch] if config.is_sequential else list(mutant_pool.mutants)
+        implied = _reach(team, fix, ctx, candidate, reference, cand.fixed, ref.fixed, drawable, result,
+                         mutant_pool.fixed_records)
+        timings["reach"] = time.monotonic() - reach_mark
+    mark = time.monotonic()
     run = functools.partial(run_mutants, executor, candidate=candidate, reference=reference, timings=timings,
-                            team=team, combine=combine,
+                            team=team, combine=combine, implied=implied,
                             limits=(result.time_limits["candidate"], result.time_limits["reference"]))
     if config.is_sequential:
         _run_sequential(result, mutant_pool.mutants, run, config, progress)
@@ -392,14 +431,71 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         result.test_class = TestClass.INCONCLUSIVE
     if config.reject_tampering and result.tampering:
         result.test_class = TestClass.INVALID
+    result.runs = _count_runs(result, implied)
     timings["total"] = time.monotonic() - started
     result.timings = timings
     return result
 
 
+MIN_PROMISING = 2
+"""The fewest drawable mutants that could be unreached by a test (function bodies only, none the recorder saw
+it call) for which its reach pass is made: a pass costs one run, an implied verdict saves one."""
+
+
+def _reach(team: Workers, fix: str, ctx: FixContext | None, candidate: TestPatch, reference: TestPatch,
+           candidate_fixed: Verdict, reference_fixed: Verdict, mutants: Sequence[Mutant],
+           result: MPEResult, records: list[dict[str, Any]]) -> Implied | None:
+    """The implied-run decider of this MPE, with both tests' reach passes made (see :mod:`coharden.mpe.implied`),
+    or None when no drawable mutant could have an implied verdict. Flaky tests go to ``result.flaky`` and a
+    warning; ``result.reach`` says per test whether its verdicts may be implied."""
+    executor = team.executor
+    ctx = ctx or fix_context(executor, fix)
+    base = functools.cache(executor.base_file)
+    implied = Implied(fix, {c.path: c.new for c in ctx.files}, base,
+                      {"candidate": (candidate, candidate_fixed), "reference": (reference, reference_fixed)})
+    labels = dict(zip(("candidate", "reference"), test_labels([candidate, reference]), strict=True))
+    same = (candidate.patch, list(candidate.ids)) == (reference.patch, list(reference.ids))
+    roles = [role for role in (["candidate"] if same else ["candidate", "reference"])
+             if implied.promising(mutants, called_by(records, labels[role]) if records else None) >= MIN_PROMISING]
+    if not roles:
+        result.reach = {role: "no pass: too few drawable mutants could be unreached" for role in labels}
+        return None
+    team.map([functools.partial(lambda ex, role: implied.measure(ex, role), role=role) for role in roles])
+    if same:
+        implied.reach["reference"] = implied.reach["candidate"]
+        if "candidate" in implied.flaky:
+            implied.flaky["reference"] = implied.flaky["candidate"]
+    for role in ("candidate", "reference"):
+        reach = implied.reach.get(role)
+        result.reach[role] = "complete" if implied.usable(role) else \
+            (f"flaky on the fixed code ({implied.flaky[role]})" if role in implied.flaky else
+             reach.why or "unusable" if reach is not None else "no pass: too few drawable mutants could be unreached")
+    result.flaky = [f"{role}: {outcomes}" for role, outcomes in sorted(implied.flaky.items())]
+    result.warnings += [f"the {role} test is flaky on the fixed code ({outcomes}): none of its outcomes is implied"
+                        for role, outcomes in sorted(implied.flaky.items())]
+    return implied
+
+
+def _count_runs(result: MPEResult, implied: Implied | None) -> dict[str, dict[str, int]]:
+    """``MPEResult.runs``: per test, the runs made, the verdicts from the store and those implied."""
+    counts: dict[str, dict[str, int]] = {}
+    mine = {"candidate": [result.candidate_buggy, result.candidate_fixed, *(r.candidate for r in result.mutants)],
+            "reference": [result.reference_buggy, result.reference_fixed, *(r.reference for r in result.mutants)]}
+    for role, verdicts in mine.items():
+        row = {"made": 0, "cached": 0, "implied": 0}
+        for verdict in verdicts:
+            row["implied" if verdict.implied else "cached" if verdict.cached else "made"] += 1
+        reach = implied.reach.get(role) if implied is not None else None
+        if reach is not None and reach.outcome:  # a reach pass ran, or was served from the store
+            row["cached" if reach.cached else "made"] += 1
+        counts[role] = row
+    return counts
+
+
 def _pool_options(config: MPEConfig) -> dict[str, Any]:
     """build_pool's options: N per operator, or (sequential) every mutant in its seeded draw order."""
-    return {"operators": [op for op in config.operators if op in MECHANICAL_OPERATORS],
+    mechanical = mechanical_operators()
+    return {"operators": [op for op in config.operators if op in mechanical],
             "per_operator": None if config.is_sequential else config.per_operator, "seed": config.seed,
             "prefer_exercised": config.prefer_exercised, "ordered": config.is_sequential}
 
@@ -461,14 +557,14 @@ def _run_sequential(result: MPEResult, pool: Sequence[Mutant], run: Callable[...
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
                 workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
                 timings: dict[str, float] | None = None, team: Workers | None = None, *,
-                limits: tuple[float | None, float | None] = (None, None), combine: bool = False
-                ) -> list[MutantResult]:
+                limits: tuple[float | None, float | None] = (None, None), combine: bool = False,
+                implied: Implied | None = None) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
     its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
     (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
     seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs).
     ``limits``: the time limit of the candidate and of the reference on a mutant; ``combine``: both tests are
-    trusted to share a process."""
+    trusted to share a process; ``implied``: the verdicts implied without a run (see :mod:`coharden.mpe.implied`)."""
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
     tell = progress or _quiet
@@ -479,8 +575,13 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         mark = time.monotonic()
         # a cell needs pass / fail only: a test process stops at its first failure
-        cand, ref = ex.verdicts(mutant.patch, [candidate, reference], combine=combine, limits=list(limits),
-                                first_failure=True)
+        given = [implied.implied(mutant, role) if implied is not None else None
+                 for role in ("candidate", "reference")]
+        todo = [i for i, verdict in enumerate(given) if verdict is None]
+        tests = [candidate, reference]
+        ran = iter(ex.verdicts(mutant.patch, [tests[i] for i in todo], combine=combine and len(todo) > 1,
+                               limits=[limits[i] for i in todo], first_failure=True) if todo else [])
+        cand, ref = (verdict if verdict is not None else next(ran) for verdict in given)
         if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
             with lock_spent:
                 spent["timeouts"] += time.monotonic() - mark

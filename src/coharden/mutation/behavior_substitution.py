@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import PositionProvider
@@ -100,7 +101,7 @@ class SubstitutionSites(LineSites):
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         swap = _BINARY_SWAPS.get(type(node.operator))
         if swap is not None:
-            op = node.operator
+            op: Any = node.operator  # every concrete binary operator has its two whitespace fields
             new = node.with_changes(operator=swap().with_changes(whitespace_before=op.whitespace_before,
                                                                  whitespace_after=op.whitespace_after))
             self._add(node, new, f"{code_of(node)} -> {code_of(new)}")
@@ -159,7 +160,7 @@ class SiteReplacer(cst.CSTTransformer):
         self.target = target
         self.replacement = replacement
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         if original_node is self.target:
             return self.replacement
         return updated_node

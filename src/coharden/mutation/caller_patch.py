@@ -23,7 +23,7 @@ test runner, ``frame_above_test``), whose source is missing
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -40,7 +40,7 @@ from coharden.schema.mutant import Operator
 OP = Operator.CALLER_PATCH
 
 
-def _catch(exc_type: str, record: dict[str, Any]):  # type: ignore[no-untyped-def]
+def _catch(exc_type: str, record: dict[str, Any]):
     def rewrite(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         handler = cst.parse_statement(
             "try:\n    pass\nexcept Exception as _coh_exc:\n"
@@ -85,8 +85,8 @@ def _generate(inputs: OperatorInputs, callers: list[dict[str, Any]]) -> Iterator
             reason = "frame_in_test"
         elif record.get("via") is not None and inputs.is_test_path(record["via"]):
             reason = "frame_above_test"  # the test runner that called the test (sympy's runtests.py)
-        if reason is not None:
-            inputs.skip(OP, reason)
+        if reason is not None or path is None:
+            inputs.skip(OP, reason or "frame_outside_repository")
             continue
         source = _source(inputs, path)
         if source is None:
@@ -121,8 +121,8 @@ class CallerPatch:
     on the failing path, for the issue's input (real cases: sympy-17630 patches ``BlockMatrix._blockmul``
     instead of the Add postprocessor, 20428 strips zeros downstream, 17318 guards the crash site)."""
 
-    name = OP
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = OP
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs)

@@ -17,3 +17,6 @@ class RawMutant:
     meta: dict[str, Any] = field(default_factory=dict)
     originals: dict[str, str] = field(default_factory=dict)
     """Base content of files outside the fix that ``files`` changes (a fix made at a caller elsewhere)."""
+
+    def __post_init__(self) -> None:
+        self.operator = Operator(self.operator)  # an outside operator may give its name as a plain string

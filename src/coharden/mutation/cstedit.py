@@ -164,6 +164,8 @@ class ParsedModule:
     def _splice(self, statement: cst.CSTNode, span: _Span, path: set[int], target: cst.CSTNode,
                 replacement: cst.CSTNode) -> str:
         new = replacement if statement is target else statement.visit(_PathReplacer(path, target, replacement))
+        if not isinstance(new, cst.CSTNode):  # the replacer removes nothing; a sentinel would be spliced whole
+            return self.full_replace(target, replacement)
         start, end, indent = span
         state = CodegenState(default_indent=self.module.default_indent,
                              default_newline=self.module.default_newline, indent_tokens=list(indent))

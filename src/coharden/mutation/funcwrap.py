@@ -47,9 +47,9 @@ def ensure_import(source: str, module: str) -> str:
     index = 0
     while index < len(body) and (is_docstring(body[index]) if index == 0 else False):
         index += 1
-    while index < len(body) and isinstance(body[index], cst.SimpleStatementLine) and any(
+    while index < len(body) and isinstance(line := body[index], cst.SimpleStatementLine) and any(
         isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__"
-        for s in body[index].body
+        for s in line.body
     ):
         index += 1
     body.insert(index, cst.parse_statement(f"import {module}\n"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -62,7 +62,7 @@ def _literal(text: str | None) -> str | None:
     return text
 
 
-def shortcut_rewrite(record: dict[str, Any]):  # type: ignore[no-untyped-def]
+def shortcut_rewrite(record: dict[str, Any]):
     """A body rewrite: first return (or raise) the recorded outcome for exactly the recorded input."""
     params = record["params"]
     key = "(" + "".join(f"{p}, " for p in params) + ")"
@@ -126,8 +126,8 @@ class InputSpecificShortcut:
     """Imitates a wrong fix that *special-cases the issue's example*: the buggy function plus an early return
     for exactly one recorded bug-revealing input (the single-input extreme of sympy-23950's special-casing)."""
 
-    name = Operator.INPUT_SPECIFIC_SHORTCUT
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = Operator.INPUT_SPECIFIC_SHORTCUT
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         records = inputs.revealing()

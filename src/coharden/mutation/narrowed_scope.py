@@ -1,7 +1,8 @@
 """narrowed_scope: the fixed behaviour only for inputs shaped like the recorded bug-revealing inputs.
 
 While the tests run on the fixed code the recorder notes, per call of a function the fix touches, the
-*shape* of its arguments (``self`` included): the type names (level ``type``: the same Python type, the same
+*shape* of its arguments (``self`` included; also for a call whose values have no safe encoding, see
+``_shape_only`` in the recorder): the type names (level ``type``: the same Python type, the same
 sympy class) and, at level ``shape``, also the sign of a number, the length of a sized value and the classes
 of a sympy object's args (``_coh_shape`` in :mod:`coharden.mutation.recorder_plugin`). For each bug-revealing
 input (outcome differs on the buggy code) and level, one mutant: the fixed function, which first checks the shape of its
@@ -21,7 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -144,7 +145,7 @@ def generate(inputs: OperatorInputs) -> Iterator[RawMutant]:
     ctx: FixContext = inputs.ctx
     fixed = {c.path: c.new for c in ctx.files}
     by_path = {c.path: c for c in ctx.python_files if c.old}
-    records = [r for r in inputs.revealing() if r.get("shape") and r["path"] in by_path]
+    records = [r for r in (*inputs.revealing(), *inputs.revealing_shapes()) if r.get("shape") and r["path"] in by_path]
     if not records:
         inputs.skip(Operator.NARROWED_SCOPE, "no_revealing_input")
         return
@@ -200,8 +201,8 @@ class NarrowedScope:
     (real cases: sympy-16597 fixes even/odd but not integer, 18698 univariate only, 23950 special-cases a class
     of inputs)."""
 
-    name = Operator.NARROWED_SCOPE
-    needs = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
+    name: ClassVar[Operator] = Operator.NARROWED_SCOPE
+    needs: ClassVar[frozenset[str]] = frozenset({FIXED_RECORDS, BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs)

@@ -29,20 +29,26 @@ from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers i
     FAILED,
     Mapper,
     buggy_symptoms,
+    called_by,
     called_functions,
     failures,
     input_diagnosis,
     probes_of,
     record_calls,
     revealing_inputs,
+    test_labels,
 )
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, OperatorInputs, registry
 from coharden.patches import is_test_path, make_patch, touched_files
-from coharden.schema.mutant import Mutant, Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
-MECHANICAL_OPERATORS: tuple[Operator, ...] = tuple(registry())
-"""Every registered mechanical operator, in registry order (equal to ``schema.mutant.MECHANICAL_DEFAULT``)."""
+
+def mechanical_operators() -> tuple[Operator, ...]:
+    """Every registered mechanical operator, in registry order: the built-in ones
+    (``schema.mutant.MECHANICAL_DEFAULT``), then those installed distributions add."""
+    return tuple(registry())
+
 
 Key = tuple[tuple[str, str], ...]
 """A mutant's identity for deduplication: sorted (path, normalized AST) of every file of the fix."""
@@ -99,6 +105,8 @@ class Pool:
         code no test ran."""
         self.recording_seconds = 0.0
         """Wall time the input recorder's test runs took while building the pool."""
+        self.fixed_records: list[dict[str, Any]] = []
+        """The recorder's records of the tests on the fixed code (empty when no operator needed them)."""
         self.values_dropped: Counter[str] = Counter()
         """reason -> calls the recorder did not keep because a value (argument, receiver or outcome) had no safe
         encoding (see :mod:`coharden.mutation.recorder_values`), over both recordings."""
@@ -208,7 +216,7 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         preferred.append(prefer is None or prefer(files))
     if prefer is not None:
         pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
-    for operator in (op for op in MECHANICAL_OPERATORS if op in per_operator):
+    for operator in (op for op in registry() if op in per_operator):
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if ordered or (limit is not None and len(mutants) > limit):
@@ -283,7 +291,7 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
 
 
 def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
-               operators: Sequence[Operator] = MECHANICAL_OPERATORS, per_operator: int | None = None,
+               operators: Sequence[Operator] = MECHANICAL_DEFAULT, per_operator: int | None = None,
                seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
                recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None,
                ordered: bool = False) -> Pool:
@@ -322,6 +330,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
         if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
+    pool.fixed_records = fixed_records
     for rec in (*fixed_records, *buggy_records):
         if rec["kind"] == "summary":
             pool.values_dropped.update(rec.get("dropped") or {})

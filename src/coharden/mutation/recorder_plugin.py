@@ -37,11 +37,12 @@ import os
 import sys
 import threading
 import zlib
+from typing import Any
 
 try:
     import pytest
 except ImportError:  # a runner that is not pytest (sympy's bin/test, Django's runtests.py): see start()
-    pytest = None
+    pytest = None  # type: ignore[assignment]
 
 try:  # beside the plugin in the test interpreter (recording.py copies it there)
     import coharden_recorder_values as _values  # type: ignore[import-not-found]
@@ -54,7 +55,7 @@ _CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
 _MAX_RECEIVERS = 2000  # distinct method receivers encoded per session
 
 
-def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
+def _coh_shape(value, level="shape", depth=0):
     """The shape of a value: its type name; with ``level`` "shape" also the sign of a real number, the
     length of a sized value, and for a sympy object the type names of its args. Tuples and lists recurse.
     Copied verbatim into narrowed_scope mutants, so the test code computes the same shape as the recorder."""
@@ -80,7 +81,7 @@ def _coh_shape(value, level="shape", depth=0):  # type: ignore[no-untyped-def]
     return kind
 
 
-def _receiver(name, value, memo):  # type: ignore[no-untyped-def]
+def _receiver(name, value, memo):
     """(``self``/``cls``, repr, encoding) of a method's receiver when deterministic, else None. The receiver is
     part of a method's input (``Contains(x, S).as_set()`` has no other argument), so calls on different
     receivers are different inputs. Taken when the call starts, before the method can change it.
@@ -108,7 +109,7 @@ def _receiver(name, value, memo):  # type: ignore[no-untyped-def]
     return found
 
 
-def _deterministic(value, text=None):  # type: ignore[no-untyped-def]
+def _deterministic(value, text=None):
     """(repr, encoding) of ``value`` when deterministic, else None; ``text``: its repr, when known. Why a value
     was not kept is left in ``_LAST_DROP`` for the caller to count."""
     try:
@@ -132,12 +133,12 @@ class _Untouched:
     ``_cyclic_form``, so ``test_args``' ``assert p._cyclic_form is None`` failed under the recorder, on the fixed
     code and on the buggy one alike, and the bug-revealing call further down was never made."""
 
-    def __init__(self, *values):  # type: ignore[no-untyped-def]
+    def __init__(self, *values):
         self.saved = []
         for value in values:
             self._save(value, 0)
 
-    def _save(self, value, depth):  # type: ignore[no-untyped-def]
+    def _save(self, value, depth):
         if value is None or isinstance(value, (bool, int, float, complex, str, bytes, type)) or depth > 2:
             return
         if isinstance(value, (tuple, list)):
@@ -155,10 +156,10 @@ class _Untouched:
             return
         self.saved.append((value, slots, attrs))
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self):
         return self
 
-    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+    def __exit__(self, *exc):
         for value, slots, attrs in self.saved:
             try:
                 for name, old in slots.items():
@@ -179,7 +180,7 @@ class _Untouched:
             except Exception:  # noqa: BLE001 - what cannot be put back stays
                 continue
         return False
-def _type_name(value):  # type: ignore[no-untyped-def]
+def _type_name(value):
     kind = type(value)
     if kind in (tuple, list) and value:  # the args tuple: the first element that is not plain says more
         for item in value:
@@ -227,14 +228,14 @@ class _Recorder:
         self.qualnames: dict = {}  # code object -> qualified name (Python < 3.11)
         self.lines: dict[str, dict[int, str]] = {}  # file -> first line of a definition -> qualified name
 
-    def _target(self, frame):  # type: ignore[no-untyped-def]
+    def _target(self, frame):
         code = frame.f_code
         if code.co_name not in self.names:
             return None
         key = (os.path.realpath(code.co_filename), self._qualname(code))
         return key if key in self.targets else None
 
-    def _qualname(self, code):  # type: ignore[no-untyped-def]
+    def _qualname(self, code):
         """``Class.method`` of a code object. Python 3.11+ has it (``co_qualname``); before, a method's code
         knows only its own name, so a target such as ``Quaternion.to_rotation_matrix`` was never matched
         (on the Python 3.9 of sympy's SWE-bench environments no method was ever recorded): the name is read
@@ -252,11 +253,11 @@ class _Recorder:
                 self.qualnames[code] = qualname
         return qualname.replace(".<locals>", "")
 
-    def _inside(self, path):  # type: ignore[no-untyped-def]
-        return bool(self.root) and path.startswith(self.root + os.sep) or \
+    def _inside(self, path):
+        return bool(self.root and path.startswith(self.root + os.sep)) or \
             any(path == target[0] for target in self.targets)
 
-    def global_trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
+    def global_trace(self, frame, event, arg):
         if event != "call":
             return None
         key = self._target(frame)
@@ -286,7 +287,7 @@ class _Recorder:
             self._watch_callers(frame.f_back, key)
         state: dict = {"exc": None}
 
-        def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        def local(frame, event, arg):
             if event == "exception":
                 state["exc"] = arg[1]
             elif event == "line" and state["exc"] is not None:
@@ -303,16 +304,17 @@ class _Recorder:
 
         return local
 
-    def _emit(self, key, params, args, exc, value, shapes=None, extra=None,  # type: ignore[no-untyped-def]
+    def _emit(self, key, params, args, exc, value, shapes=None, extra=None,
               receiver=None):
         with _Untouched(args, exc if exc is not None else value):
             self._emit_untouched(key, params, args, exc, value, shapes, extra, receiver)
 
-    def _emit_untouched(self, key, params, args, exc, value, shapes, extra,  # type: ignore[no-untyped-def]
+    def _emit_untouched(self, key, params, args, exc, value, shapes, extra,
                         receiver):
         det = _deterministic(args)
         if det is None:
             self._drop(key, args)
+            self._shape_only(key, args, exc, value, shapes, extra)
             return
         if exc is not None:
             kind, out = "raise", _deterministic(exc)
@@ -320,6 +322,7 @@ class _Recorder:
             kind, out = "return", _deterministic(value)
         if out is None:
             self._drop(key, exc if exc is not None else value)
+            self._shape_only(key, args, exc, value, shapes, extra)
             return
         ident = (key[1], det[0], receiver[1] if receiver else None, kind)
         tail = self.tail.get(key)
@@ -341,7 +344,34 @@ class _Recorder:
             rec.update(extra, outcome=kind, kind="caller")
         self._keep(key, ident, rec)
 
-    def _keep(self, key, ident, rec):  # type: ignore[no-untyped-def]
+    def _shape_only(self, key, args, exc, value, shapes, extra):
+        """A call of a target whose values have no safe encoding, kept for narrowed_scope, which needs only
+        the arguments' shapes: its input is named by a checksum of the arguments' repr (``key`` "obs:..."), its
+        outcome by its observation (``_observe``), and nothing of either reaches a mutant. Left out when a repr
+        holds an address (no identity across the two codes' runs) or fails. xarray-4687: ``where`` on
+        ``DataArray`` values (their repr is data, not a constructor call)."""
+        if shapes is None or extra:
+            return
+        try:
+            text = repr(args)
+            seen = exc if exc is not None else value
+            shown = repr(seen)
+        except Exception:  # noqa: BLE001 - a repr that fails gives no identity
+            return
+        if " at 0x" in text or " at 0x" in shown:
+            return
+        ident = (key[1], f"obs:{len(text)}:{zlib.crc32(text.encode()):08x}", None, "shape")
+        if ident in self.seen:
+            return
+        self.seen.add(ident)
+        rec = {"file": key[0], "qualname": key[1], "kind": "shape", "key": ident[1],
+               "outcome": "raise" if exc is not None else "return", "value_obs": _observe(seen),
+               "type_shape": shapes[0], "shape": shapes[1]}
+        if exc is not None:
+            rec["exc_type"] = type(exc).__name__
+        self._keep(key, ident, rec)
+
+    def _keep(self, key, ident, rec):
         """Write the first ``_HEAD`` distinct inputs of a function at once; keep the later ones in a ring of the
         ``_MAX_PER_FUNCTION - _HEAD`` most recent (written by ``summary``), counting those it pushes out."""
         count = self.counts.get(key, 0)
@@ -357,14 +387,14 @@ class _Recorder:
             self.seen.discard(old)  # seen again later, it is a recent input again
             self.capped[key] = self.capped.get(key, 0) + 1
 
-    def _drop(self, key, value, prefix=""):  # type: ignore[no-untyped-def]
+    def _drop(self, key, value, prefix=""):
         """Count a call not recorded because ``value`` (its arguments or outcome) has no safe encoding (with
         ``prefix`` "receiver_": a receiver left out of the call's input)."""
         counts = self.dropped.setdefault(key, {})
         reason = (prefix + (_LAST_DROP[0] or "unencodable"), _type_name(value))
         counts[reason] = counts.get(reason, 0) + 1
 
-    def _watch_callers(self, frame, callee):  # type: ignore[no-untyped-def]
+    def _watch_callers(self, frame, callee):
         """Note up to ``_CALLER_DEPTH`` calling frames (comprehension and lambda frames are passed through) and
         record each one's argument -> outcome when it returns. Frames outside the repository root are noted
         as such, once per function, without arguments."""
@@ -402,10 +432,10 @@ class _Recorder:
                 frame.f_trace = self._caller_trace(ckey, params, args, where)
             frame = frame.f_back
 
-    def _caller_trace(self, key, params, args, where):  # type: ignore[no-untyped-def]
+    def _caller_trace(self, key, params, args, where):
         state: dict = {"exc": None}
 
-        def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        def local(frame, event, arg):
             if event == "exception":
                 state["exc"] = arg[1]
             elif event == "line" and state["exc"] is not None:
@@ -418,7 +448,7 @@ class _Recorder:
         return local
 
 
-    def summary(self):  # type: ignore[no-untyped-def]
+    def summary(self):
         """Per function: how many outermost calls were seen, which exception types escaped them, and the
         calls not recorded because a value had no safe encoding (by reason, and by the value's type), and the
         distinct inputs the cap left out ("capped"). The last inputs of each function (its ring) come first."""
@@ -446,7 +476,7 @@ class _Recorder:
         self.out.close()
 
 
-def _tally(drops):  # type: ignore[no-untyped-def]
+def _tally(drops):
     """({reason: n}, {type name: n}) of {(reason, type name): n}, the 20 most frequent types."""
     reasons: dict = {}
     types: dict = {}
@@ -457,7 +487,7 @@ def _tally(drops):  # type: ignore[no-untyped-def]
     return reasons, dict(top)
 
 
-def _observe(value):  # type: ignore[no-untyped-def]
+def _observe(value):
     """What is seen of an outcome beyond ``==``: its length and its repr (a checksum). Equal values can still
     behave differently: sympy-15017's fix makes ``len()`` of a rank-0 array 1, and the array compares equal
     either way, so every outcome was judged unchanged and no input bug-revealing."""
@@ -472,7 +502,7 @@ def _observe(value):  # type: ignore[no-untyped-def]
     return f"{size}|{zlib.crc32(('' if ' at 0x' in text else text).encode()):08x}"
 
 
-def _same(known, payload, value):  # type: ignore[no-untyped-def]
+def _same(known, payload, value):
     """(encoding, observation) of an outcome ``value`` (``payload``: its encoding here): ``known`` (the other
     code's for this input) when it decodes to a value equal to ``value`` (an exception: same type and args)
     that was observed the same there (``_observe``), else this code's own. Encodings of equal values can
@@ -497,7 +527,7 @@ def _same(known, payload, value):  # type: ignore[no-untyped-def]
     return known if equal else own
 
 
-def _definition_lines(path):  # type: ignore[no-untyped-def]
+def _definition_lines(path):
     """First line of every function definition in ``path`` (its ``def`` line and each decorator's: a code
     object starts at its first decorator) -> its qualified name ({} when the file cannot be read)."""
     try:
@@ -507,7 +537,7 @@ def _definition_lines(path):  # type: ignore[no-untyped-def]
         return {}
     lines: dict[int, str] = {}
 
-    def walk(body, prefix):  # type: ignore[no-untyped-def]
+    def walk(body, prefix):
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 name = prefix + node.name
@@ -524,7 +554,7 @@ def _definition_lines(path):  # type: ignore[no-untyped-def]
 _RECORDER: _Recorder | None = None
 
 
-def _make_recorder():  # type: ignore[no-untyped-def]
+def _make_recorder():
     targets_file = os.environ.get("COHARDEN_RECORD_TARGETS")
     out = os.environ.get("COHARDEN_RECORD_OUT")
     if not targets_file or not out:
@@ -534,13 +564,13 @@ def _make_recorder():  # type: ignore[no-untyped-def]
     return _Recorder(targets, out)
 
 
-def pytest_configure(config):  # type: ignore[no-untyped-def]
+def pytest_configure(config):
     global _RECORDER
     if _RECORDER is None:
         _RECORDER = _make_recorder()
 
 
-def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
+def pytest_runtest_call(item):
     if _RECORDER is None or _STARTED[0]:
         yield
         return
@@ -551,7 +581,7 @@ def pytest_runtest_call(item):  # type: ignore[no-untyped-def]
         yield
     finally:
         sys.settrace(previous)
-        threading.settrace(previous)  # type: ignore[arg-type]
+        threading.settrace(previous)
 
 
 if pytest is not None:
@@ -560,7 +590,7 @@ if pytest is not None:
 _STARTED = [False]
 
 
-def start():  # type: ignore[no-untyped-def]
+def start():
     """Record from now until the interpreter exits, for a runner that is not pytest (sympy's ``bin/test``,
     Django's ``runtests.py``): called by the ``sitecustomize`` that recording puts first on PYTHONPATH, in
     every Python process of the run (sympy's runner re-runs itself in a child with a fixed hash seed; each
@@ -578,21 +608,21 @@ def start():  # type: ignore[no-untyped-def]
     threading.settrace(_RECORDER.global_trace)
 
 
-def _finish():  # type: ignore[no-untyped-def]
+def _finish():
     sys.settrace(None)
-    threading.settrace(None)  # type: ignore[arg-type]
+    threading.settrace(None)
     if _RECORDER is not None:
         if _RECORDER.probes:
             _probe(_RECORDER.probes)
         _RECORDER.summary()
 
 
-def _find_function(file, qualname):  # type: ignore[no-untyped-def]
+def _find_function(file, qualname):
     real = os.path.realpath(file)
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path and os.path.realpath(path) == real:
-            obj = module
+            obj: Any = module
             for part in qualname.split("."):
                 obj = getattr(obj, part, None)
                 if obj is None:
@@ -606,6 +636,9 @@ def _probe(probes: list) -> None:
     buggy outcome of an input is known even when the test stopped before reaching it."""
     import inspect
 
+    recorder = _RECORDER
+    if recorder is None:  # only a started recorder has probes
+        return
     for probe in probes:
         if probe.get("kind") == "caller":  # an outcome to compare with (_same), not an input to call
             continue
@@ -634,12 +667,12 @@ def _probe(probes: list) -> None:
         if payload is not None and kind == probe.get("kind"):
             payload, obs = _same((probe.get("value_enc"), probe.get("value_obs")), payload, value) \
                 if probe.get("value_enc") else (payload, obs)
-        _RECORDER.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
-                                        "key": probe["key"], "receiver_key": probe.get("receiver_key"),
-                                        "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
+        recorder.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
+                                       "key": probe["key"], "receiver_key": probe.get("receiver_key"),
+                                       "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
 
 
-def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
+def pytest_sessionfinish(session):
     if _RECORDER is not None and _RECORDER.probes and not _STARTED[0]:
         previous = sys.gettrace()
         sys.settrace(None)
@@ -649,6 +682,6 @@ def pytest_sessionfinish(session):  # type: ignore[no-untyped-def]
             sys.settrace(previous)
 
 
-def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
+def pytest_unconfigure(config):
     if _RECORDER is not None and not _STARTED[0]:
         _RECORDER.summary()

@@ -17,7 +17,7 @@ def _start() -> None:
     if not os.environ.get("COHARDEN_RECORD_OUT"):
         return
     try:
-        import coharden_recorder
+        import coharden_recorder  # type: ignore[import-not-found]  # recorder_plugin.py, copied beside this file
 
         coharden_recorder.start()
     except Exception as exc:  # noqa: BLE001 - the run goes on; coharden sees no records and says so

@@ -35,7 +35,7 @@ class Unencodable(Exception):
     """A value with no safe structural encoding; ``args[0]`` is the reason it is dropped for."""
 
 
-def encoded(value, root, text=None):  # type: ignore[no-untyped-def]
+def encoded(value, root, text=None):
     """(repr, encoding) of ``value``, or Unencodable with the reason; ``root``: the repository's directory.
     Kept only when the encoding decodes, in this process, to a value of the same type that equals ``value``."""
     text = repr(value) if text is None else text
@@ -59,14 +59,14 @@ def encoded(value, root, text=None):  # type: ignore[no-untyped-def]
     return text, enc
 
 
-def same_args(one, other):  # type: ignore[no-untyped-def]
+def same_args(one, other):
     try:
         return bool(one == other)
     except Exception:  # noqa: BLE001
         return False
 
 
-def _encode(value, root, depth):  # type: ignore[no-untyped-def]
+def _encode(value, root, depth):
     """The JSON-able structural encoding of ``value`` (read by ``_coh_decode``), or Unencodable."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
@@ -96,7 +96,7 @@ def _encode(value, root, depth):  # type: ignore[no-untyped-def]
     return _structural(value, root)
 
 
-def _class_reference(cls, root):  # type: ignore[no-untyped-def]
+def _class_reference(cls, root):
     """``["o", package, {name: module}, name]`` for a class of the repository (a ``cls`` receiver): by its
     name in its module, which must give back this very class."""
     package = _package(cls, root)
@@ -108,7 +108,7 @@ def _class_reference(cls, root):  # type: ignore[no-untyped-def]
     return ["o", package, {name: module}, name]
 
 
-def _package(cls, root):  # type: ignore[no-untyped-def]
+def _package(cls, root):
     """The top-level package of ``cls`` (or, for a class made at run time such as sympy's ``Function('f')``,
     of its metaclass) when its module is a file of the repository under record (not a test module), else
     None."""
@@ -116,7 +116,8 @@ def _package(cls, root):  # type: ignore[no-untyped-def]
         name = getattr(owner, "__module__", None)
         module = sys.modules.get(name) if isinstance(name, str) else None
         path = getattr(module, "__file__", None)
-        if not path or not root or not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
+        if not isinstance(name, str) or not path or not root \
+                or not os.path.realpath(path).startswith(os.path.realpath(root) + os.sep):
             continue
         parts = name.split(".")
         if not any(p in TEST_PARTS or p.startswith("test_") for p in parts):
@@ -127,7 +128,7 @@ def _package(cls, root):  # type: ignore[no-untyped-def]
 _HOMES: dict = {}
 
 
-def _home(name, package):  # type: ignore[no-untyped-def]
+def _home(name, package):
     """The module of ``package`` that defines ``name`` (the package itself first), or None."""
     if (package, name) not in _HOMES:
         found = None
@@ -147,7 +148,7 @@ def _home(name, package):  # type: ignore[no-untyped-def]
     return _HOMES[(package, name)]
 
 
-def _structural(value, root):  # type: ignore[no-untyped-def]
+def _structural(value, root):
     """``["o", package, names, text]`` for an object of a repository class: ``text`` its structural
     representation (the package's ``srepr``, as sympy has, else ``repr``), which must be an expression of
     literals, names the package defines, and calls."""
@@ -174,7 +175,7 @@ def _structural(value, root):  # type: ignore[no-untyped-def]
     return ["o", package, names, text]
 
 
-def decode(text):  # type: ignore[no-untyped-def]
+def decode(text):
     """The value a recorded encoding stands for (see ``_encode`` in coharden's recorder plugin).
 
     Copied verbatim into mutants that return or compare with a recorded value, so no pickle (which can run
@@ -191,16 +192,16 @@ def decode(text):  # type: ignore[no-untyped-def]
     import importlib
     import json
 
-    def allowed(module, package):  # type: ignore[no-untyped-def]
+    def allowed(module, package):
         parts = module.split(".") if isinstance(module, str) else [""]
         return (parts[0] == package and all(p.isidentifier() for p in parts)
                 and not any(p in ("tests", "test", "testing", "conftest") or p.startswith("test_") for p in parts))
 
-    def own(obj, package):  # type: ignore[no-untyped-def]
+    def own(obj, package):
         homes = (getattr(obj, "__module__", None), getattr(type(obj), "__module__", None))
         return any(isinstance(h, str) and allowed(h, package) for h in homes)
 
-    def node(tree, package, names):  # type: ignore[no-untyped-def]
+    def node(tree, package, names):
         if not any(isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(tree)):
             return ast.literal_eval(tree)  # literals only (every Python version's literal nodes)
         if isinstance(tree, (ast.Tuple, ast.List)):
@@ -223,10 +224,10 @@ def decode(text):  # type: ignore[no-untyped-def]
             if not isinstance(func, type):
                 raise ValueError("only classes are called")
             return func(*[node(a, package, names) for a in tree.args],
-                        **{k.arg: node(k.value, package, names) for k in tree.keywords})
+                        **{str(k.arg): node(k.value, package, names) for k in tree.keywords})
         raise ValueError(f"not a structural representation: {type(tree).__name__}")
 
-    def value(enc):  # type: ignore[no-untyped-def]
+    def value(enc):
         if enc is None or type(enc) in (bool, int, float, str):
             return enc
         if not isinstance(enc, list) or not enc or not isinstance(enc[0], str):
@@ -264,7 +265,8 @@ def decoder_source() -> str:
     import inspect
 
     source = inspect.getsource(decode).replace("def decode(", f"def {DECODER}(", 1)
-    doc = ast.get_docstring(ast.parse(source).body[0], clean=False) or ""
+    function = ast.parse(source).body[0]
+    doc = (ast.get_docstring(function, clean=False) if isinstance(function, ast.FunctionDef) else None) or ""
     short = '"""A value coharden recorded: plain data, or objects of this repository\'s own classes."""'
     return source.replace(f'"""{doc}"""', short, 1)
 

@@ -65,13 +65,8 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
          for i in unique])
     by_index = dict(zip(unique, runs, strict=True))
     records: list[dict[str, Any]] = []
-    labels: dict[str, str] = {}  # recording ident -> label; two different tests never share one
-    for index, test in enumerate(tests):
+    for test, label in zip(tests, test_labels(tests), strict=True):
         ran = by_index[first[_recording_ident(test)]]
-        label = test.name or f"test{index}"
-        while label in labels.values() and labels.get(_recording_ident(test)) != label:
-            label += "'"
-        labels[_recording_ident(test)] = label
         code = "fixed" if source_patch.strip() else "buggy"
         if isinstance(ran, str):  # the recorder did not run, or not to its end: said, never taken for "no input"
             records.append({"kind": FAILED, "from_test": label, "reason": ran, "code": code})
@@ -80,6 +75,29 @@ def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[
             records.append({"kind": "session", "from_test": label})
         records += [{**rec, "from_test": label, **({"code": code} if rec["kind"] == FAILED else {})} for rec in ran]
     return records
+
+
+def test_labels(tests: Sequence[TestPatch]) -> list[str]:
+    """The ``from_test`` label of each test's records: its name (``test<i>`` without one); two different tests
+    never share a label (a ``'`` is added), the same test laid down twice does."""
+    labels: dict[str, str] = {}  # recording ident -> label
+    out: list[str] = []
+    for index, test in enumerate(tests):
+        label = test.name or f"test{index}"
+        while label in labels.values() and labels.get(_recording_ident(test)) != label:
+            label += "'"
+        labels[_recording_ident(test)] = label
+        out.append(label)
+    return out
+
+
+def called_by(records: list[dict[str, Any]], label: str) -> set[tuple[str, str]] | None:
+    """(path, qualname) of the recorded functions the test labelled ``label`` called while its tests ran, or
+    None when its recording is missing or incomplete."""
+    mine = [r for r in records if r.get("from_test") == label]
+    if not any(r["kind"] == "session" for r in mine) or any(r["kind"] == FAILED for r in mine):
+        return None
+    return {(r["path"], r["qualname"]) for r in mine if r["kind"] == "summary" and r["calls"]}
 
 
 FAILED = "recorder_failed"
@@ -308,6 +326,27 @@ def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -
         if ident in seen or on_buggy.get(ident) == _outcome(rec, rec["kind"]):
             continue
         seen.add(ident)
+        kept.append(rec)
+    return kept
+
+
+def revealing_shapes(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls recorded by shape only (``kind == "shape"``: values with no safe encoding) on the fixed code
+    whose outcome was observed otherwise on the buggy code for the same input (the same checksum of the
+    arguments' repr): enough for narrowed_scope, which puts only the shape into a mutant. An input the buggy
+    run did not make is left out (no outcome to compare)."""
+    def seen(rec: dict[str, Any]) -> tuple[Any, ...]:
+        return rec.get("outcome"), rec.get("value_obs"), rec.get("exc_type")
+
+    on_buggy = {(r["qualname"], r.get("key")): seen(r) for r in buggy if r["kind"] == "shape"}
+    kept, done = [], set()
+    for rec in fixed:
+        if rec["kind"] != "shape":
+            continue
+        ident = (rec["qualname"], rec.get("key"))
+        if ident in done or ident not in on_buggy or on_buggy[ident] == seen(rec):
+            continue
+        done.add(ident)
         kept.append(rec)
     return kept
 

@@ -5,34 +5,34 @@ recorder saw (:class:`OperatorInputs`), yields :class:`RawMutant` s, and notes w
 site in ``inputs.skipped`` (the pool reports those counts). ``examples()`` gives small before/after pairs with
 the mutant text each must produce; the parametrized unit test runs every registered operator on its own.
 
-A new operator: a class with ``name``, ``needs``, ``generate`` and ``examples``, decorated with
-:func:`register`, in a module listed in ``BUILTIN_MODULES``; one that reads only the fix subclasses
+A new built-in operator: a module ``coharden.mutation.NAME`` holding a class with ``name``, ``needs``,
+``generate`` and ``examples``, decorated with :func:`register`, and ``NAME`` added to
+:class:`~coharden.schema.mutant.Operator` (its member order is the registry order; everything else, the
+default selection, ``--operators``, the report columns, is derived). One that reads only the fix subclasses
 :class:`ContextOperator` and sets ``from_context`` and ``EXAMPLES``.
+
+An operator from outside: an installed distribution declares the class as an entry point of the group
+``coharden.operators`` (``NAME = "package.module:Class"``, where ``Class.name == "NAME"``); it is loaded with
+the registry, and runs when named (``--operators``, ``MPEConfig.operators``). A plugin that fails to load is
+a :class:`OperatorPluginError` naming it and its distribution.
 """
 
 from __future__ import annotations
 
 import importlib
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
+from coharden.errors import CoHardenError
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
-from coharden.schema.mutant import Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, OPERATOR_GROUP, Operator
 
 #: modules holding the built-in operators, in registry order (which is also the pool's sampling order)
-BUILTIN_MODULES = (
-    "coharden.mutation.incomplete_fix",
-    "coharden.mutation.behavior_substitution",
-    "coharden.mutation.symptom_suppression",
-    "coharden.mutation.input_specific_shortcut",
-    "coharden.mutation.token_revert",
-    "coharden.mutation.widened_scope",
-    "coharden.mutation.narrowed_scope",
-    "coharden.mutation.caller_patch",
-)
+BUILTIN_MODULES = tuple(f"coharden.mutation.{op.value}" for op in MECHANICAL_DEFAULT)
 
 #: what an operator may need recorded before it runs
 FIXED_RECORDS = "fixed_records"  # the touched functions' inputs/outcomes (and callers) on the fixed code
@@ -61,6 +61,13 @@ class OperatorInputs:
 
         return revealing_inputs(self.fixed_records, self.buggy_records)
 
+    def revealing_shapes(self) -> list[dict[str, Any]]:
+        """Calls recorded by shape only (values with no safe encoding) whose observed outcome differs on the
+        buggy code."""
+        from coharden.mutation.recording import revealing_shapes
+
+        return revealing_shapes(self.fixed_records, self.buggy_records)
+
 
 @dataclass(frozen=True)
 class Example:
@@ -87,9 +94,13 @@ class ContextOperator:
     """Base of the operators that read only the fix, not the recorder: ``generate`` runs the operator's
     ``from_context`` (its module's ``generate(ctx)``) and ``examples()`` lists its ``EXAMPLES``."""
 
+    name: ClassVar[Operator]
     needs: ClassVar[frozenset[str]] = frozenset()
-    from_context: ClassVar[Callable[[FixContext], Iterable[RawMutant]]]
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
+
+    @staticmethod
+    def from_context(ctx: FixContext) -> Iterable[RawMutant]:
+        raise NotImplementedError
 
     def generate(self, inputs: OperatorInputs) -> Iterable[RawMutant]:
         return type(self).from_context(inputs.ctx)
@@ -99,25 +110,80 @@ class ContextOperator:
         return list(cls.EXAMPLES)
 
 
+class OperatorPluginError(CoHardenError):
+    """An operator of the ``coharden.operators`` entry-point group could not be loaded or is not an operator."""
+
+
 _REGISTRY: dict[Operator, type[MutationOperator]] = {}
+_LOCK = threading.RLock()
+_PLUGINS_LOADED = False
+_OPERATOR_PARTS = ("name", "needs", "generate", "examples")
 
 
 def register(cls: type[MutationOperator]) -> type[MutationOperator]:
-    """Class decorator: make ``cls`` the operator named ``cls.name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"two operators named {cls.name.value}")
-    _REGISTRY[cls.name] = cls
+    """Class decorator: make ``cls`` the operator named ``cls.name`` (a new name is an outside operator's)."""
+    name = Operator.named(cls.name)
+    with _LOCK:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"two operators named {name.value}")
+        cls.name = name
+        _REGISTRY[name] = cls
     return cls
 
 
+def load_plugins() -> list[Operator]:
+    """Register every operator of the ``coharden.operators`` entry-point group not registered yet (the
+    registry does this once per process; call it again after installing one). Raises
+    :class:`OperatorPluginError` naming the first plugin that cannot be loaded."""
+    global _PLUGINS_LOADED
+    from importlib.metadata import entry_points
+
+    loaded = []
+    with _LOCK:
+        for ep in entry_points(group=OPERATOR_GROUP):
+            try:
+                op = Operator.named(ep.name)
+            except ValueError as exc:
+                raise _plugin_error(ep, str(exc)) from None
+            if op in _REGISTRY:
+                continue
+            try:
+                cls: Any = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any failure of a plugin's import is reported as its own
+                raise _plugin_error(ep, f"{type(exc).__name__}: {exc}") from None
+            if not isinstance(cls, type):
+                raise _plugin_error(ep, f"not a class but {type(cls).__name__}")
+            missing = [part for part in _OPERATOR_PARTS if not hasattr(cls, part)]
+            if missing:
+                raise _plugin_error(ep, f"not an operator class (it lacks {', '.join(missing)})")
+            operator = cast("type[MutationOperator]", cls)
+            if str(operator.name) != ep.name:
+                raise _plugin_error(ep, f"the class is named {str(operator.name)!r}, the entry point {ep.name!r}")
+            register(operator)
+            loaded.append(op)
+        _PLUGINS_LOADED = True
+    return loaded
+
+
+def _plugin_error(ep: Any, reason: str) -> OperatorPluginError:
+    dist = getattr(ep, "dist", None)
+    source = f" (distribution {dist.name} {dist.version})" if dist is not None else ""
+    return OperatorPluginError(f"mutation operator plugin {ep.name!r}{source}, entry point "
+                               f"{ep.name} = {ep.value} of group {OPERATOR_GROUP}: {reason}")
+
+
 def registry() -> dict[Operator, type[MutationOperator]]:
-    """Every registered operator by name, in ``BUILTIN_MODULES`` order (imports them on first use)."""
+    """Every registered operator by name: the built-in ones in ``BUILTIN_MODULES`` order (imported on first
+    use), then the outside ones in registration order (the entry points loaded on first use)."""
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
+    if not _PLUGINS_LOADED:
+        load_plugins()
     # in BUILTIN_MODULES order whatever imported them first (a test or a caller may import one module early),
     # then any operator registered from elsewhere, in registration order
-    builtin = [Operator(name) for name in builtin_names() if Operator(name) in _REGISTRY]
-    return {op: _REGISTRY[op] for op in [*builtin, *(op for op in _REGISTRY if op not in builtin)]}
+    with _LOCK:
+        builtin = [op for op in MECHANICAL_DEFAULT if op in _REGISTRY]
+        return {op: _REGISTRY[op] for op in [*builtin, *(op for op in _REGISTRY if op not in builtin)]}
 
 
 def operator_names() -> list[str]:
@@ -125,9 +191,9 @@ def operator_names() -> list[str]:
 
 
 def builtin_names() -> list[str]:
-    """The built-in operators' names without importing them (each module is named after its operator): for
-    ``--help`` texts, which must not pay for importing libcst."""
-    return [module.rsplit(".", 1)[1] for module in BUILTIN_MODULES]
+    """The built-in operators' names without importing them: for ``--help`` texts, which must not pay for
+    importing libcst."""
+    return [op.value for op in MECHANICAL_DEFAULT]
 
 
 def get(name: Operator | str) -> MutationOperator:

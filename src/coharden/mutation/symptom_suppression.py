@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
 import libcst as cst
 
@@ -35,11 +36,11 @@ def _swallow(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
 def _silence(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
     template = cst.parse_statement("with _coh_warnings.catch_warnings():\n    _coh_warnings.simplefilter('ignore')\n")
     assert isinstance(template, cst.With)
-    inner = [*template.body.body, *body]  # type: ignore[union-attr]
+    inner = [*template.body.body, *body]
     return [template.with_changes(body=template.body.with_changes(body=inner))]
 
 
-def _convert(exc_name: str):  # type: ignore[no-untyped-def]
+def _convert(exc_name: str):
     def rewrite(body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         handler = cst.parse_statement(
             f"try:\n    pass\nexcept {exc_name}:\n    raise\nexcept Exception as _coh_exc:\n"
@@ -82,7 +83,7 @@ def generate(ctx: FixContext, symptoms: dict[str, set[str]] | None = None) -> It
         exc_types = raised_types(change, "")
         for qualname in functions_touched(change):
             # the rest of the fix stays; only this function is back to its buggy self, then wrapped
-            def base(rewrite, qualname=qualname, change=change):  # type: ignore[no-untyped-def]
+            def base(rewrite, qualname=qualname, change=change):
                 return rewrite_transplanted(change.new, change.old, qualname, rewrite)
 
             loc = f"{change.path}:{qualname}"
@@ -112,8 +113,8 @@ class SymptomSuppression:
     """Imitates a wrong fix that *hides the symptom at the crash site* instead of removing its cause (real
     case: sympy-17318, where a guard in the crashing helper returns an empty result)."""
 
-    name = Operator.SYMPTOM_SUPPRESSION
-    needs = frozenset({BUGGY_RECORDS})
+    name: ClassVar[Operator] = Operator.SYMPTOM_SUPPRESSION
+    needs: ClassVar[frozenset[str]] = frozenset({BUGGY_RECORDS})
 
     def generate(self, inputs: OperatorInputs) -> Iterator[RawMutant]:
         return generate(inputs.ctx, buggy_symptoms(inputs.buggy_records))

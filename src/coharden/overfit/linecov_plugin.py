@@ -52,18 +52,17 @@ def _start() -> None:
     hits: dict[str, set[int]] = {t: set() for t in targets}
     known: dict[str, set[int] | None] = {}
 
-    def global_trace(frame, event, arg):  # type: ignore[no-untyped-def]
+    def global_trace(frame, event, arg):
         if event != "call":
             return None
         name = frame.f_code.co_filename
-        lines = known.get(name, False)
-        if lines is False:
-            lines = hits.get(os.path.realpath(name)) if name and not name.startswith("<") else None
-            known[name] = lines
+        if name not in known:
+            known[name] = hits.get(os.path.realpath(name)) if name and not name.startswith("<") else None
+        lines = known[name]
         if lines is None:
             return None
 
-        def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        def local(frame, event, arg):
             if event == "line":
                 lines.add(frame.f_lineno)
             return local
@@ -90,7 +89,7 @@ def _finish() -> None:
         result = {"lines": lines}
     else:
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
         result = {"lines": {path: sorted(lines) for path, lines in _STATE["hits"].items() if lines}}
     result.update(backend=_STATE["backend"], version=_STATE.get("version"), python=_STATE["python"])
     with open(out, "w") as handle:
@@ -100,5 +99,5 @@ def _finish() -> None:
 _start()
 
 
-def pytest_unconfigure(config):  # type: ignore[no-untyped-def]
+def pytest_unconfigure(config):
     _finish()

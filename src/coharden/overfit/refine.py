@@ -268,8 +268,8 @@ def build_messages(instance: Instance, evaluation: PairEvaluation, fix_changes: 
         if not shown:
             shown = ["(the test files are long; the test patch:)", _fenced(test_patch, "diff")]
         sections.append("# The test\n\n" + "\n\n".join(shown))
-    sections.append("# Execution\n\n" + "\n\n".join(_verdict_text(evaluation, w, config.hide_test)
-                                                  for w in ("old", "new")))
+    sections.append("# Execution\n\n" + "\n\n".join([_verdict_text(evaluation, "old", config.hide_test),
+                                                    _verdict_text(evaluation, "new", config.hide_test)]))
     if config.extra_context:
         coverage = _coverage_text(evaluation, {c.path: (c.old, c.new) for c in fix_changes})
         if coverage:

@@ -59,7 +59,7 @@ def summarize(results: Sequence[RefineResult], config: RefineConfig, run: str, m
     """Counts over the run: stop reasons, F->P / mean reward / mean coverage before and after, iterations and
     the sides they changed, cost."""
     records = [r for res in results for r in res.records]
-    statuses = Counter(r.status for r in records)
+    statuses = Counter[str](r.status for r in records)
     return {
         "kind": "coharden-overfit",
         "version": OUTPUT_VERSION,

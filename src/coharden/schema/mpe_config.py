@@ -64,6 +64,9 @@ class MPEConfig(BaseModel):
     timeout_floor: float = Field(default=10.0, gt=0, description="Seconds: the smallest time limit on a mutant.")
     trust_tests: bool = Field(default=False, description="Candidate and reference may share one pytest process "
                               "(only for tests you trust: a test in the same process can rewrite the other's result).")
+    implied: bool = Field(default=True, description="Runs whose outcome is implied are not made: a test that "
+                          "never enters the functions a mutant changes (on the fixed code, stable across two runs) "
+                          "gets its fixed-code outcome; False (--no-implied): every run is made (the check mode).")
     reject_tampering: bool = Field(default=False, description="A candidate with tampering notes (conftest.py, "
                                    "pytest hooks, JUnit writes, os._exit) is Invalid.")
 
@@ -114,6 +117,8 @@ class MPEConfig(BaseModel):
             key.append("trust_tests")
         if self.reject_tampering:
             key.append("reject_tampering")
+        if not self.implied:  # the same results, but a check mode must not be answered from implied rows
+            key.append("no_implied")
         if not self.mechanical or self.llm is not None:
             key.append(",".join([*(["mechanical"] if self.mechanical else []),
                                  *([f"llm:{self.llm}"] if self.llm is not None else [])]))

@@ -31,14 +31,14 @@ Fields:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coharden.errors import CoHardenError
 from coharden.jsonl import json_lines
 
-RECORD_VERSION = 1
+RECORD_VERSION: Final = 1
 _TOLERANCE = 1e-9
 
 

@@ -87,7 +87,7 @@ def compare(report: dict[str, Any], harness: dict[str, dict[str, Any]], system: 
             result.not_graded[iid] = str(ours.get("error") or errors.get(iid) or "not graded")[:300]
             continue
         repo = iid.rsplit("-", 1)[0]
-        counts = result.by_repo.setdefault(repo, Counter())  # type: ignore[arg-type]
+        counts = result.by_repo.setdefault(repo, Counter())
         result.compared += 1
         counts["compared"] += 1
         same = bool(ours["resolved"]) == bool(theirs["resolved"])

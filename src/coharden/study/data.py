@@ -107,6 +107,26 @@ def _display(path: Path, data_dir: Path) -> str:
         return f"{path.parent.name}/{path.name}"
 
 
+def load_env_check(data_dir: Path, envcheck: Path | None, python_version: str | None
+                   ) -> tuple[dict[str, dict[str, Any]], str, str]:
+    """The environment check by instance id, the field holding its verdict, and its file as reports name it:
+    ``envcheck`` (the output of ``coharden study envcheck``, a directory or its ``envcheck.jsonl``), else the
+    data directory's sympy check on ``python_version``."""
+    if envcheck is not None:
+        envcheck = Path(envcheck) / "envcheck.jsonl" if Path(envcheck).is_dir() else Path(envcheck)
+        return _envcheck_rows(envcheck), "verified", _display(envcheck, data_dir)
+    if python_version is None:
+        raise StudyError("the sympy environment check needs the interpreter's version (or give --envcheck)")
+    check = _json(data_dir / ENV_CHECK)
+    env_rows = {row["instance_id"]: row for row in check.get("instances", [])}
+    env_field = f"{python_tag(python_version)}_verified"
+    if not any(env_field in row for row in env_rows.values()):
+        known = sorted({k for row in env_rows.values() for k in row if k.endswith("_verified")})
+        raise StudyError(f"{data_dir / ENV_CHECK}: no verdicts for Python {python_version} ({env_field}); "
+                         f"the check covers {', '.join(known) or 'nothing'}")
+    return env_rows, env_field, ENV_CHECK
+
+
 def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequence[str],
               systems: Sequence[str] = tuple(SYSTEM_FILES), system_files: dict[str, Path] | None = None,
               wrong_fixes: Path | None = None, correct_fixes: Path | None = None, records: Path | None = None,
@@ -121,19 +141,7 @@ def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequ
     records_path = Path(records) if records else data_dir / RECORDS
     instances = {inst.instance_id: inst for inst in load_records(records_path)
                  if not repos or inst.repo in repos}
-    if envcheck is not None:
-        envcheck = Path(envcheck) / "envcheck.jsonl" if Path(envcheck).is_dir() else Path(envcheck)
-        env_rows, env_field, env_source = _envcheck_rows(envcheck), "verified", _display(envcheck, data_dir)
-    else:
-        if python_version is None:
-            raise StudyError("the sympy environment check needs the interpreter's version (or give --envcheck)")
-        check = _json(data_dir / ENV_CHECK)
-        env_rows = {row["instance_id"]: row for row in check.get("instances", [])}
-        env_field, env_source = f"{python_tag(python_version)}_verified", ENV_CHECK
-        if not any(env_field in row for row in env_rows.values()):
-            known = sorted({k for row in env_rows.values() for k in row if k.endswith("_verified")})
-            raise StudyError(f"{data_dir / ENV_CHECK}: no verdicts for Python {python_version} ({env_field}); "
-                             f"the check covers {', '.join(known) or 'nothing'}")
+    env_rows, env_field, env_source = load_env_check(data_dir, envcheck, python_version)
     env_rows = {i: row for i, row in env_rows.items() if i in instances}
     swt_path = data_dir / SWT_IDS
     if not swt_path.is_file():

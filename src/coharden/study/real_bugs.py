@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -41,7 +41,7 @@ from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import SYSTEM_FILES, Fix, StudyData
-from coharden.study.split import in_split
+from coharden.study.split import Split, in_split
 from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 class StudyConfig(BaseModel):
     mpe: MPEConfig = Field(default_factory=MPEConfig)
-    split: Literal["dev", "heldout", "all"] = "all"
+    split: Split = "all"
     """Which study instances run (see :mod:`coharden.study.split`): the estimator is chosen on ``dev``, the
     validity figure is computed once on ``heldout``."""
     workers: int = 2  # checkouts, and MPE's mutant workers
@@ -231,8 +231,9 @@ class RealBugsStudy:
         try:
             key = record_key("study.verify", *self._instance_key(inst))
         except RepoError as exc:  # its spec environment did not build: the row says why, the study goes on
-            row = {"instance_id": iid, "version": inst.version, "fail_to_pass": False, "error": str(exc)[:800],
-                   "environment_error": True, "seconds": 0.0, "resumed": False}
+            row: dict[str, Any] | None = {"instance_id": iid, "version": inst.version, "fail_to_pass": False,
+                                          "error": str(exc)[:800], "environment_error": True, "seconds": 0.0,
+                                          "resumed": False}
         else:
             row = self._cached("study.verify", key, compute, keep=keep_row)
         if row is None:
@@ -330,50 +331,56 @@ class RealBugsStudy:
     # all -----------------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None, phases: Sequence[str] = ("verify", "golden", "grade")
             ) -> dict[str, list[dict[str, Any]]]:
-        def keep(kind: str, row: dict[str, Any] | None, text: Callable[[dict[str, Any]], str]) -> None:
-            if row is not None:
-                self.rows[kind].append(row)
-            if progress:
-                progress(text(row) if row is not None else "not in the store", 1)
-
         try:
             # one instance at a time through every phase: its checkouts move (and recompile) once, and the
             # golden step's verdicts and recordings are still in the store when its predictions are graded
-            study = set(self.study_ids())
             visit = {"verify", "golden", "grade", "fixes", "imitation"} & set(phases)
             for iid in self.verify_ids() if visit else []:
-                row = self.verify(iid)
-                keep("verify", row, lambda r, i=iid: f"verify {i}: "
-                     f"{'F->P' if r.get('fail_to_pass') else 'not F->P'}")
-                if iid not in study or row is None or not row.get("fail_to_pass"):
-                    continue
-                if "golden" in phases:
-                    keep("golden", self.golden(iid), lambda r, i=iid: "golden {}: beta {} gamma {}".format(
-                        i, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
-                if "grade" in phases:
-                    for system in self.config.systems:
-                        if iid in self.data.predictions.get(system, {}):
-                            keep("mpe", self.grade(iid, system),
-                                 lambda r, i=iid, s=system: f"{s} {i}: {r.get('test_class', 'error')}")
-                    if iid in self.data.wrong_fixes:
-                        keep("fix", self.fix_verdicts(iid, self.data.wrong_fixes[iid], "wrong"),
-                             lambda r, i=iid: f"wrong fix {i}")
-                    for fix in self.data.correct_fixes.get(iid, []):
-                        keep("fix", self.fix_verdicts(iid, fix, "correct"),
-                             lambda r, f=fix: f"correct fix {f.fix_id}")
-                if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
-                    fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
-                    for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
-                        keep("fix", self.fix_verdicts(iid, fix, kind),
-                             lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
-                if "imitation" in phases and iid in self.data.wrong_fixes:
-                    # study/imitation.py: one shared pool per wrong fix, every test on it
-                    from coharden.study.imitation import imitation_step
-
-                    keep("imitation", imitation_step(self, iid), lambda r, i=iid: f"imitation {i}")
+                self.run_instance(iid, phases, progress)
         finally:
             self.release()
         return self.rows
+
+    def run_instance(self, iid: str, phases: Sequence[str] = ("verify", "golden", "grade"),
+                     progress: Progress | None = None) -> dict[str, list[dict[str, Any]]]:
+        """One instance through ``phases`` (verify first; the rest only when its golden test is F->P here): its
+        rows by kind, also appended to :attr:`rows`. Its executors stay open until the next instance or
+        :meth:`release`."""
+        mine: dict[str, list[dict[str, Any]]] = {kind: [] for kind in self.rows}
+
+        def keep(kind: str, row: dict[str, Any] | None, text: Callable[..., str]) -> None:
+            if row is not None:
+                self.rows[kind].append(row)
+                mine[kind].append(row)
+            if progress:
+                progress(text(row) if row is not None else "not in the store", 1)
+
+        row = self.verify(iid)
+        keep("verify", row, lambda r: f"verify {iid}: {'F->P' if r.get('fail_to_pass') else 'not F->P'}")
+        if iid not in set(self.study_ids()) or row is None or not row.get("fail_to_pass"):
+            return mine
+        if "golden" in phases:
+            keep("golden", self.golden(iid), lambda r: "golden {}: beta {} gamma {}".format(
+                iid, *(r.get("mpe", {}).get("matrix_counts", {}).get(c, "?") for c in ("beta", "gamma"))))
+        if "grade" in phases:
+            for system in self.config.systems:
+                if iid in self.data.predictions.get(system, {}):
+                    keep("mpe", self.grade(iid, system),
+                         lambda r, s=system: f"{s} {iid}: {r.get('test_class', 'error')}")
+            if iid in self.data.wrong_fixes:
+                keep("fix", self.fix_verdicts(iid, self.data.wrong_fixes[iid], "wrong"), lambda r: f"wrong fix {iid}")
+            for fix in self.data.correct_fixes.get(iid, []):
+                keep("fix", self.fix_verdicts(iid, fix, "correct"), lambda r, f=fix: f"correct fix {f.fix_id}")
+        if "fixes" in phases and "grade" not in phases:  # the fix verdicts alone (no MPE of the tests)
+            fixes = [(f, "wrong") for f in [self.data.wrong_fixes.get(iid)] if f is not None]
+            for fix, kind in fixes + [(f, "correct") for f in self.data.correct_fixes.get(iid, [])]:
+                keep("fix", self.fix_verdicts(iid, fix, kind), lambda r, f=fix, k=kind: f"{k} fix {f.fix_id}")
+        if "imitation" in phases and iid in self.data.wrong_fixes:
+            # study/imitation.py: one shared pool per wrong fix, every test on it
+            from coharden.study.imitation import imitation_step
+
+            keep("imitation", imitation_step(self, iid), lambda r: f"imitation {iid}")
+        return mine
 
 
 def _flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:

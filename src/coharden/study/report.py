@@ -139,8 +139,8 @@ def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data:
     out += _table(["instance", "version", "check F->P", "coharden F->P", "", "ids", "buggy", "fixed"], vrows)
 
     # 2 ----------------------------------------------------------------------------------------------------------
-    ops = [op for op in OPERATOR_SHORT if any(op in e.get("per_operator", {}) for e in g["table"])] or list(
-        OPERATOR_SHORT)[:4]
+    seen = [op for e in g["table"] for op in e.get("per_operator", {})]  # outside operators after the built-in
+    ops = [op for op in dict.fromkeys([*OPERATOR_SHORT, *seen]) if op in seen] or list(OPERATOR_SHORT)[:4]
     out += ["## 2. Golden test against itself", ""]
     out += ["Candidate = a regenerated copy of the golden test patch (same content, different patch text), so "
             "candidate and reference really run, side by side in one pytest process (the reference as a "

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Literal, get_args
 
-SPLITS = ("dev", "heldout", "all")
+Split = Literal["dev", "heldout", "all"]
+SPLITS: tuple[Split, ...] = get_args(Split)
 SALT = "coharden-split-v1"
 
 

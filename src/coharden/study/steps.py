@@ -45,6 +45,7 @@ def guarded(row: dict[str, Any], body: Callable[[dict[str, Any]], None]) -> dict
         row.update(error=str(exc), environment_error=True)
     except CoHardenError as exc:
         row["error"] = str(exc)
+        row["error_type"] = type(exc).__name__  # e.g. ApplyError: the table says the test does not apply
     except Exception as exc:  # noqa: BLE001 - see the docstring
         traceback.print_exc(file=sys.stderr)
         row.update(error=f"internal error: {type(exc).__name__}: {exc}", environment_error=True)

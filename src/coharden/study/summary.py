@@ -11,14 +11,14 @@ from typing import Any
 from coharden.analysis import stats
 from coharden.analysis.rows import CLASS_ORDER, outcome, test_class
 from coharden.schema.mpe_config import PAPER_TAU
+from coharden.schema.mutant import MECHANICAL_DEFAULT
 from coharden.study.data import StudyData
 from coharden.study.steps import GOLDEN
 
 __all__ = ["CLASS_ORDER", "outcome", "summarize", "test_class"]
 
-OPERATOR_SHORT = {"incomplete_fix": "IF", "behavior_substitution": "BS", "symptom_suppression": "SS",
-                  "input_specific_shortcut": "ISS", "token_revert": "TR", "widened_scope": "WS",
-                  "narrowed_scope": "NS", "caller_patch": "CP"}
+OPERATOR_SHORT = {op.value: op.short for op in MECHANICAL_DEFAULT}
+"""The report's operator columns (built-in operators, in registry order) and their abbreviations."""
 LAXITY_EDGES = (0.0, 0.1, PAPER_TAU, 0.4, 0.6, 0.8, 1.0)
 
 
@@ -235,7 +235,7 @@ def summarize_correct_fixes(grade_rows: Sequence[dict[str, Any]], fix_rows: Sequ
         else:
             golden_rejected.append({"fix_id": f["fix_id"], "model": f.get("model"), "golden": golden,
                                     "reason": (f.get("verdicts", {}).get(GOLDEN) or {}).get("reason", f.get("error"))})
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (iid, system), g in sorted(graded.items()):
         if iid not in usable or not g.get("fail_to_pass") or "error" in g:
             continue

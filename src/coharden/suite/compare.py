@@ -188,9 +188,10 @@ def run_compare(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Rou
         both = [(a, b) for a, b in zip(runs[arm.name], runs[control], strict=True) if a.complete and b.complete]
         a = [(len(x.killed), len(x.survivors0)) for x, _ in both]
         b = [(len(y.killed), len(y.survivors0)) for _, y in both]
+        ratio_a, ratio_b = ratio(a), ratio(b)
         differences[f"{arm.name} - {control}"] = {
-            "replicates": len(both), "difference": (ratio(a) - ratio(b)) if both and ratio(a) is not None
-            and ratio(b) is not None else None,
+            "replicates": len(both), "difference": (ratio_a - ratio_b) if both and ratio_a is not None
+            and ratio_b is not None else None,
             "ci": paired_bootstrap_diff_ci(a, b, n_boot=n_boot, seed=config.seed, level=level)}
     summary = {"schema": "coharden-suite-compare-1", "round0_sha256": round0.sha256,
                "mutants_total": len(mutants), "round0_killed": len(round0.ids(MutantStatus.KILLED)),

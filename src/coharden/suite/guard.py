@@ -169,8 +169,8 @@ def _classify(stmts: list[ast.stmt], existing: _Existing,
             rejections.append(Rejection(label, "affects_existing_tests", "deletes a name"))
             continue
         if isinstance(stmt, ast.Assign | ast.AnnAssign):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if len(names) != len(targets):  # attribute / subscript / unpacking targets change other objects
+            count = len(stmt.targets) if isinstance(stmt, ast.Assign) else 1
+            if len(names) != count:  # attribute / subscript / unpacking targets change other objects
                 rejections.append(Rejection(label, "module_level_code", _segment(lines, stmt)[:200]))
                 continue
             if "pytestmark" in names:

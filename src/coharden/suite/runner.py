@@ -81,7 +81,7 @@ class RunResult:
 
 def mutant_status(run: PytestRun) -> RunResult:
     """Mechanical status of one run (see module docs). Never guesses: no results means ``error``."""
-    base = {"duration": run.duration}
+    base: dict[str, Any] = {"duration": run.duration}
     if run.disk:  # killed at the disk limit (max_disk_mb): an error, never cached
         return RunResult(MutantStatus.ERROR, reason=run.disk, **base)
     if run.timed_out or (run.returncode in _TIMEOUT_SIGNALS):

@@ -110,9 +110,8 @@ def needed_plugins(facts: Facts, source: FileSource) -> list[tuple[str, str]]:
             if not name.startswith("no:") and "." not in name:
                 wanted.append((f"pytest-{name.removeprefix('pytest_').removeprefix('pytest-')}", f"-p {name}"))
     for key in facts.ini_keys:
-        plugin = INI_PLUGINS.get(key)
-        if plugin:
-            wanted.append((plugin, f"ini option {key}"))
+        if ini_plugin := INI_PLUGINS.get(key):
+            wanted.append((ini_plugin, f"ini option {key}"))
     test_files = [p for p in source.files() if p.endswith(".py") and re.search(r"(^|/)(tests?|testing)/|(^|/)test_"
                                                                                  r"|_test\.py$|conftest\.py$", p)]
     for path in test_files[:400]:

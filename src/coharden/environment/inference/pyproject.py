@@ -85,7 +85,7 @@ def read_pyproject(source: FileSource, facts: Facts) -> None:
         read_tox_text(legacy, "pyproject.toml [tool.tox]", facts)
 
 
-def expand_group(groups: dict, name: str, seen: set[str]) -> list[str]:  # type: ignore[type-arg]
+def expand_group(groups: dict, name: str, seen: set[str]) -> list[str]:
     """PEP 735 group entries with ``{include-group = ...}`` expanded."""
     if name in seen:
         return []

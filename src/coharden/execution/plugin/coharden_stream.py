@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(session, config, items):
     harness runs whole files): pytest keeps the command line's order otherwise, and a test that reads what an
     earlier test of its file left behind (sphinx's shared build directories) would see another state. Files
     keep the order in which they first appear; tests on one line (parameters) keep theirs."""
-    rank = {}
+    rank: dict[str, int] = {}
     for item in items:
         rank.setdefault(str(getattr(item, "fspath", "")), len(rank))
 
@@ -91,7 +91,7 @@ def pytest_runtest_logreport(report):
 
 def _qualified(cls):
     module = getattr(cls, "__module__", "") or ""
-    name = getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "?")
+    name = str(getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "?"))
     return name if module in ("builtins", "exceptions") else module + "." + name
 
 

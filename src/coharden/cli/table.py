@@ -1,0 +1,154 @@
+"""``coharden study table``: the laxity table of public test generators (issue 37), as a dataset and a report.
+
+Mounted on the ``study`` group by :mod:`coharden.cli.study`; the layers below are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    ConfidenceOpt,
+    ConfigOpt,
+    IdsOpt,
+    JsonOpt,
+    MaxMutantsOpt,
+    PaperClassesOpt,
+    PythonOpt,
+    SeedOpt,
+    StoreOpt,
+    TauOpt,
+    TimeoutOpt,
+    mpe_config,
+    output_option,
+    ranged,
+    workers_option,
+)
+from coharden.cli.study import system_files
+from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.study.table import Dataset
+
+
+@cli_errors
+def study_table(
+    data: Annotated[Path | None, typer.Option("--data", help="The shared data directory (swebench_verified.jsonl, "
+                                              "swtbench_lite_instances.jsonl, swtbench_verified_ids.txt, "
+                                              "brt_predictions/).")] = None,
+    repos: Annotated[Path | None, typer.Option("--repos", help="Directory of owner__name repository clones; an "
+                                               "instance without one is a row 'unreachable'.")] = None,
+    envcheck: Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` over "
+                                                  "the instances (directory or envcheck.jsonl): its verified "
+                                                  "instances run, each in its spec environment (unless "
+                                                  "--python); without it, the data directory's sympy check on "
+                                                  "--python.")] = None,
+    python: PythonOpt = None,
+    output: Annotated[Path, output_option(help="Results directory: the dataset table.jsonl (appended, resumable) "
+                                          "and table_report.md.")] = Path("results"),
+    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Run only these repositories "
+                                                        "(owner/name; repeatable).")] = None,
+    only: IdsOpt = None,
+    limit: Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
+                                        "'pending'; a rerun goes on).", lo=1)] = None,
+    systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated, of Otter, Otter++, AssertFlip, "
+                                                "AssertFlip-Lite, Devstral-testgen (default: all).")] = None,
+    system_file: Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: another system's test "
+                                                          "predictions on SWT-bench Verified (JSONL with "
+                                                          "instance_id, model_patch); repeatable.")] = None,
+    per_operator: Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per operator "
+                                               "(default: sequential MPE; 3 with --paper-classes).", lo=1)] = None,
+    paper_classes: PaperClassesOpt = False,
+    confidence: ConfidenceOpt = 0.95,
+    max_mutants: MaxMutantsOpt = None,
+    seed: SeedOpt = None,
+    tau: TauOpt = None,
+    workers: Annotated[int, workers_option("MPE workers of one instance (one checkout each).")] = 2,
+    executor: Annotated[str, typer.Option("--executor", help="local (one instance after another) or ray (one "
+                                          "job per instance; rows written by this process only).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")] = None,
+    bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
+                                           "in the checkouts (test runs then skip recompiling it).")] = True,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
+                                              "dataset in --output alone.")] = False,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The laxity table: every reachable SWT-bench instance x every system with predictions (Otter, Otter++,
+    AssertFlip on SWT-bench Verified; AssertFlip-Lite, Devstral-testgen on SWT-bench Lite), one dataset row per
+    pair, appended instance by instance; resumable from the dataset and the store; a report from the dataset."""
+    from coharden.study.table import DATASET, Dataset
+    from coharden.study.table_report import REPORT, write_table_report
+
+    dataset = Dataset(output / DATASET)
+    if not report_only:
+        if data is None or repos is None:
+            raise CoHardenError("--data and --repos are needed to make the table (--report-only needs neither)")
+        if executor not in ("local", "ray"):
+            raise CoHardenError(f"--executor: {executor!r} (known: local, ray)")
+        _make(dataset, data, repos, envcheck, python, only_repo or [], only or [], limit, systems,
+              system_file or [], per_operator, paper_classes, confidence, max_mutants, seed, tau, workers,
+              executor, address, bytecode, config, timeout, store)
+    elif not dataset.path.is_file():
+        raise CoHardenError(f"{dataset.path}: no dataset to report on (make the table first, without --report-only)")
+    summary = write_table_report(dataset.path, output)
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        return
+    cov = summary["coverage"]["all"]
+    console.print(f"report: {output / REPORT} (dataset {dataset.path}: {summary['rows']} rows; "
+                  f"{cov['done']} of {cov['reachable']} reachable instances done)", markup=False, highlight=False)
+
+
+def _make(dataset: Dataset, data: Path, repos: Path, envcheck: Path | None, python: str | None,
+          only_repo: list[str], only: list[str], limit: int | None, systems: str | None, system_file: list[str],
+          per_operator: int | None, paper_classes: bool, confidence: float, max_mutants: int | None,
+          seed: int | None, tau: float | None, workers: int, executor: str, address: str | None, bytecode: bool,
+          config: Path | None, timeout: float | None, store: Path | None) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coharden.study.real_bugs import StudyConfig
+    from coharden.study.table import TableConfig, load_table_data, run_table
+
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, seed=seed, tau=tau,
+                         workers=workers)
+    chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
+    version = None
+    if envcheck is None:
+        from coharden.execution.executor import environment_id
+
+        version = environment_id(settings.python).split()[1]
+    table_data = load_table_data(data, repos, envcheck=envcheck, python_version=version, systems=chosen,
+                                 system_files=system_files(system_file))
+    study = StudyConfig(mpe=mpe_config(settings, None, per_operator, paper_classes=paper_classes,
+                                       confidence=confidence, max_mutants=max_mutants),
+                        workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
+                        warm_defaults=not settings.preload and not settings.warm_imports)
+    table_config = TableConfig(study=study, repos=only_repo, ids=only, limit=limit)
+    engine = None
+    if executor == "ray":
+        from coharden.execution.engine import make_engine
+
+        engine = make_engine(executor, workers=workers, address=address)
+    try:
+        with Progress(TextColumn("table"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=err_console) as bar:
+            task = bar.add_task("", total=None)
+            result = run_table(table_data, settings, table_config, dataset, engine=engine,
+                               progress=lambda text, n: bar.update(task, advance=n, description=text[:100]),
+                               on_plan=lambda n: bar.update(task, total=n))
+    finally:
+        if engine is not None:
+            engine.close()
+    err_console.print(f"{len(result.ran)} instances run, {result.skipped} already done, {result.left} left for "
+                      f"a later run; {result.written} rows written", markup=False, highlight=False)
+    for note in table_data.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False)
