@@ -212,7 +212,7 @@ def _child(request, swap=None, key=None, zygote=None):
         plugins = []
         if zygote is not None:
             hook = _CollectOnce.pytest_runtestloop
-            _CollectOnce.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(hook)
+            _CollectOnce.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(hook)  # type: ignore[method-assign]
             plugins.append(_CollectOnce(request, *zygote))
         rc = pytest.main(list(request["args"]), plugins=plugins)
         sys.stdout.flush()
@@ -594,7 +594,8 @@ class _CollectOnce:
 
     def _serve(self, session, snapshot, collected):
         """The zygote's loop: fork a run per request (the first: the request that started it)."""
-        request, changed = self.request, {}
+        request = self.request
+        changed: dict[str, Any] = {}
         while True:
             if request is not None:
                 sys.stdout.flush()
@@ -713,7 +714,7 @@ class _CollectOnce:
                 factory._basetemp = None  # made on first use, in this run's (wiped) temporary directory
             swapped = False
             if changed:
-                why = []
+                why: list[str] = []
                 try:
                     swapped = self.module.swap_changed(snapshot, changed, why)
                 except Exception as exc:  # noqa: BLE001 - whatever it changed, this process leaves
@@ -946,7 +947,7 @@ def main():
     if not safe:
         return
     warm = _Warm()
-    zygotes = {}  # collect once: zygote key -> _Zygote, oldest first
+    zygotes: dict[Any, _Zygote] = {}  # collect once: zygote key -> _Zygote, oldest first
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -967,7 +968,7 @@ def main():
             continue
         zkey = _zygote_key(request) if sandboxed and request.get("collect") and hasattr(os, "set_blocking") \
             else None
-        why = []  # why a zygote did not serve the run
+        why: list[str] = []  # why a zygote did not serve the run
         done = _serve_from_zygote(zygotes, zkey, request, channel, why) if zkey in zygotes else None
         if done is None:
             created = zkey is not None and zkey not in zygotes
@@ -1021,13 +1022,13 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
         (replies, replies_w), (requests_r, requests) = ends
         os.close(replies_w)
         os.close(requests_r)
-        zygote = _Zygote(zkey, pid, requests, replies)
-        result, alive = _wait_zygote_run(zygote, time.monotonic() + timeout)
+        made = _Zygote(zkey, pid, requests, replies)
+        result, alive = _wait_zygote_run(made, time.monotonic() + timeout)
         if "fallback" in result:  # it could not set up its first run: that run is a plain child's
-            zygote.kill()
+            made.kill()
             return _run_child(request, mode, warm, key, proto, channel, None, zygotes, announce=False)
         if alive:
-            zygotes[zkey] = zygote
+            zygotes[zkey] = made
             while len(zygotes) > _ZYGOTES:
                 zygotes.pop(next(iter(zygotes))).kill()
         return {"rc": result.get("rc"), "timed_out": bool(result.get("timed_out")), "warm": mode == "warm",
