@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: (`coharden examples check` is one too; tests/test_examples.py runs it, so it is not run a second time here.)
 ON_BUNDLED = (["demo", "loop"],)
 #: Markers of a command that is not offline or not on bundled data.
-NOT_OFFLINE = ("--model", "--live", "--command", "--arm", "--api-base", "~/", "RECORDS", "REPO", "recs.jsonl", "swebench",
-               "--instances", "&", "$", "...", "round0.py", "my_skill")
+NOT_OFFLINE = ("--model", "--live", "--command", "--arm", "--api-base", "~/", "RECORDS", "REPO", "recs.jsonl",
+               "swebench", "--instances", "&", "$", "...", "round0.py", "my_skill")
 
 
 def _store(words: list[str]) -> str | None:
