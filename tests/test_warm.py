@@ -121,7 +121,7 @@ def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[s
     mutant = make_patch(repo, {"pkg/mod.py": "def f():\n    return 2\n"})  # changes a pre-imported module
     extra_mutant = make_patch(repo, {"pkg/extra.py": "def g():\n    return 3\n"})
     settings = Settings(timeout=60, cache_dir=tmp_path / f"cache-{len(warm_imports)}-{golden}", workers=1,
-                        warm_imports=warm_imports)
+                        warm_imports=warm_imports, collect_once=False)  # warm imports alone: counted below
     inst = Instance(instance_id="pkg__1", repo=str(repo), base_commit=commit, test_patch=test_patch if golden else "")
     outcomes = []
     with InstanceExecutor(inst, repo, settings) as ex:
@@ -298,6 +298,13 @@ VARIANTS = [
      "return f\"shape {self.width}\" if __class__ else \"\"", False),
     ("a syntax error", "return w * h", "return w * (h", False),
     ("a function a decorator regenerated from its source", "return 7", "return 8", False),
+    ("a plain function added and called", "    return w * h\n",
+     "    return _added(w, h)\n\n\ndef _added(w, h, k=1):\n    \"\"\"New.\"\"\"\n    return w * h + k\n", True),
+    ("a decorated function added", "    return w * h\n",
+     "    return _added(w, h)\n\n\n@functools.lru_cache(maxsize=None)\ndef _added(w, h):\n    return w * h + 1\n",
+     False),
+    ("an added function shadowing a name", "    return w * h\n",
+     "    return alias(w, h)\n\n\ndef alias(w, h):\n    return w * h + 1\n", False),
 ]
 
 

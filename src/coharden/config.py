@@ -85,6 +85,13 @@ class Settings(BaseModel):
         description="Run tests as forks of a warm interpreter that has imported pytest (falls back to a fresh "
         "process per run when forking is unsafe or unavailable).",
     )
+    collect_once: bool = Field(
+        default=True,
+        description="A sandboxed fork server collects a test's items once and forks each later run of that test "
+        "(a fix, its mutants) after the collection, swapping changed function bodies in; where that cannot be "
+        "the same as a fresh run (module-level change, a changed test module or conftest, a non-Python file "
+        "changed) the run collects again.",
+    )
     preload: list[str] = Field(
         default_factory=list,
         description="Modules the fork server imports once: the project's dependencies, never the project.",

@@ -574,7 +574,8 @@ class InstanceExecutor:
                 all_ids = list(dict.fromkeys(i.split("::", 1)[0] for i in all_ids))
             # -x only for a process of one test: a failure must not stop the tests of another
             run = self._run(self._root(), all_ids, max(limits[j] for j in groups),
-                            first_failure=first_failure and len(groups) == 1)
+                            first_failure=first_failure and len(groups) == 1,
+                            collect=self._collect_key(source_patch, [tests[j] for j in groups]))
             self.runs += 1
             if len(groups) > 1 and not _clean(run):
                 # one test's problem (an id that does not exist, a module that does not import, a hang, an
@@ -585,7 +586,8 @@ class InstanceExecutor:
                     if hung is not None and any(hung == i or hung.startswith(runnable_id(i) + "[") for i in ids):
                         done[j] = verdict_for(ids, run, rename=back)
                         continue
-                    alone = self._run(self._root(), ids, limits[j])
+                    alone = self._run(self._root(), ids, limits[j],
+                                      collect=self._collect_key(source_patch, [tests[j]]))
                     self.runs += 1
                     done[j] = verdict_for(ids, alone, rename=back)
                 return done, deferred
@@ -593,6 +595,20 @@ class InstanceExecutor:
                 done[j] = verdict_for(ids, run, rename=back)
         return done, deferred
 
+
+    def _collect_key(self, source_patch: str, tests: Sequence[TestPatch]) -> str | None:
+        """The name of the test state of a run of ``tests`` on ``source_patch``, for a fork server that collects
+        once (``Settings.collect_once``): their patches and ids. None - collect as every run does - when the
+        source patch touches anything but Python modules outside the tests (a conftest, a test helper, an ini
+        file, data read at collection): the server only compares the Python modules the collection loaded."""
+        if not self.settings.collect_once or self.settings.runner != "pytest" or self.image is not None:
+            return None
+        for path in touched_files(source_patch):
+            name = PurePosixPath(path).name
+            if not path.endswith(".py") or name == "conftest.py" or is_test_path(path, self.settings.test_patterns):
+                return None
+        body = [[t.patch, list(t.ids), t.whole_files] for t in tests]
+        return hashlib.sha256(repr(body).encode()).hexdigest()
 
     def _prime_warm(self) -> None:
         """With warm imports, before the first run that changes the source: the fork server imports the project

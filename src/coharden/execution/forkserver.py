@@ -109,6 +109,8 @@ class ForkServer:
         self.env_overrides: dict[str, str] = {}
         self.warm_runs = 0  # runs whose fork started with the project's modules imported
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
+        self.collected_runs = 0  # runs forked after a collection done once (collect once: forkserver_main._CollectOnce)
+        self.collect_log: list[str] = []  # per run that asked to collect once: "once", or why it collected
         if self.isolation == "bwrap":
             assert confine is not None
             tmp = tests_tmp(confine)
@@ -217,9 +219,13 @@ class ForkServer:
         return bool(reply["primed"])
 
     def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
-            cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None) -> ProcessResult:
+            cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None,
+            collect: str | None = None) -> ProcessResult:
         """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
-        ``warm``: the project's modules the server may keep imported for it (see ``forkserver_main._Warm``)."""
+        ``warm``: the project's modules the server may keep imported for it (see ``forkserver_main._Warm``).
+        ``collect``: a name of the run's test state (its test patches): a sandboxed server collects the tests of
+        runs with the same name, arguments and environment once and forks each run after that collection
+        (``forkserver_main._CollectOnce``)."""
         assert self.proc is not None
         assert self.proc.stdin is not None
         own_out = out is None
@@ -237,6 +243,8 @@ class ForkServer:
                        "max_file_bytes": self.confine.max_file_bytes if self.confine else None}
             if warm:
                 request["warm"] = warm
+            if collect:
+                request["collect"] = collect
             watch = self._disk_watch(cwd)
             try:
                 self._send(request)
@@ -286,6 +294,10 @@ class ForkServer:
                                  tampering=self.forged, disk=disk)
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
+        self.collected_runs += done.get("collected") == "once"
+        if done.get("collected"):
+            self.collect_log.append(str(done["collected"]))
+            del self.collect_log[:-1000]  # a long batch's server: the last runs'
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,

@@ -116,6 +116,16 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
     if snap.errors:  # a half-imported project is not a state a cold process would start from
         purge(root)
         return Snapshot(root, errors=snap.errors)
+    return loaded_snapshot(root, profile)
+
+
+def loaded_snapshot(root: str, profile: object | None, called: set | None = None) -> Snapshot:
+    """A :class:`Snapshot` of every module now loaded from under ``root`` (as imported: content, hash, the
+    listing of its directory); ``profile``: the cProfile profiler that ran while they were loaded (None: none
+    could, and no body may be swapped), ``called`` more code objects known to have run (an earlier import's).
+    The fork server's zygote takes one after pytest's collection (test modules and conftests included)."""
+    root = os.path.abspath(root)  # noqa: PTH100
+    snap = Snapshot(root)
     for module in project_modules(root).values():
         file = getattr(module, "__file__", None)
         if file and _under(file, root):
@@ -126,8 +136,10 @@ def warm_import(root: str, modules: list[str]) -> Snapshot:
                 directory = os.path.dirname(file)  # noqa: PTH120
                 snap.listings.setdefault(directory, _listing(directory))
     if profile is not None:
-        snap.called = {e.code for e in profile.getstats()
+        snap.called = {e.code for e in profile.getstats()  # type: ignore[attr-defined]
                        if isinstance(e.code, types.CodeType) and e.code.co_filename in snap.files}
+        if called:
+            snap.called |= {c for c in called if c.co_filename in snap.files}
     return snap
 
 
@@ -219,25 +231,31 @@ def analyse_snapshot(snapshot: Snapshot, paths: list[str]) -> None:
                 snapshot.versions[path] = repr(exc)
 
 
-def swap_changed(snapshot: Snapshot, changed: dict[str, str]) -> bool:
+def swap_changed(snapshot: Snapshot, changed: dict[str, str], why: list | None = None) -> bool:
     """In a forked child: bring every changed module file (path -> digest of its new content) to the code on
-    disk by swapping function bodies (True), or return False (the caller purges: whatever was swapped goes)."""
-    if snapshot.called is None or not changed:
+    disk by swapping function bodies (True), or return False (the caller purges: whatever was swapped goes);
+    ``why`` gets the reason then."""
+    def no(reason: str) -> bool:
+        if why is not None:
+            why.append(reason)
         return False
+
+    if snapshot.called is None or not changed:
+        return no("no profile of the import" if changed else "nothing changed")
     plans = []
     try:
         analyse_snapshot(snapshot, list(changed))
         for path, digest in changed.items():
             content = _read(path)
             if content is None or hashlib.sha256(content).hexdigest() != digest:
-                return False
+                return no(f"{os.path.basename(path)} changed again")  # noqa: PTH119
             old = snapshot.versions[path]
             if not isinstance(old, _Version):
-                return False
+                return no(f"{os.path.basename(path)}: {old}")  # noqa: PTH119
             plans.append(_plan(path, old, _version(path, content), snapshot.called))
         _apply(plans)
-    except (NotSwappable, SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
-        return False
+    except (NotSwappable, SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        return no(f"{type(exc).__name__}: {exc}")
     return True
 
 
@@ -315,14 +333,81 @@ def _nested(code: types.CodeType) -> list:
     return found
 
 
+_INTROSPECTION = {"globals", "locals", "vars", "dir"}
+
+
+def _identifiers(tree: ast.AST) -> set:
+    found: set = set()
+    for node in ast.walk(tree):
+        for attribute in ("id", "name", "attr", "arg", "asname"):
+            value = getattr(node, attribute, None)
+            if isinstance(value, str):
+                found.add(value)
+    return found
+
+
+def _module_level_calls(body: list) -> set:
+    """Names called by a module's own code (outside function bodies, class bodies included)."""
+    found: set = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for part in [*node.decorator_list, node.args, *([node.returns] if node.returns else [])]:
+                found |= {n.func.id for n in ast.walk(part) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            continue
+        if isinstance(node, ast.ClassDef):
+            found |= _module_level_calls(node.body)
+            for part in [*node.decorator_list, *node.bases, *node.keywords]:
+                found |= {n.func.id for n in ast.walk(part) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            continue
+        found |= {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return found
+
+
+def _added_functions(old: ast.Module, new: ast.Module) -> list:
+    """The plain functions ``new`` defines at module level that ``old`` has no trace of: a def statement whose
+    evaluation is its code and constants alone (no decorator, no annotation, constant defaults), named nothing
+    the old module names anywhere. Adding such a function to a module object is what a fresh import does."""
+    known = _identifiers(old)
+    added = []
+    for node in new.body:
+        if not isinstance(node, ast.FunctionDef) or node.name in known or node.decorator_list or node.returns:
+            continue
+        args = node.args
+        every = [*getattr(args, "posonlyargs", []), *args.args, *args.kwonlyargs,
+                 *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]
+        if any(a.annotation is not None for a in every):
+            continue
+        if not all(isinstance(d, ast.Constant) for d in [*args.defaults, *(k for k in args.kw_defaults if k)]):
+            continue
+        added.append(node)
+    return added
+
+
 def _plan(path: str, old: _Version, new: _Version, called: set) -> tuple:
-    """What to swap in ``path``: (path, old code -> new code, codes that may stay), or NotSwappable."""
-    if not _same_outside_bodies(old.tree, new.tree):
+    """What to swap in ``path``: (path, old code -> new code, codes that may stay, changed codes, functions to
+    add), or NotSwappable. A function the new version adds (``_added_functions``; an input-specific shortcut's
+    decoder) is defined in the module after the swap, where the old module's own code never looks at its
+    namespace as a whole (``globals()``, ``dir()``: a fresh import would see one more name there)."""
+    added = _added_functions(old.tree, new.tree)
+    new_pairs = _defs(new.tree.body, new.code)
+    if added:
+        if _module_level_calls(old.tree.body) & _INTROSPECTION:
+            raise NotSwappable("the module adds a function and looks at its own namespace")
+        ids = {id(n) for n in added}
+        kept = ast.Module(body=[n for n in new.tree.body if id(n) not in ids], type_ignores=[])
+        new_defs = [d for d, (node, _) in zip(new.defs, new_pairs) if id(node) not in ids]  # noqa: B905
+        extra = [(node.name, co, tuple(ast.literal_eval(d) for d in node.args.defaults),
+                  {a.arg: ast.literal_eval(d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults)  # noqa: B905
+                   if d is not None}, ast.get_docstring(node, clean=False))
+                 for node, co in new_pairs if id(node) in ids]
+    else:
+        kept, new_defs, extra = new.tree, new.defs, []
+    if not _same_outside_bodies(old.tree, kept):
         raise NotSwappable("the module changes outside function bodies")
-    if [d[0] for d in old.defs] != [d[0] for d in new.defs]:
+    if [d[0] for d in old.defs] != [d[0] for d in new_defs]:
         raise NotSwappable("the functions differ")
     mapping, stay, changed = {}, set(), set()
-    for (name, old_co, old_text), (_, new_co, new_text) in zip(old.defs, new.defs):  # noqa: B905
+    for (name, old_co, old_text), (_, new_co, new_text) in zip(old.defs, new_defs):  # noqa: B905
         inner = _nested(old_co)
         if old_text != new_text:
             if old_co in called or any(c in called for c in inner):
@@ -333,18 +418,39 @@ def _plan(path: str, old: _Version, new: _Version, called: set) -> tuple:
         mapping[old_co] = new_co
     in_defs = {c for co in mapping for c in _nested(co)}
     stay.update(c for c in _nested(old.code) if c not in mapping and c not in in_defs)  # module-level lambdas
-    return path, mapping, stay, changed
+    return path, mapping, stay, changed, extra
 
 
 def _apply(plans: list) -> None:
     """Swap the planned code into every live function compiled from the planned files. Every changed function
     must still be alive as itself: a decorator that replaced it by something made from its source or code (a
     code generator) would keep the old body where no function object shows it."""
-    by_file = {path: (mapping, stay) for path, mapping, stay, _ in plans}
-    unseen = set().union(*(changed for _, _, _, changed in plans))
+    by_file = {path: (mapping, stay) for path, mapping, stay, _, _ in plans}
+    unseen = set().union(*(changed for _, _, _, changed, _ in plans))
+    additions = []
+    for path, _, _, _, extra in plans:
+        if not extra:
+            continue
+        homes = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path]
+        if len(homes) != 1:
+            raise NotSwappable("a function is added to a module loaded more than once, or not at all")
+        for name, *_ in extra:
+            if name in vars(homes[0]):
+                raise NotSwappable(f"the added function {name} is a name the module has")
+        additions += [(homes[0], *item) for item in extra]
     swaps = []
-    gc.collect()  # a replaced function left in a garbage cycle must not count as alive
-    for obj in gc.get_objects():
+    # gc.get_objects() leaves out the permanent generation, where a fork server moves its heap (gc.freeze):
+    # every function must be looked at
+    frozen = bool(getattr(gc, "get_freeze_count", lambda: 0)())
+    if frozen:
+        gc.unfreeze()
+    try:
+        gc.collect()  # a replaced function left in a garbage cycle must not count as alive
+        found = gc.get_objects()
+    finally:
+        if frozen:
+            gc.freeze()
+    for obj in found:
         if type(obj) is not types.FunctionType:
             continue
         plan = by_file.get(obj.__code__.co_filename)
@@ -361,6 +467,11 @@ def _apply(plans: list) -> None:
         raise NotSwappable("a changed function has no live function object of its own (replaced by a decorator?)")
     for function, code in swaps:
         function.__code__ = code  # ValueError when the free variables differ: the caller purges
+    for module, name, code, defaults, kwdefaults, doc in additions:
+        added = types.FunctionType(code, vars(module), name, defaults or None)
+        added.__kwdefaults__ = kwdefaults or None
+        added.__doc__ = doc
+        setattr(module, name, added)
     import linecache
 
     for path in by_file:

@@ -19,6 +19,7 @@ a :class:`OperatorPluginError` naming it and its distribution.
 
 from __future__ import annotations
 
+import abc
 import importlib
 import threading
 from collections import Counter
@@ -90,7 +91,7 @@ class MutationOperator(Protocol):
     def examples(cls) -> list[Example]: ...
 
 
-class ContextOperator:
+class ContextOperator(abc.ABC):
     """Base of the operators that read only the fix, not the recorder: ``generate`` runs the operator's
     ``from_context`` (its module's ``generate(ctx)``) and ``examples()`` lists its ``EXAMPLES``."""
 
@@ -99,8 +100,9 @@ class ContextOperator:
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
 
     @staticmethod
+    @abc.abstractmethod
     def from_context(ctx: FixContext) -> Iterable[RawMutant]:
-        raise NotImplementedError
+        """The operator's mutants of the fix (its module's ``generate``); a subclass without it cannot be made."""
 
     def generate(self, inputs: OperatorInputs) -> Iterable[RawMutant]:
         return type(self).from_context(inputs.ctx)

@@ -3,7 +3,8 @@ file named by ``COHARDEN_STREAM`` while the session runs, so a run killed at its
 tests finished and which one was running, and a session that never reached its end (``os._exit``, a crash) is
 told apart from one that did.
 
-Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool}, {"finish": code},
+Lines: {"start": nodeid}, {"report": nodeid, "when": phase, "outcome": ..., "xfail": bool, "duration": seconds},
+{"finish": code},
 and for a phase that failed with an exception {"raised": nodeid, "when": phase, "type": "module.Qualname",
 "bases": [the qualified names of its classes, itself first], "message": str(exception)[:2000]}: the type a test
 raised, from the exception object itself (``reproduce check --expect-exception`` reads it; no text search).
@@ -51,6 +52,17 @@ def pytest_configure(config):
         _stream = open(path, "a", buffering=1)  # noqa: SIM115 - open for the whole session; close-on-exec
 
 
+def redirect(path):
+    """Write the rest of the session's events to ``path`` (None: nowhere): a fork server's zygote, which collected
+    once, closes the stream it opened; each run forked from it opens its own (see ``forkserver_main``)."""
+    global _stream
+    if _stream is not None:
+        _stream.close()
+        _stream = None
+    if path:
+        _stream = open(path, "a", buffering=1)  # noqa: SIM115 - open for the rest of the session
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Run the selected tests in the order their files define them, as a run of the whole file does (the
     harness runs whole files): pytest keeps the command line's order otherwise, and a test that reads what an
@@ -73,7 +85,8 @@ def pytest_runtest_logstart(nodeid, location):
 
 def pytest_runtest_logreport(report):
     _emit({"report": report.nodeid, "when": report.when, "outcome": report.outcome,
-           "xfail": bool(getattr(report, "wasxfail", None) is not None and report.when == "call")})
+           "xfail": bool(getattr(report, "wasxfail", None) is not None and report.when == "call"),
+           "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 6)})
 
 
 def _qualified(cls):

@@ -1,0 +1,163 @@
+"""Collect once (issue 35): a sandboxed fork server collects a test's items once and forks each later run of it
+after that collection (``forkserver_main._CollectOnce``). Its verdicts must be those of collecting every time:
+on the bundled examples, cell by cell, and where it cannot serve a run (a module-level change, a changed test
+module or conftest) the run collects again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import make_patch
+
+from coharden.config import Settings
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.sandbox import bwrap_path
+from coharden.schema.instance import Instance
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="collect once needs the bwrap sandbox (a fork "
+                                "server that is the sandbox's init); without it every run collects")
+
+
+def _cells(executor: InstanceExecutor, tests: dict, patches: list[tuple[str, str]]) -> list[tuple]:
+    """(test, patch label, outcome, per-id statuses) of every test on every patch, each alone in its process,
+    mutants with -x as MPE runs them."""
+    cells = []
+    for name, test in tests.items():
+        for label, patch in patches:
+            verdict = executor.verdicts(patch, [test], first_failure=label.startswith("mutant"))[0]
+            statuses = sorted((i, [s.value for s in st]) for i, st in verdict.tests.items())
+            cells.append((name, label, verdict.outcome.value, statuses))
+    return cells
+
+
+@pytest.mark.slow  # every bundled example's tests on its fix, its base and a mutant per operator, both ways
+@pytest.mark.timeout(1200)
+def test_collecting_once_gives_the_verdicts_of_collecting_every_time_on_the_bundled_examples(
+        tmp_path: Path) -> None:
+    from coharden.instances import load_local, resolve_repo
+    from coharden.mutation.pool import build_pool
+
+    served = 0
+    for directory in sorted(p.parent for p in EXAMPLES.glob("*/instance.yaml")):
+        example = load_local(directory, tmp_path / "cache")
+        instance = example.instance
+        cells = {}
+        for collect in (False, True):
+            settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, collect_once=collect)
+            with InstanceExecutor(instance, resolve_repo(instance, None), settings) as ex:
+                tests = {"golden": ex.golden_test()}
+                tests |= {p.stem: ex.test_patch(p.read_text(), name=p.stem)
+                          for p in sorted((directory / "candidates").glob("*.patch"))}
+                if not collect:
+                    pool = build_pool(ex, instance.patch, [tests["golden"]])
+                    first = {}
+                    for mutant in pool.mutants:
+                        first.setdefault(mutant.operator, mutant)
+                    patches = [("buggy", ""), ("fix", instance.patch),
+                               *((f"mutant {m.operator}", m.patch) for m in first.values())]
+                cells[collect] = _cells(ex, tests, patches)
+                server = ex._server
+                if collect:
+                    assert server is not None
+                    served += server.collected_runs
+                    assert server.collected_runs > 0, (directory.name, server.collect_log)
+        assert cells[True] == cells[False], directory.name
+    assert served > 0
+
+
+# --- where a zygote cannot serve: collect again ---------------------------------------------------------------
+PROJECT = {
+    "pkg/__init__.py": "",
+    "pkg/mod.py": "LIMIT = 3\n\n\ndef f(x):\n    return min(x, LIMIT)\n",
+    "conftest.py": "",
+}
+TEST = {"tests/test_f.py": "from pkg.mod import f\n\n\ndef test_f():\n    assert f(5) == 3\n\n\n"
+                           "def test_small():\n    assert f(1) == 1\n"}
+
+
+def _runs(repo: Path, commit: str, tmp_path: Path, collect: bool, patches: list[str], test_patches: list[str]
+          ) -> tuple[list[tuple], list[str]]:
+    settings = Settings(timeout=60, cache_dir=tmp_path / f"cache-{collect}", workers=1, collect_once=collect)
+    instance = Instance(instance_id="pkg__collect", repo=str(repo), base_commit=commit, test_patch="")
+    with InstanceExecutor(instance, repo, settings) as ex:
+        tests = [ex.test_patch(t, name=f"t{i}") for i, t in enumerate(test_patches)]
+        cells = _cells(ex, {t.name: t for t in tests}, [(f"p{i}", p) for i, p in enumerate(patches)])
+        server = ex._server
+        assert server is not None
+        return cells, list(server.collect_log)
+
+
+def test_a_change_a_collected_session_cannot_take_collects_again(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A body change is served by the zygote (its function swapped in); a module-level change, a function added
+    with a decorator, a changed conftest make the run collect again, with the same verdicts as collecting every
+    time."""
+    repo, commit = repo_factory(PROJECT)
+    test = make_patch(repo, TEST)
+    patches = [
+        "",
+        make_patch(repo, {"pkg/mod.py": "LIMIT = 3\n\n\ndef f(x):\n    return min(x, LIMIT + 1)\n"}),  # a body
+        make_patch(repo, {"pkg/mod.py": "LIMIT = 4\n\n\ndef f(x):\n    return min(x, LIMIT)\n"}),  # module level
+        make_patch(repo, {"pkg/mod.py": "import functools\nLIMIT = 3\n\n\ndef f(x):\n    return g(x)\n\n\n"
+                                        "@functools.lru_cache\ndef g(x):\n    return min(x, LIMIT + 1)\n"}),
+        make_patch(repo, {"conftest.py": "import pkg.mod\npkg.mod.LIMIT = 1\n"}),  # not a module the server compares
+        make_patch(repo, {"pkg/mod.py": "LIMIT = 3\n\n\ndef f(x):\n    return _g(x)\n\n\n"
+                                        "def _g(x, k=0):\n    return min(x, LIMIT) + k\n"}),  # a plain function added
+    ]
+    once, log = _runs(repo, commit, tmp_path, True, patches, [test])
+    every, _ = _runs(repo, commit, tmp_path, False, patches, [test])
+    assert once == every
+    assert [c[2] for c in once] == ["PASS", "FAIL", "FAIL", "FAIL", "FAIL", "PASS"]
+    assert log[0] == "collected, a zygote"
+    assert log[1] == "once"
+    assert log[2].startswith("collected (not swappable")
+    assert "outside function bodies" in log[2]
+    assert log[3].startswith("collected (not swappable")
+    assert len(log) == 5  # the conftest change asked for no zygote: it collects as every run did
+    assert log[4] == "once"
+
+
+def test_a_changed_test_file_gets_a_session_of_its_own(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two test patches with the same ids but different test files never share a zygote: the second one's runs
+    are collected from its own file, alternating with the first one's."""
+    repo, commit = repo_factory(PROJECT)
+    first = make_patch(repo, TEST)
+    second = make_patch(repo, {"tests/test_f.py": TEST["tests/test_f.py"].replace("== 3", "== 4")})
+    body = make_patch(repo, {"pkg/mod.py": "LIMIT = 3\n\n\ndef f(x):\n    return min(x, LIMIT + 1)\n"})
+    once, log = _runs(repo, commit, tmp_path, True, ["", body, ""], [first, second])
+    every, _ = _runs(repo, commit, tmp_path, False, ["", body, ""], [first, second])
+    assert once == every
+    assert [c[2] for c in once] == ["PASS", "FAIL", "PASS", "FAIL", "PASS", "FAIL"]
+    assert log == ["collected, a zygote", "once", "once", "collected, a zygote", "once", "once"]
+
+
+def test_a_zygote_whose_test_module_changed_under_it_is_stale(tmp_path: Path) -> None:
+    """The server's own check, below the executor: a test module rewritten on disk behind the same request (same
+    name, arguments, environment) is never run from the old collection."""
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import fork_env
+    from coharden.execution.sandbox import Confinement
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "test_v.py").write_text("def test_v():\n    assert 1 == 1\n")
+    server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
+    args = ["-q", "-p", "no:cacheprovider", "test_v.py"]
+    try:
+        assert server.isolation == "bwrap"
+
+        def run() -> int | None:
+            return server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
+                              collect="same name").returncode
+
+        assert run() == 0
+        assert run() == 0
+        (root / "test_v.py").write_text("def test_v():\n    assert 1 == 2\n")
+        assert run() == 1
+        assert server.collect_log[:2] == ["collected, a zygote", "once"]
+        assert server.collect_log[2].startswith("collected (stale: a test module or conftest changed)")
+    finally:
+        server.close()
