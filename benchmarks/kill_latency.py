@@ -31,8 +31,9 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.forkserver import ForkServer
-from coharden.execution.pytest_runner import LOAD_MARGIN, run_pytest, test_environment, verdict_for
+from coharden.execution.pytest_runner import run_pytest, test_environment, verdict_for
 from coharden.execution.sandbox import Confinement, run_limited
+from coharden.schema.timelimit import LOAD_MARGIN
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ("import time\n\n\ndef test_spins():\n    while True:\n        pass\n\n\n"
