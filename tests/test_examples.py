@@ -1,5 +1,6 @@
 """The bundled examples: every hand-labelled candidate gets its label from MPE, the golden test against itself
-has beta = gamma = 0, and every mechanical operator yields an admissible mutant somewhere."""
+has beta = gamma = 0, every mechanical operator yields an admissible mutant somewhere, and the runs left out as
+implied (``coharden.mpe.implied``) change no result."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from coharden.mutation.registry import operator_names
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-@pytest.mark.slow  # ~90 s idle: MPE of every bundled candidate
-@pytest.mark.timeout(900)  # on a loaded machine it took 300 s+
+@pytest.mark.slow  # ~90 s idle: MPE of every bundled candidate, then again with every run made where some were implied
+@pytest.mark.timeout(1800)  # on a loaded machine it took 300 s+
 def test_every_bundled_candidate_gets_its_label(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
     result = CliRunner().invoke(app, ["examples", "check", "--dir", str(EXAMPLES), "--json", "-w", "2",
@@ -40,6 +41,27 @@ def test_every_bundled_candidate_gets_its_label(tmp_path: Path, monkeypatch) -> 
     assert printer["lax"]["got"] == "Lax"
     assert printer["rigorous"]["got"] == "Rigorous"
     assert readme_table() == laxity_table(rows)  # examples/README.md states what a fresh run gives
+    _implied_runs_change_nothing(rows, tmp_path)
+
+
+def _implied_runs_change_nothing(rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    """The check mode (``--no-implied``, a fresh store) grades the examples with an implied verdict alike while it
+    makes more runs. An example without one makes the same runs either way, so it is not run a second time."""
+    implied = {r["example"] for r in rows if any(row["implied"] for row in r["runs"].values())}
+    assert implied, "no bundled example has an implied verdict: the check mode would check nothing"
+    args = ["examples", "check", "--dir", str(EXAMPLES), "--json", "-w", "2", "--no-implied",
+            "--store", str(tmp_path / "no-implied.sqlite")]
+    result = CliRunner().invoke(app, [*args, *(a for name in sorted(implied) for a in ("--only", name))])
+    assert result.exit_code == 0, result.output
+    checked = json.loads(result.stdout)
+    keys = ("example", "candidate", "got", "matrix", "laxity", "interval", "drawn", "stop")
+    default = [{k: r[k] for k in keys} for r in rows if r["example"] in implied]
+    assert default == [{k: r[k] for k in keys} for r in checked]
+    assert not any(row["implied"] for r in checked for row in r["runs"].values())
+    made = sum(row["made"] for r in rows if r["example"] in implied for row in r["runs"].values())
+    made_all = sum(row["made"] for r in checked for row in r["runs"].values())
+    print(f"bundled examples {sorted(implied)}: runs made {made} (default) vs {made_all} (--no-implied)")
+    assert made < made_all
 
 
 def _laxity(row: dict[str, Any]) -> str:

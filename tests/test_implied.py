@@ -297,28 +297,6 @@ def test_a_test_flaky_on_the_fixed_code_gets_no_implied_outcome(tmp_path: Path) 
     assert _cells(result) == _cells(checked)
 
 
-@pytest.mark.slow  # MPE of every bundled candidate, twice
-@pytest.mark.timeout(1800)
-def test_the_bundled_examples_grade_alike_with_fewer_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for mode in ("implied", "no-implied"):
-        args = ["examples", "check", "--dir", str(EXAMPLES), "--json", "-w", "1",
-                "--store", str(tmp_path / f"{mode}.sqlite")]
-        result = CliRunner().invoke(app, [*args, "--no-implied"] if mode == "no-implied" else args)
-        assert result.exit_code == 0, result.output
-        rows[mode] = json.loads(result.stdout)
-    keys = ("example", "candidate", "got", "matrix", "laxity", "interval", "drawn", "stop")
-    assert [{k: r[k] for k in keys} for r in rows["implied"]] == [{k: r[k] for k in keys} for r in rows["no-implied"]]
-    made = {mode: sum(row["made"] for r in rs for row in r["runs"].values()) for mode, rs in rows.items()}
-    implied = sum(row["implied"] for r in rows["implied"] for row in r["runs"].values())
-    assert implied > 0
-    assert not any(row["implied"] for r in rows["no-implied"] for row in r["runs"].values())
-    print(f"bundled examples: {implied} verdicts implied; runs made {made['implied']} (default) vs "
-          f"{made['no-implied']} (--no-implied)")
-    assert made["implied"] < made["no-implied"], (made, implied)
-
-
 # --- the reference's runs, shared across commands of one store -------------------------------------------------------
 
 def test_a_second_command_on_the_same_store_makes_no_reference_run(tmp_path: Path,
