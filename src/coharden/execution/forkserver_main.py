@@ -50,12 +50,12 @@ killed, so no code of one test runs while another test's run is prepared or runs
 SIGCONT has it stopped again after); zygotes are non-dumpable (no ptrace, no /proc/PID/mem); at most
 ``zygotes.ZYGOTES`` are kept (a candidate's and a reference's runs alternate on one server).
 
-This file holds the protocol, the children and the request loop; its siblings in ``execution/`` one job each:
-``forkserver_procs.py`` (processes: wait, kill, reap; the private ``/tmp``), ``warm_state.py`` (the warm imports
-kept), ``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py``. The
-test interpreter has no coharden, and a module imported by name could come from the checkout under test, so
-:func:`load_sibling` loads each by its path (coharden's package directory: read-only in the sandbox) when the
-server starts, before any test code runs (``warm.py``: at the first warm request).
+This file: the protocol, the children, the request loop. Its siblings in ``execution/``, one job each:
+``forkserver_procs.py`` (wait, kill, reap; the private ``/tmp``), ``warm_state.py`` (the warm imports kept),
+``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py`` +
+``warm_bodies.py``. The test interpreter has no coharden, and a module imported by name could come from the
+checkout under test, so :func:`load_sibling` loads each by its path (the package directory, read-only in the
+sandbox) as the server starts, before any test code runs (``warm.py``: at the first warm request).
 """
 
 import hashlib
@@ -228,7 +228,8 @@ def load_sibling(name):
     return module
 
 
-procs = load_sibling("forkserver_procs")  # the processes: waiting, killing, reaping (before collect_once: it uses them)
+procs = load_sibling("forkserver_procs")  # first: collect_once and zygotes find it in sys.modules
+load_sibling("warm_bodies")  # the body swapping, before warm.py, which finds it in sys.modules
 collect = load_sibling("collect_once")  # collect once: a zygote's pytest plugin
 zyg = load_sibling("zygotes")  # collect once: the server's handles on its zygotes
 warm_state = load_sibling("warm_state")  # the project's modules kept imported
@@ -304,13 +305,12 @@ def main():
 
 
 def _warm_up(options):
-    """Import pytest (a collection over an empty directory: its own modules and every installed plugin) and the
-    ``--preload`` modules; (safe, reason): whether children may be forked from this process."""
+    """Import pytest (its modules, every installed plugin) and the ``--preload`` modules: (safe to fork, why not)."""
     safe, reason = True, ""
     try:
         import pytest
 
-        with tempfile.TemporaryDirectory() as empty:
+        with tempfile.TemporaryDirectory() as empty:  # a collection over an empty directory imports them
             pytest.main(["-q", "-p", "no:cacheprovider", "--co", empty])
         for module in filter(None, options.get("preload", "").split(",")):
             __import__(module)
