@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from coharden.config import Settings
+from coharden.execution.bwrap import interpreter_dirs
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import git
-from coharden.execution.sandbox import bwrap_path, interpreter_dirs
+from coharden.execution.sandbox import bwrap_path
 from coharden.execution.store import Store
 from coharden.instances import LocalInstance, load_local, resolve_repo
 from coharden.patches import make_patch

@@ -1,5 +1,5 @@
 """Collect once (issue 35): a sandboxed fork server collects a test's items once and forks each later run of it
-after that collection (``forkserver_main._CollectOnce``). Its verdicts must be those of collecting every time:
+after that collection (``collect_once.CollectOnce``). Its verdicts must be those of collecting every time:
 on the bundled examples, cell by cell, and where it cannot serve a run (a module-level change, a changed test
 module or conftest) the run collects again."""
 

@@ -23,7 +23,8 @@ from coharden.environment.pyversions import admitted, normalize_version, poetry_
 from coharden.environment.refine import extract_patch, refine_environment
 from coharden.environment.smoke import smoke_test
 from coharden.environment.sources import DirSource, GitSource
-from coharden.execution.pytest_runner import run_pytest, verdict_for
+from coharden.execution.pytest_runner import run_pytest
+from coharden.execution.pytest_verdicts import verdict_for
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 from conftest import make_repo
 

@@ -449,7 +449,7 @@ def test_caller_patch_says_its_callers_values_have_no_encoding(tmp_path: Path) -
 
 
 def test_caller_diagnosis_tells_equal_outcomes_from_unencodable_and_absent_callers() -> None:
-    from coharden.mutation.recording import caller_diagnosis
+    from coharden.mutation.revealing import caller_diagnosis
 
     caller = {"kind": "caller", "qualname": "area", "key": "(3,)", "outcome": "return", "value_enc": "6",
               "path": "box/core.py"}
@@ -534,7 +534,7 @@ def test_a_revealing_call_after_the_cap_is_recorded(tmp_path: Path) -> None:
 
 def test_inputs_left_out_by_the_cap_are_not_called_outcomes_equal() -> None:
     """When the cap left inputs out and none kept is revealing, the reason is the cap, not equal outcomes."""
-    from coharden.mutation.recording import input_diagnosis
+    from coharden.mutation.revealing import input_diagnosis
 
     inputs = [{"kind": "return", "qualname": "half", "key": f"({n},)", "value_enc": str(n // 2)}
               for n in range(4)]

@@ -389,7 +389,8 @@ def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(t
     runs as its base test, but only the parameters whose cut id it is decide its result, as in the harness:
     another parameter's failure (sphinx-8621's ``:pep:`` cases, which fail in the harness too) does not count.
     A cut id that names no parameter falls back to all of them."""
-    from coharden.execution.pytest_runner import run_pytest, verdict_for
+    from coharden.execution.pytest_runner import run_pytest
+    from coharden.execution.pytest_verdicts import verdict_for
 
     (tmp_path / "test_markup.py").write_text(
         "import pytest\n\n\n"
@@ -423,7 +424,9 @@ def test_an_empty_parameter_id_is_graded_under_pytest_3_and_later(tmp_path: Path
     """An ``ids`` function that returns ``""`` gives ``test_u[]`` from pytest 4 on (the harness's astropy-7606
     id), ``test_u[unit0]`` under pytest 3 (astropy 1.3's spec pins 3.3.1). The id runs as its base test and is
     graded by the empty parameter, or by the generated one where pytest replaced it."""
-    from coharden.execution.pytest_runner import Case, matching_cases, run_pytest, verdict_for
+    from coharden.execution.pytest_results import Case, matching_cases
+    from coharden.execution.pytest_runner import run_pytest
+    from coharden.execution.pytest_verdicts import verdict_for
 
     assert runnable_id("t.py::test_u[]") == "t.py::test_u"
     old = [Case("t", "test_u[unit0]", TestStatus.PASSED), Case("t", "test_u[m]", TestStatus.FAILED),
@@ -448,7 +451,8 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     no timeout. The setting's own timeout stays a wall-clock one. The fresh process runs in the sandbox (bwrap
     reports its child's signal as an exit code) where it can."""
     from coharden.execution.forkserver import ForkServer
-    from coharden.execution.pytest_runner import run_pytest, test_environment, verdict_for
+    from coharden.execution.pytest_runner import run_pytest, test_environment
+    from coharden.execution.pytest_verdicts import verdict_for
     from coharden.execution.sandbox import Confinement
     from coharden.schema import timelimit
 
@@ -492,7 +496,8 @@ def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path:
     """sphinx logs "Could not fetch remote image: ... Temporary failure in name resolution" and a later assertion
     fails on the missing image: the failure's own message does not say why, its captured output does. The
     verdict's reason carries that line (envcheck then counts the test as needing the network)."""
-    from coharden.execution.pytest_runner import run_pytest, verdict_for
+    from coharden.execution.pytest_runner import run_pytest
+    from coharden.execution.pytest_verdicts import verdict_for
     from coharden.execution.sandbox import NETWORK_FAILURE
 
     (tmp_path / "test_remote.py").write_text(

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from coharden.execution.bwrap import PRIVATE_HOME
 from coharden.execution.sandbox import (
     OWNER_FILE,
-    PRIVATE_HOME,
     Confinement,
     bwrap_path,
     mark_owner,
@@ -186,7 +186,8 @@ def test_tampering_scan_names_what_and_where() -> None:
 def test_the_tests_tmpdir_is_chosen_from_the_checkout(tmp_path: Path) -> None:
     """The tests' TMPDIR differs from the checkout (``writable[0]``) in its first component, and a private tmpfs
     never goes over a directory the sandbox shows."""
-    from coharden.execution.sandbox import OTHER_TMP, SANDBOX_TMP, Confinement, tests_tmp
+    from coharden.execution.bwrap import OTHER_TMP, SANDBOX_TMP, tests_tmp
+    from coharden.execution.sandbox import Confinement
 
     if not Path(OTHER_TMP).is_dir():
         pytest.skip(f"{OTHER_TMP} does not exist here")

@@ -324,7 +324,8 @@ def test_a_pin_that_does_not_resolve_names_the_step_and_the_log_tail(tmp_path: P
 def test_a_runaway_build_step_is_stopped_by_the_process_limit(tmp_path: Path) -> None:
     """A build step runs the repository's own setup code with the network on: it gets no sandbox, but a process
     limit, so a setup.py that re-runs itself without end fails its step instead of filling the machine."""
-    from coharden.execution.sandbox import BUILD_STEPS, PidsCgroup
+    from coharden.execution.confinement import BUILD_STEPS
+    from coharden.execution.pidslimit import PidsCgroup
 
     probe = PidsCgroup.create(BUILD_STEPS.max_processes or 0)
     if probe is None and os.geteuid() == 0:

@@ -19,7 +19,8 @@ from statistics import NormalDist
 import pytest
 
 from coharden.analysis import stats
-from coharden.execution.pytest_runner import PytestRun, verdict_for
+from coharden.execution.pytest_results import PytestRun
+from coharden.execution.pytest_verdicts import verdict_for
 from coharden.schema.verdict import Outcome
 from coharden.study.data import load_data, python_tag
 from coharden.study.real_bugs import GOLDEN, StudyConfig

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from coharden.cli import app
 from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.execution.pytest_runner import Case, PytestRun
+from coharden.execution.pytest_results import Case, PytestRun
 from coharden.execution.store import Store
 from coharden.llm import CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.schema.verdict import TestStatus

@@ -20,10 +20,11 @@ from coharden.critic.base import CriticBase, CriticResult
 from coharden.critic.context import Mode
 from coharden.critic.events import Event, make_event
 from coharden.errors import RepoError
+from coharden.execution.bwrap import interpreter_dirs
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.git import git
 from coharden.execution.readback import read_text
-from coharden.execution.sandbox import Confinement, interpreter_dirs, require_confinement
+from coharden.execution.sandbox import Confinement, require_confinement
 from coharden.execution.workspace import Workspace, base_objects
 
 TRAJECTORY_FORMAT = "coharden-agent-1"

@@ -34,9 +34,10 @@ from coharden.environment.dockerfile import PTH_NAME, render_dockerfile, workspa
 from coharden.environment.plan import EnvPlan
 from coharden.environment.pyversions import admitted, vkey
 from coharden.errors import CoHardenError
+from coharden.execution.confinement import BUILD_STEPS
 from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.locks import file_lock
-from coharden.execution.sandbox import BUILD_STEPS, run_limited
+from coharden.execution.sandbox import run_limited
 from coharden.execution.workspace import Workspace
 
 Log = Callable[[str], None]

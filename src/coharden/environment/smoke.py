@@ -25,7 +25,8 @@ from coharden.config import Settings
 from coharden.environment.build import BuildResult
 from coharden.environment.mockenv import MockServices, loopback_only_settings
 from coharden.environment.plan import EnvPlan
-from coharden.execution.pytest_runner import Case, PytestRun, run_pytest
+from coharden.execution.pytest_results import Case, PytestRun
+from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.workspace import Workspace
 from coharden.schema.verdict import TestStatus
 
@@ -194,7 +195,7 @@ def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], s
 
 
 def _judge_cases(ids: list[str], run: PytestRun, report: SmokeReport) -> None:
-    from coharden.execution.pytest_runner import case_matches
+    from coharden.execution.pytest_results import case_matches
 
     report.env_failures += [f for f in _collection_failures(run) if f.where not in
                             {e.where for e in report.env_failures}]

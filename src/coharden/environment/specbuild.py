@@ -32,9 +32,10 @@ from pydantic import BaseModel, Field
 from coharden.config import Settings
 from coharden.environment.build import BuildError, Log, StepLog, build_environ, last_lines
 from coharden.environment.specs import EnvSpec
+from coharden.execution.confinement import BUILD_STEPS
 from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.locks import file_lock
-from coharden.execution.sandbox import BUILD_STEPS, run_limited
+from coharden.execution.sandbox import run_limited
 
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
 # The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed

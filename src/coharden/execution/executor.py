@@ -34,14 +34,9 @@ from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
 from coharden.execution.git import show_file
-from coharden.execution.pytest_runner import (
-    PytestRun,
-    fork_env,
-    run_pytest,
-    split_node_id,
-    test_environment,
-    verdict_for,
-)
+from coharden.execution.pytest_results import PytestRun, split_node_id
+from coharden.execution.pytest_runner import fork_env, run_pytest, test_environment
+from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.sandbox import Confinement, isolation_level, pythonpath_dirs, require_confinement
 from coharden.execution.store import Store, verdict_key
 from coharden.execution.tampering import scan

@@ -30,20 +30,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env, tests_tmp
 from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
 from coharden.execution.forkserver_main import protocol_mac
+from coharden.execution.pidslimit import PidsCgroup
 from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.sandbox import (
     OUTPUT_LIMIT,
-    PRIVATE_HOME,
     Confinement,
-    PidsCgroup,
     ProcessResult,
     mark_owner,
-    sandbox_env,
     sandbox_wrap,
     spawn_long_lived,
-    tests_tmp,
 )
 
 _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, before it is presumed hijacked

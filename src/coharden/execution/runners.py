@@ -294,7 +294,8 @@ class PytestRunner:
 
     def run(self, root: Path, ids: list[str], settings: Settings, python: str, *,
             env: dict[str, str] | None = None) -> Verdict:
-        from coharden.execution.pytest_runner import run_pytest, verdict_for
+        from coharden.execution.pytest_runner import run_pytest
+        from coharden.execution.pytest_verdicts import verdict_for
 
         return verdict_for(ids, run_pytest(root, ids, settings, python, extra_env=env))
 

@@ -16,6 +16,10 @@ Isolation levels, strongest first (every verdict records the one it got):
 Where bwrap is missing or cannot create namespaces, one warning is printed and the next level is used. The
 process-count limit is a cgroup ``pids.max`` where coharden may create cgroups, else ``RLIMIT_NPROC`` (which the
 kernel does not enforce for root). Every process started here gets no file descriptor of ours but 0-2.
+
+What a process may change is its :class:`~coharden.execution.confinement.Confinement`; what the bwrap sandbox
+shows and its command line are :mod:`coharden.execution.bwrap`'s, the pids cgroup
+:mod:`coharden.execution.pidslimit`'s. Here: the levels, and starting, limiting, waiting for and killing a process.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import atexit
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import re
 import resource
@@ -35,15 +38,17 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from coharden.errors import CoHardenError
-from coharden.execution.disklimit import DiskWatch, descendants, kill_listed
+from coharden.execution.bwrap import bwrap_args, bwrap_path, pythonpath_dirs, sandbox_env
+from coharden.execution.confinement import Confinement
+from coharden.execution.disklimit import DiskWatch, descendants
+from coharden.execution.pidslimit import PidsCgroup, pids_cgroups, process_limit, read_or_empty
 
 _GUARD = '''\
 import socket as _s
@@ -70,16 +75,6 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
                              # the tests trust): only the real host on the network answers it
                              r"SSLError", re.I)
 
-# Hidden inside the sandbox (an empty tmpfs): the host's cgroup tree is none of a test's business, and on a
-# cgroup-v1 host its ``cpu.shares`` of 1024 reads as "one CPU" to tools that size themselves by it (pylint's
-# ``_cpu_count``, loky), so tests would see fewer cores than the harness's containers show them.
-CGROUP_ROOT = "/sys/fs/cgroup"
-PRIVATE_HOME = "/tmp/coharden-home"  # inside a bwrap sandbox: $HOME, on the sandbox's private /tmp
-SANDBOX_TMP = "/tmp"
-# A second private tmpfs, the tests' TMPDIR when their checkout lives under /tmp: see :func:`tests_tmp`.
-OTHER_TMP = "/var/tmp"
-
-
 #: How much of a fresh process's output is read back (its end: verdicts keep the last lines).
 OUTPUT_LIMIT = 16 << 20
 
@@ -96,186 +91,7 @@ class ProcessResult:
     disk: str = ""  # why the run was killed for writing more than ``max_disk_bytes`` (disklimit), else empty
 
 
-@dataclass(frozen=True)
-class Confinement:
-    """What a sandboxed process may change. ``readable`` lists extra paths to show read-only inside a bwrap
-    sandbox (ones the private ``/tmp`` would otherwise hide); ``hidden`` paths get an empty tmpfs over them."""
-
-    writable: tuple[Path, ...] = ()
-    readable: tuple[Path, ...] = ()
-    # read-only binds of a host path at another path: (host, inside); e.g. a worktree's borrowed objects, shown
-    # as only the base commit's (see coharden.execution.workspace.base_objects)
-    mounts: tuple[tuple[Path, Path], ...] = ()
-    hidden: tuple[Path, ...] = ()
-    protected: tuple[Path, ...] = ()  # read-only although inside a writable path (a worktree's .git)
-    max_processes: int | None = 512
-    max_file_bytes: int | None = None  # RLIMIT_FSIZE: the largest file a process may write (None: no limit)
-    # what a run may write into its ``writable`` directories in all (coharden watches it: see disklimit)
-    max_disk_bytes: int | None = None
-    sandbox: bool = True  # False: no bwrap even where it runs (network levels only)
-    # where no pids cgroup can be made, RLIMIT_NPROC stands in for it - but that counts every process of the
-    # user on the machine, not only this one's: False leaves such a run without a limit instead
-    nproc_fallback: bool = True
-    # the host's network inside the bwrap sandbox (level ``bwrap-net``), for an agent's commands that call their
-    # model; test processes never get it (with the network on they run unsandboxed, by the user's own choice)
-    share_network: bool = False
-
-    def with_writable(self, *paths: Path) -> Confinement:
-        return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
-
-    def keep_in_tmp(self) -> list[str]:
-        """Top-level entries of ``/tmp`` that hold a bind mount (never wiped between runs inside one sandbox)."""
-        names = set()
-        for path in (*self.writable, *self.readable, *self.hidden, *(inside for _, inside in self.mounts)):
-            parts = Path(path).resolve().parts
-            if len(parts) > 2 and parts[1] == "tmp":
-                names.add(parts[2])
-        return sorted(names)
-
-
-# Build steps (pip installs, a repository's ``setup.py``) need the network, so they get no sandbox, but they run
-# the repository's own code: they get a process-count limit, so a runaway build (a ``setup.py`` that re-runs
-# itself) fails its step instead of filling the machine. The limit counts threads too (a pids cgroup does):
-# installers and compilers stay far below it.
-BUILD_STEPS = Confinement(max_processes=512, sandbox=False, nproc_fallback=False)
-
-
-def tests_tmp(confine: Confinement) -> str:
-    """The tests' ``TMPDIR`` inside a bwrap sandbox: a private tmpfs under a top-level directory other than the
-    checkout's (``confine.writable[0]``). The harness runs tests in ``/testbed`` with ``TMPDIR=/tmp``; code that
-    relates the two by a relative path (docutils' include directive: ``../pytest-of-root/...`` when both start
-    with ``/tmp``, an absolute path when they do not) behaves as there only if they differ in their first
-    component."""
-    if not confine.writable:
-        return SANDBOX_TMP
-    checkout = Path(confine.writable[0]).resolve()  # the worktree (further entries: scratch directories)
-    shown = [Path(p).resolve() for p in (*confine.writable, *confine.readable)]
-    if (checkout.parts[1:2] == ("tmp",) and Path(OTHER_TMP).is_dir()
-            and not any(p.is_relative_to(OTHER_TMP) for p in shown)):  # never over a directory shown inside
-        return OTHER_TMP
-    return SANDBOX_TMP
-
-
-# --- what the sandbox shows ------------------------------------------------------------------------------
-# The system's directories, read-only; nothing else of the host is there but what a run is given: its worktree,
-# the objects it borrows, the test interpreter's directories, coharden's own runtime files (:data:`RUNTIME`). No
-# home directory, no user checkout, store, instance or record file, no other run's worktree.
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
-# Inside those: what a test has no business reading (password hashes, host keys, private TLS keys, package
-# index credentials). Files get an empty file over them, directories an empty tmpfs.
-SECRET_SYSTEM_PATHS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh", "/etc/sudoers",
-                       "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd", "/etc/apt/auth.conf",
-                       "/etc/apt/auth.conf.d", "/etc/pip.conf", "/etc/xdg/pip", "/etc/docker", "/etc/machine-id")
-# coharden's files a test process loads (the fork server's script, warm.py, the result-stream plugin): the
-# package directory, wherever coharden is installed (a checkout under /tmp included: the private /tmp would
-# hide it otherwise)
-RUNTIME = Path(__file__).resolve().parent
-
-
-def _system_args() -> list[str]:
-    args: list[str] = []
-    for name in SYSTEM_DIRS:
-        path = Path(name)
-        if path.is_symlink():  # merged /usr: /bin -> usr/bin
-            args += ["--symlink", str(path.readlink()), name]
-        elif path.is_dir():
-            args += ["--ro-bind", name, name]
-    for name in SECRET_SYSTEM_PATHS:
-        path = Path(name)
-        if path.is_dir() and not path.is_symlink():
-            args += ["--tmpfs", name]
-        elif path.exists() or path.is_symlink():
-            args += ["--ro-bind", str(_empty_file()), name]
-    return args
-
-
-@functools.cache
-def _empty_file() -> Path:
-    """An empty regular file to lay over a secret one (``/dev/null`` cannot be opened on a nodev bind)."""
-    handle, name = tempfile.mkstemp(prefix="coharden-empty-")
-    os.close(handle)
-    Path(name).chmod(0o444)
-    atexit.register(Path(name).unlink, missing_ok=True)
-    return Path(name)
-
-
-_NAMESPACES = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net",
-               "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent")
-
-
-@functools.cache
-def _bwrap_base() -> tuple[str, ...]:
-    return (*_system_args(), *_NAMESPACES)
-
-
-@functools.cache
-def interpreter_dirs(python: str) -> tuple[Path, ...]:
-    """What a Python interpreter needs to run, read-only inside the sandbox: its prefixes (a virtual environment
-    and the installation it was made from) and the entries of its ``sys.path`` (``.pth`` files add some), outside
-    the system directories. Empty for a command that is not a Python interpreter.
-
-    The probe runs outside the sandbox (it decides what the sandbox shows), so it runs only the interpreter's own
-    start-up: ``-I`` (no ``PYTHONPATH``, no user site, no script directory) and the environment's ``.pth``
-    files, which coharden's environment build wrote and which no test can change (the environment is shown
-    read-only to every run). Nothing of a test, fix or mutant runs here."""
-    probe = ("import json, sys; print(json.dumps([sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, "
-             "sys.base_exec_prefix, *sys.path]))")
-    try:
-        proc = subprocess.run([python, "-I", "-c", probe], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
-        found = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        found = []
-    found.append(python)
-    shown: list[Path] = []
-    for entry in found:
-        if not isinstance(entry, str) or not Path(entry).is_absolute() or not Path(entry).exists():
-            continue
-        for path in dict.fromkeys((Path(entry), Path(entry).resolve())):
-            if path.is_file() and path.suffix not in (".zip", ".egg", ".whl"):
-                path = path.parent  # an executable: its directory (a venv's bin/ has its activate scripts)
-            if not _in_system_dirs(path):
-                shown.append(path)
-    return tuple(dict.fromkeys(shown))
-
-
-def _in_system_dirs(path: Path) -> bool:
-    return any(path == Path(d) or path.is_relative_to(d) for d in SYSTEM_DIRS if d not in ("/etc", "/sys"))
-
-
 # --- levels ---------------------------------------------------------------------------------------------------
-
-
-@functools.cache
-def bwrap_path() -> str | None:
-    """The bwrap executable when it can build the sandbox on this machine (namespaces allowed), else None."""
-    exe = shutil.which("bwrap")
-    if not exe or os.environ.get("COHARDEN_NO_BWRAP"):
-        return None
-    try:
-        ok = subprocess.run([exe, *_bwrap_base(), "true"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return exe if ok else None
-
-
-def _base(size: tuple[str, ...], *, share_network: bool = False) -> list[str]:
-    base = [a for a in _bwrap_base() if not (share_network and a == "--unshare-net")]
-    at = base.index("--tmpfs")
-    return [*base[:at], *size, *base[at:]]
-
-
-@functools.cache
-def _tmp_size() -> tuple[str, ...]:
-    """``--size`` for the private /tmp (1 GiB: a test cannot fill the machine's memory) where bwrap has it."""
-    exe = bwrap_path()
-    args = ("--size", str(1 << 30))
-    try:
-        ok = exe is not None and subprocess.run([exe, *_base(args), "true"], capture_output=True,
-                                          timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return args if ok else ()
 
 
 @functools.cache
@@ -309,16 +125,6 @@ def _warn_fallback(level: str) -> None:
     why = "bwrap is not installed" if not shutil.which("bwrap") else "bwrap cannot create namespaces here"
     print(f"coharden: warning: {why}; tests run with weaker isolation ({level}): they can write outside their "
           "worktree and see other processes (install bubblewrap for the full sandbox)", file=sys.stderr)
-
-
-@functools.cache
-def pids_cgroups() -> bool:
-    """Whether a pids cgroup can be made here (the process-count limit; RLIMIT_NPROC does not bind root)."""
-    group = PidsCgroup.create(64)
-    if group is None:
-        return False
-    group.close()
-    return True
 
 
 def weak_confinement(network: bool, confine: Confinement | None) -> str:
@@ -360,70 +166,6 @@ def isolation_level(network: bool, confine: Confinement | None) -> str:
     return "netns" if netns_prefix() else "guard"
 
 
-def shown_paths(confine: Confinement, cmd: Sequence[str] = ()) -> list[Path]:
-    """Every host path a run confined by ``confine`` sees besides the system directories, read-only: coharden's
-    runtime files, the directories of the Python interpreters ``cmd`` runs (its program, and an interpreter it
-    hands a command to: a service wrapper's), the confinement's ``readable`` paths."""
-    pythons = [arg for i, arg in enumerate(cmd) if Path(arg).name.startswith("python")
-               and (i == 0 or (Path(arg).is_absolute() and Path(arg).is_file()))]
-    shown = [RUNTIME, *(d for python in pythons for d in interpreter_dirs(python)), *confine.readable]
-    unique = sorted({Path(p) for p in shown if Path(p).exists()}, key=lambda p: len(p.parts))
-    hidden = [Path(h).resolve() for h in confine.hidden]
-    kept: list[Path] = []
-    for path in unique:  # one mount for a directory and what lies inside it - unless a hidden directory lies
-        # between them: the hidden one's tmpfs covers the inner path, which is then bound again on top
-        if not any(path.is_relative_to(outer) and not any(h.is_relative_to(outer.resolve())
-                                                           and path.resolve().is_relative_to(h) for h in hidden)
-                   for outer in kept):
-            kept.append(path)
-    return kept
-
-
-def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str] = (), *,
-               as_pid_1: bool = False) -> list[str]:
-    """The bwrap command line for ``confine`` (see the module docstring). ``as_pid_1``: the command itself is
-    the namespace's init, with no bwrap process beside it (a long-lived server: then no process a test can
-    inspect holds the server's descriptors)."""
-    exe = bwrap_path()
-    assert exe is not None
-    tmp = tests_tmp(confine)
-    size = _tmp_size()
-    if size and tmp != SANDBOX_TMP:  # two private tmpfs share the one budget
-        size = (size[0], str(int(size[1]) // 2))
-    args = [exe, *_base(size, share_network=confine.share_network), "--dir", PRIVATE_HOME,
-            "--setenv", "HOME", PRIVATE_HOME, "--setenv", "TMPDIR", tmp]
-    if as_pid_1:
-        args.append("--as-pid-1")
-    if tmp != SANDBOX_TMP:
-        args += [*size, "--tmpfs", tmp]
-    # a hidden directory (the user's checkout, a store) is an empty tmpfs laid over whatever shows it (an
-    # interpreter whose sys.path holds it); what the run must see inside it is bound again on top
-    hidden = [Path(p).resolve() for p in confine.hidden if Path(p).is_dir()]
-    shown = shown_paths(confine, cmd)
-    inside = [p for p in shown if any(Path(p).resolve().is_relative_to(h) for h in hidden)]
-    for path in shown:
-        if path not in inside:
-            args += ["--ro-bind", str(path), str(path)]
-    for path in hidden:
-        args += ["--tmpfs", str(path)]
-    for path in inside:
-        args += ["--ro-bind", str(path), str(path)]
-    for host, inside_path in confine.mounts:
-        args += ["--ro-bind", str(host), str(inside_path)]
-    for path in confine.writable:
-        args += ["--bind", str(path), str(path)]
-    for path in confine.protected:
-        if Path(path).exists():
-            args += ["--ro-bind", str(path), str(path)]
-    if Path(CGROUP_ROOT).is_dir():
-        args += ["--tmpfs", CGROUP_ROOT]
-    # the sandbox's own root (a tmpfs holding the mount points) read-only: no unbounded in-memory writes there
-    args += ["--remount-ro", "/"]
-    if cwd is not None:
-        args += ["--chdir", str(cwd)]
-    return args
-
-
 def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Confinement | None = None,
                  cwd: Path | None = None, *, as_pid_1: bool = False) -> tuple[list[str], dict[str, str], str]:
     """``cmd`` and ``env`` changed for the strongest isolation available: (command, environment, level)."""
@@ -446,77 +188,7 @@ def sandbox_wrap(cmd: list[str], env: dict[str, str], network: bool, confine: Co
     return cmd, env, "guard"
 
 
-def sandbox_env(confine: Confinement) -> dict[str, str]:
-    """The variables every process in a bwrap sandbox gets: its private ``HOME`` and ``TMPDIR``.
-
-    No ``PYTHONPYCACHEPREFIX``: with one set, an interpreter looks for *every* module's bytecode under it - the
-    standard library's and pytest's included - and compiles all of them from source in every fresh process (0.1 s
-    -> 0.6 s for ``import pytest``; seconds for sympy). Bytecode a test leaves in the checkout is dealt with by
-    the reset (:func:`coharden.execution.workspace.sweep`) and tests run with ``PYTHONDONTWRITEBYTECODE``."""
-    return {"HOME": PRIVATE_HOME, "TMPDIR": tests_tmp(confine)}
-
-
-def pythonpath_dirs(env: dict[str, str]) -> tuple[Path, ...]:
-    """The absolute ``PYTHONPATH`` entries of ``env`` (a spec environment's per-job path), to be shown read-only
-    where no writable path holds them already."""
-    entries = (Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)
-    return tuple(p for p in entries if p.is_absolute() and p.exists())
-
-
-# --- process-count limit ----------------------------------------------------------------------------------
-class PidsCgroup:
-    """A cgroup with ``pids.max`` (v1 ``pids`` hierarchy or v2) for one sandbox; ``None`` from :meth:`create`
-    where cgroups cannot be made. Its processes can be listed and killed, and it is removed on :meth:`close`."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    @classmethod
-    def create(cls, limit: int) -> PidsCgroup | None:
-        for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
-            if not (base / "cgroup.procs").exists():
-                continue
-            if base.name != "pids" and "pids" not in _read(base / "cgroup.subtree_control").split():
-                continue
-            path = base / f"coharden-{uuid.uuid4().hex[:12]}"
-            try:
-                path.mkdir()
-                (path / "pids.max").write_text(str(limit))
-            except OSError:
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-                continue
-            return cls(path)
-        return None
-
-    def join(self) -> None:
-        """Move the calling process into the group (run in the child before exec)."""
-        (self.path / "cgroup.procs").write_text("0")
-
-    def pids(self) -> list[int]:
-        return [int(p) for p in _read(self.path / "cgroup.procs").split()]
-
-    def kill_all(self, spare: Sequence[int] = ()) -> None:
-        kill_listed(self.pids, spare)
-
-    def close(self) -> None:
-        self.kill_all()
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
+# --- a confined process --------------------------------------------------------------------------------------
 
 def _child_setup(memory_mb: int | None, cpu_seconds: int | None, max_processes: int | None,
                  cgroup: PidsCgroup | None, max_file_bytes: int | None = None) -> None:
@@ -534,16 +206,6 @@ def _child_setup(memory_mb: int | None, cpu_seconds: int | None, max_processes: 
     elif max_processes:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
-
-
-@contextlib.contextmanager
-def process_limit(confine: Confinement | None) -> Iterator[PidsCgroup | None]:
-    cgroup = PidsCgroup.create(confine.max_processes) if confine is not None and confine.max_processes else None
-    try:
-        yield cgroup
-    finally:
-        if cgroup is not None:
-            cgroup.close()
 
 
 def spawn(cmd: list[str], cwd: Path, env: dict[str, str], *, memory_mb: int | None = None,
@@ -681,7 +343,7 @@ def sweep_leftovers(prefixes: Sequence[str] = ("coharden-ws-", "coharden-io-", "
     base = Path(parent or tempfile.gettempdir())
     for prefix in prefixes:
         for directory in base.glob(prefix + "*"):
-            owner = _read(directory / OWNER_FILE).split()
+            owner = read_or_empty(directory / OWNER_FILE).split()
             if len(owner) != 2 or not owner[0].isdigit():
                 continue
             pid, started = int(owner[0]), owner[1]
@@ -694,6 +356,6 @@ def sweep_leftovers(prefixes: Sequence[str] = ("coharden-ws-", "coharden-io-", "
 
 def _start_time(pid: int) -> str:
     """The start time of ``pid`` (clock ticks since boot), or '' when it is gone: tells a reused pid apart."""
-    stat = _read(Path(f"/proc/{pid}/stat"))
+    stat = read_or_empty(Path(f"/proc/{pid}/stat"))
     return stat.rsplit(")", 1)[1].split()[19] if stat else ""
 

@@ -5,7 +5,7 @@ flagged when it adds or changes a ``conftest.py``, defines pytest hooks or regis
 pytest's machinery (the plugin manager, ``gc`` walks for ``Config``), writes JUnit XML, or leaves the
 interpreter with ``os._exit``. The runner adds what it sees while running (a JUnit file written although the
 session never finished, JUnit results that contradict pytest's own reports): see
-:func:`coharden.execution.pytest_runner.verdict_for`.
+:func:`coharden.execution.pytest_verdicts.verdict_for`.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def runnable_id(test_id: str) -> str:
     shortened (``test_x[/name.py]``), a parameter holding ``::`` (pytest would split the id there), an empty
     parameter (``test_x[]``: an ``ids`` function returned ``""``, which pytest 4+ keeps and pytest 3 replaces by
     ``<argname><index>``). Such an id runs as its base test; its result is read from the parameters it names
-    (``pytest_runner.matching_cases``)."""
+    (``pytest_results.matching_cases``)."""
     if "::" not in test_id or "[" not in test_id:
         return test_id
     head, _, param = test_id.partition("[")

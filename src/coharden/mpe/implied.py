@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.pytest_runner import PLUGIN_PATH, verdict_for
+from coharden.execution.pytest_runner import PLUGIN_PATH
+from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.readback import read_text
 from coharden.execution.store import content_key, text_key
 from coharden.patches import file_path, make_patch, parse

@@ -12,7 +12,7 @@ every file of the fix back to its buggy content:
 
 Only frames inside the repository and outside test files are patched. Skipped (counted in the pool's
 ``skipped``): no recorded caller whose outcome the fix changes (the reason from
-:func:`~coharden.mutation.recording.caller_diagnosis`: ``callers_outcomes_equal``, ``callers_not_encodable``,
+:func:`~coharden.mutation.revealing.caller_diagnosis`: ``callers_outcomes_equal``, ``callers_not_encodable``,
 ``no_caller_recorded``), a frame outside the
 repository (``frame_outside_repository``), in a test file (``frame_in_test``), above a test's frame (the
 test runner, ``frame_above_test``), whose source is missing
@@ -33,8 +33,8 @@ from coharden.mutation.funcwrap import rewrite_function
 from coharden.mutation.input_specific_shortcut import shortcut_rewrite, value_expr, with_decoder
 from coharden.mutation.recorded import example_caller
 from coharden.mutation.recorder_values import DECODER
-from coharden.mutation.recording import caller_diagnosis, revealing_callers
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
+from coharden.mutation.revealing import caller_diagnosis, revealing_callers
 from coharden.schema.mutant import Operator
 
 OP = Operator.CALLER_PATCH

@@ -28,17 +28,19 @@ from coharden.mutation.context import (
 from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
     FAILED,
     Mapper,
-    buggy_symptoms,
     called_by,
-    called_functions,
     failures,
-    input_diagnosis,
-    probes_of,
     record_calls,
-    revealing_inputs,
     test_labels,
 )
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, OperatorInputs, registry
+from coharden.mutation.revealing import (  # noqa: F401 - re-exported: callers import them from the pool
+    buggy_symptoms,
+    called_functions,
+    input_diagnosis,
+    probes_of,
+    revealing_inputs,
+)
 from coharden.patches import is_test_path, make_patch, touched_files
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Mutant, Operator
 from coharden.schema.testpatch import TestPatch

@@ -25,6 +25,12 @@ out ("capped": n), so a pool with no revealing input can tell "left out" from "o
 COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this is the buggy code): each return
 or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
 run's is written with that run's encoding, so outcomes can be compared by their text.
+
+Why one file of about 700 lines (issue 36 keeps files under 400 save three): it is one pytest plugin shipped into the
+test interpreter, where coharden is not installed: ``recording.py`` copies it (and its value encoding) into a
+directory of the run, hashes each copied file into the recording's cache key, and the interpreter imports them by
+name. Its parts - the trace of target calls and of their callers, receivers, the untouched-argument check, the
+probes - share one session's ``_Recorder`` state; a split would ship, hash and import more files for no new job.
 """
 
 from __future__ import annotations

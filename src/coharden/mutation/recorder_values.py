@@ -178,17 +178,17 @@ def _structural(value, root):
 def decode(text):
     """The value a recorded encoding stands for (see ``_encode`` in coharden's recorder plugin).
 
-    Copied verbatim into mutants that return or compare with a recorded value, so no pickle (which can run
-    any code while it loads) goes from a test's run into code that runs against other tests. The encoding is
-    JSON: None, booleans, numbers and strings as they are; ``["t"|"l"|"s"|"f", items]`` a tuple, list, set or
-    frozenset; ``["d", [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["e", package,
-    module, name, args]`` an exception (a built-in one, or the package's); ``["o", package, {name: module},
-    text]`` an object of the repository, ``text`` its structural representation (sympy's ``srepr``, else
-    ``repr``): an expression of literals, names and calls, read here with ``ast`` (never ``eval``). A name
-    is looked up in the module the encoding names for it, which must lie in ``package`` and not be a test
-    module, and must be defined there (its own or its class's ``__module__`` in the package); only classes
-    are called. Anything else raises ValueError."""
+    Copied verbatim into mutants that return or compare with a recorded value, so no pickle (which can run any code
+    while it loads) goes from a test's run into code that runs against other tests. The encoding is JSON: None,
+    booleans, numbers and strings as they are; ``["t"|"l"|"s"|"f", items]`` a tuple, list, set or frozenset;
+    ``["d", [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["e", package, module, name, args]``
+    an exception (a built-in one, or the package's); ``["o", package, {name: module}, text]`` an object of the
+    repository, ``text`` its structural representation (sympy's ``srepr``, else ``repr``): an expression of
+    literals, names and calls, read here with ``ast`` (never ``eval``). A name is looked up in the module the
+    encoding names for it, which must lie in ``package`` and not be a test module, and must be defined there (its
+    own or its class's ``__module__`` in the package); only classes are called. Anything else raises ValueError."""
     import ast
+    import builtins
     import importlib
     import json
 
@@ -244,8 +244,6 @@ def decode(text):
             return complex(rest[0], rest[1])
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
             package, module, name, args = rest
-            import builtins
-
             cls = getattr(builtins, name, None) if module == "builtins" else \
                 getattr(importlib.import_module(module), name, None) if allowed(module, package) else None
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):

@@ -58,14 +58,14 @@ class OperatorInputs:
 
     def revealing(self) -> list[dict[str, Any]]:
         """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there)."""
-        from coharden.mutation.recording import revealing_inputs
+        from coharden.mutation.revealing import revealing_inputs
 
         return revealing_inputs(self.fixed_records, self.buggy_records)
 
     def revealing_shapes(self) -> list[dict[str, Any]]:
         """Calls recorded by shape only (values with no safe encoding) whose observed outcome differs on the
         buggy code."""
-        from coharden.mutation.recording import revealing_shapes
+        from coharden.mutation.revealing import revealing_shapes
 
         return revealing_shapes(self.fixed_records, self.buggy_records)
 

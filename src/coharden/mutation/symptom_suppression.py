@@ -22,8 +22,8 @@ from coharden import pysource
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, functions_touched
 from coharden.mutation.funcwrap import ensure_import, rewrite_transplanted
-from coharden.mutation.recording import buggy_symptoms
 from coharden.mutation.registry import BUGGY_RECORDS, Example, OperatorInputs, register
+from coharden.mutation.revealing import buggy_symptoms
 from coharden.schema.mutant import Operator
 
 

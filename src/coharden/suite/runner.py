@@ -37,7 +37,8 @@ from typing import Any
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.forkserver import ForkServer, ForkServerError
-from coharden.execution.pytest_runner import PytestRun, run_pytest, test_environment
+from coharden.execution.pytest_results import PytestRun
+from coharden.execution.pytest_runner import run_pytest, test_environment
 from coharden.execution.sandbox import Confinement, require_confinement
 from coharden.execution.store import SUITE_RUN, Store, suite_run_key
 from coharden.schema.verdict import TestStatus

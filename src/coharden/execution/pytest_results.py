@@ -1,0 +1,211 @@
+"""What a pytest run leaves behind, read back: the cases of its JUnit XML file, the events the coharden_stream
+plugin streamed, and the record of the run (:class:`PytestRun`) the verdict rules read
+(:mod:`coharden.execution.pytest_verdicts`); which cases a node id names.
+
+The files are read through :mod:`coharden.execution.readback` (a test could have swapped them for a link or a
+fifo): :class:`~coharden.execution.readback.UnsafeFile` then.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coharden.execution.readback import UnsafeFile, read_bytes, read_text
+from coharden.execution.sandbox import NETWORK_FAILURE
+from coharden.execution.testids import runnable_id
+from coharden.schema.verdict import Raised, TestStatus
+
+# a parameter id pytest generated (``unit0``, ``x3``): the stand-in pytest 3 uses for an empty id
+_GENERATED_PARAM = re.compile(r"[A-Za-z_]\w*?(\d+)\]")
+_COLOUR = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # terminal colours (JUnit writes ESC as "#x1B")
+
+
+@dataclass
+class Case:
+    classname: str
+    name: str
+    status: TestStatus
+    message: str = ""
+    details: str = ""  # the failure/error text (traceback) when there is one
+    captured: str = ""  # the test's captured stdout / stderr (JUnit system-out / system-err)
+
+    def network_hint(self) -> str:
+        """For a failure whose own message does not say so: the first captured line showing the test reached for
+        the network (sphinx's "Could not fetch remote image: ... Name or service not known"), else ''."""
+        raised = "\n".join(line for line in self.details.splitlines() if line.startswith("E "))  # not the source
+        if NETWORK_FAILURE.search(self.message) or NETWORK_FAILURE.search(raised):
+            return ""
+        for line in self.captured.splitlines():
+            if found := NETWORK_FAILURE.search(line):
+                line = _COLOUR.sub("", line).strip()
+                found = NETWORK_FAILURE.search(line) or found
+                if found.end() <= 200:
+                    return line[:200]
+                return f"{line[:120]} ... {line[max(120, found.start() - 40):found.end() + 20]}"
+        return ""
+
+    def summary(self) -> str:
+        """One line saying why: the last ``E   `` line of the traceback, else the message, else the status."""
+        errors = [line[1:].strip() for line in self.details.splitlines() if line.startswith("E ")]
+        if errors and errors[-1]:
+            return errors[-1]
+        return self.message.splitlines()[0] if self.message else self.status.value
+
+
+@dataclass
+class PytestRun:
+    returncode: int | None
+    timed_out: bool
+    duration: float
+    output: str
+    cases: list[Case] = field(default_factory=list)
+    junit_ok: bool = False
+    isolation: str = "none"
+    stream: list[dict] | None = None  # per-test events from the coharden_stream plugin (None: not streamed)
+    lost: str = ""  # why the run has no result of its own (the fork server died under it)
+    tampering: str = ""  # what forged the run's result (an unsigned line on the fork server's protocol)
+    replaced: list[str] = field(default_factory=list)  # files read back that a test swapped for a link or a fifo
+    disk: str = ""  # why the run was killed for writing too much into its directories (max_disk_mb), else empty
+    time_limit: float | None = None
+    junit_present: bool = False
+    first_failure: bool = False  # run with -x: ids after the first failure were not run
+    cpu_limited: bool = False  # the TIMEOUT came from the CPU-time limit (SIGXCPU), not the wall clock
+    cpu_time_limit: bool = False  # time_limit bounded CPU time (a scaled limit); the wall clock allowed more
+
+    @property
+    def session_finished(self) -> bool:
+        return any("finish" in event for event in self.stream or [])
+
+    def hung_test(self) -> str | None:
+        """The test that was running when the process stopped (started, no teardown report), if any."""
+        running: str | None = None
+        for event in self.stream or []:
+            if "start" in event:
+                running = event["start"]
+            elif event.get("when") == "teardown" and event.get("report") == running:
+                running = None
+        return running
+
+    def streamed_outcomes(self) -> dict[str, bool]:
+        """node id -> passed (every phase fine and the call passed or xfailed), from the stream."""
+        seen: dict[str, bool] = {}
+        for event in self.stream or []:
+            if "report" not in event:
+                continue
+            node, when, outcome = event["report"], event.get("when"), event.get("outcome")
+            if outcome == "failed":
+                seen[node] = False
+            elif when == "call":
+                seen.setdefault(node, outcome == "passed" or bool(event.get("xfail")))
+                if outcome == "skipped" and not event.get("xfail"):
+                    seen[node] = False
+        return seen
+
+    def raised(self) -> list[Raised]:
+        """The exceptions test phases raised, from the stream (the exception objects' own types)."""
+        found = []
+        for event in self.stream or []:
+            if isinstance(event.get("raised"), str) and isinstance(event.get("type"), str):
+                bases = [b for b in event.get("bases") or [] if isinstance(b, str)]
+                found.append(Raised(case=event["raised"], when=str(event.get("when", "")), type=event["type"],
+                                    bases=bases or [event["type"]], message=str(event.get("message", ""))))
+        return found
+
+    def collection_errors(self) -> list[Case]:
+        # with --continue-on-collection-errors pytest reports a broken module as an <error> case whose
+        # classname is empty and whose name is the module path (dotted)
+        return [c for c in self.cases if c.status is TestStatus.ERROR and not c.classname]
+
+
+def split_node_id(node_id: str) -> tuple[str, list[str], str]:
+    """'a/b/test_x.py::C::test_m[p]' -> ('a/b/test_x.py', ['C'], 'test_m[p]')."""
+    path, *rest = node_id.split("::")
+    if not rest:
+        return path, [], ""
+    return path, rest[:-1], rest[-1]
+
+
+def junit_classname(node_id: str) -> str:
+    path, classes, _ = split_node_id(node_id)
+    module = path[:-3] if path.endswith(".py") else path
+    return ".".join([module.replace("/", "."), *classes])
+
+
+def case_matches(node_id: str, case: Case) -> bool:
+    _, _, name = split_node_id(node_id)
+    if case.classname != junit_classname(node_id):
+        return False
+    return case.name == name or ("[" not in name and case.name.startswith(name + "["))
+
+
+def matching_cases(node_id: str, cases: list[Case]) -> list[Case]:
+    """The cases of ``node_id``: its own, or every parameter of a base test. An id pytest cannot select as it is
+    (:func:`~coharden.execution.testids.runnable_id`: the harness's parser cut it at a space, or its parameter
+    holds ``::``) runs as its base test, and its cases are the parameters whose id, cut at the first space as
+    the harness reads it, is this id - all of the base test's when none is (a parameter path the harness
+    shortened). An empty parameter (``test_x[]``) is, under pytest 3, the parameter named ``<argname><index>``."""
+    base = runnable_id(node_id)
+    if base == node_id:
+        return [c for c in cases if case_matches(node_id, c)]
+    of_base = [c for c in cases if case_matches(base, c)]
+    name = split_node_id(base)[2] + node_id[len(base):]
+    named = [c for c in of_base if (c.name.split() or [""])[0] == name]
+    if not named and name.endswith("[]"):  # pytest 3 named the empty parameter <argname><its position>
+        named = [c for n, c in enumerate(of_base)
+                 if (found := _GENERATED_PARAM.fullmatch(c.name.partition("[")[2])) and int(found[1]) == n]
+    return named or of_base
+
+
+def parse_junit(path: Path, *, anchor: Path | None = None) -> list[Case] | None:
+    """The cases of a JUnit XML file (None when it is missing or malformed). Read through
+    :func:`~coharden.execution.readback.read_bytes` from ``anchor``: :class:`UnsafeFile` when a test replaced
+    it with a link or a fifo."""
+    try:
+        root = ET.fromstring(read_bytes(path, anchor=anchor))
+    except UnsafeFile:
+        raise
+    except (ET.ParseError, OSError):
+        return None
+    cases: list[Case] = []
+    for tc in root.iter("testcase"):
+        status = TestStatus.PASSED
+        message = details = ""
+        captured = "\n".join(child.text or "" for child in tc if child.tag in ("system-out", "system-err"))
+        for child in tc:
+            if child.tag == "failure":
+                status, message = TestStatus.FAILED, child.get("message", "") or (child.text or "")
+                details = child.text or ""
+            elif child.tag == "error":
+                status, message = TestStatus.ERROR, child.get("message", "") or (child.text or "")
+                details = child.text or ""
+            elif child.tag == "skipped":
+                kind = child.get("type", "")
+                status = TestStatus.XFAIL if kind == "pytest.xfail" else TestStatus.SKIPPED
+                message = child.get("message", "")
+        # a failing teardown adds a second <testcase> with the same name; keep the worst one
+        cases.append(Case(tc.get("classname", ""), tc.get("name", ""), status, message.strip(), details, captured))
+    return cases
+
+
+def read_stream(path: Path, *, anchor: Path | None = None) -> list[dict]:
+    """The events the coharden_stream plugin wrote (a torn last line, as at a kill, is dropped); read as
+    :func:`parse_junit` reads (:class:`UnsafeFile` for a link or a fifo)."""
+    events: list[dict] = []
+    try:
+        text = read_text(path, anchor=anchor)
+    except UnsafeFile:
+        raise
+    except OSError:
+        return events
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events

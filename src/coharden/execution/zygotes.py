@@ -1,0 +1,219 @@
+"""The fork server's side of collect once (``forkserver_main`` loads this file by path: stdlib only, Python 3.6+):
+:class:`Zygote`, its handle on one zygote (a child running :class:`collect_once.CollectOnce`), :func:`zygote_key`
+(which runs a zygote may serve), :func:`serve_from_zygote` and :func:`wait_zygote_run`. The server alone signs
+replies and enforces time limits: what a zygote reports is its run's own claim, like an exit code.
+"""
+
+import hashlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+# the server's process helpers (forkserver_procs.py), which it loads by path before this file
+procs = sys.modules["_coharden_forkserver_procs"]
+
+ZYGOTES = 3  # zygotes a server keeps at once (a candidate's and a reference's runs alternate on one server)
+_LINE_LIMIT = 1 << 16
+_READY_TIMEOUT = 60.0  # seconds a zygote gets to fork a run and swap bodies before the server runs it itself
+
+
+def zygote_key(request):
+    """What must be equal for a zygote's collected session to serve a run: the client's name for the test state
+    (``collect``: its test patches), the run's directory, arguments (the JUnit path aside), environment (the
+    result stream aside), warm imports and the limits the zygote set on itself (all but CPU time)."""
+    args = ["--junitxml=" if str(a).startswith("--junitxml=") else a for a in request.get("args") or []
+            if a != "-x"]  # a zygote serves runs with and without -x (``CollectOnce._maxfail``)
+    env = {k: v for k, v in (request.get("env") or {}).items() if k != "COHARDEN_STREAM"}
+    spec = request.get("warm") or {}
+    body = [request.get("collect"), request.get("cwd"), args, env, spec.get("key"), spec.get("modules"),
+            spec.get("optional"), request.get("memory_mb"), request.get("max_file_bytes"),
+            request.get("max_processes")]
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class Zygote:
+    """The server's handle on one zygote (:class:`CollectOnce`): its pid (a child of the server), the pipe the
+    server writes requests to, the pipe it reads the zygote's reports from."""
+
+    def __init__(self, key, pid, requests, replies):
+        self.key = key
+        self.pid = pid
+        self.requests = requests
+        self.replies = replies
+        self.pending = b""
+        self.status = None  # the wait status once it ended
+        os.set_blocking(requests, False)  # a zygote that stops reading cannot block the server
+        os.set_blocking(replies, False)
+
+    def exited(self):
+        if self.status is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                done, status = self.pid, signal.SIGKILL  # reaped elsewhere: gone
+            if done:
+                self.status = status
+        return self.status is not None
+
+    def send(self, message):
+        try:
+            os.write(self.requests, (json.dumps(message) + "\n").encode())
+            return True
+        except OSError:
+            return False
+
+    def read(self, deadline):
+        """("line", message), ("gone", None) when it ended, ("timeout", None) or ("garbage", None)."""
+        poller = select.poll()
+        poller.register(self.replies, select.POLLIN)
+        eof = False
+        while True:
+            if b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                try:
+                    message = json.loads(line.decode())
+                except ValueError:
+                    return "garbage", None
+                return ("line", message) if isinstance(message, dict) else ("garbage", None)
+            if len(self.pending) > _LINE_LIMIT:
+                return "garbage", None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", None
+            if eof:
+                if self.exited():
+                    return "gone", None
+                time.sleep(min(left, 0.005))
+                continue
+            if poller.poll(min(left, 0.05) * 1000):
+                try:
+                    chunk = os.read(self.replies, 1 << 16)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    self.pending += chunk
+                else:
+                    eof = True
+            elif self.exited():
+                eof = True
+
+    def cont(self):
+        try:
+            os.kill(self.pid, signal.SIGCONT)
+        except OSError:
+            pass
+
+    def stop(self):
+        """Stop it (SIGSTOP) and wait until it is: a stopped zygote runs nothing between its runs. False: it ended
+        (or would not stop and was killed)."""
+        if self.exited():
+            return False
+        try:
+            os.kill(self.pid, signal.SIGSTOP)
+        except OSError:
+            return False
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED)
+            except ChildProcessError:
+                self.status = signal.SIGKILL
+                return False
+            if done and not os.WIFSTOPPED(status):
+                self.status = status
+                return False
+            if done or procs.state(self.pid) in ("T", "t"):
+                return True
+            time.sleep(0.001)
+        self.kill()
+        return False
+
+    def kill(self):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.status is None:
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.status = signal.SIGKILL
+        for fd in (self.requests, self.replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _number(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def wait_zygote_run(zygote, deadline, run_pid=None):
+    """Wait for the end of a run a zygote serves: ({"rc": N}, {"timed_out": True} or {"fallback": why}) and
+    whether the zygote lives on. ``run_pid``: the run's pid when the zygote already said it forked (else its
+    {"pid"} line comes first). A zygote that ends mid-run (a test killed its parent) leaves its run to the server
+    (the namespace's init inherits the orphan), whose own exit status is waited for."""
+    while True:
+        kind, message = zygote.read(deadline)
+        if kind != "line":
+            break
+        if run_pid is None and _number(message.get("pid")) and message["pid"] > 1:
+            run_pid = message["pid"]
+            continue
+        if run_pid is None and "fallback" in message:
+            return {"fallback": str(message["fallback"])[:200]}, True
+        if _number(message.get("rc")):
+            return {"rc": message["rc"]}, True
+        kind = "garbage"
+        break
+    if kind == "timeout":
+        zygote.kill()
+        return {"timed_out": True}, False
+    zygote.kill()
+    if kind == "gone" and run_pid is not None:
+        try:
+            status = procs.wait(run_pid, max(0.0, deadline - time.monotonic()))
+        except ChildProcessError:  # not the server's child: the zygote reaped it, or it is no run of the zygote's
+            return {"rc": -signal.SIGKILL}, False
+        if status is None:
+            return {"timed_out": True}, False
+        return {"rc": procs.exit_code(status)}, False
+    if kind == "gone":  # the zygote ran the tests itself (forking was unsafe), or crashed
+        return {"rc": procs.exit_code(zygote.status)}, False
+    return {"rc": -signal.SIGKILL}, False
+
+
+def serve_from_zygote(zygotes, zkey, request, channel, why):
+    """Run ``request`` as a fork of the zygote that collected its tests; None when the zygote cannot serve it
+    (stale: dropped; the changed bodies cannot be swapped: kept for later runs) - the server runs it itself."""
+    zygote = zygotes.pop(zkey)
+    zygote.cont()
+    if not zygote.send({k: v for k, v in request.items() if k not in ("mac", "seq")}):
+        zygote.kill()
+        return None
+    # a zygote that does not fork the run in time costs no more than the run's own limit once more
+    kind, message = zygote.read(time.monotonic() + min(_READY_TIMEOUT, float(request.get("timeout") or 1e9)))
+    if kind == "line" and "fallback" in message:
+        why.append(str(message["fallback"])[:200])
+        zygotes[zkey] = zygote
+        return None
+    pid = message.get("pid") if kind == "line" else None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        why.append("stale: " + str(message.get("stale"))[:200] if kind == "line" and "stale" in message
+                   else "the zygote " + kind)
+        zygote.kill()  # stale, gone, silent or garbled: collect again
+        return None
+    channel.send({"pid": pid})
+    result, alive = wait_zygote_run(zygote, time.monotonic() + float(request.get("timeout") or 1e9), pid)
+    if alive:
+        zygotes[zkey] = zygote
+    swapped = bool(message.get("swapped"))
+    return {"rc": result.get("rc"), "timed_out": bool(result.get("timed_out")), "warm": True, "swapped": swapped,
+            "collected": "once"}
