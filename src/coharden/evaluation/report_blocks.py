@@ -89,8 +89,10 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
     if report["comparison"]:
         out.append(Block("h2", "Comparison"))
         out.append(comparison_block(report["comparison"]))
-    out += _fix_blocks(report["fixes"])
-    out += _test_blocks(report["tests"])
+    for name, section in report["fixes"].items():
+        out += _fix_blocks(name, section)
+    for name, section in report["tests"].items():
+        out += _test_blocks(name, section)
     figure("laxity")
     figure("matrix")
     out += _coupling_blocks(report["coupling"])
@@ -101,7 +103,8 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
         out += _injection_blocks(inj)
         figure("injection")
     out += _cutoff_blocks(report["cutoffs"], report["tests"])
-    out += _run_blocks(report["runs"])
+    for name, run in report["runs"].items():
+        out += _run_blocks(name, run)
     if report["runs"]:
         figure("rounds")
         figure("cost")
@@ -111,39 +114,34 @@ def blocks(report: dict[str, Any], figures: dict[str, bytes] | None = None) -> l
     return out
 
 
-def _fix_blocks(fixes: dict[str, Any]) -> list[Block]:
-    """Per fix system: its SWE-bench grades, one row per instance."""
-    out: list[Block] = []
-    for name, section in fixes.items():
-        sm = section["summary"]
-        out.append(Block("h2", f"Fixes: {name}"))
-        out.append(Block("p", f"{section['source']}: {sm['resolved_instances']} of {sm['total_instances']} resolved "
-                              f"(rate {fmt(sm['resolved_rate'])}); submitted {sm['submitted_instances']}, empty "
-                              f"{sm['empty_patch_instances']}, did not apply {sm['apply_failed_instances']}, errors "
-                              f"{sm['error_instances']}, missing {sm['missing_instances']}."))
-        out.append(Block("table", headers=["instance", "resolved", "applied", "F2P failing", "P2P failing", "note"],
-                         rows=[[iid, r.get("resolved"), r.get("patch_successfully_applied"),
-                                *(len(r["tests_status"][k]["failure"]) if r.get("patch_successfully_applied")
-                                  else None for k in ("FAIL_TO_PASS", "PASS_TO_PASS")),
-                                r.get("error") or r.get("reason") or ""]
-                               for iid, r in section["instances"].items()]))
-    return out
+def _fix_blocks(name: str, section: dict[str, Any]) -> list[Block]:
+    """A fix system's SWE-bench grades, one row per instance."""
+    sm = section["summary"]
+    rows = [[iid, r.get("resolved"), r.get("patch_successfully_applied"),
+             *(len(r["tests_status"][k]["failure"]) if r.get("patch_successfully_applied")
+               else None for k in ("FAIL_TO_PASS", "PASS_TO_PASS")),
+             r.get("error") or r.get("reason") or ""]
+            for iid, r in section["instances"].items()]
+    return [Block("h2", f"Fixes: {name}"),
+            Block("p", f"{section['source']}: {sm['resolved_instances']} of {sm['total_instances']} resolved "
+                       f"(rate {fmt(sm['resolved_rate'])}); submitted {sm['submitted_instances']}, empty "
+                       f"{sm['empty_patch_instances']}, did not apply {sm['apply_failed_instances']}, errors "
+                       f"{sm['error_instances']}, missing {sm['missing_instances']}."),
+            Block("table", headers=["instance", "resolved", "applied", "F2P failing", "P2P failing", "note"],
+                  rows=rows)]
 
 
-def _test_blocks(tests: dict[str, Any]) -> list[Block]:
-    """Per test system: F->P, class and laxity, one row per instance."""
-    out: list[Block] = []
-    for name, section in tests.items():
-        sm = section["summary"]
-        out.append(Block("h2", f"Tests: {name}"))
-        out.append(Block("p", f"{section['source']}: {sm['fail_to_pass_instances']} of {sm['total_instances']} F->P "
-                              f"(rate {fmt(sm['fail_to_pass_rate'])}); mean laxity {fmt(sm['mean_laxity'])}; "
-                              f"matrix a/b/g/d {_matrix(sm['matrix'])}."))
-        out.append(Block("table", headers=["instance", "F->P", "class", "laxity", "matrix a/b/g/d", "note"],
-                         rows=[[iid, r.get("fail_to_pass"), r.get("test_class", "Error"), _laxity(r),
-                                _matrix(r.get("matrix")), r.get("error") or r.get("reason") or ""]
-                               for iid, r in section["instances"].items()]))
-    return out
+def _test_blocks(name: str, section: dict[str, Any]) -> list[Block]:
+    """A test system's F->P, class and laxity, one row per instance."""
+    summary = section["summary"]
+    paragraph = (f"{section['source']}: {summary['fail_to_pass_instances']} of {summary['total_instances']} F->P "
+                 f"(rate {fmt(summary['fail_to_pass_rate'])}); mean laxity {fmt(summary['mean_laxity'])}; "
+                 f"matrix a/b/g/d {_matrix(summary['matrix'])}.")
+    table = Block("table", headers=["instance", "F->P", "class", "laxity", "matrix a/b/g/d", "note"],
+                  rows=[[iid, r.get("fail_to_pass"), r.get("test_class", "Error"), _laxity(r),
+                         _matrix(r.get("matrix")), r.get("error") or r.get("reason") or ""]
+                        for iid, r in section["instances"].items()])
+    return [Block("h2", f"Tests: {name}"), Block("p", paragraph), table]
 
 
 def _coupling_blocks(coupling: dict[str, Any]) -> list[Block]:
@@ -207,32 +205,27 @@ def _cutoff_blocks(cut: dict[str, Any], tests: dict[str, Any]) -> list[Block]:
     return [Block("h2", "Cutoff sensitivity (Rigorous / Lax split)"), Block("table", headers=headers, rows=rows)]
 
 
-def _run_blocks(runs: dict[str, Any]) -> list[Block]:
-    """Per loop run: totals, one row per round, the cost per instance."""
-    out: list[Block] = []
-    for name, run in runs.items():
-        out.append(Block("h2", f"Loop run: {name}"))
-        t = run["totals"]
-        out.append(Block("p", f"{t['instances']} instances, {t['records']} records; final Resolved "
-                              f"{fmt(t['resolved_rate'])}, F->P {fmt(t['fail_to_pass_rate'])}; cost {fmt(t['usd'])} "
-                              f"USD ({fmt(t['usd_per_instance'])} per instance), mutant share "
-                              f"{fmt(t['mutant_share'])}."))
-        out.append(Block("table", headers=["round", "active", "Resolved", "F->P", "unknown Resolved / F->P",
-                                           "decisions",
-                                           "matrix a/b/g/d", "USD", "cumulative USD", "mutant share (cum.)",
-                                           "tokens"],
-                         rows=[[r["round"], r["active"], f"{r['resolved']}/{r['resolved_known']}",
-                                f"{r['fail_to_pass']}/{r['fail_to_pass_known']}",
-                                f"{r['resolved_unknown']} / {r['fail_to_pass_unknown']}",
-                                ", ".join(f"{k} {v}" for k, v in r["decisions"].items()), _matrix(r["matrix"]),
-                                r["usd"], r["cumulative_usd"], r["mutant_share"], r["tokens"]]
-                               for r in run["rounds"]]))
-        out.append(Block("h3", "Cost per instance"))
-        out.append(Block("table", headers=["instance", "rounds", "final decision", "USD", "mutant USD", "tokens",
-                                           "resolved", "F->P"],
-                         rows=[[iid, p["rounds"], p["final_decision"], p["usd"], p["mutant_usd"], p["tokens"],
-                                p["resolved"], p["fail_to_pass"]] for iid, p in run["per_instance"].items()]))
-    return out
+def _run_blocks(name: str, run: dict[str, Any]) -> list[Block]:
+    """A loop run: totals, one row per round, the cost per instance."""
+    t = run["totals"]
+    rounds = Block("table", headers=["round", "active", "Resolved", "F->P", "unknown Resolved / F->P", "decisions",
+                                     "matrix a/b/g/d", "USD", "cumulative USD", "mutant share (cum.)", "tokens"],
+                   rows=[[r["round"], r["active"], f"{r['resolved']}/{r['resolved_known']}",
+                          f"{r['fail_to_pass']}/{r['fail_to_pass_known']}",
+                          f"{r['resolved_unknown']} / {r['fail_to_pass_unknown']}",
+                          ", ".join(f"{k} {v}" for k, v in r["decisions"].items()), _matrix(r["matrix"]),
+                          r["usd"], r["cumulative_usd"], r["mutant_share"], r["tokens"]]
+                         for r in run["rounds"]])
+    costs = Block("table", headers=["instance", "rounds", "final decision", "USD", "mutant USD", "tokens",
+                                    "resolved", "F->P"],
+                  rows=[[iid, p["rounds"], p["final_decision"], p["usd"], p["mutant_usd"], p["tokens"],
+                         p["resolved"], p["fail_to_pass"]] for iid, p in run["per_instance"].items()])
+    return [Block("h2", f"Loop run: {name}"),
+            Block("p", f"{t['instances']} instances, {t['records']} records; final Resolved "
+                       f"{fmt(t['resolved_rate'])}, F->P {fmt(t['fail_to_pass_rate'])}; cost {fmt(t['usd'])} "
+                       f"USD ({fmt(t['usd_per_instance'])} per instance), mutant share "
+                       f"{fmt(t['mutant_share'])}."),
+            rounds, Block("h3", "Cost per instance"), costs]
 
 
 def _error_blocks(instances: dict[str, Any]) -> list[Block]:
