@@ -23,7 +23,8 @@ from coharden.cli import app
 from coharden.errors import CoHardenError
 from coharden.evaluation.grading import RESOLVED_FULL, RESOLVED_NO, RESOLVED_PARTIAL, grade_statuses, resolution
 from coharden.evaluation.inputs import load_injection, load_prediction_sets
-from coharden.evaluation.metrics import coupling, paired_delta
+from coharden.evaluation.metrics import paired_delta
+from coharden.evaluation.pairs import coupling
 from coharden.evaluation.report import render_html, render_markdown
 from coharden.execution.store import Store
 from coharden.instances import load_local

@@ -10,13 +10,12 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="plots need the report extra")
 
-from coharden.evaluation.report import (  # noqa: E402
+from coharden.evaluation.report import render_html, render_markdown  # noqa: E402
+from coharden.evaluation.report_figures import (  # noqa: E402
     cost_figure,
     laxity_figure,
     matrix_figure,
     matrix_groups,
-    render_html,
-    render_markdown,
     rounds_figure,
 )
 
@@ -154,7 +153,7 @@ def test_laxity_panels_hold_the_tallest_bar_of_any_panel() -> None:
 
 
 def test_injection_plot_keeps_labels_inside_and_legend_below() -> None:
-    from coharden.evaluation.report import injection_figure
+    from coharden.evaluation.report_figures import injection_figure
 
     def cell(n: int, delta: float) -> dict[str, Any]:
         return {"n": n, "delta": delta}

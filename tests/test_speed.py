@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from coharden.config import Settings
-from coharden.evaluation.grading import GradeOptions, InstanceWork, grade_all
+from coharden.evaluation.grading import GradeOptions
+from coharden.evaluation.grading_jobs import InstanceWork, grade_all
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from coharden.patches import make_patch
-from coharden.study.table import Dataset, grade_fields, instance_rows, latest_rows
+from coharden.study.table import Dataset, latest_rows
+from coharden.study.table_rows import grade_fields, instance_rows
 from coharden.study.table_summary import assertflip_agreement, assertflip_lax, coverage, scaling, summarize_table
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -390,7 +391,8 @@ def test_the_table_on_ray_gives_the_rows_of_the_serial_run(serial: dict[str, Any
     from coharden.config import Settings
     from coharden.execution.engine import make_engine
     from coharden.study.real_bugs import StudyConfig
-    from coharden.study.table import TableConfig, load_table_data, run_table
+    from coharden.study.table import TableConfig, run_table
+    from coharden.study.table_data import load_table_data
 
     inputs = serial["inputs"]
     settings = Settings(repos_dir=inputs["repos"], store=tmp_path / "ray.sqlite", cache_dir=inputs["cache"],
@@ -410,7 +412,7 @@ def test_the_table_on_ray_gives_the_rows_of_the_serial_run(serial: dict[str, Any
 def test_rows_of_an_instance_that_ran(tmp_path: Path) -> None:
     """``instance_rows`` on hand-made step rows: the golden test not F->P here, and a verify harness error."""
     from coharden.schema.instance import Instance
-    from coharden.study.table import TableData, TableSystem
+    from coharden.study.table_data import TableData, TableSystem
 
     inst = Instance(repo="acme/a", instance_id="a-1", base_commit="c", patch="p", test_patch="t", version="1")
     data = TableData(data_dir=tmp_path, instances={"a-1": inst}, benchmarks={"B": {"a-1"}},

@@ -103,7 +103,7 @@ def eval_command(
 
 
 def _render_eval(report: dict, written: dict) -> None:
-    from coharden.evaluation.report import fmt
+    from coharden.evaluation.report_blocks import fmt
 
     total = report["instances"]["total"]
     table = Table(title=f"coharden eval over {total} instances")

@@ -107,7 +107,8 @@ def _make(dataset: Dataset, data: Path, repos: Path, envcheck: Path | None, pyth
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.real_bugs import StudyConfig
-    from coharden.study.table import TableConfig, load_table_data, run_table
+    from coharden.study.table import TableConfig, run_table
+    from coharden.study.table_data import load_table_data
 
     settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
     chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None

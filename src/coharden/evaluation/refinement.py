@@ -20,9 +20,10 @@ from typing import Any
 
 from coharden.analysis.stats import mean
 from coharden.errors import CoHardenError
-from coharden.evaluation.grading import InstanceGrades, InstanceWork
+from coharden.evaluation.grading_jobs import InstanceGrades, InstanceWork, fix_row
 from coharden.evaluation.inputs import PredictionSet, load_prediction_sets
-from coharden.evaluation.metrics import fix_row, overfitting, paired_delta
+from coharden.evaluation.metrics import paired_delta
+from coharden.evaluation.pairs import overfitting
 from coharden.schema.instance import Instance
 
 DEFINITION = (

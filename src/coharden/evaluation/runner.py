@@ -9,7 +9,8 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.evaluation.grading import GradeOptions, grade_all
+from coharden.evaluation.grading import GradeOptions
+from coharden.evaluation.grading_jobs import grade_all
 from coharden.evaluation.inputs import Injection, PredictionSet, load_injection, load_prediction_sets, unique_names
 from coharden.evaluation.metrics import build_report, plan
 from coharden.evaluation.refinement import (

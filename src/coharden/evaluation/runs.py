@@ -9,7 +9,7 @@ from typing import Any
 
 from coharden.analysis.rows import CELLS
 from coharden.analysis.stats import mean, rate
-from coharden.evaluation.grading import InstanceGrades, fix_row
+from coharden.evaluation.grading_jobs import InstanceGrades, fix_row
 from coharden.schema.round_record import RoundRecord
 
 

@@ -6,7 +6,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-from coharden.mpe.evaluate import MPEResult, MutantResult
+from coharden.mpe.result import MPEResult, MutantResult
 from coharden.schema.matrix import Cell
 
 MAX_SHOWN = 3

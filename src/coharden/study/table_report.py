@@ -73,20 +73,31 @@ CLASS_HEADER = ["predictions", "evaluated", "F->P of evaluated", "Rigorous of F-
 
 
 def render(summary: dict[str, Any], figure: str | None, dataset: str) -> str:
-    cov, systems, scale = summary["coverage"], summary["systems"], summary["scaling"]
-    allc = cov["all"]
     out = ["# The laxity table of public test generators", "",
            f"Generated from `{dataset}` alone ({summary['rows']} rows, one per (instance, system); the last row "
            "of a pair wins). Every number below is a share with its exact 95 % (Clopper-Pearson) interval. "
            "Rigorous / Borderline / Lax are shares of the F->P tests, Misaligned and the other classes shares of "
            "the evaluated tests (a prediction tried on an instance whose golden test is F->P here).", ""]
-    # coverage ----------------------------------------------------------------------------------------------
-    out += ["## Coverage", "",
-            f"**The dataset covers {allc['done']} of {allc['reachable']} reachable instances** ({allc['instances']} "
-            f"in the systems' benchmarks; {allc['checked']} in the environment check, {allc['verified']} verified "
-            f"there; {allc['pending']} still pending, {allc['env_error']} with an environment error and "
-            f"{allc['harness_error']} with a harness error, which a rerun retries). Rows by status: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())) + ".", ""]
+    out += _coverage_section(summary)
+    out += _systems_section(summary["systems"])
+    out += _histogram_section(summary["systems"], figure)
+    out += _repository_section(summary["per_repo"])
+    if summary.get("assertflip"):
+        out += _assertflip_section(summary["assertflip"])
+    out += _scaling_section(summary["scaling"])
+    out += _configuration_section(summary)
+    return "\n".join(out)
+
+
+def _coverage_section(summary: dict[str, Any]) -> list[str]:
+    cov = summary["coverage"]
+    allc = cov["all"]
+    out = ["## Coverage", "",
+           f"**The dataset covers {allc['done']} of {allc['reachable']} reachable instances** ({allc['instances']} "
+           f"in the systems' benchmarks; {allc['checked']} in the environment check, {allc['verified']} verified "
+           f"there; {allc['pending']} still pending, {allc['env_error']} with an environment error and "
+           f"{allc['harness_error']} with a harness error, which a rerun retries). Rows by status: "
+           + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())) + ".", ""]
     out += _table(["repository", "instances", "reachable", "checked", "verified", "done", "pending",
                    "env error", "harness error"],
                   [[repo, c["instances"], c["reachable"], c["checked"], c["verified"], c["done"], c["pending"],
@@ -96,8 +107,11 @@ def render(summary: dict[str, Any], figure: str | None, dataset: str) -> str:
                    for b, c in cov["per_benchmark"].items()])
     out += ["What a row's status means:", ""] + [f"- `{k}`: {v}" for k, v in STATUS_MEANING.items()
                                                  if k in summary["statuses"]] + [""]
-    # per system -------------------------------------------------------------------------------------------
-    out += ["## Per system", ""]
+    return out
+
+
+def _systems_section(systems: dict[str, Any]) -> list[str]:
+    out = ["## Per system", ""]
     out += _table(["system", "benchmark", *CLASS_HEADER],
                   [[s, e["benchmark"], *_class_row(e)] for s, e in systems.items()])
     out += ["Why predictions were not evaluated, and why tests are Invalid:", ""]
@@ -108,75 +122,88 @@ def render(summary: dict[str, Any], figure: str | None, dataset: str) -> str:
                    f"median laxity of F->P tests {_num(e['laxity_median'])}, median mutants drawn "
                    f"{_num(e['drawn_median'], 0)}, admissible {_num(e['admissible_median'], 0)}")
     out.append("")
-    # histogram ---------------------------------------------------------------------------------------------
+    return out
+
+
+def _histogram_section(systems: dict[str, Any], figure: str | None) -> list[str]:
     bins = [f"[{lo:.2f}, {hi:.2f}{']' if i == len(LAXITY_EDGES) - 2 else ')'}"
             for i, (lo, hi) in enumerate(zip(LAXITY_EDGES, LAXITY_EDGES[1:], strict=False))]
-    out += ["## Laxity of the F->P tests", ""]
+    out = ["## Laxity of the F->P tests", ""]
     if figure:
         out += [f"![laxity histogram per system]({figure})", ""]
     histogram = [[s, c, *e["laxity_histogram"][c]] for s, e in systems.items() for c in F2P_CLASSES[:3]
                  if any(e["laxity_histogram"][c])]
     out += _table(["system", "class", *bins], histogram) if histogram else ["No F->P test with a laxity yet.", ""]
-    # per repository ----------------------------------------------------------------------------------------
-    out += ["## Per repository", "", "Repositories with an evaluated test (the others: the coverage table).", ""]
-    per_repo = [[repo, s, *_class_row(e)] for repo, per in summary["per_repo"].items() for s, e in per.items()
+    return out
+
+
+def _repository_section(per_repo_summary: dict[str, Any]) -> list[str]:
+    out = ["## Per repository", "", "Repositories with an evaluated test (the others: the coverage table).", ""]
+    per_repo = [[repo, s, *_class_row(e)] for repo, per in per_repo_summary.items() for s, e in per.items()
                 if e["evaluated"]]
     out += _table(["repository", "system", *CLASS_HEADER], per_repo) if per_repo else ["None yet.", ""]
-    # AssertFlip ----------------------------------------------------------------------------------------------
-    af = summary.get("assertflip")
-    if af:
-        agreement, lax = af["agreement"], af["lax"]
-        conf = agreement["confusion"]
-        out += ["## Agreement with AssertFlip's published SWT-bench report", "",
-                f"Per instance, coharden's F->P against the SWT-bench harness's resolved flag in AssertFlip's "
-                f"published report ({agreement['published']} AssertFlip instances in it): "
-                f"**{_pct(agreement['agree'])}** agree on the {agreement['compared']} instances both evaluated "
-                f"(goal: >= 97 %). Both F->P {conf['both']}, coharden only {conf['ours_only']}, the report only "
-                f"{conf['theirs_only']}, neither {conf['neither']}. Not compared: "
-                + (", ".join(f"{k} {v}" for k, v in sorted(agreement["not_compared"].items())) or "none") + ".", ""]
-        if agreement["disagreements"]:
-            out += _table(["instance", "coharden", "published", "why (coharden's row)"],
-                          [[d["instance_id"], d["ours"], d["theirs"], d["reason"][:200]]
-                           for d in agreement["disagreements"]])
-        paper = lax["paper"]
-        out += ["### The Lax share of AssertFlip's F->P tests", "",
-                "The paper (its Table 7) calls 121 of AssertFlip's 198 F->P tests Lax "
-                f"({_pct(paper)}), with LLM mutants and the point rule (laxity >= tau). Its 198 tests' instances "
-                "are not in the data directory, so the comparison below is on coharden's instances, not the same "
-                "set; the second row keeps the instances the published report also calls F->P (189 resolved "
-                "there, the nearest stand-in for the paper's set).", ""]
-        rows = []
-        for name, entry in (("every F->P test here", lax["here"]),
-                            ("F->P here and in the published report", lax["published_f2p"])):
-            rows.append([name, entry["n"], _pct(entry["lax"]), _pct(entry["lax_or_borderline"]),
-                         _pct(entry["point_rule"]) + f" (tau {entry['tau']})", _pct(paper)])
-        out += _table(["AssertFlip tests", "F->P", "Lax (interval class)", "Lax or Borderline",
-                       "laxity >= tau (the paper's rule)", "paper"], rows)
-    # scaling -------------------------------------------------------------------------------------------------
-    out += ["## Cost and scaling", ""]
+    return out
+
+
+def _assertflip_section(af: dict[str, Any]) -> list[str]:
+    """coharden's F->P against AssertFlip's published report, and the Lax share against the paper's."""
+    agreement, lax = af["agreement"], af["lax"]
+    conf = agreement["confusion"]
+    out = ["## Agreement with AssertFlip's published SWT-bench report", "",
+           f"Per instance, coharden's F->P against the SWT-bench harness's resolved flag in AssertFlip's "
+           f"published report ({agreement['published']} AssertFlip instances in it): "
+           f"**{_pct(agreement['agree'])}** agree on the {agreement['compared']} instances both evaluated "
+           f"(goal: >= 97 %). Both F->P {conf['both']}, coharden only {conf['ours_only']}, the report only "
+           f"{conf['theirs_only']}, neither {conf['neither']}. Not compared: "
+           + (", ".join(f"{k} {v}" for k, v in sorted(agreement["not_compared"].items())) or "none") + ".", ""]
+    if agreement["disagreements"]:
+        out += _table(["instance", "coharden", "published", "why (coharden's row)"],
+                      [[d["instance_id"], d["ours"], d["theirs"], d["reason"][:200]]
+                       for d in agreement["disagreements"]])
+    paper = lax["paper"]
+    out += ["### The Lax share of AssertFlip's F->P tests", "",
+            "The paper (its Table 7) calls 121 of AssertFlip's 198 F->P tests Lax "
+            f"({_pct(paper)}), with LLM mutants and the point rule (laxity >= tau). Its 198 tests' instances "
+            "are not in the data directory, so the comparison below is on coharden's instances, not the same "
+            "set; the second row keeps the instances the published report also calls F->P (189 resolved "
+            "there, the nearest stand-in for the paper's set).", ""]
+    rows = []
+    for name, entry in (("every F->P test here", lax["here"]),
+                        ("F->P here and in the published report", lax["published_f2p"])):
+        rows.append([name, entry["n"], _pct(entry["lax"]), _pct(entry["lax_or_borderline"]),
+                     _pct(entry["point_rule"]) + f" (tau {entry['tau']})", _pct(paper)])
+    out += _table(["AssertFlip tests", "F->P", "Lax (interval class)", "Lax or Borderline",
+                   "laxity >= tau (the paper's rule)", "paper"], rows)
+    return out
+
+
+def _scaling_section(scale: dict[str, Any]) -> list[str]:
+    out = ["## Cost and scaling", ""]
     if scale["estimate_core_seconds"] is None:
-        out += ["No graded pair yet: no cost to scale from.", ""]
-    else:
-        hours = ", ".join(f"{c} cores {_duration(scale['hours_on'][c] * 3600)}" for c in SCALING_CORES)
-        out += [f"On paper: {scale['pairs']} (instance, system) pairs with a prediction on instances that can "
-                f"run here (of {scale['all_pairs']} with a prediction in all) x the median cost of one graded F->P "
-                f"pair ({_num(scale['pair_median_core_seconds'], 1)} core-seconds: the MPE step's wall time x its "
-                f"workers) + {scale['instances']} golden checks x their median "
-                f"({_num(scale['verify_median_seconds'], 1)} s) = {_duration(scale['estimate_core_seconds'])} of "
-                f"one core: {hours}; one hour needs about {max(1, round(scale['cores_for_one_hour']))} cores "
-                f"(`--executor ray`, one job per instance). Measured so far: {scale['measured_pairs']} evaluated "
-                f"pairs and their golden checks took {_duration(scale['measured_core_seconds'])} of one core. The "
-                "estimate errs high where tests are Invalid or not F->P (they cost next to nothing) and leaves out "
-                "building each repository version's environment once per node; the first system graded on an "
-                "instance pays the reference test's runs on the mutants, later ones reuse them.", ""]
-    # configuration -------------------------------------------------------------------------------------------
-    out += ["## Configuration", ""]
+        return out + ["No graded pair yet: no cost to scale from.", ""]
+    hours = ", ".join(f"{c} cores {_duration(scale['hours_on'][c] * 3600)}" for c in SCALING_CORES)
+    out += [f"On paper: {scale['pairs']} (instance, system) pairs with a prediction on instances that can "
+            f"run here (of {scale['all_pairs']} with a prediction in all) x the median cost of one graded F->P "
+            f"pair ({_num(scale['pair_median_core_seconds'], 1)} core-seconds: the MPE step's wall time x its "
+            f"workers) + {scale['instances']} golden checks x their median "
+            f"({_num(scale['verify_median_seconds'], 1)} s) = {_duration(scale['estimate_core_seconds'])} of "
+            f"one core: {hours}; one hour needs about {max(1, round(scale['cores_for_one_hour']))} cores "
+            f"(`--executor ray`, one job per instance). Measured so far: {scale['measured_pairs']} evaluated "
+            f"pairs and their golden checks took {_duration(scale['measured_core_seconds'])} of one core. The "
+            "estimate errs high where tests are Invalid or not F->P (they cost next to nothing) and leaves out "
+            "building each repository version's environment once per node; the first system graded on an "
+            "instance pays the reference test's runs on the mutants, later ones reuse them.", ""]
+    return out
+
+
+def _configuration_section(summary: dict[str, Any]) -> list[str]:
+    out = ["## Configuration", ""]
     for key, entry in summary["configs"].items():
         shown = ", ".join(f"{k} {v}" for k, v in entry["config"].items() if k != "key")
         out.append(f"- `{key}` ({entry['rows']} rows): {shown}")
     out.append("- coharden: " + ", ".join(f"{k} ({v} rows)" for k, v in summary["versions"].items()))
     out.append("")
-    return "\n".join(out)
+    return out
 
 
 def plot(summary: dict[str, Any], path: Path) -> bool:

@@ -171,7 +171,7 @@ def scaling(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def summarize_table(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Every number of the table's report, from the dataset's current rows."""
-    from coharden.study.table import TABLE_SYSTEMS
+    from coharden.study.table_data import TABLE_SYSTEMS
 
     present = {r["system"] for r in rows}
     systems = [s for s in TABLE_SYSTEMS if s in present] + sorted(present - set(TABLE_SYSTEMS))

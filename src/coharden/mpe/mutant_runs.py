@@ -1,0 +1,134 @@
+"""Running an MPE's mutants against both tests: every drawn mutant at once (a fixed budget) or round by round
+until the interval decides the class (sequential MPE, :mod:`coharden.mpe.sequential`), with the matrix and the
+sampling frame of what ran."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from coharden.execution.executor import InstanceExecutor
+from coharden.execution.pool import ExecutorPool
+from coharden.mpe.implied import Implied
+from coharden.mpe.result import MPEResult, MutantResult
+from coharden.mpe.sequential import capped, rounds, stop_reason
+from coharden.mpe.workers import Workers
+from coharden.schema.estimate import Estimate
+from coharden.schema.matrix import Matrix, cell
+from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mutant import Mutant
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome
+
+#: hears (stage, done, total) while an MPE runs; total is None while unknown
+Progress = Callable[[str, int, int | None], None]
+
+
+def _quiet(stage: str, done: int, total: int | None) -> None:
+    """The default progress callback: nobody listens."""
+
+
+def matrix_of(results: Sequence[MutantResult]) -> Matrix:
+    """The matrix of the admissible mutants run."""
+    matrix = Matrix()
+    for mr in results:
+        if mr.cell is not None:
+            matrix.add(mr.mutant.id, mr.cell)
+    return matrix
+
+
+def sampling_frame(results: Sequence[MutantResult], pool: Sequence[Mutant],
+                   over_budget: Counter[tuple[str, str]] | None = None) -> dict[str, dict[str, int]]:
+    """The sampling frame per operator: its admitted mutants (``pool``: drawn ones plus, for a fixed budget,
+    those left over budget), how many were run and how many of those were admissible."""
+    frame: dict[str, dict[str, int]] = {}
+    for mutant in pool:
+        row = frame.setdefault(mutant.operator.value, {"pool": 0, "drawn": 0, "admissible": 0})
+        row["pool"] += 1
+    for (op, reason), n in (over_budget or Counter()).items():
+        if reason == "over_budget" and op in frame:
+            frame[op]["pool"] += n
+    for mr in results:
+        row = frame.setdefault(mr.mutant.operator.value, {"pool": 0, "drawn": 0, "admissible": 0})
+        row["drawn"] += 1
+        row["admissible"] += mr.cell is not None
+    return dict(sorted(frame.items()))
+
+
+def run_sequential(result: MPEResult, pool: Sequence[Mutant], run: Callable[..., list[MutantResult]],
+                   config: MPEConfig, progress: Progress | None) -> None:
+    """Run the pool round by round (see :mod:`coharden.mpe.sequential`) until the interval decides the class,
+    the cap is reached or the pool is spent. Each round's mutants run in parallel; the decision is taken only
+    between rounds, so the mutants run (and the result) do not depend on the number of workers."""
+    planned = capped(rounds(pool, config.seed), config.max_mutants)
+    total = sum(len(batch) for batch in planned)
+    tell = progress or _quiet
+    done: list[MutantResult] = []
+
+    def shifted(stage: str, finished: int, _: int | None) -> None:
+        tell(stage, len(done) + finished, total)
+
+    decided = False
+    for index, batch in enumerate(planned):
+        done += run(mutants=batch, progress=shifted)
+        result.rounds = index + 1
+        matrix = matrix_of(done)
+        estimate = Estimate(beta=len(matrix.beta), admissible=matrix.admissible, confidence=config.confidence,
+                            census=len(done) == len(pool))
+        decided = estimate.side(config.tau) in ("lax", "rigorous")
+        if decided:
+            break
+    result.mutants = done
+    result.stop = stop_reason(drawn=len(done), pool=len(pool), decided=decided).value
+    result.frame = sampling_frame(done, pool)
+
+
+def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
+                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
+                timings: dict[str, float] | None = None, team: Workers | None = None, *,
+                limits: tuple[float | None, float | None] = (None, None), combine: bool = False,
+                implied: Implied | None = None) -> list[MutantResult]:
+    """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
+    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
+    (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
+    seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs).
+    ``limits``: the time limit of the candidate and of the reference on a mutant; ``combine``: both tests are
+    trusted to share a process; ``implied``: the verdicts implied without a run (see :mod:`coharden.mpe.implied`)."""
+    spent = {"timeouts": 0.0}
+    lock_spent = threading.Lock()
+    tell = progress or _quiet
+    done = [0]
+    counting = threading.Lock()
+    tell("mutants", 0, len(mutants))
+
+    def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
+        mark = time.monotonic()
+        # a cell needs pass / fail only: a test process stops at its first failure
+        given = [implied.implied(mutant, role) if implied is not None else None
+                 for role in ("candidate", "reference")]
+        todo = [i for i, verdict in enumerate(given) if verdict is None]
+        tests = [candidate, reference]
+        ran = iter(ex.verdicts(mutant.patch, [tests[i] for i in todo], combine=combine and len(todo) > 1,
+                               limits=[limits[i] for i in todo], first_failure=True) if todo else [])
+        cand, ref = (verdict if verdict is not None else next(ran) for verdict in given)
+        if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
+            with lock_spent:
+                spent["timeouts"] += time.monotonic() - mark
+        which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        with counting:
+            done[0] += 1
+            tell("mutants", done[0], len(mutants))
+        return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
+
+    tasks = [functools.partial(one, mutant=m) for m in mutants]
+    try:
+        if team is not None:
+            return team.map(tasks)
+        with Workers(executor, workers if len(mutants) > 1 else 1, pool) as own:
+            return own.map(tasks)
+    finally:
+        if timings is not None:
+            timings["timeouts"] = timings.get("timeouts", 0.0) + spent["timeouts"]
