@@ -17,6 +17,8 @@ from coharden.jsonl import json_lines
 from coharden.patches import sha, split_patch
 from coharden.schema.instance import Instance
 
+GOLDEN = "golden"  # the name of the instance's own (golden) test among the graded tests
+
 #: the other systems' test predictions graded by the study: display name -> file under brt_predictions/
 SYSTEM_FILES = {
     "Otter": "otter_gpt4o_tddbench_verified.jsonl",
@@ -62,6 +64,16 @@ class StudyData:
     notes: list[str] = field(default_factory=list)
     env_source: str = ENV_CHECK  # the environment check's file, relative to the data directory when inside it
     spec_envs: bool = False  # instances run in their spec environments (an envcheck output was given)
+
+    def test_patches(self, iid: str, systems: Sequence[str]) -> dict[str, str]:
+        """The tests graded on ``iid``: the golden test patch (named ``GOLDEN``), then each of ``systems`` that
+        has a non-empty test prediction for it, in that order."""
+        tests = {GOLDEN: self.instances[iid].test_patch}
+        for system in systems:
+            patch = self.predictions.get(system, {}).get(iid, "")
+            if patch.strip():
+                tests[system] = patch
+        return tests
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

@@ -72,17 +72,14 @@ def _tests(ex: InstanceExecutor, patches: dict[str, str], row: dict[str, Any]) -
 
 def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
     """The stored (or computed) imitation record of instance ``iid``; None without a wrong fix or record."""
-    from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
+    from coharden.study.data import GOLDEN
+    from coharden.study.steps import golden_copy, guarded, keep_row, record_key
 
     fix = study.data.wrong_fixes.get(iid)
     if fix is None:
         return None
     inst = study.data.instances[iid]
-    patches = {GOLDEN: inst.test_patch}
-    for system in study.config.systems:
-        patch = study.data.predictions.get(system, {}).get(iid, "")
-        if patch.strip():
-            patches[system] = patch
+    patches = study.data.test_patches(iid, study.config.systems)
 
     def body(row: dict[str, Any]) -> None:
         team = study.team(inst)

@@ -40,9 +40,9 @@ from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
-from coharden.study.data import SYSTEM_FILES, Fix, StudyData
+from coharden.study.data import GOLDEN, SYSTEM_FILES, Fix, StudyData
 from coharden.study.split import Split, in_split
-from coharden.study.steps import GOLDEN, golden_copy, guarded, keep_row, record_key
+from coharden.study.steps import golden_copy, guarded, keep_row, record_key
 
 if TYPE_CHECKING:
     from coharden.mutation.llm_operators import LLMMutator
@@ -299,11 +299,7 @@ class RealBugsStudy:
     # step 4 -------------------------------------------------------------------------------------------------
     def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any] | None:
         inst = self.data.instances[iid]
-        tests = {GOLDEN: inst.test_patch}
-        for system in self.config.systems:
-            patch = self.data.predictions.get(system, {}).get(iid, "")
-            if patch.strip():
-                tests[system] = patch
+        tests = self.data.test_patches(iid, self.config.systems)
 
         def body(row: dict[str, Any]) -> None:
             ex = self.executor(inst)

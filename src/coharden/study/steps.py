@@ -15,7 +15,6 @@ from coharden.execution.store import study_key
 from coharden.patches import make_patch
 from coharden.schema.testpatch import TestPatch
 
-GOLDEN = "golden"
 RECORD_VERSION = 1  # part of every step record's key: bump it when a step computes its row differently
 
 

@@ -12,8 +12,7 @@ from coharden.analysis import stats
 from coharden.analysis.rows import CLASS_ORDER, outcome, test_class
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.schema.mutant import MECHANICAL_DEFAULT
-from coharden.study.data import StudyData
-from coharden.study.steps import GOLDEN
+from coharden.study.data import GOLDEN, StudyData
 
 __all__ = ["CLASS_ORDER", "outcome", "summarize", "test_class"]
 
