@@ -151,3 +151,35 @@ def test_every_module_is_on_the_map() -> None:
     missing = sorted(str(path.relative_to(SRC)) for module, path in MODULES.items()
                      if path.name != "__init__.py" and path.name not in text)
     assert not missing, "modules ARCHITECTURE.md does not name:\n" + "\n".join(missing)
+
+
+#: the modules above ``execution/`` that start a process, each with why it is not a test process run through
+#: ``execution/sandbox.py``: what they run is coharden's own probe or the user's own command, never test code
+HOST_PROCESSES = {
+    "coharden.environment.build": "probes a candidate interpreter and a built environment (version, site "
+                                  "directory, pytest importable); asks the Docker engine if it runs",
+    "coharden.environment.specbuild": "asks a spec environment's interpreter for its site directory",
+    "coharden.overfit.reward": "asks the test interpreter whether coverage.py imports",
+    "coharden.study.bytecode": "compiles the checkout's own modules to bytecode with the test interpreter",
+    "coharden.cli.envspec": "`env system-setup --run`: the spec's root system steps, run by the user's choice",
+    "coharden.cli.env": "`env run -- CMD`: the user's own command beside the mock services",
+}
+_SPAWNERS = {("subprocess", f) for f in ("run", "Popen", "call", "check_call", "check_output")} | {
+    ("os", f) for f in ("system", "fork", "forkpty", "posix_spawn", "posix_spawnp", "execv", "execve",
+                        "execvp", "execvpe", "spawnv", "spawnve")}
+
+
+def _starts_processes(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and (node.func.value.id, node.func.attr) in _SPAWNERS):
+            return True
+    return False
+
+
+def test_only_the_execution_layer_and_the_listed_host_commands_start_processes() -> None:
+    """ARCHITECTURE.md: test processes start in ``execution/`` only; the few host commands above it are listed
+    here with their reason, and the list is exact (a module that stops starting processes leaves it)."""
+    spawning = {m for m, p in MODULES.items() if not m.startswith("coharden.execution") and _starts_processes(p)}
+    assert spawning == set(HOST_PROCESSES)
+    assert all(m in MODULES for m in HOST_PROCESSES)
