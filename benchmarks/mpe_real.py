@@ -24,9 +24,9 @@ Then, on the sequential study's checkout, the **per-run overhead**: the golden t
 the first grading's mutants, timed exactly as ``benchmarks/run_overhead.py`` times a run (its ``timed_run``:
 the fork's wall time / the test's own call time that pytest reports), one warm-up round, then
 ``--overhead-rounds``. And the **naive loop** (a fresh clone, ``git apply`` of mutant and test and a fresh
-``python -m pytest`` per run): on the first ``--naive K`` instances measured in full (the 4 F->P runs and the
-candidate's and the reference's run on every mutant the sequential first grading drew), on the others
-extrapolated from ``--naive-runs`` runs and kept out of the goal's ratio.
+``python -m pytest`` per run): on the first ``--naive K`` instances of each repository measured in full (the
+4 F->P runs and the candidate's and the reference's run on every mutant the sequential first grading drew), on
+the others extrapolated from ``--naive-runs`` runs and kept out of the goal's ratio.
 
 The cold start of each MPE (``cold_start_s``: opening the checkouts, starting and priming the fork servers) is
 printed apart (``cs``) and left out of every MPE wall; ``imp`` is the verdicts implied without a run / all
@@ -220,7 +220,7 @@ def arguments() -> argparse.Namespace:
                         help="systems whose predictions are graded after the golden test (comma-separated)")
     parser.add_argument("--cold", action="store_true", help="no fork-server warm-up (no sympy imported once)")
     parser.add_argument("--naive", type=int, default=3, help="the naive loop measured in full on the first K "
-                        "instances (default 3)")
+                        "instances of each repository (default 3)")
     parser.add_argument("--naive-runs", type=int, default=2, help="naive runs measured on the other instances, "
                         "extrapolated (default 2; 0: none)")
     parser.add_argument("--overhead-rounds", type=int, default=2, help="timed rounds of the per-run overhead")
@@ -260,8 +260,9 @@ def load(args: argparse.Namespace) -> tuple[StudyData, Settings] | str:
 
 
 def instance(args: argparse.Namespace, k: int, inst: Instance, studies: dict[str, RealBugsStudy],
-             data: StudyData) -> dict[str, Any]:
-    """Both studies on one instance (their order alternating with ``k``), the overhead and the naive loop."""
+             data: StudyData, full: bool) -> dict[str, Any]:
+    """Both studies on one instance (their order alternating with ``k``), the overhead and the naive loop (in
+    full when ``full``)."""
     row: dict[str, Any] = {"id": inst.instance_id, "repo": inst.repo, "grades": {}}
     for mode in (MODES if k % 2 == 0 else MODES[::-1]):
         study = studies[mode]
@@ -283,7 +284,6 @@ def instance(args: argparse.Namespace, k: int, inst: Instance, studies: dict[str
     repo = resolve_repo(inst, args.repos)
     settings = studies["seq"].settings_for(inst)[0]
     pairs = naive_pairs(seq["fix"], seq["candidate"], seq["golden"], seq["result"])
-    full = k < args.naive
     runs = [naive_run(repo, inst.base_commit, source, test, settings, args.timeout)
             for source, test in (pairs if full else pairs[:max(1, args.naive_runs)])]
     row["cold"] = runs[0]  # the bare golden test as a fresh python -m pytest in a fresh clone
@@ -403,7 +403,7 @@ def main() -> int:
     where = f"spec environments of {args.envcheck.name}" if args.envcheck else f"Python {settings.python}"
     print(f"{len(ids)} instances ({where}), {os.cpu_count()} cores, load average at start {load_start[0]:.1f} "
           f"(15 min {load_start[2]:.1f}); timeout {args.timeout:.0f} s; fixed budget {args.per_operator} per "
-          f"operator; naive loop in full on {min(args.naive, len(ids))}", flush=True)
+          f"operator; naive loop in full on the first {args.naive} of each repository", flush=True)
     rows: list[dict[str, Any]] = []
     studies: dict[str, RealBugsStudy] = {}
     interrupted = False
@@ -431,7 +431,8 @@ def main() -> int:
             if interrupted:
                 break
             try:
-                row = instance(args, k, data.instances[iid], studies, data)
+                repo_ids = [i for i in ids if data.instances[i].repo == data.instances[iid].repo]
+                row = instance(args, k, data.instances[iid], studies, data, repo_ids.index(iid) < args.naive)
             except Exception as exc:  # noqa: BLE001 - one broken instance does not stop the benchmark
                 for study in studies.values():
                     study.release()
