@@ -29,8 +29,10 @@ the fork's wall time / the test's own call time that pytest reports), one warm-u
 the others extrapolated from ``--naive-runs`` runs and kept out of the goal's ratio.
 
 The cold start of each MPE (``cold_start_s``: opening the checkouts, starting and priming the fork servers) is
-printed apart (``cs``) and left out of every MPE wall; ``imp`` is the verdicts implied without a run / all
-verdicts of the first grading, ``made`` its test processes. ``--no-implied`` makes every run (check mode).
+printed apart (``cs``) and left out of every MPE wall; ``cold`` is the bare golden test as a fresh
+``python -m pytest`` in a fresh clone, marked ``!`` when it did not pass (the naive loop then is not valid);
+``imp`` is the verdicts implied without a run / all verdicts of the first grading, ``made`` its test processes.
+``--no-implied`` makes every run (check mode).
 Prints one block per instance, then the goals of issue 35 (and the load average: the machine may be shared;
 the two studies run back to back on each instance so that both see the same load). Skips cleanly (exit 0)
 when the data, a repository or the interpreter is missing.
@@ -80,23 +82,31 @@ def run_overhead() -> ModuleType:
     return module
 
 
-def naive_run(repo: Path, commit: str, source: str, test: TestPatch, settings: Settings, timeout: float) -> float:
-    """One hand-written-loop run: fresh clone at ``commit``, ``git apply`` source and test, fresh pytest."""
+def naive_run(repo: Path, commit: str, source: str, test: TestPatch, settings: Settings, timeout: float
+              ) -> tuple[float, int | None]:
+    """One hand-written-loop run: fresh clone at ``commit``, ``git apply`` source and test, fresh pytest, in the
+    instance's environment as the executor sets it up (the spec environment's built files laid over the clone,
+    its ``test_env`` with the clone as ``{workspace}``). (seconds, pytest's exit code; None: timed out)."""
     started = time.monotonic()
+    code: int | None = None
     with tempfile.TemporaryDirectory(prefix="naive-") as tmp:
         work = Path(tmp) / "repo"
         subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo), str(work)], check=True)
         subprocess.run(["git", "checkout", "-q", "--detach", commit], cwd=work, check=True)
+        if settings.env_overlay is not None and Path(settings.env_overlay).is_dir():
+            shutil.copytree(settings.env_overlay, work, dirs_exist_ok=True, symlinks=True)
         for patch in (source, test.patch):
             if patch.strip():
-                subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, check=False)
+                subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, capture_output=True,
+                               check=False)
+        env = {**test_environment(()), **{k: v.replace("{workspace}", str(work)) for k, v in settings.test_env.items()}}
         try:
-            subprocess.run([settings.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *settings.pytest_args,
-                            *test.ids], cwd=work, capture_output=True, env=test_environment(()), timeout=timeout,
-                           check=False)
+            code = subprocess.run([settings.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                   *settings.pytest_args, *test.ids], cwd=work, capture_output=True, env=env,
+                                  timeout=timeout, check=False).returncode
         except subprocess.TimeoutExpired:
             pass
-    return time.monotonic() - started
+    return time.monotonic() - started, code
 
 
 def naive_pairs(fix: str, candidate: TestPatch, golden: TestPatch, result: MPEResult) -> list[tuple[str, TestPatch]]:
@@ -284,9 +294,11 @@ def instance(args: argparse.Namespace, k: int, inst: Instance, studies: dict[str
     repo = resolve_repo(inst, args.repos)
     settings = studies["seq"].settings_for(inst)[0]
     pairs = naive_pairs(seq["fix"], seq["candidate"], seq["golden"], seq["result"])
-    runs = [naive_run(repo, inst.base_commit, source, test, settings, args.timeout)
+    made = [naive_run(repo, inst.base_commit, source, test, settings, args.timeout)
             for source, test in (pairs if full else pairs[:max(1, args.naive_runs)])]
+    runs = [seconds for seconds, _ in made]
     row["cold"] = runs[0]  # the bare golden test as a fresh python -m pytest in a fresh clone
+    row["cold_code"] = made[0][1]  # 0: it passed, as on the fixed code it must (else the naive run is not valid)
     row["naive"] = sum(runs) if full else statistics.mean(runs) * len(pairs)
     row["naive_measured"] = full
     if not full and args.naive_runs <= 0:
@@ -297,8 +309,9 @@ def instance(args: argparse.Namespace, k: int, inst: Instance, studies: dict[str
 def print_row(row: dict[str, Any]) -> None:
     seq, fixed = row["seq"], row["fixed"]
     naive = row.get("naive")
-    print(f"{row['id']:<26} {seq['bare']:5.1f} {row['cold']:5.1f} {seq['cold_start']:5.1f} {seq['wall']:6.1f} "
-          f"{seq['wall'] / seq['bare']:6.1f} {seq['fail_to_pass']:5.1f} {seq['recording']:5.1f} {seq['pool']:5.1f} "
+    print(f"{row['id']:<26} {seq['bare']:5.1f} {row['cold']:5.1f}{' ' if row['cold_code'] == 0 else '!'}"
+          f"{seq['cold_start']:5.1f} {seq['wall']:6.1f} {seq['wall'] / seq['bare']:6.1f} {seq['fail_to_pass']:5.1f} "
+          f"{seq['recording']:5.1f} {seq['pool']:5.1f} "
           f"{seq['mutants']:6.1f} {seq['timeouts']:5.1f} {seq['n_mutants']:>3}/{fixed['n_mutants']:<3} "
           f"{fixed['wall']:6.1f} {seq['implied']:>3}/{seq['verdicts_total']:<3} {seq['made']:>4} "
           f"{fmt(naive, '7.1f')}{'' if row['naive_measured'] else '~'} "
