@@ -1,39 +1,47 @@
-"""MPE on real instances: wall time per phase, 1 vs 2 workers, and the naive loop, side by side in one run.
+"""MPE on real instances (issue 35's goals): the first grading, further gradings, per-run overhead, the naive loop
+and sequential MPE against the fixed budget, side by side in one run, on sympy or any repository of an envcheck.
 
-    python benchmarks/mpe_real.py [--data ../shared/data] [--repos /work/repos] \
-        [--python /work/envs/sympy311/bin/python] [-n 8 | --ids ID ...] [--naive-runs 2]
+    python benchmarks/mpe_real.py [--data DIR] [--repos DIR] [--python PY] [-n 5 | --ids ID ...] [--naive 3]
+    python benchmarks/mpe_real.py --envcheck OUT --repo pytest-dev/pytest --repo sphinx-doc/sphinx [-n 3] ...
 
-For each instance (default: ``-n`` of the sympy study instances, those the environment check verifies on the
-test interpreter's Python, spread evenly over the sorted list) it runs, exactly as ``coharden study real-bugs``
-does (two long-lived checkouts moved from instance to instance, checked-hash bytecode, fork servers that
-preload mpmath, default budget of 3 mutants per operator, seed 0, no result cache from an earlier run):
+Instances: sympy's study instances verified on the interpreter ``--python`` (``$COHARDEN_SYMPY_PYTHON``) by the
+data directory's sympy check, or with ``--envcheck`` (the output of ``coharden study envcheck``) the instances it
+verified, each run in its spec environment exactly as ``coharden study real-bugs --envcheck`` picks it
+(``RealBugsStudy.settings_for``); ``-n`` per repository, spread evenly over the sorted ids, or ``--ids`` (a number
+stands for the one instance whose id ends in ``-NUMBER``). Everything runs as the study runs it (two long-lived
+checkouts moved from instance to instance, checked-hash bytecode, the study's fork-server warm-up, 2 workers,
+seed 0, each MPE from an empty store), in two studies side by side, their order alternating per instance:
 
-* the bare golden test on the fixed code (one fork-server run, as the study measures it);
-* MPE of the golden test against itself with 1 worker (one test process at a time), then with 2 workers
-  (each with its own empty store, so nothing is served from a cache), phase by phase: environment (checkout
-  moves + bytecode), F->P checks, recording, pool building, mutant runs, and the seconds mutant runs spent in
-  timeouts (combined run plus attribution); the test runs, and how many forked warm (project imported) and
-  with changed function bodies swapped in;
-* the grading of one prediction (``--system``) right after, in the 2-worker store (the reference's F->P
-  verdicts and recordings are shared, as in a study);
-* the naive loop: for ``--naive-runs`` (mutant, test) pairs a fresh clone, ``git apply`` of mutant and test
-  and a fresh ``python -m pytest <ids>``; its cost for the whole instance is extrapolated as
-  (4 F->P runs + 2 runs per mutant) x the mean measured run.
+* **sequential** (coharden's default: seeded stratified rounds stopped when the interval decides, implied runs
+  not made, collect once per fork server): the bare golden test on the fixed code (one fork-server run, as the
+  study measures it); the **first grading**, MPE of an equivalent copy of the golden test against the golden
+  test (the reference's F->P checks, recordings and mutant runs included), phase by phase; then **each
+  system's test** (``--systems``) graded on the same instance, the reference's verdicts shared as in a study;
+* **fixed budget** (``--per-operator`` mutants per operator, all run, the paper's point rule): the same
+  gradings in a store of its own: its classes and wall time against the sequential ones.
 
-The cold start of each MPE (``timings.cold_start_s``: opening the checkouts, starting and priming the fork
-servers - the imports a warm server makes) is printed apart (``cs``) and kept out of the MPE wall and its ratios;
-``imp`` is the verdicts implied without a run (a test that never enters the functions a mutant changes, see
-``coharden.mpe.implied``) / all verdicts of the MPE, and ``made`` the test processes it made (reach passes
-included). ``--no-implied`` runs every one of them (the check mode).
+Then, on the sequential study's checkout, the **per-run overhead**: the golden test on the fix and on two of
+the first grading's mutants, timed exactly as ``benchmarks/run_overhead.py`` times a run (its ``timed_run``:
+the fork's wall time / the test's own call time that pytest reports), one warm-up round, then
+``--overhead-rounds``. And the **naive loop** (a fresh clone, ``git apply`` of mutant and test and a fresh
+``python -m pytest`` per run): on the first ``--naive K`` instances of each repository measured in full (the
+4 F->P runs and the candidate's and the reference's run on every mutant the sequential first grading drew), on
+the others extrapolated from ``--naive-runs`` runs and kept out of the goal's ratio.
 
-Prints one row per instance, then median / max and the issue's ratios. The machine may be shared: 1 and 2
-workers run back to back on each instance so that both see the same load; the load average is printed.
-Skips cleanly (exit 0) when the data directory, the repository or the interpreter is missing.
+The cold start of each MPE (``cold_start_s``: opening the checkouts, starting and priming the fork servers) is
+printed apart (``cs``) and left out of every MPE wall; ``cold`` is the bare golden test as a fresh
+``python -m pytest`` in a fresh clone, marked ``!`` when it did not pass (the naive loop then is not valid);
+``imp`` is the verdicts implied without a run / all verdicts of the first grading, ``made`` its test processes.
+``--no-implied`` makes every run (check mode).
+Prints one block per instance, then the goals of issue 35 (and the load average: the machine may be shared;
+the two studies run back to back on each instance so that both see the same load). Skips cleanly (exit 0)
+when the data, a repository or the interpreter is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import signal
@@ -43,48 +51,73 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from coharden.config import Settings
 from coharden.execution.pytest_runner import test_environment, verdict_for
 from coharden.execution.store import Store
+from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEResult, check_fix, evaluate
-from coharden.patches import make_patch
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
-from coharden.study.data import SYSTEM_FILES, load_data
+from coharden.study.data import SYSTEM_FILES, StudyData, load_data
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
+from coharden.study.steps import golden_copy
 
 PHASES = ("environment", "fail_to_pass", "recording", "pool", "mutants", "timeouts")
+DECIDED = ("Lax", "Rigorous")  # the classes both protocols can give an F->P test (Borderline is sequential's own)
+MODES = ("seq", "fixed")
 
 
-def naive_run(repo: Path, commit: str, source: str, test: TestPatch, python: str, timeout: float) -> float:
-    """One hand-written-loop run: fresh clone at ``commit``, ``git apply`` source and test, fresh pytest."""
+def run_overhead() -> ModuleType:
+    """``benchmarks/run_overhead.py``, whose ``timed_run`` and ``call_time`` measure a forked run here too."""
+    path = Path(__file__).resolve().with_name("run_overhead.py")
+    spec = importlib.util.spec_from_file_location("benchmark_run_overhead", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def naive_run(repo: Path, commit: str, source: str, test: TestPatch, settings: Settings, timeout: float
+              ) -> tuple[float, int | None]:
+    """One hand-written-loop run: fresh clone at ``commit``, ``git apply`` source and test, fresh pytest, in the
+    instance's environment as the executor sets it up (the spec environment's built files laid over the clone,
+    its ``test_env`` with the clone as ``{workspace}``). (seconds, pytest's exit code; None: timed out)."""
     started = time.monotonic()
+    code: int | None = None
     with tempfile.TemporaryDirectory(prefix="naive-") as tmp:
         work = Path(tmp) / "repo"
         subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo), str(work)], check=True)
         subprocess.run(["git", "checkout", "-q", "--detach", commit], cwd=work, check=True)
+        if settings.env_overlay is not None and Path(settings.env_overlay).is_dir():
+            shutil.copytree(settings.env_overlay, work, dirs_exist_ok=True, symlinks=True)
         for patch in (source, test.patch):
             if patch.strip():
-                subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, check=False)
+                subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, capture_output=True,
+                               check=False)
+        env = {**test_environment(()), **{k: v.replace("{workspace}", str(work)) for k, v in settings.test_env.items()}}
         try:
-            subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test.ids], cwd=work,
-                           capture_output=True, env=test_environment(()), timeout=timeout, check=False)
+            code = subprocess.run([settings.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                   *settings.pytest_args, *test.ids], cwd=work, capture_output=True, env=env,
+                                  timeout=timeout, check=False).returncode
         except subprocess.TimeoutExpired:
             pass
-    return time.monotonic() - started
+    return time.monotonic() - started, code
 
 
-def golden_copy(ex: Any, golden: TestPatch) -> TestPatch:
-    """The study's candidate for golden-vs-golden: an equivalent copy of the golden patch, so both tests run."""
-    patch = make_patch((p, ex.base_file(p), c) for p, c in golden.files.items())
-    return ex.test_patch(patch if patch != golden.patch else patch + "\n", name="golden-copy", ids=golden.ids)
+def naive_pairs(fix: str, candidate: TestPatch, golden: TestPatch, result: MPEResult) -> list[tuple[str, TestPatch]]:
+    """The naive loop's runs for one grading: the golden test on the fix first (the bare cold pytest), the other
+    F->P runs (both tests on buggy and fixed code), then both tests on every mutant the grading drew."""
+    return [(fix, golden), (fix, candidate), ("", golden), ("", candidate),
+            *((m.mutant.patch, t) for m in result.mutants for t in (candidate, golden))]
 
 
 def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_bare: bool) -> dict[str, Any]:
-    """One instance on ``study``'s checkouts: environment, optional bare run, MPE; seconds per phase."""
+    """One grading of ``candidate`` (None: a copy of the golden test) on ``study``'s checkouts; seconds per phase."""
     out: dict[str, Any] = {}
     mark = time.monotonic()
     team = study.team(inst)  # the other checkouts open and warm up in the background (ExecutorPool.warm)
@@ -117,22 +150,28 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     out["mutants"] = timings.get("mutants", 0.0)
     out["timeouts"] = timings.get("timeouts", 0.0)
     out["n_mutants"] = len(result.mutants)
+    out["class"] = result.test_class.value
+    out["f2p"] = result.fail_to_pass
+    out["stop"] = result.stop
     out["result"] = result
     out["golden"], out["candidate"], out["fix"] = golden, cand, fix
-    out["verdicts"] = [(m.mutant.id, m.candidate.outcome.value, m.reference.outcome.value) for m in result.mutants]
     return out
 
 
-def fork_counts(study: RealBugsStudy, inst: Instance) -> tuple[int, int, int]:
-    """(test runs, runs forked warm, of those with changed function bodies swapped in) of the study's checkouts
-    so far: cumulative, subtract the counts before an instance."""
-    runs = warm = swapped = 0
-    for ex in study.team(inst).executors:
-        runs += ex.runs  # the second lane's runs included
-        for server in (ex._server, ex._lane._server if ex._lane is not None else None):  # noqa: SLF001
-            if server is not None:  # a benchmark reads the executor's counters
-                warm, swapped = warm + server.warm_runs, swapped + server.swapped_runs
-    return runs, warm, swapped
+def overhead(study: RealBugsStudy, inst: Instance, first: dict[str, Any], rounds: int) -> list[tuple[float, float]]:
+    """(fork wall, call time) of the golden test on the fix and on two of the first grading's mutants, each run
+    made through ``run_overhead.timed_run`` on the study's first checkout (collect once as configured); a
+    warm-up round first."""
+    timed_run = run_overhead().timed_run
+    ex = study.team(inst).executors[0]
+    patches = [(first["fix"], False), *((m.mutant.patch, True) for m in first["result"].mutants[:2])]
+    runs: list[tuple[float, float]] = []
+    for round_ in range(rounds + 1):
+        for patch, mutant in patches:
+            _, fork_wall, call, _ = timed_run(ex, patch, first["golden"], mutant)
+            if round_:
+                runs.append((fork_wall, call))
+    return runs
 
 
 def spread(ids: list[str], n: int) -> list[str]:
@@ -142,49 +181,244 @@ def spread(ids: list[str], n: int) -> list[str]:
     return [ids[int(i * step)] for i in range(n)]
 
 
+def pick(data: StudyData, wanted: list[str] | None, n: int) -> list[str]:
+    """``wanted`` (a bare number: the instance whose id ends in -NUMBER), else ``n`` per repository."""
+    if wanted:
+        chosen = []
+        for want in wanted:
+            found = [want] if want in data.instances else [i for i in data.study_ids if i.endswith(f"-{want}")]
+            if len(found) != 1:
+                sys.exit(f"--ids {want}: {len(found)} instances match")
+            chosen.append(found[0])
+        return chosen
+    repos = sorted({data.instances[i].repo for i in data.study_ids})
+    return [i for repo in repos for i in spread([j for j in data.study_ids if data.instances[j].repo == repo], n)]
+
+
+def med(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def fmt(value: float | None, spec: str = "5.2f", unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
 def med_max(values: list[float]) -> str:
     return f"{statistics.median(values):8.1f} {max(values):8.1f}" if values else "       -        -"
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    here = Path(__file__).resolve().parents[1]
-    parser.add_argument("--data", type=Path, default=here.parent / "shared" / "data")
     # no machine path as a default: the flags, or the environment the tests read too
+    parser.add_argument("--data", type=Path, default=os.environ.get("COHARDEN_DATA"),
+                        help="the shared data directory (default: $COHARDEN_DATA)")
     parser.add_argument("--repos", type=Path, default=os.environ.get("COHARDEN_REPOS"),
-                        help="directory holding sympy__sympy (default: $COHARDEN_REPOS)")
+                        help="directory holding owner__name clones (default: $COHARDEN_REPOS)")
     parser.add_argument("--python", default=os.environ.get("COHARDEN_SYMPY_PYTHON"),
-                        help="Python 3.11 with pytest and mpmath==1.3.0 (default: $COHARDEN_SYMPY_PYTHON)")
-    parser.add_argument("-n", type=int, default=8, help="instances (spread over the sorted study ids)")
+                        help="sympy: Python 3.11 with pytest and mpmath==1.3.0 (default: $COHARDEN_SYMPY_PYTHON)")
+    parser.add_argument("--envcheck", type=Path, help="output of `coharden study envcheck` (directory or "
+                        "envcheck.jsonl): its verified instances, in their spec environments, instead of sympy's")
+    parser.add_argument("--records", type=Path, help="with --envcheck: SWE-bench records (default: the data "
+                        "directory's swebench_verified.jsonl)")
+    parser.add_argument("--repo", action="append", default=[], help="with --envcheck: only this repository "
+                        "(owner/name; repeatable)")
+    parser.add_argument("-n", type=int, default=5, help="instances per repository (spread over the sorted ids)")
     parser.add_argument("--ids", nargs="*", help="these instances instead")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test process (default 120)")
-    parser.add_argument("--per-operator", type=int, default=3)
-    parser.add_argument("--system", default="Otter", choices=list(SYSTEM_FILES),
-                        help="the system whose prediction is graded after the golden test")
-    parser.add_argument("--cold", action="store_true", help="no warm sympy imports in the fork servers")
-    parser.add_argument("--naive-runs", type=int, default=2, help="(mutant, test) naive runs measured per instance")
+    parser.add_argument("--per-operator", type=int, default=3, help="the fixed budget (default 3)")
+    parser.add_argument("--systems", default=",".join(SYSTEM_FILES),
+                        help="systems whose predictions are graded after the golden test (comma-separated)")
+    parser.add_argument("--cold", action="store_true", help="no fork-server warm-up (no sympy imported once)")
+    parser.add_argument("--naive", type=int, default=3, help="the naive loop measured in full on the first K "
+                        "instances of each repository (default 3)")
+    parser.add_argument("--naive-runs", type=int, default=2, help="naive runs measured on the other instances, "
+                        "extrapolated (default 2; 0: none)")
+    parser.add_argument("--overhead-rounds", type=int, default=2, help="timed rounds of the per-run overhead")
     parser.add_argument("--no-implied", action="store_true", help="make every run, the implied ones too (check mode)")
-    args = parser.parse_args()
-    if args.repos is None or args.python is None:
-        print("skipped: give --repos and --python (or set COHARDEN_REPOS and COHARDEN_SYMPY_PYTHON)")
+    return parser.parse_args()
+
+
+def load(args: argparse.Namespace) -> tuple[StudyData, Settings] | str:
+    """The study data and base settings, or why the benchmark is skipped."""
+    if args.data is None or args.repos is None:
+        return "give --data and --repos (or set COHARDEN_DATA and COHARDEN_REPOS)"
+    settings = Settings(repos_dir=args.repos, timeout=args.timeout)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.envcheck is not None:
+        records = args.records or args.data / "swebench_verified.jsonl"
+        for need in (args.envcheck, records):
+            if not Path(need).exists():
+                return f"{need} not found"
+        if args.python:  # an interpreter given replaces every spec environment (as --python does in the study)
+            settings = settings.with_overrides(python=args.python)
+        data = load_data(args.data, python_version=None, test_patterns=settings.test_patterns, systems=systems,
+                         records=records, envcheck=args.envcheck, repos=args.repo)
+    else:
+        if args.python is None:
+            return "give --python (or set COHARDEN_SYMPY_PYTHON), or --envcheck"
+        for need in (args.data / "swebench_verified_sympy.jsonl", Path(args.python)):
+            if not need.exists():
+                return f"{need} not found (needs the shared data and the test interpreter)"
+        version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        settings = settings.with_overrides(python=args.python)
+        data = load_data(args.data, python_version=version, test_patterns=settings.test_patterns, systems=systems)
+    for repo in sorted({data.instances[i].repo for i in data.study_ids}):
+        if not (args.repos / repo.replace("/", "__")).exists():
+            return f"{args.repos / repo.replace('/', '__')} not found"
+    return data, settings
+
+
+def instance(args: argparse.Namespace, k: int, inst: Instance, studies: dict[str, RealBugsStudy],
+             data: StudyData, full: bool) -> dict[str, Any]:
+    """Both studies on one instance (their order alternating with ``k``), the overhead and the naive loop (in
+    full when ``full``)."""
+    row: dict[str, Any] = {"id": inst.instance_id, "repo": inst.repo, "grades": {}}
+    for mode in (MODES if k % 2 == 0 else MODES[::-1]):
+        study = studies[mode]
+        first = mpe(study, inst, None, with_bare=mode == "seq")
+        row[mode] = first
+        for system in studies[mode].config.systems:
+            pred = data.predictions.get(system, {}).get(inst.instance_id, "")
+            if not pred.strip():
+                continue
+            try:
+                cand = study.team(inst).executors[0].test_patch(pred, name=system)
+                row["grades"].setdefault(system, {})[mode] = mpe(study, inst, cand, with_bare=False)
+            except Exception as exc:  # noqa: BLE001 - a bad prediction is reported, not fatal
+                row["grades"].setdefault(system, {})[f"{mode}_error"] = str(exc)[:80]
+        if mode == "seq" and args.overhead_rounds > 0:
+            row["overhead"] = overhead(study, inst, first, args.overhead_rounds)
+        study.release()
+    seq = row["seq"]
+    repo = resolve_repo(inst, args.repos)
+    settings = studies["seq"].settings_for(inst)[0]
+    pairs = naive_pairs(seq["fix"], seq["candidate"], seq["golden"], seq["result"])
+    made = [naive_run(repo, inst.base_commit, source, test, settings, args.timeout)
+            for source, test in (pairs if full else pairs[:max(1, args.naive_runs)])]
+    runs = [seconds for seconds, _ in made]
+    row["cold"] = runs[0]  # the bare golden test as a fresh python -m pytest in a fresh clone
+    row["cold_code"] = made[0][1]  # 0: it passed, as on the fixed code it must (else the naive run is not valid)
+    row["naive"] = sum(runs) if full else statistics.mean(runs) * len(pairs)
+    row["naive_measured"] = full
+    if not full and args.naive_runs <= 0:
+        del row["naive"]
+    return row
+
+
+def print_row(row: dict[str, Any]) -> None:
+    seq, fixed = row["seq"], row["fixed"]
+    naive = row.get("naive")
+    print(f"{row['id']:<26} {seq['bare']:5.1f} {row['cold']:5.1f}{' ' if row['cold_code'] == 0 else '!'}"
+          f"{seq['cold_start']:5.1f} {seq['wall']:6.1f} {seq['wall'] / seq['bare']:6.1f} {seq['fail_to_pass']:5.1f} "
+          f"{seq['recording']:5.1f} {seq['pool']:5.1f} "
+          f"{seq['mutants']:6.1f} {seq['timeouts']:5.1f} {seq['n_mutants']:>3}/{fixed['n_mutants']:<3} "
+          f"{fixed['wall']:6.1f} {seq['implied']:>3}/{seq['verdicts_total']:<3} {seq['made']:>4} "
+          f"{fmt(naive, '7.1f')}{'' if row['naive_measured'] else '~'} "
+          f"{fmt(naive / seq['wall'] if naive else None, '5.1f')}", flush=True)
+    parts = [f"golden {seq['class']}/{fixed['class']} ({seq['stop']})"]
+    for system, graded in row["grades"].items():
+        s, f = graded.get("seq"), graded.get("fixed")
+        if s is None or f is None:
+            parts.append(f"{system} error: {graded.get('seq_error') or graded.get('fixed_error')}")
+            continue
+        parts.append(f"{system} {s['wall']:.1f}s={s['wall'] / seq['bare']:.1f}x [{s['n_mutants']} mut, "
+                     f"{s['implied']} imp, {s['made']} made] {s['class']}/{f['class']} ({f['wall']:.1f}s fixed)")
+    print(f"{'':<26} {'; '.join(parts)}", flush=True)
+    if row.get("overhead"):
+        ratios = [fork / call for fork, call in row["overhead"] if call > 0]
+        print(f"{'':<26} per-run: fork {statistics.median(f for f, _ in row['overhead']) * 1000:.0f} ms, call "
+              f"{statistics.median(c for _, c in row['overhead']) * 1000:.1f} ms, fork/call median "
+              f"{fmt(med(ratios), '.2f')}x over {len(ratios)} runs", flush=True)
+
+
+def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> bool:
+    """The issue's goals; False when a class differs where both protocols decide."""
+    ok = [r for r in rows if "error" not in r]
+    print(f"\n{'(seconds)':<34} {'median':>8} {'max':>8}")
+    for key, label in [("bare", "bare golden test (fork)"), ("cold_start", "cold start (kept apart)"),
+                       ("wall", "first grading, sequential"), *[(p, f"  {p}") for p in PHASES]]:
+        print(f"{label:<34} {med_max([r['seq'][key] for r in ok])}")
+    print(f"{'first grading, fixed budget':<34} {med_max([r['fixed']['wall'] for r in ok])}")
+    print(f"{'bare python -m pytest (fresh clone)':<34} {med_max([r['cold'] for r in ok])}")
+    further = [(r, g["seq"]) for r in ok for g in r["grades"].values() if "seq" in g]
+    print(f"{'further grading (each system)':<34} {med_max([g['wall'] for _, g in further])}")
+    for p in PHASES[1:]:
+        print(f"{'  ' + p + ' (F->P ones)':<34} {med_max([g[p] for _, g in further if g['f2p']])}")
+    measured = [r for r in ok if r.get("naive_measured")]
+    print(f"{'naive loop (measured)':<34} {med_max([r['naive'] for r in measured])}")
+
+    # classes where both decide: the first grading and every further one
+    pairs = [(r["id"], "golden", r["seq"]["class"], r["fixed"]["class"]) for r in ok]
+    pairs += [(r["id"], system, g["seq"]["class"], g["fixed"]["class"])
+              for r in ok for system, g in r["grades"].items() if "seq" in g and "fixed" in g]
+    both = [p for p in pairs if p[2] in DECIDED and p[3] in DECIDED]
+    differ = [p for p in both if p[2] != p[3]]
+    undecided = [p for p in pairs if p[2] != p[3] and p not in differ]
+    first = [r["seq"]["wall"] / r["seq"]["bare"] for r in ok]
+    grades = [g["wall"] / r["seq"]["bare"] for r, g in further]
+    grades_f2p = [g["wall"] / r["seq"]["bare"] for r, g in further if g["f2p"]]
+    runs = [(f, c) for r in ok for f, c in r.get("overhead", [])]
+    per_run = [f / c for f, c in runs if c > 0]
+    per_instance = [statistics.median(f / c for f, c in r["overhead"] if c > 0) for r in ok
+                    if any(c > 0 for _, c in r.get("overhead", []))]
+    naive = [r["naive"] / r["seq"]["wall"] for r in measured]
+    guessed = [r["naive"] / r["seq"]["wall"] for r in ok if not r.get("naive_measured") and "naive" in r]
+    worst = max(ok, key=lambda r: r["seq"]["wall"])
+    gradings = [(r["seq"], r["fixed"]) for r in ok] + [(g["seq"], g["fixed"]) for r in ok
+                                                        for g in r["grades"].values() if "seq" in g and "fixed" in g]
+    mut_s, mut_f = sum(s["n_mutants"] for s, _ in gradings), sum(f["n_mutants"] for _, f in gradings)
+    wall_s, wall_f = sum(s["wall"] for s, _ in gradings), sum(f["wall"] for _, f in gradings)
+    f2p = [(s, f) for s, f in gradings if s["f2p"]]
+    implied = sum(r["seq"]["implied"] for r in ok), sum(r["seq"]["verdicts_total"] for r in ok)
+    print("\n(every MPE wall leaves the cold start out; it is printed apart above)"
+          + (" [--no-implied: check mode]" if args.no_implied else ""))
+    print(f"first grading / bare golden test (median)  : {fmt(med(first))}x  (goal <= 8x; max "
+          f"{fmt(max(first))}x)")
+    print(f"classes sequential = fixed where both decide: {len(both) - len(differ)}/{len(both)} "
+          f"(of {len(pairs)} gradings){''.join(f'; DIFFER {p[0]} {p[1]} {p[2]}/{p[3]}' for p in differ)}")
+    if undecided:
+        print("  not both decided, classes apart          : "
+              + "; ".join(f"{p[0]} {p[1]} {p[2]}/{p[3]}" for p in undecided))
+    print(f"further grading / bare (median)             : {fmt(med(grades))}x  (goal <= 2x; {len(grades)} "
+          f"gradings, max {fmt(max(grades) if grades else None)}x); F->P ones {fmt(med(grades_f2p))}x "
+          f"(n = {len(grades_f2p)})")
+    print(f"per-run overhead fork wall / call (median)  : {fmt(med(per_run))}x  (goal <= 1.3x; {len(per_run)} runs; "
+          f"median of instances' medians {fmt(med(per_instance))}x; fork {fmt(med([f for f, _ in runs]), '.3f')} s, "
+          f"call {fmt(med([c for _, c in runs]), '.4f')} s)")
+    print(f"naive loop / MPE (median, measured)         : {fmt(med(naive))}x  (goal >= 10x; measured in full on "
+          f"{len(naive)}: {', '.join(f'{x:.1f}' for x in naive)}; extrapolated on {len(guessed)}: median "
+          f"{fmt(med(guessed))}x)")
+    print(f"worst instance, first grading               : {worst['seq']['wall']:5.1f} s  (goal <= 60 s; "
+          f"{worst['id']})")
+    print(f"sequential / fixed budget, all gradings     : mutants {mut_s}/{mut_f} = "
+          f"{fmt(mut_s / mut_f if mut_f else None)}, wall {wall_s:.0f}/{wall_f:.0f} s = "
+          f"{fmt(wall_s / wall_f if wall_f else None)}; F->P gradings only: "
+          f"mutants {sum(s['n_mutants'] for s, _ in f2p)}/{sum(f['n_mutants'] for _, f in f2p)}, wall "
+          f"{sum(s['wall'] for s, _ in f2p):.0f}/{sum(f['wall'] for _, f in f2p):.0f} s")
+    print(f"implied verdicts, first grading             : {implied[0]} of {implied[1]}")
+    load_end = os.getloadavg()
+    print(f"load average at end {load_end[0]:.1f} (15 min {load_end[2]:.1f}); {len(ok)}/{len(rows)} instances")
+    return not differ
+
+
+def main() -> int:
+    args = arguments()
+    loaded = load(args)
+    if isinstance(loaded, str):
+        print(f"skipped: {loaded}")
         return 0
-    args.repos = Path(args.repos)
-    for need in (args.data / "swebench_verified_sympy.jsonl", args.repos / "sympy__sympy", Path(args.python)):
-        if not need.exists():
-            print(f"skipped: {need} not found (needs the shared data, the sympy repo and the test interpreter)")
-            return 0
-    version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    settings = Settings(python=args.python, repos_dir=args.repos, timeout=args.timeout, preload=["mpmath"],
-                        warm_imports=[] if args.cold else ["sympy"])
-    data = load_data(args.data, python_version=version, test_patterns=settings.test_patterns)
-    ids = args.ids or spread(data.study_ids, args.n)
+    data, settings = loaded
+    ids = pick(data, args.ids, args.n)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="coharden-mpe-real-"))
     load_start = os.getloadavg()
-    print(f"{len(ids)} instances, Python {version}, {os.cpu_count()} cores, load average at start "
-          f"{load_start[0]:.1f}; timeout {args.timeout:.0f} s, {args.per_operator} mutants per operator", flush=True)
+    where = f"spec environments of {args.envcheck.name}" if args.envcheck else f"Python {settings.python}"
+    print(f"{len(ids)} instances ({where}), {os.cpu_count()} cores, load average at start {load_start[0]:.1f} "
+          f"(15 min {load_start[2]:.1f}); timeout {args.timeout:.0f} s; fixed budget {args.per_operator} per "
+          f"operator; naive loop in full on the first {args.naive} of each repository", flush=True)
     rows: list[dict[str, Any]] = []
-    studies = {}
+    studies: dict[str, RealBugsStudy] = {}
     interrupted = False
 
     def stop(*_: Any) -> None:  # SIGTERM / SIGINT: finish the instance under way, then summarize
@@ -195,108 +429,39 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        for workers in (1, 2):
-            store = Store(tmp / f"store-{workers}w.sqlite")
-            config = StudyConfig(mpe=MPEConfig(per_operator=args.per_operator, implied=not args.no_implied),
-                                 workers=workers, ids=ids)
-            # 1 worker: one test process at a time (no second lane), the serial baseline the 2 workers are
-            # compared with; 2 workers: the default (each worker may also run two test patches side by side)
-            lanes = {"test_lanes": 1} if workers == 1 else {}
-            study_settings = settings.with_overrides(workers=workers, **lanes)
-            studies[workers] = RealBugsStudy(data, study_settings, store, config)
-        header = (f"{'instance':<20} {'mut':>3} {'bare':>5} {'wall1':>6} {'wall2':>6} {'env':>5} {'f2p':>5} "
-                  f"{'rec':>5} {'pool':>5} {'mut':>6} {'tmo':>5} {'grade':>6} {'naive':>7} {'cold':>5} {'cs':>5} "
-                  f"{'imp':>7} {'made':>4}")
-        print(header, flush=True)
-        for iid in ids:
+        for mode in MODES:
+            base = MPEConfig(per_operator=args.per_operator, implied=not args.no_implied)
+            # the fixed budget: every drawn mutant run, the paper's point rule (laxity < tau) for the class
+            mpe_config = base if mode == "seq" else base.model_copy(update={"sequential": False,
+                                                                            "paper_classes": True})
+            config = StudyConfig(mpe=mpe_config, workers=2, ids=ids, systems=systems, warm_defaults=not args.cold)
+            studies[mode] = RealBugsStudy(data, settings.with_overrides(workers=2), Store(tmp / f"{mode}.sqlite"),
+                                          config)
+        print(f"{'instance':<26} {'bare':>5} {'cold':>5} {'cs':>5} {'first':>6} {'xbare':>6} {'f2p':>5} {'rec':>5} "
+              f"{'pool':>5} {'mut':>6} {'tmo':>5} {'mut s/f':>7} {'fixed':>6} {'imp':>7} {'made':>4} {'naive':>8} "
+              f"{'xMPE':>5}", flush=True)
+        for k, iid in enumerate(ids):
             if interrupted:
                 break
-            inst = data.instances[iid]
-            row: dict[str, Any] = {"id": iid}
             try:
-                one = mpe(studies[1], inst, None, with_bare=False)
-                before = fork_counts(studies[2], inst)
-                two = mpe(studies[2], inst, None, with_bare=True)
-                row["forks"] = [b - a for a, b in zip(before, fork_counts(studies[2], inst), strict=True)]
-                studies[1].release()
-                row.update(wall1=one["wall"], **{k: two[k] for k in (*PHASES, "wall", "bare", "n_mutants", "cold_start",
-                                                                     "implied", "made", "verdicts_total")})
-                row["phases1"] = " ".join(f"{p[:3]} {one[p]:.1f}" for p in PHASES[1:])
-                row["agree"] = one["verdicts"] == two["verdicts"]
-                pred = data.predictions.get(args.system, {}).get(iid, "")
-                if pred.strip():
-                    mark = time.monotonic()
-                    team = studies[2].team(inst)
-                    try:
-                        cand = team.executors[0].test_patch(pred, name=args.system)
-                        graded = mpe(studies[2], inst, cand, with_bare=False)
-                        row["grade_implied"], row["grade_made"] = graded["implied"], graded["made"]
-                    except Exception as exc:  # noqa: BLE001 - a bad prediction is reported, not fatal
-                        row["grade_error"] = str(exc)[:80]
-                    row["grade"] = time.monotonic() - mark
-                studies[2].release()
-                # the naive loop: fresh clone + git apply + python -m pytest per (mutant, test)
-                repo = args.repos / "sympy__sympy"
-                mutants = two["result"].mutants
-                runs = [naive_run(repo, inst.base_commit, two["fix"], two["golden"], args.python, args.timeout)]
-                row["cold"] = runs[0]  # the bare golden test as a fresh python -m pytest in a fresh clone
-                pairs = [(m.mutant.patch, t) for m in mutants for t in (two["candidate"], two["golden"])]
-                for patch, test in pairs[: max(0, args.naive_runs - 1)]:
-                    runs.append(naive_run(repo, inst.base_commit, patch, test, args.python, args.timeout))
-                row["naive"] = statistics.mean(runs) * (4 + 2 * len(mutants))
+                repo_ids = [i for i in ids if data.instances[i].repo == data.instances[iid].repo]
+                row = instance(args, k, data.instances[iid], studies, data, repo_ids.index(iid) < args.naive)
             except Exception as exc:  # noqa: BLE001 - one broken instance does not stop the benchmark
-                row["error"] = f"{type(exc).__name__}: {exc}"[:200]
-                print(f"{iid:<20} error: {row['error']}", flush=True)
-                rows.append(row)
+                for study in studies.values():
+                    study.release()
+                rows.append({"id": iid, "error": f"{type(exc).__name__}: {exc}"[:200]})
+                print(f"{iid:<26} error: {rows[-1]['error']}", flush=True)
                 continue
             rows.append(row)
-            print(f"{iid.replace('sympy__', ''):<20} {row['n_mutants']:>3} {row['bare']:5.1f} {row['wall1']:6.1f} "
-                  f"{row['wall']:6.1f} {row['environment']:5.1f} {row['fail_to_pass']:5.1f} {row['recording']:5.1f} "
-                  f"{row['pool']:5.1f} {row['mutants']:6.1f} {row['timeouts']:5.1f} {row.get('grade', 0):6.1f} "
-                  f"{row['naive']:7.1f} {row['cold']:5.1f} {row['cold_start']:5.1f} "
-                  f"{row['implied']:>3}/{row['verdicts_total']:<3} {row['made']:>4}"
-                  f"{'' if row['agree'] else '  VERDICTS DIFFER'}", flush=True)
-            runs, warm, swapped = row["forks"]
-            print(f"{'':<20} 1 worker: {row['phases1']}; 2 workers: {runs} test runs, {warm} forked warm "
-                  f"({swapped} with changed function bodies swapped in)", flush=True)
+            print_row(row)
     finally:
         for study in studies.values():
             study.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    ok = [r for r in rows if "error" not in r]
-    if not ok:
+    if not any("error" not in r for r in rows):
         print("no instance completed")
         return 1
-    print(f"\n{'(seconds)':<26} {'median':>8} {'max':>8}")
-    for key, label in [("bare", "bare golden test (fork)"), ("cold", "bare python -m pytest"),
-                       ("cold_start", "cold start (kept apart)"),
-                       ("wall1", "MPE wall, 1 worker"), ("wall", "MPE wall, 2 workers"),
-                       *[(p, f"  {p}") for p in PHASES], ("grade", "grade one prediction"),
-                       ("naive", "naive loop (extrapolated)")]:
-        print(f"{label:<26} {med_max([r[key] for r in ok if key in r])}")
-    mutants = [r["n_mutants"] for r in ok]
-    print(f"{'mutants':<26} {statistics.median(mutants):8.1f} {max(mutants):8d}")
-    implied, total = sum(r["implied"] for r in ok), sum(r["verdicts_total"] for r in ok)
-    graded = [r for r in ok if "grade_made" in r]
-    print(f"implied verdicts (no run made)      : {implied} of {total} (golden vs golden, 2 workers); grading "
-          f"{args.system}: {sum(r['grade_implied'] for r in graded)} implied, "
-          f"{sum(r['grade_made'] for r in graded)} runs made over {len(graded)} instances"
-          + (" [--no-implied: check mode]" if args.no_implied else ""))
-    ratio_bare = statistics.median(r["wall"] / r["bare"] for r in ok)
-    ratio_cold = statistics.median(r["wall"] / r["cold"] for r in ok)
-    speedup = statistics.median(r["wall1"] / r["wall"] for r in ok)
-    naive = statistics.median(r["naive"] / r["wall"] for r in ok)
-    worst = max(r["wall"] for r in ok)
-    print("\n(MPE wall leaves each instance's cold start out; it is printed apart above)")
-    print(f"MPE wall / bare golden test (median)   : {ratio_bare:5.2f}x  (goal <= 4x)")
-    print(f"MPE wall / bare cold pytest (median)   : {ratio_cold:5.2f}x")
-    print(f"worst instance MPE wall               : {worst:5.1f} s  (goal <= 120 s)")
-    print(f"2 workers vs 1 worker (median speedup) : {speedup:5.2f}x  (goal >= 1.6x)")
-    print(f"naive loop / MPE 2 workers (median)    : {naive:5.2f}x  (goal >= 5x)")
-    print(f"verdicts identical 1 vs 2 workers      : {all(r['agree'] for r in ok)}")
-    load_end = os.getloadavg()
-    print(f"load average at end {load_end[0]:.1f} (15 min {load_end[2]:.1f}); {len(ok)}/{len(rows)} instances")
-    return 0 if all(r["agree"] for r in ok) else 1
+    return 0 if summarize(rows, args) else 1
 
 
 if __name__ == "__main__":

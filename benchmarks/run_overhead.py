@@ -57,6 +57,12 @@ def call_time(run: PytestRun) -> float:
     return sum(float(m[1]) for m in _CALL.finditer(run.output))
 
 
+def durations(settings: Settings) -> list[str]:
+    """pytest's durations report of every phase; ``--durations-min`` (pytest 6.2 on) only where it is known."""
+    version = tuple(int(p) for p in re.findall(r"\d+", settings.pytest_version)[:2])
+    return _DURATIONS if not version or version >= (6, 2) else _DURATIONS[:1]
+
+
 def timed_run(ex: InstanceExecutor, patch: str, test: TestPatch, mutant: bool) -> tuple[float, float, float, str]:
     """(verdict wall, fork wall, call time, outcome) of ``test`` on ``patch``, the executor's path step by step
     (its verdict cache left out: every run is made)."""
@@ -68,7 +74,7 @@ def timed_run(ex: InstanceExecutor, patch: str, test: TestPatch, mutant: bool) -
     ws.apply(patch)
     ws.apply(test.patch)
     ex._warm = ex._warm_spec(patch, [test])
-    run = ex._run(ex.workspace_root(), list(test.ids), None, extra_args=_DURATIONS, first_failure=mutant,
+    run = ex._run(ex.workspace_root(), list(test.ids), None, extra_args=durations(ex.settings), first_failure=mutant,
                   collect=ex._collect_key(patch, [test]))
     verdict = verdict_for(list(test.ids), run)
     return time.perf_counter() - start, run.duration, call_time(run), verdict.outcome.value
