@@ -44,7 +44,7 @@ from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
-from coharden.llm import LLMClient, LLMError, failure_of
+from coharden.llm import Completion, LLMClient, LLMError, failure_of
 from coharden.mutation.context import FileChange, functions_touched
 from coharden.mutation.llm_operators import EditFormatError, apply_edit_blocks, parse_edit_blocks
 from coharden.overfit.coverage import Backend
@@ -419,20 +419,10 @@ def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: s
                                  variant=variant)
         messages = build_messages(instance, current, state.changes(), state.test_files, state.test, config,
                                   previous)
-        try:
-            completion = client.complete(messages, instance_id=instance.instance_id,
-                                         sample_index=result.iterations - 1)
-        except LLMError as exc:
-            failed = failure_of(exc)
-            record.status, record.reason = "stopped", f"{failed.error}: {failed.message}"
-            if failed.completion is not None:
-                record.request_hash = failed.completion.request_hash
-                record.tokens, record.usd = failed.completion.total_tokens, failed.completion.cost_usd
-            result.stop_reason, result.error = failed.kind.value, record.reason  # an ErrorKind value
+        completion = _ask(client, messages, instance.instance_id, result, record)
+        if completion is None:
             _finish_record(result, record, on_iteration)
             break
-        record.request_hash, record.tokens, record.usd = (completion.request_hash, completion.total_tokens,
-                                                          completion.cost_usd)
         try:
             decision, changed, new_fix, new_test = apply_reply(completion.content, state.fix_files,
                                                                state.test_files, hide_test=config.hide_test)
@@ -455,24 +445,49 @@ def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: s
             result.stop_reason, result.error = STOP_ERROR, str(exc)
             _finish_record(result, record, on_iteration)
             break
-        record.reward_after, record.after = candidate.reward, candidate.summary()
-        if candidate.reward > current.reward:
-            record.status = "kept"
-            record.reason = f"reward {current.reward:.4f} -> {candidate.reward:.4f}"
+        previous = _judge(record, current, candidate, changed)
+        if record.status == "kept":
             state, current = candidate_state, candidate
             sides[changed] += 1
-            previous = ""
-        else:
-            record.status = "rejected"
-            record.reason = f"reward {candidate.reward:.4f} is not higher than {current.reward:.4f}"
-            previous = (f"You changed the {changed} side; that pair scored {candidate.reward:.4f}, not higher than "
-                        f"the current {current.reward:.4f}, so it was discarded. The pair below is unchanged.")
         _finish_record(result, record, on_iteration)
     result.fix, result.test = state.fix, state.test
     result.final = current.summary()
     result.changed = {s: sides.get(s, 0) for s in SIDES}
     result.attempted = {s: attempted.get(s, 0) for s in SIDES}
     return result
+
+
+def _ask(client: LLMClient, messages: list[dict[str, str]], instance_id: str, result: RefineResult,
+         record: IterationRecord) -> Completion | None:
+    """The model's reply for this iteration, its request and cost on ``record``; None when the model failed
+    (the record says how, and the result stops with the failure's kind)."""
+    try:
+        completion = client.complete(messages, instance_id=instance_id, sample_index=result.iterations - 1)
+    except LLMError as exc:
+        failed = failure_of(exc)
+        record.status, record.reason = "stopped", f"{failed.error}: {failed.message}"
+        if failed.completion is not None:
+            record.request_hash = failed.completion.request_hash
+            record.tokens, record.usd = failed.completion.total_tokens, failed.completion.cost_usd
+        result.stop_reason, result.error = failed.kind.value, record.reason  # an ErrorKind value
+        return None
+    record.request_hash, record.tokens, record.usd = (completion.request_hash, completion.total_tokens,
+                                                      completion.cost_usd)
+    return completion
+
+
+def _judge(record: IterationRecord, current: PairEvaluation, candidate: PairEvaluation, changed: str) -> str:
+    """Keep the candidate pair only when its reward is higher (``record.status`` says which); the note for the
+    next prompt ('' when kept)."""
+    record.reward_after, record.after = candidate.reward, candidate.summary()
+    if candidate.reward > current.reward:
+        record.status = "kept"
+        record.reason = f"reward {current.reward:.4f} -> {candidate.reward:.4f}"
+        return ""
+    record.status = "rejected"
+    record.reason = f"reward {candidate.reward:.4f} is not higher than {current.reward:.4f}"
+    return (f"You changed the {changed} side; that pair scored {candidate.reward:.4f}, not higher than "
+            f"the current {current.reward:.4f}, so it was discarded. The pair below is unchanged.")
 
 
 def _finish_record(result: RefineResult, record: IterationRecord,
