@@ -18,18 +18,9 @@ from rich.table import Table
 from coharden.cli.common import cli_errors, console, err_console, new_app, read_patch_file, read_text
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
-from coharden.cli.options import (
-    ConfigOpt,
-    JsonOpt,
-    LLMOptions,
-    PythonOpt,
-    TimeoutOpt,
-    llm_options,
-    model_option,
-    output_option,
-    ranged,
-    seed_option,
-)
+from coharden.cli.llm_options import LLMOptions, llm_options, model_option
+from coharden.cli.mpe_options import seed_option
+from coharden.cli.options import ConfigOpt, JsonOpt, PythonOpt, TimeoutOpt, output_option, ranged
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 

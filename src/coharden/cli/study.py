@@ -14,18 +14,14 @@ import typer
 
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, new_app, run_options
 from coharden.cli.common import settings_from as _settings
+from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
+from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import (
     ConfigOpt,
-    EngineOptions,
     IdsOpt,
     JsonOpt,
-    LLMOptions,
-    ModelOpt,
-    MPEOptions,
     TimeoutOpt,
-    engine_options,
-    llm_options,
-    mpe_options,
     option_group,
     output_option,
     ranged,

@@ -17,23 +17,17 @@ from rich.table import Table
 
 from coharden.cli.common import cli_errors, console, err_console, new_app, option_group, print_diff, read_text
 from coharden.cli.common import settings_from as _settings
-from coharden.cli.options import (
+from coharden.cli.llm_options import (
     ApiBaseOpt,
     BudgetOpt,
-    ConfigOpt,
-    JsonOpt,
     LLMModeOpt,
     LLMStoreOpt,
     MaxTokensOpt,
-    StoreOpt,
     TemperatureOpt,
     llm_client,
-    output_option,
-    ranged,
-    seed_option,
-    timeout_option,
-    workers_option,
 )
+from coharden.cli.mpe_options import seed_option
+from coharden.cli.options import ConfigOpt, JsonOpt, StoreOpt, output_option, ranged, timeout_option, workers_option
 from coharden.errors import CoHardenError
 
 suite_app = new_app(help="Harden a module's whole test suite against mutants (mechanical kill oracle).")

@@ -13,17 +13,15 @@ import typer
 
 from coharden.cli.common import cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
+from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import (
     ConfigOpt,
-    EngineOptions,
     IdsOpt,
     JsonOpt,
-    MPEOptions,
     PythonOpt,
     StoreOpt,
     TimeoutOpt,
-    engine_options,
-    mpe_options,
     output_option,
     ranged,
     workers_option,
