@@ -103,11 +103,12 @@ def _register() -> None:
     """Mount the command modules of this package; each imports its layer only inside its commands, so
     ``coharden --help`` stays fast."""
     from coharden.cli import llm as llm_cli
-    from coharden.cli.env import env_app, reproduce_app
+    from coharden.cli.env import env_app
     from coharden.cli.evaluation import eval_command
     from coharden.cli.loop import agent_cmd, run_loop
     from coharden.cli.mutants import mutants_app
     from coharden.cli.overfit import overfit_app
+    from coharden.cli.reproduce import reproduce_app
     from coharden.cli.study import study_app
     from coharden.cli.suite import suite_app
     from coharden.cli.table import study_table
