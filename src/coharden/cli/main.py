@@ -111,9 +111,11 @@ def _register() -> None:
     from coharden.cli.reproduce import reproduce_app
     from coharden.cli.study import study_app
     from coharden.cli.suite import suite_app
+    from coharden.cli.suite_compare import compare_cmd
     from coharden.cli.table import study_table
 
     study_app.command("table")(study_table)
+    suite_app.command("compare")(compare_cmd)
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
     for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),
                         ("overfit", overfit_app), ("mutants", mutants_app)):
