@@ -2,17 +2,16 @@
 
 Groups (each a dataclass a command declares as one parameter, spelled out by :func:`option_group`): the run
 options (repos, config, timeout, python, store; in :mod:`coharden.cli.common`), the LLM group (model, endpoint,
-record/replay store and mode, cost caps, sampling: :class:`LLMOptions`, and :func:`llm_client` built from it),
-the MPE group (operators, mutants per
-operator, seed, tau, the estimate, mutator, LLM samples: :class:`MPEOptions`) and the engine group (executor,
-address: :class:`EngineOptions`). What a user sets rarely is a setting of the config file instead
-(``-c KEY=VALUE``, ``[tool.coharden]``). This module holds the options every group builds on (range
-checks, output paths, the common aliases) and :func:`option_group`; the groups are in
-:mod:`coharden.cli.llm_options`, :mod:`coharden.cli.mpe_options` and :mod:`coharden.cli.engine_options`. A command takes the aliases it needs; where a flag means
-something narrower in one command (``--workers`` in ``run`` counts instances), the command passes its own help
-to the same factory, so the validation stays the one defined here. Numeric flags are range-checked at the
-command line: a bad value is one line (``Error: Invalid value for '--tau': 1.5 is out of range (allowed: 0 to
-1)``) before anything runs.
+record/replay store and mode, cost caps, sampling: :class:`LLMOptions`, and :func:`llm_client` built from it;
+in :mod:`coharden.cli.llm_options`), the MPE group (operators, mutants per operator, seed, tau, the estimate,
+mutator, LLM samples: :class:`MPEOptions`; in :mod:`coharden.cli.mpe_options`) and the engine group (executor,
+address: :class:`EngineOptions`; in :mod:`coharden.cli.engine_options`). This module holds what they build on:
+the range checks, output paths, the common aliases and :func:`option_group`. What a user sets rarely is a
+setting of the config file instead (``-c KEY=VALUE``, ``[tool.coharden]``). A command takes the aliases it
+needs; where a flag means something narrower in one command (``--workers`` in ``run`` counts instances), the
+command passes its own help to the same factory, so the validation stays the one defined here. Numeric flags
+are range-checked at the command line: a bad value is one line (``Error: Invalid value for '--tau': 1.5 is out
+of range (allowed: 0 to 1)``) before anything runs.
 
 :meth:`MPEOptions.config` is the one place where the MPE group becomes an :class:`MPEConfig`.
 """
