@@ -166,7 +166,7 @@ def study_real_bugs(
         console.print(f"- {line}")
 
 
-def _run_steps(study: Any, engine: EngineOptions, workers: int, wanted: list[str]) -> list:
+def _run_steps(study: Any, engine: EngineOptions, workers: int, wanted: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The study's steps under a progress bar: in this process, or one job per instance on the engine."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
