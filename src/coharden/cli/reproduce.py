@@ -148,7 +148,8 @@ def reproduce_generate(
 ) -> None:
     """Have a model write a reproduction test for ISSUE and refine it from execution results (bounded).
     Exit status 1 when no test was accepted."""
-    from coharden.environment.reproduce import Expectation, generate_reproduction
+    from coharden.environment.reproduce import Expectation
+    from coharden.environment.reproduce_generate import generate_reproduction
 
     if not issue.is_file():
         raise CoHardenError(f"--issue: {issue} not found")
