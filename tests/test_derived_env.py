@@ -20,7 +20,8 @@ from coharden.config import Settings
 from coharden.environment.build import BuildError
 from coharden.environment.dependency_probe import declared_requirements, probe_base_commit
 from coharden.environment.derived import dependency_digest, dependency_part, derive, instance_environment, relocate_venv
-from coharden.environment.specbuild import SpecBuilder, SpecEnv, find_interpreter
+from coharden.environment.interpreters import find_interpreter
+from coharden.environment.specbuild import SpecBuilder, SpecEnv
 from coharden.environment.specs import EnvSpec, SpecTable
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.sandbox import bwrap_path
