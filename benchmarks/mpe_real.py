@@ -55,7 +55,8 @@ from types import ModuleType
 from typing import Any
 
 from coharden.config import Settings
-from coharden.execution.pytest_runner import test_environment, verdict_for
+from coharden.execution.pytest_runner import test_environment
+from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import MPEResult, check_fix, evaluate

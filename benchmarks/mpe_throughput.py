@@ -30,7 +30,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.pytest_runner import junit_classname, parse_junit, split_node_id
+from coharden.execution.pytest_results import junit_classname, parse_junit, split_node_id
 from coharden.execution.sandbox import bwrap_path
 from coharden.instances import load_local, resolve_repo
 from coharden.mutation.pool import build_pool

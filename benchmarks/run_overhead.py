@@ -30,7 +30,8 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.pytest_runner import PytestRun, verdict_for
+from coharden.execution.pytest_results import PytestRun
+from coharden.execution.pytest_verdicts import verdict_for
 from coharden.instances import load_instances, resolve_repo
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance

@@ -18,16 +18,10 @@ from tests.conftest import make_patch, make_repo, run_git, write_files
 
 from coharden.config import Settings
 from coharden.environment.build import BuildError
-from coharden.environment.derived import (
-    declared_requirements,
-    dependency_digest,
-    dependency_part,
-    derive,
-    instance_environment,
-    probe_base_commit,
-    relocate_venv,
-)
-from coharden.environment.specbuild import SpecBuilder, SpecEnv, find_interpreter
+from coharden.environment.dependency_probe import declared_requirements, probe_base_commit
+from coharden.environment.derived import dependency_digest, dependency_part, derive, instance_environment, relocate_venv
+from coharden.environment.interpreters import find_interpreter
+from coharden.environment.specbuild import SpecBuilder, SpecEnv
 from coharden.environment.specs import EnvSpec, SpecTable
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.sandbox import bwrap_path

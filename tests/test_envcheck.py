@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from coharden.cli.main import app
 from coharden.environment.build import BuildError
-from coharden.environment.specbuild import find_interpreter
+from coharden.environment.interpreters import find_interpreter
 from coharden.execution.testids import harness_ids, runnable_id
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 from coharden.study.envcheck import EnvCheckRow, _judge, render_table, summarize

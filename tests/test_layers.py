@@ -158,7 +158,7 @@ def test_every_module_is_on_the_map() -> None:
 HOST_PROCESSES = {
     "coharden.environment.build": "probes a candidate interpreter and a built environment (version, site "
                                   "directory, pytest importable); asks the Docker engine if it runs",
-    "coharden.environment.specbuild": "asks a spec environment's interpreter for its site directory",
+    "coharden.environment.overlay": "asks a built environment's interpreter for its site directory",
     "coharden.overfit.reward": "asks the test interpreter whether coverage.py imports",
     "coharden.study.bytecode": "compiles the checkout's own modules to bytecode with the test interpreter",
     "coharden.cli.envspec": "`env system-setup --run`: the spec's root system steps, run by the user's choice",

@@ -102,7 +102,7 @@ def test_loop_config_maps_its_own_words_into_mpe_and_keeps_its_digest() -> None:
 # --- one home per setting: the config's mpe section, -c KEY=VALUE, the MPE flags on top (issue 36) -----------------
 
 def test_mpe_settings_come_from_the_config_section_and_flags_fold_over_it(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from coharden.cli.options import MPEOptions
+    from coharden.cli.mpe_options import MPEOptions
     from coharden.config import load_settings
     from coharden.errors import CoHardenError
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coharden.cli import app
-from coharden.cli.options import parse_operators
+from coharden.cli.mpe_options import parse_operators
 from coharden.errors import CoHardenError
 from coharden.mutation import registry
 from coharden.mutation.context import FileChange, FixContext

@@ -14,7 +14,8 @@ from coharden.cli import app
 from coharden.config import Settings
 from coharden.environment.mining import changes_code, load_export, mine, write_records
 from coharden.environment.mockdetect import ProjectIndex, changed_symbols, find_mocks, module_names
-from coharden.environment.reproduce import Expectation, check_reproduction, generate_reproduction
+from coharden.environment.reproduce import Expectation, check_reproduction
+from coharden.environment.reproduce_generate import generate_reproduction
 from coharden.execution.sandbox import bwrap_path
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 from conftest import make_patch, make_repo, run_git, write_files

@@ -16,14 +16,13 @@ from typer.testing import CliRunner
 from coharden.cli.main import app
 from coharden.config import Settings
 from coharden.environment.build import BuildError
+from coharden.environment.interpreters import find_interpreter
+from coharden.environment.spec_requirements import requirements_from_env_yml, requirements_from_repo
 from coharden.environment.specbuild import (
     BUILD_RECIPE,
     DATE_BOUND_MISSED,
     SpecBuilder,
     SpecEnv,
-    find_interpreter,
-    requirements_from_env_yml,
-    requirements_from_repo,
     reusable,
 )
 from coharden.environment.specs import EnvSpec, SpecError, SpecTable, repo_slug

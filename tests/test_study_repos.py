@@ -10,7 +10,7 @@ import pytest
 
 from coharden.config import Settings
 from coharden.environment.build import BuildError
-from coharden.environment.specbuild import find_interpreter
+from coharden.environment.interpreters import find_interpreter
 from coharden.execution.store import Store
 from coharden.study.data import StudyError, load_data
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig

@@ -3,7 +3,7 @@
 
 The MPE settings (tau, seed, operators, the time limits on mutants, trust, ...) are an :class:`MPEConfig` section,
 ``mpe`` (``[tool.coharden.mpe]``, ``mpe:`` in YAML, ``-c mpe.tau=0.3``): they have that one home, and a command's
-MPE flags are folded over it by ``cli.options.MPEOptions.config``."""
+MPE flags are folded over it by ``cli.mpe_options.MPEOptions.config``."""
 
 from __future__ import annotations
 

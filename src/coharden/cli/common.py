@@ -16,6 +16,7 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
+from coharden.cli.mpe_options import parse_operators as parse_operators
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
@@ -24,7 +25,6 @@ from coharden.cli.options import PythonOpt as PythonOpt
 from coharden.cli.options import ReposOpt as ReposOpt
 from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
-from coharden.cli.options import parse_operators as parse_operators
 from coharden.config import Settings, load_settings
 from coharden.errors import CoHardenError
 

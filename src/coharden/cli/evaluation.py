@@ -13,17 +13,9 @@ import typer
 from rich.table import Table
 
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, progress_bar, run_options
-from coharden.cli.options import (
-    CutoffsOpt,
-    EngineOptions,
-    JsonOpt,
-    MPEOptions,
-    engine_options,
-    mpe_options,
-    output_option,
-    parse_cutoffs,
-    workers_option,
-)
+from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs
+from coharden.cli.options import JsonOpt, output_option, workers_option
 
 
 @cli_errors

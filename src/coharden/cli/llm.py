@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 
 from coharden.cli.options import ranged
-from coharden.llm.mockserver import MockLLMServer, ReceivedRequest, RulesError
+from coharden.llm.mockrules import RulesError
+from coharden.llm.mockserver import MockLLMServer, ReceivedRequest
 
 _err = Console(stderr=True, soft_wrap=True)
 

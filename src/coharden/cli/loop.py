@@ -14,25 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, pick_instance, print_counts, run_options
-from coharden.cli.options import (
-    LOOP_TAU_HELP,
-    MPE_TAU_HELP,
-    AgentReadableOpt,
-    IdOpt,
-    IdsOpt,
-    JsonOpt,
-    LLMOptions,
-    ModelOpt,
-    MutatorOpt,
-    SamplesOpt,
-    StepLimitOpt,
-    llm_options,
-    output_option,
-    ranged,
-    seed_option,
-    tau_option,
-    workers_option,
-)
+from coharden.cli.llm_options import LLMOptions, ModelOpt, StepLimitOpt, llm_options
+from coharden.cli.mpe_options import LOOP_TAU_HELP, MPE_TAU_HELP, MutatorOpt, SamplesOpt, seed_option, tau_option
+from coharden.cli.options import AgentReadableOpt, IdOpt, IdsOpt, JsonOpt, output_option, ranged, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.schema.mpe_config import DEFAULT_SEED

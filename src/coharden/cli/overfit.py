@@ -14,16 +14,8 @@ from rich.table import Table
 
 from coharden.cli import common
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, new_app, run_options
-from coharden.cli.options import (
-    IdOpt,
-    IdsOpt,
-    JsonOpt,
-    LLMOptions,
-    ModelOpt,
-    llm_options,
-    output_option,
-    ranged,
-)
+from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
+from coharden.cli.options import IdOpt, IdsOpt, JsonOpt, output_option, ranged
 from coharden.errors import CoHardenError
 
 overfit_app = new_app(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "

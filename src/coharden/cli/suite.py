@@ -1,4 +1,5 @@
-"""``coharden suite ...``: mutation testing of a module with its suite, critic hardening, and arm comparisons.
+"""``coharden suite ...``: mutation testing of a module with its suite, critic hardening (arm comparisons:
+:mod:`coharden.cli.suite_compare`).
 
 Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the commands.
 """
@@ -17,23 +18,17 @@ from rich.table import Table
 
 from coharden.cli.common import cli_errors, console, err_console, new_app, option_group, print_diff, read_text
 from coharden.cli.common import settings_from as _settings
-from coharden.cli.options import (
+from coharden.cli.llm_options import (
     ApiBaseOpt,
     BudgetOpt,
-    ConfigOpt,
-    JsonOpt,
     LLMModeOpt,
     LLMStoreOpt,
     MaxTokensOpt,
-    StoreOpt,
     TemperatureOpt,
     llm_client,
-    output_option,
-    ranged,
-    seed_option,
-    timeout_option,
-    workers_option,
 )
+from coharden.cli.mpe_options import seed_option
+from coharden.cli.options import ConfigOpt, JsonOpt, StoreOpt, output_option, ranged, timeout_option, workers_option
 from coharden.errors import CoHardenError
 
 suite_app = new_app(help="Harden a module's whole test suite against mutants (mechanical kill oracle).")
@@ -93,7 +88,8 @@ store_options = option_group(StoreOptions, {
 }, "stores")
 
 
-def _read(path: Path | None, what: str) -> str:
+def read_input(path: Path | None, what: str) -> str:
+    """The text of an input file of a suite command (empty when not given)."""
     if path is None:
         return ""
     if not path.is_file():
@@ -101,8 +97,9 @@ def _read(path: Path | None, what: str) -> str:
     return read_text(path, what)
 
 
-def _mutants(module: Path, root: Path | None, engine: str, operators: str | None, max_mutants: int | None,
-             seed: int) -> tuple[list, str]:
+def module_mutants(module: Path, root: Path | None, engine: str, operators: str | None, max_mutants: int | None,
+                   seed: int) -> tuple[list, str]:
+    """The seeded sample of ``module``'s mutants, and the module's path relative to the project root."""
     from coharden.suite.operators import generate_mutants, select_mutants
 
     if not module.is_file():
@@ -115,7 +112,8 @@ def _mutants(module: Path, root: Path | None, engine: str, operators: str | None
 
 
 @contextmanager
-def _progress(total: int, label: str) -> Iterator[Any]:
+def mutant_progress(total: int, label: str) -> Iterator[Any]:
+    """A progress bar over mutants; yields the callback that advances it by one (mutant, result)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -128,9 +126,9 @@ def _progress(total: int, label: str) -> Iterator[Any]:
         yield advance
 
 
-def _client(model: str | None, api_base: str | None, temperature: float | None, max_tokens: int | None,
-            llm_store: Path | None, llm_mode: str, store: Path, ledger: Any, budget_usd: float | None,
-            overrides: dict[str, Any] | None = None):
+def llm_client_for(model: str | None, api_base: str | None, temperature: float | None, max_tokens: int | None,
+                   llm_store: Path | None, llm_mode: str, store: Path, ledger: Any, budget_usd: float | None,
+                   overrides: dict[str, Any] | None = None):
     """An LLM client for ``model`` (None -> None), or for an arm's own config fields (``overrides``, no
     ``$COHARDEN_LLM_*``), with the shared store and ledger."""
     if model is None and not overrides:
@@ -185,12 +183,12 @@ def mutants_cmd(
     from coharden.suite.runner import KillOracle, MutantStatus
 
     settings = _settings(config, timeout=timeout, store=store)
-    suite = _read(round0, "--round0") or _read(tests, "--tests")
+    suite = read_input(round0, "--round0") or read_input(tests, "--tests")
     if not suite.strip():
         raise CoHardenError("give the tests to run: --tests FILE (or --round0 FILE)")
-    mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
+    mutants, _ = module_mutants(module, root, engine, operators, max_mutants, seed)
     with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle, \
-            _progress(len(mutants), "mutants") as advance:
+            mutant_progress(len(mutants), "mutants") as advance:
         r0 = evaluate_round0(oracle, mutants, suite, progress=advance)
     counts = {s.value: len(r0.ids(s)) for s in MutantStatus}
     scored = counts["killed"] + counts["survived"] + counts["timeout"]
@@ -246,17 +244,17 @@ def run_cmd(
         raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
     settings = _settings(config, timeout=timeout, store=store)
     ledger = Ledger()
-    tester = _client(tester_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
+    tester = llm_client_for(tester_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
                      ledger, budget_usd)
-    critic = _client(critic_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
+    critic = llm_client_for(critic_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
                      ledger, budget_usd)
-    seed_suite = _read(round0, "--round0") or _read(tests, "--tests")
-    mutants, _ = _mutants(module, root, engine, operators, max_mutants, seed)
+    seed_suite = read_input(round0, "--round0") or read_input(tests, "--tests")
+    mutants, _ = module_mutants(module, root, engine, operators, max_mutants, seed)
     with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle:
         suite0, record = build_round0(oracle, seed_suite, tester)
         if round0 is not None:
             record.role = "round0-file"
-        with _progress(len(mutants), "round 0") as advance:
+        with mutant_progress(len(mutants), "round 0") as advance:
             r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
         run = harden(oracle, mutants, r0, critic, HardeningConfig(max_rounds, max_shown, seed),
                      arm=critic_model or "none", progress=lambda text: err_console.print(text))
@@ -290,166 +288,3 @@ def run_cmd(
     if not run.complete:
         err_console.print(f"[bold red]incomplete:[/] {run.failure}")
         raise typer.Exit(1)
-
-
-def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
-    """``--arm none`` / ``--arm NAME=MODEL``, or an arms YAML file: a list of ``{name, <LLMConfig fields>}``."""
-    import yaml
-    from pydantic import ValidationError
-
-    from coharden.llm import LLMConfig
-    from coharden.suite.compare import Arm
-
-    arms: list[Arm] = []
-    raw: list[dict[str, Any]] = []
-    if arms_file is not None:
-        data = yaml.safe_load(_read(arms_file, "--arms"))
-        data = data.get("arms") if isinstance(data, dict) else data
-        if not isinstance(data, list) or not all(isinstance(a, dict) and "name" in a for a in data):
-            raise CoHardenError(f"{arms_file}: expected a list of arms, each a mapping with `name`")
-        raw += data
-    for spec in specs:
-        if spec == "none":
-            raw.append({"name": "none"})
-        elif "=" in spec:
-            name, model = spec.split("=", 1)
-            raw.append({"name": name.strip(), "model": model.strip()})
-        else:
-            raise CoHardenError(f"--arm {spec!r}: use 'none' or NAME=MODEL")
-    names = [a["name"] for a in raw]
-    if len(set(names)) != len(names):
-        raise CoHardenError(f"arm names must be unique: {names}")
-    for entry in raw:
-        fields = {k: v for k, v in entry.items() if k != "name"}
-        if not fields:
-            arms.append(Arm(entry["name"]))
-            continue
-        try:
-            arms.append(Arm(entry["name"], LLMConfig.from_env(**fields) if "model" in fields and len(fields) == 1
-                            else LLMConfig.model_validate(fields)))
-        except ValidationError as exc:
-            raise CoHardenError(f"arm {entry['name']!r}: {exc}") from exc
-    if not arms:
-        raise CoHardenError("give arms: --arm none --arm A=MODEL ... or --arms FILE")
-    return arms
-
-
-@suite_app.command("compare")
-@cli_errors
-@hardening_options
-@store_options
-def compare_cmd(
-    module: ModuleArg,
-    round0: Annotated[Path, typer.Option("--round0", help="The frozen round-0 suite every arm starts from.")],
-    arm: Annotated[list[str] | None, typer.Option("--arm", help="'none' (control) or NAME=MODEL; repeat. The "
-                                                  "first arm is the control for the differences.")] = None,
-    arms_file: Annotated[Path | None, typer.Option("--arms", help="YAML list of arms: {name, model, api_base, "
-                                                   "temperature, cost_overrides, ...}.")] = None,
-    replicates: Annotated[int, ranged("--replicates", "-r", help="Replicates per arm.", lo=1)] = 5,
-    hypotheses: Annotated[Path | None, typer.Option("--hypotheses", help="Hypotheses (YAML list or one per "
-                                                    "line); default: each arm beats the control.")] = None,
-    n_boot: Annotated[int, ranged("--n-boot", help="Bootstrap resamples.", lo=100)] = 2000,
-    api_base: ApiBaseOpt = None,
-    hardening: HardeningOptions = HardeningOptions(),
-    output: Annotated[Path, output_option(help="Output directory.")] = Path("suite-compare"),
-    stores: StoreOptions = StoreOptions(),
-    as_json: JsonOpt = False,
-) -> None:
-    """Arms (no critic, critic model A, B, ...) x replicates from one frozen round 0, with kill-rate intervals.
-
-    The pre-registration (config + hypotheses, hashed) is written to OUTPUT/prereg.json before any test runs.
-    Exit status 1 when an arm has incomplete replicates (LLM failures), which are reported, never scored."""
-    import hashlib
-
-    from coharden import __version__
-    from coharden.execution.store import Store
-    from coharden.llm import Ledger
-    from coharden.suite.compare import run_compare
-    from coharden.suite.loop import HardeningConfig, evaluate_round0
-    from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
-    from coharden.suite.runner import KillOracle
-
-    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
-    llm_store, llm_mode, budget_usd, timeout, config, store = astuple(stores)
-    settings = _settings(config, timeout=timeout, store=store)
-    arms = _parse_arms(list(arm or []), arms_file)
-    suite0 = _read(round0, "--round0")
-    mutants, rel = _mutants(module, root, engine, operators, max_mutants, seed)
-    hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
-    result_store = Store(settings.store)
-    plan = {
-        "coharden": __version__, "module": rel, "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),
-        "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": engine,
-        "operators": operators, "max_mutants": max_mutants, "mutants": len(mutants),
-        "mutant_ids_sha256": hashlib.sha256(",".join(f"{m.id}:{m.sha256}" for m in mutants).encode()).hexdigest(),
-        "arms": [a.describe() for a in arms], "api_base": api_base, "replicates": replicates,
-        "max_rounds": max_rounds,
-        "max_shown": max_shown, "seed": seed, "n_boot": n_boot, "level": 0.95, "budget_usd": budget_usd,
-        "metrics": {"kill_rate": "killed round-0 survivors / round-0 survivors, pooled over complete replicates",
-                    "interval": "cluster bootstrap over replicates, percentile, seeded",
-                    "cost_per_killed": "LLM USD of the arm / killed mutants"},
-    }
-    output.mkdir(parents=True, exist_ok=True)
-    prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
-    ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
-
-    def client_for(a: Any) -> Any:
-        if a.llm is None:
-            return None
-        return _client(None, api_base, None, None, llm_store, llm_mode, settings.store, ledger, budget_usd,
-                       overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
-
-    def on_run(run: Any) -> None:
-        path = output / "runs" / run.arm / f"rep{run.replicate}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True))
-        mark = "" if run.complete else f" [red]INCOMPLETE ({run.failure['kind'] if run.failure else ''})[/]"
-        err_console.print(f"{run.arm} rep {run.replicate}: killed {len(run.killed)}/{len(run.survivors0)} "
-                          f"({run.stop_reason}){mark}")
-
-    with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
-        with _progress(len(mutants), "round 0") as advance:
-            r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
-        result = run_compare(oracle, mutants, r0, arms, replicates, HardeningConfig(max_rounds, max_shown, seed),
-                             client_for=client_for, n_boot=n_boot, on_run=on_run)
-    verify(output / "prereg.json")
-    data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,
-            "llm": ledger.to_dict()}
-    (output / "compare.json").write_text(json.dumps(data, indent=2, sort_keys=True))
-    if as_json:
-        print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        _render_compare(data, output)
-    if not data["complete"]:
-        bad = [n for n, s in data["arms"].items() if s["status"] != "ok"]
-        err_console.print(f"[bold red]incomplete arms:[/] {', '.join(bad)} (see 'incomplete' in compare.json)")
-        raise typer.Exit(1)
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def _render_compare(data: dict[str, Any], output: Path) -> None:
-    console.print(f"round 0: {data['mutants_total']} mutants, {data['round0_killed']} killed, "
-                  f"{data['round0_survivors']} survive (timeouts {data['round0_timeouts']}, errors "
-                  f"{data['round0_errors']}); pre-registration {data['prereg_sha256'][:12]}")
-    table = Table(title=f"kill rate of round-0 survivors over {data['replicates']} replicates "
-                        f"[{int(data['level'] * 100)}% cluster bootstrap]")
-    for col in ("arm", "status", "done", "kill rate [interval]", "killed", "USD/kill", "tokens", "LLM failures"):
-        table.add_column(col)
-    for name, s in data["arms"].items():
-        ci = s["kill_rate_ci"]
-        rate = _fmt(s["kill_rate"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
-        table.add_row(name, s["status"], f"{s['complete_replicates']}/{s['replicates']}", rate, str(s["killed"]),
-                      _fmt(s["cost_per_killed_usd"], 5), str(s["tokens"]["total"]),
-                      ", ".join(f"{k} {v}" for k, v in s["llm_failures"].items()) or "-")
-    console.print(table)
-    for name, s in data["arms"].items():
-        rejected = ", ".join(f"{k} {v}" for k, v in s["rejected_additions"].items()) or "none"
-        console.print(f"{name}: rejected rounds {s['rejected_rounds']}; rejected additions: {rejected}")
-    for label, d in data["differences_to_control"].items():
-        ci = d["ci"]
-        console.print(f"{label}: {_fmt(d['difference'])} [{_fmt(ci[0]) if ci else 'n/a'}, "
-                      f"{_fmt(ci[1]) if ci else 'n/a'}] over {d['replicates']} paired replicates")
-    console.print(f"results: {output / 'compare.json'}")

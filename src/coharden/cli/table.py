@@ -13,22 +13,20 @@ import typer
 
 from coharden.cli.common import cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
+from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import (
     ConfigOpt,
-    EngineOptions,
     IdsOpt,
     JsonOpt,
-    MPEOptions,
     PythonOpt,
     StoreOpt,
     TimeoutOpt,
-    engine_options,
-    mpe_options,
     output_option,
     ranged,
     workers_option,
 )
-from coharden.cli.study import system_files
+from coharden.cli.study import BytecodeOpt, system_files
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
@@ -68,8 +66,7 @@ def study_table(
     mpe_opts: MPEOptions = MPEOptions(),
     workers: Annotated[int, workers_option("MPE workers of one instance (one checkout each).")] = 2,
     engine: EngineOptions = EngineOptions(),
-    bytecode: Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of sympy "
-                                           "in the checkouts (test runs then skip recompiling it).")] = True,
+    bytecode: BytecodeOpt = True,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "dataset in --output alone.")] = False,
     config: ConfigOpt = None,

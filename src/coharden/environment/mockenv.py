@@ -23,7 +23,8 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.execution import sandbox
-from coharden.llm.mockserver import MockLLMServer, Rule
+from coharden.llm.mockrules import Rule
+from coharden.llm.mockserver import MockLLMServer
 
 MOCK_KEY = "sk-coharden-mock"
 #: Reply of the default rule: every request gets it (a test can also script its own rules).

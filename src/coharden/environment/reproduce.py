@@ -15,16 +15,15 @@ same machinery as every other verdict in coharden. Checks:
                        a copy installed elsewhere.
 ``no_mocked_code_under_test``  no mock / monkeypatch targets what the fix changes (:mod:`.mockdetect`).
 
-With a model, :func:`generate_reproduction` writes such a test from the issue and the buggy code and refines
-it from these execution results, in bounded attempts, fail-closed on truncated replies.
+With a model, :func:`coharden.environment.reproduce_generate.generate_reproduction` writes such a test from the
+issue and the buggy code and refines it from these execution results, in bounded attempts, fail-closed on
+truncated replies.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -44,14 +43,11 @@ from coharden.environment.mockenv import MockServices, loopback_only_settings, p
 from coharden.errors import CoHardenError, TestIdError
 from coharden.execution.docker import CONTAINER_ROOT
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.git import git, resolve_commit, show_file
+from coharden.execution.git import git, resolve_commit
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.readback import read_text
 from coharden.execution.store import Store
-from coharden.jsonl import append_line
-from coharden.llm.client import LLMClient
-from coharden.llm.errors import LLMError, failure_of
-from coharden.patches import is_test_path, make_diff, split_patch, touched_files
+from coharden.patches import is_test_path, split_patch, touched_files
 from coharden.schema.instance import Instance
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -291,118 +287,3 @@ def _static_checks(report: ReproductionReport, test: TestPatch, index: ProjectIn
     report.checks.append(Check(name="no_mocked_code_under_test", ok=not bad, detail="; ".join(
         f"{m.path}:{m.line} {m.call}({m.target!r}): {m.reason}" for m in bad) or
         f"{len(report.mocks)} mock(s), none of the code under test"))
-
-
-# --- generation with a model ------------------------------------------------------------------------------------
-GEN_SYSTEM = """\
-You write bug reproduction tests for Python repositories. Given an issue and the relevant source files, write \
-one pytest test module that FAILS on the current (buggy) code because of the bug the issue describes and PASSES \
-once the bug is fixed. Import and call the real code of the project; never mock, stub or monkeypatch the code \
-under test. Mock only model clients (OpenAI, Anthropic, ...) or network access when the code needs them. Reply \
-with the complete test module in one ```python fenced block and nothing else."""
-
-
-class GenerationAttempt(BaseModel):
-    attempt: int
-    time: float
-    request_hash: str | None = None
-    test_source: str | None = None
-    accepted: bool = False
-    reasons: list[str] = Field(default_factory=list)
-    stop: str = ""
-
-
-class GenerationResult(BaseModel):
-    accepted: bool
-    test_patch: str = ""
-    report: ReproductionReport | None = None
-    attempts: list[GenerationAttempt] = Field(default_factory=list)
-    stop_reason: str = ""
-
-
-def extract_python(text: str) -> str | None:
-    blocks = re.findall(r"```(?:python|py)?\s*\n(.*?)```", text, re.DOTALL)
-    return max(blocks, key=len) if blocks else None
-
-
-def _context_files(repo: Path, buggy: str, fix: str, limit: int = 8000) -> str:
-    parts = []
-    for path in touched_files(fix):
-        content = show_file(repo, buggy, path)
-        if content is not None:
-            parts.append(f"### {path}\n```python\n{content[:limit]}\n```")
-    return "\n\n".join(parts)
-
-
-def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings, llm: LLMClient, *,
-                          patched: str | None = None, fix: str | None = None, expect: Expectation | None = None,
-                          test_path: str = "tests/test_coharden_reproduction.py", max_attempts: int = 3,
-                          mock_services: bool = False, log_path: Path | None = None,
-                          progress: Callable[[str], None] | None = None) -> GenerationResult:
-    """Ask ``llm`` for a reproduction test of ``issue`` and check it with :func:`check_reproduction`; feed the
-    reasons for a rejection back, up to ``max_attempts`` tests. The model sees the issue and the buggy versions
-    of the files the fix touches, never the fix."""
-    say = progress or (lambda _msg: None)
-    buggy = resolve_commit(repo, buggy)
-    patterns = list(settings.test_patterns)
-    if fix is None:
-        if patched is None:
-            raise CoHardenError("give the patched commit or the fix patch")
-        fix, _ = fix_between(repo, buggy, resolve_commit(repo, patched), patterns)
-    else:
-        fix, _ = split_patch(fix, patterns)
-    existing = show_file(repo, buggy, test_path)
-    messages: list[dict[str, str]] = [
-        {"role": "system", "content": GEN_SYSTEM},
-        {"role": "user", "content": f"Issue:\n{issue.strip()}\n\nRelevant source files:\n\n"
-                                    f"{_context_files(repo, buggy, fix)}\n\nThe test module will be saved as "
-                                    f"{test_path} and run with pytest from the repository root."},
-    ]
-    result = GenerationResult(accepted=False)
-
-    def log(entry: GenerationAttempt) -> None:
-        result.attempts.append(entry)
-        if log_path is not None:
-            append_line(log_path, entry.model_dump_json())
-
-    for number in range(1, max_attempts + 1):
-        entry = GenerationAttempt(attempt=number, time=time.time())
-        say(f"attempt {number}: asking the model for a test")
-        try:
-            reply = llm.complete(messages, sample_index=0)
-        except LLMError as exc:
-            failed = failure_of(exc)
-            if failed.completion is not None:
-                entry.request_hash = failed.completion.request_hash
-            entry.stop = failed.stop()
-        if entry.stop:
-            log(entry)
-            result.stop_reason = entry.stop
-            return result
-        entry.request_hash = reply.request_hash
-        source = extract_python(reply.content)
-        if source is None:
-            entry.reasons = ["the reply holds no ```python block"]
-            feedback = "Your reply held no ```python fenced block. Reply with the complete test module."
-        else:
-            entry.test_source = source
-            patch = make_diff(test_path, existing, source)
-            say(f"attempt {number}: checking the test")
-            report = check_reproduction(repo, buggy, patch, settings, fix=fix, expect=expect,
-                                        mock_services=mock_services)
-            result.report, result.test_patch = report, patch
-            entry.accepted, entry.reasons = report.accepted, report.reasons
-            if report.accepted:
-                entry.stop = "accepted"
-                log(entry)
-                result.accepted, result.stop_reason = True, "accepted"
-                return result
-            feedback = "The test was rejected:\n" + report.feedback() + "\nReply with a corrected complete module."
-        if number == max_attempts:
-            entry.stop = f"rejected; {max_attempts} attempts used"
-        log(entry)
-        if entry.stop:
-            result.stop_reason = entry.stop
-            return result
-        messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": feedback}]
-    return result  # pragma: no cover

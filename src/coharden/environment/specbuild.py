@@ -21,23 +21,23 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from coharden.config import Settings
 from coharden.environment.build import BuildError, Log, StepLog, build_environ, last_lines
+from coharden.environment.interpreters import PYENV_ROOT, find_interpreter
+from coharden.environment.overlay import collect_overlay, detach_editable, site_packages
+from coharden.environment.spec_requirements import CONDA_ONLY, requirements_from_env_yml, requirements_from_repo
 from coharden.environment.specs import EnvSpec
 from coharden.execution.confinement import BUILD_STEPS
 from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.locks import file_lock
 from coharden.execution.sandbox import run_limited
 
-PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
 # The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed
 # builds are cached, and only the current recipe's failures are reused) or a degraded one into a whole one.
 # 3: the date bound reaches pip steps when the pre-install narrows a pinned package (sphinx 3.x).
@@ -47,10 +47,6 @@ BUILD_RECIPE = 3
 DATE_BOUND_MISSED = "exclude_newer not applied to pip steps"
 # a warning an environment built from the spec carries (and environments derived from it inherit)
 SKIPPED_SYSTEM_STEP = "skipped system step"
-_SKIP_OVERLAY = {".git", "build", ".eggs", "__pycache__", ".tox", ".pytest_cache", ".hypothesis", "dist"}
-# conda package names that are not pip distributions (or are the interpreter itself)
-CONDA_ONLY = {"python", "pip", "setuptools_scm_git_archive", "pynio", "iris", "cdms2", "esmpy", "nomkl", "mkl",
-               "libgfortran", "hdf5", "netcdf-fortran", "compilers", "cxx-compiler", "c-compiler", "make"}
 _IMPORT_NAME = {"scikit-learn": "sklearn"}
 
 
@@ -90,78 +86,6 @@ class SpecEnv(BaseModel):
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
                                    legacy_pytest=legacy, pytest_version=self.pytest_version,
                                    services=self.services or base.services)
-
-
-def installed_pythons(root: Path = PYENV_ROOT) -> list[str]:
-    versions = root / "versions"
-    found = [p.name for p in versions.iterdir() if (p / "bin" / "python").exists()] if versions.is_dir() else []
-    return sorted(found, key=lambda v: [int(x) if x.isdigit() else 0 for x in v.split(".")])
-
-
-def find_interpreter(version: str, root: Path = PYENV_ROOT) -> str:
-    """The newest installed ``version.*`` under pyenv, else ``pythonX.Y`` on PATH; never downloads one."""
-    matches = [v for v in installed_pythons(root) if v.startswith(version + ".")]
-    if matches:
-        return str(root / "versions" / matches[-1] / "bin" / "python")
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        return on_path
-    have = ", ".join(installed_pythons(root)) or "none"
-    raise BuildError(f"python {version} is not installed (looked in {root / 'versions'} and PATH; installed there: "
-                     f"{have}); install it (e.g. pyenv install {version}) or pass --python")
-
-
-def requirements_from_repo(src: Path, spec: EnvSpec, replacements: list[tuple[str, str | None]]) -> str:
-    """The harness's reading of requirement files: the first of ``requirements_paths`` that exists, with ``-r``
-    includes inlined and ``-e .`` / ``.[test`` / comment lines dropped; yanked packages replaced."""
-    for rel in spec.requirements_paths:
-        path = src / rel
-        if path.is_file():
-            break
-    else:
-        raise BuildError(f"no requirements file at {', '.join(spec.requirements_paths)} in {spec.repo}")
-    lines: list[str] = []
-    extra: list[str] = []
-
-    def keep(line: str) -> bool:
-        return not line.strip().startswith(("-e .", "#", ".[test"))
-
-    for line in path.read_text().splitlines():
-        if line.strip().startswith("-r"):
-            included = path.parent / line.strip()[2:].strip()
-            if included.is_file():
-                extra += [x for x in included.read_text().splitlines() if keep(x)]
-        elif keep(line):
-            lines.append(line)
-    text = "\n".join([*extra, *lines])
-    for old, new in replacements:
-        pattern = rf"^{re.escape(old)}([<>=!~]=?.*|$)\n?"
-        text = re.sub(pattern, "" if new is None else new + "\n", text, flags=re.M)
-    return text + "\n"
-
-
-def requirements_from_env_yml(src: Path, spec: EnvSpec) -> list[str]:
-    """Pip requirements for a conda ``environment.yml``: its dependencies (conda-only names dropped, ``=``
-    pins turned into ``==``) and its ``pip:`` section."""
-    for rel in spec.environment_yml_paths:
-        if (src / rel).is_file():
-            data: Any = yaml.safe_load((src / rel).read_text()) or {}
-            break
-    else:
-        raise BuildError(f"no environment.yml at {', '.join(spec.environment_yml_paths)} in {spec.repo}")
-    found: list[str] = []
-    for dep in data.get("dependencies", []) or []:
-        if isinstance(dep, dict):
-            found += [str(d) for d in dep.get("pip", []) or []]
-            continue
-        name = re.split(r"[<>=!~ ]", str(dep).strip(), maxsplit=1)[0]
-        if not name or name.lower() in CONDA_ONLY:
-            continue
-        rest = str(dep).strip()[len(name):].strip()
-        if rest.startswith("=") and not rest.startswith("=="):
-            rest = "==" + rest[1:].rstrip("*").rstrip(".")
-        found.append(name + rest)
-    return found
 
 
 def reusable(record: Path, newer_than: Path | None = None) -> SpecEnv | None:
@@ -405,9 +329,8 @@ def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path,
                        env: dict[str, str]) -> SpecEnv:
     """After the install: detach the editable hooks, keep the built files (overlay), set the test environment
     and check the project imports from ``src`` with the spec's runner."""
-    site = _site_packages(python)
-    _detach_editable(site, src)
-    result.overlay = _collect_overlay(src, env_dir / "overlay")
+    detach_editable(site_packages(python), src)
+    result.overlay = collect_overlay(src, env_dir / "overlay")
     roots = ["."] + [d for d in ("src", "lib") if any((src / d).glob("*/__init__.py"))]
     pythonpath = os.pathsep.join("{workspace}" if r == "." else "{workspace}/" + r for r in roots)
     result.test_env = {"PYTHONPATH": pythonpath, **spec.env}
@@ -427,7 +350,6 @@ def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path,
     result.python_version = versions[0] if versions else ""
     result.pytest_version = versions[1] if len(versions) > 1 else ""
     return result
-
 
 
 def _pytest_version(env: SpecEnv) -> str:
@@ -459,32 +381,3 @@ def apply_constraints(spec: EnvSpec, env_dir: Path, env: dict[str, str]) -> None
     path = env_dir / "constraints.txt"
     path.write_text("".join(c + "\n" for c in spec.constraints))
     env["PIP_CONSTRAINT"] = env["UV_CONSTRAINT"] = str(path)
-
-
-def _site_packages(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True, timeout=60)
-    return Path(out.stdout.strip())
-
-
-def _detach_editable(site: Path, src: Path) -> None:
-    """Remove the path hooks an editable install left (the job's checkout must be what is imported)."""
-    for hook in [*site.glob("__editable__*.pth"), *site.glob("__editable__*finder.py"), *site.glob("*.egg-link")]:
-        hook.unlink()
-    for pth in site.glob("*.pth"):
-        lines = pth.read_text().splitlines()
-        kept = [line for line in lines if not line.strip().startswith(str(src))]
-        if kept != lines:
-            pth.write_text("\n".join(kept) + "\n")
-
-
-def _collect_overlay(src: Path, overlay: Path) -> Path | None:
-    """Copy files the install generated inside the checkout (untracked, ignored or not) to ``overlay``."""
-    out = git(["ls-files", "--others", "-z"], src).stdout
-    generated = [p for p in out.split("\0") if p and not (set(Path(p).parts) & _SKIP_OVERLAY)
-                 and ".egg-info" not in p and not p.endswith((".pyc", ".o"))]
-    for rel in generated:
-        target = overlay / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / rel, target)
-    return overlay if generated else None

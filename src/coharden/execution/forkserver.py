@@ -107,7 +107,7 @@ class ForkServer:
         self.env_overrides: dict[str, str] = {}
         self.warm_runs = 0  # runs whose fork started with the project's modules imported
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
-        self.collected_runs = 0  # runs forked after a collection done once (collect once: forkserver_main._CollectOnce)
+        self.collected_runs = 0  # runs forked after a collection done once (collect once: collect_once.CollectOnce)
         self.collect_log: list[str] = []  # per run that asked to collect once: "once", or why it collected
         if self.isolation == "bwrap":
             assert confine is not None
@@ -220,10 +220,10 @@ class ForkServer:
             cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None,
             collect: str | None = None) -> ProcessResult:
         """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
-        ``warm``: the project's modules the server may keep imported for it (see ``forkserver_main._Warm``).
+        ``warm``: the project's modules the server may keep imported for it (see ``warm_state.WarmState``).
         ``collect``: a name of the run's test state (its test patches): a sandboxed server collects the tests of
         runs with the same name, arguments and environment once and forks each run after that collection
-        (``forkserver_main._CollectOnce``)."""
+        (``collect_once.CollectOnce``)."""
         assert self.proc is not None
         assert self.proc.stdin is not None
         own_out = out is None

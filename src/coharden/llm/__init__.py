@@ -11,7 +11,8 @@ from coharden.llm.client import LLMClient
 from coharden.llm.config import CostOverride, LLMConfig
 from coharden.llm.errors import *  # noqa: F403 (the error types and kind_of: errors.__all__)
 from coharden.llm.errors import __all__ as _error_names
-from coharden.llm.mockserver import MockLLMServer, Rule, RulesError, load_rules
+from coharden.llm.mockrules import Rule, RulesError, load_rules
+from coharden.llm.mockserver import MockLLMServer
 from coharden.llm.types import Completion
 
 __all__ = [

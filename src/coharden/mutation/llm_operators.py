@@ -316,7 +316,12 @@ class LLMMutator:
                         fatal = (f"{outcome.failure.what} (operator {outcome.operator.value} sample "
                                  f"{outcome.sample_index}): {outcome.detail}")
 
-        report.usage_per_operator = {op.value: _usage_json(tallies[op]) for op in cfg.operators}
+        return self._finish(report, tallies, fatal)
+
+    def _finish(self, report: LLMPoolReport, tallies: dict[Operator, Usage], fatal: str | None) -> LLMPoolReport:
+        """The report's usage and cache figures, and whether the pool is complete: not after a failed call
+        (``fatal``), nor when every reply tried was cut off at max_tokens."""
+        report.usage_per_operator = {op.value: _usage_json(tallies[op]) for op in self.settings.operators}
         total = Usage()
         for tally in tallies.values():
             total.merge(tally)

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from coharden.overfit.refine import SIDES, IterationRecord, RefineConfig, RefineResult
+from coharden.overfit.critic_prompt import SIDES
+from coharden.overfit.refine import IterationRecord, RefineConfig, RefineResult
 
 OUTPUT_VERSION = 1
 INITIAL_SUFFIX = "-initial"

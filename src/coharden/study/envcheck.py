@@ -135,7 +135,7 @@ def _judge(row: EnvCheckRow, f2p: list[str], p2p: list[str], buggy: Verdict, fix
         if skipped_for and all(set(st) <= {TestStatus.SKIPPED, TestStatus.PASSED, TestStatus.XFAIL}
                                for st in (_statuses(fixed, f2p) | _statuses(fixed, p2p)).values()):
             # only skips, for want of an optional module: the environment lacks it (often conda-only)
-            from coharden.environment.specbuild import CONDA_ONLY
+            from coharden.environment.spec_requirements import CONDA_ONLY
 
             module = skipped_for.group(1)
             conda = " (a conda-only package: pip cannot install it)" if module.lower() in CONDA_ONLY else ""

@@ -1,0 +1,130 @@
+"""The LLM option group: model, endpoint, record/replay store and mode, cost caps, sampling
+(:class:`LLMOptions`, declared with :func:`llm_options`), and :func:`llm_client`, the one builder of a client
+from them and ``$COHARDEN_LLM_*``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, overload
+
+import typer
+
+from coharden.cli.options import F, option_group, ranged
+from coharden.errors import CoHardenError, validation_message
+
+if TYPE_CHECKING:
+    from coharden.llm import Ledger, LLMClient, LLMConfig
+
+
+# --- the LLM group --------------------------------------------------------------------------------------------
+
+def model_option(help: str = "litellm model name (default $COHARDEN_LLM_MODEL).") -> Any:  # noqa: A002
+    return typer.Option("--model", "-m", help=help)
+
+
+ModelOpt = Annotated[str | None, model_option()]
+ApiBaseOpt = Annotated[str | None, typer.Option("--api-base", help="Model endpoint URL (default "
+                                                "$COHARDEN_LLM_API_BASE).")]
+LLMStoreOpt = Annotated[Path | None, typer.Option("--llm-store", help="LLM call record/replay store (default: "
+                                                  "llm-calls.sqlite next to --store).")]
+LLMModeOpt = Annotated[str, typer.Option("--llm-mode", help="auto (replay stored calls, record new ones), record "
+                                         "(always call, overwrite), replay (offline, fail on a miss).")]
+BudgetOpt = Annotated[float | None, ranged("--budget-usd", help="LLM cost cap for the whole run (USD).", lo=0)]
+InstanceBudgetOpt = Annotated[float | None, ranged("--instance-budget-usd", help="LLM cost cap per instance (USD).",
+                                                   lo=0)]
+TemperatureOpt = Annotated[float | None, ranged("--temperature", help="LLM sampling temperature.", lo=0)]
+MaxTokensOpt = Annotated[int | None, ranged("--max-tokens", help="LLM completion token limit (a reply reaching it "
+                                            "is rejected as truncated).", lo=1)]
+StepLimitOpt = Annotated[int, ranged("--step-limit", help="Model calls per agent run (0: no limit).", lo=0)]
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode and,
+    where the command takes them, --budget-usd, --instance-budget-usd, --temperature, --max-tokens (declared as
+    one parameter with :func:`llm_options`)."""
+
+    model: str | None = None
+    api_base: str | None = None
+    llm_store: Path | None = None
+    llm_mode: str = "auto"
+    budget_usd: float | None = None
+    instance_budget_usd: float | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    @property
+    def configured(self) -> bool:
+        """A model is named (by --model or ``$COHARDEN_LLM_MODEL``)."""
+        return bool(self.model or os.environ.get("COHARDEN_LLM_MODEL"))
+
+    @overload
+    def client(self, default_store: Path, *, required: Literal[True], what: str = ...,
+               ledger: Ledger | None = ..., model: str | None = ...) -> LLMClient: ...
+
+    @overload
+    def client(self, default_store: Path, *, required: bool = ..., what: str = ...,
+               ledger: Ledger | None = ..., model: str | None = ...) -> LLMClient | None: ...
+
+    def client(self, default_store: Path, *, required: bool = False, what: str = "this command",
+               ledger: Ledger | None = None, model: str | None = None) -> LLMClient | None:
+        """A client from these flags and ``COHARDEN_LLM_*`` (``model`` instead of --model where a command has
+        a second one); None when no model is named (and none is required)."""
+        if not (model or self.configured) and not required:
+            return None
+        return llm_client(model=model or self.model, api_base=self.api_base, llm_store=self.llm_store,
+                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd,
+                          instance_budget_usd=self.instance_budget_usd, ledger=ledger, what=what,
+                          temperature=self.temperature, max_tokens=self.max_tokens)
+
+
+def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, instance_budget: bool = False,
+                sampling: bool = False) -> Callable[[F], F]:
+    """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets the model options in that place;
+    ``model`` is the command's ``--model`` alias (its help says what the model is for); ``budget``: the run's
+    cost cap, ``instance_budget``: a cap per instance, ``sampling``: --temperature and --max-tokens."""
+    aliases: dict[str, Any] = {"model": model, "api_base": ApiBaseOpt}
+    if sampling:
+        aliases |= {"max_tokens": MaxTokensOpt, "temperature": TemperatureOpt}
+    aliases |= {"llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt}
+    if budget:
+        aliases["budget_usd"] = BudgetOpt
+    if instance_budget:
+        aliases["instance_budget_usd"] = InstanceBudgetOpt
+    return option_group(LLMOptions, aliases, param)
+
+
+def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
+               default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
+               ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
+               **config: Any) -> LLMClient:
+    """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
+    the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
+    max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
+    clear error."""
+    from pydantic import ValidationError
+
+    from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
+
+    try:
+        mode = CacheMode(llm_mode)
+    except ValueError as exc:
+        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+    try:
+        if llm_config is None:
+            llm_config = LLMConfig.from_env(model=model, api_base=api_base,
+                                            **{k: v for k, v in config.items() if v is not None})
+    except ValidationError as exc:
+        if any(e["loc"] == ("model",) for e in exc.errors()):
+            raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
+        raise CoHardenError(f"LLM configuration: {validation_message(exc)}") from exc
+    budget = None
+    if budget_usd is not None or instance_budget_usd is not None:
+        budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
+    return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
+                     budget=budget, ledger=ledger)
+
+

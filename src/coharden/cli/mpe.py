@@ -1,0 +1,279 @@
+"""``coharden mpe``: Mutation Patch Evaluation of one candidate test, or a batch over SWT-bench predictions.
+
+Mounted on the main app by :mod:`coharden.cli.main`; the layers below are imported inside the command."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.table import Table
+
+from coharden.cli.common import (
+    RunOptions,
+    cli_errors,
+    console,
+    err_console,
+    pick_instance,
+    print_counts,
+    progress_bar,
+    read_patch_arg,
+    run_options,
+)
+from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
+from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs, parse_operators
+from coharden.cli.mpe_render import render_mpe
+from coharden.cli.options import IdOpt, JsonOpt, WorkersOpt, option_group, ranged, unwritable
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.schema.mpe_config import MPEConfig
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """Batch MPE over SWT-bench predictions: --instances, --predictions, --output, --run-id, --log-dir."""
+
+    instances: Path | None = None
+    predictions: Path | None = None
+    output: Path = Path("mpe-results")
+    run_id: str | None = None
+    log_dir: Path | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.instances is not None or self.predictions is not None
+
+    @property
+    def logs(self) -> tuple[Path, str]:
+        """(the log directory, the run's name in it)."""
+        return self.log_dir or self.output.parent / "logs", self.run_id or self.output.resolve().name
+
+    def check(self) -> None:
+        """Both inputs given, and the output and log directories writable: before any job runs."""
+        if self.instances is None or self.predictions is None:
+            raise CoHardenError("batch mode needs both --instances and --predictions")
+        for flag, where in (("--output", self.output), ("--log-dir", self.logs[0])):
+            if why := unwritable(where, directory=True):
+                raise CoHardenError(f"{flag}: {why}")
+
+
+batch_options = option_group(BatchOptions, {
+    "instances": Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")],
+    "predictions": Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")],
+    "output": Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")],
+    "run_id": Annotated[str | None, typer.Option("--run-id", help="Batch: the run's name in the log directory "
+                                                 "(default: the --output directory's name).")],
+    "log_dir": Annotated[Path | None, typer.Option("--log-dir", help="Batch: per-instance log folders go in "
+                                                   "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
+                                                   "run_instance.log), as the SWE-bench harness's (default: "
+                                                   "logs/ beside the --output directory).")],
+}, "batch")
+
+
+@cli_errors
+@run_options
+@batch_options
+@mpe_options()
+@llm_options(ModelOpt, "llm_opts")
+@engine_options()
+def mpe(
+    instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file (single mode).")] = None,
+    test: Annotated[str, typer.Option("--test", "-t", help="Candidate test: patch file, candidate name, 'golden'.")]
+    = "golden",
+    reference: Annotated[str, typer.Option("--reference", "-r", help="Reference test (default: golden).")]
+    = "golden",
+    batch: BatchOptions = BatchOptions(),
+    mpe_opts: MPEOptions = MPEOptions(),
+    cutoffs: CutoffsOpt = None,
+    workers: WorkersOpt = None,
+    engine: EngineOptions = EngineOptions(),
+    show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
+    llm_opts: LLMOptions = LLMOptions(),
+    instance_id: IdOpt = None,
+    run: RunOptions = RunOptions(),
+    as_json: JsonOpt = False,
+) -> None:
+    """Mutation Patch Evaluation: is a reproduction test Rigorous, Borderline, Lax, Misaligned or NotReproducing?
+
+    Settings used less often are config settings (-c KEY=VALUE): mpe.trust_tests, mpe.reject_tampering,
+    mpe.timeout_factor, mpe.timeout_floor, mpe.prefer_exercised (README, Configuration).
+
+    Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
+    reported, but no laxity and no class (fail closed)."""
+    from coharden.execution.store import Store
+
+    settings = run.settings(workers=workers)
+    if not engine.local and batch.instances is None:
+        raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
+    if batch.given:
+        batch.check()
+    sources = mpe_opts.sources
+    llm = _llm_mutator(settings, mpe_opts, llm_opts) if "llm" in sources else None
+    mpe_cfg = mpe_opts.config(settings, workers=settings.workers, mechanical="mechanical" in sources,
+                              llm_model=llm.client.config.model if llm is not None else None,
+                              llm_operators=llm.settings.operators if llm is not None else ())
+    if batch.given:
+        if llm is not None and not engine.local:
+            raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
+                                "record/replay store for the whole batch)")
+        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json, engine)
+        return
+    if instance is None:
+        raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
+    single_cutoffs = parse_cutoffs(cutoffs, []) if cutoffs is not None else None  # checked before any work
+    with progress_bar("mpe", quiet=as_json) as update:
+        update(description="fail-to-pass check, mutant pool")
+
+        def report(stage: str, done: int, total: int | None) -> None:
+            update(description=stage, completed=done, total=total)
+
+        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_cfg, llm, report)
+    from coharden.mpe.batch import cutoff_classes
+
+    by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
+    if as_json:
+        data = result.to_json()
+        if by_cutoff is not None:
+            data["cutoffs"] = by_cutoff
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        render_mpe(result, show)
+        if by_cutoff is not None:
+            console.print("class by cutoff: " + (", ".join(f"{row['cutoff']:g} {row['class']}" for row in by_cutoff)
+                                                 or "none (no laxity: the class does not depend on a cutoff)"),
+                          highlight=False)
+    if not result.pool_complete:
+        err_console.print(f"[bold red]no classification:[/] {result.pool_incomplete_reason}")
+        raise typer.Exit(1)
+
+
+def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
+    """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
+    from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
+
+    client = llm_opts.client(settings.store, required=True, what="--mutator llm")
+    chosen = list(LLM_OPERATORS)
+    if mpe_opts.operators:
+        chosen = [op for op in parse_operators(mpe_opts.operators) if op in LLM_OPERATORS]
+    seed = mpe_opts.seed if mpe_opts.seed is not None else settings.mpe.seed
+    return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=mpe_opts.samples, seed=seed))
+
+
+def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
+                config: MPEConfig, llm_mutator, progress):
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.execution.pool import ExecutorPool
+    from coharden.execution.store import Store
+    from coharden.instances import resolve_repo
+    from coharden.mpe.evaluate import evaluate
+
+    local = pick_instance(instance, instance_id, settings)
+    inst = local.instance
+    candidates = {c.name: c.patch for c in local.candidates}
+    test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
+    ref_name, ref_text = read_patch_arg(reference, candidates, inst.test_patch, "--reference",
+                                      instance)
+    repo = resolve_repo(inst, settings.repos_dir)
+    from coharden.environment.derived import auto_spec_settings
+
+    settings = auto_spec_settings(inst, repo, settings)
+    store = Store(settings.store)
+
+    def factory() -> InstanceExecutor:
+        return InstanceExecutor(inst, repo, settings, store)
+
+    with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
+        ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
+        cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
+        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
+                          progress=progress)
+    if result.pool_complete:  # kept for `coharden mutants` (list / show by id)
+        from coharden.execution.store import MPE_RESULT, mpe_result_key
+
+        key = mpe_result_key(instance_id=inst.instance_id, base_commit=inst.base_commit, fix=inst.patch,
+                             reference=ref_text, candidate=test_text, candidate_name=test_name,
+                             mpe=config.cache_key())
+        store.put_record(MPE_RESULT, key, result.to_json(timings=False))
+    return result
+
+
+def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,
+               llm_mutator, cutoffs: str | None, as_json: bool,
+               engine_opts: EngineOptions = EngineOptions()) -> None:
+    from coharden.evaluation.runner import load_eval_instances
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
+    from coharden.schema.prediction import check_one_per_instance, load_predictions, unknown_ids_message
+
+    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+    instances, predictions = batch.instances, batch.predictions
+    if instances is None or predictions is None:
+        raise CoHardenError("batch mode needs both --instances and --predictions")
+    output, logs = batch.output, batch.logs
+    records = load_eval_instances(instances, settings.cache_dir)  # a records file or instance directories
+    preds = load_predictions(predictions)
+    check_one_per_instance(preds, predictions)
+    unknown = sorted({p.instance_id for p in preds if p.instance_id not in records})
+    if unknown:
+        err_console.print("warning: " + unknown_ids_message(unknown), highlight=False, markup=False)
+    with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
+        def advance(row: dict) -> None:
+            update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
+
+        def interrupted(running: int) -> None:
+            err_console.print(f"interrupted: finishing {running} running job{'s' if running != 1 else ''} "
+                              "(Ctrl-C again to stop now)", highlight=False, markup=False)
+
+        engine = engine_opts.engine(settings.workers, on_interrupt=interrupted)
+        try:
+            rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
+                             progress=advance, engine=engine, llm_mutator=llm_mutator, logs=logs)
+        except KeyboardInterrupt as exc:
+            _stopped(exc, output)
+        finally:
+            engine.close()
+    summary = summarize(rows, cut)
+    summary["unknown_ids"] = unknown
+    summary["stage_seconds"] = stage_times(rows)
+    summary["executor"] = engine_opts.executor
+    (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    if as_json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+        return
+    print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
+                 summary["classes"])
+    console.print(f"per-instance logs: {logs[0] / logs[1]}/MODEL/INSTANCE_ID/", highlight=False)
+    cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
+    for col in ("cutoff", "Rigorous", "Lax"):
+        cut_table.add_column(col)
+    for row in summary["cutoffs"]:
+        cut_table.add_row(str(row["cutoff"]), str(row["Rigorous"]), str(row["Lax"]))
+    console.print(cut_table)
+    for iid, error in summary["errors"].items():
+        err_console.print(f"[yellow]{iid}[/]: {error}")
+    if summary["stage_seconds"]:
+        console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
+
+
+def _stopped(exc: KeyboardInterrupt, output: Path) -> NoReturn:
+    """Leave an interrupted batch with exit status 130 (the shell's code for SIGINT): after the running jobs
+    stopped, through the normal exit; on a second Ctrl-C at once (the running test processes' sandboxes die
+    with this process; their leftover directories are swept by the next run)."""
+    from coharden.execution.interrupt import StopNow
+
+    if isinstance(exc, StopNow):
+        err_console.show_cursor(True)  # the progress bar's Live display is not stopped on this way out
+        err_console.print("stopped", highlight=False)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(130)
+    err_console.print(f"interrupted: the finished results are in the store; run the same command again to go on "
+                      f"({output / 'mpe.jsonl.partial'} lists them)", highlight=False, markup=False)
+    raise typer.Exit(130) from exc

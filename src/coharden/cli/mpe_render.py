@@ -1,0 +1,107 @@
+"""The tables ``coharden mpe`` prints for one MPE: the verdicts, the frame, the mutant sources and the shown mutants."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from coharden.cli.common import console, print_diff
+
+
+def render_mpe(result, show: int) -> None:
+    table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
+    for col in ("", "buggy", "fixed"):
+        table.add_column(col)
+    table.add_row("candidate", result.candidate_buggy.short()[:80], result.candidate_fixed.short()[:80])
+    table.add_row("reference", result.reference_buggy.short()[:80], result.reference_fixed.short()[:80])
+    console.print(table)
+    if result.fail_to_pass:
+        counts = result.matrix.counts()
+        matrix = Table(title="matrix (candidate x reference over admissible mutants)")
+        matrix.add_column("")
+        matrix.add_column("reference PASS")
+        matrix.add_column("reference FAIL")
+        matrix.add_row("candidate PASS", f"alpha {counts['alpha']}", f"[bold red]beta {counts['beta']}[/]")
+        matrix.add_row("candidate FAIL", f"gamma {counts['gamma']}", f"delta {counts['delta']}")
+        console.print(matrix)
+        ops = Table(title=f"per operator (laxity [{result.confidence:g} interval])")
+        for col in ("operator", "pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity",
+                    "inadmissible"):
+            ops.add_column(col)
+        for op, row in result.per_operator().items():
+            inad = ", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-"
+            ops.add_row(op, str(row.get("pool", "-")), str(row["total"]),
+                        *(str(row[k]) for k in ("admissible", "alpha", "beta", "gamma", "delta")),
+                        laxity_text(row["laxity"], row["interval"]), inad)
+        console.print(ops)
+        console.print(_frame_text(result))
+        dropped = result.pool.get("dropped", {})
+        if dropped:
+            console.print("dropped before running: " + "; ".join(
+                f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
+        _render_sources(result)
+    if result.runs:
+        console.print("runs: " + "; ".join(f"{role} {row['made']} made, {row['cached']} from the store, "
+                                           f"{row['implied']} implied" for role, row in result.runs.items())
+                      + (f"; flaky on the fixed code: {', '.join(result.flaky)}" if result.flaky else ""))
+    if result.candidate_timeouts:
+        console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
+                      f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
+    for note in result.tampering:
+        console.print(f"[bold yellow]tampering:[/] {note}")
+    if result.pool_complete:  # else the caller says why there is no class, once
+        laxity = "n/a" if result.laxity is None else result.estimate().text()
+        rule = "point rule (--paper-classes)" if result.point_classes else f"{result.confidence:g} interval"
+        console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau}, class by the {rule})   class: "
+                      f"[bold]{result.test_class.value}[/]")
+        if result.test_class.value == "Inconclusive" and result.fail_to_pass:
+            console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
+                          "empty)")
+    for warning in result.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+    lax = result.lax_mutants()
+    if lax and show:
+        console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
+        for mr in lax[:show]:
+            console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
+            print_diff(mr.mutant.patch)
+
+
+def laxity_text(laxity: float | None, interval: list[float] | None) -> str:
+    if laxity is None or interval is None:
+        return "-"
+    if interval[0] == interval[1]:
+        return f"{laxity:.3f}"
+    return f"{laxity:.3f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _frame_text(result) -> str:
+    """The sampling frame in one line: pool, drawn, admissible, and how the draw ended."""
+    pool = sum(row["pool"] for row in result.frame.values())
+    drawn = len(result.mutants)
+    how = f"sequential, {result.rounds} round(s), stopped: {result.stop}" if result.sequential else result.stop
+    return (f"sampling frame: pool {pool}, drawn {drawn}, admissible {result.matrix.admissible} ({how}"
+            f"{'; the whole pool ran, the laxity is exact' if result.census else ''})")
+
+
+def _render_sources(result) -> None:
+    """Per-source counts and the LLM pool (samples, rejections, usage), when the LLM mutator ran."""
+    if result.llm_pool is None:
+        return
+    sources = Table(title="per source")
+    for col in ("source", "total", "admissible", "alpha", "beta", "gamma", "delta"):
+        sources.add_column(col)
+    for source, row in result.per_source().items():
+        sources.add_row(source, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")))
+    console.print(sources)
+    llm = Table(title=f"LLM pool ({result.llm_pool['model']})")
+    for col in ("operator", "wanted", "attempts", "admitted", "rejected", "failed", "tokens in/out", "USD"):
+        llm.add_column(col)
+    usage = result.llm_usage.get("per_operator", {})
+    for op, row in result.llm_pool["per_operator"].items():
+        u = usage.get(op, {})
+        llm.add_row(op, str(row["wanted"]), str(row["attempts"]), str(row["admitted"]),
+                    ", ".join(f"{k} {v}" for k, v in row["rejected"].items()) or "-",
+                    ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-",
+                    f"{u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}", f"{u.get('cost_usd', 0.0):.4f}")
+    console.print(llm)

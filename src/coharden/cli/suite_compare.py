@@ -1,0 +1,205 @@
+"""``coharden suite compare``: arms (no critic, critic models) x replicates from one frozen round 0, pre-registered,
+with kill-rate intervals.
+
+Mounted on the ``suite`` group by :mod:`coharden.cli.main`; the layers below are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import astuple
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.llm_options import ApiBaseOpt
+from coharden.cli.options import JsonOpt, output_option, ranged
+from coharden.cli.suite import (
+    HardeningOptions,
+    ModuleArg,
+    StoreOptions,
+    hardening_options,
+    llm_client_for,
+    module_mutants,
+    mutant_progress,
+    read_input,
+    store_options,
+)
+from coharden.errors import CoHardenError
+
+
+def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
+    """``--arm none`` / ``--arm NAME=MODEL``, or an arms YAML file: a list of ``{name, <LLMConfig fields>}``."""
+    import yaml
+    from pydantic import ValidationError
+
+    from coharden.llm import LLMConfig
+    from coharden.suite.compare import Arm
+
+    arms: list[Arm] = []
+    raw: list[dict[str, Any]] = []
+    if arms_file is not None:
+        data = yaml.safe_load(read_input(arms_file, "--arms"))
+        data = data.get("arms") if isinstance(data, dict) else data
+        if not isinstance(data, list) or not all(isinstance(a, dict) and "name" in a for a in data):
+            raise CoHardenError(f"{arms_file}: expected a list of arms, each a mapping with `name`")
+        raw += data
+    for spec in specs:
+        if spec == "none":
+            raw.append({"name": "none"})
+        elif "=" in spec:
+            name, model = spec.split("=", 1)
+            raw.append({"name": name.strip(), "model": model.strip()})
+        else:
+            raise CoHardenError(f"--arm {spec!r}: use 'none' or NAME=MODEL")
+    names = [a["name"] for a in raw]
+    if len(set(names)) != len(names):
+        raise CoHardenError(f"arm names must be unique: {names}")
+    for entry in raw:
+        fields = {k: v for k, v in entry.items() if k != "name"}
+        if not fields:
+            arms.append(Arm(entry["name"]))
+            continue
+        try:
+            arms.append(Arm(entry["name"], LLMConfig.from_env(**fields) if "model" in fields and len(fields) == 1
+                            else LLMConfig.model_validate(fields)))
+        except ValidationError as exc:
+            raise CoHardenError(f"arm {entry['name']!r}: {exc}") from exc
+    if not arms:
+        raise CoHardenError("give arms: --arm none --arm A=MODEL ... or --arms FILE")
+    return arms
+
+
+@cli_errors
+@hardening_options
+@store_options
+def compare_cmd(
+    module: ModuleArg,
+    round0: Annotated[Path, typer.Option("--round0", help="The frozen round-0 suite every arm starts from.")],
+    arm: Annotated[list[str] | None, typer.Option("--arm", help="'none' (control) or NAME=MODEL; repeat. The "
+                                                  "first arm is the control for the differences.")] = None,
+    arms_file: Annotated[Path | None, typer.Option("--arms", help="YAML list of arms: {name, model, api_base, "
+                                                   "temperature, cost_overrides, ...}.")] = None,
+    replicates: Annotated[int, ranged("--replicates", "-r", help="Replicates per arm.", lo=1)] = 5,
+    hypotheses: Annotated[Path | None, typer.Option("--hypotheses", help="Hypotheses (YAML list or one per "
+                                                    "line); default: each arm beats the control.")] = None,
+    n_boot: Annotated[int, ranged("--n-boot", help="Bootstrap resamples.", lo=100)] = 2000,
+    api_base: ApiBaseOpt = None,
+    hardening: HardeningOptions = HardeningOptions(),
+    output: Annotated[Path, output_option(help="Output directory.")] = Path("suite-compare"),
+    stores: StoreOptions = StoreOptions(),
+    as_json: JsonOpt = False,
+) -> None:
+    """Arms (no critic, critic model A, B, ...) x replicates from one frozen round 0, with kill-rate intervals.
+
+    The pre-registration (config + hypotheses, hashed) is written to OUTPUT/prereg.json before any test runs.
+    Exit status 1 when an arm has incomplete replicates (LLM failures), which are reported, never scored."""
+    from coharden.execution.store import Store
+    from coharden.llm import Ledger
+    from coharden.suite.compare import run_compare
+    from coharden.suite.loop import HardeningConfig, evaluate_round0
+    from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
+    from coharden.suite.runner import KillOracle
+
+    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
+    llm_store, llm_mode, budget_usd, timeout, config, store = astuple(stores)
+    settings = _settings(config, timeout=timeout, store=store)
+    arms = _parse_arms(list(arm or []), arms_file)
+    suite0 = read_input(round0, "--round0")
+    mutants, rel = module_mutants(module, root, engine, operators, max_mutants, seed)
+    hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
+    result_store = Store(settings.store)
+    plan = _compare_plan(module, rel, suite0, mutants, arms, hardening, api_base=api_base, replicates=replicates,
+                         n_boot=n_boot, budget_usd=budget_usd)
+    output.mkdir(parents=True, exist_ok=True)
+    prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
+    ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
+
+    def client_for(a: Any) -> Any:
+        if a.llm is None:
+            return None
+        return llm_client_for(None, api_base, None, None, llm_store, llm_mode, settings.store, ledger, budget_usd,
+                       overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
+
+    def on_run(run: Any) -> None:
+        path = output / "runs" / run.arm / f"rep{run.replicate}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True))
+        mark = "" if run.complete else f" [red]INCOMPLETE ({run.failure['kind'] if run.failure else ''})[/]"
+        err_console.print(f"{run.arm} rep {run.replicate}: killed {len(run.killed)}/{len(run.survivors0)} "
+                          f"({run.stop_reason}){mark}")
+
+    with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
+        with mutant_progress(len(mutants), "round 0") as advance:
+            r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
+        result = run_compare(oracle, mutants, r0, arms, replicates, HardeningConfig(max_rounds, max_shown, seed),
+                             client_for=client_for, n_boot=n_boot, on_run=on_run)
+    verify(output / "prereg.json")
+    data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,
+            "llm": ledger.to_dict()}
+    (output / "compare.json").write_text(json.dumps(data, indent=2, sort_keys=True))
+    if as_json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        _render_compare(data, output)
+    if not data["complete"]:
+        bad = [n for n, s in data["arms"].items() if s["status"] != "ok"]
+        err_console.print(f"[bold red]incomplete arms:[/] {', '.join(bad)} (see 'incomplete' in compare.json)")
+        raise typer.Exit(1)
+
+
+def _compare_plan(module: Path, rel: str, suite0: str, mutants: list[Any], arms: list[Any],
+                  hardening: HardeningOptions, *, api_base: str | None, replicates: int, n_boot: int,
+                  budget_usd: float | None) -> dict[str, Any]:
+    """The plan pre-registered in prereg.json: what is compared, on which inputs (hashed), and how it is scored."""
+    import hashlib
+
+    from coharden import __version__
+
+    engine, operators, max_mutants = hardening.engine, hardening.operators, hardening.max_mutants
+    max_rounds, max_shown, seed = hardening.max_rounds, hardening.max_shown, hardening.seed
+    return {
+        "coharden": __version__, "module": rel, "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),
+        "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": engine,
+        "operators": operators, "max_mutants": max_mutants, "mutants": len(mutants),
+        "mutant_ids_sha256": hashlib.sha256(",".join(f"{m.id}:{m.sha256}" for m in mutants).encode()).hexdigest(),
+        "arms": [a.describe() for a in arms], "api_base": api_base, "replicates": replicates,
+        "max_rounds": max_rounds,
+        "max_shown": max_shown, "seed": seed, "n_boot": n_boot, "level": 0.95, "budget_usd": budget_usd,
+        "metrics": {"kill_rate": "killed round-0 survivors / round-0 survivors, pooled over complete replicates",
+                    "interval": "cluster bootstrap over replicates, percentile, seeded",
+                    "cost_per_killed": "LLM USD of the arm / killed mutants"},
+    }
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _render_compare(data: dict[str, Any], output: Path) -> None:
+    console.print(f"round 0: {data['mutants_total']} mutants, {data['round0_killed']} killed, "
+                  f"{data['round0_survivors']} survive (timeouts {data['round0_timeouts']}, errors "
+                  f"{data['round0_errors']}); pre-registration {data['prereg_sha256'][:12]}")
+    table = Table(title=f"kill rate of round-0 survivors over {data['replicates']} replicates "
+                        f"[{int(data['level'] * 100)}% cluster bootstrap]")
+    for col in ("arm", "status", "done", "kill rate [interval]", "killed", "USD/kill", "tokens", "LLM failures"):
+        table.add_column(col)
+    for name, s in data["arms"].items():
+        ci = s["kill_rate_ci"]
+        rate = _fmt(s["kill_rate"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
+        table.add_row(name, s["status"], f"{s['complete_replicates']}/{s['replicates']}", rate, str(s["killed"]),
+                      _fmt(s["cost_per_killed_usd"], 5), str(s["tokens"]["total"]),
+                      ", ".join(f"{k} {v}" for k, v in s["llm_failures"].items()) or "-")
+    console.print(table)
+    for name, s in data["arms"].items():
+        rejected = ", ".join(f"{k} {v}" for k, v in s["rejected_additions"].items()) or "none"
+        console.print(f"{name}: rejected rounds {s['rejected_rounds']}; rejected additions: {rejected}")
+    for label, d in data["differences_to_control"].items():
+        ci = d["ci"]
+        console.print(f"{label}: {_fmt(d['difference'])} [{_fmt(ci[0]) if ci else 'n/a'}, "
+                      f"{_fmt(ci[1]) if ci else 'n/a'}] over {d['replicates']} paired replicates")
+    console.print(f"results: {output / 'compare.json'}")
