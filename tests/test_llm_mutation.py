@@ -508,6 +508,28 @@ def test_cli_mixed_pool_then_offline_replay(serve: Any, instance_dir: Path) -> N
     assert again["llm_pool"]["cache"]["cached_calls"] == 6
 
 
+def test_cli_diff_edit_format_asks_for_a_unified_diff(serve: Any, instance_dir: Path) -> None:
+    """``-c mpe.llm_edit_format=diff`` (issue 38: the format small local models write best): every prompt asks
+    for one unified diff and shows a diff as its example, never a SEARCH/REPLACE block; a diff reply with a wrong
+    hunk header is admitted."""
+    diff = ("```diff\n--- a/rangekit/clamp.py\n+++ b/rangekit/clamp.py\n@@ -40,2 +40,2 @@\n"
+            "-    if x > hi:\n+    if x > hi + 1:\n         return hi\n```\nSummary: the upper bound is off by one\n")
+    server = serve(all_rules(vanilla=[rule(Operator.VANILLA, diff)]))
+    result = run_cli(instance_dir, "--mutator", "llm", "--model", MODEL, "--api-base", server.base_url,
+                     "--samples", "1", "--llm-store", str(instance_dir.parent / "d.sqlite"),
+                     "-c", "mpe.llm_edit_format=diff")
+    assert result.exit_code == 0, result.output
+    assert len(server.requests) == len(LLM_OPERATORS)
+    for request in server.requests:
+        system, user = (m["content"] for m in request.messages)
+        assert "Reply with one unified diff" in system
+        assert "One unified diff against the fixed code above" in user
+        assert "```diff\n--- a/path/to/file.py" in user
+        assert "SEARCH" not in system + user
+    samples = json.loads(result.stdout)["llm_pool"]["samples"]
+    assert [s["status"] for s in samples if s["operator"] == "vanilla"] == ["admitted"]
+
+
 def test_cli_cost_cap_reports_no_class(serve: Any, instance_dir: Path) -> None:
     server = serve(all_rules())
     result = run_cli(instance_dir, "--mutator", "llm", "--model", MODEL, "--api-base", server.base_url,

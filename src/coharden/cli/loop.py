@@ -252,7 +252,7 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
         from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
         def mutator_factory():
-            return LLMMutator(client, LLMMutatorSettings(samples=samples, seed=seed))
+            return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=samples, seed=seed))
 
     with progress:
         task = progress.add_task("", total=len(chosen), label="instances")

@@ -163,8 +163,8 @@ def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions)
     chosen = list(LLM_OPERATORS)
     if mpe_opts.operators:
         chosen = [op for op in parse_operators(mpe_opts.operators) if op in LLM_OPERATORS]
-    seed = mpe_opts.seed if mpe_opts.seed is not None else settings.mpe.seed
-    return LLMMutator(client, LLMMutatorSettings(operators=tuple(chosen), samples=mpe_opts.samples, seed=seed))
+    return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=mpe_opts.samples, seed=mpe_opts.seed,
+                                                    operators=chosen))
 
 
 def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,

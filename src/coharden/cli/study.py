@@ -198,8 +198,7 @@ def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
     from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
     client = llm_opts.client(settings.store, required=True, what="--mutator llm")
-    seed = mpe_opts.seed if mpe_opts.seed is not None else settings.mpe.seed
-    return LLMMutator(client, LLMMutatorSettings(samples=mpe_opts.samples, seed=seed)), None
+    return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=mpe_opts.samples, seed=mpe_opts.seed)), None
 
 
 @study_app.command("envcheck")

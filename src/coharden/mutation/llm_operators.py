@@ -73,6 +73,7 @@ from coharden.mutation.llm_edits import (  # noqa: F401 - re-exported
 )
 from coharden.mutation.llm_prompts import (  # noqa: F401 - re-exported
     LLM_OPERATORS,
+    EditFormat,
     build_messages,
     operator_prompts,
     prompt_hash,
@@ -81,7 +82,7 @@ from coharden.mutation.llm_prompts import (  # noqa: F401 - re-exported
     system_prompt,
 )
 from coharden.mutation.pool import AdmissionFilter, Pool, admit_llm, fix_context
-from coharden.schema.mpe_config import DEFAULT_SEED
+from coharden.schema.mpe_config import DEFAULT_SEED, MPEConfig
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
@@ -109,6 +110,16 @@ class LLMMutatorSettings(BaseModel):
     context_lines: int = Field(default=40, ge=1)
     whole_file_lines: int = Field(default=400, ge=1)
     """Fixed files up to this many lines are shown whole; longer ones as excerpts around the fix."""
+    edit_format: EditFormat = "blocks"
+    """What a reply is asked to hold (either format is parsed whatever was asked)."""
+
+    @classmethod
+    def of(cls, mpe: MPEConfig, *, samples: int, seed: int | None = None,
+           operators: Sequence[Operator] | None = None) -> LLMMutatorSettings:
+        """A command's settings: N samples per operator, the seed (default: the MPE's), and the MPE
+        section's LLM settings (``mpe.llm_edit_format``)."""
+        return cls(samples=samples, seed=mpe.seed if seed is None else seed, edit_format=mpe.llm_edit_format,
+                   **({"operators": tuple(operators)} if operators is not None else {}))
 
     @property
     def max_attempts(self) -> int:
@@ -274,7 +285,8 @@ class LLMMutator:
             if stop.is_set():
                 return _Outcome(op, index, "skipped", detail="not started: the pool had already failed", swap=swap)
             messages = build_messages(ctx, tests, op, problem_statement=problem_statement, swap=swap,
-                                      context=cfg.context_lines, whole_file_lines=cfg.whole_file_lines)
+                                      context=cfg.context_lines, whole_file_lines=cfg.whole_file_lines,
+                                      edit_format=cfg.edit_format)
             phash = prompt_hash(messages)
             try:
                 completion = self.client.complete(messages, instance_id=instance_id, sample_index=index,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -22,6 +22,11 @@ from coharden.schema.mutant import TARGETED_OPERATORS, Operator
 from coharden.schema.testpatch import TestPatch
 
 LLM_OPERATORS: tuple[Operator, ...] = (Operator.VANILLA, *TARGETED_OPERATORS)
+
+EditFormat = Literal["blocks", "diff"]
+"""What a reply is asked to hold: SEARCH/REPLACE blocks (the default: what large models apply most reliably)
+or one unified diff (what small local models write best; see :mod:`coharden.mutation.llm_edits`, which
+parses either whatever was asked)."""
 
 @dataclass(frozen=True)
 class OperatorPrompt:
@@ -48,9 +53,14 @@ def operator_prompts() -> dict[Operator, OperatorPrompt]:
     return prompts
 
 
+#: How the prompts name the reply per edit format: after "Reply with", and as the subject of "... applied".
+_REPLY_KIND: dict[str, str] = {"blocks": "SEARCH/REPLACE blocks", "diff": "one unified diff"}
+_REPLY_SUBJECT: dict[str, str] = {"blocks": "Your SEARCH/REPLACE blocks are", "diff": "Your diff is"}
+
+
 @cache
-def system_prompt() -> str:
-    return _prompt_text("system.md").strip()
+def system_prompt(edit_format: EditFormat = "blocks") -> str:
+    return Template(_prompt_text("system.md")).substitute(reply_kind=_REPLY_KIND[edit_format]).strip()
 
 
 @cache
@@ -64,6 +74,14 @@ exact lines of the fixed code
 =======
 the lines that replace them
 >>>>>>> REPLACE"""
+
+EXAMPLE_DIFF = """--- a/path/to/file.py
++++ b/path/to/file.py
+@@ -10,3 +10,3 @@
+ a context line, copied from the fixed code
+-a line of the fixed code that the variant removes
++the line the variant puts there
+ another context line"""
 
 
 def _fenced(text: str, lang: str = "") -> str:
@@ -109,7 +127,7 @@ def render_fixed_code(ctx: FixContext, context: int = 40, whole_file_lines: int 
 
 def build_messages(ctx: FixContext, tests: tuple[TestPatch, TestPatch], operator: Operator, *,
                    problem_statement: str = "", swap: bool = False, context: int = 40,
-                   whole_file_lines: int = 400) -> list[dict[str, str]]:
+                   whole_file_lines: int = 400, edit_format: EditFormat = "blocks") -> list[dict[str, str]]:
     """The chat messages of one sample. ``tests`` are shown as Test 1, Test 2 (reversed when ``swap``);
     nothing else about them (names, which is the candidate) reaches the prompt."""
     spec = operator_prompts()[operator]
@@ -125,10 +143,13 @@ def build_messages(ctx: FixContext, tests: tuple[TestPatch, TestPatch], operator
         operator=operator.value,
         instruction=spec.instruction,
         realizations="\n".join(f"- {r}" for r in spec.realizations),
-        example=_fenced(EXAMPLE_BLOCK),
-        editable_files=", ".join(f"`{c.path}`" for c in ctx.files),
+        reply_subject=_REPLY_SUBJECT[edit_format],
+        reply_format=Template(_prompt_text(f"format_{edit_format}.md")).substitute(
+            example=_fenced(EXAMPLE_DIFF, "diff") if edit_format == "diff" else _fenced(EXAMPLE_BLOCK),
+            editable_files=", ".join(f"`{c.path}`" for c in ctx.files)).strip(),
     )
-    return [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user.strip() + "\n"}]
+    return [{"role": "system", "content": system_prompt(edit_format)},
+            {"role": "user", "content": user.strip() + "\n"}]
 
 
 def prompt_hash(messages: Sequence[dict[str, Any]]) -> str:

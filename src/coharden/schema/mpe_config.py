@@ -12,7 +12,7 @@ cutoffs of the project are defined here and nowhere else:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -52,6 +52,9 @@ class MPEConfig(BaseModel):
     mechanical: bool = Field(default=True, description="The mechanical mutants join the pool.")
     llm: str | None = Field(default=None, description="The LLM mutator's model when LLM mutants join the pool "
                             "(the mutator itself is passed to evaluate()); None: no LLM mutants.")
+    llm_edit_format: Literal["blocks", "diff"] = Field(default="blocks", description="What the LLM mutator asks "
+                                                       "a reply to hold: SEARCH/REPLACE blocks, or one unified "
+                                                       "diff (small local models write diffs best).")
     prefer_exercised: bool = Field(default=False, description="With per_operator: sample first among mutants "
                                    "that change code the tests run.")
     sequential: bool = Field(default=True, description="Draw mutants in seeded stratified rounds and stop as soon "
@@ -132,4 +135,6 @@ class MPEConfig(BaseModel):
         if not self.mechanical or self.llm is not None:
             key.append(",".join([*(["mechanical"] if self.mechanical else []),
                                  *([f"llm:{self.llm}"] if self.llm is not None else [])]))
+        if self.llm is not None and self.llm_edit_format != "blocks":
+            key.append(f"llm_format:{self.llm_edit_format}")
         return key
