@@ -74,9 +74,8 @@ def timed_run(ex: InstanceExecutor, patch: str, test: TestPatch, mutant: bool) -
     ex._prime_warm()
     ws.apply(patch)
     ws.apply(test.patch)
-    ex._warm = ex._warm_spec(patch, [test])
-    run = ex._run(ex.workspace_root(), list(test.ids), None, extra_args=durations(ex.settings), first_failure=mutant,
-                  collect=ex._collect_key(patch, [test]))
+    run = ex._run(list(test.ids), None, ex.warm.spec(patch, [test]), extra_args=durations(ex.settings),
+                  first_failure=mutant, collect=ex._collect_key(patch, [test]))
     verdict = verdict_for(list(test.ids), run)
     return time.perf_counter() - start, run.duration, call_time(run), verdict.outcome.value
 
@@ -124,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                         if round_:
                             rows[name].append((verdict_wall, fork_wall, call))
                             outcomes[name].append(f"{label}: {outcome}")
-            served = {name: (ex._server.collected_runs if ex._server else 0) for name, ex in executors.items()}
+            served = {name: (ex.site.current.collected_runs if ex.site.current else 0)
+                      for name, ex in executors.items()}
         finally:
             for ex in executors.values():
                 ex.close()

@@ -226,7 +226,7 @@ def test_killing_the_parent_cannot_stop_the_fork_server(make_executor) -> None:
     ex = make_executor()
     golden = ex.golden_test()
     assert ex.verdict("", golden).outcome is Outcome.FAIL
-    server = ex._server
+    server = ex.site.current
     killer = attack(ex, """\
         def test_repro_kill_parent():
             import signal
@@ -237,7 +237,7 @@ def test_killing_the_parent_cannot_stop_the_fork_server(make_executor) -> None:
     verdict = ex.verdict("", killer)
     assert verdict.outcome is Outcome.FAIL, verdict.short()
     assert "still here" in verdict.reason
-    assert ex._server is server
+    assert ex.site.current is server
     assert server is not None
     assert server.alive
     assert ex.verdict("", golden.model_copy(update={"name": "golden again"})).outcome is Outcome.FAIL
@@ -640,7 +640,7 @@ def test_many_files_under_the_file_limit_cannot_fill_the_disk(make_executor, tmp
     ex = make_executor(store, max_file_mb=1, max_disk_mb=8, fork_server=fork_server)
     golden = ex.golden_test()
     assert ex.verdict("", golden).outcome is Outcome.FAIL
-    server = ex._server
+    server = ex.site.current
     assert (server is not None) is fork_server
     if kind == "empty-files":
         body = textwrap.dedent(_EMPTY)
@@ -654,7 +654,7 @@ def test_many_files_under_the_file_limit_cannot_fill_the_disk(make_executor, tmp
     assert store.get_verdict(ex.key("", fill)) is None  # never stored: a later run grades it afresh
     assert not (ex.workspace_root() / "fill").exists()  # nothing of it stays on the host's disk
     if fork_server:
-        assert ex._server is server  # only the run was killed
+        assert ex.site.current is server  # only the run was killed
         assert server is not None
         assert server.alive
         assert ex.server_losses == []
@@ -669,7 +669,7 @@ def test_the_fork_server_s_scratch_directory_counts_and_keeps_nothing(make_execu
     stay under the limit cannot pile files up on the host's disk."""
     ex = make_executor(max_file_mb=1, max_disk_mb=8)
     assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL
-    server = ex._server
+    server = ex.site.current
     assert server is not None
     scratch = "os.path.dirname(os.path.dirname(os.environ['COHARDEN_STREAM']))"
     small = attack(ex, f"""\
@@ -685,7 +685,7 @@ def test_the_fork_server_s_scratch_directory_counts_and_keeps_nothing(make_execu
     assert verdict.outcome is Outcome.HARNESS_ERROR, verdict.short() + verdict.output_tail
     assert "(max_disk_mb" in verdict.reason, verdict.reason
     assert not list(server.scratch.glob("fill*"))
-    assert ex._server is server
+    assert ex.site.current is server
 
 
 def test_a_weaker_sandbox_is_refused_unless_accepted(make_executor) -> None:

@@ -60,7 +60,7 @@ def test_collecting_once_gives_the_verdicts_of_collecting_every_time_on_the_bund
                     patches = [("buggy", ""), ("fix", instance.patch),
                                *((f"mutant {m.operator}", m.patch) for m in first.values())]
                 cells[collect] = _cells(ex, tests, patches)
-                server = ex._server
+                server = ex.site.current
                 if collect:
                     assert server is not None
                     served += server.collected_runs
@@ -86,7 +86,7 @@ def _runs(repo: Path, commit: str, tmp_path: Path, collect: bool, patches: list[
     with InstanceExecutor(instance, repo, settings) as ex:
         tests = [ex.test_patch(t, name=f"t{i}") for i, t in enumerate(test_patches)]
         cells = _cells(ex, {t.name: t for t in tests}, [(f"p{i}", p) for i, p in enumerate(patches)])
-        server = ex._server
+        server = ex.site.current
         assert server is not None
         return cells, list(server.collect_log)
 

@@ -347,9 +347,9 @@ def test_a_fork_server_killed_during_a_run_is_restarted_once_and_the_run_made_ag
     with InstanceExecutor(local.instance, resolve_repo(local.instance, None), settings, None) as ex:
         golden = ex.golden_test()
         assert ex.verdict("", golden).outcome is Outcome.FAIL
-        server = ex._server
+        server = ex.site.current
         if server is None or server.proc is None:
-            pytest.skip(f"no fork server here: {ex._server_failed}")
+            pytest.skip(f"no fork server here: {ex.site.server_failed}")
         # the test says it runs (a marker file in its worktree) and waits until it is told to go on
         waiting = ex.test_patch(diff_of([("tests/test_wait.py", None, textwrap.dedent("""\
             import pathlib, time, uuid
@@ -384,7 +384,7 @@ def test_a_fork_server_killed_during_a_run_is_restarted_once_and_the_run_made_ag
         killer.join(timeout=120)
         assert verdict.outcome is Outcome.PASS, verdict.short()
         assert len(ex.server_losses) == 1
-        assert ex._server is not None
-        assert ex._server is not server
-        assert ex._server.alive
+        assert ex.site.current is not None
+        assert ex.site.current is not server
+        assert ex.site.current.alive
         assert ex.verdict("", golden.model_copy(update={"name": "golden again"})).outcome is Outcome.FAIL

@@ -14,6 +14,7 @@ from coharden.cli import app
 from coharden.config import Settings
 from coharden.errors import TestIdError
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.lanes import second_lane_wanted
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
 from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
@@ -277,14 +278,14 @@ def test_a_fork_server_outlives_the_thread_that_started_it(project: dict[str, st
         thread = threading.Thread(target=ex.warm_up)
         thread.start()
         thread.join()
-        server = ex._server  # noqa: SLF001 - which server serves the runs is the point
+        server = ex.site.current  # which server serves the runs is the point
         assert server is not None
         assert server.isolation == "bwrap"
         time.sleep(0.5)  # the kernel's signal is immediate; give the sandbox time to die if it is going to
         assert server.alive
         shared = ex.shared_dir()
         assert ex.verdict(project["fix"], ex.golden_test()).outcome.value == "PASS"
-        assert ex._server is server  # noqa: SLF001
+        assert ex.site.current is server
         assert shared is not None
         assert shared.exists()
 
@@ -297,8 +298,7 @@ def test_a_second_lane_only_where_a_core_is_free(project: dict[str, str], tmp_pa
     cores = os.cpu_count() or 1
     for workers, lanes, expected in [(cores, 2, False), (1, 2, cores >= 2), (1, 1, False)]:
         settings = Settings(timeout=60, cache_dir=tmp_path / "c", workers=workers, test_lanes=lanes)
-        ex = InstanceExecutor(_instance(project), Path(project["repo"]), settings, None)
-        assert ex._second_lane() is expected, (workers, lanes)  # noqa: SLF001
+        assert second_lane_wanted(settings) is expected, (workers, lanes)
 
 
 def test_pool_lends_a_warming_executor_only_after_its_warm_up(project: dict[str, str], tmp_path: Path) -> None:

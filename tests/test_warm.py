@@ -129,7 +129,7 @@ def _executor_runs(repo: Path, commit: str, tmp_path: Path, warm_imports: list[s
         # the mutant first: the server imports the base state before it (primed), so even it starts warm
         for patch in (mutant, "", fix, mutant, fix, extra_mutant, ""):
             outcomes.append(ex.verdicts(patch, [test])[0].outcome.value)
-        server = ex._fork_server()
+        server = ex.fork_server()
         warm_runs = server.warm_runs if server is not None else 0
         swapped = server.swapped_runs if server is not None else 0
     return (outcomes, warm_runs, swapped) if golden else (outcomes, warm_runs)

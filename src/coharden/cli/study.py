@@ -147,7 +147,7 @@ def study_real_bugs(
                                ids=only or None, bytecode=["sympy"] if bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
                                warm_defaults=not settings.preload and not settings.warm_imports)
-    from coharden.execution.executor import environment_id
+    from coharden.execution.verdict_cache import environment_id
     from coharden.study.data import load_data
 
     version = None if inputs.envcheck else environment_id(settings.python).split()[1]

@@ -111,7 +111,7 @@ def _make(dataset: Dataset, data: Path, repos: Path, envcheck: Path | None, pyth
     chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
     version = None
     if envcheck is None:
-        from coharden.execution.executor import environment_id
+        from coharden.execution.verdict_cache import environment_id
 
         version = environment_id(settings.python).split()[1]
     table_data = load_table_data(data, repos, envcheck=envcheck, python_version=version, systems=chosen,

@@ -8,6 +8,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coharden.config import Settings
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,17 @@ class Confinement:
             if len(parts) > 2 and parts[1] == "tmp":
                 names.add(parts[2])
         return sorted(names)
+
+
+def run_confinement(settings: Settings, *, writable: tuple[Path, ...] = (), readable: tuple[Path, ...] = (),
+                     mounts: tuple[tuple[Path, Path], ...] = (), hidden: tuple[Path, ...] = (),
+                     protected: tuple[Path, ...] = ()) -> Confinement:
+    """The sandbox of test processes under ``settings`` (bwrap or not, the process, file-size and disk limits)
+    with these paths: the one builder of the instance executor's and the suite kill oracle's sandboxes."""
+    return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
+                       max_processes=settings.max_processes, sandbox=settings.bwrap,
+                       max_file_bytes=settings.max_file_mb * (1 << 20) if settings.max_file_mb else None,
+                       max_disk_bytes=settings.max_disk_mb * (1 << 20) if settings.max_disk_mb else None)
 
 
 # Build steps (pip installs, a repository's ``setup.py``) need the network, so they get no sandbox, but they run

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 
 from coharden.config import RunnerName, Settings
 from coharden.execution.sandbox import Confinement, run_limited
+from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
@@ -230,6 +231,19 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
         verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
                                    timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
     verdict.isolation = proc.isolation
+    return verdict
+
+
+def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str, *,
+                   env: dict[str, str] | None = None, confine: Confinement | None = None) -> Verdict:
+    """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
+    ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
+    ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""
+    runner = make_runner(settings.runner)
+    ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
+    verdict = run_with(runner, root, ids, settings, python, env=env, confine=confine)
+    found = verdict.tests
+    verdict.tests = {own: found[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in found}
     return verdict
 
 

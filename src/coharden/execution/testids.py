@@ -7,10 +7,11 @@ file is compared before and after the patch (so whitespace and comment edits do 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from coharden import pysource
 from coharden.errors import TestIdError
+from coharden.patches import is_test_path
 
 
 def _test_defs(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
@@ -89,6 +90,35 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
     if unresolved:
         raise TestIdError(f"test names not found in the test patch's files: {', '.join(unresolved)}")
     return resolved
+
+
+def patch_ids(files: dict[str, str | None], base_file: Callable[[str], str | None], *, name: str,
+              ids: Sequence[str] | None, runner: str, test_patterns: Sequence[str]) -> list[str]:
+    """The ids of a test patch whose touched ``files`` read as given after it (``base_file``: before it): the
+    given ``ids`` or names, resolved (Django's are unittest descriptions, taken as they are), else the tests it
+    adds or changes; a patch that adds none is refused, with the syntax error that hides them if there is one."""
+    if ids and runner == "django":  # unittest descriptions, not names in the files
+        return list(ids)
+    if ids:
+        return resolve_names(list(ids), {p: c for p, c in files.items() if c is not None})
+    pairs = {p: (base_file(p), c) for p, c in files.items() if is_test_path(p, test_patterns)}
+    resolved = contributed_ids(pairs)
+    if not resolved:
+        raise TestIdError(f"{name or 'test'}: " + (_syntax_error(pairs) or
+                                                   "the test patch adds or changes no test function"))
+    return resolved
+
+
+def _syntax_error(files: dict[str, tuple[str | None, str | None]]) -> str | None:
+    """Why a test patch contributes no test when a touched Python file does not parse after it (else None)."""
+    for path, (_, after) in sorted(files.items()):
+        if after is None or not path.endswith(".py"):
+            continue
+        try:
+            compile(after, path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return f"the test patch leaves {path} with a syntax error (line {exc.lineno}: {exc.msg})"
+    return None
 
 
 def runnable_id(test_id: str) -> str:

@@ -26,10 +26,11 @@ from pydantic import BaseModel, Field
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError, RepoError
-from coharden.execution.executor import InstanceExecutor, test_environment_id
+from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.store import Store
+from coharden.execution.verdict_cache import test_environment_id
 from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Checkout
 from coharden.instances import resolve_repo

@@ -130,7 +130,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
     import os
     import platform
 
-    from coharden.execution.executor import environment_id
+    from coharden.execution.verdict_cache import environment_id
 
     output.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows, data, config.systems, config.mpe.tau)

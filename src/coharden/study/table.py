@@ -83,7 +83,7 @@ def source_revision() -> str | None:
 
 def run_configuration(config: TableConfig, settings: Settings, data: TableData) -> dict[str, Any]:
     """What every row records of how it was made (``key``: what a rerun must match to reuse the row)."""
-    from coharden.execution.executor import environment_id
+    from coharden.execution.verdict_cache import environment_id
 
     mpe = config.study.mpe
     if data.spec_envs and settings.python == sys.executable:  # auto_spec_settings: no --python override

@@ -3,8 +3,9 @@
 Workspace: the module's project root is copied (without VCS, caches and virtualenvs) into a throwaway
 directory; the user's files are never written. The suite is written there as one test file
 (:data:`SUITE_FILE`). A mutant run writes the mutated module over the copy, runs pytest and restores the
-original; with several workers each has its own copy and its own fork server, so no two runs share a
-mutable tree (mutmut / cosmic-ray's per-variant isolation).
+original; with several workers each has its own copy, a :class:`~coharden.execution.run_site.RunSite` (the
+instance executor's: the same sandbox, warm fork server and restart after a test killed it), so no two runs
+share a mutable tree (mutmut / cosmic-ray's per-variant isolation).
 
 Before any mutant is trusted, as in mutmut: a **baseline** run (the suite must pass on the original module;
 its duration sets the per-mutant timeout) and a **forced-fail** run (a module that raises on import; the
@@ -36,10 +37,10 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.execution.forkserver import ForkServer, ForkServerError
+from coharden.execution.confinement import Confinement, run_confinement
 from coharden.execution.pytest_results import PytestRun
-from coharden.execution.pytest_runner import run_pytest, test_environment
-from coharden.execution.sandbox import Confinement, require_confinement
+from coharden.execution.run_site import RunSite
+from coharden.execution.sandbox import require_confinement
 from coharden.execution.store import SUITE_RUN, Store, suite_run_key
 from coharden.schema.verdict import TestStatus
 from coharden.suite.operators import ModuleMutant
@@ -113,13 +114,6 @@ def _name(classname: str, name: str) -> str:
     return "::".join([*cls, name])
 
 
-@dataclass
-class _Worker:
-    root: Path
-    server: ForkServer | None
-    confine: Confinement | None = None
-
-
 class KillOracle:
     """Runs the suite against the module and its mutants. Use as a context manager."""
 
@@ -142,8 +136,8 @@ class KillOracle:
         self.suite_rel = f"{SUITE_DIR}/test_{self.module.stem}.py"
         self.mutant_timeout = settings.timeout
         self._tmp: Path | None = None
-        self._pool: queue.Queue[_Worker] = queue.Queue()
-        self._all: list[_Worker] = []
+        self._pool: queue.Queue[RunSite] = queue.Queue()
+        self._all: list[RunSite] = []
         self._env_id = ""
         self.runs = 0
         self.cache_hits = 0
@@ -157,18 +151,11 @@ class KillOracle:
                 root = self._tmp / f"w{k}"
                 shutil.copytree(self.root, root, ignore=_IGNORE, symlinks=True)
                 (root / SUITE_DIR).mkdir(exist_ok=True)
-                server = None
-                confine = self._confinement(root)
-                if self.settings.fork_server:
-                    try:
-                        server = ForkServer(self.settings.python, env=test_environment(self.settings.pass_env),
-                                            network=self.settings.network, preload=self.settings.preload,
-                                            confine=confine)
-                    except ForkServerError:
-                        server = None  # run_pytest falls back to a fresh process per run
-                worker = _Worker(root, server, confine)
-                self._all.append(worker)
-                self._pool.put(worker)
+                # the executor's run site: a warm fork server started on first use and again after a mutant
+                # killed it (a fresh process per run where none starts), in the same sandbox builder's confinement
+                site = RunSite(root, self.settings.python, self.settings, self._confinement(root))
+                self._all.append(site)
+                self._pool.put(site)
         except BaseException:
             self.close()
             raise
@@ -187,17 +174,13 @@ class KillOracle:
             store_dir = self.store.path.resolve().parent
             if store_dir != root and store_dir not in root.parents and root not in store_dir.parents:
                 hidden = (store_dir,)
-        max_file = self.settings.max_file_mb * (1 << 20) if self.settings.max_file_mb else None
-        max_disk = self.settings.max_disk_mb * (1 << 20) if self.settings.max_disk_mb else None
-        confine = Confinement(writable=(root,), hidden=hidden, max_processes=self.settings.max_processes,
-                              sandbox=self.settings.bwrap, max_file_bytes=max_file, max_disk_bytes=max_disk)
+        confine = run_confinement(self.settings, writable=(root,), hidden=hidden)
         require_confinement(self.settings.network, confine, self.settings.allow_weak_sandbox)
         return confine
 
     def close(self) -> None:
-        for worker in self._all:
-            if worker.server is not None:
-                worker.server.close()
+        for site in self._all:
+            site.close()
         self._all.clear()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -220,19 +203,15 @@ class KillOracle:
                 with self._lock:
                     self.cache_hits += 1
                 return RunResult.from_json({**stored, "cached": True})
-        worker = self._pool.get()
+        site = self._pool.get()
         try:
-            module_path = worker.root / self.module_rel
-            suite_path = worker.root / self.suite_rel
-            suite_path.write_text(suite)
-            module_path.write_text(module_source)
+            (site.root / self.suite_rel).write_text(suite)
+            (site.root / self.module_rel).write_text(module_source)
             ids = [f"{self.suite_rel}::{t}" for t in tests] or [self.suite_rel]
-            settings = self.settings.with_overrides(timeout=limit)
-            result = mutant_status(run_pytest(worker.root, ids, settings, server=worker.server,
-                                              confine=worker.confine))
+            result = mutant_status(site.run(ids, None, settings=self.settings.with_overrides(timeout=limit)))
         finally:
-            (worker.root / self.module_rel).write_text(self.original)
-            self._pool.put(worker)
+            (site.root / self.module_rel).write_text(self.original)
+            self._pool.put(site)
         with self._lock:
             self.runs += 1
         # only finished verdicts are cached: they do not depend on the time limit (which follows the baseline

@@ -1,0 +1,138 @@
+"""One place where tests run (:class:`RunSite`): a directory, the sandbox of its test processes, and the warm
+fork server that runs them, started on first use, started again after a test killed it, and given up for good
+(a fresh sandboxed process per run) when it cannot start.
+
+The instance executor runs its tests in one site (its workspace; its second lane in another), and the suite's
+kill oracle in one per worker copy, so both get the same server lifecycle, the same fallback and the same
+account of runs whose server died under them. :func:`workspace_confinement` is the sandbox of a workspace's
+test processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coharden.config import Settings
+from coharden.execution.confinement import Confinement, run_confinement
+from coharden.execution.forkserver import SERVER_GONE, ForkServer, ForkServerError
+from coharden.execution.pytest_results import PytestRun
+from coharden.execution.pytest_runner import run_pytest, test_environment
+from coharden.execution.sandbox import pythonpath_dirs
+from coharden.execution.store import Store
+from coharden.execution.workspace import Workspace, base_objects
+
+
+@dataclass
+class RunSite:
+    """Where one worker's tests run. ``confine``: the sandbox of every test process here (a fork server's is
+    fixed when it starts); ``image``: a Docker image instead (no server then); ``job_env``: the environment
+    every run here gets besides the allow-list (a spec environment's PYTHONPATH); ``isolation``: what a run
+    reports when its server was lost before it could say."""
+
+    root: Path
+    python: str
+    settings: Settings
+    confine: Confinement
+    image: str | None = None
+    job_env: dict[str, str] | None = None
+    isolation: str = "none"
+    server_failed: str = ""
+    """Why the fork server is not used, once it could not start."""
+    losses: list[str] = field(default_factory=list)
+    """Why a server died during a run, one entry per such run."""
+    overran: bool = False
+    """A run was killed at the disk limit: what it wrote is still in ``root`` until the caller resets it."""
+    _server: ForkServer | None = field(default=None, init=False, repr=False)
+
+    @property
+    def current(self) -> ForkServer | None:
+        """The server now running (None: none started yet, or closed); :meth:`server` starts one."""
+        return self._server
+
+    def server(self) -> ForkServer | None:
+        """The warm fork server of this site, started on first use (and again after a test killed it); None
+        when disabled or unusable (Docker, ``fork_server`` off, or it failed to start)."""
+        if not self.settings.fork_server or self.server_failed or self.image is not None:
+            return None
+        if self._server is None or not self._server.alive:
+            if self._server is not None:
+                self._server.close()
+            try:
+                self._server = ForkServer(self.python, env=test_environment(self.settings.pass_env),
+                                          network=self.settings.network, preload=self.settings.preload,
+                                          confine=self.confine, project=self.root)
+            except (ForkServerError, OSError) as exc:
+                self.server_failed = str(exc)
+                self._server = None
+        return self._server
+
+    def run(self, ids: list[str], limit: float | None, *, settings: Settings | None = None,
+            readable: tuple[Path, ...] = (), extra_env: dict[str, str] | None = None, **extra: object) -> PytestRun:
+        """One pytest run of ``ids`` here. ``settings``: this run's own (an instrumented run's limits), else the
+        site's; ``readable``: directories the run must see although the sandbox hides them (a run that needs
+        one the server's sandbox does not show is a fresh process); ``extra``: :func:`run_pytest`'s keywords."""
+        server = self.server()
+        confine = self.confine
+        if server is not None and all(Path(p).is_relative_to(server.shared) for p in readable):
+            readable = ()  # the server's sandbox shows its shared directory already
+        if readable:
+            confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
+            server = None  # a server's sandbox was fixed when it started
+        env = {**(self.job_env or {}), **(extra_env or {})}
+        try:
+            run = run_pytest(self.root, ids, settings or self.settings, self.python, image=self.image,
+                             server=server, confine=confine, time_limit=limit, extra_env=env or None,
+                             **extra)  # type: ignore[arg-type]
+        except ForkServerError as exc:  # it died between its liveness check and this run: a run without result
+            self.close()
+            run = PytestRun(returncode=None, timed_out=False, duration=0.0, output="",
+                            lost=f"{SERVER_GONE} ({exc})", isolation=self.isolation)
+        if run.lost:
+            self.losses.append(run.lost)
+        self.overran = self.overran or bool(run.disk)
+        return run
+
+    def close(self) -> None:
+        """Stop the server (the next run starts a new one)."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+def workspace_confinement(workspace: Workspace, settings: Settings, python: str, store: Store | None,
+                          root: Path | None) -> Confinement:
+    """The sandbox of the test processes in ``workspace`` (open at ``root``; None: not open yet, for the
+    isolation check): only the worktree is writable, its ``.git`` is not (a test must not plant hooks or config
+    that coharden's own git commands would run); of the objects it borrows, only the base commit's are there
+    (read-only, where the source's are: ``base_objects``); the user's checkout and the result store's directory
+    are hidden."""
+    # the job's own PYTHONPATH entries (a spec environment's), outside the worktree
+    job_path = pythonpath_dirs(job_environment(settings, root) or {})
+    readable = (*environment_dirs(python, settings),
+                *(p for p in job_path if root is None or not p.is_relative_to(root)))
+    mounts = ((base_objects(workspace.source, workspace.commit, settings.cache_dir),
+               workspace.source / ".git" / "objects"),) if root is not None else ()
+    # the user's checkout (its working tree may be at a later commit, hold .env files; an interpreter with the
+    # project installed from it in editable mode would show it) and the store's directory: hidden, with what the
+    # run needs inside them shown again (see bwrap_args)
+    hidden = (workspace.source, *((store.path.resolve().parent,) if store is not None else ()))
+    return run_confinement(settings, writable=(root,) if root is not None else (), readable=readable,
+                           mounts=mounts, hidden=hidden, protected=(root / ".git",) if root is not None else ())
+
+
+def environment_dirs(python: str, settings: Settings) -> tuple[Path, ...]:
+    """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox: a
+    spec environment may live anywhere, /tmp included, which the sandbox replaces with a private one."""
+    dirs = [Path(python).parent.parent] if (Path(python).parent.parent / "pyvenv.cfg").is_file() else []
+    if settings.env_overlay is not None:
+        dirs.append(Path(settings.env_overlay))
+    return tuple(d for d in dirs if d.is_dir())
+
+
+def job_environment(settings: Settings, root: Path | None) -> dict[str, str] | None:
+    """The settings' test environment with '{workspace}' replaced by ``root`` (None when there is none)."""
+    if not settings.test_env:
+        return None
+    return {k: v.replace("{workspace}", str(root or "")) for k, v in settings.test_env.items()}

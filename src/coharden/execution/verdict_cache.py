@@ -1,0 +1,120 @@
+"""The verdict cache of one instance (:class:`VerdictCache`): the store key of a test's verdict, which names
+everything that can change it (repository, base commit, source and test patch, ids, interpreter and pytest
+version, isolation level, limits, the tests sharing the process), and the rule for reusing a stored verdict (a
+TIMEOUT only for a time limit no larger than the one it was reached under; a HARNESS_ERROR is never stored,
+so a later run retries it)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from coharden.config import Settings
+from coharden.errors import CoHardenError
+from coharden.execution.store import Store, verdict_key
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome, Verdict
+
+
+@functools.cache
+def environment_id(python: str) -> str:
+    """Identity of the test environment: interpreter path, version, and installed pytest."""
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys, pytest; print(sys.version.split()[0], pytest.__version__)"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+    except OSError as exc:
+        raise CoHardenError(f"test interpreter {python!r} cannot run: {exc}") from exc
+    if out.returncode != 0:
+        raise CoHardenError(f"test interpreter {python!r} has no pytest: {out.stderr.strip()[-300:]}")
+    return f"{python} {out.stdout.strip()}"
+
+
+def test_environment_id(settings: Settings, python: str) -> str:
+    """:func:`environment_id` of a plain interpreter; a spec environment (``test_env`` set) or a log-based
+    runner is named by its interpreter's path, which holds the spec's digest (the project under test, pytest
+    itself for one, is importable only from a job's checkout, so asking it for versions would fail)."""
+    if settings.runner == "pytest" and not settings.test_env:
+        return environment_id(python)
+    return f"{python} {settings.runner}"
+
+
+def run_settings_id(settings: Settings) -> str:
+    """The settings besides the environment that can change a verdict, each only when not at its default (so
+    verdicts stored before they were named keep their keys): the memory and process limits, the services beside
+    the test, and the host variables it is given (names and values). Verdicts are shared across commands and
+    sessions of one store (the reference's runs on a pool, say), so a run under other limits must not answer."""
+    defaults = Settings.model_fields
+    parts = []
+    for name in ("memory_mb", "cpu_seconds", "max_processes", "max_file_mb"):
+        value = getattr(settings, name)
+        if value != defaults[name].default:
+            parts.append(f"{name}={value}")
+    if settings.services:
+        parts.append("services=" + ",".join(sorted(settings.services)))
+    if settings.pass_env:
+        values = {name: os.environ.get(name) for name in sorted(settings.pass_env)}
+        parts.append("pass_env=" + hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:16])
+    return "".join(f" {part}" for part in parts)
+
+
+@dataclass(frozen=True)
+class VerdictCache:
+    """Stored verdicts of one instance's tests in ``store`` (None: nothing is cached). ``env_id``: the test
+    environment, isolation and run settings (see the executor); ``timeout``: the settings' time limit."""
+
+    store: Store | None
+    repo: str
+    base_commit: str
+    env_id: str
+    runner: str
+    timeout: float
+
+    def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = (), *,
+            first_failure: bool = False) -> str:
+        """The store key of ``test``'s verdict on ``source_patch``; ``co_run``: the tests that may share its
+        process (named in the key, so a verdict from a shared process never answers for a lone run);
+        ``first_failure``: a verdict that may stop at the first failure (its per-test results are partial)."""
+        env = self.env_id
+        others = sorted({_digest(t) for t in co_run} - {_digest(test)})
+        if others:
+            env += " co-run=" + ",".join(others)
+        if first_failure:
+            env += " first-failure"
+        if test.whole_files:
+            env += " whole-files"
+        if self.runner == "sympy" and len({i.split("::")[-1] for i in test.ids}) < len(test.ids):
+            env += " shared-names"  # stored before every id sharing a bare name got its status: not reused
+        return verdict_key(repo=self.repo, base_commit=self.base_commit, source_patch=source_patch,
+                           test_patch=test.patch, test_ids=test.ids, environment=env)
+
+    def get(self, key: str, limit: float) -> Verdict | None:
+        """The stored verdict under ``key`` that answers for a run with time limit ``limit`` (None: run it)."""
+        cached = self.store.get_verdict(key) if self.store is not None else None
+        if cached is None or _stale_timeout(cached, limit, self.timeout):
+            return None
+        return cached
+
+    def put(self, key: str, verdict: Verdict) -> None:
+        """Store a finished verdict (a HARNESS_ERROR is not one: a later run retries it)."""
+        if self.store is not None and verdict.outcome is not Outcome.HARNESS_ERROR:
+            self.store.put_verdict(key, verdict)
+
+
+def _digest(test: TestPatch) -> str:
+    return hashlib.sha256((test.patch + "\0" + "\0".join(sorted(test.ids))).encode()).hexdigest()[:16]
+
+
+def _stale_timeout(verdict: Verdict, limit: float, timeout: float) -> bool:
+    """A stored TIMEOUT reached under a smaller time limit (or an unknown one) says nothing about ``limit``; nor
+    does one reached on the wall clock alone when ``limit`` is a scaled one (below ``timeout``), which now bounds
+    CPU time (a TIMEOUT stored before that could have been the machine's load)."""
+    if verdict.outcome is not Outcome.TIMEOUT:
+        return False
+    return (verdict.time_limit is None or verdict.time_limit < limit
+            or (limit < timeout and not verdict.cpu_time_limit))
