@@ -21,18 +21,9 @@ from coharden.execution.store import Store
 from coharden.llm import Budget, CacheMode, CallStore, CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.mpe.evaluate import MPEResult, evaluate
 from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.llm_operators import (
-    LLM_OPERATORS,
-    EditFormatError,
-    LLMMutator,
-    LLMMutatorSettings,
-    apply_edit_blocks,
-    build_messages,
-    is_repetition,
-    parse_edit_blocks,
-    reply_to_raw_mutant,
-    swap_tests,
-)
+from coharden.mutation.llm_edits import EditFormatError, apply_edit_blocks, parse_edit_blocks, reply_to_raw_mutant
+from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings, is_repetition
+from coharden.mutation.llm_prompts import LLM_OPERATORS, build_messages, swap_tests
 from coharden.mutation.pool import Pool, admit_llm
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass

@@ -27,7 +27,8 @@ from coharden.instances import load_local
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 from coharden.overfit.coverage import changed_line_coverage, changed_lines
 from coharden.overfit.critic_prompt import apply_reply, parse_decision
-from coharden.overfit.refine import RefineConfig, RefineResult, refine_pair
+from coharden.overfit.refine import RefineResult, refine_pair
+from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.report import IterationLog, summarize, write_outputs
 from coharden.overfit.reward import coverage_settings, evaluate_pair, reward_of
 from coharden.patches import make_patch

@@ -77,7 +77,8 @@ def refine_command(
 
     from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.store import Store
-    from coharden.overfit.refine import RefineConfig, RefineResult, refine_instance
+    from coharden.overfit.refine import RefineResult, refine_instance
+    from coharden.overfit.refine_config import RefineConfig
     from coharden.overfit.report import IterationLog, summarize, write_outputs
 
     settings = run.settings()

@@ -234,15 +234,8 @@ class ForkServer:
         present = set(self.scratch.iterdir())  # the caller's files for this run (its JUnit directory) among them
         start = time.monotonic()
         try:
-            env = self._request_env(env)
-            request = {"cwd": str(cwd), "args": args, "env": env, "out": str(out),
-                       "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
-                       "max_processes": self.confine.max_processes if self.confine else None,
-                       "max_file_bytes": self.confine.max_file_bytes if self.confine else None}
-            if warm:
-                request["warm"] = warm
-            if collect:
-                request["collect"] = collect
+            request = self._run_request(cwd, args, env, out, timeout=timeout, memory_mb=memory_mb,
+                                        cpu_seconds=cpu_seconds, warm=warm, collect=collect)
             watch = self._disk_watch(cwd)
             try:
                 self._send(request)
@@ -290,16 +283,35 @@ class ForkServer:
         if lost or done is None:  # done is None only when lost says why
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
                                  tampering=self.forged, disk=disk)
+        self._tally(done)
+        timed_out = bool(done.get("timed_out"))
+        rc = done.get("rc")
+        return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
+                             self.isolation, tampering=replaced, disk=disk)
+
+    def _run_request(self, cwd: Path, args: list[str], env: dict[str, str], out: Path, *, timeout: float,
+                     memory_mb: int | None, cpu_seconds: int | None, warm: dict | None,
+                     collect: str | None) -> dict:
+        """The request line of one run: where and what to run, its limits, and (when given) its warm imports
+        and collection name."""
+        request = {"cwd": str(cwd), "args": args, "env": self._request_env(env), "out": str(out),
+                   "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
+                   "max_processes": self.confine.max_processes if self.confine else None,
+                   "max_file_bytes": self.confine.max_file_bytes if self.confine else None}
+        if warm:
+            request["warm"] = warm
+        if collect:
+            request["collect"] = collect
+        return request
+
+    def _tally(self, done: dict) -> None:
+        """Count how a finished run started (warm, swapped, collected once) from the server's reply."""
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
         self.collected_runs += done.get("collected") == "once"
         if done.get("collected"):
             self.collect_log.append(str(done["collected"]))
             del self.collect_log[:-1000]  # a long batch's server: the last runs'
-        timed_out = bool(done.get("timed_out"))
-        rc = done.get("rc")
-        return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
-                             self.isolation, tampering=replaced, disk=disk)
 
     def _sweep_scratch(self, keep: set[Path]) -> None:
         """Remove what a run left in the scratch directory besides ``keep``: it is writable to every run of the

@@ -6,13 +6,11 @@ Five operators: ``vanilla`` and the four targeted ones (``symptom_suppression``,
 the fixed code and the two tests as an anonymous pair, *Test 1* / *Test 2*, whose order is drawn per sample
 from the seed: the model is never told which test is the candidate.
 
-Edit format: SEARCH/REPLACE blocks against the FIXED file contents (the mutant is a variant of the fix). A
-block applies by an exact, unique, whole-line match (trailing whitespace ignored); a SEARCH text that is
-missing or occurs more than once makes the sample inadmissible with that reason. This is the format aider
-found to apply most reliably: the model copies text it can see instead of computing line numbers and hunk
-lengths, which models routinely get wrong in unified diffs, and a failed match is detected exactly instead
-of being "fuzzily" applied somewhere else. The mutant patch is then made with
-:func:`coharden.patches.make_patch` against the BUGGY base content, like every mechanical mutant.
+Edit format (:mod:`~coharden.mutation.llm_edits`): SEARCH/REPLACE blocks against the FIXED files, applied by
+an exact, unique, whole-line match (aider's finding: models copy text they see far better than they compute hunk
+line numbers, and a failed match is detected exactly, never applied "fuzzily" elsewhere); or, for small local
+models, one unified diff (``mpe.llm_edit_format=diff``), applied tolerantly. The mutant patch is then made
+against the BUGGY base content, like every mechanical mutant.
 
 Sampling: for each operator, N samples (temperature > 0, distinct ``sample_index`` so each sample is its own
 record/replay entry), all operators' samples in parallel on a thread pool. A sample that does not parse as
@@ -64,23 +62,8 @@ from coharden.llm import (
 )
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
-from coharden.mutation.llm_edits import (  # noqa: F401 - re-exported
-    EditBlock,
-    EditFormatError,
-    apply_edit_blocks,
-    parse_edit_blocks,
-    reply_to_raw_mutant,
-)
-from coharden.mutation.llm_prompts import (  # noqa: F401 - re-exported
-    LLM_OPERATORS,
-    EditFormat,
-    build_messages,
-    operator_prompts,
-    prompt_hash,
-    render_fixed_code,
-    swap_tests,
-    system_prompt,
-)
+from coharden.mutation.llm_edits import EditFormatError, reply_to_raw_mutant
+from coharden.mutation.llm_prompts import LLM_OPERATORS, EditFormat, build_messages, prompt_hash, swap_tests
 from coharden.mutation.pool import AdmissionFilter, Pool, admit_llm, fix_context
 from coharden.schema.mpe_config import DEFAULT_SEED, MPEConfig
 from coharden.schema.mutant import Mutant, Operator

@@ -8,16 +8,14 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from coharden import pysource
 from coharden.mutation.context import FileChange, functions_touched
-from coharden.mutation.llm_operators import EditFormatError, apply_edit_blocks, parse_edit_blocks
+from coharden.mutation.llm_edits import EditFormatError, apply_edit_blocks, parse_edit_blocks
+from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.reward import PairEvaluation
 from coharden.schema.instance import Instance
-
-if TYPE_CHECKING:
-    from coharden.overfit.refine import RefineConfig
 
 Side = Literal["focal", "test", "both"]
 SIDES: tuple[str, ...] = ("focal", "test", "both")

@@ -42,33 +42,17 @@ from coharden.execution.store import Store
 from coharden.instances import resolve_repo
 from coharden.llm import Completion, LLMClient, LLMError, failure_of
 from coharden.mutation.context import FileChange
-from coharden.overfit.coverage import Backend
 from coharden.overfit.critic_prompt import SIDES, ReplyError, apply_reply, build_messages
+from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.reward import PairEvaluation, RewardError, check_backend, coverage_settings, evaluate_pair
 from coharden.patches import make_patch, split_patch, touched_files
 from coharden.schema.instance import Instance
-
-MAX_ITERATIONS = 15
 
 STOP_FAIL_TO_PASS = "fail_to_pass"
 STOP_MAX_ITERATIONS = "max_iterations"
 STOP_ERROR = "error"
 """Stop reasons besides an LLM failure's kind (a :class:`~coharden.llm.ErrorKind` value: truncated, cost_cap,
 ...)."""
-
-
-class RefineConfig(BaseModel):
-    """How the refinement loop runs."""
-
-    max_iterations: int = Field(default=MAX_ITERATIONS, ge=0, le=MAX_ITERATIONS)
-    """Critic calls at most (the issue's cap is 15)."""
-    hide_test: bool = False
-    """The critic sees the test's pass/fail flags only and may change the focal code only."""
-    extra_context: bool = True
-    """Show the issue text, the fix's files whole (when short) and which changed lines the test misses."""
-    backend: Backend = "coverage"
-    whole_file_lines: int = 400
-    """Test files (and fix files with module-level changes) up to this length are shown whole."""
 
 
 class IterationRecord(BaseModel):
@@ -239,8 +223,8 @@ def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: s
             result.stop_reason, result.error = STOP_ERROR, str(exc)
             _finish_record(result, record, on_iteration)
             break
-        previous = _judge(record, current, candidate, changed)
-        if record.status == "kept":
+        kept, previous = _judge(record, current, candidate, changed)
+        if kept:
             state, current = candidate_state, candidate
             sides[changed] += 1
         _finish_record(result, record, on_iteration)
@@ -270,17 +254,18 @@ def _ask(client: LLMClient, messages: list[dict[str, str]], instance_id: str, re
     return completion
 
 
-def _judge(record: IterationRecord, current: PairEvaluation, candidate: PairEvaluation, changed: str) -> str:
-    """Keep the candidate pair only when its reward is higher (``record.status`` says which); the note for the
-    next prompt ('' when kept)."""
+def _judge(record: IterationRecord, current: PairEvaluation, candidate: PairEvaluation,
+           changed: str) -> tuple[bool, str]:
+    """Whether the candidate pair is kept (only when its reward is higher; ``record`` is filled in), and the
+    note for the next prompt ('' when kept)."""
     record.reward_after, record.after = candidate.reward, candidate.summary()
     if candidate.reward > current.reward:
         record.status = "kept"
         record.reason = f"reward {current.reward:.4f} -> {candidate.reward:.4f}"
-        return ""
+        return True, ""
     record.status = "rejected"
     record.reason = f"reward {candidate.reward:.4f} is not higher than {current.reward:.4f}"
-    return (f"You changed the {changed} side; that pair scored {candidate.reward:.4f}, not higher than "
+    return False, (f"You changed the {changed} side; that pair scored {candidate.reward:.4f}, not higher than "
             f"the current {current.reward:.4f}, so it was discarded. The pair below is unchanged.")
 
 

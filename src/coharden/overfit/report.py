@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from coharden.overfit.critic_prompt import SIDES
-from coharden.overfit.refine import IterationRecord, RefineConfig, RefineResult
+from coharden.overfit.refine import IterationRecord, RefineResult
+from coharden.overfit.refine_config import RefineConfig
 
 OUTPUT_VERSION = 1
 INITIAL_SUFFIX = "-initial"

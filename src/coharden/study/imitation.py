@@ -134,11 +134,11 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
                 and row.get("llm_pool", {}).get("complete", True))
 
     llm = study.llm_mutator
-    key = record_key(KIND, *study._instance_key(inst), sha(fix.patch), sorted((n, sha(p)) for n, p in patches.items()),
+    key = record_key(KIND, *study.instance_key(inst), sha(fix.patch), sorted((n, sha(p)) for n, p in patches.items()),
                      study.config.mpe.cache_key(), sorted(op.value for op in study.config.mpe.operators),
                      STEP_VERSION, *([llm.client.config.model, llm.settings.model_dump(mode="json")]
                                      if llm is not None else []))
-    return study._cached(KIND, key, compute, keep=keep)
+    return study.cached(KIND, key, compute, keep=keep)
 
 
 def _mutant_json(mutant: Mutant, verdicts: dict[str, str], copy: str | None = None) -> dict[str, Any]:

@@ -181,7 +181,7 @@ class RealBugsStudy:
         self.close()
 
     # cached records ----------------------------------------------------------------------------------------
-    def _cached(self, kind: str, key: str, compute: Callable[[], dict[str, Any]],
+    def cached(self, kind: str, key: str, compute: Callable[[], dict[str, Any]],
                 keep: Callable[[dict[str, Any]], bool] = lambda row: True) -> dict[str, Any] | None:
         """The step's stored record, else ``compute()`` (stored when ``keep``); None when ``report_only``
         and there is no record."""
@@ -208,7 +208,9 @@ class RealBugsStudy:
             data["harness_error"] = True
         return data
 
-    def _instance_key(self, inst: Instance) -> list[Any]:
+    def instance_key(self, inst: Instance) -> list[Any]:
+        """What every step's record key of ``inst`` starts with: its environment, id, base commit, fix, golden
+        test and F->P ids (the imitation step's too)."""
         return [self.settings_for(inst)[1], inst.instance_id, inst.base_commit, sha(inst.patch),
                 sha(inst.test_patch), inst.FAIL_TO_PASS]
 
@@ -230,13 +232,13 @@ class RealBugsStudy:
             return guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
 
         try:
-            key = record_key("study.verify", *self._instance_key(inst))
+            key = record_key("study.verify", *self.instance_key(inst))
         except RepoError as exc:  # its spec environment did not build: the row says why, the study goes on
             row: dict[str, Any] | None = {"instance_id": iid, "version": inst.version, "fail_to_pass": False,
                                           "error": str(exc)[:800], "environment_error": True, "seconds": 0.0,
                                           "resumed": False}
         else:
-            row = self._cached("study.verify", key, compute, keep=keep_row)
+            row = self.cached("study.verify", key, compute, keep=keep_row)
         if row is None:
             return None
         row["expected"] = env.get(self.data.env_field)
@@ -271,8 +273,8 @@ class RealBugsStudy:
         def compute() -> dict[str, Any]:
             return guarded({"instance_id": iid}, body)
 
-        key = record_key("study.golden", *self._instance_key(inst), self.config.mpe.cache_key(), self.config.workers)
-        return self._cached("study.golden", key, compute, keep=keep_row)
+        key = record_key("study.golden", *self.instance_key(inst), self.config.mpe.cache_key(), self.config.workers)
+        return self.cached("study.golden", key, compute, keep=keep_row)
 
     # step 3 -------------------------------------------------------------------------------------------------
     def grade(self, iid: str, system: str) -> dict[str, Any] | None:
@@ -294,8 +296,8 @@ class RealBugsStudy:
                 return {**row, "error": "empty model_patch"}
             return guarded(row, body)
 
-        key = record_key("study.mpe", *self._instance_key(inst), system, sha(patch), self.config.mpe.cache_key())
-        return self._cached("study.mpe", key, compute, keep=keep_row)
+        key = record_key("study.mpe", *self.instance_key(inst), system, sha(patch), self.config.mpe.cache_key())
+        return self.cached("study.mpe", key, compute, keep=keep_row)
 
     # step 4 -------------------------------------------------------------------------------------------------
     def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any] | None:
@@ -321,9 +323,9 @@ class RealBugsStudy:
             return guarded({"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
                              "also_by": fix.also_by, "verdicts": {}, "errors": {}}, body)
 
-        key = record_key("study.fix", *self._instance_key(inst), sha(fix.patch),
+        key = record_key("study.fix", *self.instance_key(inst), sha(fix.patch),
                          sorted((n, sha(p)) for n, p in tests.items()))
-        return self._cached("study.fix", key, compute, keep=keep_row)
+        return self.cached("study.fix", key, compute, keep=keep_row)
 
     # all -----------------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None, phases: Sequence[str] = ("verify", "golden", "grade")
