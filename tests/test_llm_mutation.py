@@ -636,6 +636,54 @@ def test_a_diff_reply_applies_with_wrong_hunk_numbers_and_shifted_indentation() 
     assert raw.description == "zero handled inline"
 
 
+PARSE_BUGGY = ("def parse(text):\n    total = 0\n    for number, unit in PART.findall(text):\n"
+               "        total += int(number) * UNITS[unit]\n    return total\n")
+PARSE_FIXED = ("def parse(text):\n    total = 0\n    pos = 0\n\n    for match in PART.finditer(text):\n"
+               "        if match.start() != pos:\n            raise ValueError(text)\n"
+               "        number, unit = match.groups()\n        total += int(number) * UNITS[unit]\n"
+               "        pos = match.end()\n    return total\n")
+
+
+def _diff(*body: str) -> str:
+    return "```diff\n--- a/p.py\n+++ b/p.py\n@@ -40,6 +40,6 @@\n" + "\n".join(body) + "\n```\nSummary: s\n"
+
+
+def test_a_diff_with_wrong_context_applies_by_its_changed_lines() -> None:
+    """What Qwen2.5-Coder-1.5B writes (issue 38, recorded on warn_or_raise): the removed line is the fixed
+    code's, but a blank context line is dropped and the changed line is indented one level too deep."""
+    ctx = FixContext([FileChange("p.py", PARSE_BUGGY, PARSE_FIXED)])
+    reply = _diff("     pos = 0", "     for match in PART.finditer(text):", "-        if match.start() != pos:",
+                  "+            if match.start() >= pos:", "                 raise ValueError(text)")
+    raw = reply_to_raw_mutant(reply, ctx, Operator.VANILLA)
+    assert raw.files["p.py"] == PARSE_FIXED.replace("if match.start() != pos:", "if match.start() >= pos:")
+    assert (raw.meta["base"], raw.meta["match"]) == ("fixed", "anchored")
+    # a run that only adds is placed after the context line before it
+    added = _diff("     total = 0", "+    if not text:", "+        raise ValueError(text)", "     pos = 1")
+    raw = reply_to_raw_mutant(added, ctx, Operator.VANILLA)
+    assert raw.files["p.py"] == PARSE_FIXED.replace("    total = 0\n", "    total = 0\n    if not text:\n"
+                                                    "        raise ValueError(text)\n")
+
+
+def test_a_diff_against_the_buggy_lines_it_saw_in_the_fix_applies_to_the_buggy_code() -> None:
+    """Shown the fix's diff, a small model writes its wrong fix against the buggy lines: applied to the buggy
+    code, the result is a wrong fix of the bug (admission still requires it to differ from fix and bug)."""
+    ctx = FixContext([FileChange("p.py", PARSE_BUGGY, PARSE_FIXED)])
+    reply = _diff("     total = 0", "-    for number, unit in PART.findall(text):",
+                  "+    for number, unit in PART.findall(text.strip()):")
+    raw = reply_to_raw_mutant(reply, ctx, Operator.SYMPTOM_SUPPRESSION)
+    assert raw.files["p.py"] == PARSE_BUGGY.replace("findall(text)", "findall(text.strip())")
+    assert raw.meta["base"] == "buggy"
+    # removed lines that are nowhere stay a counted rejection, and asked-for blocks are never fuzzy
+    with pytest.raises(EditFormatError) as info:
+        reply_to_raw_mutant(_diff("-    return 0", "+    return 1"), ctx, Operator.VANILLA)
+    assert info.value.reason == "search_not_found"
+    with pytest.raises(EditFormatError) as info:
+        reply_to_raw_mutant("p.py\n<<<<<<< SEARCH\n    pos = 0\n    for match in PART.finditer(text):\n"
+                            "=======\n    pos = 1\n    for match in PART.finditer(text):\n>>>>>>> REPLACE\n",
+                            ctx, Operator.VANILLA)
+    assert info.value.reason == "search_not_found"
+
+
 @pytest.mark.parametrize(("reply", "reason"), [
     # a hunk whose - and + lines are the same: no change at all
     ("```diff\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1 @@\n-    if p == 2:\n+    if p == 2:\n```", "no_change"),

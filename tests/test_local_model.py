@@ -63,9 +63,10 @@ def warn_or_raise_context(tmp_path: Path) -> FixContext:
     return FixContext(files=[FileChange(SOURCE, buggy, (project / SOURCE).read_text())])
 
 
-def classify(reply: dict[str, Any], ctx: FixContext) -> str:
-    """What the LLM mutator makes of one recorded reply: ``admitted`` or the rejection reason."""
-    if reply["completion_tokens"] >= 400:  # the recording's max_tokens: the client rejects it as truncated
+def classify(reply: dict[str, Any], ctx: FixContext, max_tokens: int = 400) -> str:
+    """What the LLM mutator makes of one recorded reply: ``admitted`` or the rejection reason (``max_tokens``:
+    the recording's; a reply reaching it is rejected by the client as truncated)."""
+    if reply["completion_tokens"] >= max_tokens:
         return "repetition" if is_repetition(reply["reply"]) else "truncated"
     try:
         raw = reply_to_raw_mutant(reply["reply"], ctx, Operator(reply["operator"]))
@@ -87,6 +88,52 @@ def test_recorded_mutant_replies_of_the_local_model_are_rejected_by_reason(tmp_p
     # the recorded cost of the model: about 2,100 prompt tokens and 5-10 minutes per reply on the busy machine
     assert all(2000 < r["prompt_tokens"] < 2200 for r in replies)
     assert all(200 < r["latency_s"] < 700 for r in replies)
+
+
+@pytest.mark.parametrize(("recording", "expected"), [
+    # the replies the tolerant applier was built on (seed 0)
+    ("mutant-replies-warn_or_raise-diff.json",
+     [("input_specific_shortcut", 1), ("symptom_suppression", 0), ("vanilla", 1)]),
+    # a fresh sample taken after it was built (seed 7: other test orders, so other prompts): held out
+    ("mutant-replies-warn_or_raise-diff-seed7.json",
+     [("behavior_substitution", 1), ("incomplete_fix", 0), ("input_specific_shortcut", 0), ("vanilla", 1)]),
+])
+def test_recorded_diff_replies_of_the_local_model_give_admissible_mutants(
+        tmp_path: Path, recording: str, expected: list[tuple[str, int]]) -> None:
+    # Check 1 of issue 38 with the diff edit format (-c mpe.llm_edit_format=diff, COHARDEN_LLM_MAX_TOKENS=600),
+    # recorded on a quiet machine, 2 samples per operator at most. As written, almost none apply to the fixed
+    # code; by their changed lines (context ignored) or against the buggy lines they copied from the fix's diff,
+    # three or four are admissible mutants: enough for a class (the replay below).
+    replies = json.loads((FIXTURES / recording).read_text())
+    ctx = warn_or_raise_context(tmp_path)
+    got = [(r["operator"], r["sample_index"], classify(r, ctx, max_tokens=600)) for r in replies]
+    assert got == [(r["operator"], r["sample_index"], r["reason"]) for r in replies]
+    assert sorted((op, i) for op, i, reason in got if reason == "admitted") == expected
+    # the prompt is the full one (issue, fix, fixed code, both tests); the server reuses its shared prefix
+    assert all(2100 < r["prompt_tokens"] < 2200 for r in replies)
+    assert all(20 < r["latency_s"] < 120 for r in replies)
+
+
+def test_the_recorded_diff_replies_replay_to_a_class_offline(tmp_path: Path, mock_llm: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``coharden mpe --mutator llm -c mpe.llm_edit_format=diff`` on warn_or_raise, the model's recorded replies
+    served in recorded order per operator: a class (not Inconclusive) from the three admissible LLM mutants."""
+    replies = json.loads((FIXTURES / "mutant-replies-warn_or_raise-diff.json").read_text())
+    rules = [{"match": f"Mutation operator: {r['operator']}\n", "reply": r["reply"], "times": 1,
+              "usage": {"prompt_tokens": r["prompt_tokens"], "completion_tokens": r["completion_tokens"]}}
+             for r in sorted(replies, key=lambda r: (r["operator"], r["sample_index"]))]
+    server = mock_llm(rules)
+    monkeypatch.setenv("COHARDEN_LLM_API_KEY_ENV", "COHARDEN_TEST_KEY")
+    monkeypatch.setenv("COHARDEN_TEST_KEY", "sk-test")
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    result = CliRunner().invoke(app, ["mpe", str(EXAMPLE), "--test", "lax", "--mutator", "llm", "--model",
+                                      "openai/local", "--api-base", server.base_url, "--samples", "1",
+                                      "-c", "mpe.llm_edit_format=diff", "--store", str(tmp_path / "s.sqlite"),
+                                      "--llm-store", str(tmp_path / "calls.sqlite"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["per_source"]["llm"]["admissible"] == 3
+    assert data["test_class"] == "Lax"
 
 
 @pytest.mark.parametrize(("reply", "reason"), [

@@ -5,6 +5,7 @@ parsed, applied, and turned into a raw mutant."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,9 @@ class EditBlock:
     replace: tuple[str, ...]
     reply_line: int
     """1-based line of ``<<<<<<< SEARCH`` in the reply, for messages."""
+    hunk: tuple[tuple[str, str], ...] = ()
+    """A diff hunk's lines as (tag, text), tag one of `` ``, ``-``, ``+`` (empty for a SEARCH/REPLACE block): what
+    :func:`apply_edit_blocks` anchors on when the hunk's context does not match (``fuzzy``)."""
 
 
 _SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$")
@@ -139,23 +143,28 @@ def parse_diff_blocks(reply: str) -> list[EditBlock]:
         start, i = i, i + 1
         search: list[str] = []
         replace: list[str] = []
+        hunk: list[tuple[str, str]] = []
         while i < len(lines) and not _HUNK.match(lines[i]) and not lines[i].startswith(("```", "--- ", "diff ")):
             body = lines[i]
             if body.startswith("-"):
                 search.append(body[1:])
+                hunk.append(("-", body[1:]))
             elif body.startswith("+"):
                 replace.append(body[1:])
+                hunk.append(("+", body[1:]))
             elif body.startswith("\\"):  # "\ No newline at end of file"
                 pass
             else:
                 context = body[1:] if body.startswith(" ") else body
                 search.append(context)
                 replace.append(context)
+                hunk.append((" ", context))
             i += 1
         while search and replace and not search[-1].strip() and not replace[-1].strip():
             search.pop()  # blank lines the reply trails after a hunk are no part of it
             replace.pop()
-        blocks.append(EditBlock(path, tuple(search), tuple(replace), start + 1))
+            hunk.pop()
+        blocks.append(EditBlock(path, tuple(search), tuple(replace), start + 1, tuple(hunk)))
     return blocks
 
 
@@ -221,7 +230,8 @@ def _resolve_path(block: EditBlock, files: dict[str, str], test_patterns: Sequen
 
 
 def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
-                      test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS) -> tuple[dict[str, str], str]:
+                      test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS, *,
+                      fuzzy: bool = False) -> tuple[dict[str, str], str]:
     """Apply ``blocks`` in order to ``files`` (path -> FIXED content); return (new contents, location).
 
     Each SEARCH text must match whole lines of the current content exactly once (trailing whitespace is
@@ -231,6 +241,10 @@ def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
     reply touching a test file is rejected as such even if an earlier block fails to match. Raises
     :class:`EditFormatError` with ``touches_test_file``, ``unknown_file``, ``missing_file_path``,
     ``search_empty``, ``search_not_found`` or ``search_ambiguous``.
+
+    ``fuzzy``: a diff hunk whose context matches nowhere is applied by its changed lines instead
+    (:func:`_anchored`): a small model gets context lines wrong (drops blank lines, misquotes a neighbour) far
+    more often than the lines it removes.
     """
     paths = [_resolve_path(block, files, test_patterns) for block in blocks]
     current = dict(files)
@@ -247,19 +261,84 @@ def apply_edit_blocks(blocks: Sequence[EditBlock], files: dict[str, str],
             lines = [line.removesuffix("\r") for line in lines]
         n = len(block.search)
         hits, shift = _find(lines, block.search)
-        if not hits:
+        anchored = _anchored(lines, block.hunk) if fuzzy and block.hunk else None
+        if anchored is not None:
+            new_lines, k = anchored
+        elif not hits:
             raise EditFormatError("search_not_found", f"block at reply line {block.reply_line}: SEARCH text not found "
                                                       f"in {path}")
-        if len(hits) > 1:
+        elif len(hits) > 1:
             raise EditFormatError("search_ambiguous", f"block at reply line {block.reply_line}: SEARCH text occurs "
                                                       f"{len(hits)} times in {path}")
-        k = hits[0]
-        replacement = list(block.replace) if shift is None else _reindent(block.replace, shift)
-        new_lines = lines[:k] + replacement + lines[k + n:]
+        else:
+            k = hits[0]
+            replacement = list(block.replace) if shift is None else _reindent(block.replace, shift)
+            new_lines = lines[:k] + replacement + lines[k + n:]
         current[path] = newline.join(new_lines) + (newline if ends_with_newline and new_lines else "")
         if not location:
             location = f"{path}:{k + 1}"
     return current, location
+
+
+def _anchored(lines: list[str], hunk: Sequence[tuple[str, str]]) -> tuple[list[str], int] | None:
+    """``lines`` with a diff hunk applied by its changed lines, its context ignored; (new lines, first changed
+    index), or None where that is not unique. Each run of ``-``/``+`` lines is placed on its own, in order:
+    by its removed lines (consecutive in the file, up to indentation, exactly once after the previous run), or,
+    for a run that only adds, after the context line before it (or before the one after it), found alike. An
+    added line keeps the indentation of the line it replaces where a run replaces line for line (a small model
+    indents a changed line by one level too many), and otherwise shifts with its anchor."""
+    runs: list[tuple[str | None, list[str], list[str], str | None]] = []  # (context before, -, +, context after)
+    before: str | None = None  # the last non-blank context line
+    current: tuple[str | None, list[str], list[str]] | None = None
+    for tag, text in hunk:
+        if tag != " ":
+            current = current or (before, [], [])
+            (current[1] if tag == "-" else current[2]).append(text)
+            continue
+        if current is not None:
+            runs.append((*current, text if text.strip() else None))
+            current = None
+        before = text if text.strip() else before
+    if current is not None:
+        runs.append((*current, None))
+    edits: list[tuple[int, int, list[str]]] = []  # (start, end, replacement), top down
+    start = 0
+    for ctx_before, removed, added, ctx_after in runs:
+        if removed:
+            hits = _find_from(lines, removed, start)
+            if len(hits) != 1:
+                return None
+            k = hits[0]
+            if len(added) == len(removed):
+                new = [" " * _indent(lines[k + i]) + line.lstrip() if line.strip() else line
+                       for i, line in enumerate(added)]
+            else:
+                new = _reindent(added, _indent(lines[k]) - _indent(removed[0]))
+            edits.append((k, k + len(removed), new))
+            start = k + len(removed)
+            continue
+        anchor = ctx_before if ctx_before is not None else ctx_after
+        if anchor is None:
+            return None
+        hits = _find_from(lines, [anchor], start)
+        if len(hits) != 1:
+            return None
+        k = hits[0] + (1 if anchor is ctx_before else 0)
+        edits.append((k, k, _reindent(added, _indent(lines[hits[0]]) - _indent(anchor))))
+        start = k
+    if not edits:
+        return None
+    new_lines = list(lines)
+    for begin, end, replacement in reversed(edits):
+        new_lines[begin:end] = replacement
+    return new_lines, edits[0][0]
+
+
+def _find_from(lines: list[str], wanted: Sequence[str], start: int) -> list[int]:
+    """Where ``wanted`` matches whole lines up to indentation at or after ``start``."""
+    stripped = [s.strip() for s in wanted]
+    n = len(wanted)
+    return [k for k in range(start, len(lines) - n + 1) if [x.strip() for x in lines[k:k + n]] == stripped]
 
 
 def reply_to_raw_mutant(reply: str, ctx: FixContext, operator: Operator, *,
@@ -268,7 +347,51 @@ def reply_to_raw_mutant(reply: str, ctx: FixContext, operator: Operator, *,
     """A model reply -> a :class:`RawMutant` holding the full content of every file of the fix."""
     blocks, summary, form = parse_reply(reply)
     fixed = {c.path: c.new for c in ctx.files}
-    files, location = apply_edit_blocks(blocks, fixed, test_patterns)
+    if form == "diff":
+        files, location, applied = _tolerant(blocks, ctx, test_patterns)
+    else:  # asked-for blocks apply exactly or not at all (see coharden.mutation.llm_operators)
+        files, location = apply_edit_blocks(blocks, fixed, test_patterns)
+        applied = {"base": "fixed", "match": "exact"}
     description = (summary or f"LLM {operator.value} variant of the fix")[:300]
     return RawMutant(operator, description, location, files, {**(meta or {}), "blocks": len(blocks),
-                                                              "format": form})
+                                                              "format": form, **applied})
+
+
+def _tolerant(blocks: Sequence[EditBlock], ctx: FixContext,
+              test_patterns: Sequence[str]) -> tuple[dict[str, str], str, dict[str, str]]:
+    """A diff reply applied as a small model means it: to the fixed code as written, else by its changed lines
+    (``fuzzy``), else the same to the buggy code (shown the fix's diff, a small model often writes its wrong fix
+    against the buggy lines it saw there; the result is then a wrong fix of the bug, checked like every mutant:
+    it must parse and differ from the fix and from the buggy code). The first way whose Python files parse is
+    taken (a changed line indented one level too deep parses only when anchored), else the first that applies;
+    where none applies, the error of the first."""
+    bases = {"fixed": {c.path: c.new for c in ctx.files},
+             "buggy": {c.path: c.old for c in ctx.files if c.old is not None}}
+    first_error: EditFormatError | None = None
+    fallback: tuple[dict[str, str], str, dict[str, str]] | None = None
+    for base, fuzzy in (("fixed", False), ("fixed", True), ("buggy", False), ("buggy", True)):
+        if len(bases[base]) != len(ctx.files):
+            continue  # the fix adds a file: there is no buggy version of it
+        try:
+            files, location = apply_edit_blocks(blocks, bases[base], test_patterns, fuzzy=fuzzy)
+        except EditFormatError as exc:
+            if exc.reason not in ("search_not_found", "search_ambiguous"):
+                raise
+            first_error = first_error or exc
+            continue
+        applied = (files, location, {"base": base, "match": "anchored" if fuzzy else "exact"})
+        if all(_parses(text, path) for path, text in files.items() if path.endswith(".py")):
+            return applied
+        fallback = fallback or applied
+    if fallback is not None:
+        return fallback
+    assert first_error is not None
+    raise first_error
+
+
+def _parses(source: str, path: str) -> bool:
+    try:
+        compile(source, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+    except (SyntaxError, ValueError):
+        return False
+    return True

@@ -101,8 +101,8 @@ class LLMMutatorSettings(BaseModel):
            operators: Sequence[Operator] | None = None) -> LLMMutatorSettings:
         """A command's settings: N samples per operator, the seed (default: the MPE's), and the MPE
         section's LLM settings (``mpe.llm_edit_format``)."""
-        return cls(samples=samples, seed=mpe.seed if seed is None else seed, edit_format=mpe.llm_edit_format,
-                   **({"operators": tuple(operators)} if operators is not None else {}))
+        chosen = cls(samples=samples, seed=mpe.seed if seed is None else seed, edit_format=mpe.llm_edit_format)
+        return chosen if operators is None else chosen.model_copy(update={"operators": tuple(operators)})
 
     @property
     def max_attempts(self) -> int:
