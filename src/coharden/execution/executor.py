@@ -332,7 +332,8 @@ class InstanceExecutor:
         paths = [extra_env.get("PYTHONPATH", ""), job.get("PYTHONPATH", "")]
         if any(paths):
             env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        confine = dataclasses.replace(self.confinement(), readable=(*self.confinement().readable, *readable))
+        confine = self.confinement()
+        confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
         self.workspace.tainted = True
         verdict = run_test_patch(root, test, instrumented_settings(self.settings), self.python, env=env,
                                  confine=confine)
