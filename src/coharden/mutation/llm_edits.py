@@ -317,13 +317,14 @@ def _anchored(lines: list[str], hunk: Sequence[tuple[str, str]]) -> tuple[list[s
             edits.append((k, k + len(removed), new))
             start = k + len(removed)
             continue
-        anchor = ctx_before if ctx_before is not None else ctx_after
+        after = ctx_before is not None  # insert after the line before the run, else before the line after it
+        anchor = ctx_before if after else ctx_after
         if anchor is None:
             return None
         hits = _find_from(lines, [anchor], start)
         if len(hits) != 1:
             return None
-        k = hits[0] + (1 if anchor is ctx_before else 0)
+        k = hits[0] + (1 if after else 0)
         edits.append((k, k, _reindent(added, _indent(lines[hits[0]]) - _indent(anchor))))
         start = k
     if not edits:
