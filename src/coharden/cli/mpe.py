@@ -104,7 +104,7 @@ def mpe(
     """Mutation Patch Evaluation: is a reproduction test Rigorous, Borderline, Lax, Misaligned or NotReproducing?
 
     Settings used less often are config settings (-c KEY=VALUE): mpe.trust_tests, mpe.reject_tampering,
-    mpe.timeout_factor, mpe.timeout_floor, mpe.prefer_exercised (README, Configuration).
+    mpe.timeout_factor, mpe.timeout_floor, mpe.prefer_exercised, mpe.llm_edit_format (README, Configuration).
 
     Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
     reported, but no laxity and no class (fail closed)."""
