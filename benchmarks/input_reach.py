@@ -11,6 +11,14 @@ Per operator (``input_specific_shortcut``, ``narrowed_scope``, ``caller_patch``)
 one *admissible* mutant (it applied and both tests reached PASS/FAIL on it), and where not, why: the pool's
 ``skipped`` reasons, its diagnosis (``no_revealing_input``) and warnings, or the reasons the mutants it made
 were not admissible. Prints a markdown table and the share per operator; the raw results stay in ``--out``.
+
+    python benchmarks/input_reach.py --table results/table.jsonl
+
+reads the reach off the laxity table's dataset instead (``coharden study table``), with no run: per instance
+where some system's F->P test was graded (a pool was built), whether some system's MPE there drew an admissible mutant of each operator (its pool holds what the
+candidate's *and* the golden test's recordings reveal, so this is at least the golden-only reach), and where
+none did, the pool's warning (the stated reason). A table per operator and repository, then one line per
+instance.
 """
 
 from __future__ import annotations
@@ -78,16 +86,62 @@ def reach(data: dict[str, Any], operator: str) -> tuple[int, int, str]:
     return 0, len(rows), "; ".join(why) or "no candidate and no reason given"
 
 
+def table_reach(dataset: Path) -> int:
+    """The reach of the input-based operators read off the laxity table's rows (see the module docs)."""
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in dataset.read_text().splitlines():
+        row = json.loads(line)
+        last[(row["instance_id"], row["system"])] = row  # the last row of a pair wins, as in the table's report
+    graded: dict[str, list[dict[str, Any]]] = {}
+    for (iid, _), row in sorted(last.items()):
+        if row.get("status") == "graded" and row.get("pool"):  # a pool was built: the candidate is F->P
+            graded.setdefault(iid, []).append(row)
+    per_repo: dict[str, Counter[str]] = {}
+    lines = []
+    for iid, rows in graded.items():
+        repo = rows[0]["repo"]
+        counts = per_repo.setdefault(repo, Counter())
+        counts["instances"] += 1
+        cells = []
+        for op in OPERATORS:
+            yes = any((row.get("frame") or {}).get(op, [0, 0, 0])[2] > 0 for row in rows)
+            counts[op] += yes
+            why = sorted({w.split(":")[0] for row in rows for w in row.get("warnings") or []
+                          if w.startswith(("no bug-revealing input", "the pool lacks", "fix only adds"))})
+            cells.append("yes" if yes else "no: " + ("; ".join(why) or "no mutant drawn, no warning"))
+        lines.append(f"| {iid} | " + " | ".join(cells) + " |")
+    total: Counter[str] = sum(per_repo.values(), Counter())
+    print("| repository | instances | " + " | ".join(OPERATORS) + " |")
+    print("|---|---|" + "---|" * len(OPERATORS))
+    for repo, counts in sorted(per_repo.items()) + [("**all**", total)]:
+        print(f"| {repo} | {counts['instances']} | " + " | ".join(
+            f"{counts[op]} ({100 * counts[op] / counts['instances']:.0f} %)" for op in OPERATORS) + " |")
+    print()
+    print("| instance | " + " | ".join(OPERATORS) + " |")
+    print("|---|" + "---|" * len(OPERATORS))
+    print("\n".join(lines))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=Path, required=True)
-    parser.add_argument("--repos", type=Path, required=True)
-    parser.add_argument("--ids", nargs="+", required=True)
+    parser.add_argument("--table", type=Path, default=None, help="read the reach off a laxity table dataset "
+                        "(table.jsonl) instead of running MPE")
+    parser.add_argument("--records", type=Path)
+    parser.add_argument("--repos", type=Path)
+    parser.add_argument("--ids", nargs="+")
     parser.add_argument("--python", default=None)
     parser.add_argument("--out", type=Path, default=Path("input-reach"))
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--workers", type=int, default=1, help="MPE workers per instance (default 1)")
     args = parser.parse_args()
+    if args.table is not None:
+        if not args.table.is_file():
+            print(f"skipped: {args.table} is missing")
+            return 0
+        return table_reach(args.table)
+    if not (args.records and args.repos and args.ids):
+        parser.error("--records, --repos and --ids are required without --table")
     if not args.records.is_file() or not args.repos.is_dir():
         print(f"skipped: {args.records} or {args.repos} is missing")
         return 0
