@@ -69,7 +69,7 @@ class FixContext:
 def parses(source: str) -> bool:
     try:
         pysource.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: a null byte (Python < 3.12), e.g. in a model's reply
         return False
     return True
 

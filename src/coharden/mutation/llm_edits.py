@@ -5,7 +5,6 @@ parsed, applied, and turned into a raw mutant."""
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from typing import Any
 
 from coharden.config import DEFAULT_TEST_PATTERNS
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FixContext
+from coharden.mutation.context import FixContext, parses
 from coharden.patches import is_test_path
 from coharden.schema.mutant import Operator
 
@@ -381,7 +380,7 @@ def _tolerant(blocks: Sequence[EditBlock], ctx: FixContext,
             first_error = first_error or exc
             continue
         applied = (files, location, {"base": base, "match": "anchored" if fuzzy else "exact"})
-        if all(_parses(text, path) for path, text in files.items() if path.endswith(".py")):
+        if all(parses(text) for path, text in files.items() if path.endswith(".py")):
             return applied
         fallback = fallback or applied
     if fallback is not None:
@@ -389,10 +388,3 @@ def _tolerant(blocks: Sequence[EditBlock], ctx: FixContext,
     assert first_error is not None
     raise first_error
 
-
-def _parses(source: str, path: str) -> bool:
-    try:
-        compile(source, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-    except (SyntaxError, ValueError):
-        return False
-    return True
