@@ -24,7 +24,7 @@ from coharden import pysource
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import rewrite_transplanted
-from coharden.mutation.recorder_values import DECODER, decode_expr, decoder_source
+from coharden.mutation.recorder_values import DECODER, SAME, decode_expr, decoder_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.schema.mutant import Operator
 
@@ -69,12 +69,14 @@ def shortcut_rewrite(record: dict[str, Any]):
     value = _literal(record.get("value_repr")) if record["kind"] == "return" else None
     outcome = f"raise {value_expr(record['value_enc'])}" if record["kind"] == "raise" \
         else f"return {value or value_expr(record['value_enc'])}"
-    expected = _literal(record["key"]) or cached_value_expr(record["args_enc"])
-    hit = f"{key} == {expected}"
+    literal = _literal(record["key"])
+    # a decoded input is compared as the recorder compared it (``_coh_same``: arrays by their bytes, since an
+    # array's == has no truth value); a literal reads naturally with ==
+    hit = f"{key} == {literal}" if literal else f"{SAME}({key}, {cached_value_expr(record['args_enc'])})"
     # a method: the same instance (or class) too. The name goes into the mutant's code, and the records file
     # lies in the worktree, where a test could rewrite it: only the two names the recorder writes are used
     if record.get("receiver_enc") and record.get("receiver") in ("self", "cls"):
-        hit = f"({hit}) and {record['receiver']} == {cached_value_expr(record['receiver_enc'])}"
+        hit = f"({hit}) and {SAME}({record['receiver']}, {cached_value_expr(record['receiver_enc'])})"
     code = (
         "try:\n"
         f"    _coh_hit = bool({hit})\n"

@@ -524,13 +524,9 @@ def _same(known, payload, value):
         return known
     try:
         other = _values.decode(enc)
-        if isinstance(value, BaseException):
-            equal = type(other) is type(value) and _values.same_args(other.args, value.args)
-        else:
-            equal = type(other) is type(value) and bool(other == value)
-    except Exception:  # noqa: BLE001 - what cannot be compared is not the same
+    except Exception:  # noqa: BLE001 - what cannot be decoded is not the same
         return own
-    return known if equal else own
+    return known if _values.same(other, value) else own
 
 
 def _definition_lines(path):

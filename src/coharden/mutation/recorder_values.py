@@ -2,12 +2,15 @@
 
 Values a test's run records (a touched function's arguments, receiver and outcome) end up inside mutants that
 run against *other* tests, so they must never carry code: a pickle can run anything while it loads
-(``__reduce__``). :func:`encoded` turns a value into JSON: plain literals and containers as they are, an
-exception by its class and arguments, and an object of a class the repository defines by its structural
+(``__reduce__``). :func:`encoded` turns a value into JSON: plain literals and containers as they are, a
+``range`` by its bounds, a numpy array or scalar of a plain dtype (numbers, booleans, text) by its dtype, shape
+and items, an exception by its class and arguments, and an object of a class the repository defines by its structural
 representation (sympy's ``srepr``, else ``repr``) when that is an expression of literals, names the
 repository's package defines, and calls. A value is kept only when its encoding decodes (:func:`decode`, in
 the same process) to a value of the same type that equals it; anything else raises :class:`Unencodable` with
-the reason it is dropped for (counted per function by the recorder).
+the reason it is dropped for (counted per function by the recorder). :func:`same` is what "equal" means here
+(and in mutants, which compare a call with a recorded input): the same type, and arrays by dtype, shape and
+bytes, since their ``==`` is elementwise and has no truth value.
 
 :func:`decode` reads an encoding with ``ast`` (never ``eval``), admits no callable but the repository's own
 classes, and imports only the package's non-test modules; its source is copied verbatim into mutants
@@ -23,12 +26,16 @@ import ast
 import builtins
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 
 MAX_ENCODED = 20000  # characters of one encoded value
 TEST_PARTS = ("tests", "test", "testing", "conftest")
 DECODER = "_coh_decode"  # the decoder's name in a mutant's module
+SAME = "_coh_same"  # the comparison's name in a mutant's module
+MAX_ARRAY = 1000  # elements of an array: numpy prints no more in full, and the repr is the input's key
+_DTYPE = re.compile(r"[<>|=][biufcSU][0-9]{1,3}\Z")  # numbers, booleans and text; never objects or records
 
 
 class Unencodable(Exception):
@@ -46,24 +53,34 @@ def encoded(value, root, text=None):
     enc = json.dumps(_encode(value, root, 0), sort_keys=True)
     if len(enc) > MAX_ENCODED:
         raise Unencodable("too_large")
-    back = decode(enc)
-    try:
-        if isinstance(value, BaseException):
-            equal = type(back) is type(value) and same_args(back.args, value.args)
-        else:
-            equal = type(back) is type(value) and bool(back == value)
-    except Exception:  # noqa: BLE001
-        equal = False
-    if not equal:
+    if not same(decode(enc), value):
         raise Unencodable("not_equal_after_decoding")
     return text, enc
 
 
-def same_args(one, other):
-    try:
-        return bool(one == other)
-    except Exception:  # noqa: BLE001
+def same(one, other):
+    """Whether two recorded values are the same: the same type, and then containers item by item, an exception
+    by its arguments, a numpy array or scalar by its dtype, shape and bytes (``==`` is elementwise for arrays,
+    and an array has no truth value), anything else by ``==``. Copied verbatim into mutants, as ``_coh_same``,
+    to compare a call's arguments with a recorded input."""
+    if type(one) is not type(other):
         return False
+    try:
+        if isinstance(one, (tuple, list)):
+            return len(one) == len(other) and all(_coh_same(a, b) for a, b in zip(one, other))  # noqa: B905 - 3.7+
+        if isinstance(one, dict):
+            return one.keys() == other.keys() and all(_coh_same(v, other[k]) for k, v in one.items())
+        if isinstance(one, BaseException):
+            return _coh_same(one.args, other.args)
+        if any(c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic") for c in type(one).__mro__):
+            return (one.dtype == other.dtype and one.shape == other.shape and one.tobytes() == other.tobytes()
+                    and _coh_same(getattr(one, "__dict__", {}), getattr(other, "__dict__", {})))
+        return bool(one == other)
+    except Exception:  # noqa: BLE001 - what cannot be compared is not the same
+        return False
+
+
+_coh_same = same  # its name inside mutants, where it recurses under that name
 
 
 def _encode(value, root, depth):
@@ -75,6 +92,11 @@ def _encode(value, root, depth):
         return ["c", value.real, value.imag]
     if kind is bytes:
         return ["b", value.hex()]
+    if kind is range:
+        return ["r", value.start, value.stop, value.step]
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic, numpy.ufunc)):
+        return _numpy(value, root, depth, numpy)
     if depth > 12:
         raise Unencodable("too_deep")
     if kind in (tuple, list, set, frozenset):
@@ -94,6 +116,39 @@ def _encode(value, root, depth):
     if isinstance(value, type):
         return _class_reference(value, root)
     return _structural(value, root)
+
+
+def _numpy(value, root, depth, numpy):
+    """A numpy array, scalar or ufunc, or an array of the repository's own array class (astropy's Quantity: its
+    array, its class and its attributes)."""
+    kind = type(value)
+    if kind is numpy.ndarray or (isinstance(value, numpy.generic) and kind.__module__ == "numpy"):
+        return _array(value, root, depth, numpy)
+    if kind is numpy.ufunc:
+        name = getattr(value, "__name__", "")
+        if getattr(numpy, name, None) is value:
+            return ["u", name]
+        raise Unencodable("type_outside_repository")
+    if not isinstance(value, numpy.ndarray) or _package(kind, root) is None:
+        raise Unencodable("type_outside_repository")
+    state = getattr(value, "__dict__", {})
+    if not all(isinstance(k, str) and k.isidentifier() for k in state):
+        raise Unencodable("no_structural_repr")
+    return [*_array(value.view(numpy.ndarray), root, depth, numpy), _class_reference(kind, root),
+            _encode(dict(state), root, depth + 1)]
+
+
+def _array(value, root, depth, numpy):
+    """``["a", dtype, shape, items]`` for a numpy array (items as nested lists), ``["n", dtype, item]`` for a
+    numpy scalar; only plain dtypes (no objects, records or dates), at most ``MAX_ARRAY`` elements."""
+    dtype = value.dtype.str
+    if not _DTYPE.match(dtype):
+        raise Unencodable("array_dtype")
+    if value.size > MAX_ARRAY:
+        raise Unencodable("too_large")
+    if isinstance(value, numpy.generic):
+        return ["n", dtype, _encode(value.item(), root, depth + 1)]
+    return ["a", dtype, list(value.shape), _encode(value.tolist(), root, depth + 1)]
 
 
 def _class_reference(cls, root):
@@ -181,7 +236,11 @@ def decode(text):
     Copied verbatim into mutants that return or compare with a recorded value, so no pickle (which can run any code
     while it loads) goes from a test's run into code that runs against other tests. The encoding is JSON: None,
     booleans, numbers and strings as they are; ``["t"|"l"|"s"|"f", items]`` a tuple, list, set or frozenset;
-    ``["d", [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["e", package, module, name, args]``
+    ``["d", [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["r", start, stop, step]`` a
+    range; ``["a", dtype, shape, items]`` a numpy array and ``["n", dtype, item]`` a numpy scalar, of a plain
+    dtype and plain items (read by numpy, which runs no code of theirs), and ``["a", dtype, shape, items, class,
+    attributes]`` an array of the repository's own array class (a view of the array as that class, then its
+    attributes); ``["u", name]`` a numpy ufunc; ``["e", package, module, name, args]``
     an exception (a built-in one, or the package's); ``["o", package, {name: module}, text]`` an object of the
     repository, ``text`` its structural representation (sympy's ``srepr``, else ``repr``): an expression of
     literals, names and calls, read here with ``ast`` (never ``eval``). A name is looked up in the module the
@@ -227,6 +286,36 @@ def decode(text):
                         **{str(k.arg): node(k.value, package, names) for k in tree.keywords})
         raise ValueError(f"not a structural representation: {type(tree).__name__}")
 
+    def plain(item):
+        if isinstance(item, (list, tuple)):
+            return all(plain(i) for i in item)
+        return type(item) in (bool, int, float, complex, str, bytes)
+
+    def array(tag, rest):
+        import re
+
+        if not isinstance(rest[0], str) or not re.match(r"[<>|=][biufcSU][0-9]{1,3}\Z", rest[0]):
+            raise ValueError("not a plain dtype")
+        import numpy
+
+        items = value(rest[1] if tag == "n" else rest[2])
+        if not plain(items):
+            raise ValueError("an array of plain items only")
+        if tag == "n":
+            return numpy.dtype(rest[0]).type(items)
+        if not isinstance(rest[1], list) or not all(type(n) is int and n >= 0 for n in rest[1]):
+            raise ValueError("malformed shape")
+        base = numpy.array(items, dtype=numpy.dtype(rest[0])).reshape(rest[1])
+        if len(rest) == 3:
+            return base
+        cls, state = value(rest[3]), value(rest[4])
+        if not (isinstance(cls, type) and issubclass(cls, numpy.ndarray) and isinstance(state, dict)
+                and all(isinstance(k, str) and k.isidentifier() for k in state)):
+            raise ValueError("not an array class of the package")
+        made = base.view(cls)
+        made.__dict__.update(state)
+        return made
+
     def value(enc):
         if enc is None or type(enc) in (bool, int, float, str):
             return enc
@@ -242,6 +331,18 @@ def decode(text):
             return bytes.fromhex(rest[0])
         if tag == "c" and len(rest) == 2 and all(type(p) in (int, float) for p in rest):
             return complex(rest[0], rest[1])
+        if tag == "r" and len(rest) == 3 and all(type(p) is int for p in rest):
+            return range(*rest)
+        if (tag, len(rest)) in (("a", 3), ("a", 5), ("n", 2)):
+            return array(tag, rest)
+        if tag == "u" and len(rest) == 1 and isinstance(rest[0], str) and rest[0].isidentifier() \
+                and not rest[0].startswith("_"):
+            import numpy
+
+            func = getattr(numpy, rest[0], None)
+            if not isinstance(func, numpy.ufunc):
+                raise ValueError("not a numpy ufunc")
+            return func
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
             package, module, name, args = rest
             cls = getattr(builtins, name, None) if module == "builtins" else \
@@ -258,15 +359,20 @@ def decode(text):
 
 
 def decoder_source() -> str:
-    """The source of :func:`decode`, named ``_coh_decode``, to append to a mutant's module (with a one-line
-    docstring: the mutant's diff is read by people)."""
+    """The source of :func:`decode` and :func:`same`, named ``_coh_decode`` and ``_coh_same``, to append to a
+    mutant's module (each with a one-line docstring: the mutant's diff is read by people)."""
+    return (_copied(decode, DECODER, "A value coharden recorded: plain data, or objects of this repository's own "
+                    "classes.") + "\n\n"
+            + _copied(same, SAME, "Whether a call's value is the recorded one: the same type, arrays by their bytes."))
+
+
+def _copied(function: Callable[..., object], name: str, doc: str) -> str:
     import inspect
 
-    source = inspect.getsource(decode).replace("def decode(", f"def {DECODER}(", 1)
-    function = ast.parse(source).body[0]
-    doc = (ast.get_docstring(function, clean=False) if isinstance(function, ast.FunctionDef) else None) or ""
-    short = '"""A value coharden recorded: plain data, or objects of this repository\'s own classes."""'
-    return source.replace(f'"""{doc}"""', short, 1)
+    source = inspect.getsource(function).replace(f"def {function.__name__}(", f"def {name}(", 1)
+    tree = ast.parse(source).body[0]
+    old = (ast.get_docstring(tree, clean=False) if isinstance(tree, ast.FunctionDef) else None) or ""
+    return source.replace(f'"""{old}"""', f'"""{doc}"""', 1)
 
 
 def decode_expr(enc: str) -> str:
@@ -308,7 +414,21 @@ def _modules(tree: object) -> set[str]:
         return set().union(*(_modules(item) for pair in tree[1] for item in pair))
     if tree[0] in ("t", "l", "s", "f"):
         return set().union(*(_modules(item) for item in tree[1]))
+    if tree[0] == "a" and len(tree) == 6:
+        return _modules(tree[4]) | _modules(tree[5])
     return set()
+
+
+def _plain(tree: object, depth: int) -> bool:
+    """Whether an array's items encode plain data only (numbers, booleans, text, bytes, lists of them)."""
+    if tree is None or type(tree) in (bool, int, float, str):
+        return tree is not None
+    if depth > 40 or not isinstance(tree, list) or not tree:
+        return False
+    if tree[0] in ("l", "t") and len(tree) == 2 and isinstance(tree[1], list):
+        return all(_plain(item, depth + 1) for item in tree[1])
+    return (tree[0] == "c" and len(tree) == 3 and all(type(p) in (int, float) for p in tree[1:])) \
+        or (tree[0] == "b" and len(tree) == 2 and isinstance(tree[1], str))
 
 
 def _module_ok(module: object, package: str) -> bool:
@@ -336,6 +456,22 @@ def _check(tree: object, packages: set[str], depth: int) -> str | None:
     if tag == "b" and len(rest) == 1 and isinstance(rest[0], str):
         return None
     if tag == "c" and len(rest) == 2 and all(type(p) in (int, float) for p in rest):
+        return None
+    if tag == "r" and len(rest) == 3 and all(type(p) is int for p in rest):
+        return None
+    if tag == "u" and len(rest) == 1 and isinstance(rest[0], str) and rest[0].isidentifier() \
+            and not rest[0].startswith("_"):
+        return None
+    if (tag, len(rest)) in (("a", 3), ("a", 5), ("n", 2)):
+        shape_ok = tag == "n" or (isinstance(rest[1], list) and all(type(n) is int and n >= 0 for n in rest[1]))
+        items = rest[-1] if len(rest) != 5 else rest[2]
+        ok = isinstance(rest[0], str) and _DTYPE.match(rest[0]) and shape_ok and _plain(items, depth + 1)
+        if not ok:
+            return "not_plain_array"
+        if len(rest) == 5:
+            if not (isinstance(rest[3], list) and rest[3][:1] == ["o"]):
+                return "malformed"
+            return _first(_check(part, packages, depth + 1) for part in rest[3:])
         return None
     if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
         package, module, name, args = rest
