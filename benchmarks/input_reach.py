@@ -15,10 +15,15 @@ were not admissible. Prints a markdown table and the share per operator; the raw
     python benchmarks/input_reach.py --table results/table.jsonl
 
 reads the reach off the laxity table's dataset instead (``coharden study table``), with no run: per instance
-where some system's F->P test was graded (a pool was built), whether some system's MPE there drew an admissible mutant of each operator (its pool holds what the
-candidate's *and* the golden test's recordings reveal, so this is at least the golden-only reach), and where
-none did, the pool's warning (the stated reason). A table per operator and repository, then one line per
-instance.
+where some system's F->P test was graded (a pool was built), whether some system's MPE there drew an admissible
+mutant of each operator (its pool holds what the candidate's *and* the golden test's recordings reveal, so this
+is at least the golden-only reach), and where
+none did, why: the pool's warning, its diagnosis of the recorded inputs (``no_revealing_input``), the operator's
+own ``skipped`` reasons, or candidates the sequential draw left in the pool. Rows written before the dataset kept
+the last two are completed from the table's store with ``--store`` (read-only). An instance is in the issue's
+denominator ("a test calls a function the fix changes") unless no operator yields there and every pool's
+diagnosis is ``not_called``, ``no_function_touched`` or ``adds_function``. A table per operator and repository,
+then one line per instance.
 """
 
 from __future__ import annotations
@@ -86,39 +91,92 @@ def reach(data: dict[str, Any], operator: str) -> tuple[int, int, str]:
     return 0, len(rows), "; ".join(why) or "no candidate and no reason given"
 
 
-def table_reach(dataset: Path) -> int:
+NOT_A_TARGET = ("not_called", "no_function_touched", "adds_function")
+"""Diagnoses that put an instance outside issue 39's denominator: no test calls a function the fix changes."""
+
+
+def _from_store(store: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(instance, system) -> the pool summary of its latest MPE step in the table's store: rows written before
+    the dataset kept ``skipped`` and ``no_revealing_input`` are completed from it (read-only)."""
+    import sqlite3
+
+    pools: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        for data, created in db.execute("SELECT data, created FROM records WHERE kind = 'study.mpe'"):
+            step = json.loads(data)
+            pair = (str(step.get("instance_id")), str(step.get("system")))
+            if step.get("pool") and created >= pools.get(pair, (0.0, {}))[0]:
+                pools[pair] = (created, step["pool"])
+    return {pair: pool for pair, (_, pool) in pools.items()}
+
+
+def _why_none(rows: list[dict[str, Any]], op: str) -> str:
+    """Why no graded MPE of an instance drew an admissible mutant of ``op``: the operator's own skip reasons, the
+    pool's diagnosis of the recorded inputs (``no_revealing_input``; for caller_patch only when it has no reason
+    of its own), or candidates that were drawn but inadmissible or left in the pool by the sequential draw."""
+    why: set[str] = set()
+    for row in rows:
+        own = set((row.get("skipped") or {}).get(op, {})) - {"no_revealing_input"}
+        why |= own
+        diagnosis = (row.get("no_revealing_input") or {}).get("reason")
+        if diagnosis and not (op == "caller_patch" and own):
+            why.add(diagnosis)
+        pool, drawn, _ = (row.get("frame") or {}).get(op, [0, 0, 0])
+        if pool and not drawn:
+            why.add(f"{pool} in the pool, none drawn before the class was decided")
+        elif drawn:
+            why.add(f"{drawn} drawn, none admissible")
+    if not why:  # a row written before rows kept their reasons: its warning, if any
+        why = {w.split(":")[0] for row in rows for w in row.get("warnings") or []
+               if w.startswith(("no bug-revealing input", "fix only adds"))}
+    return ", ".join(sorted(why)) or "no reason in the row (written before rows kept one; give --store)"
+
+
+def table_reach(dataset: Path, store: Path | None = None) -> int:
     """The reach of the input-based operators read off the laxity table's rows (see the module docs)."""
     last: dict[tuple[str, str], dict[str, Any]] = {}
     for line in dataset.read_text().splitlines():
         row = json.loads(line)
         last[(row["instance_id"], row["system"])] = row  # the last row of a pair wins, as in the table's report
+    pools = _from_store(store) if store is not None and store.is_file() else {}
     graded: dict[str, list[dict[str, Any]]] = {}
-    for (iid, _), row in sorted(last.items()):
+    for pair, row in sorted(last.items()):
         if row.get("status") == "graded" and row.get("pool"):  # a pool was built: the candidate is F->P
-            graded.setdefault(iid, []).append(row)
+            if "skipped" not in row and pair in pools:
+                row = {**row, "skipped": pools[pair].get("skipped") or {},
+                       "no_revealing_input": pools[pair].get("no_revealing_input")}
+            graded.setdefault(pair[0], []).append(row)
     per_repo: dict[str, Counter[str]] = {}
     lines = []
     for iid, rows in graded.items():
-        repo = rows[0]["repo"]
-        counts = per_repo.setdefault(repo, Counter())
+        counts = per_repo.setdefault(rows[0]["repo"], Counter())
+        yes = {op: any((row.get("frame") or {}).get(op, [0, 0, 0])[2] > 0 for row in rows) for op in OPERATORS}
+        reasons = {(row.get("no_revealing_input") or {}).get("reason") for row in rows}
+        # outside the goal's denominator: no operator yields and every pool says no test calls a changed function
+        target = any(yes.values()) or not reasons <= set(NOT_A_TARGET)
         counts["instances"] += 1
-        cells = []
+        counts["targets"] += target
         for op in OPERATORS:
-            yes = any((row.get("frame") or {}).get(op, [0, 0, 0])[2] > 0 for row in rows)
-            counts[op] += yes
-            why = sorted({w.split(":")[0] for row in rows for w in row.get("warnings") or []
-                          if w.startswith(("no bug-revealing input", "the pool lacks", "fix only adds"))})
-            cells.append("yes" if yes else "no: " + ("; ".join(why) or "no mutant drawn, no warning"))
-        lines.append(f"| {iid} | " + " | ".join(cells) + " |")
+            counts[op] += yes[op]
+            counts[f"{op} target"] += yes[op] and target
+        cells = ["yes" if yes[op] else "no: " + _why_none(rows, op) for op in OPERATORS]
+        lines.append(f"| {iid} | {'yes' if target else 'no'} | " + " | ".join(cells) + " |")
     total: Counter[str] = sum(per_repo.values(), Counter())
-    print("| repository | instances | " + " | ".join(OPERATORS) + " |")
-    print("|---|---|" + "---|" * len(OPERATORS))
+
+    def share(n: int, of: int) -> str:
+        return f"{n} ({100 * n / of:.0f} %)" if of else "-"
+
+    print("| repository | instances | " + " | ".join(OPERATORS) + " | of them, a test calls a changed function | "
+          + " | ".join(OPERATORS) + " |")
+    print("|---|---|" + "---|" * (2 * len(OPERATORS) + 1))
     for repo, counts in sorted(per_repo.items()) + [("**all**", total)]:
-        print(f"| {repo} | {counts['instances']} | " + " | ".join(
-            f"{counts[op]} ({100 * counts[op] / counts['instances']:.0f} %)" for op in OPERATORS) + " |")
+        print(f"| {repo} | {counts['instances']} | "
+              + " | ".join(share(counts[op], counts["instances"]) for op in OPERATORS)
+              + f" | {counts['targets']} | "
+              + " | ".join(share(counts[f"{op} target"], counts["targets"]) for op in OPERATORS) + " |")
     print()
-    print("| instance | " + " | ".join(OPERATORS) + " |")
-    print("|---|" + "---|" * len(OPERATORS))
+    print("| instance | a test calls a changed function | " + " | ".join(OPERATORS) + " |")
+    print("|---|---|" + "---|" * len(OPERATORS))
     print("\n".join(lines))
     return 0
 
@@ -127,6 +185,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--table", type=Path, default=None, help="read the reach off a laxity table dataset "
                         "(table.jsonl) instead of running MPE")
+    parser.add_argument("--store", type=Path, default=None, help="with --table: the table's store, to complete "
+                        "rows written before the dataset kept the operators' skip reasons (read-only)")
     parser.add_argument("--records", type=Path)
     parser.add_argument("--repos", type=Path)
     parser.add_argument("--ids", nargs="+")
@@ -139,7 +199,7 @@ def main() -> int:
         if not args.table.is_file():
             print(f"skipped: {args.table} is missing")
             return 0
-        return table_reach(args.table)
+        return table_reach(args.table, args.store)
     if not (args.records and args.repos and args.ids):
         parser.error("--records, --repos and --ids are required without --table")
     if not args.records.is_file() or not args.repos.is_dir():

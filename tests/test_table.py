@@ -61,13 +61,18 @@ def test_a_graded_row_carries_the_estimate_and_its_sampling_frame() -> None:
             "frame": {"incomplete_fix": {"pool": 5, "drawn": 4, "admissible": 4},
                       "token_revert": {"pool": 6, "drawn": 5, "admissible": 4}},
             "candidate_buggy": {"outcome": "FAIL"}, "candidate_fixed": {"outcome": "PASS"}, "stop": "pool",
-            "mpe_wall": 12.5}
+            "mpe_wall": 12.5,
+            "pool": {"skipped": {"caller_patch": {"frame_in_test": 2}},
+                     "no_revealing_input": {"reason": "not_called", "detail": "no test called it"}}}
     row = grade_fields(step, TEST_FILE, PATTERNS)
     assert row["status"] == "graded"
     assert (row["class"], row["laxity"], row["interval"], row["beta"], row["admissible"]) == \
         ("Borderline", 0.25, [0.05, 0.57], 2, 8)
     assert (row["drawn"], row["pool"], row["applies"], row["seconds"]) == (9, 11, True, 12.5)
     assert row["frame"] == {"incomplete_fix": [5, 4, 4], "token_revert": [6, 5, 4]}
+    # why an operator made nothing stays in the row (the input-based operators' reach is read off the rows)
+    assert row["skipped"] == {"caller_patch": {"frame_in_test": 2}}
+    assert row["no_revealing_input"]["reason"] == "not_called"
 
 
 # --- the dataset file ------------------------------------------------------------------------------------------
@@ -429,3 +434,41 @@ def test_rows_of_an_instance_that_ran(tmp_path: Path) -> None:
         "outcome": "HARNESS_ERROR", "reason": "pytest crashed"}, "fixed": {"outcome": "PASS"}}]}, run, PATTERNS)
     assert {r["status"] for r in harness} == {"harness_error"}
     assert "pytest crashed" in harness[0]["reason"]
+
+
+def test_the_input_operators_reach_is_read_off_the_rows_with_a_reason_for_every_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/input_reach.py --table: a cell without an admissible mutant says why (the row's skip reasons
+    and diagnosis, or for an older row the table's store); an instance where no test calls a changed function
+    is outside the goal's denominator."""
+    import sqlite3
+
+    spec = importlib.util.spec_from_file_location("input_reach", Path(__file__).parent.parent / "benchmarks"
+                                                  / "input_reach.py")
+    assert spec is not None
+    assert spec.loader is not None
+    reach = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reach)
+    yes = _row("a-1", "S", "graded", pool=3, frame={"input_specific_shortcut": [1, 1, 1],
+                                                     "narrowed_scope": [2, 0, 0]},
+               skipped={"caller_patch": {"frame_in_test": 1}}, no_revealing_input=None)
+    uncalled = _row("a-2", "S", "graded", pool=2, frame={}, skipped={"caller_patch": {"no_caller_recorded": 1}},
+                    no_revealing_input={"reason": "not_called", "detail": "no test called it"})
+    old = _row("a-3", "S", "graded", pool=2, frame={})  # written before rows kept their reasons
+    dataset = tmp_path / "table.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in (yes, uncalled, old)))
+    store = tmp_path / "table.sqlite"
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE records (kind TEXT, key TEXT, data TEXT, created REAL)")
+        db.execute("INSERT INTO records VALUES ('study.mpe', 'k', ?, 1.0)", (json.dumps(
+            {"instance_id": "a-3", "system": "S", "pool": {"skipped": {"caller_patch": {"frame_in_test": 1}},
+                                                          "no_revealing_input": {"reason": "values_not_encodable"}}}),))
+    reach.table_reach(dataset)
+    without = capsys.readouterr().out
+    assert "| a-3 | yes | no: no reason in the row" in without
+    reach.table_reach(dataset, store)
+    out = capsys.readouterr().out
+    assert "| a-1 | yes | yes | no: 2 in the pool, none drawn before the class was decided | no: frame_in_test |" in out
+    assert "| a-2 | no | no: not_called | no: not_called | no: no_caller_recorded |" in out
+    assert "| a-3 | yes | no: values_not_encodable | no: values_not_encodable | no: frame_in_test |" in out
+    assert "| **all** | 3 | 1 (33 %) | 0 (0 %) | 0 (0 %) | 2 | 1 (50 %) | 0 (0 %) | 0 (0 %) |" in out

@@ -128,6 +128,7 @@ def grade_fields(step: dict[str, Any], patch: str, test_patterns: Sequence[str])
     outcomes = {buggy.get("outcome"), fixed.get("outcome")}
     estimate = step.get("estimate") or {}
     frame = step.get("frame") or {}
+    pool = step.get("pool") or {}
     out: dict[str, Any] = {
         "status": "graded", "class": step.get("test_class"), "applies": "APPLY_ERROR" not in outcomes,
         "fail_to_pass": bool(step.get("fail_to_pass")), "buggy": buggy.get("outcome"), "fixed": fixed.get("outcome"),
@@ -139,6 +140,9 @@ def grade_fields(step: dict[str, Any], patch: str, test_patterns: Sequence[str])
         "matrix": step.get("matrix_counts"), "stop": step.get("stop") or None, "rounds": step.get("rounds"),
         "frame": {op: [r.get("pool", 0), r.get("drawn", 0), r.get("admissible", 0)] for op, r in frame.items()},
         "inadmissible": step.get("inadmissible") or {}, "warnings": step.get("warnings") or [],
+        # why an operator made nothing (per operator and reason), and why no input was bug-revealing: the reach
+        # of the input-based operators is read off the rows (benchmarks/input_reach.py --table)
+        "skipped": pool.get("skipped") or {}, "no_revealing_input": pool.get("no_revealing_input"),
         "tampering": step.get("tampering") or [], "seconds": seconds,
     }
     if step.get("test_class") == "Invalid":
