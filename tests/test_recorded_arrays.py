@@ -44,6 +44,9 @@ ARRAY_CLASS = textwrap.dedent(
     class Quantity(numpy.ndarray):
         def __array_finalize__(self, obj):
             self._unit = getattr(obj, "_unit", None)
+
+        def tobytes(self, order="C"):
+            raise NotImplementedError("cannot write Quantities to bytes")  # as astropy's
     ''')
 
 

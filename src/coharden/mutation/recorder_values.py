@@ -72,8 +72,10 @@ def same(one, other):
             return one.keys() == other.keys() and all(_coh_same(v, other[k]) for k, v in one.items())
         if isinstance(one, BaseException):
             return _coh_same(one.args, other.args)
-        if any(c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic") for c in type(one).__mro__):
-            return (one.dtype == other.dtype and one.shape == other.shape and one.tobytes() == other.tobytes()
+        base = [c for c in type(one).__mro__ if c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic")]
+        if base:  # numpy's own tobytes: an array class may refuse its own (astropy's Quantity does)
+            return (one.dtype == other.dtype and one.shape == other.shape
+                    and base[0].tobytes(one) == base[0].tobytes(other)
                     and _coh_same(getattr(one, "__dict__", {}), getattr(other, "__dict__", {})))
         return bool(one == other)
     except Exception:  # noqa: BLE001 - what cannot be compared is not the same
