@@ -75,7 +75,7 @@ def same(one, other):
         base = [c for c in type(one).__mro__ if c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic")]
         if base:  # numpy's own tobytes: an array class may refuse its own (astropy's Quantity does)
             return (one.dtype == other.dtype and one.shape == other.shape
-                    and base[0].tobytes(one) == base[0].tobytes(other)
+                    and base[0].tobytes(one) == base[0].tobytes(other)  # type: ignore[attr-defined]
                     and _coh_same(getattr(one, "__dict__", {}), getattr(other, "__dict__", {})))
         return bool(one == other)
     except Exception:  # noqa: BLE001 - what cannot be compared is not the same
