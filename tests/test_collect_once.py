@@ -161,3 +161,33 @@ def test_a_zygote_whose_test_module_changed_under_it_is_stale(tmp_path: Path) ->
         assert server.collect_log[2].startswith("collected (stale: a test module or conftest changed)")
     finally:
         server.close()
+
+
+def test_a_run_from_a_frozen_zygote_sees_the_heap_a_fresh_process_sees(tmp_path: Path) -> None:
+    """A zygote moves its heap out of the collector's sight before it forks runs (``gc.freeze``: a collection in
+    a run would copy the whole shared heap). A run's ``gc.get_objects`` / ``gc.get_referrers`` still find the
+    objects made before the fork (the pytest ``Config`` a hostile test looks for, a module's function)."""
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import fork_env
+    from coharden.execution.sandbox import Confinement
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "test_g.py").write_text(
+        "import gc\n\nfrom _pytest.config import Config\n\n\ndef helper():\n    return 1\n\n\n"
+        "def test_g():\n"
+        "    assert gc.get_freeze_count() > 0  # forked from the frozen zygote\n"
+        "    assert any(isinstance(o, Config) for o in gc.get_objects())\n"
+        "    assert gc.get_freeze_count() == 0  # given back to the collector first\n"
+        "    assert gc.get_referrers(helper)  # the module's namespace refers to it\n")
+    server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
+    args = ["-q", "-p", "no:cacheprovider", "test_g.py"]
+    try:
+        assert server.isolation == "bwrap"
+        for _ in range(2):
+            run = server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
+                             collect="frozen")
+            assert run.returncode == 0, run.output[-2000:]
+        assert server.collect_log == ["collected, a zygote", "once"]
+    finally:
+        server.close()

@@ -5,6 +5,7 @@ collects a run's tests once and forks each later run of the same tests after tha
 ``forkserver_main``'s docstring.
 """
 
+import gc
 import json
 import os
 import resource
@@ -47,6 +48,35 @@ def _fresh_clock(obj, names):
             setattr(obj, name, time.time() if isinstance(old, float) else type(old)())
         except Exception:  # noqa: BLE001 - cosmetic only
             pass
+
+
+def _freeze_heap():
+    """Move the zygote's heap out of the collector's sight (``gc.freeze``, Python 3.7+) before it forks runs. A
+    collection in a forked run walks every tracked object and writes into its header, so the run copies, page by
+    page, the whole heap it shares with the zygote (sympy's: most of a forked run's wall). Frozen objects are
+    never collected in a run (cyclic garbage among the objects the zygote had, and their finalizers: a run may
+    see them later than a fresh process would, as a collection's timing differs anyway); :func:`_see_frozen`
+    keeps them in sight of the functions a test can look at the heap with."""
+    if hasattr(gc, "freeze"):
+        gc.freeze()
+
+
+def _see_frozen():
+    """In a run forked from a frozen zygote: ``gc.get_objects`` and ``gc.get_referrers`` first give the frozen
+    objects back to the collector (``gc.unfreeze``), so a test finds what it would in a fresh process (the
+    pytest ``Config``, a module's functions); the heap is then copied as it would have been without the freeze."""
+    if not getattr(gc, "get_freeze_count", lambda: 0)():
+        return
+    for name in ("get_objects", "get_referrers"):
+        original = getattr(gc, name)
+
+        def seeing(*args, _original=original, **kwargs):
+            gc.unfreeze()
+            return _original(*args, **kwargs)
+
+        seeing.__name__ = seeing.__qualname__ = name
+        seeing.__doc__ = original.__doc__
+        setattr(gc, name, seeing)
 
 
 class CollectOnce:
@@ -140,6 +170,10 @@ class CollectOnce:
         if stream is not None:  # each run opens its own (a run with a stream and no plugin leaves: fallback)
             stream.redirect(None)
         procs.set_dumpable(0)
+        bodies = getattr(self.module, "bodies", None)
+        if snapshot.called is not None and bodies is not None:  # a run finds its changed functions here
+            snapshot.functions = bodies.function_index(set(snapshot.files))
+        _freeze_heap()
         return snapshot, collected
 
     def _serve(self, session, snapshot, collected):
@@ -271,6 +305,7 @@ class CollectOnce:
                     why.append(repr(exc))
                 if not swapped:
                     raise RuntimeError("not swappable: " + "; ".join(why))
+            _see_frozen()
             ok = b"1" if swapped else b"2"
         except BaseException as exc:  # noqa: BLE001 - leave before any test runs; the server runs it itself
             ok = b"0" + str(exc).encode(errors="replace")[:200]

@@ -73,6 +73,7 @@ class Snapshot:
     sources: dict[str, bytes] = field(default_factory=dict)  # module file -> its content when imported
     called: set | None = None  # code objects of the project's functions the import ran (None: not profiled)
     versions: dict = field(default_factory=dict)  # module file -> its analysed imported version (or why not)
+    functions: dict | None = None  # module file -> its live functions (warm_bodies.function_index), in a zygote
 
 
 def _digest(path: str) -> str | None:
@@ -246,7 +247,7 @@ def swap_changed(snapshot: Snapshot, changed: dict[str, str], why: list | None =
             if not isinstance(old, bodies.Version):
                 return no(f"{os.path.basename(path)}: {old}")  # noqa: PTH119
             plans.append(bodies.plan(path, old, bodies.version(path, content), snapshot.called))
-        bodies.apply(plans)
+        bodies.apply(plans, snapshot.functions)
     except (bodies.NotSwappable, SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as exc:
         return no(f"{type(exc).__name__}: {exc}")
     return True

@@ -192,10 +192,25 @@ def plan(path: str, old: Version, new: Version, called: set) -> tuple:
     return path, mapping, stay, changed, extra
 
 
-def apply(plans: list) -> None:
+def function_index(paths: set) -> dict:
+    """file -> the live function objects compiled from it, for the files in ``paths``, after a collection (a
+    function left in a garbage cycle is not alive). Made once in a zygote before it forks its runs: a run then
+    finds the functions of its changed files here instead of walking the whole heap (``gc.get_objects()``
+    touches every object, and in a forked run each touched page is copied)."""
+    gc.collect()
+    index: dict = {}
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and obj.__code__.co_filename in paths:
+            index.setdefault(obj.__code__.co_filename, []).append(obj)
+    return index
+
+
+def apply(plans: list, functions: dict | None = None) -> None:
     """Swap the planned code into every live function compiled from the planned files. Every changed function
     must still be alive as itself: a decorator that replaced it by something made from its source or code (a
-    code generator) would keep the old body where no function object shows it."""
+    code generator) would keep the old body where no function object shows it. ``functions``: the live functions
+    per file (:func:`function_index`, made in this process's parent with nothing run since); else the heap is
+    walked."""
     by_file = {path: (mapping, stay) for path, mapping, stay, _, _ in plans}
     unseen = set().union(*(changed for _, _, _, changed, _ in plans))
     additions = []
@@ -210,17 +225,20 @@ def apply(plans: list) -> None:
                 raise NotSwappable(f"the added function {name} is a name the module has")
         additions += [(homes[0], *item) for item in extra]
     swaps = []
-    # gc.get_objects() leaves out the permanent generation, where a fork server moves its heap (gc.freeze):
-    # every function must be looked at
-    frozen = bool(getattr(gc, "get_freeze_count", lambda: 0)())
-    if frozen:
-        gc.unfreeze()
-    try:
-        gc.collect()  # a replaced function left in a garbage cycle must not count as alive
-        found = gc.get_objects()
-    finally:
+    if functions is not None:
+        found = [f for path in by_file for f in functions.get(path, [])]
+    else:
+        # gc.get_objects() leaves out the permanent generation, where a zygote moves its heap (gc.freeze):
+        # every function must be looked at
+        frozen = bool(getattr(gc, "get_freeze_count", lambda: 0)())
         if frozen:
-            gc.freeze()
+            gc.unfreeze()
+        try:
+            gc.collect()  # a replaced function left in a garbage cycle must not count as alive
+            found = gc.get_objects()
+        finally:
+            if frozen:
+                gc.freeze()
     for obj in found:
         if type(obj) is not types.FunctionType:
             continue
