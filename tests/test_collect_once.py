@@ -191,3 +191,45 @@ def test_a_run_from_a_frozen_zygote_sees_the_heap_a_fresh_process_sees(tmp_path:
         assert server.collect_log == ["collected, a zygote", "once"]
     finally:
         server.close()
+
+
+def test_what_a_collection_leaves_in_the_temporary_directories_is_there_in_every_run(tmp_path: Path) -> None:
+    """A project that makes its config and cache directories when imported (astropy: ``~/.astropy``) leaves
+    them in the home or ``/tmp`` during collection; the server wipes those after every run, so each run forked
+    from the zygote lays them down again as the collection left them (before: no zygote for such a project).
+    A link among them cannot be laid down faithfully: no zygote, and the log says why."""
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import fork_env
+    from coharden.execution.sandbox import Confinement
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "conftest.py").write_text(
+        "import os\nimport tempfile\n\n"
+        "CACHE = os.path.join(tempfile.gettempdir(), 'cohproj-cache', 'data')\n"
+        "os.makedirs(CACHE, exist_ok=True)\n"
+        "with open(os.path.join(CACHE, 'table.txt'), 'w') as f:\n    f.write('made at import')\n")
+    (root / "test_m.py").write_text(
+        "import os\n\nfrom conftest import CACHE\n\n\ndef test_m():\n"
+        "    with open(os.path.join(CACHE, 'table.txt')) as f:\n        assert f.read() == 'made at import'\n"
+        "    with open(os.path.join(CACHE, 'mine.txt'), 'w') as f:  # the run's own: gone after it\n"
+        "        f.write('x')\n")
+    server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
+    args = ["-q", "-p", "no:cacheprovider", "test_m.py"]
+    try:
+        assert server.isolation == "bwrap"
+        for _ in range(3):
+            run = server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
+                             collect="made")
+            assert run.returncode == 0, run.output[-2000:]
+        assert server.collect_log == ["collected, a zygote", "once", "once"]
+        (root / "conftest.py").write_text(
+            "import os\nimport tempfile\n\nLINK = os.path.join(tempfile.gettempdir(), 'cohproj-link')\n"
+            "if not os.path.lexists(LINK):\n    os.symlink('/etc', LINK)\n\n\nCACHE = None\n")
+        (root / "test_m.py").write_text("def test_m():\n    pass\n")
+        run = server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
+                         collect="linked")
+        assert run.returncode == 0, run.output[-2000:]
+        assert server.collect_log[-1].startswith("collected (no zygote: collection left files")
+    finally:
+        server.close()

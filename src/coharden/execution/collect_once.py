@@ -30,6 +30,56 @@ def _tmp_listing(dirs):
     return found
 
 
+_MADE_ENTRIES = 200  # files and directories a collection may leave in the temporary directories (and home)
+_MADE_BYTES = 1 << 20  # their total content
+
+
+def _made(paths):
+    """What the collection left at ``paths`` (new entries of the temporary directories or home, e.g. the
+    config and cache directories a project makes when imported): [(path, mode, content or None for a
+    directory)], parents first; None when it cannot be laid down again as it was (too much, a link, a device,
+    a file that cannot be read)."""
+    made, size = [], 0
+    for top in paths:
+        for here, dirs, files in os.walk(top, followlinks=False):
+            st = os.lstat(here)
+            if not os.path.isdir(here) or os.path.islink(here):  # noqa: PTH112, PTH114
+                return None
+            made.append((here, st.st_mode & 0o7777, None))
+            for name in sorted(dirs) + sorted(files):
+                path = os.path.join(here, name)  # noqa: PTH118
+                if os.path.islink(path):  # noqa: PTH114
+                    return None
+            for name in sorted(files):
+                path = os.path.join(here, name)  # noqa: PTH118
+                st = os.lstat(path)
+                if not os.path.isfile(path) or st.st_size > _MADE_BYTES:  # noqa: PTH113
+                    return None
+                with open(path, "rb") as handle:  # noqa: PTH123
+                    content = handle.read(_MADE_BYTES + 1)
+                size += len(content)
+                made.append((path, st.st_mode & 0o7777, content))
+            if len(made) > _MADE_ENTRIES or size > _MADE_BYTES:
+                return None
+    return made
+
+
+def _lay_down(made):
+    """In a run forked from a zygote: the files and directories its collection made, as it left them (the
+    server wipes the temporary directories after every run; a fresh process's collection would make them
+    again)."""
+    for path, mode, content in made:
+        if content is None:
+            os.makedirs(path, exist_ok=True)  # noqa: PTH103
+            os.chmod(path, mode)  # noqa: PTH101
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            try:
+                os.write(fd, content)
+            finally:
+                os.close(fd)
+
+
 def _profiling(profile):
     """True while ``profile`` (cProfile) still sees every call: nothing replaced it as the profiler."""
     monitoring = getattr(sys, "monitoring", None)
@@ -108,6 +158,7 @@ class CollectOnce:
         self.tmp_dirs = [d for d in {"/tmp", tempfile.gettempdir(), os.environ.get("HOME", "")}
                          if d and os.path.isdir(d)]  # noqa: PTH112
         self.tmp_before = _tmp_listing(self.tmp_dirs)
+        self.made: list = []  # what the collection left there, laid down again in each run (_made)
         self.out = os.fstat(1)
         self.profile = None
         try:
@@ -124,8 +175,12 @@ class CollectOnce:
         others = [p for p in procs.namespace_pids() if p not in self.spare and procs.state(p) not in ("Z", "X", "")]
         if others:  # a process the collection started (a daemon): the server's clean-up after a run would kill it
             return "a process runs beside the collection"
-        if _tmp_listing(self.tmp_dirs) != self.tmp_before:
-            return "collection left files in the temporary directories"
+        after = _tmp_listing(self.tmp_dirs)
+        if set(self.tmp_before) - set(after):
+            return "collection removed files from the temporary directories"
+        self.made = _made([p for p in after if p not in self.tmp_before])
+        if self.made is None:
+            return "collection left files in the temporary directories that cannot be laid down again"
         if getattr(session, "shouldstop", False) or getattr(session, "shouldfail", False):
             return "the session stops"
         return ""
@@ -134,11 +189,17 @@ class CollectOnce:
         profiling = self.profile is not None and _profiling(self.profile)
         if self.profile is not None:
             self.profile.disable()
+        unsafe = ""
         try:
-            prepared = None if self._unsafe(session) else self._prepare(session, profiling)
-        except Exception:  # noqa: BLE001 - whatever failed, this process runs the tests itself
-            prepared = None
+            unsafe = self._unsafe(session)
+            prepared = None if unsafe else self._prepare(session, profiling)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, this process runs the tests itself
+            unsafe, prepared = f"could not prepare: {type(exc).__name__}", None
         if prepared is None:
+            try:  # the server says why no zygote serves these tests (its collect log)
+                self._send({"unsafe": unsafe[:200]})
+            except OSError:
+                pass
             return None  # this process runs the tests itself, as a plain child
         zygote = os.getpid()
         try:
@@ -305,6 +366,7 @@ class CollectOnce:
                     why.append(repr(exc))
                 if not swapped:
                     raise RuntimeError("not swappable: " + "; ".join(why))
+            _lay_down(self.made)
             _see_frozen()
             ok = b"1" if swapped else b"2"
         except BaseException as exc:  # noqa: BLE001 - leave before any test runs; the server runs it itself

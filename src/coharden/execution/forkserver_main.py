@@ -288,6 +288,7 @@ def main():
             created = zkey is not None and zkey not in zygotes
             done = _run_child(request, mode, warm, key, proto, channel, zkey if created else None, zygotes)
             if zkey is not None:
+                why += [f"no zygote: {done.pop('unsafe')}"] if done.get("unsafe") else []
                 done["collected"] = ("collected (" + "; ".join(why) + ")" if why else "collected") \
                     + (", a zygote" if zkey in zygotes else "")
         # between runs no zygote runs (a run may have sent one SIGCONT) and nothing else lives
@@ -370,7 +371,7 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
             while len(zygotes) > zyg.ZYGOTES:
                 zygotes.pop(next(iter(zygotes))).kill()
         return {"rc": result.get("rc"), "timed_out": bool(result.get("timed_out")), "warm": mode == "warm",
-                "swapped": False}
+                "swapped": False, **({"unsafe": result["unsafe"]} if result.get("unsafe") else {})}
     status = procs.wait(pid, timeout)
     timed_out = status is None
     if timed_out:

@@ -156,14 +156,19 @@ def _number(value):
 
 
 def wait_zygote_run(zygote, deadline, run_pid=None):
-    """Wait for the end of a run a zygote serves: ({"rc": N}, {"timed_out": True} or {"fallback": why}) and
+    """Wait for the end of a run a zygote serves: ({"rc": N} - with {"unsafe": why} when it ran the tests itself -,
+    {"timed_out": True} or {"fallback": why}) and
     whether the zygote lives on. ``run_pid``: the run's pid when the zygote already said it forked (else its
     {"pid"} line comes first). A zygote that ends mid-run (a test killed its parent) leaves its run to the server
     (the namespace's init inherits the orphan), whose own exit status is waited for."""
+    unsafe = None
     while True:
         kind, message = zygote.read(deadline)
         if kind != "line":
             break
+        if run_pid is None and unsafe is None and isinstance(message.get("unsafe"), str):
+            unsafe = message["unsafe"][:200]  # it runs the tests itself: why it cannot serve more runs
+            continue
         if run_pid is None and _number(message.get("pid")) and message["pid"] > 1:
             run_pid = message["pid"]
             continue
@@ -186,7 +191,7 @@ def wait_zygote_run(zygote, deadline, run_pid=None):
             return {"timed_out": True}, False
         return {"rc": procs.exit_code(status)}, False
     if kind == "gone":  # the zygote ran the tests itself (forking was unsafe), or crashed
-        return {"rc": procs.exit_code(zygote.status)}, False
+        return {"rc": procs.exit_code(zygote.status), **({"unsafe": unsafe} if unsafe is not None else {})}, False
     return {"rc": -signal.SIGKILL}, False
 
 
