@@ -39,7 +39,8 @@ def _made(paths):
     config and cache directories a project makes when imported): [(path, mode, content or None for a
     directory)], parents first; None when it cannot be laid down again as it was (too much, a link, a device,
     a file that cannot be read)."""
-    made, size = [], 0
+    made: list = []
+    size = 0
     for top in paths:
         for here, dirs, files in os.walk(top, followlinks=False):
             st = os.lstat(here)
