@@ -208,10 +208,13 @@ def test_what_a_collection_leaves_in_the_temporary_directories_is_there_in_every
         "import os\nimport tempfile\n\n"
         "CACHE = os.path.join(tempfile.gettempdir(), 'cohproj-cache', 'data')\n"
         "os.makedirs(CACHE, exist_ok=True)\n"
-        "with open(os.path.join(CACHE, 'table.txt'), 'w') as f:\n    f.write('made at import')\n")
+        "with open(os.path.join(CACHE, 'table.txt'), 'w') as f:\n    f.write('made at import')\n"
+        "with open(os.path.join(tempfile.gettempdir(), 'cohproj.lock'), 'w') as f:\n    f.write('1')\n")
     (root / "test_m.py").write_text(
         "import os\n\nfrom conftest import CACHE\n\n\ndef test_m():\n"
         "    with open(os.path.join(CACHE, 'table.txt')) as f:\n        assert f.read() == 'made at import'\n"
+        "    assert os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(CACHE)), 'cohproj.lock'))\n"
+        "    assert not os.path.exists(os.path.join(CACHE, 'mine.txt'))  # an earlier run's: gone\n"
         "    with open(os.path.join(CACHE, 'mine.txt'), 'w') as f:  # the run's own: gone after it\n"
         "        f.write('x')\n")
     server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))

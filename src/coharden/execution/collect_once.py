@@ -40,28 +40,35 @@ def _made(paths):
     directory)], parents first; None when it cannot be laid down again as it was (too much, a link, a device,
     a file that cannot be read)."""
     made: list = []
-    size = 0
+
+    def fail(error):
+        raise error  # an entry that cannot be read: the zygote does not serve (CollectOnce says why)
+
+    def file(path):
+        st = os.lstat(path)
+        if os.path.islink(path) or not os.path.isfile(path) or st.st_size > _MADE_BYTES:  # noqa: PTH113, PTH114
+            return False
+        with open(path, "rb") as handle:  # noqa: PTH123
+            made.append((path, st.st_mode & 0o7777, handle.read(_MADE_BYTES + 1)))
+        return True
+
     for top in paths:
-        for here, dirs, files in os.walk(top, followlinks=False):
-            st = os.lstat(here)
-            if not os.path.isdir(here) or os.path.islink(here):  # noqa: PTH112, PTH114
+        if os.path.islink(top) or not os.path.isdir(top):  # noqa: PTH112, PTH114
+            if not file(top):
                 return None
-            made.append((here, st.st_mode & 0o7777, None))
-            for name in sorted(dirs) + sorted(files):
-                path = os.path.join(here, name)  # noqa: PTH118
-                if os.path.islink(path):  # noqa: PTH114
-                    return None
-            for name in sorted(files):
-                path = os.path.join(here, name)  # noqa: PTH118
-                st = os.lstat(path)
-                if not os.path.isfile(path) or st.st_size > _MADE_BYTES:  # noqa: PTH113
-                    return None
-                with open(path, "rb") as handle:  # noqa: PTH123
-                    content = handle.read(_MADE_BYTES + 1)
-                size += len(content)
-                made.append((path, st.st_mode & 0o7777, content))
-            if len(made) > _MADE_ENTRIES or size > _MADE_BYTES:
+            continue
+        for here, dirs, files in os.walk(top, onerror=fail):
+            if os.path.islink(here):  # noqa: PTH114
                 return None
+            made.append((here, os.lstat(here).st_mode & 0o7777, None))
+            if any(os.path.islink(os.path.join(here, d)) for d in dirs):  # noqa: PTH114, PTH118
+                return None
+            if not all(file(os.path.join(here, name)) for name in sorted(files)):  # noqa: PTH118
+                return None
+            if len(made) > _MADE_ENTRIES:
+                return None
+    if len(made) > _MADE_ENTRIES or sum(len(m[2] or b"") for m in made) > _MADE_BYTES:
+        return None
     return made
 
 
