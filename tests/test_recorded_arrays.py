@@ -76,6 +76,10 @@ def test_arrays_scalars_and_ranges_encode_as_plain_data_and_compare_by_their_byt
     assert not same(np.array([1, 2]), np.array([[1, 2]]))  # another shape
     assert not same(np.array([1, 2]), np.array([1, 3]))
     assert not same(np.float64(1.0), 1.0)  # another type
+    from collections import OrderedDict
+
+    assert same({"a": 1, "b": 2}, {"b": 2, "a": 1})  # as dicts compare
+    assert not same(OrderedDict(a=1, b=2), OrderedDict(b=2, a=1))  # as ordered mappings compare
 
 
 @pytest.mark.parametrize("value", [np.array([object()], dtype=object), np.zeros(2, dtype=[("x", "i4")]),

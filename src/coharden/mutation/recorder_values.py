@@ -68,8 +68,9 @@ def same(one, other):
     try:
         if isinstance(one, (tuple, list)):
             return len(one) == len(other) and all(_coh_same(a, b) for a, b in zip(one, other))  # noqa: B905 - 3.7+
-        if isinstance(one, dict):
-            return one.keys() == other.keys() and all(_coh_same(v, other[k]) for k, v in one.items())
+        if isinstance(one, dict):  # an ordered mapping (OrderedDict) in the same order too
+            return (one.keys() == other.keys() and (type(one) is dict or list(one) == list(other))
+                    and all(_coh_same(v, other[k]) for k, v in one.items()))
         if isinstance(one, BaseException):
             return _coh_same(one.args, other.args)
         base = [c for c in type(one).__mro__ if c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic")]
