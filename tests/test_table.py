@@ -140,6 +140,13 @@ def test_summary_shares_agreement_lax_share_coverage_and_scaling() -> None:
     agreement = assertflip_agreement(rows)
     assert (agreement["compared"], agreement["agree"]["hits"]) == (5, 3)  # a-3 and a-4 disagree
     assert {d["instance_id"] for d in agreement["disagreements"]} == {"a-3", "a-4"}
+    # a disagreement says when the published run resolved none of that repository version's instances
+    old = [_graded("o-1", "AssertFlip", "Rigorous", 0.0, published_fail_to_pass=False, version="0.9"),
+           _row("o-2", "AssertFlip", "pending", published_fail_to_pass=False, version="0.9")]
+    (odd,) = [d for d in assertflip_agreement(rows + old)["disagreements"] if d["instance_id"] == "o-1"]
+    assert odd["reason"].endswith("the published report resolves none of its 2 acme/a 0.9 instances")
+    (a3,) = [d for d in agreement["disagreements"] if d["instance_id"] == "a-3"]
+    assert "resolves none" not in a3["reason"]  # its version has instances the report resolves
     assert agreement["not_compared"] == {"env_unverified": 1}
     lax = assertflip_lax(rows)
     assert (lax["here"]["lax"]["hits"], lax["here"]["n"], lax["here"]["point_rule"]["hits"]) == (1, 3, 2)

@@ -158,7 +158,7 @@ def _assertflip_section(af: dict[str, Any]) -> list[str]:
            + (", ".join(f"{k} {v}" for k, v in sorted(agreement["not_compared"].items())) or "none") + ".", ""]
     if agreement["disagreements"]:
         out += _table(["instance", "coharden", "published", "why (coharden's row)"],
-                      [[d["instance_id"], d["ours"], d["theirs"], d["reason"][:200]]
+                      [[d["instance_id"], d["ours"], d["theirs"], d["reason"][:300]]
                        for d in agreement["disagreements"]])
     paper = lax["paper"]
     out += ["### The Lax share of AssertFlip's F->P tests", "",

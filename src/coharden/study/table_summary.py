@@ -112,12 +112,26 @@ def assertflip_agreement(rows: Sequence[dict[str, Any]], system: str = "AssertFl
     pairs = [(bool(r["status"] == "graded" and r.get("fail_to_pass")), bool(r["published_fail_to_pass"]))
              for r in compared]
     agree = sum(1 for ours, theirs in pairs if ours == theirs)
+    resolved: Counter[tuple[str, str]] = Counter()
+    of_version: Counter[tuple[str, str]] = Counter()
+    for r in mine:  # what the published run resolved per repository version, to tell a pattern from one test
+        of_version[(r["repo"], str(r.get("version")))] += 1
+        resolved[(r["repo"], str(r.get("version")))] += bool(r["published_fail_to_pass"])
+
+    def why(r: dict[str, Any], ours: bool) -> str:
+        reason = r.get("reason") or f"buggy {r.get('buggy')}, fixed {r.get('fixed')}"
+        version = (r["repo"], str(r.get("version")))
+        if ours and not resolved[version]:
+            reason += (f"; the published report resolves none of its {of_version[version]} {version[0]} "
+                       f"{version[1]} instances")
+        return reason
+
     return {
         "published": len(mine), "compared": len(compared), "agree": share(agree, len(compared)),
         "confusion": stats.confusion(pairs),
         "disagreements": [{"instance_id": r["instance_id"], "ours": r.get("class") or r["status"],
                            "theirs": "F->P" if r["published_fail_to_pass"] else "not F->P",
-                           "reason": r.get("reason") or f"buggy {r.get('buggy')}, fixed {r.get('fixed')}"}
+                           "reason": why(r, ours)}
                           for r, (ours, theirs) in zip(compared, pairs, strict=True) if ours != theirs],
         "not_compared": dict(Counter(r["status"] for r in mine if r["status"] not in EVALUATED)),
     }
