@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -195,6 +196,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--workers", type=int, default=1, help="MPE workers per instance (default 1)")
     args = parser.parse_args()
+    # stopped with SIGTERM: subprocess.run kills the running `coharden mpe` as it unwinds (its sandboxes die with
+    # it); before, a stopped benchmark left that child running
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.table is not None:
         if not args.table.is_file():
             print(f"skipped: {args.table} is missing")
