@@ -6,6 +6,7 @@ module or conftest) the run collects again."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from tests.conftest import make_patch
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.sandbox import bwrap_path
+from coharden.execution.sandbox import ProcessResult, bwrap_path
 from coharden.schema.instance import Instance
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -134,45 +135,48 @@ def test_a_changed_test_file_gets_a_session_of_its_own(repo_factory, tmp_path: P
     assert log == ["collected, a zygote", "once", "once", "collected, a zygote", "once", "once"]
 
 
-def test_a_zygote_whose_test_module_changed_under_it_is_stale(tmp_path: Path) -> None:
-    """The server's own check, below the executor: a test module rewritten on disk behind the same request (same
-    name, arguments, environment) is never run from the old collection."""
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[[list[str], str], ProcessResult]]:
+    """``serve(args, collect)``: one run of pytest with ``args`` in ``tmp_path / "proj"`` on a sandboxed fork
+    server (the same server for the whole test), collecting once under the name ``collect``."""
     from coharden.execution.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
     from coharden.execution.sandbox import Confinement
 
     root = tmp_path / "proj"
     root.mkdir()
-    (root / "test_v.py").write_text("def test_v():\n    assert 1 == 1\n")
     server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
-    args = ["-q", "-p", "no:cacheprovider", "test_v.py"]
+    assert server.isolation == "bwrap"
+
+    def run(args: list[str], collect: str) -> ProcessResult:
+        return server.run(root, ["-q", "-p", "no:cacheprovider", *args], fork_env(None), timeout=60,
+                          memory_mb=None, cpu_seconds=None, collect=collect)
+
+    run.server = server  # type: ignore[attr-defined]
     try:
-        assert server.isolation == "bwrap"
-
-        def run() -> int | None:
-            return server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
-                              collect="same name").returncode
-
-        assert run() == 0
-        assert run() == 0
-        (root / "test_v.py").write_text("def test_v():\n    assert 1 == 2\n")
-        assert run() == 1
-        assert server.collect_log[:2] == ["collected, a zygote", "once"]
-        assert server.collect_log[2].startswith("collected (stale: a test module or conftest changed)")
+        yield run
     finally:
         server.close()
 
 
-def test_a_run_from_a_frozen_zygote_sees_the_heap_a_fresh_process_sees(tmp_path: Path) -> None:
+def test_a_zygote_whose_test_module_changed_under_it_is_stale(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    """The server's own check, below the executor: a test module rewritten on disk behind the same request (same
+    name, arguments, environment) is never run from the old collection."""
+    (tmp_path / "proj" / "test_v.py").write_text("def test_v():\n    assert 1 == 1\n")
+    assert serve(["test_v.py"], "same name").returncode == 0
+    assert serve(["test_v.py"], "same name").returncode == 0
+    (tmp_path / "proj" / "test_v.py").write_text("def test_v():\n    assert 1 == 2\n")
+    assert serve(["test_v.py"], "same name").returncode == 1
+    log = serve.server.collect_log
+    assert log[:2] == ["collected, a zygote", "once"]
+    assert log[2].startswith("collected (stale: a test module or conftest changed)")
+
+
+def test_a_run_from_a_frozen_zygote_sees_the_heap_a_fresh_process_sees(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     """A zygote moves its heap out of the collector's sight before it forks runs (``gc.freeze``: a collection in
     a run would copy the whole shared heap). A run's ``gc.get_objects`` / ``gc.get_referrers`` still find the
     objects made before the fork (the pytest ``Config`` a hostile test looks for, a module's function)."""
-    from coharden.execution.forkserver import ForkServer
-    from coharden.execution.pytest_runner import fork_env
-    from coharden.execution.sandbox import Confinement
-
     root = tmp_path / "proj"
-    root.mkdir()
     (root / "test_g.py").write_text(
         "import gc\n\nfrom _pytest.config import Config\n\n\ndef helper():\n    return 1\n\n\n"
         "def test_g():\n"
@@ -180,30 +184,19 @@ def test_a_run_from_a_frozen_zygote_sees_the_heap_a_fresh_process_sees(tmp_path:
         "    assert any(isinstance(o, Config) for o in gc.get_objects())\n"
         "    assert gc.get_freeze_count() == 0  # given back to the collector first\n"
         "    assert gc.get_referrers(helper)  # the module's namespace refers to it\n")
-    server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
-    args = ["-q", "-p", "no:cacheprovider", "test_g.py"]
-    try:
-        assert server.isolation == "bwrap"
-        for _ in range(2):
-            run = server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
-                             collect="frozen")
-            assert run.returncode == 0, run.output[-2000:]
-        assert server.collect_log == ["collected, a zygote", "once"]
-    finally:
-        server.close()
+    for _ in range(2):
+        run = serve(["test_g.py"], "frozen")
+        assert run.returncode == 0, run.output[-2000:]
+    assert serve.server.collect_log == ["collected, a zygote", "once"]
 
 
-def test_what_a_collection_leaves_in_the_temporary_directories_is_there_in_every_run(tmp_path: Path) -> None:
+def test_what_a_collection_leaves_in_the_temporary_directories_is_there_in_every_run(
+        tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     """A project that makes its config and cache directories when imported (astropy: ``~/.astropy``) leaves
     them in the home or ``/tmp`` during collection; the server wipes those after every run, so each run forked
     from the zygote lays them down again as the collection left them (before: no zygote for such a project).
     A link among them cannot be laid down faithfully: no zygote, and the log says why."""
-    from coharden.execution.forkserver import ForkServer
-    from coharden.execution.pytest_runner import fork_env
-    from coharden.execution.sandbox import Confinement
-
     root = tmp_path / "proj"
-    root.mkdir()
     (root / "conftest.py").write_text(
         "import os\nimport tempfile\n\n"
         "CACHE = os.path.join(tempfile.gettempdir(), 'cohproj-cache', 'data')\n"
@@ -217,22 +210,14 @@ def test_what_a_collection_leaves_in_the_temporary_directories_is_there_in_every
         "    assert not os.path.exists(os.path.join(CACHE, 'mine.txt'))  # an earlier run's: gone\n"
         "    with open(os.path.join(CACHE, 'mine.txt'), 'w') as f:  # the run's own: gone after it\n"
         "        f.write('x')\n")
-    server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
-    args = ["-q", "-p", "no:cacheprovider", "test_m.py"]
-    try:
-        assert server.isolation == "bwrap"
-        for _ in range(3):
-            run = server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
-                             collect="made")
-            assert run.returncode == 0, run.output[-2000:]
-        assert server.collect_log == ["collected, a zygote", "once", "once"]
-        (root / "conftest.py").write_text(
-            "import os\nimport tempfile\n\nLINK = os.path.join(tempfile.gettempdir(), 'cohproj-link')\n"
-            "if not os.path.lexists(LINK):\n    os.symlink('/etc', LINK)\n\n\nCACHE = None\n")
-        (root / "test_m.py").write_text("def test_m():\n    pass\n")
-        run = server.run(root, args, fork_env(None), timeout=60, memory_mb=None, cpu_seconds=None,
-                         collect="linked")
+    for _ in range(3):
+        run = serve(["test_m.py"], "made")
         assert run.returncode == 0, run.output[-2000:]
-        assert server.collect_log[-1].startswith("collected (no zygote: collection left files")
-    finally:
-        server.close()
+    assert serve.server.collect_log == ["collected, a zygote", "once", "once"]
+    (root / "conftest.py").write_text(
+        "import os\nimport tempfile\n\nLINK = os.path.join(tempfile.gettempdir(), 'cohproj-link')\n"
+        "if not os.path.lexists(LINK):\n    os.symlink('/etc', LINK)\n\n\nCACHE = None\n")
+    (root / "test_m.py").write_text("def test_m():\n    pass\n")
+    run = serve(["test_m.py"], "linked")
+    assert run.returncode == 0, run.output[-2000:]
+    assert serve.server.collect_log[-1].startswith("collected (no zygote: collection left files")
