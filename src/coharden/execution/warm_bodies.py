@@ -14,6 +14,7 @@ import ast
 import gc
 import sys
 import types
+import weakref
 from dataclasses import dataclass
 
 
@@ -193,15 +194,17 @@ def plan(path: str, old: Version, new: Version, called: set) -> tuple:
 
 
 def function_index(paths: set) -> dict:
-    """file -> the live function objects compiled from it, for the files in ``paths``, after a collection (a
-    function left in a garbage cycle is not alive). Made once in a zygote before it forks its runs: a run then
-    finds the functions of its changed files here instead of walking the whole heap (``gc.get_objects()``
-    touches every object, and in a forked run each touched page is copied)."""
+    """file -> weak references to the live function objects compiled from it, for the files in ``paths``,
+    after a collection (a function left in a garbage cycle is not alive). Made once in a zygote before it forks
+    its runs: a run then finds the functions of its changed files here instead of walking the whole heap
+    (``gc.get_objects()`` touches every object, and in a forked run each touched page is copied)."""
     gc.collect()
     index: dict = {}
     for obj in gc.get_objects():
         if type(obj) is types.FunctionType and obj.__code__.co_filename in paths:
-            index.setdefault(obj.__code__.co_filename, []).append(obj)
+            # a weak reference: the index must not keep a function alive that a test drops, nor show in its
+            # reference count
+            index.setdefault(obj.__code__.co_filename, []).append(weakref.ref(obj))
     return index
 
 
@@ -226,7 +229,7 @@ def apply(plans: list, functions: dict | None = None) -> None:
         additions += [(homes[0], *item) for item in extra]
     swaps = []
     if functions is not None:
-        found = [f for path in by_file for f in functions.get(path, [])]
+        found = [f for f in (ref() for path in by_file for ref in functions.get(path, [])) if f is not None]
     else:
         # gc.get_objects() leaves out the permanent generation, where a zygote moves its heap (gc.freeze):
         # every function must be looked at
