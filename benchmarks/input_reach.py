@@ -17,10 +17,10 @@ were not admissible. Prints a markdown table and the share per operator; the raw
 reads the reach off the laxity table's dataset instead (``coharden study table``), with no run: per instance
 where some system's F->P test was graded (a pool was built), whether some system's MPE there drew an admissible
 mutant of each operator (its pool holds what the candidate's *and* the golden test's recordings reveal, so this
-is at least the golden-only reach), and where
-none did, why: the pool's warning, its diagnosis of the recorded inputs (``no_revealing_input``), the operator's
-own ``skipped`` reasons, or candidates the sequential draw left in the pool. Rows written before the dataset kept
-the last two are completed from the table's store with ``--store`` (read-only). An instance is in the issue's
+is at least the golden-only reach), and where none did, why: the operator's own ``skipped`` reasons, the pool's
+diagnosis of the recorded inputs (``no_revealing_input``), candidates the sequential draw left in the pool, or
+for rows written before the dataset kept the first two, the pool's warning, or their reasons completed from the
+table's store with ``--store`` (read-only). An instance is in the issue's
 denominator ("a test calls a function the fix changes") unless no operator yields there and every pool's
 diagnosis is ``not_called``, ``no_function_touched`` or ``adds_function``. A table per operator and repository,
 then one line per instance.

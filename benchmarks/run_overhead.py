@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(timeout=args.timeout, repos_dir=args.repos, cache_dir=scratch / "cache", workers=1)
         instance = load_instance(Path(args.instance or EXAMPLE), args.instance_id, settings)
         repo = resolve_repo(instance, settings.repos_dir)
-        if args.instance_id:  # a SWE-bench record: its spec environment (built on first use, then cached)
+        if Path(args.instance or EXAMPLE).is_file():  # a SWE-bench record: its spec environment (built once)
             from coharden.environment.derived import auto_spec_settings
 
             settings = auto_spec_settings(instance, repo, settings)
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                             outcomes[name].append(f"{label}: {outcome}")
             served = {name: (ex.site.current.collected_runs if ex.site.current else 0)
                       for name, ex in executors.items()}
-            logs = {name: Counter(ex.site.current.collect_log if ex.site.current else []).most_common(3)
-                    for name, ex in executors.items()}
+            once = executors["collect once"].site.current
+            log = Counter(once.collect_log if once else []).most_common(3)
         finally:
             for ex in executors.values():
                 ex.close()
@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18} {verdict_wall:10.1f} ms {fork_wall:7.1f} ms {call * 1000:8.1f} us {extra:9.1f} ms "
                   f"{ratio} {ratio_v} {served[name]:7d}")
         print("ratios: medians of per-run (wall / the test's own call time); goal fork/call <= 1.3")
-        if logs["collect once"]:
-            print("collect once, how the server ran them:", "; ".join(f"{n}x {why}" for why, n in logs["collect once"]))
+        if log:
+            print("collect once, how the server ran them:", "; ".join(f"{n}x {why}" for why, n in log))
         return 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

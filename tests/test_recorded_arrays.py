@@ -142,3 +142,12 @@ def test_a_shortcut_on_an_array_input_fires_for_that_array_only() -> None:
     assert (namespace["clamp"](np.array([-5, 7]), 0, 3) == np.array([0, 3])).all()  # the recorded input
     with pytest.raises(ValueError, match="truth value"):  # any other array: the buggy function, as it is
         namespace["clamp"](np.array([-5, 8]), 0, 3)
+
+
+def test_the_decoders_dtype_pattern_is_the_encoders() -> None:
+    """``decode`` is copied alone into mutants, so it spells the plain-dtype pattern out: the two must agree."""
+    import inspect
+
+    from coharden.mutation.recorder_values import _DTYPE
+
+    assert f'r"{_DTYPE.pattern}"' in inspect.getsource(decode)

@@ -297,6 +297,7 @@ def decode(text):
     def array(tag, rest):
         import re
 
+        # _DTYPE's pattern, written out: this function is copied alone into mutants
         if not isinstance(rest[0], str) or not re.match(r"[<>|=][biufcSU][0-9]{1,3}\Z", rest[0]):
             raise ValueError("not a plain dtype")
         import numpy
@@ -467,7 +468,7 @@ def _check(tree: object, packages: set[str], depth: int) -> str | None:
         return None
     if (tag, len(rest)) in (("a", 3), ("a", 5), ("n", 2)):
         shape_ok = tag == "n" or (isinstance(rest[1], list) and all(type(n) is int and n >= 0 for n in rest[1]))
-        items = rest[-1] if len(rest) != 5 else rest[2]
+        items = rest[1] if tag == "n" else rest[2]
         ok = isinstance(rest[0], str) and _DTYPE.match(rest[0]) and shape_ok and _plain(items, depth + 1)
         if not ok:
             return "not_plain_array"

@@ -112,18 +112,18 @@ def assertflip_agreement(rows: Sequence[dict[str, Any]], system: str = "AssertFl
     pairs = [(bool(r["status"] == "graded" and r.get("fail_to_pass")), bool(r["published_fail_to_pass"]))
              for r in compared]
     agree = sum(1 for ours, theirs in pairs if ours == theirs)
-    resolved: Counter[tuple[str, str]] = Counter()
-    of_version: Counter[tuple[str, str]] = Counter()
-    for r in mine:  # what the published run resolved per repository version, to tell a pattern from one test
-        of_version[(r["repo"], str(r.get("version")))] += 1
-        resolved[(r["repo"], str(r.get("version")))] += bool(r["published_fail_to_pass"])
+    def version(r: dict[str, Any]) -> tuple[str, str]:
+        return r["repo"], str(r.get("version"))
+
+    # what the published run resolved per repository version, to tell a pattern of that run from one test
+    of_version = Counter(version(r) for r in mine)
+    resolved = Counter(version(r) for r in mine if r["published_fail_to_pass"])
 
     def why(r: dict[str, Any], ours: bool) -> str:
         reason = r.get("reason") or f"buggy {r.get('buggy')}, fixed {r.get('fixed')}"
-        version = (r["repo"], str(r.get("version")))
-        if ours and not resolved[version]:
-            reason += (f"; the published report resolves none of its {of_version[version]} {version[0]} "
-                       f"{version[1]} instances")
+        if ours and not resolved[version(r)]:
+            reason += (f"; the published report resolves none of its {of_version[version(r)]} "
+                       f"{' '.join(version(r))} instances")
         return reason
 
     return {
