@@ -413,13 +413,16 @@ def test_the_decoder_calls_only_the_repositorys_classes(repo_values: tuple[Any, 
         encoded((Fraction(1, 2),), str(root))  # a class outside the repository under record
 
 
-def test_receiver_snapshot_skips_identity_objects_and_encodes_once(repo_values: tuple[Any, Path]) -> None:
+def test_receiver_snapshot_encodes_identity_objects_by_state_and_others_once(repo_values: tuple[Any, Path]) -> None:
     from coharden.mutation import recorder_plugin
 
     values, _ = repo_values
     memo: dict = {}
-    assert recorder_plugin._receiver("self", values.Lazy(), memo) is None
-    assert values.Lazy.touched == 0  # never printed: it could never equal its copy
+    lazy = recorder_plugin._receiver("self", values.Lazy(), memo)
+    assert lazy is not None
+    assert lazy[1].startswith("<Lazy state ")  # named by its encoding's digest
+    assert values.Lazy.touched == 0  # never printed (printing has side effects), encoded by its attributes
+    assert lazy == recorder_plugin._receiver("self", values.Lazy(), memo)  # the same state, the same input
     first = recorder_plugin._receiver("self", values.Value(1), memo)
     assert first is not None
     assert first[:2] == ("self", "Value(n=1)")

@@ -428,7 +428,8 @@ def test_a_fix_that_only_adds_a_method_is_said_to_add_one(tmp_path: Path) -> Non
 
 AREA = {
     "box/__init__.py": "",
-    "box/core.py": ("class Box:\n    def __init__(self, w):\n        self.w = w\n\n\n"
+    "box/core.py": ("import threading\n\n\nclass Box:\n    def __init__(self, w):\n"
+                    "        self.w, self.lock = w, threading.Lock()\n\n\n"
                     "def double(n):\n    return n + 2\n\n\ndef area(box):\n    return double(box.w)\n"),
     "tests/__init__.py": "",
     "tests/test_box.py": "def test_old():\n    pass\n",
@@ -440,8 +441,9 @@ AREA_TEST = ("from box.core import Box, area\n\n\ndef test_old():\n    pass\n\n\
 
 def test_caller_patch_says_its_callers_values_have_no_encoding(tmp_path: Path) -> None:
     """astropy-14182: the changed function's inputs were recorded, but every call of its caller (an object
-    with no structural representation) was dropped, and caller_patch said only ``no_revealing_input``, as if
-    no caller's outcome had changed. It says ``callers_not_encodable``; the shortcut is still made."""
+    with no structural representation, holding a lock: no state encoding either) was dropped, and caller_patch
+    said only ``no_revealing_input``, as if no caller's outcome had changed. It says ``callers_not_encodable``; the
+    shortcut is still made."""
     pool = _golden_input_pool(tmp_path / "box", AREA, ("box/core.py", AREA_FIXED), ("tests/test_box.py", AREA_TEST),
                               "tests/test_box.py::test_area")
     assert pool.skipped[("caller_patch", "callers_not_encodable")] == 1, pool.summary()
@@ -465,8 +467,9 @@ def test_caller_diagnosis_tells_equal_outcomes_from_unencodable_and_absent_calle
 
 GRID = {
     "grid/__init__.py": "",
-    "grid/core.py": ("class Grid:\n    def __init__(self, cells, attrs=None):\n"
-                     "        self.cells, self.attrs = list(cells), dict(attrs or {})\n\n"
+    "grid/core.py": ("import threading\n\n\nclass Grid:\n    def __init__(self, cells, attrs=None):\n"
+                     "        self.cells, self.attrs = list(cells), dict(attrs or {})\n"
+                     "        self.lock = threading.Lock()\n\n"
                      "    def __repr__(self):\n        return f'<Grid {self.cells} attrs={self.attrs}>'\n\n\n"
                      "def doubled(grid):\n    return Grid([2 * c for c in grid.cells])\n"),
     "tests/__init__.py": "",
@@ -480,9 +483,10 @@ GRID_TEST = ("from grid.core import Grid, doubled\n\n\ndef test_old():\n    pass
 
 def test_narrowed_scope_needs_only_the_shape_of_values_with_no_encoding(tmp_path: Path) -> None:
     """xarray-4687, 6938, astropy-13977: the changed function takes and returns objects whose repr is data,
-    not a constructor call (``DataArray``, ``Quantity``), so every call was dropped and no input-based operator
-    made anything. narrowed_scope puts only the arguments' shape into a mutant: a call kept by shape, its input
-    named by a checksum of the arguments' repr and its outcome by an observation, is enough; the shortcut,
+    not a constructor call, and whose state cannot be encoded either (here a lock), so every call was dropped
+    and no input-based operator made anything. narrowed_scope puts only the arguments' shape into a mutant: a
+    call kept by shape, its input named by a checksum of the arguments' repr and its outcome by an observation, is
+    enough; the shortcut,
     which must put the values themselves into code, still makes nothing."""
     pool = _golden_input_pool(tmp_path / "grid", GRID, ("grid/core.py", GRID_FIXED),
                               ("tests/test_grid.py", GRID_TEST), "tests/test_grid.py::test_attrs_kept")
@@ -490,6 +494,36 @@ def test_narrowed_scope_needs_only_the_shape_of_values_with_no_encoding(tmp_path
     assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
     assert summary["generated"].get("input_specific_shortcut", 0) == 0, summary
     assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
+
+
+STATE = {**GRID, "grid/core.py": GRID["grid/core.py"].replace("        self.lock = threading.Lock()\n", "")}
+STATE_FIXED = GRID_FIXED.replace("        self.lock = threading.Lock()\n", "")
+STATE_GOLDEN = GRID_TEST + "    assert doubled(Grid([3], {'k': 1})).attrs == {'k': 1}\n"
+STATE_LAX = GRID_TEST
+
+
+def test_objects_with_no_structural_repr_are_recorded_by_their_state(tmp_path: Path) -> None:
+    """xarray's DataArray, a Weighted object, a sphinx documenter: objects whose repr is not a constructor call
+    (or holds an address) and that compare by identity or elementwise. They are recorded by their state (class
+    and attributes, rebuilt without running the constructor), so the shortcut is made, its mutant compares a
+    call's object with the recorded one by their attributes and returns the recorded outcome for that input
+    only: a test that pins just that input admits it, the golden test (a second input) rejects it."""
+    repo, commit = make_repo(tmp_path / "grid", STATE)
+    inst = Instance(instance_id="grid__state", repo=str(repo), base_commit=commit,
+                    patch=make_patch(repo, {"grid/core.py": STATE_FIXED}),
+                    test_patch=make_patch(repo, {"tests/test_grid.py": STATE_GOLDEN}),
+                    FAIL_TO_PASS=["tests/test_grid.py::test_attrs_kept"])
+    settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
+    config = MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None)
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
+        golden = ex.golden_test()
+        lax = ex.test_patch(make_patch(repo, {"tests/test_grid.py": STATE_LAX}), name="lax")
+        graded = evaluate(ex, inst.patch, lax, golden, config)
+    assert graded.pool["generated"].get("input_specific_shortcut", 0) >= 1, graded.pool
+    shortcuts = [m for m in graded.mutants if m.mutant.operator is Operator.INPUT_SPECIFIC_SHORTCUT]
+    assert any('["O", ["o", "grid"' in m.mutant.patch and "_coh_attrs" in m.mutant.patch for m in shortcuts)
+    assert any(m.cell is not None and m.cell.value == "beta" for m in shortcuts), [m.cell for m in shortcuts]
+    assert graded.test_class.value in ("Lax", "Borderline"), graded.test_class
 
 
 def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: Path) -> None:

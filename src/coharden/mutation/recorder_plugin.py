@@ -10,10 +10,11 @@ to COHARDEN_RECORD_OUT as JSON lines: {"qualname", "file", "params", "args_enc",
 instance may have changed by then). A calling frame of an outermost target call (inside COHARDEN_RECORD_ROOT) gets
 {"kind": "caller", "outcome": "return"|"raise", "callee", "depth", "line", "via" (the file of the frame below it),
 and the same argument/value fields}. Only outermost calls are recorded (a recursive function records the input the
-test gave it), and only inputs whose key is deterministic: with a safe structural encoding
-(:mod:`coharden.mutation.recorder_values`; never a pickle) that decodes to an equal value, and no memory address in
-their repr. A value that cannot be encoded is dropped; the ``summary`` record of each function counts the drops by
-reason ("dropped": {reason: n}, "dropped_types": {type name: n}).
+test gave it), and only inputs with a safe structural encoding (:mod:`coharden.mutation.recorder_values`; never a
+pickle) that decodes to the same value; the key is their repr, or the encoding's digest when the repr holds a memory
+address or is long, or the value is an object compared by identity. A value that cannot be encoded is dropped; the
+``summary`` record of each function counts the drops by reason ("dropped": {reason: n}, "dropped_types": {type name:
+n}).
 
 Per function at most ``_MAX_PER_FUNCTION`` distinct inputs are kept: the first half as they come, and the last half
 (a ring of the most recent distinct inputs, written at the session's end). A golden test usually appends its
@@ -92,12 +93,18 @@ def _receiver(name, value, memo):
     part of a method's input (``Contains(x, S).as_set()`` has no other argument), so calls on different
     receivers are different inputs. Taken when the call starts, before the method can change it.
 
-    An instance compared by identity (no ``__eq__`` of its own: a Django QuerySet, an application object) can
-    never equal its decoded copy, so it is skipped before ``repr`` or the encoder run: printing some of them has
-    side effects (a QuerySet fetches its rows). ``memo`` (repr -> result) encodes a repeated receiver once."""
-    if not isinstance(value, type) and type(value).__eq__ is object.__eq__:
-        _LAST_DROP[0] = "compared_by_identity"
-        return None
+    An instance of a class compared by identity (no ``__eq__`` of its own: an xarray ``DataArrayWeighted``, a
+    Django QuerySet, an application object) is never printed (printing some has side effects: a QuerySet
+    fetches its rows): it is encoded by its state, and named by the encoding's digest, every call (its
+    attributes may have changed), at most ``_MAX_RECEIVERS`` times a session. ``memo`` (repr -> result) encodes
+    any other repeated receiver once."""
+    if not isinstance(value, type) and _values._by_state(value):
+        _STATE_RECEIVERS[0] += 1
+        if _STATE_RECEIVERS[0] > _MAX_RECEIVERS:
+            _LAST_DROP[0] = "too_many_receivers"
+            return None
+        det = _deterministic(value)
+        return (name, *det) if det is not None else None
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001 - an odd receiver is not recorded
@@ -129,6 +136,7 @@ def _deterministic(value, text=None):
 
 
 _LAST_DROP = [""]
+_STATE_RECEIVERS = [0]  # receivers encoded by their state this session
 _MISSING = object()
 
 

@@ -4,13 +4,17 @@ Values a test's run records (a touched function's arguments, receiver and outcom
 run against *other* tests, so they must never carry code: a pickle can run anything while it loads
 (``__reduce__``). :func:`encoded` turns a value into JSON: plain literals and containers as they are, a
 ``range`` by its bounds, a numpy array or scalar of a plain dtype (numbers, booleans, text) by its dtype, shape
-and items, an exception by its class and arguments, and an object of a class the repository defines by its structural
-representation (sympy's ``srepr``, else ``repr``) when that is an expression of literals, names the
-repository's package defines, and calls. A value is kept only when its encoding decodes (:func:`decode`, in
-the same process) to a value of the same type that equals it; anything else raises :class:`Unencodable` with
-the reason it is dropped for (counted per function by the recorder). :func:`same` is what "equal" means here
-(and in mutants, which compare a call with a recorded input): the same type, and arrays by dtype, shape and
-bytes, since their ``==`` is elementwise and has no truth value.
+and items, an exception by its class and arguments, a built-in or numpy type and a numpy dtype by name, a
+function of the repository or of numpy by reference, a pandas index of a plain dtype by its class, items and name,
+and an object of a class the repository defines by its structural representation (sympy's ``srepr``, else
+``repr``) when that is an expression of literals, names the repository's package defines, and calls; else by its
+*state*: its class and its attributes (slots and ``__dict__``), each encoded alike, rebuilt without running its
+constructor (an xarray ``DataArray``, a sphinx documenter). A value is kept only when its encoding decodes
+(:func:`decode`, in the same process) to a value of the same type that is the same; anything else raises
+:class:`Unencodable` with the reason it is dropped for (counted per function by the recorder). :func:`same` is
+what "the same" means here (and in mutants, which compare a call with a recorded input): the same type, arrays
+by dtype, shape and bytes (their ``==`` is elementwise), and an object whose ``==`` gives no truth value, or is
+identity, by its attributes.
 
 :func:`decode` reads an encoding with ``ast`` (never ``eval``), admits no callable but the repository's own
 classes, and imports only the package's non-test modules; its source is copied verbatim into mutants
@@ -31,9 +35,12 @@ import sys
 from collections.abc import Callable, Iterable
 
 MAX_ENCODED = 20000  # characters of one encoded value
+MAX_NODES = 4000  # values one encoding may walk (its attributes', items' and so on)
 TEST_PARTS = ("tests", "test", "testing", "conftest")
 DECODER = "_coh_decode"  # the decoder's name in a mutant's module
 SAME = "_coh_same"  # the comparison's name in a mutant's module
+ATTRS = "_coh_attrs"  # the name, in a mutant's module, of the state reader ``same`` compares objects by
+PANDAS_INDEXES = ("Index", "RangeIndex", "Int64Index", "UInt64Index", "Float64Index")  # by their items
 MAX_ARRAY = 1000  # elements of an array: numpy prints no more in full, and the repr is the input's key
 _DTYPE = re.compile(r"[<>|=][biufcSU][0-9]{1,3}\Z")  # numbers, booleans and text; never objects or records
 
@@ -43,28 +50,48 @@ class Unencodable(Exception):
 
 
 def encoded(value, root, text=None):
-    """(repr, encoding) of ``value``, or Unencodable with the reason; ``root``: the repository's directory.
-    Kept only when the encoding decodes, in this process, to a value of the same type that equals ``value``."""
-    text = repr(value) if text is None else text
-    if " at 0x" in text:
-        raise Unencodable("address_in_repr")
-    if len(text) > 2000:
-        raise Unencodable("repr_too_long")
-    enc = json.dumps(_encode(value, root, 0), sort_keys=True)
+    """(key, encoding) of ``value``, or Unencodable with the reason; ``root``: the repository's directory.
+    Kept only when the encoding decodes, in this process, to a value of the same type that is the same
+    (:func:`same`). The key names the input in a recording: the value's repr (``text``, when known), or, when
+    that holds a memory address or is long, or the value is an object compared by identity (never printed:
+    printing some has side effects, a Django QuerySet fetches its rows), ``<type state digest>`` of its
+    encoding."""
+    if text is None and not _by_state(value):
+        text = repr(value)
+    enc = json.dumps(_encode(value, root, 0, [MAX_NODES]), sort_keys=True)
     if len(enc) > MAX_ENCODED:
         raise Unencodable("too_large")
     if not same(decode(enc), value):
         raise Unencodable("not_equal_after_decoding")
+    if text is None or " at 0x" in text or len(text) > 2000:
+        import hashlib
+
+        text = f"<{type(value).__qualname__} state {hashlib.sha256(enc.encode()).hexdigest()[:20]}>"
     return text, enc
+
+
+def _by_state(value):
+    """Whether ``value`` is an object of a class (written in Python) that compares by identity: such an object
+    is encoded by its state, never by its repr."""
+    kind = type(value)
+    return bool(kind.__flags__ & _HEAP_TYPE) and kind.__eq__ is object.__eq__ and not isinstance(value, type)
+
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a function, not a built-in)
 
 
 def same(one, other):
     """Whether two recorded values are the same: the same type, and then containers item by item, an exception
     by its arguments, a numpy array or scalar by its dtype, shape and bytes (``==`` is elementwise for arrays,
-    and an array has no truth value), anything else by ``==``. Copied verbatim into mutants, as ``_coh_same``,
-    to compare a call's arguments with a recorded input."""
+    and an array has no truth value), a pandas index by its items, dtype and name; an object of a class
+    written in Python is the same when its attributes are (``_coh_attrs``; read before any ``==``, which may fill
+    a cache: xarray's ``Variable.encoding``), else by ``==`` when that gives a truth value (an xarray
+    ``DataArray``'s is elementwise) and the class does not compare by identity. Copied verbatim into mutants, as
+    ``_coh_same``, to compare a call's arguments with a recorded input."""
     if type(one) is not type(other):
         return False
+    if one is other:
+        return True
     try:
         if isinstance(one, (tuple, list)):
             return len(one) == len(other) and all(_coh_same(a, b) for a, b in zip(one, other))  # noqa: B905 - 3.7+
@@ -78,16 +105,66 @@ def same(one, other):
             return (one.dtype == other.dtype and one.shape == other.shape
                     and base[0].tobytes(one) == base[0].tobytes(other)  # type: ignore[attr-defined]
                     and _coh_same(getattr(one, "__dict__", {}), getattr(other, "__dict__", {})))
-        return bool(one == other)
+        kind = type(one)
+        if kind.__module__.split(".")[0] == "pandas" and kind.__name__.endswith("Index"):
+            return bool(one.equals(other)) and one.dtype == other.dtype and _coh_same(one.name, other.name)
+        if kind.__flags__ & (1 << 9):  # a class statement's: the same attributes first (``==`` may fill caches)
+            state = _coh_attrs(one)
+            if state is not None and _coh_same(state, _coh_attrs(other)):
+                return True
+        if kind.__eq__ is object.__eq__:  # by identity (a function, an object that is not ``one``)
+            return False
+        equal = one == other
+        return (type(equal) is bool or type(equal).__name__ == "bool_") and bool(equal)
     except Exception:  # noqa: BLE001 - what cannot be compared is not the same
         return False
 
 
-_coh_same = same  # its name inside mutants, where it recurses under that name
+def attributes(value):
+    """An object's state, read without running any of its code: its slots' values and its ``__dict__``, by
+    name (a private slot by its mangled name); None when it has neither. Copied verbatim into mutants, as
+    ``_coh_attrs``, for ``_coh_same``."""
+    import types
+
+    state = {}
+    slotted = False
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = "_" + cls.__name__.lstrip("_") + name
+            slot = cls.__dict__.get(name)
+            if type(slot) is not types.MemberDescriptorType:
+                continue
+            slotted = True
+            try:
+                state[name] = slot.__get__(value, cls)
+            except AttributeError:  # an empty slot
+                continue
+    try:
+        own = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        own = None
+    if isinstance(own, dict):
+        state.update(own)
+    elif not slotted:
+        return None
+    return state
 
 
-def _encode(value, root, depth):
-    """The JSON-able structural encoding of ``value`` (read by ``_coh_decode``), or Unencodable."""
+_coh_same = same  # their names inside mutants, where they call each other by those names
+_coh_attrs = attributes
+
+
+def _encode(value, root, depth, budget):
+    """The JSON-able structural encoding of ``value`` (read by ``_coh_decode``), or Unencodable. ``budget``: the
+    values left to encode (a one-item list shared by the whole walk), so that an object whose attributes reach a
+    whole application (a Sphinx documenter's environment) is given up early."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise Unencodable("too_large")
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
@@ -99,34 +176,105 @@ def _encode(value, root, depth):
         return ["r", value.start, value.stop, value.step]
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic, numpy.ufunc)):
-        return _numpy(value, root, depth, numpy)
+        return _numpy(value, root, depth, budget, numpy)
+    if numpy is not None and isinstance(value, numpy.dtype):
+        if not _DTYPE.match(value.str) or type(value) is not type(numpy.dtype(value.str)):
+            raise Unencodable("array_dtype")
+        return ["D", value.str]
+    if kind.__module__.split(".")[0] == "pandas" and kind.__name__ in PANDAS_INDEXES:
+        return _pandas_index(value, root, depth, budget)
     if depth > 12:
         raise Unencodable("too_deep")
     if kind in (tuple, list, set, frozenset):
-        items = [_encode(item, root, depth + 1) for item in value]
+        items = [_encode(item, root, depth + 1, budget) for item in value]
         if kind in (set, frozenset):
             items.sort(key=lambda item: json.dumps(item, sort_keys=True))
         return [{tuple: "t", list: "l", set: "s", frozenset: "f"}[kind], items]
     if kind is dict:
-        return ["d", [[_encode(k, root, depth + 1), _encode(v, root, depth + 1)] for k, v in value.items()]]
+        return ["d", [[_encode(k, root, depth + 1, budget), _encode(v, root, depth + 1, budget)]
+                      for k, v in value.items()]]
     if isinstance(value, BaseException):
         module = kind.__module__
         package = "builtins" if module == "builtins" and getattr(builtins, kind.__name__, None) is kind \
             else _package(kind, root)
         if package is None:
             raise Unencodable("exception_outside_repository")
-        return ["e", package, module, kind.__name__, _encode(tuple(value.args), root, depth + 1)]
+        return ["e", package, module, kind.__name__, _encode(tuple(value.args), root, depth + 1, budget)]
     if isinstance(value, type):
+        home, name = value.__module__, getattr(value, "__name__", "")
+        if home in ("builtins", "numpy") and getattr(sys.modules.get(home), name, None) is value:
+            return ["y", home, name]
         return _class_reference(value, root)
-    return _structural(value, root)
+    if isinstance(value, _FUNCTIONS) or (kind.__module__.split(".")[0] == "numpy" and callable(value)):
+        return _function_reference(value, root)  # numpy's functions are dispatcher objects since numpy 1.25
+    if _by_state(value):
+        return _state(value, root, depth, budget)
+    try:
+        return _structural(value, root)
+    except Unencodable as exc:
+        if exc.args[0] != "no_structural_repr":
+            raise
+    return _state(value, root, depth, budget)
 
 
-def _numpy(value, root, depth, numpy):
+_FUNCTIONS = (type(len), type(_encode))  # built-in functions (numpy's own in C) and Python functions
+
+
+def _function_reference(func, root):
+    """``["F", package, module, qualname]``: a function of the repository, or of numpy's namespace, by the name
+    that gives back this very function (a method by ``Class.name``)."""
+    module = getattr(func, "__module__", None)
+    name, short = getattr(func, "__qualname__", ""), getattr(func, "__name__", "")
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and getattr(numpy, short, None) is func and short.isidentifier() \
+            and not short.startswith("_"):
+        return ["F", "numpy", "numpy", short]
+    package = _package(func, root) if isinstance(module, str) else None
+    parts = name.split(".")
+    if package is None or not isinstance(module, str) \
+            or not all(p.isidentifier() and not p.startswith("__") for p in parts):
+        raise Unencodable("function_outside_repository")
+    found = sys.modules.get(module)
+    for part in parts:
+        found = getattr(found, part, None)
+    if found is not func:
+        raise Unencodable("function_outside_repository")
+    return ["F", package, module, name]
+
+
+def _pandas_index(value, root, depth, budget):
+    """``["P", class, dtype, items, name]`` for a pandas index of a plain dtype (``RangeIndex``: its bounds)."""
+    name = type(value).__name__
+    if name == "RangeIndex":
+        bounds = _encode([value.start, value.stop, value.step], root, depth + 1, budget)
+        return ["P", name, "", bounds, _encode(value.name, root, depth + 1, budget)]
+    if value.dtype.kind not in "biufc" or not _DTYPE.match(value.dtype.str) or len(value) > MAX_ARRAY:
+        raise Unencodable("array_dtype" if len(value) <= MAX_ARRAY else "too_large")
+    return ["P", name, value.dtype.str, _encode(value.tolist(), root, depth + 1, budget),
+            _encode(value.name, root, depth + 1, budget)]
+
+
+def _state(value, root, depth, budget):
+    """``["O", class, [[name, value], ...]]``: an object of a repository class by its attributes (slots and
+    ``__dict__``), for a class whose instances ``object.__new__`` makes (no built-in base, no ``__new__`` of its
+    own: the decoder runs no code of the class)."""
+    kind = type(value)
+    ref = _class_reference(kind, root)
+    if kind.__new__ is not object.__new__ or not kind.__flags__ & _HEAP_TYPE:
+        raise Unencodable("no_state")
+    state = attributes(value)
+    if state is None or not all(isinstance(n, str) and n.isidentifier() and not n.startswith("__")
+                                for n in state):
+        raise Unencodable("no_state")
+    return ["O", ref, [[name, _encode(item, root, depth + 1, budget)] for name, item in sorted(state.items())]]
+
+
+def _numpy(value, root, depth, budget, numpy):
     """A numpy array, scalar or ufunc, or an array of the repository's own array class (astropy's Quantity: its
     array, its class and its attributes)."""
     kind = type(value)
     if kind is numpy.ndarray or (isinstance(value, numpy.generic) and kind.__module__ == "numpy"):
-        return _array(value, root, depth, numpy)
+        return _array(value, root, depth, budget, numpy)
     if kind is numpy.ufunc:
         name = getattr(value, "__name__", "")
         if getattr(numpy, name, None) is value:
@@ -137,11 +285,11 @@ def _numpy(value, root, depth, numpy):
     state = getattr(value, "__dict__", {})
     if not all(isinstance(k, str) and k.isidentifier() for k in state):
         raise Unencodable("no_structural_repr")
-    return [*_array(value.view(numpy.ndarray), root, depth, numpy), _class_reference(kind, root),
-            _encode(dict(state), root, depth + 1)]
+    return [*_array(value.view(numpy.ndarray), root, depth, budget, numpy), _class_reference(kind, root),
+            _encode(dict(state), root, depth + 1, budget)]
 
 
-def _array(value, root, depth, numpy):
+def _array(value, root, depth, budget, numpy):
     """``["a", dtype, shape, items]`` for a numpy array (items as nested lists), ``["n", dtype, item]`` for a
     numpy scalar; only plain dtypes (no objects, records or dates), at most ``MAX_ARRAY`` elements."""
     dtype = value.dtype.str
@@ -150,8 +298,8 @@ def _array(value, root, depth, numpy):
     if value.size > MAX_ARRAY:
         raise Unencodable("too_large")
     if isinstance(value, numpy.generic):
-        return ["n", dtype, _encode(value.item(), root, depth + 1)]
-    return ["a", dtype, list(value.shape), _encode(value.tolist(), root, depth + 1)]
+        return ["n", dtype, _encode(value.item(), root, depth + 1, budget)]
+    return ["a", dtype, list(value.shape), _encode(value.tolist(), root, depth + 1, budget)]
 
 
 def _class_reference(cls, root):
@@ -243,16 +391,24 @@ def decode(text):
     range; ``["a", dtype, shape, items]`` a numpy array and ``["n", dtype, item]`` a numpy scalar, of a plain
     dtype and plain items (read by numpy, which runs no code of theirs), and ``["a", dtype, shape, items, class,
     attributes]`` an array of the repository's own array class (a view of the array as that class, then its
-    attributes); ``["u", name]`` a numpy ufunc; ``["e", package, module, name, args]``
-    an exception (a built-in one, or the package's); ``["o", package, {name: module}, text]`` an object of the
-    repository, ``text`` its structural representation (sympy's ``srepr``, else ``repr``): an expression of
-    literals, names and calls, read here with ``ast`` (never ``eval``). A name is looked up in the module the
-    encoding names for it, which must lie in ``package`` and not be a test module, and must be defined there (its
-    own or its class's ``__module__`` in the package); only classes are called. Anything else raises ValueError."""
+    attributes); ``["u", name]`` a numpy ufunc; ``["D", dtype]`` a numpy dtype; ``["y", "builtins"|"numpy",
+    name]`` a type of either; ``["F", package, module, qualname]`` a function of the package (or of numpy's
+    namespace), not called; ``["P", class, dtype, items, name]`` a pandas index of plain items;
+    ``["e", package, module, name, args]`` an exception (a built-in one, or the package's); ``["o", package,
+    {name: module}, text]`` an object of the repository, ``text`` its structural representation (sympy's
+    ``srepr``, else ``repr``): an expression of literals, names and calls, read here with ``ast`` (never
+    ``eval``). A name is looked up in the module the encoding names for it, which must lie in ``package`` and
+    not be a test module, and must be defined there (its own or its class's ``__module__`` in the package); only
+    classes are called. ``["O", class, [[name, value], ...]]`` an object of a package class by its state: made
+    by ``object.__new__`` (never its constructor; a class with a ``__new__`` of its own is refused), then each
+    slot set through its slot and each other attribute written into its ``__dict__`` (no ``__setattr__``, no
+    property runs). Anything else raises ValueError."""
     import ast
     import builtins
     import importlib
     import json
+    import re
+    import types
 
     def allowed(module, package):
         parts = module.split(".") if isinstance(module, str) else [""]
@@ -294,12 +450,14 @@ def decode(text):
             return all(plain(i) for i in item)
         return type(item) in (bool, int, float, complex, str, bytes)
 
-    def array(tag, rest):
-        import re
-
+    def dtype(text):
         # _DTYPE's pattern, written out: this function is copied alone into mutants
-        if not isinstance(rest[0], str) or not re.match(r"[<>|=][biufcSU][0-9]{1,3}\Z", rest[0]):
+        if not isinstance(text, str) or not re.match(r"[<>|=][biufcSU][0-9]{1,3}\Z", text):
             raise ValueError("not a plain dtype")
+        return text
+
+    def array(tag, rest):
+        dtype(rest[0])
         import numpy
 
         items = value(rest[1] if tag == "n" else rest[2])
@@ -347,6 +505,66 @@ def decode(text):
             if not isinstance(func, numpy.ufunc):
                 raise ValueError("not a numpy ufunc")
             return func
+        if tag == "D" and len(rest) == 1:
+            import numpy
+
+            return numpy.dtype(dtype(rest[0]))
+        if tag == "y" and len(rest) == 2 and rest[0] in ("builtins", "numpy") and isinstance(rest[1], str) \
+                and rest[1].isidentifier() and not rest[1].startswith("_"):
+            found = getattr(builtins if rest[0] == "builtins" else importlib.import_module("numpy"), rest[1], None)
+            if not isinstance(found, type):
+                raise ValueError("not a type")
+            return found
+        if tag == "F" and len(rest) == 3 and all(isinstance(p, str) for p in rest):
+            package, module, name = rest
+            parts = name.split(".")
+            if not all(p.isidentifier() and not p.startswith("__") for p in parts):
+                raise ValueError("not a function's name")
+            if package == module == "numpy" and len(parts) == 1 and not name.startswith("_"):
+                found = getattr(importlib.import_module("numpy"), name, None)
+            elif allowed(module, package):
+                found = importlib.import_module(module)
+                for part in parts:
+                    found = getattr(found, part, None)
+                found = found if own(found, package) else None
+            else:
+                raise ValueError(f"function {name!r} outside the package")
+            if not callable(found) or isinstance(found, type):
+                raise ValueError(f"{name!r} is not a function of {package!r}")
+            return found
+        if tag == "P" and len(rest) == 4 and rest[0] in ("Index", "RangeIndex", "Int64Index", "UInt64Index",
+                                                         "Float64Index"):
+            pandas = importlib.import_module("pandas")
+            items, name = value(rest[2]), value(rest[3])
+            if not isinstance(items, list):
+                raise ValueError("not a pandas index")
+            if rest[0] == "RangeIndex":
+                if len(items) != 3 or not all(type(i) is int for i in items):
+                    raise ValueError("malformed range")
+                return pandas.RangeIndex(*items, name=name)
+            if not plain(items):
+                raise ValueError("an index of plain items only")
+            made = pandas.Index(items, dtype=dtype(rest[1]), name=name)  # Int64Index before pandas 2, no warning
+            if type(made).__name__ != rest[0]:
+                raise ValueError(f"not a pandas {rest[0]}")
+            return made
+        if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 \
+                and rest[0][0] == "o" and isinstance(rest[0][3], str) and rest[0][3].isidentifier() \
+                and isinstance(rest[1], list):  # a class by its name, never a call
+            cls = value(rest[0])
+            if not isinstance(cls, type) or cls.__new__ is not object.__new__:
+                raise ValueError("not a class of the package that object.__new__ makes")
+            made = object.__new__(cls)
+            for pair in rest[1]:
+                if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
+                        and pair[0].isidentifier() and not pair[0].startswith("__")):
+                    raise ValueError("malformed attribute")
+                slot = next((k.__dict__[pair[0]] for k in cls.__mro__ if pair[0] in k.__dict__), None)
+                if type(slot) is types.MemberDescriptorType:
+                    slot.__set__(made, value(pair[1]))
+                else:
+                    object.__getattribute__(made, "__dict__")[pair[0]] = value(pair[1])
+            return made
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
             package, module, name, args = rest
             cls = getattr(builtins, name, None) if module == "builtins" else \
@@ -363,11 +581,13 @@ def decode(text):
 
 
 def decoder_source() -> str:
-    """The source of :func:`decode` and :func:`same`, named ``_coh_decode`` and ``_coh_same``, to append to a
+    """The source of :func:`decode`, :func:`same` and :func:`attributes`, named ``_coh_decode``, ``_coh_same`` and
+    ``_coh_attrs``, to append to a
     mutant's module (each with a one-line docstring: the mutant's diff is read by people)."""
     return (_copied(decode, DECODER, "A value coharden recorded: plain data, or objects of this repository's own "
                     "classes.") + "\n\n"
-            + _copied(same, SAME, "Whether a call's value is the recorded one: the same type, arrays by their bytes."))
+            + _copied(same, SAME, "Whether a call's value is the recorded one: the same type, arrays by their bytes.")
+            + "\n\n" + _copied(attributes, ATTRS, "An object's slots and __dict__, read without running its code."))
 
 
 def _copied(function: Callable[..., object], name: str, doc: str) -> str:
@@ -420,6 +640,12 @@ def _modules(tree: object) -> set[str]:
         return set().union(*(_modules(item) for item in tree[1]))
     if tree[0] == "a" and len(tree) == 6:
         return _modules(tree[4]) | _modules(tree[5])
+    if tree[0] == "F" and tree[2] != "numpy":
+        return {tree[2]}
+    if tree[0] == "P":
+        return _modules(tree[4])
+    if tree[0] == "O":
+        return _modules(tree[1]).union(*(_modules(pair[1]) for pair in tree[2]))
     return set()
 
 
@@ -477,6 +703,32 @@ def _check(tree: object, packages: set[str], depth: int) -> str | None:
                 return "malformed"
             return _first(_check(part, packages, depth + 1) for part in rest[3:])
         return None
+    if tag == "D" and len(rest) == 1:
+        return None if isinstance(rest[0], str) and _DTYPE.match(rest[0]) else "not_plain_array"
+    if tag == "y" and len(rest) == 2 and rest[0] in ("builtins", "numpy") and isinstance(rest[1], str) \
+            and rest[1].isidentifier() and not rest[1].startswith("_"):
+        return None if rest[0] == "numpy" or isinstance(getattr(builtins, rest[1], None), type) else "malformed"
+    if tag == "F" and len(rest) == 3 and all(isinstance(p, str) for p in rest):
+        package, module, name = rest
+        parts = name.split(".")
+        if not all(p.isidentifier() and not p.startswith("__") for p in parts):
+            return "malformed"
+        numpy_own = package == module == "numpy" and len(parts) == 1 and not name.startswith("_")
+        return None if numpy_own or (package in packages and _module_ok(module, package)) else "outside_repository"
+    if tag == "P" and len(rest) == 4 and rest[0] in PANDAS_INDEXES:
+        if rest[0] == "RangeIndex":
+            items = rest[2][1] if isinstance(rest[2], list) and len(rest[2]) == 2 and rest[2][0] == "l" else None
+            ok = isinstance(items, list) and len(items) == 3 and all(type(i) is int for i in items)
+        else:
+            ok = isinstance(rest[1], str) and bool(_DTYPE.match(rest[1])) and _plain(rest[2], depth + 1)
+        return _check(rest[3], packages, depth + 1) if ok else "not_plain_array"
+    if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 and rest[0][0] == "o" \
+            and isinstance(rest[0][3], str) and rest[0][3].isidentifier() and isinstance(rest[1], list):
+        if not all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and pair[0].isidentifier()
+                   and not pair[0].startswith("__") for pair in rest[1]):
+            return "malformed"
+        return _first([_check(rest[0], packages, depth + 1),
+                       *(_check(pair[1], packages, depth + 1) for pair in rest[1])])
     if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
         package, module, name, args = rest
         builtin = package == module == "builtins" and isinstance(getattr(builtins, name, None), type) \

@@ -1,0 +1,196 @@
+"""Recorded objects with no structural repr, by their state; types, dtypes, functions and pandas indexes by name.
+
+After numpy arrays, the values most often dropped on xarray, astropy, sphinx and pytest instances were objects of
+the repository whose repr is not a constructor call (``<xarray.DataArray ...>``) or holds an address, and which
+compare by identity (``DataArrayWeighted``) or elementwise (``DataArray``): issue 39. They are encoded by their
+class and attributes and rebuilt without running any of the class's code; a rewritten encoding (the records file
+lies in the worktree a test can rewrite) that names anything else, or would run code, is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coharden.mutation.recorder_values import MAX_NODES, Unencodable, attributes, check_encoding, decode, encoded, same
+
+PACKAGE = textwrap.dedent(
+    '''\
+    import threading
+
+    made = []  # constructors that ran
+
+
+    class Slotted:
+        __slots__ = ("dims", "__data", "__weakref__")
+
+        def __init__(self, dims, data):
+            made.append("Slotted")
+            self.dims, self.__data = dims, data
+
+        def __eq__(self, other):  # elementwise, as a DataArray's: no truth value
+            return [a == b for a, b in zip(self.__data, other.__data)]
+
+        def data(self):
+            return self.__data
+
+
+    class Holder:
+        """Compared by identity; printing it has a side effect (a Django QuerySet fetches its rows)."""
+
+        printed = 0
+
+        def __init__(self, item, name):
+            made.append("Holder")
+            self.item, self.name = item, name
+
+        def __repr__(self):
+            Holder.printed += 1
+            return "<Holder>"
+
+
+    class Guarded:
+        def __init__(self):
+            self._x = 1
+
+        @property
+        def x(self):
+            return self._x
+
+        @x.setter
+        def x(self, value):
+            made.append("setter")
+
+
+    class Own:
+        def __new__(cls):
+            made.append("__new__")
+            return super().__new__(cls)
+
+
+    class Locked:
+        def __init__(self):
+            self.lock = threading.Lock()
+
+
+    class Chain:
+        def __init__(self, rest):
+            self.rest = rest
+
+
+    def helper(x):
+        return x
+    ''')
+
+
+@pytest.fixture
+def cohs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
+    (tmp_path / "cohs").mkdir()
+    (tmp_path / "cohs" / "__init__.py").write_text(PACKAGE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import cohs  # type: ignore[import-not-found]
+
+    yield cohs, str(tmp_path)
+    sys.modules.pop("cohs", None)
+
+
+def test_objects_are_encoded_by_their_state_and_rebuilt_without_their_code(cohs: tuple[Any, str]) -> None:
+    module, root = cohs
+    value = module.Holder(module.Slotted(("x",), [1, 2]), "h")
+    module.made.clear()
+    key, enc = encoded(value, root)
+    assert module.Holder.printed == 0  # compared by identity: never printed, named by its encoding's digest
+    assert key.startswith("<Holder state ")
+    assert check_encoding(enc, {"cohs"}) is None
+    assert check_encoding(enc, {"other"}) == "outside_repository"
+    back = decode(enc)
+    assert module.made == []  # no constructor ran
+    assert type(back) is module.Holder
+    assert type(back.item) is module.Slotted
+    assert back.item.data() == [1, 2]  # a private slot, by its mangled name
+    assert same(back, value)
+    assert encoded(module.Holder(module.Slotted(("x",), [1, 2]), "h"), root)[0] == key  # the same state: the same key
+    other = module.Holder(module.Slotted(("x",), [1, 3]), "h")
+    assert not same(other, value)  # elementwise == has no truth value: by the attributes, which differ
+    assert attributes(value) == {"item": value.item, "name": "h"}
+
+
+def test_types_dtypes_functions_and_pandas_indexes_encode_by_name(cohs: tuple[Any, str]) -> None:
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    module, root = cohs
+    values = [float, np.float64, np.dtype("int32"), np.mean, module.helper, pd.Index([1, 2], name="x"),
+              pd.RangeIndex(2, 9, 3), pd.Index([0.5])]
+    for value in values:
+        enc = encoded(value, root)[1]
+        assert check_encoding(enc, {"cohs"}) is None, enc
+        back = decode(enc)
+        assert type(back) is type(value)
+        assert same(back, value), enc
+    assert decode(encoded(module.helper, root)[1]) is module.helper
+    assert not same(pd.Index([1, 2], name="x"), pd.Index([1, 2], name="y"))
+    assert not same(pd.Index([1, 2]), pd.Index([1.0, 2.0]))
+    with pytest.raises(Unencodable, match="function_outside_repository"):
+        encoded(lambda x: x, root)  # a test's lambda: no name gives it back
+
+
+@pytest.mark.parametrize(("build", "reason"), [
+    (lambda m: m.Locked(), "type_outside_repository"),  # a lock has no encoding
+    (lambda m: m.Own(), "no_state"),  # a __new__ of its own would run on decoding
+], ids=["lock", "own_new"])
+def test_objects_whose_state_cannot_be_rebuilt_safely_are_dropped(cohs: tuple[Any, str], build: Any,
+                                                                  reason: str) -> None:
+    module, root = cohs
+    with pytest.raises(Unencodable, match=reason):
+        encoded(build(module), root)
+
+
+def test_a_long_chain_of_objects_is_given_up_early(cohs: tuple[Any, str]) -> None:
+    module, root = cohs
+    chain = None
+    for _ in range(MAX_NODES):
+        chain = module.Chain(chain)
+    with pytest.raises(Unencodable, match="too_deep|too_large"):
+        encoded(chain, root)
+
+
+def _holder(attrs: list[list[Any]], cls: str = "Holder") -> list[Any]:
+    return ["O", ["o", "cohs", {cls: "cohs"}, cls], attrs]
+
+
+@pytest.mark.parametrize("enc", [
+    _holder([["__class__", ["o", "cohs", {"Own": "cohs"}, "Own"]]]),  # a dunder attribute
+    _holder([["a b", 1]]),  # not a name
+    _holder([], "Own"),  # a class whose __new__ would run
+    ["O", ["o", "cohs", {"Holder": "cohs"}, "Holder(1, 2)"], []],  # a call where a class belongs
+    ["O", ["o", "os", {"system": "os"}, "system"], []],  # outside the package
+    ["F", "cohs", "os", "system"], ["F", "os", "os", "system"], ["F", "numpy", "numpy", "_private"],
+    ["y", "builtins", "eval"], ["y", "os", "system"],
+    ["P", "Index", "|O8", ["l", [1]], None],  # an object dtype
+    ["D", "|O8"],
+], ids=["dunder", "not_a_name", "own_new", "call", "outside", "function_module", "function_package",
+        "private_numpy", "not_a_type", "type_module", "object_index", "object_dtype"])
+def test_a_rewritten_state_or_reference_encoding_is_refused(cohs: tuple[Any, str], enc: list[Any]) -> None:
+    """The records file lies in the worktree, which the test can rewrite: what it names must stay the package's
+    classes and functions, and rebuilding must run none of their code."""
+    module, _ = cohs
+    text = json.dumps(enc)
+    module.made.clear()
+    with pytest.raises((ValueError, AttributeError, TypeError, ModuleNotFoundError)):
+        decode(text)
+    assert module.made == []
+    if enc[0] != "y" or enc[1] != "builtins":  # which names are types or classes is known where they import
+        assert check_encoding(text, {"cohs"}) is not None or enc[1][3] == "Own"
+
+
+def test_decoding_writes_attributes_without_running_setters(cohs: tuple[Any, str]) -> None:
+    module, _ = cohs
+    back = decode(json.dumps(_holder([["x", 5]], "Guarded")))
+    assert module.made == []  # the property's setter never ran
+    assert vars(back) == {"x": 5}
