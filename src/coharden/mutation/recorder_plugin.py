@@ -95,16 +95,19 @@ def _receiver(name, value, memo):
 
     An instance of a class compared by identity (no ``__eq__`` of its own: an xarray ``DataArrayWeighted``, a
     Django QuerySet, an application object) is never printed (printing some has side effects: a QuerySet
-    fetches its rows): it is encoded by its state, and named by the encoding's digest, every call (its
-    attributes may have changed), at most ``_MAX_RECEIVERS`` times a session. ``memo`` (repr -> result) encodes
-    any other repeated receiver once."""
+    fetches its rows): it is encoded by its state at every call (its attributes may have changed) and named by
+    the encoding's digest. ``memo`` (repr or digest -> result) holds at most ``_MAX_RECEIVERS`` distinct
+    receivers a session, and encodes any other repeated receiver once."""
     if not isinstance(value, type) and _values._by_state(value):
-        _STATE_RECEIVERS[0] += 1
-        if _STATE_RECEIVERS[0] > _MAX_RECEIVERS:
-            _LAST_DROP[0] = "too_many_receivers"
-            return None
         det = _deterministic(value)
-        return (name, *det) if det is not None else None
+        if det is None:
+            return None
+        if det[0] not in memo:
+            if len(memo) >= _MAX_RECEIVERS:
+                _LAST_DROP[0] = "too_many_receivers"
+                return None
+            memo[det[0]] = (name, *det)
+        return memo[det[0]]
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001 - an odd receiver is not recorded
@@ -136,7 +139,6 @@ def _deterministic(value, text=None):
 
 
 _LAST_DROP = [""]
-_STATE_RECEIVERS = [0]  # receivers encoded by their state this session
 _MISSING = object()
 
 

@@ -56,18 +56,33 @@ def encoded(value, root, text=None):
     that holds a memory address or is long, or the value is an object compared by identity (never printed:
     printing some has side effects, a Django QuerySet fetches its rows), ``<type state digest>`` of its
     encoding."""
-    if text is None and not _by_state(value):
+    if text is None and _printable(value, 0):
         text = repr(value)
     enc = json.dumps(_encode(value, root, 0, [MAX_NODES]), sort_keys=True)
     if len(enc) > MAX_ENCODED:
         raise Unencodable("too_large")
-    if not same(decode(enc), value):
+    try:
+        back = decode(enc)
+    except ValueError:  # an attribute that would hide a method, an object where a hash would run its code
+        raise Unencodable("refused_by_decoder") from None
+    if not same(back, value):
         raise Unencodable("not_equal_after_decoding")
-    if text is None or " at 0x" in text or len(text) > 2000:
+    if text is None or " at 0x" in text or len(text) > 2000:  # the repr cannot name the input
         import hashlib
 
         text = f"<{type(value).__qualname__} state {hashlib.sha256(enc.encode()).hexdigest()[:20]}>"
     return text, enc
+
+
+def _printable(value, depth):
+    """Whether ``repr(value)`` prints no object compared by identity (looked for in containers, three levels)."""
+    if _by_state(value):
+        return False
+    if depth < 3 and type(value) in (tuple, list, set, frozenset):
+        return all(_printable(item, depth + 1) for item in value)
+    if depth < 3 and type(value) is dict:
+        return all(_printable(k, depth + 1) and _printable(v, depth + 1) for k, v in value.items())
+    return True
 
 
 def _by_state(value):
@@ -84,10 +99,10 @@ def same(one, other):
     """Whether two recorded values are the same: the same type, and then containers item by item, an exception
     by its arguments, a numpy array or scalar by its dtype, shape and bytes (``==`` is elementwise for arrays,
     and an array has no truth value), a pandas index by its items, dtype and name; an object of a class
-    written in Python is the same when its attributes are (``_coh_attrs``; read before any ``==``, which may fill
-    a cache: xarray's ``Variable.encoding``), else by ``==`` when that gives a truth value (an xarray
-    ``DataArray``'s is elementwise) and the class does not compare by identity. Copied verbatim into mutants, as
-    ``_coh_same``, to compare a call's arguments with a recorded input."""
+    written in Python all through (no built-in base) is the same when its attributes are (``_coh_attrs``, read
+    before any ``==``, which may fill a cache: xarray's ``Variable.encoding``), else by ``==`` when that gives a
+    truth value (an xarray ``DataArray``'s is elementwise) and the class does not compare by identity. Copied
+    verbatim into mutants, as ``_coh_same``, to compare a call's arguments with a recorded input."""
     if type(one) is not type(other):
         return False
     if one is other:
@@ -108,7 +123,9 @@ def same(one, other):
         kind = type(one)
         if kind.__module__.split(".")[0] == "pandas" and kind.__name__.endswith("Index"):
             return bool(one.equals(other)) and one.dtype == other.dtype and _coh_same(one.name, other.name)
-        if kind.__flags__ & (1 << 9):  # a class statement's: the same attributes first (``==`` may fill caches)
+        # written in Python all through (a subclass of str or int keeps its value where no attribute shows it):
+        # the same attributes first, as ``==`` may fill a cache
+        if all(c is object or c.__flags__ & (1 << 9) for c in kind.__mro__):
             state = _coh_attrs(one)
             if state is not None and _coh_same(state, _coh_attrs(other)):
                 return True
@@ -121,8 +138,9 @@ def same(one, other):
 
 
 def attributes(value):
-    """An object's state, read without running any of its code: its slots' values and its ``__dict__``, by
-    name (a private slot by its mangled name); None when it has neither. Copied verbatim into mutants, as
+    """An object's state, read without running any of its code: its slots' values and its ``__dict__`` (both
+    through their own descriptors, never a property), by name (a private slot by its mangled name); None when it
+    has neither. Copied verbatim into mutants, as
     ``_coh_attrs``, for ``_coh_same``."""
     import types
 
@@ -143,10 +161,8 @@ def attributes(value):
                 state[name] = slot.__get__(value, cls)
             except AttributeError:  # an empty slot
                 continue
-    try:
-        own = object.__getattribute__(value, "__dict__")
-    except AttributeError:
-        own = None
+    holder = next((k.__dict__["__dict__"] for k in type(value).__mro__ if "__dict__" in k.__dict__), None)
+    own = holder.__get__(value) if type(holder) is types.GetSetDescriptorType else None  # never a property
     if isinstance(own, dict):
         state.update(own)
     elif not slotted:
@@ -160,11 +176,8 @@ _coh_attrs = attributes
 
 def _encode(value, root, depth, budget):
     """The JSON-able structural encoding of ``value`` (read by ``_coh_decode``), or Unencodable. ``budget``: the
-    values left to encode (a one-item list shared by the whole walk), so that an object whose attributes reach a
-    whole application (a Sphinx documenter's environment) is given up early."""
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise Unencodable("too_large")
+    containers and objects left to encode (a one-item list shared by the whole walk), so that an object whose
+    attributes reach a whole application (a Sphinx documenter's environment) is given up early."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
@@ -174,6 +187,9 @@ def _encode(value, root, depth, budget):
         return ["b", value.hex()]
     if kind is range:
         return ["r", value.start, value.stop, value.step]
+    budget[0] -= 1  # a container, an array, an object: plain items are bounded by MAX_ENCODED
+    if budget[0] < 0:
+        raise Unencodable("too_large")
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic, numpy.ufunc)):
         return _numpy(value, root, depth, budget, numpy)
@@ -226,17 +242,17 @@ def _function_reference(func, root):
     module = getattr(func, "__module__", None)
     name, short = getattr(func, "__qualname__", ""), getattr(func, "__name__", "")
     numpy = sys.modules.get("numpy")
-    if numpy is not None and getattr(numpy, short, None) is func and short.isidentifier() \
-            and not short.startswith("_"):
+    if numpy is not None and vars(numpy).get(short) is func and short.isidentifier() and not short.startswith("_"):
         return ["F", "numpy", "numpy", short]
     package = _package(func, root) if isinstance(module, str) else None
     parts = name.split(".")
     if package is None or not isinstance(module, str) \
             or not all(p.isidentifier() and not p.startswith("__") for p in parts):
         raise Unencodable("function_outside_repository")
-    found = sys.modules.get(module)
+    found: object = sys.modules.get(module)
     for part in parts:
-        found = getattr(found, part, None)
+        found = vars(found).get(part) if isinstance(found, (type(sys), type)) else None
+        found = found.__func__ if isinstance(found, staticmethod) else found
     if found is not func:
         raise Unencodable("function_outside_repository")
     return ["F", package, module, name]
@@ -361,9 +377,11 @@ def _structural(value, root):
     package = _package(type(value), root)
     if package is None:
         raise Unencodable("type_outside_repository")
-    printer = getattr(sys.modules.get(package), "srepr", None)
+    printer = vars(sys.modules[package]).get("srepr") if package in sys.modules else None  # no __getattr__
     text = printer(value) if callable(printer) else repr(value)
-    if not isinstance(text, str) or len(text) > MAX_ENCODED:
+    if not isinstance(text, str):
+        raise Unencodable("no_structural_repr")
+    if len(text) > MAX_ENCODED:
         raise Unencodable("too_large")
     try:
         tree = ast.parse(text, mode="eval")
@@ -478,17 +496,19 @@ def decode(text):
         made.__dict__.update(state)
         return made
 
-    def value(enc):
+    def value(enc, guarded=False):
+        # guarded: the value reaches code while it is decoded (a set's or a mapping's hash, an exception's
+        # constructor, a pandas index's name), so no object rebuilt from its state may be in it
         if enc is None or type(enc) in (bool, int, float, str):
             return enc
         if not isinstance(enc, list) or not enc or not isinstance(enc[0], str):
             raise ValueError("malformed encoding")
         tag, rest = enc[0], enc[1:]
         if tag in ("t", "l", "s", "f") and len(rest) == 1 and isinstance(rest[0], list):
-            items = [value(e) for e in rest[0]]
+            items = [value(e, guarded or tag in ("s", "f")) for e in rest[0]]
             return {"t": tuple, "l": list, "s": set, "f": frozenset}[tag](items)
         if tag == "d" and len(rest) == 1 and isinstance(rest[0], list):
-            return {value(k): value(v) for k, v in rest[0]}
+            return {value(k, True): value(v, guarded) for k, v in rest[0]}
         if tag == "b" and len(rest) == 1 and isinstance(rest[0], str):
             return bytes.fromhex(rest[0])
         if tag == "c" and len(rest) == 2 and all(type(p) in (int, float) for p in rest):
@@ -520,22 +540,26 @@ def decode(text):
             parts = name.split(".")
             if not all(p.isidentifier() and not p.startswith("__") for p in parts):
                 raise ValueError("not a function's name")
+            # looked up in namespaces (a module's, a class's), never by getattr: no descriptor, class property or
+            # module __getattr__ runs
             if package == module == "numpy" and len(parts) == 1 and not name.startswith("_"):
-                found = getattr(importlib.import_module("numpy"), name, None)
+                found = vars(importlib.import_module("numpy")).get(name)
+                ok = callable(found) and not isinstance(found, type)
             elif allowed(module, package):
                 found = importlib.import_module(module)
                 for part in parts:
-                    found = getattr(found, part, None)
-                found = found if own(found, package) else None
+                    found = vars(found).get(part) if isinstance(found, (types.ModuleType, type)) else None
+                    found = found.__func__ if isinstance(found, staticmethod) else found
+                ok = isinstance(found, (types.FunctionType, types.BuiltinFunctionType)) and own(found, package)
             else:
                 raise ValueError(f"function {name!r} outside the package")
-            if not callable(found) or isinstance(found, type):
+            if not ok:
                 raise ValueError(f"{name!r} is not a function of {package!r}")
             return found
         if tag == "P" and len(rest) == 4 and rest[0] in ("Index", "RangeIndex", "Int64Index", "UInt64Index",
                                                          "Float64Index"):
             pandas = importlib.import_module("pandas")
-            items, name = value(rest[2]), value(rest[3])
+            items, name = value(rest[2]), value(rest[3], True)
             if not isinstance(items, list):
                 raise ValueError("not a pandas index")
             if rest[0] == "RangeIndex":
@@ -551,19 +575,28 @@ def decode(text):
         if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 \
                 and rest[0][0] == "o" and isinstance(rest[0][3], str) and rest[0][3].isidentifier() \
                 and isinstance(rest[1], list):  # a class by its name, never a call
+            if guarded:
+                raise ValueError("an object rebuilt from its state where decoding would run its code")
             cls = value(rest[0])
             if not isinstance(cls, type) or cls.__new__ is not object.__new__:
                 raise ValueError("not a class of the package that object.__new__ makes")
             made = object.__new__(cls)
+            holder = next((k.__dict__["__dict__"] for k in cls.__mro__ if "__dict__" in k.__dict__), None)
+            own_dict = holder.__get__(made) if type(holder) is types.GetSetDescriptorType else None
             for pair in rest[1]:
                 if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
                         and pair[0].isidentifier() and not pair[0].startswith("__")):
                     raise ValueError("malformed attribute")
-                slot = next((k.__dict__[pair[0]] for k in cls.__mro__ if pair[0] in k.__dict__), None)
-                if type(slot) is types.MemberDescriptorType:
-                    slot.__set__(made, value(pair[1]))
+                name = pair[0]
+                found = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+                if type(found) is types.MemberDescriptorType:
+                    found.__set__(made, value(pair[1]))
+                elif callable(found) or hasattr(type(found), "__get__") or not isinstance(own_dict, dict):
+                    # it would hide a method or a descriptor of the class (``__eq__`` calling ``self._key()``
+                    # would call what the encoding chose), or there is no instance dict to write into
+                    raise ValueError(f"attribute {name!r} would hide what the class defines")
                 else:
-                    object.__getattribute__(made, "__dict__")[pair[0]] = value(pair[1])
+                    own_dict[name] = value(pair[1])
             return made
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
             package, module, name, args = rest
@@ -571,7 +604,7 @@ def decode(text):
                 getattr(importlib.import_module(module), name, None) if allowed(module, package) else None
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):
                 raise ValueError("not an exception class")
-            return cls(*value(args))
+            return cls(*value(args, True))
         if tag == "o" and len(rest) == 3 and isinstance(rest[0], str) and isinstance(rest[1], dict) \
                 and isinstance(rest[2], str):
             return node(ast.parse(rest[2], mode="eval").body, rest[0], rest[1])
@@ -671,18 +704,21 @@ def _first(reasons: Iterable[str | None]) -> str | None:
     return next((why for why in reasons if why), None)
 
 
-def _check(tree: object, packages: set[str], depth: int) -> str | None:
+def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) -> str | None:
+    """Why ``tree`` is refused, or None; ``guarded``: it reaches code while it is decoded (a hash, a constructor),
+    where no object rebuilt from its state may be (as ``decode`` refuses)."""
     if tree is None or type(tree) in (bool, int, float, str):
         return None
     if depth > 40 or not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
         return "malformed"
     tag, rest = tree[0], tree[1:]
     if tag in ("t", "l", "s", "f") and len(rest) == 1 and isinstance(rest[0], list):
-        return _first(_check(item, packages, depth + 1) for item in rest[0])
+        return _first(_check(item, packages, depth + 1, guarded or tag in ("s", "f")) for item in rest[0])
     if tag == "d" and len(rest) == 1 and isinstance(rest[0], list):
         if not all(isinstance(pair, list) and len(pair) == 2 for pair in rest[0]):
             return "malformed"
-        return _first(_check(item, packages, depth + 1) for pair in rest[0] for item in pair)
+        return _first(_check(item, packages, depth + 1, guarded or i == 0) for pair in rest[0]
+                      for i, item in enumerate(pair))
     if tag == "b" and len(rest) == 1 and isinstance(rest[0], str):
         return None
     if tag == "c" and len(rest) == 2 and all(type(p) in (int, float) for p in rest):
@@ -721,12 +757,14 @@ def _check(tree: object, packages: set[str], depth: int) -> str | None:
             ok = isinstance(items, list) and len(items) == 3 and all(type(i) is int for i in items)
         else:
             ok = isinstance(rest[1], str) and bool(_DTYPE.match(rest[1])) and _plain(rest[2], depth + 1)
-        return _check(rest[3], packages, depth + 1) if ok else "not_plain_array"
+        return _check(rest[3], packages, depth + 1, True) if ok else "not_plain_array"
     if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 and rest[0][0] == "o" \
             and isinstance(rest[0][3], str) and rest[0][3].isidentifier() and isinstance(rest[1], list):
         if not all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and pair[0].isidentifier()
                    and not pair[0].startswith("__") for pair in rest[1]):
             return "malformed"
+        if guarded:
+            return "object_where_code_runs"
         return _first([_check(rest[0], packages, depth + 1),
                        *(_check(pair[1], packages, depth + 1) for pair in rest[1])])
     if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
@@ -736,7 +774,7 @@ def _check(tree: object, packages: set[str], depth: int) -> str | None:
         if not builtin and not (package in packages and _module_ok(module, package) and name.isidentifier()
                                 and not name.startswith("__")):
             return "outside_repository"
-        return _check(args, packages, depth + 1)
+        return _check(args, packages, depth + 1, True)
     if tag == "o" and len(rest) == 3 and isinstance(rest[0], str) and isinstance(rest[1], dict) \
             and isinstance(rest[2], str):
         package, names, text = rest
