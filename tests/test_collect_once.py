@@ -221,3 +221,55 @@ def test_what_a_collection_leaves_in_the_temporary_directories_is_there_in_every
     run = serve(["test_m.py"], "linked")
     assert run.returncode == 0, run.output[-2000:]
     assert serve.server.collect_log[-1].startswith("collected (no zygote: collection left files")
+
+
+def _recordings(repo: Path, commit: str, tmp_path: Path, collect: bool, test_patch: str, fix: str
+                ) -> tuple[list[list[dict]], list[str]]:
+    """The records of ``f`` on the base and on ``fix`` (after a plain run of the test, which makes the zygote),
+    and the server's collect log."""
+    from coharden.mutation.recording import _record_one
+
+    settings = Settings(timeout=60, cache_dir=tmp_path / f"rec-{collect}", workers=1, collect_once=collect)
+    instance = Instance(instance_id="pkg__record", repo=str(repo), base_commit=commit, test_patch="")
+    with InstanceExecutor(instance, repo, settings) as ex:
+        test = ex.test_patch(test_patch, name="t")
+        ex.verdicts("", [test])
+        records = [_record_one(ex, source_patch=patch, test=test, targets=[{"path": "pkg/mod.py", "qualname": "f"}],
+                               probes=None) for patch in ("", fix)]
+        server = ex.site.current
+        assert server is not None
+        return records, list(server.collect_log)  # type: ignore[return-value]
+
+
+def test_a_recording_is_a_fork_of_the_zygote_and_records_what_a_collecting_one_does(repo_factory,  # type: ignore[no-untyped-def]
+                                                                                     tmp_path: Path) -> None:
+    """An instrumented run (the recorder) is served by the zygote that collected the same test for its plain
+    runs, the recorder loaded into the fork: no import or collection again. Its records are those of a run that
+    collects (the base, and a fix swapped in as a body); an instrumented run never makes a zygote itself."""
+    repo, commit = repo_factory(PROJECT)
+    test = make_patch(repo, TEST)
+    fix = make_patch(repo, {"pkg/mod.py": "LIMIT = 3\n\n\ndef f(x):\n    return min(x, LIMIT + 1)\n"})
+    once, log = _recordings(repo, commit, tmp_path, True, test, fix)
+    every, _ = _recordings(repo, commit, tmp_path, False, test, fix)
+    assert once == every
+    calls = [sorted((r["key"], r["value_enc"]) for r in records if r["kind"] == "return") for records in once]
+    assert calls == [[("(1,)", "1"), ("(5,)", "3")], [("(1,)", "1"), ("(5,)", "4")]]
+    assert log == ["collected, a zygote", "once", "once"]
+
+
+def test_an_instrumented_run_without_a_zygote_collects_and_makes_none(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from coharden.mutation.recording import _record_one
+
+    repo, commit = repo_factory(PROJECT)
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
+    instance = Instance(instance_id="pkg__record", repo=str(repo), base_commit=commit, test_patch="")
+    with InstanceExecutor(instance, repo, settings) as ex:
+        test = ex.test_patch(make_patch(repo, TEST), name="t")
+        records = _record_one(ex, source_patch="", test=test, targets=[{"path": "pkg/mod.py", "qualname": "f"}],
+                              probes=None)
+        assert isinstance(records, list)
+        assert any(r["kind"] == "return" for r in records)
+        assert ex.verdicts("", [test])[0].outcome.value == "PASS"
+        server = ex.site.current
+        assert server is not None
+        assert list(server.collect_log) == ["collected", "collected, a zygote"]

@@ -88,6 +88,20 @@ def _lay_down(made):
                 os.close(fd)
 
 
+def _instrument(config, plugin, env):
+    """Load an instrumenting plugin (the recorder) into a run forked from the zygote, as ``-p`` loads it into a
+    fresh session: its variables set, its directory first on the path, registered with the collected session's
+    plugin manager (pytest calls its ``pytest_configure`` then: a historic hook). Its hooks from
+    ``pytest_runtest_call`` on run as in a fresh session; the collection it would have seen is the zygote's."""
+    import importlib
+
+    for name in plugin["env"]:
+        if name in env:
+            os.environ[name] = env[name]
+    sys.path.insert(0, plugin["path"])
+    config.pluginmanager.register(importlib.import_module(plugin["plugin"]), plugin["plugin"])
+
+
 def _profiling(profile):
     """True while ``profile`` (cProfile) still sees every call: nothing replaced it as the profiler."""
     monitoring = getattr(sys, "monitoring", None)
@@ -351,6 +365,8 @@ class CollectOnce:
             if env.get("COHARDEN_STREAM"):
                 os.environ["COHARDEN_STREAM"] = env["COHARDEN_STREAM"]
                 sys.modules["coharden_stream"].redirect(env["COHARDEN_STREAM"])
+            if request.get("instrument"):
+                _instrument(config, request["instrument"], env)
             junit = [a.split("=", 1)[1] for a in request.get("args") or [] if str(a).startswith("--junitxml=")]
             if junit:
                 xml = [p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "LogXML"]

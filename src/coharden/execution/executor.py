@@ -301,14 +301,18 @@ class InstanceExecutor:
             self.workspace.reset()
 
     def run_raw(self, source_patch: str, test: TestPatch, *, extra_args: list[str] | None = None,
-                extra_env: dict[str, str] | None = None, readable: Sequence[Path] = ()) -> PytestRun:
+                extra_env: dict[str, str] | None = None, readable: Sequence[Path] = (),
+                instrument: dict | None = None) -> PytestRun:
         """Run one test on base + ``source_patch`` with extra pytest arguments / environment (no caching).
 
         Used for instrumented runs such as recording inputs, so its time limits are those of
         :func:`instrumented_settings` (the timeout scaled for a tracer, bounded), not the bare run's.
         ``readable``: directories the run must see (read-only) although the sandbox hides them (an
         instrumenting plugin's); such a run is a fresh process. Files the run writes for the caller belong in
-        the worktree (the only writable place).
+        the worktree (the only writable place). ``instrument`` (``{"plugin", "path", "env"}``: the plugin module
+        that ``extra_args`` loads with ``-p``, its directory, the names of its ``extra_env`` variables): the run
+        may be a fork of the zygote that collected this test for plain runs, the plugin loaded into the fork (a
+        recording then skips the import and the collection); without one, or a zygote, it collects.
         """
         root = self._root()
         self.workspace.reset()
@@ -318,7 +322,9 @@ class InstanceExecutor:
         if self.settings.runner != "pytest":
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
         return self._run(list(test.ids), None, self.warm.spec(source_patch, [test]), extra_args=extra_args,
-                         extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings))
+                         extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings),
+                         collect=self._collect_key(source_patch, [test]) if instrument else None,
+                         instrument=instrument)
 
     def _run_raw_log(self, root: Path, test: TestPatch, extra_env: dict[str, str],
                      readable: tuple[Path, ...]) -> PytestRun:

@@ -218,7 +218,7 @@ class ForkServer:
 
     def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
             cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None,
-            collect: str | None = None) -> ProcessResult:
+            collect: str | None = None, instrument: dict | None = None) -> ProcessResult:
         """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
         ``warm``: the project's modules the server may keep imported for it (see ``warm_state.WarmState``).
         ``collect``: a name of the run's test state (its test patches): a sandboxed server collects the tests of
@@ -235,7 +235,7 @@ class ForkServer:
         start = time.monotonic()
         try:
             request = self._run_request(cwd, args, env, out, timeout=timeout, memory_mb=memory_mb,
-                                        cpu_seconds=cpu_seconds, warm=warm, collect=collect)
+                                        cpu_seconds=cpu_seconds, warm=warm, collect=collect, instrument=instrument)
             watch = self._disk_watch(cwd)
             try:
                 self._send(request)
@@ -291,9 +291,11 @@ class ForkServer:
 
     def _run_request(self, cwd: Path, args: list[str], env: dict[str, str], out: Path, *, timeout: float,
                      memory_mb: int | None, cpu_seconds: int | None, warm: dict | None,
-                     collect: str | None) -> dict:
+                     collect: str | None, instrument: dict | None = None) -> dict:
         """The request line of one run: where and what to run, its limits, and (when given) its warm imports
-        and collection name."""
+        and collection name, and the instrumenting plugin a zygote may load into a run it serves (its module
+        name, directory and environment: ``zygotes.zygote_key`` leaves them out, so a recording is a fork of
+        the zygote that collected the same tests for plain runs)."""
         request = {"cwd": str(cwd), "args": args, "env": self._request_env(env), "out": str(out),
                    "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
                    "max_processes": self.confine.max_processes if self.confine else None,
@@ -302,6 +304,8 @@ class ForkServer:
             request["warm"] = warm
         if collect:
             request["collect"] = collect
+            if instrument:
+                request["instrument"] = instrument
         return request
 
     def _tally(self, done: dict) -> None:

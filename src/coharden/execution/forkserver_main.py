@@ -285,7 +285,8 @@ def main():
         why: list[str] = []  # why a zygote did not serve the run
         done = zyg.serve_from_zygote(zygotes, zkey, request, channel, why) if zkey in zygotes else None
         if done is None:
-            created = zkey is not None and zkey not in zygotes
+            # an instrumented run never makes a zygote (its plugin would stay loaded in every run it serves)
+            created = zkey is not None and zkey not in zygotes and zyg.instrumenting(request) is None
             done = _run_child(request, mode, warm, key, proto, channel, zkey if created else None, zygotes)
             if zkey is not None:
                 why += [f"no zygote: {done.pop('unsafe')}"] if done.get("unsafe") else []

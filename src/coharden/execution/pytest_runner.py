@@ -62,13 +62,15 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
                extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
                server: ForkServer | None = None, image: str | None = None,
                confine: Confinement | None = None, time_limit: float | None = None,
-               warm: dict | None = None, first_failure: bool = False, collect: str | None = None) -> PytestRun:
+               warm: dict | None = None, first_failure: bool = False, collect: str | None = None,
+               instrument: dict | None = None) -> PytestRun:
     """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
     Docker ``image``); results come from a JUnit XML file outside the workspace, and per-test events are
     streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
     ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
     ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted);
-    ``collect``: the name of the run's test state, for a server that collects once (see :meth:`ForkServer.run`)."""
+    ``collect``: the name of the run's test state, for a server that collects once, and ``instrument`` the plugin
+    of an instrumented run such a server may load into a fork of that collection (see :meth:`ForkServer.run`)."""
     interrupt.check()  # a batch was interrupted: start no test process
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
     use_server = server is not None and server.alive and image is None and not settings.services
@@ -100,7 +102,8 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             proc = run_limited(docker, root, timeout=settings.timeout + 60, env=dict(os.environ), network=True)
         elif use_server and server is not None:
             proc = server.run(root, cmd[3:], env, timeout=limits.wall, memory_mb=settings.memory_mb,
-                              cpu_seconds=limits.cpu, warm=warm, collect=collect if settings.collect_once else None)
+                              cpu_seconds=limits.cpu, warm=warm, collect=collect if settings.collect_once else None,
+                              instrument=instrument)
         else:
             proc = _run_fresh(cmd, root, env, settings, limits, confine, Path(tmp))
         # the files a test could have swapped for a link to a host file or a fifo are read back safely, from the

@@ -27,11 +27,30 @@ def zygote_key(request):
     args = ["--junitxml=" if str(a).startswith("--junitxml=") else a for a in request.get("args") or []
             if a != "-x"]  # a zygote serves runs with and without -x (``CollectOnce._maxfail``)
     env = {k: v for k, v in (request.get("env") or {}).items() if k != "COHARDEN_STREAM"}
+    plugin = instrumenting(request)
+    if plugin is not None:  # an instrumented run is served by the zygote of the plain runs of its tests
+        args = [a for i, a in enumerate(args) if not ((a == "-p" and args[i + 1:i + 2] == [plugin["plugin"]])
+                                                      or (a == plugin["plugin"] and args[i - 1:i] == ["-p"]))]
+        env = {k: v for k, v in env.items() if k not in plugin["env"]}
+        for name in ("COHARDEN_PLUGIN_PATH", "PYTHONPATH"):
+            if name in env:
+                env[name] = os.pathsep.join(p for p in env[name].split(os.pathsep) if p != plugin["path"])
     spec = request.get("warm") or {}
     body = [request.get("collect"), request.get("cwd"), args, env, spec.get("key"), spec.get("modules"),
             spec.get("optional"), request.get("memory_mb"), request.get("max_file_bytes"),
             request.get("max_processes")]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def instrumenting(request):
+    """A request's instrumenting plugin (``{"plugin": module, "path": its directory, "env": [its variables]}``),
+    or None (also when malformed: the run is then a plain one, collected as every run is)."""
+    plugin = request.get("instrument")
+    if not isinstance(plugin, dict) or not isinstance(plugin.get("plugin"), str) \
+            or not plugin["plugin"].isidentifier() or not isinstance(plugin.get("path"), str) \
+            or not isinstance(plugin.get("env"), list) or not all(isinstance(k, str) for k in plugin["env"]):
+        return None
+    return plugin
 
 
 class Zygote:

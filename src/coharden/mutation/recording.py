@@ -162,9 +162,13 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
             env["COHARDEN_RECORD_PROBE"] = str(probe_file)
         out = root / ".coharden-records.jsonl"  # the worktree: writable in the test sandbox
         out.unlink(missing_ok=True)  # never read a file an earlier run left
+        env["COHARDEN_RECORD_OUT"] = str(out)
+        # with pytest, a fork of the zygote that collected this test for its plain runs may load the recorder
+        # (its tracing starts with the first test's call, so nothing of a fresh session's collection is lost)
+        instrument = {"plugin": "coharden_recorder", "path": str(plugin_dir),
+                      "env": sorted(k for k in env if k.startswith("COHARDEN_RECORD_"))} if pytest_runner else None
         run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"] if pytest_runner else [],
-                               readable=[plugin_dir],
-                               extra_env={**env, "COHARDEN_RECORD_OUT": str(out)})
+                               readable=[plugin_dir], extra_env=env, instrument=instrument)
         if not os.path.lexists(out):  # the plugin opens it at start: it ran, even if no target was called
             return f"the recorder did not start ({executor.settings.runner} runner){_last_lines(run.output)}"
         try:  # the test may have swapped it for a link to a host file or a fifo
