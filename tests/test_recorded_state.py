@@ -161,7 +161,7 @@ def test_types_dtypes_functions_and_pandas_indexes_encode_by_name(cohs: tuple[An
     pd = pytest.importorskip("pandas")
     module, root = cohs
     values = [float, np.float64, np.dtype("int32"), np.mean, module.helper, pd.Index([1, 2], name="x"),
-              pd.RangeIndex(2, 9, 3), pd.Index([0.5])]
+              pd.RangeIndex(2, 9, 3), pd.Index([0.5]), pd.Index(["a", "b"]), np.dtype("O")]  # text: the object dtype
     for value in values:
         enc = encoded(value, root)[1]
         assert check_encoding(enc, {"cohs"}) is None, enc
@@ -173,6 +173,8 @@ def test_types_dtypes_functions_and_pandas_indexes_encode_by_name(cohs: tuple[An
     assert not same(pd.Index([1, 2]), pd.Index([1.0, 2.0]))
     with pytest.raises(Unencodable, match="function_outside_repository"):
         encoded(lambda x: x, root)  # a test's lambda: no name gives it back
+    with pytest.raises(Unencodable, match="array_dtype"):
+        encoded(pd.Index([module.Chain(None)]), root)  # objects in an index: only plain text and numbers
 
 
 @pytest.mark.parametrize(("build", "reason"), [

@@ -40,6 +40,7 @@ TEST_PARTS = ("tests", "test", "testing", "conftest")
 DECODER = "_coh_decode"  # the decoder's name in a mutant's module
 SAME = "_coh_same"  # the comparison's name in a mutant's module
 ATTRS = "_coh_attrs"  # the name, in a mutant's module, of the state reader ``same`` compares objects by
+_TEXT_DTYPES = ("|O", "str", "string")  # the dtypes pandas keeps text in: items checked plain
 PANDAS_INDEXES = ("Index", "RangeIndex", "Int64Index", "UInt64Index", "Float64Index")  # by their items
 MAX_ARRAY = 1000  # elements of an array: numpy prints no more in full, and the repr is the input's key
 _DTYPE = re.compile(r"[<>|=][biufcSU][0-9]{1,3}\Z")  # numbers, booleans and text; never objects or records
@@ -193,8 +194,8 @@ def _encode(value, root, depth, budget):
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic, numpy.ufunc)):
         return _numpy(value, root, depth, budget, numpy)
-    if numpy is not None and isinstance(value, numpy.dtype):
-        if not _DTYPE.match(value.str) or type(value) is not type(numpy.dtype(value.str)):
+    if numpy is not None and isinstance(value, numpy.dtype):  # the object dtype too: a dtype holds no object
+        if not (_DTYPE.match(value.str) or value.str == "|O") or type(value) is not type(numpy.dtype(value.str)):
             raise Unencodable("array_dtype")
         return ["D", value.str]
     if kind.__module__.split(".")[0] == "pandas" and kind.__name__ in PANDAS_INDEXES:
@@ -264,9 +265,15 @@ def _pandas_index(value, root, depth, budget):
     if name == "RangeIndex":
         bounds = _encode([value.start, value.stop, value.step], root, depth + 1, budget)
         return ["P", name, "", bounds, _encode(value.name, root, depth + 1, budget)]
-    if value.dtype.kind not in "biufc" or not _DTYPE.match(value.dtype.str) or len(value) > MAX_ARRAY:
-        raise Unencodable("array_dtype" if len(value) <= MAX_ARRAY else "too_large")
-    return ["P", name, value.dtype.str, _encode(value.tolist(), root, depth + 1, budget),
+    if len(value) > MAX_ARRAY:
+        raise Unencodable("too_large")
+    items = value.tolist()
+    # text, as pandas keeps it (the object dtype; pandas 3's "str"): only when every item is plain
+    dtype = getattr(value.dtype, "str", None) or str(value.dtype)
+    text = dtype in _TEXT_DTYPES and all(type(i) in (str, int, float, bool) for i in items)
+    if not text and (value.dtype.kind not in "biufc" or not _DTYPE.match(dtype)):
+        raise Unencodable("array_dtype")
+    return ["P", name, dtype, _encode(items, root, depth + 1, budget),
             _encode(value.name, root, depth + 1, budget)]
 
 
@@ -528,7 +535,7 @@ def decode(text):
         if tag == "D" and len(rest) == 1:
             import numpy
 
-            return numpy.dtype(dtype(rest[0]))
+            return numpy.dtype("O" if rest[0] == "|O" else dtype(rest[0]))
         if tag == "y" and len(rest) == 2 and rest[0] in ("builtins", "numpy") and isinstance(rest[1], str) \
                 and rest[1].isidentifier() and not rest[1].startswith("_"):
             found = getattr(builtins if rest[0] == "builtins" else importlib.import_module("numpy"), rest[1], None)
@@ -568,7 +575,9 @@ def decode(text):
                 return pandas.RangeIndex(*items, name=name)
             if not plain(items):
                 raise ValueError("an index of plain items only")
-            made = pandas.Index(items, dtype=dtype(rest[1]), name=name)  # Int64Index before pandas 2, no warning
+            # text (objects, pandas 3's "str"): the plain items checked above
+            kind = object if rest[1] == "|O" else rest[1] if rest[1] in ("str", "string") else dtype(rest[1])
+            made = pandas.Index(items, dtype=kind, name=name)  # Int64Index before pandas 2, no warning
             if type(made).__name__ != rest[0]:
                 raise ValueError(f"not a pandas {rest[0]}")
             return made
@@ -740,7 +749,7 @@ def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) 
             return _first(_check(part, packages, depth + 1) for part in rest[3:])
         return None
     if tag == "D" and len(rest) == 1:
-        return None if isinstance(rest[0], str) and _DTYPE.match(rest[0]) else "not_plain_array"
+        return None if isinstance(rest[0], str) and (_DTYPE.match(rest[0]) or rest[0] == "|O") else "not_plain_array"
     if tag == "y" and len(rest) == 2 and rest[0] in ("builtins", "numpy") and isinstance(rest[1], str) \
             and rest[1].isidentifier() and not rest[1].startswith("_"):
         return None if rest[0] == "numpy" or isinstance(getattr(builtins, rest[1], None), type) else "malformed"
@@ -756,7 +765,8 @@ def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) 
             items = rest[2][1] if isinstance(rest[2], list) and len(rest[2]) == 2 and rest[2][0] == "l" else None
             ok = isinstance(items, list) and len(items) == 3 and all(type(i) is int for i in items)
         else:
-            ok = isinstance(rest[1], str) and bool(_DTYPE.match(rest[1])) and _plain(rest[2], depth + 1)
+            ok = isinstance(rest[1], str) and bool(_DTYPE.match(rest[1]) or rest[1] in _TEXT_DTYPES) \
+                and _plain(rest[2], depth + 1)
         return _check(rest[3], packages, depth + 1, True) if ok else "not_plain_array"
     if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 and rest[0][0] == "o" \
             and isinstance(rest[0][3], str) and rest[0][3].isidentifier() and isinstance(rest[1], list):
