@@ -259,19 +259,25 @@ def test_a_recording_is_a_fork_of_the_zygote_and_records_what_a_collecting_one_d
     assert log == ["collected, a zygote", "once", "once"]
 
 
-def test_an_instrumented_run_without_a_zygote_collects_and_makes_none(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_instrumented_run_makes_the_zygote_of_the_plain_runs(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """MPE records before its F->P checks have made a zygote: the recording makes it, collecting the plain run
+    of its test (the recorder is loaded into its fork only), and the plain run after it is served."""
     from coharden.mutation.recording import _record_one
 
     repo, commit = repo_factory(PROJECT)
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
     instance = Instance(instance_id="pkg__record", repo=str(repo), base_commit=commit, test_patch="")
     with InstanceExecutor(instance, repo, settings) as ex:
-        test = ex.test_patch(make_patch(repo, TEST), name="t")
+        # a test that fails where the recorder is loaded: the recording's fork, never a plain run's
+        alone = {"tests/test_f.py": TEST["tests/test_f.py"] + "\n\ndef test_plain():\n    import sys\n\n"
+                 "    assert 'coharden_recorder' not in sys.modules\n"}
+        test = ex.test_patch(make_patch(repo, alone), name="t")
         records = _record_one(ex, source_patch="", test=test, targets=[{"path": "pkg/mod.py", "qualname": "f"}],
                               probes=None)
         assert isinstance(records, list)
-        assert any(r["kind"] == "return" for r in records)
-        assert ex.verdicts("", [test])[0].outcome.value == "PASS"
+        assert sorted(r["key"] for r in records if r["kind"] == "return") == ["(1,)", "(5,)"]
+        verdict = ex.verdicts("", [test])[0]
+        assert verdict.outcome.value == "PASS", verdict.reason  # the plain run, served by the zygote: no recorder
         server = ex.site.current
         assert server is not None
-        assert list(server.collect_log) == ["collected", "collected, a zygote"]
+        assert list(server.collect_log) == ["collected, a zygote", "once"]

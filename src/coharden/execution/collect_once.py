@@ -222,6 +222,8 @@ class CollectOnce:
                 self._send({"unsafe": unsafe[:200]})
             except OSError:
                 pass
+            if self.request.get("instrument"):  # collected as the plain run: the plugin now, as a fork loads it
+                _instrument(session.config, self.request["instrument"], self.request.get("env") or {})
             return None  # this process runs the tests itself, as a plain child
         zygote = os.getpid()
         try:
@@ -365,8 +367,6 @@ class CollectOnce:
             if env.get("COHARDEN_STREAM"):
                 os.environ["COHARDEN_STREAM"] = env["COHARDEN_STREAM"]
                 sys.modules["coharden_stream"].redirect(env["COHARDEN_STREAM"])
-            if request.get("instrument"):
-                _instrument(config, request["instrument"], env)
             junit = [a.split("=", 1)[1] for a in request.get("args") or [] if str(a).startswith("--junitxml=")]
             if junit:
                 xml = [p for p in config.pluginmanager.get_plugins() if type(p).__name__ == "LogXML"]
@@ -392,6 +392,8 @@ class CollectOnce:
                     raise RuntimeError("not swappable: " + "; ".join(why))
             _lay_down(self.made)
             _see_frozen()
+            if request.get("instrument"):  # last: a run that leaves must not have started the plugin (its records)
+                _instrument(config, request["instrument"], env)
             ok = b"1" if swapped else b"2"
         except BaseException as exc:  # noqa: BLE001 - leave before any test runs; the server runs it itself
             ok = b"0" + str(exc).encode(errors="replace")[:200]

@@ -178,7 +178,7 @@ def _child(request, swap=None, key=None, zygote=None):
         cwd = request["cwd"]
         os.chdir(cwd)
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(zyg.plain_request(request)["env"] if zygote is not None else request["env"])
         tempfile.tempdir = None
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
@@ -196,7 +196,10 @@ def _child(request, swap=None, key=None, zygote=None):
             if fd is not None:
                 os.write(fd, b"1" if swapped else b"0")
                 os.close(fd)
-        sys.argv = ["pytest", *request["args"]]
+        # a zygote collects the plain run of its tests: an instrumenting plugin is loaded into the runs it forks
+        # (the first one too), never into the session every later run shares
+        args = zyg.plain_request(request)["args"] if zygote is not None else request["args"]
+        sys.argv = ["pytest", *args]
         import pytest
 
         plugins = []
@@ -204,7 +207,7 @@ def _child(request, swap=None, key=None, zygote=None):
             hook = collect.CollectOnce.pytest_runtestloop
             collect.CollectOnce.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(hook)
             plugins.append(collect.CollectOnce(request, *zygote))
-        rc = pytest.main(list(request["args"]), plugins=plugins)
+        rc = pytest.main(list(args), plugins=plugins)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(rc))
@@ -285,14 +288,12 @@ def main():
         why: list[str] = []  # why a zygote did not serve the run
         done = zyg.serve_from_zygote(zygotes, zkey, request, channel, why) if zkey in zygotes else None
         if done is None:
-            plain = zyg.instrumenting(request) is None
-            if plain and zkey in zygotes and why and why[-1].startswith("not swappable"):
+            if zkey in zygotes and why and why[-1].startswith("not swappable"):
                 # the zygote's code differs from this run's outside function bodies (a fix that changes a
                 # module's top level: the zygote was collected on the buggy code): this run's collection
                 # replaces it, so the runs that share this code (the fix's mutants) are served from here on
                 zygotes.pop(zkey).kill()
-            # an instrumented run never makes a zygote (its plugin would stay loaded in every run it serves)
-            created = zkey is not None and zkey not in zygotes and plain
+            created = zkey is not None and zkey not in zygotes
             done = _run_child(request, mode, warm, key, proto, channel, zkey if created else None, zygotes)
             if zkey is not None:
                 why += [f"no zygote: {done.pop('unsafe')}"] if done.get("unsafe") else []

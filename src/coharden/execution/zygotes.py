@@ -24,17 +24,10 @@ def zygote_key(request):
     """What must be equal for a zygote's collected session to serve a run: the client's name for the test state
     (``collect``: its test patches), the run's directory, arguments (the JUnit path aside), environment (the
     result stream aside), warm imports and the limits the zygote set on itself (all but CPU time)."""
+    request = plain_request(request)  # an instrumented run is served by the zygote of the plain runs of its tests
     args = ["--junitxml=" if str(a).startswith("--junitxml=") else a for a in request.get("args") or []
             if a != "-x"]  # a zygote serves runs with and without -x (``CollectOnce._maxfail``)
     env = {k: v for k, v in (request.get("env") or {}).items() if k != "COHARDEN_STREAM"}
-    plugin = instrumenting(request)
-    if plugin is not None:  # an instrumented run is served by the zygote of the plain runs of its tests
-        args = [a for i, a in enumerate(args) if not ((a == "-p" and args[i + 1:i + 2] == [plugin["plugin"]])
-                                                      or (a == plugin["plugin"] and args[i - 1:i] == ["-p"]))]
-        env = {k: v for k, v in env.items() if k not in plugin["env"]}
-        for name in ("COHARDEN_PLUGIN_PATH", "PYTHONPATH"):
-            if name in env:
-                env[name] = os.pathsep.join(p for p in env[name].split(os.pathsep) if p != plugin["path"])
     spec = request.get("warm") or {}
     body = [request.get("collect"), request.get("cwd"), args, env, spec.get("key"), spec.get("modules"),
             spec.get("optional"), request.get("memory_mb"), request.get("max_file_bytes"),
@@ -51,6 +44,23 @@ def instrumenting(request):
             or not isinstance(plugin.get("env"), list) or not all(isinstance(k, str) for k in plugin["env"]):
         return None
     return plugin
+
+
+def plain_request(request):
+    """``request`` as the plain run of the same tests: without its instrumenting plugin (its ``-p``, variables
+    and directory). A zygote made for an instrumented run collects this, so it serves plain runs too, and the
+    plugin is loaded into the instrumented run's fork only (``collect_once._instrument``)."""
+    plugin = instrumenting(request)
+    if plugin is None:
+        return request
+    args = list(request.get("args") or [])
+    args = [a for i, a in enumerate(args) if not ((a == "-p" and args[i + 1:i + 2] == [plugin["plugin"]])
+                                                  or (a == plugin["plugin"] and args[i - 1:i] == ["-p"]))]
+    env = {k: v for k, v in (request.get("env") or {}).items() if k not in plugin["env"]}
+    for name in ("COHARDEN_PLUGIN_PATH", "PYTHONPATH"):
+        if name in env:
+            env[name] = os.pathsep.join(p for p in env[name].split(os.pathsep) if p != plugin["path"])
+    return {**{k: v for k, v in request.items() if k != "instrument"}, "args": args, "env": env}
 
 
 class Zygote:
