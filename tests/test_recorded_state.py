@@ -252,6 +252,23 @@ def test_a_rewritten_state_or_reference_encoding_is_refused(cohs: tuple[Any, str
         assert check_encoding(text, {"cohs"}) is not None
 
 
+@pytest.mark.skipif(sys.version_info < (3, 9), reason="ast's base class is a built-in type before Python 3.9")
+def test_python_syntax_trees_encode_by_their_fields() -> None:
+    import ast
+
+    tree = ast.parse("def f(x: int) -> str:\n    return x + 1\n")
+    enc = encoded(tree, None)[1]
+    assert check_encoding(enc, set()) is None
+    back = decode(enc)
+    assert ast.dump(back, include_attributes=True) == ast.dump(tree, include_attributes=True)
+    assert same(back, tree)
+    assert not same(ast.parse("x + 2"), ast.parse("x + 1"))
+    for forged in (["A", "Module", [["__class__", 1]]], ["A", "Module", [["spam", 1]]], ["A", "AST_", []],
+                   ["A", "literal_eval", []]):
+        with pytest.raises(ValueError):  # noqa: PT011 - the message varies with what is refused
+            decode(json.dumps(forged))
+
+
 def test_an_attribute_beside_a_plain_class_default_is_rebuilt(cohs: tuple[Any, str]) -> None:
     """An instance attribute may stand where the class has a plain default (``printed = 0``): only methods and
     descriptors may not be hidden."""

@@ -222,6 +222,8 @@ def _encode(value, root, depth, budget):
         if home in ("builtins", "numpy") and getattr(sys.modules.get(home), name, None) is value:
             return ["y", home, name]
         return _class_reference(value, root)
+    if isinstance(value, ast.AST) and kind.__module__ in ("ast", "_ast") and vars(ast).get(kind.__name__) is kind:
+        return _ast_node(value, root, depth, budget)
     if isinstance(value, _FUNCTIONS) or (kind.__module__.split(".")[0] == "numpy" and callable(value)):
         return _function_reference(value, root)  # numpy's functions are dispatcher objects since numpy 1.25
     if _by_state(value):
@@ -257,6 +259,15 @@ def _function_reference(func, root):
     if found is not func:
         raise Unencodable("function_outside_repository")
     return ["F", package, module, name]
+
+
+def _ast_node(value, root, depth, budget):
+    """``["A", class, [[field, value], ...]]``: a node of Python's ``ast`` (a project that reads source passes
+    them around: sphinx's ``pycode``) by its fields and positions, rebuilt by its class alone."""
+    names = [*type(value)._fields, *type(value)._attributes]
+    own = vars(value)
+    return ["A", type(value).__name__, [[name, _encode(own[name], root, depth + 1, budget)]
+                                        for name in names if name in own]]
 
 
 def _pandas_index(value, root, depth, budget):
@@ -411,23 +422,23 @@ def decode(text):
 
     Copied verbatim into mutants that return or compare with a recorded value, so no pickle (which can run any code
     while it loads) goes from a test's run into code that runs against other tests. The encoding is JSON: None,
-    booleans, numbers and strings as they are; ``["t"|"l"|"s"|"f", items]`` a tuple, list, set or frozenset;
-    ``["d", [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["r", start, stop, step]`` a
-    range; ``["a", dtype, shape, items]`` a numpy array and ``["n", dtype, item]`` a numpy scalar, of a plain
-    dtype and plain items (read by numpy, which runs no code of theirs), and ``["a", dtype, shape, items, class,
-    attributes]`` an array of the repository's own array class (a view of the array as that class, then its
-    attributes); ``["u", name]`` a numpy ufunc; ``["D", dtype]`` a numpy dtype; ``["y", "builtins"|"numpy",
-    name]`` a type of either; ``["F", package, module, qualname]`` a function of the package (or of numpy's
-    namespace), not called; ``["P", class, dtype, items, name]`` a pandas index of plain items;
-    ``["e", package, module, name, args]`` an exception (a built-in one, or the package's); ``["o", package,
-    {name: module}, text]`` an object of the repository, ``text`` its structural representation (sympy's
-    ``srepr``, else ``repr``): an expression of literals, names and calls, read here with ``ast`` (never
-    ``eval``). A name is looked up in the module the encoding names for it, which must lie in ``package`` and
-    not be a test module, and must be defined there (its own or its class's ``__module__`` in the package); only
-    classes are called. ``["O", class, [[name, value], ...]]`` an object of a package class by its state: made
-    by ``object.__new__`` (never its constructor; a class with a ``__new__`` of its own is refused), then each
-    slot set through its slot and each other attribute written into its ``__dict__`` (no ``__setattr__``, no
-    property runs). Anything else raises ValueError."""
+    booleans, numbers and strings as they are; ``["t"|"l"|"s"|"f", items]`` a tuple, list, set or frozenset; ``["d",
+    [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["r", start, stop, step]`` a range;
+    ``["a", dtype, shape, items]`` a numpy array and ``["n", dtype, item]`` a numpy scalar, of a plain dtype and
+    plain items (read by numpy, which runs no code of theirs), and ``["a", dtype, shape, items, class, attributes]``
+    an array of the repository's own array class (a view of the array as that class, then its attributes); ``["A",
+    class, [[field, value], ...]]`` a node of Python's ``ast``; ``["u", name]`` a numpy ufunc; ``["D", dtype]`` a
+    numpy dtype; ``["y", "builtins"|"numpy", name]`` a type of either; ``["F", package, module, qualname]`` a
+    function of the package (or of numpy's namespace), not called; ``["P", class, dtype, items, name]`` a pandas
+    index of plain items; ``["e", package, module, name, args]`` an exception (a built-in one, or the package's);
+    ``["o", package, {name: module}, text]`` an object of the repository, ``text`` its structural representation
+    (sympy's ``srepr``, else ``repr``): an expression of literals, names and calls, read here with ``ast`` (never
+    ``eval``). A name is looked up in the module the encoding names for it, which must lie in ``package`` and not be
+    a test module, and must be defined there (its own or its class's ``__module__`` in the package); only classes
+    are called. ``["O", class, [[name, value], ...]]`` an object of a package class by its state: made by
+    ``object.__new__`` (never its constructor; a class with a ``__new__`` of its own is refused), then each slot set
+    through its slot and each other attribute written into its ``__dict__`` (no ``__setattr__``, no property runs).
+    Anything else raises ValueError."""
     import ast
     import builtins
     import importlib
@@ -581,6 +592,16 @@ def decode(text):
             if type(made).__name__ != rest[0]:
                 raise ValueError(f"not a pandas {rest[0]}")
             return made
+        if tag == "A" and len(rest) == 2 and isinstance(rest[0], str) and isinstance(rest[1], list):
+            cls = vars(ast).get(rest[0]) if rest[0].isidentifier() and not rest[0].startswith("_") else None
+            if not (isinstance(cls, type) and issubclass(cls, ast.AST)):
+                raise ValueError("not a node class of ast")
+            fields = {}
+            for pair in rest[1]:  # only the class's own fields and positions
+                if not (isinstance(pair, list) and len(pair) == 2 and pair[0] in (*cls._fields, *cls._attributes)):
+                    raise ValueError("not a field of the node")
+                fields[pair[0]] = value(pair[1], guarded)
+            return cls(**fields)  # the C constructor: it stores the fields, runs no other code
         if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 \
                 and rest[0][0] == "o" and isinstance(rest[0][3], str) and rest[0][3].isidentifier() \
                 and isinstance(rest[1], list):  # a class by its name, never a call
@@ -688,6 +709,8 @@ def _modules(tree: object) -> set[str]:
         return _modules(tree[4])
     if tree[0] == "O":
         return _modules(tree[1]).union(*(_modules(pair[1]) for pair in tree[2]))
+    if tree[0] == "A":
+        return set().union(*(_modules(pair[1]) for pair in tree[2]))
     return set()
 
 
@@ -748,6 +771,12 @@ def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) 
                 return "malformed"
             return _first(_check(part, packages, depth + 1) for part in rest[3:])
         return None
+    if tag == "A" and len(rest) == 2 and isinstance(rest[0], str) and isinstance(rest[1], list):
+        if not rest[0].isidentifier() or rest[0].startswith("_") or not all(
+                isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and pair[0].isidentifier()
+                and not pair[0].startswith("_") for pair in rest[1]):
+            return "malformed"
+        return _first(_check(pair[1], packages, depth + 1, guarded) for pair in rest[1])
     if tag == "D" and len(rest) == 1:
         return None if isinstance(rest[0], str) and (_DTYPE.match(rest[0]) or rest[0] == "|O") else "not_plain_array"
     if tag == "y" and len(rest) == 2 and rest[0] in ("builtins", "numpy") and isinstance(rest[1], str) \
