@@ -288,11 +288,6 @@ def main():
         why: list[str] = []  # why a zygote did not serve the run
         done = zyg.serve_from_zygote(zygotes, zkey, request, channel, why) if zkey in zygotes else None
         if done is None:
-            if zkey in zygotes and why and why[-1].startswith("not swappable"):
-                # the zygote's code differs from this run's outside function bodies (a fix that changes a
-                # module's top level: the zygote was collected on the buggy code): this run's collection
-                # replaces it, so the runs that share this code (the fix's mutants) are served from here on
-                zygotes.pop(zkey).kill()
             created = zkey is not None and zkey not in zygotes
             done = _run_child(request, mode, warm, key, proto, channel, zkey if created else None, zygotes)
             if zkey is not None:
