@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coharden import pysource
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.pytest_verdicts import verdict_for
@@ -156,7 +157,7 @@ def _outline(source: str) -> tuple[str, list[tuple[int, int, str, str, str]]] | 
     first line, its name, its qualified name and its own body - nested functions' bodies left out), or None when
     it does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)  # one thread at a time (CPython 3.11's AST constructor)
     except (SyntaxError, ValueError):
         return None
     named = _defs(tree)

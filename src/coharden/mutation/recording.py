@@ -27,6 +27,7 @@ from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.readback import read_text
 from coharden.mutation.recorder_values import check_encoding
 from coharden.patches import touched_files
+from coharden.pysource import parsing
 from coharden.schema.testpatch import TestPatch
 
 Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
@@ -249,8 +250,9 @@ def parse_records(text: str, root: Path, packages: dict[str, str] | None = None,
             dropped["malformed"] += 1
             continue
         assert isinstance(rec, dict)
-        unsafe = next((why for field in ENCODED if rec.get(field) is not None
-                       and (why := check_encoding(rec[field], set(packages or {}), module_exists))), None)
+        with parsing():  # check_encoding parses structural reprs with ast: one thread at a time
+            unsafe = next((why for field in ENCODED if rec.get(field) is not None
+                           and (why := check_encoding(rec[field], set(packages or {}), module_exists))), None)
         if unsafe is not None:
             dropped[f"unsafe_value:{unsafe}"] += 1
             continue
