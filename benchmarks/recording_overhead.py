@@ -16,7 +16,6 @@ whether both modes recorded the same calls (they must).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -26,15 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.instances import load_instances, resolve_repo
 from coharden.mutation.context import record_targets
 from coharden.mutation.pool import fix_context
 from coharden.mutation.recording import _record_one
 from coharden.patches import split_patch
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "printer_brackets"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_overhead.py beside this file, however it is loaded
+from run_overhead import instance_parser, open_instance  # noqa: E402 - the same instance arguments
+
 MODES = (("zygote", True), ("collect", False))
 
 
@@ -47,27 +46,10 @@ def calls(records: list[dict[str, Any]] | str) -> list[tuple]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("instance", nargs="?", type=Path, default=os.environ.get("COHARDEN_RUN_OVERHEAD_INSTANCE"),
-                        help="instance directory or SWE-bench records file (default: the bundled example)")
-    parser.add_argument("--id", dest="instance_id", help="instance id within a records file")
-    parser.add_argument("--repos", type=Path, help="directory holding owner__name repositories")
-    parser.add_argument("-n", type=int, default=3, help="timed rounds (default 3)")
-    parser.add_argument("--timeout", type=float, default=300.0)
-    args = parser.parse_args(argv)
-    source = Path(args.instance or EXAMPLE)
+    args = instance_parser(__doc__, rounds=3).parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="coharden-bench-"))
     try:
-        settings = Settings(timeout=args.timeout, repos_dir=args.repos, cache_dir=scratch / "cache", workers=1)
-        found = load_instances(source, settings.cache_dir, [args.instance_id] if args.instance_id else None)
-        if len(found) != 1:
-            sys.exit(f"{source}: holds {len(found)} instances; choose one with --id")
-        instance = found[0].instance
-        repo = resolve_repo(instance, settings.repos_dir)
-        if source.is_file():  # a SWE-bench record: its spec environment (built once)
-            from coharden.environment.derived import auto_spec_settings
-
-            settings = auto_spec_settings(instance, repo, settings)
+        instance, repo, settings = open_instance(args, scratch)
         if settings.runner != "pytest":
             print(f"skipped: {instance.instance_id} runs with the {settings.runner} runner (no fork server)")
             return 0

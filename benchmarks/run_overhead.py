@@ -85,26 +85,41 @@ def _ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def instance_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
+    """The arguments of a benchmark of one instance (this one's, ``recording_overhead.py``'s): where the
+    instance is, its repositories, the timed rounds."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("instance", nargs="?", type=Path, default=os.environ.get("COHARDEN_RUN_OVERHEAD_INSTANCE"),
                         help="instance directory or records file (default: the bundled printer_brackets example)")
     parser.add_argument("--id", dest="instance_id", help="instance id within a records file")
     parser.add_argument("--repos", type=Path, help="directory holding owner__name repositories")
-    parser.add_argument("-n", type=int, default=5, help="timed rounds (default 5)")
-    parser.add_argument("--mutants", type=int, default=3, help="mechanical mutants besides the fix (default 3)")
+    parser.add_argument("-n", type=int, default=rounds, help=f"timed rounds (default {rounds})")
     parser.add_argument("--timeout", type=float, default=300.0)
+    return parser
+
+
+def open_instance(args: argparse.Namespace, scratch: Path) -> tuple[Instance, Path, Settings]:
+    """The instance ``instance_parser``'s arguments name, its repository and its settings (a SWE-bench record's
+    spec environment, built once; caches in ``scratch``)."""
+    settings = Settings(timeout=args.timeout, repos_dir=args.repos, cache_dir=scratch / "cache", workers=1)
+    source = Path(args.instance or EXAMPLE)
+    instance = load_instance(source, args.instance_id, settings)
+    repo = resolve_repo(instance, settings.repos_dir)
+    if source.is_file():  # a SWE-bench record: its spec environment (built once)
+        from coharden.environment.derived import auto_spec_settings
+
+        settings = auto_spec_settings(instance, repo, settings)
+    return instance, repo, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = instance_parser(__doc__, rounds=5)
+    parser.add_argument("--mutants", type=int, default=3, help="mechanical mutants besides the fix (default 3)")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="coharden-bench-"))
     try:
-        settings = Settings(timeout=args.timeout, repos_dir=args.repos, cache_dir=scratch / "cache", workers=1)
-        instance = load_instance(Path(args.instance or EXAMPLE), args.instance_id, settings)
-        repo = resolve_repo(instance, settings.repos_dir)
-        if Path(args.instance or EXAMPLE).is_file():  # a SWE-bench record: its spec environment (built once)
-            from coharden.environment.derived import auto_spec_settings
-
-            settings = auto_spec_settings(instance, repo, settings)
+        instance, repo, settings = open_instance(args, scratch)
         fix, _ = split_patch(instance.patch, settings.test_patterns)
         executors = {name: InstanceExecutor(instance, repo, settings.with_overrides(collect_once=on), store=None)
                      for name, on in (("collect once", True), ("collect each time", False))}

@@ -178,7 +178,10 @@ def _child(request, swap=None, key=None, zygote=None):
         cwd = request["cwd"]
         os.chdir(cwd)
         os.environ.clear()
-        os.environ.update(zyg.plain_request(request)["env"] if zygote is not None else request["env"])
+        # a zygote collects the plain run of its tests: an instrumenting plugin is loaded into the runs it forks
+        # (the first one too), never into the session every later run shares
+        session = zyg.plain_request(request) if zygote is not None else request
+        os.environ.update(session["env"])
         tempfile.tempdir = None
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
@@ -196,9 +199,7 @@ def _child(request, swap=None, key=None, zygote=None):
             if fd is not None:
                 os.write(fd, b"1" if swapped else b"0")
                 os.close(fd)
-        # a zygote collects the plain run of its tests: an instrumenting plugin is loaded into the runs it forks
-        # (the first one too), never into the session every later run shares
-        args = zyg.plain_request(request)["args"] if zygote is not None else request["args"]
+        args = session["args"]
         sys.argv = ["pytest", *args]
         import pytest
 

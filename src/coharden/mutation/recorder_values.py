@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import json
 import os
 import re
@@ -69,8 +70,6 @@ def encoded(value, root, text=None):
     if not same(back, value):
         raise Unencodable("not_equal_after_decoding")
     if text is None or " at 0x" in text or len(text) > 2000:  # the repr cannot name the input
-        import hashlib
-
         text = f"<{type(value).__qualname__} state {hashlib.sha256(enc.encode()).hexdigest()[:20]}>"
     return text, enc
 
