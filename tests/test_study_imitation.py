@@ -78,6 +78,45 @@ def test_imitation_per_source_golden_against_itself_and_over_specification() -> 
     assert "Otter++ (Rigorous) rejects alt-1" in text
 
 
+def test_validity_per_pool_takes_its_classes_from_the_laxity_interval() -> None:
+    """Classes come from the laxity's exact interval: a sampled pool's 1 of 2 is Borderline where the same counts
+    over every mutant the operators gave (a census) are Lax; LLM mutants are always a sample; the validity figure
+    is given for the mechanical pool, the LLM pool alone and both pooled, each with its own classes."""
+    accepts = ("FAIL", "PASS", "FAIL")  # Otter lets the wrong fix through, Otter++ does not
+    mechanical = [_mutant("narrowed_scope-1", "narrowed_scope", ("FAIL", "PASS", "FAIL")),
+                  _mutant("incomplete_fix-1", "incomplete_fix", ("FAIL", "FAIL", "FAIL"))]
+    llm = [_mutant(f"vanilla-{i}", "vanilla", ("FAIL", "PASS", "PASS"), "llm") for i in range(1, 5)]
+    pool = {"model": "m", "complete": True, "per_operator": {"vanilla": {}}}
+    census = _row("a-1", accepts, [*mechanical, *llm], llm_pool=pool, pool={"dropped": {}})
+    sampled = _row("b-2", accepts, [*mechanical, *llm], llm_pool=pool,
+                   pool={"dropped": {"narrowed_scope": {"over_budget": 4}}})
+    summary = summarize_imitation([census, sampled], ["narrowed_scope", "incomplete_fix"], tau=0.202)
+    mech = {(t["instance_id"], t["system"]): t for t in summary["tests"]}
+    assert (mech[("a-1", "Otter")]["test_class"], mech[("a-1", "Otter")]["census"]) == ("Lax", True)
+    assert mech[("a-1", "Otter")]["interval"] == [0.5, 0.5]
+    assert mech[("b-2", "Otter")]["test_class"] == "Borderline"  # 1 of 2 sampled: [0.013, 0.987] straddles tau
+    low, high = mech[("b-2", "Otter")]["interval"]
+    assert low < 0.202 < high
+    assert mech[("a-1", "Otter++")]["test_class"] == "Rigorous"  # 0 of 2, exact
+    assert mech[("b-2", "Otter++")]["test_class"] == "Borderline"  # 0 of 2 sampled: [0, 0.84]
+    figures = summary["llm"]
+    only = {(t["instance_id"], t["system"]): t for t in figures["tests_llm"]}
+    # 4 of 4 LLM mutants let through by both system tests: Lax on either instance ([0.40, 1] lies above tau)
+    assert {t["test_class"] for t in only.values()} == {"Lax"}
+    assert not any(t["census"] for t in only.values())
+    assert only[("a-1", "Otter++")]["accepts"] is False
+    assert (figures["validity_llm"].n, figures["validity_llm"].per_class["Lax"].hits) == (4, 2)
+    assert figures["validity_mechanical"].n == 4
+    assert "Borderline" in figures["validity_mechanical"].per_class
+    mixed = {(t["instance_id"], t["system"]): t for t in figures["tests_mixed"]}
+    assert mixed[("a-1", "Otter")]["census"] is False  # LLM mutants in the pool: a sample
+    assert mixed[("a-1", "Otter")]["laxity"] == 5 / 6
+    text = "\n".join(render_imitation(summary, ["narrowed_scope", "incomplete_fix"], 3))
+    assert "| LLM pool, per test | 2/4" in text
+    assert "| b-2 | Otter | Borderline | 0.50 [0.01, 0.99] |" in text
+    assert "| a-1 | Otter | Lax 1.00 [0.40, 1.00] | Lax 0.83 [0.36, 1.00] | accepts |" in text
+
+
 def test_golden_against_itself_flags_a_copy_that_is_not_fail_to_pass() -> None:
     row = _row("c-3", ("FAIL", "FAIL", "FAIL"), [])
     row["golden_copy"]["buggy"] = "PASS"

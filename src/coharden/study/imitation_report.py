@@ -15,10 +15,22 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
+VALIDITY_HEADER = ["group", "Lax tests accepting the wrong fix", "Borderline accepting", "Rigorous accepting", "n",
+                   "Fisher p (Lax vs Rigorous)", "AUC"]
+
+
 def _vrow(label: str, v: stats.Validity) -> list[str]:
-    lax, rig = v.per_class.get("Lax"), v.per_class.get("Rigorous")
-    return [label, lax.text() if lax else "-", rig.text() if rig else "-", str(v.n),
+    shares = [v.per_class.get(c) for c in ("Lax", "Borderline", "Rigorous")]
+    return [label, *(s.text() if s else "-" for s in shares), str(v.n),
             "n/a" if v.fisher_p is None else f"{v.fisher_p:.3g}", _f(v.auc)]
+
+
+def _laxity(test: dict[str, Any]) -> str:
+    """``0.50 [0.12, 0.88]``; the point alone when the mutants are the whole pool (census) or without one."""
+    if test["laxity"] is None or not test.get("interval") or test.get("census"):
+        return _f(test["laxity"])
+    low, high = test["interval"]
+    return f"{test['laxity']:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -55,11 +67,13 @@ def render_imitation(summary: dict[str, Any], operators: list[str], per_operator
     if summary["errors"]:
         out += [f"Instances whose step failed: {', '.join(summary['errors'])}", ""]
     out += ["### Validity with this pool", "",
-            "Classes from the matrices of each F->P system test against the golden test over the same mutants.", ""]
-    out += _table(["group", "Lax tests accepting the wrong fix", "Rigorous tests accepting", "n", "Fisher p", "AUC"],
+            "Classes from the matrices of each F->P system test against the golden test over the same mutants: "
+            "the laxity's exact interval decides (Lax at or above tau, Rigorous below, Borderline when it "
+            "straddles tau); where the pool holds every mutant its operators gave, the laxity is exact.", ""]
+    out += _table(VALIDITY_HEADER,
                   [_vrow("per test", summary["validity"]),
                    _vrow("one vote per (instance, class)", summary["validity_by_instance"])]) + [""]
-    test_rows = [[t["instance_id"], t["system"], t["test_class"], _f(t["laxity"]),
+    test_rows = [[t["instance_id"], t["system"], t["test_class"], _laxity(t),
                   "/".join(str(t["counts"][c]) for c in ("alpha", "beta", "gamma", "delta")),
                   {True: "accepts", False: "rejects", None: "-"}[t["accepts"]],
                   ", ".join(f"{op} {lax:.2f}" for op, lax in t["per_operator"].items())]
@@ -117,7 +131,20 @@ def _llm(llm: dict[str, Any]) -> list[str]:
     out += _table(["operator", "wrong fixes imitated", "of those some graded test accepts"], rows) + [""]
     if llm["incomplete"]:
         out += [f"LLM pool incomplete (fail closed) on: {', '.join(llm['incomplete'])}", ""]
-    out += _table(["group", "Lax tests accepting the wrong fix", "Rigorous tests accepting", "n", "Fisher p", "AUC"],
-                  [_vrow("mixed pool, per test", llm["validity_mixed"]),
-                   _vrow("mixed pool, one vote per (instance, class)", llm["validity_mixed_by_instance"])]) + [""]
+    out += ["Validity on the instances with LLM mutants, the same tests graded three ways: over the mechanical "
+            "mutants, the LLM mutants alone, and both pooled (classes from the laxity's interval).", ""]
+    out += _table(VALIDITY_HEADER,
+                  [_vrow("mechanical pool, per test", llm["validity_mechanical"]),
+                   _vrow("LLM pool, per test", llm["validity_llm"]),
+                   _vrow("LLM pool, one vote per (instance, class)", llm["validity_llm_by_instance"]),
+                   _vrow("both pooled, per test", llm["validity_mixed"]),
+                   _vrow("both pooled, one vote per (instance, class)", llm["validity_mixed_by_instance"])]) + [""]
+    mixed = {(t["instance_id"], t["system"]): t for t in llm.get("tests_mixed", [])}
+    rows = [[t["instance_id"], t["system"], f"{t['test_class']} {_laxity(t)}",
+             "{} {}".format(mixed[key]["test_class"], _laxity(mixed[key])) if key in mixed else "-",
+             {True: "accepts", False: "rejects", None: "-"}[t["accepts"]]]
+            for t in llm.get("tests_llm", []) for key in [(t["instance_id"], t["system"])]]
+    if rows:
+        out += _table(["instance", "system", "LLM pool: class, laxity", "both pooled: class, laxity", "wrong fix"],
+                      rows) + [""]
     return out

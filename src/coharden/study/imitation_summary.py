@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from coharden.analysis import stats
+from coharden.schema.estimate import DEFAULT_CONFIDENCE, Estimate
 from coharden.schema.matrix import Cell, cell, classify
 
 MECHANICAL = "mechanical"
@@ -79,12 +80,23 @@ def closest(row: dict[str, Any], source: str = MECHANICAL) -> tuple[int, int]:
     return best, len(names)
 
 
+def _census(row: dict[str, Any], sources: Sequence[str]) -> bool:
+    """Whether the row's mutants of ``sources`` are every mutant its pool could give: the mechanical operators'
+    when none was left out over budget. LLM mutants are a sample of the model's replies, never a census."""
+    if set(sources) != {MECHANICAL}:
+        return False
+    return not any("over_budget" in reasons for reasons in row.get("pool", {}).get("dropped", {}).values())
+
+
 def laxities_per_test(row: dict[str, Any], tau: float, golden: str = "golden",
-                      sources: Sequence[str] = (MECHANICAL,)) -> list[dict[str, Any]]:
+                      sources: Sequence[str] = (MECHANICAL,),
+                      confidence: float = DEFAULT_CONFIDENCE) -> list[dict[str, Any]]:
     """Per F->P system test of ``row``: matrix against the golden test over the row's admissible mutants of
-    ``sources``, laxity, class, per-operator laxity, and whether it accepts the wrong fix (the golden test
-    rejecting it)."""
+    ``sources``, laxity with its interval, the class the interval decides (Borderline when it straddles tau;
+    :mod:`coharden.schema.estimate`), per-operator laxity, and whether it accepts the wrong fix (the golden
+    test rejecting it)."""
     out = []
+    census = _census(row, sources)
     gold_rejects = row.get("wrong", {}).get(golden) not in (None, "PASS")
     for name in row.get("tests", []):
         if name == golden:
@@ -101,16 +113,19 @@ def laxities_per_test(row: dict[str, Any], tau: float, golden: str = "golden",
             slot = per_op.setdefault(m["operator"], [0, 0])
             slot[0] += which is Cell.BETA
             slot[1] += 1
-        admissible = sum(counts.values())
-        laxity = counts["beta"] / admissible if admissible and fp else None
+        estimate = Estimate(beta=counts["beta"], admissible=sum(counts.values()), confidence=confidence,
+                            census=census)
+        laxity = estimate.laxity if fp else None
+        interval = estimate.interval if fp else None
         test_class = classify(fails_on_buggy=row["buggy"].get(name) == "FAIL",
                               passes_on_fixed=row["fixed"].get(name) == "PASS", laxity=laxity, tau=tau,
                               admissible=row["buggy"].get(name) in ("PASS", "FAIL")
-                              and row["fixed"].get(name) in ("PASS", "FAIL")).value
+                              and row["fixed"].get(name) in ("PASS", "FAIL"), interval=interval).value
         verdict = row.get("wrong", {}).get(name)
         accepts = (verdict == "PASS") if gold_rejects and verdict in ("PASS", "FAIL") else None
         out.append({"instance_id": row["instance_id"], "system": name, "test_class": test_class, "laxity": laxity,
-                    "counts": counts, "accepts": accepts,
+                    "interval": list(interval) if interval else None, "census": census, "counts": counts,
+                    "accepts": accepts,
                     "per_operator": {op: b / n for op, (b, n) in sorted(per_op.items()) if n}})
     return out
 
@@ -197,15 +212,17 @@ def imitation_figures(rows: Sequence[dict[str, Any]], operators: Sequence[str], 
 
 
 def summarize_imitation(rows: Sequence[dict[str, Any]], operators: Sequence[str], tau: float,
-                        fix_rows: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """Per operator and overall: the share of real wrong fixes imitated; the kinds missed; validity; and, from
-    ``fix_rows`` (the study's fix verdicts), over-specification with this pool's classes; the golden test
-    against itself; with LLM mutants, the same imitation figure for them (``llm``)."""
+                        fix_rows: Sequence[dict[str, Any]] = (),
+                        confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
+    """Per operator and overall: the share of real wrong fixes imitated; the kinds missed; validity (classes
+    from the laxity's interval at ``confidence``); and, from ``fix_rows`` (the study's fix verdicts),
+    over-specification with this pool's classes; the golden test against itself; with LLM mutants, the same
+    imitation figure for them and validity with the LLM mutants alone and with both pooled (``llm``)."""
     from coharden.study.summary import by_instance
 
     usable = [r for r in rows if not r.get("error") and r.get("tests")]
     summary = imitation_figures(usable, operators, MECHANICAL)
-    tests = [t for r in usable for t in laxities_per_test(r, tau)]
+    tests = [t for r in usable for t in laxities_per_test(r, tau, confidence=confidence)]
     summary.update(errors=[r["instance_id"] for r in rows if r.get("error")], tests=tests,
                    validity=stats.validity(tests), validity_by_instance=stats.validity(by_instance(tests)),
                    over_specification=over_specification(tests, fix_rows), golden_vs_golden=golden_vs_golden(usable),
@@ -215,12 +232,19 @@ def summarize_imitation(rows: Sequence[dict[str, Any]], operators: Sequence[str]
         llm_ops = sorted({m["operator"] for r in with_llm for m in _mutants(r, [LLM])}
                          | {op for r in with_llm for op in r["llm_pool"].get("per_operator", {})})
         figures = imitation_figures(with_llm, llm_ops, LLM)
-        mixed = [t for r in with_llm for t in laxities_per_test(r, tau, sources=(MECHANICAL, LLM))]
+        llm_only = [t for r in with_llm for t in laxities_per_test(r, tau, sources=(LLM,), confidence=confidence)]
+        mixed = [t for r in with_llm
+                 for t in laxities_per_test(r, tau, sources=(MECHANICAL, LLM), confidence=confidence)]
+        mechanical = [t for r in with_llm for t in laxities_per_test(r, tau, confidence=confidence)]
         figures.update(operators=llm_ops, model=with_llm[0]["llm_pool"].get("model"),
                        incomplete=[r["instance_id"] for r in with_llm if not r["llm_pool"].get("complete", True)],
                        either=stats.Share(sum(1 for r in with_llm if imitating_operators(r, MECHANICAL)
                                               or imitating_operators(r, LLM)), len(with_llm)),
+                       validity_mechanical=stats.validity(mechanical),
+                       validity_llm=stats.validity(llm_only),
+                       validity_llm_by_instance=stats.validity(by_instance(llm_only)),
                        validity_mixed=stats.validity(mixed),
-                       validity_mixed_by_instance=stats.validity(by_instance(mixed)))
+                       validity_mixed_by_instance=stats.validity(by_instance(mixed)),
+                       tests_llm=llm_only, tests_mixed=mixed)
         summary["llm"] = figures
     return summary

@@ -162,7 +162,8 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         from coharden.study.imitation_summary import summarize_imitation
 
         ops = [op.value for op in config.mpe.operators]
-        summary["imitation"] = summarize_imitation(rows["imitation"], ops, config.mpe.tau, rows.get("fix", []))
+        summary["imitation"] = summarize_imitation(rows["imitation"], ops, config.mpe.tau, rows.get("fix", []),
+                                                   config.mpe.confidence)
         if "llm" not in summary["imitation"]:  # the study's pool is mechanical unless a model is configured
             summary["imitation"]["llm_skipped"] = config.llm_skipped or "no model configured; the pool is mechanical"
         text += "\n" + "\n".join(render_imitation(summary["imitation"], ops, config.mpe.per_operator))
