@@ -22,6 +22,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.runners import (
     RUNNERS,
     DjangoRunner,
+    PytestRunner,
     SympyRunner,
     make_runner,
     parse_django_log,
@@ -129,6 +130,36 @@ def test_log_runner_rules_missing_skipped_and_timeout(tmp_path: Path) -> None:
     assert slow.outcome is Outcome.TIMEOUT
 
 
+def test_a_run_that_ran_no_test_is_not_a_harness_error(tmp_path: Path) -> None:
+    """bin/test given a file outside sympy/ (a generated ``test_reproduce.py`` at the root, Devstral's layout), or
+    a test file that fails to import, finishes having run nothing: the ids did not run (COLLECTION_ERROR, as
+    pytest's uncollected ids), where a harness error would be retried by every rerun. Output that is neither
+    per-test lines nor the runner's own 'ran nothing' line stays a harness error."""
+    banner = "print('=' * 18 + ' tests finished: 0 passed, in 0.00 seconds ' + '=' * 19)"
+    _fake_bin_test(tmp_path, banner)
+    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
+    assert "test ids not run: test_a (sympy finished and ran no test" in verdict.reason
+    assert verdict.tests == {"test_a": [TestStatus.MISSING]}
+    _fake_bin_test(tmp_path, banner + "; sys.exit(3)")  # the banner, then a crash of the runner: its own failure
+    assert run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable).outcome \
+        is Outcome.HARNESS_ERROR
+    _fake_bin_test(tmp_path, "print('tests finished: 0 passed, in 0.01 seconds')")  # not the runner's own line
+    assert run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable).outcome \
+        is Outcome.HARNESS_ERROR
+    # a test file that imports what the environment lacks (sympy-13773's generated test imports pytest)
+    _fake_bin_test(tmp_path, "print('sympy/t/test_x.py[?]   Failed to import'); print('_' * 40); "
+                   "print(\"ModuleNotFoundError: No module named 'pytest'\"); "
+                   "print('=' * 11 + ' tests finished: 0 passed, 1 exceptions, in 0.00 seconds ' + '=' * 12); "
+                   "sys.exit(1)")
+    failed = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert failed.outcome is Outcome.COLLECTION_ERROR
+    assert "a test file failed to import: ModuleNotFoundError: No module named 'pytest'" in failed.reason
+    assert DjangoRunner.empty_run.search("\nRan 0 tests in 0.000s\n\nOK\n")
+    assert not DjangoRunner.empty_run.search("Ran 10 tests in 0.100s")
+    assert PytestRunner.empty_run.search("============================ no tests ran in 0.01s =============")
+
+
 def test_log_runners_have_no_network(tmp_path: Path) -> None:
     _fake_bin_test(tmp_path, "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=3)\n"
                    "    print('test_net ok')\nexcept OSError as exc:\n    print(exc); print('test_net F')")
@@ -158,7 +189,7 @@ def test_a_bare_name_in_two_files_grades_both_of_its_ids(tmp_path: Path) -> None
 
 
 SYMPY = Path("/work/repos/sympy__sympy")
-SYMPY_PY = Path("/work/envs/sympy311/bin/python")
+SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON", "/work/envs/sympy311/bin/python"))  # with pytest, mpmath
 
 
 @pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")
@@ -178,6 +209,22 @@ def test_sympy_bin_test_through_the_executor(tmp_path: Path) -> None:
         verdict = executor.verdict("", golden)
     assert verdict.passed, verdict.reason
     assert verdict.tests == {f"{path}::test_coharden_probe": [TestStatus.PASSED]}
+
+
+@pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")
+def test_a_test_file_bin_test_does_not_collect_is_not_run(tmp_path: Path) -> None:
+    """A test patch that adds ``test_reproduce.py`` at the root of a real sympy checkout: bin/test runs no test
+    there, and the verdict says the ids did not run (not a harness error a rerun would retry)."""
+    commit = run_git(SYMPY, "rev-list", "-1", "--before=2021-06-01", "HEAD").strip()
+    test_patch = _diff("test_reproduce.py", "", "def test_reproduce():\n    assert 1 == 2\n").replace(
+        "--- a/test_reproduce.py", "new file mode 100644\n--- /dev/null")
+    instance = Instance(instance_id="sympy__root", repo=str(SYMPY), base_commit=commit, test_patch=test_patch,
+                        FAIL_TO_PASS=["test_reproduce"])
+    settings = Settings(python=str(SYMPY_PY), runner="sympy", fork_server=False, timeout=300)
+    with InstanceExecutor(instance, SYMPY, settings) as executor:
+        verdict = executor.verdict("", executor.golden_test())
+    assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason + verdict.output_tail
+    assert "ran no test" in verdict.reason
 
 
 def _diff(path: str, old: str, new: str) -> str:

@@ -50,6 +50,10 @@ class Runner(Protocol):
     def command(self, python: str, ids: list[str]) -> RunnerCommand:
         """The command (run from the repository root) that runs ``ids``."""
 
+    empty_run: ClassVar[re.Pattern[str]]
+    """The line a finished run prints when it ran no test at all (the ids name nothing it collects: a test file
+    outside the directories it searches). Such a run is not a harness failure: its tests did not run."""
+
     def parse(self, output: str) -> dict[str, TestStatus]:
         """{test id: status} from the command's output (empty when nothing could be read)."""
 
@@ -69,6 +73,7 @@ class DjangoRunner:
 
     name: ClassVar[RunnerName] = "django"
     command_marker: ClassVar[str] = "runtests.py"
+    empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^Ran 0 tests in [\d.]+s$", re.M)
 
     def __init__(self, extra_labels: list[str] | None = None, settings_module: str = "test_sqlite") -> None:
         self.extra_labels = list(extra_labels or [])
@@ -172,6 +177,10 @@ class SympyRunner:
 
     name: ClassVar[RunnerName] = "sympy"
     command_marker: ClassVar[str] = "bin/test"
+    # bin/test given a file outside sympy/ (a generated test_reproduce.py at the root) collects nothing; a test
+    # file that fails to import counts as an exception, with no per-test line
+    empty_run: ClassVar[re.Pattern[str]] = re.compile(
+        r"^=+ tests finished: 0 passed, (?:\d+ exceptions?, )?in [\d.]+ seconds =+$", re.M)
 
     def __init__(self) -> None:
         self.files: list[str] = []
@@ -229,7 +238,8 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
                           output_tail=_tail(proc.output))
     else:
         verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
-                                   timed_out=proc.timed_out, duration=proc.duration, runner=runner.name)
+                                   timed_out=proc.timed_out, duration=proc.duration, runner=runner.name,
+                                   ran_none=bool(runner.empty_run.search(proc.output)))
     verdict.isolation = proc.isolation
     return verdict
 
@@ -248,10 +258,19 @@ def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str,
 
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
-                     timed_out: bool, duration: float, runner: str) -> Verdict:
+                     timed_out: bool, duration: float, runner: str, ran_none: bool = False) -> Verdict:
+    """``ran_none``: the runner said it finished having run no test (its ``empty_run`` line). Without any
+    per-test result that is the tests not running (COLLECTION_ERROR, as pytest's uncollected ids), not a harness
+    failure, which a rerun would retry for ever."""
     base: dict[str, Any] = {"duration": duration, "output_tail": _tail(output)}
     if timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
+    if not statuses and ran_none and returncode in (0, 1, 5):
+        error = re.search(r"^\w+(?:Error|Exception): .+$", output, re.M)
+        why = f"a test file failed to import: {error[0][:200]}" if error else "the files name none it collects"
+        reason = f"test ids not run: {', '.join(ids[:5])} ({runner} finished and ran no test: {why})"
+        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests={i: [TestStatus.MISSING] for i in ids},
+                       **base)
     if not statuses:
         reason = f"{runner} output has no per-test result (exit code {returncode}); unparsed tail:\n{_tail(output, 15)}"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
@@ -296,6 +315,7 @@ class PytestRunner:
 
     name: ClassVar[RunnerName] = "pytest"
     command_marker: ClassVar[str] = ""
+    empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^=+ no tests ran in [\d.]+s", re.M)
 
     def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
         return list(names)  # SWE-bench's pytest ids are node ids already
