@@ -160,6 +160,23 @@ def test_a_run_that_ran_no_test_is_not_a_harness_error(tmp_path: Path) -> None:
     assert PytestRunner.empty_run.search("============================ no tests ran in 0.01s =============")
 
 
+def test_code_that_raises_before_any_test_runs_is_not_a_harness_error(tmp_path: Path) -> None:
+    """A mutant that breaks the package's import (sympy-12481: ``import sympy`` in bin/test raised) leaves no
+    test run: COLLECTION_ERROR naming the error, as a test module that fails to import under pytest. A traceback
+    whose innermost frame is outside the checkout (the runner's or the environment's own failure) stays a harness
+    error."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise ValueError('there were repeated elements.')\n")
+    _fake_bin_test(tmp_path, f"sys.path.insert(0, {str(tmp_path)!r})\nimport pkg")
+    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
+    assert verdict.reason == ("test ids not run: test_a (the code under test raised before sympy ran a test: "
+                              "ValueError: there were repeated elements.)")
+    _fake_bin_test(tmp_path, "import json\njson.loads('not json')")
+    outside = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert outside.outcome is Outcome.HARNESS_ERROR
+
+
 def test_log_runners_have_no_network(tmp_path: Path) -> None:
     _fake_bin_test(tmp_path, "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=3)\n"
                    "    print('test_net ok')\nexcept OSError as exc:\n    print(exc); print('test_net F')")

@@ -239,7 +239,8 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     else:
         verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
                                    timed_out=proc.timed_out, duration=proc.duration, runner=runner.name,
-                                   ran_none=bool(runner.empty_run.search(proc.output)))
+                                   ran_none=bool(runner.empty_run.search(proc.output)),
+                                   raised=raised_in(proc.output, root))
     verdict.isolation = proc.isolation
     return verdict
 
@@ -257,20 +258,48 @@ def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str,
     return verdict
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+', re.M)
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit)(?:: .*)?$", re.M)
+
+
+def raised_in(output: str, root: Path) -> str | None:
+    """The error line of the output's last traceback when its innermost frame is a file of the checkout ``root``:
+    the code under test raised (``import sympy`` in bin/test, on a mutant that breaks the package's import);
+    None otherwise (the runner's or the environment's own failure)."""
+    at = output.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    tail = output[at:]
+    frames = _FRAME.findall(tail)
+    errors = _ERROR_LINE.findall(tail)
+    if not frames or not errors:
+        return None
+    innermost = Path(frames[-1])
+    innermost = innermost if innermost.is_absolute() else root / innermost
+    return errors[-1][:200] if any(innermost.is_relative_to(r) for r in (root, root.resolve())) else None
+
+
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
-                     timed_out: bool, duration: float, runner: str, ran_none: bool = False) -> Verdict:
-    """``ran_none``: the runner said it finished having run no test (its ``empty_run`` line). Without any
-    per-test result that is the tests not running (COLLECTION_ERROR, as pytest's uncollected ids), not a harness
-    failure, which a rerun would retry for ever."""
+                     timed_out: bool, duration: float, runner: str, ran_none: bool = False,
+                     raised: str | None = None) -> Verdict:
+    """Without any per-test result, two outputs say the tests did not run (COLLECTION_ERROR, as pytest's
+    uncollected ids or a test module that fails to import) rather than that the harness failed, which a rerun
+    would retry for ever: ``ran_none``, the runner said it finished having run no test (its ``empty_run``
+    line); ``raised``, the code under test raised before any test ran (:func:`raised_in`)."""
     base: dict[str, Any] = {"duration": duration, "output_tail": _tail(output)}
     if timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
+    why = None
     if not statuses and ran_none and returncode in (0, 1, 5):
         error = re.search(r"^\w+(?:Error|Exception): .+$", output, re.M)
-        why = f"a test file failed to import: {error[0][:200]}" if error else "the files name none it collects"
-        reason = f"test ids not run: {', '.join(ids[:5])} ({runner} finished and ran no test: {why})"
-        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests={i: [TestStatus.MISSING] for i in ids},
-                       **base)
+        why = (f"{runner} finished and ran no test: "
+               + (f"a test file failed to import: {error[0][:200]}" if error else "the files name none it collects"))
+    elif not statuses and raised and returncode not in (0, None) and returncode > 0:
+        why = f"the code under test raised before {runner} ran a test: {raised}"
+    if why:
+        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=f"test ids not run: {', '.join(ids[:5])} ({why})",
+                       tests={i: [TestStatus.MISSING] for i in ids}, **base)
     if not statuses:
         reason = f"{runner} output has no per-test result (exit code {returncode}); unparsed tail:\n{_tail(output, 15)}"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
