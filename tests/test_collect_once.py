@@ -5,6 +5,7 @@ module or conftest) the run collects again."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -279,3 +280,21 @@ def test_an_instrumented_run_makes_the_zygote_of_the_plain_runs(repo_factory, tm
         server = ex.site.current
         assert server is not None
         assert list(server.collect_log) == ["collected, a zygote", "once"]
+
+
+def test_what_a_session_writes_beside_the_code_does_not_make_the_zygote_stale(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    """pytest-benchmark makes ``.benchmarks`` in the root when its session starts, hypothesis ``.hypothesis``; the
+    workspace's reset removes them between runs. No import can find such an entry, so the zygote still serves
+    (sympy-14976 collected on every run: 3.4 s a run for 0.17 s). A module added beside a loaded one can change
+    what an import finds: that run collects again."""
+    root = tmp_path / "proj"
+    (root / "conftest.py").write_text("import os\n\nos.makedirs('.benchmarks', exist_ok=True)\n")
+    (root / "test_h.py").write_text("def test_h():\n    assert 1 == 1\n")
+    for _ in range(3):
+        run = serve(["test_h.py"], "hidden")
+        assert run.returncode == 0, run.output[-2000:]
+        shutil.rmtree(root / ".benchmarks", ignore_errors=True)  # as the reset does (made by the collection only)
+    assert serve.server.collect_log == ["collected, a zygote", "once", "once"]
+    (root / "newmod.py").write_text("X = 1\n")
+    assert serve(["test_h.py"], "hidden").returncode == 0
+    assert serve.server.collect_log[-1].startswith("collected (stale: a loaded file is gone, or a file was added")
