@@ -122,6 +122,31 @@ def test_a_change_a_collected_session_cannot_take_collects_again(repo_factory, t
     assert log[4] == "once"
 
 
+def test_a_fix_outside_function_bodies_gets_a_zygote_of_its_own_for_its_mutants(repo_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+                                                                              ) -> None:
+    """A fix that changes a module's top level cannot be swapped into the base's zygote: its first run makes a
+    second zygote (of the fixed code), which serves the fix's mutants (body changes of it) and the fix again,
+    while the base's zygote serves the base. A third code state outside function bodies collects and makes no
+    zygote (two per test state, never replaced). The verdicts are those of collecting every time."""
+    repo, commit = repo_factory(PROJECT)
+    test = make_patch(repo, TEST)
+    fix = make_patch(repo, {"pkg/mod.py": "LIMIT = 4\n\n\ndef f(x):\n    return min(x, LIMIT)\n"})
+    mutant = make_patch(repo, {"pkg/mod.py": "LIMIT = 4\n\n\ndef f(x):\n    return min(x, LIMIT - 1)\n"})
+    other = make_patch(repo, {"pkg/mod.py": "LIMIT = 5\n\n\ndef f(x):\n    return min(x, LIMIT)\n"})
+    patches = ["", fix, mutant, "", other, mutant, fix]
+    once, log = _runs(repo, commit, tmp_path, True, patches, [test])
+    every, _ = _runs(repo, commit, tmp_path, False, patches, [test])
+    assert once == every
+    assert [c[2] for c in once] == ["PASS", "FAIL", "PASS", "PASS", "FAIL", "PASS", "FAIL"]
+    assert log[0] == "collected, a zygote"
+    assert log[1].startswith("collected (not swappable")
+    assert log[1].endswith(", a zygote")
+    assert log[2:4] == ["once", "once"]
+    assert log[4].startswith("collected (not swappable")
+    assert not log[4].endswith(", a zygote")
+    assert log[5:] == ["once", "once"]
+
+
 def test_a_changed_test_file_gets_a_session_of_its_own(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Two test patches with the same ids but different test files never share a zygote: the second one's runs
     are collected from its own file, alternating with the first one's."""

@@ -287,14 +287,18 @@ def main():
         zkey = zyg.zygote_key(request) if sandboxed and request.get("collect") and hasattr(os, "set_blocking") \
             else None
         why: list[str] = []  # why a zygote did not serve the run
-        done = zyg.serve_from_zygote(zygotes, zkey, request, channel, why) if zkey in zygotes else None
+        done = None
+        for held in zyg.slots(zygotes, zkey):  # the zygote that served last first
+            done = zyg.serve_from_zygote(zygotes, held, request, channel, why)
+            if done is not None:
+                break
         if done is None:
-            created = zkey is not None and zkey not in zygotes
-            done = _run_child(request, mode, warm, key, proto, channel, zkey if created else None, zygotes)
+            made = zyg.free_slot(zygotes, zkey, why)
+            done = _run_child(request, mode, warm, key, proto, channel, made, zygotes)
             if zkey is not None:
                 why += [f"no zygote: {done.pop('unsafe')}"] if done.get("unsafe") else []
                 done["collected"] = ("collected (" + "; ".join(why) + ")" if why else "collected") \
-                    + (", a zygote" if zkey in zygotes else "")
+                    + (", a zygote" if made is not None and made in zygotes else "")
         # between runs no zygote runs (a run may have sent one SIGCONT) and nothing else lives
         for held, zygote in list(zygotes.items()):
             if not zygote.stop():

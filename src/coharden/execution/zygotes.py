@@ -15,7 +15,9 @@ import time
 # the server's process helpers (forkserver_procs.py), which it loads by path before this file
 procs = sys.modules["_coharden_forkserver_procs"]
 
-ZYGOTES = 3  # zygotes a server keeps at once (a candidate's and a reference's runs alternate on one server)
+ZYGOTES = 4  # zygotes a server keeps at once (a candidate's and a reference's runs alternate on one server,
+# each test state with up to SLOTS code states)
+SLOTS = 2  # zygotes of one test state: the code it was first collected on, and one other (see free_slot)
 _LINE_LIMIT = 1 << 16
 _READY_TIMEOUT = 60.0  # seconds a zygote gets to fork a run and swap bodies before the server runs it itself
 
@@ -222,6 +224,37 @@ def wait_zygote_run(zygote, deadline, run_pid=None):
     if kind == "gone":  # the zygote ran the tests itself (forking was unsafe), or crashed
         return {"rc": procs.exit_code(zygote.status), **({"unsafe": unsafe} if unsafe is not None else {})}, False
     return {"rc": -signal.SIGKILL}, False
+
+
+def _slot_keys(zkey):
+    return [zkey] + [f"{zkey}:{n}" for n in range(2, SLOTS + 1)]
+
+
+def slots(zygotes, zkey):
+    """The zygotes that may serve a run of test state ``zkey``, the one that served last first (``zygotes`` is
+    kept in order of use: a zygote that serves is put back at its end)."""
+    if zkey is None:
+        return []
+    mine = set(_slot_keys(zkey))
+    return [held for held in reversed(list(zygotes)) if held in mine]
+
+
+def free_slot(zygotes, zkey, why):
+    """The key under which the collecting run of test state ``zkey`` becomes a zygote, or None (no zygote).
+
+    The first run of a test state makes its zygote. A run that every zygote of its state refused because the
+    changed code could not be swapped in (a change outside function bodies: the fix of sympy-14976 or
+    astropy-13977 changes a module's top level, so its F->P run and every mutant of it collected again) makes a
+    second one, from the code it runs: the mutants of that fix, which differ from it in function bodies, are then
+    served. A slot is filled once and never replaced, so runs that alternate between code states make at most
+    SLOTS zygotes, never one per run (a replacing zygote was tried: 93f4c02, reverted in a6a328d)."""
+    if zkey is None:
+        return None
+    keys = _slot_keys(zkey)
+    free = [held for held in keys if held not in zygotes]
+    if len(free) == len(keys):
+        return free[0]
+    return free[0] if free and why and all(w.startswith("not swappable") for w in why) else None
 
 
 def serve_from_zygote(zygotes, zkey, request, channel, why):
