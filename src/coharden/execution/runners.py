@@ -295,7 +295,7 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
         error = re.search(r"^\w+(?:Error|Exception): .+$", output, re.M)
         why = (f"{runner} finished and ran no test: "
                + (f"a test file failed to import: {error[0][:200]}" if error else "the files name none it collects"))
-    elif not statuses and raised and returncode not in (0, None) and returncode > 0:
+    elif not statuses and raised and returncode is not None and returncode > 0:
         why = f"the code under test raised before {runner} ran a test: {raised}"
     if why:
         return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=f"test ids not run: {', '.join(ids[:5])} ({why})",
