@@ -175,6 +175,14 @@ def test_code_that_raises_before_any_test_runs_is_not_a_harness_error(tmp_path: 
     _fake_bin_test(tmp_path, "import json\njson.loads('not json')")
     outside = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
     assert outside.outcome is Outcome.HARNESS_ERROR
+    # the environment's failures, raised through the runner's own file or Python's frozen modules, stay harness
+    # errors: a variable the sandbox did not pass, a module the environment lacks, the disk
+    for body in ("import os\nos.environ['COHARDEN_NOT_SET']", "import importlib\nimportlib.import_module('absent_mod')",
+                 f"sys.path.insert(0, {str(tmp_path)!r})\nimport pkg2"):
+        (tmp_path / "pkg2.py").write_text("open('/proc/no/such/file')\n")
+        _fake_bin_test(tmp_path, body)
+        verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+        assert verdict.outcome is Outcome.HARNESS_ERROR, (body, verdict.reason)
 
 
 def test_log_runners_have_no_network(tmp_path: Path) -> None:

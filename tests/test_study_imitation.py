@@ -40,12 +40,12 @@ def test_imitation_per_source_golden_against_itself_and_over_specification() -> 
         _row("a-1", lax_wrong, [_mutant("narrowed_scope-1", "narrowed_scope", ("FAIL", "PASS", "FAIL"), copy="FAIL"),
                                 _mutant("incomplete_fix-1", "incomplete_fix", ("FAIL", "FAIL", "FAIL"), copy="FAIL"),
                                 _mutant("vanilla-1", "vanilla", ("FAIL", "FAIL", "FAIL"), "llm", copy="FAIL")],
-             llm_pool={"model": "m", "complete": True, "per_operator": {"vanilla": {}}}),
+             llm_pool={"model": "m", "complete": True, "per_operator": {"vanilla": {}}}, pool={"dropped": {}}),
         # the golden copy disagrees with the golden test on one mutant: beta = 1 on this instance
         _row("b-2", lax_wrong, [_mutant("token_revert-1", "token_revert", ("PASS", "PASS", "PASS"), copy="PASS"),
                                 _mutant("caller_patch-1", "caller_patch", ("FAIL", "FAIL", "FAIL"), copy="PASS"),
                                 _mutant("vanilla-1", "vanilla", ("FAIL", "PASS", "FAIL"), "llm", copy="FAIL")],
-             llm_pool={"model": "m", "complete": True, "per_operator": {"vanilla": {}}}),
+             llm_pool={"model": "m", "complete": True, "per_operator": {"vanilla": {}}}, pool={"dropped": {}}),
     ]
     assert imitating_operators(rows[0]) == {"narrowed_scope": ["narrowed_scope-1"]}
     assert imitating_operators(rows[1], "llm") == {"vanilla": ["vanilla-1"]}
@@ -115,6 +115,15 @@ def test_validity_per_pool_takes_its_classes_from_the_laxity_interval() -> None:
     assert "| LLM pool, per test | 2/4" in text
     assert "| b-2 | Otter | Borderline | 0.50 [0.01, 0.99] |" in text
     assert "| a-1 | Otter | Lax 1.00 [0.40, 1.00] | Lax 0.83 [0.36, 1.00] | accepts |" in text
+    # a test graded on few of the census's mutants (it timed out on the others) is not measured exactly: 1 of 10
+    timed_out = [_mutant(f"token_revert-{i}", "token_revert", ("FAIL", "TIMEOUT", "FAIL")) for i in range(1, 10)]
+    partial = _row("c-3", accepts, [*timed_out, _mutant("token_revert-10", "token_revert", ("FAIL", "FAIL", "FAIL"))],
+                   pool={"dropped": {}})
+    tests = summarize_imitation([partial], ["token_revert"], tau=0.202)["tests"]
+    (otter,) = [t for t in tests if t["system"] == "Otter"]
+    assert (otter["census"], otter["test_class"]) == (False, "Borderline")
+    unknown = {k: v for k, v in census.items() if k != "pool"}  # no pool summary: not known to be a census
+    assert not summarize_imitation([unknown], ["narrowed_scope"], tau=0.202)["tests"][0]["census"]
 
 
 def test_golden_against_itself_flags_a_copy_that_is_not_fail_to_pass() -> None:

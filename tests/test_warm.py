@@ -404,3 +404,13 @@ def test_a_test_file_the_package_imports_never_runs_in_the_fork_server(repo_fact
         on_buggy = ex.verdict("", ex.golden_test())
         on_fixed = ex.verdict(inst.patch, ex.golden_test())
     assert (on_buggy.outcome.value, on_fixed.outcome.value) == ("FAIL", "PASS"), on_buggy.short()
+
+
+def test_a_directory_listing_leaves_out_only_what_no_import_names(tmp_path: Path) -> None:
+    """Hidden entries (``.benchmarks``, ``.hypothesis``) and the bytecode cache are left out of the listing a
+    zygote compares; a module whose name is no identifier stays in it (``importlib`` loads ``extra-handler.py``)."""
+    from coharden.execution.warm import _listing
+
+    for name in (".benchmarks", ".hypothesis", "__pycache__", "mod.py", "extra-handler.py", "0002_x.py"):
+        (tmp_path / name).mkdir() if name.startswith((".", "__")) else (tmp_path / name).write_text("")
+    assert _listing(str(tmp_path)) == ["0002_x.py", "extra-handler.py", "mod.py"]

@@ -13,6 +13,7 @@ HARNESS_ERROR carrying the unparsed tail.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,8 @@ class Runner(Protocol):
     def command(self, python: str, ids: list[str]) -> RunnerCommand:
         """The command (run from the repository root) that runs ``ids``."""
 
+    runner_files: ClassVar[tuple[str, ...]]
+    """The runner's own files in the checkout (relative): a traceback that ends there is the runner's failure."""
     empty_run: ClassVar[re.Pattern[str]]
     """The line a finished run prints when it ran no test at all (the ids name nothing it collects: a test file
     outside the directories it searches). Such a run is not a harness failure: its tests did not run."""
@@ -73,6 +76,7 @@ class DjangoRunner:
 
     name: ClassVar[RunnerName] = "django"
     command_marker: ClassVar[str] = "runtests.py"
+    runner_files: ClassVar[tuple[str, ...]] = ("tests/runtests.py", "django/test/runner.py", "django/test/utils.py")
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^Ran 0 tests in [\d.]+s$", re.M)
 
     def __init__(self, extra_labels: list[str] | None = None, settings_module: str = "test_sqlite") -> None:
@@ -177,6 +181,7 @@ class SympyRunner:
 
     name: ClassVar[RunnerName] = "sympy"
     command_marker: ClassVar[str] = "bin/test"
+    runner_files: ClassVar[tuple[str, ...]] = ("bin/test", "sympy/testing/runtests.py", "sympy/utilities/runtests.py")
     # bin/test given a file outside sympy/ (a generated test_reproduce.py at the root) collects nothing; a test
     # file that fails to import counts as an exception, with no per-test line
     empty_run: ClassVar[re.Pattern[str]] = re.compile(
@@ -240,7 +245,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
         verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
                                    timed_out=proc.timed_out, duration=proc.duration, runner=runner.name,
                                    ran_none=bool(runner.empty_run.search(proc.output)),
-                                   raised=raised_in(proc.output, root))
+                                   raised=raised_in(proc.output, root, runner.runner_files))
     verdict.isolation = proc.isolation
     return verdict
 
@@ -259,25 +264,31 @@ def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str,
 
 
 _TRACEBACK = "Traceback (most recent call last):"
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+', re.M)
-_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit)(?:: .*)?$", re.M)
+_FRAME = re.compile(r'^\s*File "(?P<path>/[^"]+)", line \d+', re.M)  # absolute files only: no <frozen os>
+_ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?:: .*)?$", re.M)
+# what the machine or the environment raises, never a change of the code under test
+_ENVIRONMENT_ERRORS = {"MemoryError", "OSError", "PermissionError", "FileNotFoundError", "FileExistsError",
+                       "IsADirectoryError", "NotADirectoryError", "BlockingIOError", "ModuleNotFoundError"}
 
 
-def raised_in(output: str, root: Path) -> str | None:
-    """The error line of the output's last traceback when its innermost frame is a file of the checkout ``root``:
-    the code under test raised (``import sympy`` in bin/test, on a mutant that breaks the package's import);
-    None otherwise (the runner's or the environment's own failure)."""
+def raised_in(output: str, root: Path, runner_files: tuple[str, ...] = ()) -> str | None:
+    """The error line of the output's last traceback when its innermost file frame is a file of the checkout
+    ``root`` other than the runner's own (``runner_files``, relative to the root): the code under test raised
+    (``import sympy`` in bin/test, on a mutant that breaks the package's import). None otherwise: the runner's or
+    the environment's own failure (a missing module, the disk, the memory, a path the sandbox does not grant)."""
     at = output.rfind(_TRACEBACK)
     if at < 0:
         return None
     tail = output[at:]
     frames = _FRAME.findall(tail)
-    errors = _ERROR_LINE.findall(tail)
-    if not frames or not errors:
+    errors = list(_ERROR_LINE.finditer(tail))
+    if not frames or not errors or errors[-1]["type"].rsplit(".", 1)[-1] in _ENVIRONMENT_ERRORS:
         return None
-    innermost = Path(frames[-1])
-    innermost = innermost if innermost.is_absolute() else root / innermost
-    return errors[-1][:200] if any(innermost.is_relative_to(r) for r in (root, root.resolve())) else None
+    innermost = Path(os.path.normpath(frames[-1]))
+    for base in {root, root.resolve()}:
+        if innermost.is_relative_to(base):
+            return None if innermost.relative_to(base).as_posix() in runner_files else errors[-1][0][:200]
+    return None
 
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
@@ -344,6 +355,7 @@ class PytestRunner:
 
     name: ClassVar[RunnerName] = "pytest"
     command_marker: ClassVar[str] = ""
+    runner_files: ClassVar[tuple[str, ...]] = ()
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^=+ no tests ran in [\d.]+s", re.M)
 
     def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:

@@ -82,13 +82,13 @@ def _digest(path: str) -> str | None:
 
 
 def _listing(directory: str) -> list[str]:
-    """The entries that can change what an import finds: a module, package or namespace directory has a name
-    that is an identifier up to its first dot. A bytecode cache, and what a run writes beside the code, cannot:
+    """The entries that can change what an import finds: all but a bytecode cache and hidden entries, which
+    no import names (``importlib`` loads ``extra-handler.py`` by name, so other non-identifiers count).
     pytest-benchmark's ``.benchmarks`` or hypothesis's ``.hypothesis`` in the root, created by the zygote's own
     session and removed by the workspace's reset, made every later run collect again (sympy-14976)."""
     try:
         return sorted(e for e in os.listdir(directory)  # noqa: PTH208
-                      if e != "__pycache__" and e.split(".", 1)[0].isidentifier())
+                      if e != "__pycache__" and not e.startswith("."))
     except OSError:
         return []
 

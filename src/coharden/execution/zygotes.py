@@ -232,7 +232,7 @@ def _slot_keys(zkey):
 
 def slots(zygotes, zkey):
     """The zygotes that may serve a run of test state ``zkey``, the one that served last first (``zygotes`` is
-    kept in order of use: a zygote that serves is put back at its end)."""
+    kept in order of use: a zygote that serves is put back at its end, one that refuses at its front)."""
     if zkey is None:
         return []
     mine = set(_slot_keys(zkey))
@@ -269,7 +269,12 @@ def serve_from_zygote(zygotes, zkey, request, channel, why):
     kind, message = zygote.read(time.monotonic() + min(_READY_TIMEOUT, float(request.get("timeout") or 1e9)))
     if kind == "line" and "fallback" in message:
         why.append(str(message["fallback"])[:200])
+        # kept, as the least recently used: a refusal is no use (``slots`` tries the last that served first, and
+        # the server evicts from the front)
+        rest = dict(zygotes)
+        zygotes.clear()
         zygotes[zkey] = zygote
+        zygotes.update(rest)
         return None
     pid = message.get("pid") if kind == "line" else None
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:

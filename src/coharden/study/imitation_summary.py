@@ -82,10 +82,12 @@ def closest(row: dict[str, Any], source: str = MECHANICAL) -> tuple[int, int]:
 
 def _census(row: dict[str, Any], sources: Sequence[str]) -> bool:
     """Whether the row's mutants of ``sources`` are every mutant its pool could give: the mechanical operators'
-    when none was left out over budget. LLM mutants are a sample of the model's replies, never a census."""
-    if set(sources) != {MECHANICAL}:
+    when the row says none was left out over budget (a row without its pool summary is not known to be one).
+    LLM mutants are a sample of the model's replies, never a census. A test must also be graded on every one of
+    them (:func:`laxities_per_test`)."""
+    if set(sources) != {MECHANICAL} or "pool" not in row:
         return False
-    return not any("over_budget" in reasons for reasons in row.get("pool", {}).get("dropped", {}).values())
+    return not any("over_budget" in reasons for reasons in row["pool"].get("dropped", {}).values())
 
 
 def laxities_per_test(row: dict[str, Any], tau: float, golden: str = "golden",
@@ -113,8 +115,10 @@ def laxities_per_test(row: dict[str, Any], tau: float, golden: str = "golden",
             slot = per_op.setdefault(m["operator"], [0, 0])
             slot[0] += which is Cell.BETA
             slot[1] += 1
-        estimate = Estimate(beta=counts["beta"], admissible=sum(counts.values()), confidence=confidence,
-                            census=census)
+        admissible = sum(counts.values())
+        # a census only when this test reached PASS or FAIL on every mutant: one it timed out on is not measured
+        estimate = Estimate(beta=counts["beta"], admissible=admissible, confidence=confidence,
+                            census=census and admissible == len(_mutants(row, sources)))
         laxity = estimate.laxity if fp else None
         interval = estimate.interval if fp else None
         test_class = classify(fails_on_buggy=row["buggy"].get(name) == "FAIL",
@@ -124,7 +128,7 @@ def laxities_per_test(row: dict[str, Any], tau: float, golden: str = "golden",
         verdict = row.get("wrong", {}).get(name)
         accepts = (verdict == "PASS") if gold_rejects and verdict in ("PASS", "FAIL") else None
         out.append({"instance_id": row["instance_id"], "system": name, "test_class": test_class, "laxity": laxity,
-                    "interval": list(interval) if interval else None, "census": census, "counts": counts,
+                    "interval": list(interval) if interval else None, "census": estimate.census, "counts": counts,
                     "accepts": accepts,
                     "per_operator": {op: b / n for op, (b, n) in sorted(per_op.items()) if n}})
     return out
