@@ -654,3 +654,47 @@ def test_the_recorder_leaves_the_values_it_looks_at_as_they_were(tmp_path: Path)
                                  "tests/test_cyc.py::test_make").summary()
     assert "no_revealing_input" not in summary, summary
     assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
+
+
+REQ = {
+    "req/__init__.py": "",
+    "req/models.py": '''\
+class Request:
+    def __init__(self, method):
+        self.method = method
+        self.headers = {}
+
+    def prepare_length(self, body):
+        self.headers["Content-Length"] = "0"
+        if body is not None:
+            self.headers["Content-Length"] = str(len(body))
+''',
+    "tests/__init__.py": "",
+    "tests/test_req.py": "def test_old():\n    pass\n",
+}
+REQ_FIXED = REQ["req/models.py"].replace('''        self.headers["Content-Length"] = "0"
+        if body is not None:
+            self.headers["Content-Length"] = str(len(body))
+''', '''        if body is not None:
+            self.headers["Content-Length"] = str(len(body))
+        elif self.method not in ("GET", "HEAD"):
+            self.headers["Content-Length"] = "0"
+''')
+REQ_TEST = ("from req.models import Request\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_get_sends_no_length():\n"
+            "    for method, length in (('GET', None), ('HEAD', None), ('POST', '0')):\n"
+            "        r = Request(method)\n        r.prepare_length(None)\n"
+            "        assert r.headers.get('Content-Length') == length\n")
+
+
+def test_a_fix_that_changes_only_what_a_call_leaves_in_its_receiver_is_bug_revealing(tmp_path: Path) -> None:
+    """requests-1142: ``prepare_content_length`` returns None on both codes; the fix changes the headers it
+    leaves on the request. Judged by the returned value, no input was revealing (``outcomes_equal``) and no
+    input-based mutant was made. The receiver's and mutable arguments' state after the call is compared too:
+    narrowed_scope narrows the fix to the revealing receivers' shape, and the shortcut, which can only return a
+    recorded value, says why it made nothing (``effects_only``)."""
+    summary = _golden_input_pool(tmp_path / "req", REQ, ("req/models.py", REQ_FIXED), ("tests/test_req.py", REQ_TEST),
+                                 "tests/test_req.py::test_get_sends_no_length").summary()
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert "no_revealing_input" not in summary, summary
+    assert summary["skipped"].get("input_specific_shortcut", {}).get("effects_only") == 1, summary

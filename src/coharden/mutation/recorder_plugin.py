@@ -234,11 +234,14 @@ class _Recorder:
             with open(probe) as handle:
                 self.probes = [json.loads(line) for line in handle if line.strip()]
         self.known: dict[tuple, tuple] = {}  # input -> (encoding, observation) of its outcome on the other code
+        self.known_effects: dict[tuple, str] = {}  # input -> encoding of its mutable values after the call there
         for rec in self.probes:
             kind = rec.get("outcome") if rec.get("kind") == "caller" else rec.get("kind")
+            ident = (rec["qualname"], rec["key"], rec.get("receiver_key"), kind)
             if rec.get("value_enc"):
-                self.known[(rec["qualname"], rec["key"], rec.get("receiver_key"), kind)] = (
-                    rec["value_enc"], rec.get("value_obs"))
+                self.known[ident] = (rec["value_enc"], rec.get("value_obs"))
+            if rec.get("effects_enc"):
+                self.known_effects[ident] = rec["effects_enc"]
         self.dropped: dict[tuple[str, str], dict] = {}  # target or caller -> {(reason, type name): count}
         self.caller_calls: dict[tuple[str, str], int] = {}  # caller -> returns seen
         self.qualnames: dict = {}  # code object -> qualified name (Python < 3.11)
@@ -293,8 +296,10 @@ class _Recorder:
         args = tuple(frame.f_locals.get(p) for p in params) if record else None
         shapes = None
         receiver = None
+        mutable: tuple = ()
         if record:
             every = tuple(frame.f_locals.get(p) for p in code.co_varnames[:nargs])
+            mutable = _mutable(every)
             with _Untouched(every):
                 receiver = _receiver(first, frame.f_locals.get(first), self.receivers) if first else None
                 if first and receiver is None:  # recorded without it: the input is the arguments alone
@@ -315,18 +320,19 @@ class _Recorder:
                     if state["exc"] is not None:
                         self.raised.setdefault(key, set()).add(type(state["exc"]).__name__)
                 if record:
-                    self._emit(key, params, args, state["exc"], arg, shapes, receiver=receiver)
+                    self._emit(key, params, args, state["exc"], arg, shapes, receiver=receiver,
+                               effects=_effects(mutable))
             return local
 
         return local
 
     def _emit(self, key, params, args, exc, value, shapes=None, extra=None,
-              receiver=None):
+              receiver=None, effects=None):
         with _Untouched(args, exc if exc is not None else value):
-            self._emit_untouched(key, params, args, exc, value, shapes, extra, receiver)
+            self._emit_untouched(key, params, args, exc, value, shapes, extra, receiver, effects)
 
     def _emit_untouched(self, key, params, args, exc, value, shapes, extra,
-                        receiver):
+                        receiver, effects):
         det = _deterministic(args)
         if det is None:
             self._drop(key, args)
@@ -354,6 +360,8 @@ class _Recorder:
             rec["receiver"], rec["receiver_key"], rec["receiver_enc"] = receiver
         if exc is not None:
             rec["exc_type"] = type(exc).__name__
+        if effects is not None:
+            rec["effects_enc"] = _same_effects(self.known_effects.get(ident), *effects)
         if shapes is not None:
             rec["type_shape"], rec["shape"] = shapes
         if extra:  # a caller: "kind" is "caller", its outcome is "outcome"
@@ -518,6 +526,40 @@ def _observe(value):
     return f"{size}|{zlib.crc32(('' if ' at 0x' in text else text).encode()):08x}"
 
 
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset, range, type)
+
+
+def _mutable(values):
+    """The values of a call (receiver first) whose state a call can change: built-in containers, and objects
+    compared by identity (``_values._by_state``; an object with an ``==`` of its own, a sympy expression, is
+    taken for a value). Their state after the call is part of its outcome (``_effects``)."""
+    return tuple(v for v in values if not isinstance(v, _IMMUTABLE)
+                 and (isinstance(v, (list, dict, set, bytearray)) or _values._by_state(v)))
+
+
+def _effects(mutable):
+    """(encoding, values) of the state of ``mutable`` after a call, or None (nothing mutable, or no safe encoding).
+    A fix can change what a function does to its receiver or arguments and return the same value:
+    requests-1142's ``prepare_content_length`` sets ``self.headers`` and returns None; judged by the return
+    value alone, no input there was bug-revealing."""
+    if not mutable:
+        return None
+    with _Untouched(mutable):
+        det = _deterministic(mutable)
+    return (det[1], mutable) if det is not None else None
+
+
+def _same_effects(known, payload, values):
+    """The other code's encoding ``known`` of the state after the call when it decodes to the same state as
+    ``values`` (encodings of equal states can differ, as for outcomes: see ``_same``), else ``payload``."""
+    if known is None or known == payload:
+        return payload
+    try:
+        return known if _values.same(_values.decode(known), values) else payload
+    except Exception:  # noqa: BLE001 - what cannot be decoded is not the same
+        return payload
+
+
 def _same(known, payload, value):
     """(encoding, observation) of an outcome ``value`` (``payload``: its encoding here): ``known`` (the other
     code's for this input) when it decodes to a value equal to ``value`` (an exception: same type and args)
@@ -670,18 +712,22 @@ def _probe(probes: list) -> None:
                 args = (_values.decode(probe["receiver_enc"]), *args)
         except Exception:  # noqa: BLE001
             continue
+        mutable = _mutable(args)
         try:
             value, kind = func(*args), "return"
         except Exception as exc:  # noqa: BLE001
             value, kind = exc, "raise"
+        effects = _effects(mutable)
         out = _deterministic(value)
         payload, obs = (out[1], _observe(value)) if out else (None, None)
         if payload is not None and kind == probe.get("kind"):
             payload, obs = _same((probe.get("value_enc"), probe.get("value_obs")), payload, value) \
                 if probe.get("value_enc") else (payload, obs)
-        recorder.out.write(json.dumps({"file": probe["file"], "qualname": probe["qualname"], "kind": "probe",
-                                       "key": probe["key"], "receiver_key": probe.get("receiver_key"),
-                                       "outcome": kind, "value_enc": payload, "value_obs": obs}) + "\n")
+        rec = {"file": probe["file"], "qualname": probe["qualname"], "kind": "probe", "key": probe["key"],
+               "receiver_key": probe.get("receiver_key"), "outcome": kind, "value_enc": payload, "value_obs": obs}
+        if effects is not None:
+            rec["effects_enc"] = _same_effects(probe.get("effects_enc"), *effects)
+        recorder.out.write(json.dumps(rec) + "\n")
 
 
 def pytest_sessionfinish(session):

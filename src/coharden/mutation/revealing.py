@@ -36,19 +36,32 @@ def _outcome(record: dict[str, Any], kind: str | None) -> tuple[str | None, str 
 
 def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there):
-    a shortcut for an input the bug does not affect would only be the buggy function again."""
-    on_buggy = {input_ident(r): _outcome(r, r["kind"]) for r in buggy if r["kind"] in ("return", "raise")}
-    on_buggy.update({input_ident(r): _outcome(r, r["outcome"]) for r in buggy if r["kind"] == "probe"})
+    a shortcut for an input the bug does not affect would only be the buggy function again.
+
+    An input whose returned value (or exception) is the same on both codes but which leaves its receiver or a
+    mutable argument in another state (``effects_enc``, when both codes' states were encoded) is revealing
+    too; its record is marked ``by_effects``, since a recorded value to return cannot stand for it."""
+    on_buggy = {input_ident(r): (_outcome(r, r["kind"]), r.get("effects_enc"))
+                for r in buggy if r["kind"] in ("return", "raise")}
+    on_buggy.update({input_ident(r): (_outcome(r, r["outcome"]), r.get("effects_enc"))
+                     for r in buggy if r["kind"] == "probe"})
     seen: set[tuple[str, str | None, str | None]] = set()
     kept = []
     for rec in fixed:
         if rec["kind"] not in ("return", "raise"):
             continue
         ident = input_ident(rec)
-        if ident in seen or on_buggy.get(ident) == _outcome(rec, rec["kind"]):
+        if ident in seen:
             continue
+        there = on_buggy.get(ident)
+        by_effects = False
+        if there is not None and there[0] == _outcome(rec, rec["kind"]):
+            by_effects = there[1] is not None and rec.get("effects_enc") is not None \
+                and there[1] != rec["effects_enc"]
+            if not by_effects:
+                continue
         seen.add(ident)
-        kept.append(rec)
+        kept.append({**rec, "by_effects": True} if by_effects else rec)
     return kept
 
 
