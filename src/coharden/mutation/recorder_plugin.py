@@ -321,18 +321,18 @@ class _Recorder:
                         self.raised.setdefault(key, set()).add(type(state["exc"]).__name__)
                 if record:
                     self._emit(key, params, args, state["exc"], arg, shapes, receiver=receiver,
-                               effects=_effects(mutable))
+                               mutable=mutable)
             return local
 
         return local
 
     def _emit(self, key, params, args, exc, value, shapes=None, extra=None,
-              receiver=None, effects=None):
+              receiver=None, mutable=()):
         with _Untouched(args, exc if exc is not None else value):
-            self._emit_untouched(key, params, args, exc, value, shapes, extra, receiver, effects)
+            self._emit_untouched(key, params, args, exc, value, shapes, extra, receiver, mutable)
 
     def _emit_untouched(self, key, params, args, exc, value, shapes, extra,
-                        receiver, effects):
+                        receiver, mutable):
         det = _deterministic(args)
         if det is None:
             self._drop(key, args)
@@ -360,6 +360,7 @@ class _Recorder:
             rec["receiver"], rec["receiver_key"], rec["receiver_enc"] = receiver
         if exc is not None:
             rec["exc_type"] = type(exc).__name__
+        effects = _effects(mutable)  # only for an input not seen before: a hot function's repeats cost nothing more
         if effects is not None:
             rec["effects_enc"] = _same_effects(self.known_effects.get(ident), *effects)
         if shapes is not None:
