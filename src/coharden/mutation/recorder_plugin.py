@@ -362,7 +362,7 @@ class _Recorder:
             rec["exc_type"] = type(exc).__name__
         effects = _effects(mutable)  # only for an input not seen before: a hot function's repeats cost nothing more
         if effects is not None:
-            rec["effects_enc"] = _same_effects(self.known_effects.get(ident), *effects)
+            rec["effects_enc"] = _same_encoding(self.known_effects.get(ident), *effects)
         if shapes is not None:
             rec["type_shape"], rec["shape"] = shapes
         if extra:  # a caller: "kind" is "caller", its outcome is "outcome"
@@ -527,15 +527,11 @@ def _observe(value):
     return f"{size}|{zlib.crc32(('' if ' at 0x' in text else text).encode()):08x}"
 
 
-_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, tuple, frozenset, range, type)
-
-
 def _mutable(values):
     """The values of a call (receiver first) whose state a call can change: built-in containers, and objects
     compared by identity (``_values._by_state``; an object with an ``==`` of its own, a sympy expression, is
     taken for a value). Their state after the call is part of its outcome (``_effects``)."""
-    return tuple(v for v in values if not isinstance(v, _IMMUTABLE)
-                 and (isinstance(v, (list, dict, set, bytearray)) or _values._by_state(v)))
+    return tuple(v for v in values if isinstance(v, (list, dict, set, bytearray)) or _values._by_state(v))
 
 
 def _effects(mutable):
@@ -550,13 +546,14 @@ def _effects(mutable):
     return (det[1], mutable) if det is not None else None
 
 
-def _same_effects(known, payload, values):
-    """The other code's encoding ``known`` of the state after the call when it decodes to the same state as
-    ``values`` (encodings of equal states can differ, as for outcomes: see ``_same``), else ``payload``."""
+def _same_encoding(known, payload, value):
+    """The other code's encoding ``known`` when it decodes to a value the same as ``value`` (``payload``: its
+    encoding here), else ``payload``. Encodings of equal values can differ (a representation that prints a
+    cache, or a set's order): text alone would call an unchanged outcome changed."""
     if known is None or known == payload:
         return payload
     try:
-        return known if _values.same(_values.decode(known), values) else payload
+        return known if _values.same(_values.decode(known), value) else payload
     except Exception:  # noqa: BLE001 - what cannot be decoded is not the same
         return payload
 
@@ -564,22 +561,11 @@ def _same_effects(known, payload, values):
 def _same(known, payload, value):
     """(encoding, observation) of an outcome ``value`` (``payload``: its encoding here): ``known`` (the other
     code's for this input) when it decodes to a value equal to ``value`` (an exception: same type and args)
-    that was observed the same there (``_observe``), else this code's own. Encodings of equal values can
-    differ (a representation that prints a cache, or a set's order): text alone would call an unchanged outcome
-    changed."""
+    that was observed the same there (``_observe``), else this code's own (see ``_same_encoding``)."""
     own = (payload, _observe(value))
-    if known is None:
+    if known is None or known[1] != own[1]:
         return own
-    enc, obs = known
-    if obs != own[1]:
-        return own
-    if enc == payload:
-        return known
-    try:
-        other = _values.decode(enc)
-    except Exception:  # noqa: BLE001 - what cannot be decoded is not the same
-        return own
-    return known if _values.same(other, value) else own
+    return known if _same_encoding(known[0], payload, value) == known[0] else own
 
 
 def _definition_lines(path):
@@ -727,7 +713,7 @@ def _probe(probes: list) -> None:
         rec = {"file": probe["file"], "qualname": probe["qualname"], "kind": "probe", "key": probe["key"],
                "receiver_key": probe.get("receiver_key"), "outcome": kind, "value_enc": payload, "value_obs": obs}
         if effects is not None:
-            rec["effects_enc"] = _same_effects(probe.get("effects_enc"), *effects)
+            rec["effects_enc"] = _same_encoding(probe.get("effects_enc"), *effects)
         recorder.out.write(json.dumps(rec) + "\n")
 
 

@@ -53,13 +53,12 @@ def revealing_inputs(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -
         ident = input_ident(rec)
         if ident in seen:
             continue
-        there = on_buggy.get(ident)
-        by_effects = False
-        if there is not None and there[0] == _outcome(rec, rec["kind"]):
-            by_effects = there[1] is not None and rec.get("effects_enc") is not None \
-                and there[1] != rec["effects_enc"]
-            if not by_effects:
-                continue
+        value_there, effects_there = on_buggy.get(ident, (None, None))
+        same_value = value_there == _outcome(rec, rec["kind"])
+        by_effects = same_value and None not in (effects_there, rec.get("effects_enc")) \
+            and effects_there != rec["effects_enc"]
+        if same_value and not by_effects:
+            continue
         seen.add(ident)
         kept.append({**rec, "by_effects": True} if by_effects else rec)
     return kept
