@@ -103,6 +103,37 @@ PACKAGE = textwrap.dedent(
         pass
 
 
+    class Headers(dict):
+        """A dict subclass with a cache beside its items (requests' CaseInsensitiveDict)."""
+
+        def __init__(self, *args):
+            made.append("Headers")
+            super().__init__(*args)
+            self._lower = None
+
+        def __setitem__(self, key, value):
+            made.append("__setitem__")
+            dict.__setitem__(self, key, value)
+
+        def update(self, *args):
+            made.append("update")
+
+        def items(self):
+            made.append("items")
+            return []
+
+
+    class Stack(list):
+        def extend(self, items):
+            made.append("extend")
+
+
+    class OwnDict(dict):
+        def __new__(cls, *args):
+            made.append("__new__")
+            return super().__new__(cls)
+
+
     def helper(x):
         made.append("helper")
         return x
@@ -210,6 +241,32 @@ def test_a_subclass_of_a_builtin_is_compared_by_its_value_not_its_empty_attribut
     assert same(module.Tok("a"), module.Tok("a"))
 
 
+def test_a_subclass_of_dict_or_list_is_rebuilt_with_its_items_and_attributes_by_builtin_code_only(
+        cohs: tuple[Any, str]) -> None:
+    """Its repr reads as a plain dict or list, which decodes to another type: it is encoded by its state and its
+    items, read and put back through the built-in's own methods (never the class's overrides)."""
+    module, root = cohs
+    headers = module.Headers({"Content-Length": "0"})
+    headers._lower = {"content-length": "Content-Length"}
+    stack = module.Stack([1, module.Headers({"a": 1})])
+    for value in (headers, stack):
+        module.made.clear()
+        enc = encoded(value, root)[1]
+        assert module.made == []  # read without the class's items(), update() or extend()
+        assert check_encoding(enc, {"cohs"}) is None
+        assert check_encoding(enc, {"other"}) == "outside_repository"
+        back = decode(enc)
+        assert module.made == []  # no constructor, __setitem__, update or extend of the class ran
+        assert type(back) is type(value)
+        assert same(back, value)
+    back = decode(encoded(headers, root)[1])
+    assert dict.copy(back) == {"Content-Length": "0"}
+    assert back._lower == {"content-length": "Content-Length"}
+    assert not same(back, module.Headers({"Content-Length": "1"}))
+    with pytest.raises(Unencodable, match="no_state"):
+        encoded(module.OwnDict(), root)  # a __new__ of its own would run on decoding
+
+
 def _holder(attrs: list[list[Any]], cls: str = "Holder") -> list[Any]:
     return ["O", ["o", "cohs", {cls: "cohs"}, cls], attrs]
 
@@ -232,9 +289,15 @@ def _holder(attrs: list[list[Any]], cls: str = "Holder") -> list[Any]:
     ["e", "builtins", "builtins", "ValueError", ["t", [_holder([["key", 1]], "Key")]]],  # a constructor's argument
     ["F", "cohs", "cohs", "Conf.settings"],  # a descriptor would run on lookup
     ["F", "cohs", "cohs", "missing"],  # the module's __getattr__ would run
+    [*_holder([], "Headers"), ["l", [1]]],  # a dict subclass filled as a list
+    [*_holder([], "Chain"), ["d", []]],  # items for a class that is no dict
+    [*_holder([], "OwnDict"), ["d", []]],  # a dict subclass with a __new__ of its own
+    [*_holder([], "Headers"), ["d", [[_holder([["key", 1]], "Key"), 1]]]],  # a key's __hash__ on a chosen state
+    [*_holder([], "Headers"), ["s", []]],  # not items of a dict or list
 ], ids=["dunder", "not_a_name", "own_new", "call", "outside", "function_module", "function_package",
         "private_numpy", "not_a_type", "type_module", "object_index", "object_dtype", "hides_method",
-        "hides_property", "set_item", "dict_key", "index_name", "exception_arg", "descriptor", "module_getattr"])
+        "hides_property", "set_item", "dict_key", "index_name", "exception_arg", "descriptor", "module_getattr",
+        "dict_as_list", "items_of_no_container", "dict_own_new", "dict_subclass_key", "set_items"])
 def test_a_rewritten_state_or_reference_encoding_is_refused(cohs: tuple[Any, str], enc: list[Any]) -> None:
     """The records file lies in the worktree, which the test can rewrite: what it names must stay the package's
     classes and functions, and rebuilding must run none of their code."""
@@ -246,7 +309,8 @@ def test_a_rewritten_state_or_reference_encoding_is_refused(cohs: tuple[Any, str
     assert module.made == []  # no constructor, hash, setter, descriptor or function ran
     # what a name stands for (a type, a method, a __new__ of its own, a descriptor) is known only where it imports:
     # those forgeries pass the static check and are refused by the decoder alone
-    known_only_on_import = {"eval", "Own", "Key", "Guarded", "Conf.settings", "missing"}
+    known_only_on_import = {"eval", "Own", "Key", "Guarded", "Conf.settings", "missing", "Headers", "OwnDict",
+                            "Chain"}
     named = {str(enc[-1])} | ({str(enc[1][-1])} if isinstance(enc[1], list) else set())
     if not known_only_on_import & named or enc[0] in ("s", "d", "P", "e"):
         assert check_encoding(text, {"cohs"}) is not None

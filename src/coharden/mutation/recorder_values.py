@@ -9,12 +9,12 @@ function of the repository or of numpy by reference, a pandas index of a plain d
 and an object of a class the repository defines by its structural representation (sympy's ``srepr``, else
 ``repr``) when that is an expression of literals, names the repository's package defines, and calls; else by its
 *state*: its class and its attributes (slots and ``__dict__``), each encoded alike, rebuilt without running its
-constructor (an xarray ``DataArray``, a sphinx documenter). A value is kept only when its encoding decodes
-(:func:`decode`, in the same process) to a value of the same type that is the same; anything else raises
-:class:`Unencodable` with the reason it is dropped for (counted per function by the recorder). :func:`same` is
-what "the same" means here (and in mutants, which compare a call with a recorded input): the same type, arrays
-by dtype, shape and bytes (their ``==`` is elementwise), and an object whose ``==`` gives no truth value, or is
-identity, by its attributes.
+constructor (an xarray ``DataArray``, a sphinx documenter; a subclass of ``dict`` or ``list`` with its items too).
+A value is kept only when its encoding decodes (:func:`decode`, in the same process) to a value of the same type
+that is the same; anything else raises :class:`Unencodable` with the reason it is dropped for (counted per
+function by the recorder). :func:`same` is what "the same" means here (and in mutants, which compare a call with a
+recorded input): the same type, arrays by dtype, shape and bytes (their ``==`` is elementwise), and an object
+whose ``==`` gives no truth value, or is identity, by its attributes.
 
 :func:`decode` reads an encoding with ``ast`` (never ``eval``), admits no callable but the repository's own
 classes, and imports only the package's non-test modules; its source is copied verbatim into mutants
@@ -108,11 +108,15 @@ def same(one, other):
     if one is other:
         return True
     try:
+        # containers through the built-in's own methods: a subclass's overrides (a cache, a log) do not run
         if isinstance(one, (tuple, list)):
-            return len(one) == len(other) and all(_coh_same(a, b) for a, b in zip(one, other))  # noqa: B905 - 3.7+
+            seq = list if isinstance(one, list) else tuple
+            return seq.__len__(one) == seq.__len__(other) and all(
+                _coh_same(a, b) for a, b in zip(seq.__iter__(one), seq.__iter__(other)))  # noqa: B905 - 3.7+
         if isinstance(one, dict):  # an ordered mapping (OrderedDict) in the same order too
-            return (one.keys() == other.keys() and (type(one) is dict or list(one) == list(other))
-                    and all(_coh_same(v, other[k]) for k, v in one.items()))
+            keys, other_keys = dict.keys(one), dict.keys(other)
+            return (keys == other_keys and (type(one) is dict or list(keys) == list(other_keys))
+                    and all(_coh_same(v, dict.__getitem__(other, k)) for k, v in dict.items(one)))
         if isinstance(one, BaseException):
             return _coh_same(one.args, other.args)
         base = [c for c in type(one).__mro__ if c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic")]
@@ -225,7 +229,7 @@ def _encode(value, root, depth, budget):
         return _ast_node(value, root, depth, budget)
     if isinstance(value, _FUNCTIONS) or (kind.__module__.split(".")[0] == "numpy" and callable(value)):
         return _function_reference(value, root)  # numpy's functions are dispatcher objects since numpy 1.25
-    if _by_state(value):
+    if _by_state(value) or (kind.__flags__ & _HEAP_TYPE and _container_base(kind) is not None):
         return _state(value, root, depth, budget)
     try:
         return _structural(value, root)
@@ -290,16 +294,30 @@ def _pandas_index(value, root, depth, budget):
 def _state(value, root, depth, budget):
     """``["O", class, [[name, value], ...]]``: an object of a repository class by its attributes (slots and
     ``__dict__``), for a class whose instances ``object.__new__`` makes (no built-in base, no ``__new__`` of its
-    own: the decoder runs no code of the class)."""
+    own: the decoder runs no code of the class). A subclass of ``dict`` or ``list`` (requests'
+    ``CaseInsensitiveDict``) has its items last, ``["O", class, attributes, ["d" | "l", items]]``, read through
+    the built-in's own methods (never an override of the class) and put back by them."""
     kind = type(value)
     ref = _class_reference(kind, root)
-    if kind.__new__ is not object.__new__ or not kind.__flags__ & _HEAP_TYPE:
+    base = _container_base(kind)
+    if kind.__new__ is not (base or object).__new__ or not kind.__flags__ & _HEAP_TYPE:
         raise Unencodable("no_state")
     state = attributes(value)
+    if state is None and base is not None:
+        state = {}
     if state is None or not all(isinstance(n, str) and n.isidentifier() and not n.startswith("__")
                                 for n in state):
         raise Unencodable("no_state")
-    return ["O", ref, [[name, _encode(item, root, depth + 1, budget)] for name, item in sorted(state.items())]]
+    enc = ["O", ref, [[name, _encode(item, root, depth + 1, budget)] for name, item in sorted(state.items())]]
+    if base is not None:
+        enc.append(_encode(base.copy(value), root, depth + 1, budget))  # a plain dict or list of the items
+    return enc
+
+
+def _container_base(kind):
+    """``dict`` or ``list`` when it is the one built-in class (besides ``object``) in ``kind``'s bases, else None."""
+    builtin = [c for c in kind.__mro__ if not c.__flags__ & _HEAP_TYPE and c is not object]
+    return builtin[0] if builtin in ([dict], [list]) else None
 
 
 def _numpy(value, root, depth, budget, numpy):
@@ -436,7 +454,9 @@ def decode(text):
     a test module, and must be defined there (its own or its class's ``__module__`` in the package); only classes
     are called. ``["O", class, [[name, value], ...]]`` an object of a package class by its state: made by
     ``object.__new__`` (never its constructor; a class with a ``__new__`` of its own is refused), then each slot set
-    through its slot and each other attribute written into its ``__dict__`` (no ``__setattr__``, no property runs).
+    through its slot and each other attribute written into its ``__dict__`` (no ``__setattr__``, no property runs);
+    ``["O", class, [[name, value], ...], ["d" | "l", items]]`` a subclass of ``dict`` or ``list`` alike, made by
+    the built-in's ``__new__`` and filled by its own ``update`` or ``extend`` (no method of the class runs).
     Anything else raises ValueError."""
     import ast
     import builtins
@@ -601,15 +621,22 @@ def decode(text):
                     raise ValueError("not a field of the node")
                 fields[pair[0]] = value(pair[1], guarded)
             return cls(**fields)  # the C constructor: it stores the fields, runs no other code
-        if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 \
+        if tag == "O" and len(rest) in (2, 3) and isinstance(rest[0], list) and len(rest[0]) == 4 \
                 and rest[0][0] == "o" and isinstance(rest[0][3], str) and rest[0][3].isidentifier() \
                 and isinstance(rest[1], list):  # a class by its name, never a call
             if guarded:
                 raise ValueError("an object rebuilt from its state where decoding would run its code")
             cls = value(rest[0])
-            if not isinstance(cls, type) or cls.__new__ is not object.__new__:
-                raise ValueError("not a class of the package that object.__new__ makes")
-            made = object.__new__(cls)
+            base = object
+            if len(rest) == 3:  # a subclass of dict or list: the items, then only built-in code fills them in
+                base = {"d": dict, "l": list}.get(rest[2][0]) if isinstance(rest[2], list) and rest[2] \
+                    and isinstance(rest[2][0], str) else None
+                if base is None or not isinstance(cls, type) or not issubclass(cls, base) \
+                        or any(not k.__flags__ & (1 << 9) and k not in (base, object) for k in cls.__mro__):
+                    raise ValueError("not a subclass of dict or list of the package")
+            if not isinstance(cls, type) or cls.__new__ is not base.__new__:
+                raise ValueError(f"not a class of the package that {base.__name__}.__new__ makes")
+            made = base.__new__(cls)
             holder = next((k.__dict__["__dict__"] for k in cls.__mro__ if "__dict__" in k.__dict__), None)
             own_dict = holder.__get__(made) if type(holder) is types.GetSetDescriptorType else None
             for pair in rest[1]:
@@ -626,6 +653,10 @@ def decode(text):
                     raise ValueError(f"attribute {name!r} would hide what the class defines")
                 else:
                     own_dict[name] = value(pair[1])
+            if base is dict:
+                dict.update(made, value(rest[2]))  # a plain dict: its keys were hashed while it was decoded
+            elif base is list:
+                list.extend(made, value(rest[2]))
             return made
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
             package, module, name, args = rest
@@ -707,7 +738,7 @@ def _modules(tree: object) -> set[str]:
     if tree[0] == "P":
         return _modules(tree[4])
     if tree[0] == "O":
-        return _modules(tree[1]).union(*(_modules(pair[1]) for pair in tree[2]))
+        return _modules(tree[1]).union(*(_modules(pair[1]) for pair in tree[2]), *map(_modules, tree[3:]))
     if tree[0] == "A":
         return set().union(*(_modules(pair[1]) for pair in tree[2]))
     return set()
@@ -796,15 +827,17 @@ def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) 
             ok = isinstance(rest[1], str) and bool(_DTYPE.match(rest[1]) or rest[1] in _TEXT_DTYPES) \
                 and _plain(rest[2], depth + 1)
         return _check(rest[3], packages, depth + 1, True) if ok else "not_plain_array"
-    if tag == "O" and len(rest) == 2 and isinstance(rest[0], list) and len(rest[0]) == 4 and rest[0][0] == "o" \
+    if tag == "O" and len(rest) in (2, 3) and isinstance(rest[0], list) and len(rest[0]) == 4 and rest[0][0] == "o" \
             and isinstance(rest[0][3], str) and rest[0][3].isidentifier() and isinstance(rest[1], list):
         if not all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and pair[0].isidentifier()
-                   and not pair[0].startswith("__") for pair in rest[1]):
+                   and not pair[0].startswith("__") for pair in rest[1]) \
+                or (len(rest) == 3 and not (isinstance(rest[2], list) and rest[2][:1] in (["d"], ["l"]))):
             return "malformed"
         if guarded:
             return "object_where_code_runs"
         return _first([_check(rest[0], packages, depth + 1),
-                       *(_check(pair[1], packages, depth + 1) for pair in rest[1])])
+                       *(_check(pair[1], packages, depth + 1) for pair in rest[1]),
+                       *(_check(items, packages, depth + 1) for items in rest[2:])])
     if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
         package, module, name, args = rest
         builtin = package == module == "builtins" and isinstance(getattr(builtins, name, None), type) \
