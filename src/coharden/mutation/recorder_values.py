@@ -110,9 +110,9 @@ def same(one, other):
     try:
         # containers through the built-in's own methods: a subclass's overrides (a cache, a log) do not run
         if isinstance(one, (tuple, list)):
-            seq = list if isinstance(one, list) else tuple
-            return seq.__len__(one) == seq.__len__(other) and all(
-                _coh_same(a, b) for a, b in zip(seq.__iter__(one), seq.__iter__(other)))  # noqa: B905 - 3.7+
+            mine = list.copy(one) if isinstance(one, list) else tuple.__getitem__(one, slice(None))
+            theirs = list.copy(other) if isinstance(other, list) else tuple.__getitem__(other, slice(None))
+            return len(mine) == len(theirs) and all(_coh_same(a, b) for a, b in zip(mine, theirs))  # noqa: B905
         if isinstance(one, dict):  # an ordered mapping (OrderedDict) in the same order too
             keys, other_keys = dict.keys(one), dict.keys(other)
             return (keys == other_keys and (type(one) is dict or list(keys) == list(other_keys))
@@ -627,16 +627,17 @@ def decode(text):
             if guarded:
                 raise ValueError("an object rebuilt from its state where decoding would run its code")
             cls = value(rest[0])
-            base = object
-            if len(rest) == 3:  # a subclass of dict or list: the items, then only built-in code fills them in
-                base = {"d": dict, "l": list}.get(rest[2][0]) if isinstance(rest[2], list) and rest[2] \
-                    and isinstance(rest[2][0], str) else None
-                if base is None or not isinstance(cls, type) or not issubclass(cls, base) \
-                        or any(not k.__flags__ & (1 << 9) and k not in (base, object) for k in cls.__mro__):
-                    raise ValueError("not a subclass of dict or list of the package")
+            # a subclass of dict or list: its items follow, and only the built-in's code fills them in
+            container = {"d": dict, "l": list}.get(rest[2][0]) if len(rest) == 3 and isinstance(rest[2], list) \
+                and rest[2] and isinstance(rest[2][0], str) else None
+            if len(rest) == 3 and (container is None or not isinstance(cls, type) or not issubclass(cls, container)
+                                   or any(not k.__flags__ & (1 << 9) and k not in (container, object)
+                                          for k in cls.__mro__)):
+                raise ValueError("not a subclass of dict or list of the package")
+            base = container or object
             if not isinstance(cls, type) or cls.__new__ is not base.__new__:
                 raise ValueError(f"not a class of the package that {base.__name__}.__new__ makes")
-            made = base.__new__(cls)
+            made = base.__new__(cls)  # type: ignore[call-overload]  # mypy reads base as a metaclass
             holder = next((k.__dict__["__dict__"] for k in cls.__mro__ if "__dict__" in k.__dict__), None)
             own_dict = holder.__get__(made) if type(holder) is types.GetSetDescriptorType else None
             for pair in rest[1]:
@@ -653,9 +654,9 @@ def decode(text):
                     raise ValueError(f"attribute {name!r} would hide what the class defines")
                 else:
                     own_dict[name] = value(pair[1])
-            if base is dict:
+            if isinstance(made, dict):
                 dict.update(made, value(rest[2]))  # a plain dict: its keys were hashed while it was decoded
-            elif base is list:
+            elif isinstance(made, list):
                 list.extend(made, value(rest[2]))
             return made
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
