@@ -219,6 +219,21 @@ def test_objects_whose_state_cannot_be_rebuilt_safely_are_dropped(cohs: tuple[An
         encoded(build(module), root)
 
 
+def test_a_dropped_object_names_the_attribute_and_type_that_have_no_encoding(cohs: tuple[Any, str]) -> None:
+    """A pytest fixture is dropped for the lock its handler holds: the reason says where, not only the outer
+    type, so that a user sees what to teach the encoder."""
+    module, root = cohs
+    with pytest.raises(Unencodable, match="type_outside_repository") as caught:
+        encoded(module.Holder(module.Chain(module.Locked()), "h"), root)
+    path, kind = caught.value.where()
+    assert path == ".item.rest.lock"
+    assert kind.endswith(".lock")  # _thread.lock
+    assert "thread" in kind
+    with pytest.raises(Unencodable) as top:
+        encoded(module.Locked().lock, root)
+    assert top.value.where()[0] == ""  # the value itself
+
+
 def test_an_object_reaching_too_many_others_is_given_up_early(cohs: tuple[Any, str]) -> None:
     module, root = cohs
     with pytest.raises(Unencodable, match="too_large"):

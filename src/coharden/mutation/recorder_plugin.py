@@ -104,23 +104,23 @@ def _receiver(name, value, memo):
             return None
         if det[0] not in memo:
             if len(memo) >= _MAX_RECEIVERS:
-                _LAST_DROP[0] = "too_many_receivers"
+                _dropped("too_many_receivers")
                 return None
             memo[det[0]] = (name, *det)
         return memo[det[0]]
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001 - an odd receiver is not recorded
-        _LAST_DROP[0] = "repr_failed"
+        _dropped("repr_failed")
         return None
     if text not in memo:
         det = _deterministic(value, text) if len(memo) < _MAX_RECEIVERS else None
         if det is None and len(memo) >= _MAX_RECEIVERS:
-            _LAST_DROP[0] = "too_many_receivers"
-        memo[text] = (name, *det) if det is not None else _LAST_DROP[0]
+            _dropped("too_many_receivers")
+        memo[text] = (name, *det) if det is not None else tuple(_LAST_DROP)
     found = memo[text]
-    if isinstance(found, str):  # why it was not kept, for the caller to count
-        _LAST_DROP[0] = found
+    if len(found) == 2:  # why it was not kept, for the caller to count
+        _dropped(*found)
         return None
     return found
 
@@ -132,13 +132,17 @@ def _deterministic(value, text=None):
         root = _RECORDER.root if _RECORDER is not None else os.environ.get("COHARDEN_RECORD_ROOT")
         return _values.encoded(value, root, text)
     except _values.Unencodable as exc:
-        _LAST_DROP[0] = exc.args[0]
+        _dropped(exc.args[0], exc.where())
     except Exception:  # noqa: BLE001 - anything odd means "not deterministic"
-        _LAST_DROP[0] = "encoder_error"
+        _dropped("encoder_error")
     return None
 
 
-_LAST_DROP = [""]
+_LAST_DROP: list = ["", ("", "")]  # why the last value was not kept, and where in it: (attribute path, type)
+
+
+def _dropped(reason, where=("", "")):
+    _LAST_DROP[:] = [reason, where]
 _MISSING = object()
 
 
@@ -416,7 +420,10 @@ class _Recorder:
         """Count a call not recorded because ``value`` (its arguments or outcome) has no safe encoding (with
         ``prefix`` "receiver_": a receiver left out of the call's input)."""
         counts = self.dropped.setdefault(key, {})
-        reason = (prefix + (_LAST_DROP[0] or "unencodable"), _type_name(value))
+        path, inner = _LAST_DROP[1]
+        # the value that had no encoding: the one inside the outer value, by its attribute path when known
+        name = f"{_type_name(value)}{path}: {inner}"[:160] if path else inner or _type_name(value)
+        reason = (prefix + (_LAST_DROP[0] or "unencodable"), name)
         counts[reason] = counts.get(reason, 0) + 1
 
     def _watch_callers(self, frame, callee):

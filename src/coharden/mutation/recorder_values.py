@@ -48,7 +48,14 @@ _DTYPE = re.compile(r"[<>|=][biufcSU][0-9]{1,3}\Z")  # numbers, booleans and tex
 
 
 class Unencodable(Exception):
-    """A value with no safe structural encoding; ``args[0]`` is the reason it is dropped for."""
+    """A value with no safe structural encoding; ``args[0]`` is the reason it is dropped for. Raised out of
+    :func:`encoded`, ``args[1]`` says where: the attributes leading to the value that has none and its type
+    (``.handler.lock: _thread.RLock``)."""
+
+    def where(self):
+        """``(path, type)`` of the innermost value without an encoding (empty strings when not known)."""
+        path, kind = (self.args[1:3] + ("", ""))[:2] if len(self.args) > 1 else ("", "")
+        return path, kind
 
 
 def encoded(value, root, text=None):
@@ -181,7 +188,19 @@ _coh_attrs = attributes
 def _encode(value, root, depth, budget):
     """The JSON-able structural encoding of ``value`` (read by ``_coh_decode``), or Unencodable. ``budget``: the
     containers and objects left to encode (a one-item list shared by the whole walk), so that an object whose
-    attributes reach a whole application (a Sphinx documenter's environment) is given up early."""
+    attributes reach a whole application (a Sphinx documenter's environment) is given up early. An Unencodable
+    names the type of the innermost value that has no encoding (a fixture is dropped for the lock its handler
+    holds, not for itself)."""
+    try:
+        return _encode_value(value, root, depth, budget)
+    except Unencodable as exc:
+        if len(exc.args) > 1:
+            raise
+        kind = type(value)
+        raise Unencodable(exc.args[0], "", f"{getattr(kind, '__module__', '?')}.{kind.__qualname__}"[:120]) from None
+
+
+def _encode_value(value, root, depth, budget):
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
@@ -308,10 +327,19 @@ def _state(value, root, depth, budget):
     if state is None or not all(isinstance(n, str) and n.isidentifier() and not n.startswith("__")
                                 for n in state):
         raise Unencodable("no_state")
-    enc = ["O", ref, [[name, _encode(item, root, depth + 1, budget)] for name, item in sorted(state.items())]]
+    enc = ["O", ref, [[name, _attribute(name, item, root, depth, budget)] for name, item in sorted(state.items())]]
     if base is not None:
         enc.append(_encode(base.copy(value), root, depth + 1, budget))  # a plain dict or list of the items
     return enc
+
+
+def _attribute(name, item, root, depth, budget):
+    """The encoding of attribute ``name``; an Unencodable says the attribute's path (``.handler.lock``)."""
+    try:
+        return _encode(item, root, depth + 1, budget)
+    except Unencodable as exc:
+        path, kind = exc.where()
+        raise Unencodable(exc.args[0], f".{name}{path}", kind) from None
 
 
 def _container_base(kind):
