@@ -170,6 +170,28 @@ def test_non_fail_to_pass_classes(executor: InstanceExecutor, project: dict[str,
     paper = evaluate(executor, project["fix"], executor.test_patch(project[name], name=name), golden,
                      MPEConfig(paper_classes=True))
     assert paper.test_class is TestClass.MISALIGNED
+    assert not any("network" in w for w in result.warnings)
+
+
+def test_a_test_failing_only_for_want_of_the_network_is_said_to_say_nothing(
+        executor: InstanceExecutor, project: dict[str, str]) -> None:
+    """A test that downloads its data (xarray's tutorial datasets) fails on every code here, where test runs have
+    no network: its Misaligned class is not a finding, and the result says so."""
+    repo = Path(project["repo"])
+    online = BASE_TEST + textwrap.dedent("""\
+
+
+        def test_repro_online():
+            import socket
+
+            socket.create_connection(("www.python.org", 443), timeout=5)
+            assert clamp(-5, 0, 3) == 0
+        """)
+    patch = make_patch(repo, {"tests/test_rng.py": online})
+    result = evaluate(executor, project["fix"], executor.test_patch(patch, name="online"), executor.golden_test())
+    assert result.test_class is TestClass.MISALIGNED
+    assert result.candidate_fixed.network
+    assert any("reaches for the network" in w for w in result.warnings), result.warnings
 
 
 def test_same_seed_gives_byte_identical_json(project: dict[str, str], tmp_path: Path) -> None:

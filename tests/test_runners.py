@@ -592,3 +592,10 @@ def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path:
     assert remote.startswith("test_remote.py::test_remote_image: [the test reached for the network: WARNING: ")
     assert NETWORK_FAILURE.search(remote)
     assert not NETWORK_FAILURE.search(plain)
+    assert not verdict.network  # one failure is the code's own
+    (tmp_path / "test_fetch.py").write_text(
+        "import socket\n\n\ndef test_fetch():\n    socket.create_connection(('www.python.org', 443), timeout=5)\n")
+    for only in (ids[:1], ["test_fetch.py::test_fetch"]):  # the captured output says so; the exception does
+        alone = verdict_for(only, run_pytest(tmp_path, only, Settings(fork_server=False, timeout=60)))
+        assert alone.outcome is Outcome.FAIL
+        assert alone.network, alone.reason  # a FAIL that says nothing about the code

@@ -47,6 +47,14 @@ TEST_FILE = SOURCE_ONLY.replace("pkg/m.py", "tests/test_m.py")
     ({"test_class": "Invalid", "fail_to_pass": False, "candidate_buggy": {"outcome": "APPLY_ERROR", "reason": "x"},
       "candidate_fixed": {"outcome": "APPLY_ERROR"}}, TEST_FILE,
      {"status": "invalid", "invalid_kind": "does_not_apply", "applies": False, "fail_to_pass": False}),
+    # failing on the fixed code only for want of the network: not a finding about the test (xarray-7229's
+    # AssertFlip test loads a tutorial dataset from GitHub)
+    ({"test_class": "Misaligned", "fail_to_pass": False, "candidate_buggy": {"outcome": "FAIL"},
+      "candidate_fixed": {"outcome": "FAIL", "reason": "ConnectionError", "network": True}}, TEST_FILE,
+     {"status": "needs_network", "class": "Misaligned", "fail_to_pass": False}),
+    ({"test_class": "Misaligned", "fail_to_pass": False, "candidate_buggy": {"outcome": "FAIL"},
+      "candidate_fixed": {"outcome": "FAIL", "reason": "assert 1 == 2"}}, TEST_FILE,
+     {"status": "graded", "class": "Misaligned"}),
 ])
 def test_a_step_record_becomes_a_row_that_says_what_happened(step: dict[str, Any], patch: str,
                                                                expected: dict[str, Any]) -> None:

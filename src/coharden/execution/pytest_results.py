@@ -48,6 +48,12 @@ class Case:
                 return f"{line[:120]} ... {line[max(120, found.start() - 40):found.end() + 20]}"
         return ""
 
+    def reached_network(self) -> bool:
+        """Whether this failure shows a network failure: in its exception (the traceback's ``E`` lines), its
+        message, or its captured output (:meth:`network_hint`)."""
+        raised = "\n".join(line for line in self.details.splitlines() if line.startswith("E "))
+        return bool(NETWORK_FAILURE.search(self.message) or NETWORK_FAILURE.search(raised) or self.network_hint())
+
     def summary(self) -> str:
         """One line saying why: the last ``E   `` line of the traceback, else the message, else the status."""
         errors = [line[1:].strip() for line in self.details.splitlines() if line.startswith("E ")]

@@ -148,7 +148,11 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
         reason = f"test ids not run: {', '.join(missing)}{_collection_detail(run)}"
         return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=reason, tests=tests, **base)
     if any(s in bad for statuses in tests.values() for s in statuses):
-        return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, raised=raised, **base)
+        failing = [c for ran_id in ids for c in matching_cases(ran_id, run.cases)
+                   if c.status in (TestStatus.FAILED, TestStatus.ERROR)]
+        network = bool(failing) and all(c.reached_network() for c in failing)
+        return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, raised=raised,
+                       network=network, **base)
     return Verdict(outcome=Outcome.PASS, tests=tests, **base)
 
 

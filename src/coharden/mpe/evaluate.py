@@ -187,6 +187,10 @@ def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: Test
     )
     result.tampering = list(dict.fromkeys([*cand.buggy.tampering, *cand.fixed.tampering]))
     result.isolation = cand.fixed.isolation
+    if cand.fixed.failed and cand.fixed.network:
+        result.warnings.append("the test fails on the fixed code only where it reaches for the network, which "
+                               "test runs do not have (the setting network = true gives it): its class says "
+                               "nothing about the test")
     if config.reject_tampering and result.tampering:
         result.test_class = TestClass.INVALID
     return result

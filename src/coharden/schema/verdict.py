@@ -84,6 +84,10 @@ class Verdict(BaseModel):
     raised: dict[str, list[Raised]] = Field(default_factory=dict)
     """For every wanted id that failed or errored: the exceptions its cases raised (empty where the runner
     does not say, e.g. Django's and sympy's)."""
+    network: bool = False
+    """FAIL only because the test reached for the network: every failing wanted case's exception, message or
+    captured output shows a network failure (:data:`coharden.execution.sandbox.NETWORK_FAILURE`). Test runs have
+    no network unless ``network = true``, so such a FAIL says nothing about the code under test."""
     implied: str | None = None
     """Why no run was made for this verdict (``unreached``: the test never enters the code a mutant changes, so
     its outcome is the fixed code's; see :mod:`coharden.mpe.implied`); None: the verdict comes from a run."""

@@ -54,8 +54,8 @@ PHASES = ("verify", "grade")
 TRANSIENT = frozenset({"pending", "env_error", "harness_error"})
 #: statuses decided before anything runs: recomputed on every run from the data, the clones and the check
 ENVIRONMENT = ("unreachable", "unchecked", "env_unverified")
-STATUSES = ("graded", "invalid", "no_prediction", "golden_not_f2p", "harness_error", "env_error", "error",
-            "pending", "env_unverified", "unchecked", "unreachable")
+STATUSES = ("graded", "invalid", "needs_network", "no_prediction", "golden_not_f2p", "harness_error", "env_error",
+            "error", "pending", "env_unverified", "unchecked", "unreachable")
 #: what a dataset row holds that differs between two runs giving the same results
 VOLATILE = frozenset({"seconds", "verify_seconds", "resumed", "coharden"})
 

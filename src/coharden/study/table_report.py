@@ -22,6 +22,8 @@ FIGURE = "table_laxity.png"
 STATUS_MEANING = {
     "graded": "MPE ran: the class, the laxity with its interval",
     "invalid": "the test does not apply, touches no test file, adds no test, or does not run (Invalid)",
+    "needs_network": "the test fails on the fixed code only where it reaches for the network, which test runs "
+                     "here do not have: not graded (neither F->P nor not; left out of the shares and agreement)",
     "no_prediction": "the system has no test for an instance of its benchmark",
     "golden_not_f2p": "the golden test is not fail-to-pass here although the environment check verified it",
     "harness_error": "a verdict was a harness error (the runner failed, not the code); a rerun retries it",

@@ -161,4 +161,8 @@ def grade_fields(step: dict[str, Any], patch: str, test_patterns: Sequence[str])
         out["reason"] = step.get("pool_incomplete_reason") or no_admissible_reason(step)
     elif step.get("test_class") in ("Misaligned", "NotReproducing"):
         out["reason"] = "; ".join([_verdict_text("buggy", buggy), _verdict_text("fixed", fixed)])[:600]
+        if fixed.get("network"):  # not a finding about the test: its runs here have no network
+            out.update(status="needs_network", reason=f"the test fails on the fixed code only where it reaches "
+                                                      f"for the network, which its runs here do not have; "
+                                                      f"{out['reason']}"[:600])
     return out

@@ -22,7 +22,7 @@ TEST_CLASSES = ("Misaligned", "NotReproducing", "Invalid")
 """The classes of a test that is not F->P (or does not run); their shares are of evaluated tests."""
 EVALUATED = ("graded", "invalid")
 """Statuses of a prediction that was tried on its instance here (F->P or not, applies or not)."""
-DONE = frozenset({"graded", "invalid", "no_prediction", "golden_not_f2p", "error"})
+DONE = frozenset({"graded", "invalid", "needs_network", "no_prediction", "golden_not_f2p", "error"})
 """Statuses of a row no rerun changes (under the same configuration)."""
 #: an instance's state: the first of these its rows have (all rows of an instance share the environment ones)
 INSTANCE_ORDER = ("unreachable", "unchecked", "env_unverified", "env_error", "pending", "harness_error",
