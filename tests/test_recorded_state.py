@@ -282,6 +282,40 @@ def test_a_subclass_of_dict_or_list_is_rebuilt_with_its_items_and_attributes_by_
         encoded(module.OwnDict(), root)  # a __new__ of its own would run on decoding
 
 
+def test_an_exception_of_the_standard_library_is_encoded_by_its_module_and_name(cohs: tuple[Any, str]) -> None:
+    """pylint-8898's buggy code raises ``argparse.ArgumentTypeError``: neither a built-in exception nor the
+    repository's. Decoding takes the class from its module only when that is imported already."""
+    import argparse
+    import json as json_module
+
+    _, root = cohs
+    value = argparse.ArgumentTypeError("bad pattern")
+    enc = encoded(value, root)[1]
+    assert json.loads(enc)[:4] == ["e", "<stdlib>", "argparse", "ArgumentTypeError"]
+    assert check_encoding(enc, {"cohs"}) is None  # no repository module to look for
+    back = decode(enc)
+    assert type(back) is argparse.ArgumentTypeError
+    assert same(back, value)
+    with pytest.raises(Unencodable, match="refused_by_decoder"):  # its constructor does not take back its args
+        encoded(json_module.JSONDecodeError("bad", "doc", 0), root)
+
+
+@pytest.mark.parametrize("enc", [
+    ["e", "<stdlib>", "os", "system", ["t", []]],  # not an exception class
+    ["e", "<stdlib>", "antigravity", "Error", ["t", []]],  # a module not imported: decoding imports nothing
+    ["e", "<stdlib>", "cohs", "Key", ["t", []]],  # the repository's module named as the standard library's
+], ids=["function", "not_imported", "not_stdlib"])
+def test_a_forged_standard_library_exception_is_refused(cohs: tuple[Any, str], enc: list[Any]) -> None:
+    module, _ = cohs
+    module.made.clear()
+    with pytest.raises(ValueError):  # noqa: PT011 - the message varies with what is refused
+        decode(json.dumps(enc))
+    assert "antigravity" not in sys.modules
+    assert module.made == []
+    if enc[2] == "cohs":
+        assert check_encoding(json.dumps(enc), {"cohs"}) == "outside_repository"
+
+
 def _holder(attrs: list[list[Any]], cls: str = "Holder") -> list[Any]:
     return ["O", ["o", "cohs", {cls: "cohs"}, cls], attrs]
 

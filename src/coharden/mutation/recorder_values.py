@@ -35,6 +35,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 
+STDLIB = "<stdlib>"  # the package an exception of the standard library is encoded with (no package has the name)
 MAX_ENCODED = 20000  # characters of one encoded value
 MAX_NODES = 4000  # values one encoding may walk (its attributes', items' and so on)
 TEST_PARTS = ("tests", "test", "testing", "conftest")
@@ -72,7 +73,8 @@ def encoded(value, root, text=None):
         raise Unencodable("too_large")
     try:
         back = decode(enc)
-    except ValueError:  # an attribute that would hide a method, an object where a hash would run its code
+    except (ValueError, TypeError):  # an attribute that would hide a method, an object where a hash would run its
+        # code, a constructor that does not take back its arguments (json's JSONDecodeError)
         raise Unencodable("refused_by_decoder") from None
     if not same(back, value):
         raise Unencodable("not_equal_after_decoding")
@@ -235,7 +237,7 @@ def _encode_value(value, root, depth, budget):
     if isinstance(value, BaseException):
         module = kind.__module__
         package = "builtins" if module == "builtins" and getattr(builtins, kind.__name__, None) is kind \
-            else _package(kind, root)
+            else _package(kind, root) or (STDLIB if _stdlib_class(kind) else None)
         if package is None:
             raise Unencodable("exception_outside_repository")
         return ["e", package, module, kind.__name__, _encode(tuple(value.args), root, depth + 1, budget)]
@@ -259,6 +261,26 @@ def _encode_value(value, root, depth, budget):
 
 
 _FUNCTIONS = (type(len), type(_encode))  # built-in functions (numpy's own in C) and Python functions
+
+
+def _stdlib_class(kind):
+    """Whether ``kind`` is a class of the standard library (``argparse.ArgumentTypeError``), found by its name in
+    its module."""
+    module = sys.modules.get(kind.__module__) if isinstance(kind.__module__, str) else None
+    return module is not None and kind.__name__.isidentifier() and vars(module).get(kind.__name__) is kind \
+        and _stdlib(kind.__module__)
+
+
+def _stdlib(module):
+    """Whether the module named ``module`` belongs to the standard library (before Python 3.10, which lists its
+    names: a file under the directory of ``os``, outside site-packages)."""
+    top = module.split(".")[0]
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is not None:
+        return top in names
+    path = getattr(sys.modules.get(top), "__file__", None) or ""
+    home = os.path.realpath(os.path.dirname(os.__file__)) + os.sep  # noqa: PTH120 - strings, as the decoder
+    return os.path.realpath(path).startswith(home) and "site-packages" not in path
 
 
 def _function_reference(func, root):
@@ -476,7 +498,9 @@ def decode(text):
     numpy dtype; ``["y", "builtins"|"numpy", name]`` a type of either; ``["F", package, module, qualname]`` a
     function of the package (or of numpy's namespace), not called; ``["P", class, dtype, items, name]`` a pandas
     index of plain items; ``["e", package, module, name, args]`` an exception (a built-in one, or the package's);
-    ``["o", package, {name: module}, text]`` an object of the repository, ``text`` its structural representation
+    ``["e", "<stdlib>", module, name, args]`` one of the standard library's (its module imported already: decoding
+    imports nothing for it); ``["o", package, {name: module}, text]`` an object of the repository, ``text`` its
+    structural representation
     (sympy's ``srepr``, else ``repr``): an expression of literals, names and calls, read here with ``ast`` (never
     ``eval``). A name is looked up in the module the encoding names for it, which must lie in ``package`` and not be
     a test module, and must be defined there (its own or its class's ``__module__`` in the package); only classes
@@ -490,7 +514,9 @@ def decode(text):
     import builtins
     import importlib
     import json
+    import os
     import re
+    import sys
     import types
 
     def allowed(module, package):
@@ -689,8 +715,18 @@ def decode(text):
             return made
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
             package, module, name, args = rest
-            cls = getattr(builtins, name, None) if module == "builtins" else \
-                getattr(importlib.import_module(module), name, None) if allowed(module, package) else None
+            if package == "<stdlib>":  # only a module already imported; ``_stdlib``'s test, written out
+                top = module.split(".")[0]
+                path = getattr(sys.modules.get(top), "__file__", None) or ""
+                home = os.path.realpath(os.path.dirname(os.__file__)) + os.sep  # noqa: PTH120 - strings, as the decoder
+                names = getattr(sys, "stdlib_module_names", None)
+                stdlib = top in names if names is not None else \
+                    os.path.realpath(path).startswith(home) and "site-packages" not in path
+                found = sys.modules.get(module) if stdlib and name.isidentifier() else None
+                cls = vars(found).get(name) if found is not None else None
+            else:
+                cls = getattr(builtins, name, None) if module == "builtins" else \
+                    getattr(importlib.import_module(module), name, None) if allowed(module, package) else None
             if not (isinstance(cls, type) and issubclass(cls, BaseException)):
                 raise ValueError("not an exception class")
             return cls(*value(args, True))
@@ -755,7 +791,7 @@ def _modules(tree: object) -> set[str]:
     if tree[0] == "o":
         return set(tree[2].values())
     if tree[0] == "e":
-        return ({tree[2]} if tree[2] != "builtins" else set()) | _modules(tree[4])
+        return ({tree[2]} if tree[1] not in ("builtins", STDLIB) else set()) | _modules(tree[4])
     if tree[0] == "d":
         return set().union(*(_modules(item) for pair in tree[1] for item in pair))
     if tree[0] in ("t", "l", "s", "f"):
@@ -871,8 +907,10 @@ def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) 
         package, module, name, args = rest
         builtin = package == module == "builtins" and isinstance(getattr(builtins, name, None), type) \
             and issubclass(getattr(builtins, name), BaseException)
-        if not builtin and not (package in packages and _module_ok(module, package) and name.isidentifier()
-                                and not name.startswith("__")):
+        stdlib = package == STDLIB and all(p.isidentifier() for p in module.split(".")) \
+            and module.split(".")[0] in sys.stdlib_module_names
+        if not builtin and not ((stdlib or (package in packages and _module_ok(module, package)))
+                                and name.isidentifier() and not name.startswith("__")):
             return "outside_repository"
         return _check(args, packages, depth + 1, True)
     if tag == "o" and len(rest) == 3 and isinstance(rest[0], str) and isinstance(rest[1], dict) \
