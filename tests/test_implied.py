@@ -388,3 +388,33 @@ def test_a_fork_server_killed_during_a_run_is_restarted_once_and_the_run_made_ag
         assert ex.site.current is not server
         assert ex.site.current.alive
         assert ex.verdict("", golden.model_copy(update={"name": "golden again"})).outcome is Outcome.FAIL
+
+
+def test_a_test_is_not_run_on_a_mutant_the_other_test_already_makes_inadmissible(tmp_path: Path) -> None:
+    """A mutant that never ends costs the reference its time limit; the candidate's run could not make the
+    mutant admissible, so it is not made (and, the reference's TIMEOUT being stored, not for a later candidate
+    either). The verdict says so and is never stored: without ``all_or_none`` the test runs."""
+    repo, commit = make_repo(tmp_path / "h", {"h.py": "def f(x):\n    return x + 1\n"})
+    uses = make_patch(repo, {"test_a.py": "from h import f\n\n\ndef test_a():\n    assert f(1) == 2\n"})
+    other = make_patch(repo, {"test_b.py": "def test_b():\n    assert True\n"})
+    hang = make_patch(repo, {"h.py": "def f(x):\n    while True:\n        x += 1\n"})
+    inst = Instance(instance_id="h__f", repo=str(repo), base_commit=commit, patch=hang, test_patch=uses)
+    # one lane: with a second one (a free core) both tests start at once and neither can wait for the other
+    settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1,
+                        test_lanes=1)
+    with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
+        a, b = ex.test_patch(uses, name="a"), ex.test_patch(other, name="b")
+        made = ex.runs
+        first, second = ex.verdicts(hang, [a, b], limits=[2, 2], first_failure=True, all_or_none=True)
+        assert first.outcome is Outcome.TIMEOUT
+        assert not first.implied
+        assert (second.outcome, second.implied) == (Outcome.TIMEOUT, "other_inadmissible")
+        assert second.reason.startswith("not run")
+        assert ex.runs == made + 1
+        # the stored TIMEOUT answers before anything runs, whatever the order
+        again_b, again_a = ex.verdicts(hang, [b, a], limits=[2, 2], first_failure=True, all_or_none=True)
+        assert (again_b.implied, again_a.outcome) == ("other_inadmissible", Outcome.TIMEOUT)
+        assert ex.runs == made + 1
+        ran_b, _ = ex.verdicts(hang, [b, a], limits=[2, 2], first_failure=True)  # never stored: b runs now
+        assert (ran_b.outcome, ran_b.implied) == (Outcome.PASS, None)
+        assert ex.runs == made + 2

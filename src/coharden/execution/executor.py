@@ -226,12 +226,16 @@ class InstanceExecutor:
         return self.verdicts(source_patch, [test], limits=[time_limit])[0]
 
     def verdicts(self, source_patch: str, tests: list[TestPatch], *, combine: bool = False,
-                 limits: Sequence[float | None] | None = None, first_failure: bool = False) -> list[Verdict]:
+                 limits: Sequence[float | None] | None = None, first_failure: bool = False,
+                 all_or_none: bool = False) -> list[Verdict]:
         """Verdicts of ``tests`` on base + ``source_patch``. Each test runs in its own process unless
         ``combine`` (the caller trusts every test, ``MPEConfig.trust_tests``: one cannot touch another's result)
         allows sharing one. ``limits``: a time limit per test (None: the setting).
         ``first_failure``: only pass / fail is wanted (a mutant's cell): a process that runs one test alone
-        stops at its first failure (``-x``), and the verdict lists the ids it did not run as missing."""
+        stops at its first failure (``-x``), and the verdict lists the ids it did not run as missing.
+        ``all_or_none``: the verdicts count only when every one is admissible (a mutant's cell): once one is not
+        (stored, or run: tests run in the given order), the tests not run yet are not run; each gets that
+        verdict's outcome, marked ``implied="other_inadmissible"`` and never stored."""
         limit_of = [TimeLimit.of(lim, timeout=self.settings.timeout).limit for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)
         retried: set[int] = set()  # tests run again once because their fork server died under them
@@ -249,6 +253,7 @@ class InstanceExecutor:
             results[i] = self.cache.get(keys[i], limit_of[i])
             if results[i] is None:
                 todo.append(i)
+        todo = self._unneeded(results, todo, limit_of) if all_or_none else todo
         while todo:
             if not combine and len(todo) > 1 and second_lane_wanted(self.settings) and self.image is None:
                 ran, deferred, lane_runs = self._lane.run_two(self, source_patch, [tests[i] for i in todo],
@@ -274,6 +279,7 @@ class InstanceExecutor:
                 self.cache.put(keys[index], verdict)
             todo = [*again, *(todo[j] for j in deferred)]
             self._discard_overrun()
+            todo = self._unneeded(results, todo, limit_of) if all_or_none else todo
         for i, j in twins.items():
             results[i] = results[j]
         final = [r for r in results if r is not None]
@@ -282,6 +288,19 @@ class InstanceExecutor:
             if static:
                 verdict.tampering = [*static, *verdict.tampering]
         return final
+
+    @staticmethod
+    def _unneeded(results: list[Verdict | None], todo: list[int], limit_of: list[float]) -> list[int]:
+        """``todo`` when every verdict so far is admissible; else none of it: each test left gets the
+        inadmissible verdict's outcome, marked as not run (see :meth:`verdicts`' ``all_or_none``)."""
+        bad = next((r for r in results if r is not None and not r.admissible), None)
+        if bad is None:
+            return todo
+        for i in todo:
+            results[i] = Verdict(outcome=bad.outcome, implied="other_inadmissible", time_limit=limit_of[i],
+                                 reason=f"not run: another test's verdict on this code is {bad.outcome.value}, so no "
+                                        "verdict of this test makes it admissible")
+        return []
 
     def _fresh_apply_error(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool,
                            verdict: Verdict) -> Verdict:

@@ -232,7 +232,7 @@ def _run_pool(team: Workers, mutant_pool: Pool, candidate: TestPatch, reference:
     timeouts and the tampering the candidate showed on them."""
     mark = time.monotonic()
     run = functools.partial(run_mutants, team.executor, candidate=candidate, reference=reference, timings=timings,
-                            team=team, combine=combine, implied=implied,
+                            team=team, combine=combine, implied=implied, skip_unneeded=config.implied,
                             limits=(result.time_limits["candidate"], result.time_limits["reference"]))
     if config.is_sequential:
         run_sequential(result, mutant_pool.mutants, run, config, progress)
@@ -242,8 +242,10 @@ def _run_pool(team: Workers, mutant_pool: Pool, candidate: TestPatch, reference:
         result.frame = sampling_frame(result.mutants, mutant_pool.mutants, mutant_pool.dropped)
     result.census = all(row["drawn"] == row["pool"] for row in result.frame.values())
     timings["mutants"] = time.monotonic() - mark
-    result.candidate_timeouts = sum(1 for r in result.mutants if r.candidate.outcome is Outcome.TIMEOUT)
-    result.reference_timeouts = sum(1 for r in result.mutants if r.reference.outcome is Outcome.TIMEOUT)
+    result.candidate_timeouts = sum(1 for r in result.mutants
+                                    if r.candidate.outcome is Outcome.TIMEOUT and not r.candidate.implied)
+    result.reference_timeouts = sum(1 for r in result.mutants
+                                    if r.reference.outcome is Outcome.TIMEOUT and not r.reference.implied)
     result.tampering = list(dict.fromkeys([*result.tampering, *(n for r in result.mutants
                                                                  for n in r.candidate.tampering)]))
 

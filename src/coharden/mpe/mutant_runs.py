@@ -90,13 +90,16 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
                 workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
                 timings: dict[str, float] | None = None, team: Workers | None = None, *,
                 limits: tuple[float | None, float | None] = (None, None), combine: bool = False,
-                implied: Implied | None = None) -> list[MutantResult]:
+                implied: Implied | None = None, skip_unneeded: bool = False) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
     its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
     (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
     seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs).
     ``limits``: the time limit of the candidate and of the reference on a mutant; ``combine``: both tests are
-    trusted to share a process; ``implied``: the verdicts implied without a run (see :mod:`coharden.mpe.implied`)."""
+    trusted to share a process; ``implied``: the verdicts implied without a run (see :mod:`coharden.mpe.implied`).
+    ``skip_unneeded``: a test is not run on a mutant the other test's verdict already makes inadmissible (a
+    TIMEOUT: a mutant that never ends costs one limit, not two); the reference runs first, as its verdicts are
+    stored and shared by every candidate graded on the instance."""
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
     tell = progress or _quiet
@@ -109,11 +112,12 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
         # a cell needs pass / fail only: a test process stops at its first failure
         given = [implied.implied(mutant, role) if implied is not None else None
                  for role in ("candidate", "reference")]
-        todo = [i for i, verdict in enumerate(given) if verdict is None]
+        todo = sorted((i for i, verdict in enumerate(given) if verdict is None), reverse=True)  # the reference first
         tests = [candidate, reference]
-        ran = iter(ex.verdicts(mutant.patch, [tests[i] for i in todo], combine=combine and len(todo) > 1,
-                               limits=[limits[i] for i in todo], first_failure=True) if todo else [])
-        cand, ref = (verdict if verdict is not None else next(ran) for verdict in given)
+        ran = dict(zip(todo, ex.verdicts(mutant.patch, [tests[i] for i in todo], combine=combine and len(todo) > 1,
+                                         limits=[limits[i] for i in todo], first_failure=True,
+                                         all_or_none=skip_unneeded) if todo else [], strict=True))
+        cand, ref = (verdict if verdict is not None else ran[i] for i, verdict in enumerate(given))
         if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
             with lock_spent:
                 spent["timeouts"] += time.monotonic() - mark

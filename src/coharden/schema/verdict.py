@@ -90,7 +90,9 @@ class Verdict(BaseModel):
     no network unless ``network = true``, so such a FAIL says nothing about the code under test."""
     implied: str | None = None
     """Why no run was made for this verdict (``unreached``: the test never enters the code a mutant changes, so
-    its outcome is the fixed code's; see :mod:`coharden.mpe.implied`); None: the verdict comes from a run."""
+    its outcome is the fixed code's, see :mod:`coharden.mpe.implied`; ``other_inadmissible``: the other test's
+    verdict on the mutant is inadmissible, so this one could not make it admissible, and the outcome is that
+    verdict's); None: the verdict comes from a run."""
 
     @property
     def admissible(self) -> bool:
