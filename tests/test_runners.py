@@ -599,3 +599,31 @@ def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path:
         alone = verdict_for(only, run_pytest(tmp_path, only, Settings(fork_server=False, timeout=60)))
         assert alone.outcome is Outcome.FAIL
         assert alone.network, alone.reason  # a FAIL that says nothing about the code
+
+
+def test_an_internal_error_raised_in_the_code_under_test_is_a_collection_error(tmp_path: Path) -> None:
+    """sphinx-11445's mutants broke a plugin the repository's conftest.py loads, and pytest ended with an
+    INTERNALERROR (exit code 3) and no results: no test ran because of the code, as when a test module does not
+    import, so the verdict is a COLLECTION_ERROR (stored; a rerun would not change it), not a HARNESS_ERROR
+    (retried for ever). An INTERNALERROR raised outside the checkout stays the harness's."""
+    from coharden.execution.pytest_runner import run_pytest
+    from coharden.execution.pytest_verdicts import verdict_for
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def order(items):\n    raise ValueError('broken by a mutant')\n")
+    (tmp_path / "conftest.py").write_text(
+        "import pkg\n\n\ndef pytest_collection_modifyitems(items):\n    pkg.order(items)\n")
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    ids = ["test_a.py::test_a"]
+    verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60)))
+    assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
+    assert "INTERNALERROR" in verdict.reason
+    assert "ValueError: broken by a mutant" in verdict.reason
+    # raised by a module outside the checkout (the environment's): the harness's failure
+    outside = tmp_path.parent / f"{tmp_path.name}_site"
+    outside.mkdir()
+    (outside / "extlib.py").write_text("def order(items):\n    raise ValueError('the environment')\n")
+    (tmp_path / "conftest.py").write_text(
+        "import extlib\n\n\ndef pytest_collection_modifyitems(items):\n    extlib.order(items)\n")
+    run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
+    assert verdict_for(ids, run).outcome is Outcome.HARNESS_ERROR

@@ -81,6 +81,7 @@ class PytestRun:
     first_failure: bool = False  # run with -x: ids after the first failure were not run
     cpu_limited: bool = False  # the TIMEOUT came from the CPU-time limit (SIGXCPU), not the wall clock
     cpu_time_limit: bool = False  # time_limit bounded CPU time (a scaled limit); the wall clock allowed more
+    root: str = ""  # the checkout it ran in, as its tracebacks name it ('' in a container, whose paths differ)
 
     @property
     def session_finished(self) -> bool:

@@ -113,7 +113,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         cases, events, replaced = _read_back(junit, None if in_docker else stream, anchor, proc)
         present = os.path.lexists(junit)
     return _pytest_run(proc, limits, cases, events, replaced, isolation="docker" if in_docker else proc.isolation,
-                       junit_present=present, first_failure=first_failure)
+                       junit_present=present, first_failure=first_failure, root="" if in_docker else str(root))
 
 
 def _command(root: Path, ids: list[str], settings: Settings, python: str | None, junit: Path, *, in_docker: bool,
@@ -178,7 +178,8 @@ def _read_back(junit: Path, stream: Path | None, anchor: Path,
 
 
 def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None, events: list[dict] | None,
-                replaced: list[str], *, isolation: str, junit_present: bool, first_failure: bool) -> PytestRun:
+                replaced: list[str], *, isolation: str, junit_present: bool, first_failure: bool,
+                root: str = "") -> PytestRun:
     # RLIMIT_CPU's signal, after at least that much time: a test that exits with the same code (or signals
     # itself) earlier is not taken for a timeout (one that waits that long before doing so gains nothing)
     cpu_out = (limits.scaled and not proc.timed_out and proc.returncode in _CPU_EXHAUSTED
@@ -201,6 +202,7 @@ def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None
         time_limit=limits.limit,
         junit_present=junit_present,
         first_failure=first_failure,
+        root=root,
     )
 
 

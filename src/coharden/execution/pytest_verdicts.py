@@ -15,6 +15,7 @@ from typing import Any
 
 from coharden.execution.pytest_results import Case, PytestRun, case_matches, matching_cases
 from coharden.execution.testids import runnable_id
+from coharden.execution.tracebacks import raised_in
 from coharden.schema import timelimit
 from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
 
@@ -187,6 +188,10 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
             return Verdict(outcome=Outcome.COLLECTION_ERROR, reason=conftest, **base)
         reason = "pytest usage error (exit code 4)" + _last_words(run.output)
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
+    crashed = _internal_error_in_code(run)
+    if crashed:
+        return Verdict(outcome=Outcome.COLLECTION_ERROR, reason="the code under test broke pytest's session "
+                       f"(INTERNALERROR, exit code {run.returncode}): {crashed}", **base)
     if not run.junit_ok:
         reason = f"pytest produced no results (exit code {run.returncode})"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
@@ -200,6 +205,17 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
         reason = f"exit code {run.returncode} but no failure was parsed"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
     return None
+
+
+def _internal_error_in_code(run: PytestRun) -> str | None:
+    """The error of pytest's INTERNALERROR when it was raised in the checkout's code (a mutant of a plugin the
+    repository's ``conftest.py`` loads, or of pytest itself on pytest's repository): no test ran, as when a test
+    module does not import, and a rerun would not change that. None for any other run without results."""
+    if run.returncode != _EXIT_INTERNAL or not run.root:
+        return None
+    marker = "INTERNALERROR> "
+    text = "\n".join(line[len(marker):] for line in run.output.splitlines() if line.startswith(marker))
+    return raised_in(text, Path(run.root))
 
 
 def _timeout_reason(run: PytestRun, rename: dict[str, str]) -> str:

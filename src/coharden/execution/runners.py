@@ -13,7 +13,6 @@ HARNESS_ERROR carrying the unparsed tail.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 
 from coharden.config import RunnerName, Settings
 from coharden.execution.sandbox import Confinement, run_limited
+from coharden.execution.tracebacks import raised_in
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -261,34 +261,6 @@ def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str,
     found = verdict.tests
     verdict.tests = {own: found[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in found}
     return verdict
-
-
-_TRACEBACK = "Traceback (most recent call last):"
-_FRAME = re.compile(r'^\s*File "(?P<path>/[^"]+)", line \d+', re.M)  # absolute files only: no <frozen os>
-_ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?:: .*)?$", re.M)
-# what the machine or the environment raises, never a change of the code under test
-_ENVIRONMENT_ERRORS = {"MemoryError", "OSError", "PermissionError", "FileNotFoundError", "FileExistsError",
-                       "IsADirectoryError", "NotADirectoryError", "BlockingIOError", "ModuleNotFoundError"}
-
-
-def raised_in(output: str, root: Path, runner_files: tuple[str, ...] = ()) -> str | None:
-    """The error line of the output's last traceback when its innermost file frame is a file of the checkout
-    ``root`` other than the runner's own (``runner_files``, relative to the root): the code under test raised
-    (``import sympy`` in bin/test, on a mutant that breaks the package's import). None otherwise: the runner's or
-    the environment's own failure (a missing module, the disk, the memory, a path the sandbox does not grant)."""
-    at = output.rfind(_TRACEBACK)
-    if at < 0:
-        return None
-    tail = output[at:]
-    frames = _FRAME.findall(tail)
-    errors = list(_ERROR_LINE.finditer(tail))
-    if not frames or not errors or errors[-1]["type"].rsplit(".", 1)[-1] in _ENVIRONMENT_ERRORS:
-        return None
-    innermost = Path(os.path.normpath(frames[-1]))
-    for base in {root, root.resolve()}:
-        if innermost.is_relative_to(base):
-            return None if innermost.relative_to(base).as_posix() in runner_files else errors[-1][0][:200]
-    return None
 
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,

@@ -1,0 +1,40 @@
+"""Where a test process's last traceback was raised: in the code under test, or in the runner or environment.
+
+A process that ends with no per-test result (sympy's ``bin/test`` on a mutant that breaks ``import sympy``,
+pytest's INTERNALERROR when a mutant breaks a plugin the repository's ``conftest.py`` loads) says something about
+the code when the exception came from it: the tests did not run (a COLLECTION_ERROR, as an uncollectable test
+module is), which a rerun would not change. Otherwise it is the harness's own failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^\s*File "(?P<path>/[^"]+)", line \d+', re.M)  # absolute files only: no <frozen os>
+_ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?:: .*)?$", re.M)
+# what the machine or the environment raises, never a change of the code under test
+_ENVIRONMENT_ERRORS = {"MemoryError", "OSError", "PermissionError", "FileNotFoundError", "FileExistsError",
+                       "IsADirectoryError", "NotADirectoryError", "BlockingIOError", "ModuleNotFoundError"}
+
+
+def raised_in(output: str, root: Path, runner_files: tuple[str, ...] = ()) -> str | None:
+    """The error line of the output's last traceback when its innermost file frame is a file of the checkout
+    ``root`` other than the runner's own (``runner_files``, relative to the root): the code under test raised
+    (``import sympy`` in bin/test, on a mutant that breaks the package's import). None otherwise: the runner's or
+    the environment's own failure (a missing module, the disk, the memory, a path the sandbox does not grant)."""
+    at = output.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    tail = output[at:]
+    frames = _FRAME.findall(tail)
+    errors = list(_ERROR_LINE.finditer(tail))
+    if not frames or not errors or errors[-1]["type"].rsplit(".", 1)[-1] in _ENVIRONMENT_ERRORS:
+        return None
+    innermost = Path(os.path.normpath(frames[-1]))
+    for base in {root, root.resolve()}:
+        if innermost.is_relative_to(base):
+            return None if innermost.relative_to(base).as_posix() in runner_files else errors[-1][0][:200]
+    return None
