@@ -44,6 +44,11 @@ TEST_FILE = SOURCE_ONLY.replace("pkg/m.py", "tests/test_m.py")
     ({"harness_error": True, "test_class": "Lax", "candidate_buggy": {"outcome": "FAIL"},
       "candidate_fixed": {"outcome": "HARNESS_ERROR", "reason": "no results parsed"}}, TEST_FILE,
      {"status": "harness_error", "reason": "candidate_fixed: HARNESS_ERROR (no results parsed)"}),
+    # a verdict not run because the other test's was inadmissible is not listed as a harness error of its own
+    ({"harness_error": True, "test_class": "Lax", "mutants": [{
+        "mutant": {"id": "m-1"}, "reference": {"outcome": "HARNESS_ERROR", "reason": "exit code 3"},
+        "candidate": {"outcome": "HARNESS_ERROR", "reason": "not run", "implied": "other_inadmissible"}}]},
+     TEST_FILE, {"status": "harness_error", "reason": "mutant m-1 reference: HARNESS_ERROR (exit code 3)"}),
     ({"test_class": "Invalid", "fail_to_pass": False, "candidate_buggy": {"outcome": "APPLY_ERROR", "reason": "x"},
       "candidate_fixed": {"outcome": "APPLY_ERROR"}}, TEST_FILE,
      {"status": "invalid", "invalid_kind": "does_not_apply", "applies": False, "fail_to_pass": False}),

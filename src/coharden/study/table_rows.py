@@ -28,8 +28,8 @@ def _harness_errors(row: dict[str, Any]) -> str:
     """The reasons of the HARNESS_ERROR verdicts a step row holds (MPE or verify rows)."""
     found: list[str] = []
 
-    def look(name: str, verdict: Any) -> None:
-        if isinstance(verdict, dict) and verdict.get("outcome") == "HARNESS_ERROR":
+    def look(name: str, verdict: Any) -> None:  # a verdict not run (``implied``) only echoes the other test's
+        if isinstance(verdict, dict) and verdict.get("outcome") == "HARNESS_ERROR" and not verdict.get("implied"):
             found.append(_verdict_text(name, verdict))
 
     for key in ("buggy", "fixed", "candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
