@@ -617,8 +617,14 @@ def test_an_internal_error_raised_in_the_code_under_test_is_a_collection_error(t
     ids = ["test_a.py::test_a"]
     verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60)))
     assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
-    assert "INTERNALERROR" in verdict.reason
+    assert "broke pytest's session" in verdict.reason
     assert "ValueError: broken by a mutant" in verdict.reason
+    # the plugin itself no longer imports (sphinx-11445's mutant): a traceback, exit code 1, no results
+    (tmp_path / "pkg" / "plugin.py").write_text("@pass_environment\ndef f():\n    pass\n")
+    (tmp_path / "conftest.py").write_text("pytest_plugins = ['pkg.plugin']\n")
+    verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60)))
+    assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
+    assert "NameError: name 'pass_environment' is not defined" in verdict.reason
     # raised by a module outside the checkout (the environment's): the harness's failure
     outside = tmp_path.parent / f"{tmp_path.name}_site"
     outside.mkdir()

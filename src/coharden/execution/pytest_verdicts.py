@@ -15,7 +15,7 @@ from typing import Any
 
 from coharden.execution.pytest_results import Case, PytestRun, case_matches, matching_cases
 from coharden.execution.testids import runnable_id
-from coharden.execution.tracebacks import raised_in
+from coharden.execution.tracebacks import raised_in, raised_in_short
 from coharden.schema import timelimit
 from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
 
@@ -191,7 +191,7 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
     crashed = _internal_error_in_code(run)
     if crashed:
         return Verdict(outcome=Outcome.COLLECTION_ERROR, reason="the code under test broke pytest's session "
-                       f"(INTERNALERROR, exit code {run.returncode}): {crashed}", **base)
+                       f"before any test ran (exit code {run.returncode}): {crashed}", **base)
     if not run.junit_ok:
         reason = f"pytest produced no results (exit code {run.returncode})"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
@@ -208,14 +208,16 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
 
 
 def _internal_error_in_code(run: PytestRun) -> str | None:
-    """The error of pytest's INTERNALERROR when it was raised in the checkout's code (a mutant of a plugin the
-    repository's ``conftest.py`` loads, or of pytest itself on pytest's repository): no test ran, as when a test
-    module does not import, and a rerun would not change that. None for any other run without results."""
-    if run.returncode != _EXIT_INTERNAL or not run.root:
+    """The error that ended pytest's session before any result, when it was raised in the checkout's code: a
+    mutant of a plugin the repository's ``conftest.py`` loads (sphinx-11445: ``sphinx.testing.fixtures`` no
+    longer imports; exit code 1 in a fresh process, 3 with INTERNALERROR in a fork), or of pytest itself on
+    pytest's repository. No test ran, as when a test module does not import, and a rerun would not change that.
+    None for any other run."""
+    if not run.root or not (run.returncode == _EXIT_INTERNAL or (run.returncode == 1 and not run.junit_ok)):
         return None
     marker = "INTERNALERROR> "
-    text = "\n".join(line[len(marker):] for line in run.output.splitlines() if line.startswith(marker))
-    return raised_in(text, Path(run.root))
+    text = "\n".join(line[len(marker):] if line.startswith(marker) else line for line in run.output.splitlines())
+    return raised_in(text, Path(run.root)) or raised_in_short(text, Path(run.root))
 
 
 def _timeout_reason(run: PytestRun, rename: dict[str, str]) -> str:

@@ -38,3 +38,23 @@ def raised_in(output: str, root: Path, runner_files: tuple[str, ...] = ()) -> st
         if innermost.is_relative_to(base):
             return None if innermost.relative_to(base).as_posix() in runner_files else errors[-1][0][:200]
     return None
+
+
+_SHORT_FRAME = re.compile(r"^(?P<path>[^\s:][^:\n]*\.py):\d+: in ", re.M)  # pytest's short style: "pkg/m.py:1: in f"
+_SHORT_ERROR = re.compile(r"^E\s+(?P<line>(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?:: .*)?)$", re.M)
+
+
+def raised_in_short(output: str, root: Path) -> str | None:
+    """:func:`raised_in` for pytest's short traceback style (``pkg/plugin.py:1: in <module>`` frames, relative to
+    the root, then ``E   NameError: ...``), which pytest 8 and later print when a plugin fails to load."""
+    frames = list(_SHORT_FRAME.finditer(output))
+    if not frames:
+        return None
+    errors = list(_SHORT_ERROR.finditer(output, frames[-1].end()))
+    if not errors or errors[0]["type"].rsplit(".", 1)[-1] in _ENVIRONMENT_ERRORS:
+        return None
+    path = Path(frames[-1]["path"])
+    innermost = Path(os.path.normpath(path if path.is_absolute() else root / path))
+    if any(innermost.is_relative_to(base) for base in {root, root.resolve()}) and ".." not in path.parts:
+        return errors[0]["line"][:200]
+    return None
