@@ -232,8 +232,25 @@ def test_sympy_bin_test_through_the_executor(tmp_path: Path) -> None:
         golden = executor.golden_test()
         assert golden.ids == [f"{path}::test_coharden_probe"]
         verdict = executor.verdict("", golden)
+        # a mutant's cell (only pass / fail wanted): bin/test -k runs the wanted test, not its whole file
+        selected = executor.verdicts("", [golden], first_failure=True)[0]
     assert verdict.passed, verdict.reason
     assert verdict.tests == {f"{path}::test_coharden_probe": [TestStatus.PASSED]}
+    assert "test_Singleton" in verdict.output_tail  # the fail-to-pass check runs the file, as the harness does
+    assert selected.passed, selected.reason
+    assert selected.tests == verdict.tests
+    assert "test_Singleton" not in selected.output_tail
+
+
+def test_sympy_runner_selects_the_wanted_tests_only_for_a_mutant_s_cell() -> None:
+    from coharden.execution.runners import SympyRunner
+
+    runner = SympyRunner()
+    ids = runner.runner_ids(["sympy/core/tests/test_a.py::test_x", "test_y"], ["sympy/core/tests/test_a.py"])
+    whole = runner.command("py", ids).argv
+    assert whole == ["py", "bin/test", "-C", "--verbose", "sympy/core/tests/test_a.py"]
+    # -k takes every word after it, so it comes last
+    assert runner.command("py", ids, select=True).argv == [*whole, "-k", "test_x", "test_y"]
 
 
 @pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")

@@ -385,7 +385,7 @@ class InstanceExecutor:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
             return {j: verdict.model_copy() for j in range(len(tests))}, []
         if self.settings.runner != "pytest":
-            return self._run_alone(tests[0]), list(range(1, len(tests)))
+            return self._run_alone(tests[0], limits[0], first_failure), list(range(1, len(tests)))
         layout = lay_out(ws, tests, set(touched_files(source_patch)), combine)
         done = dict(layout.done)
         if layout.groups:
@@ -436,8 +436,9 @@ class InstanceExecutor:
         server.prime(self._root(), fork_env(self.site.job_env, self.settings.pass_env), spec,
                      timeout=self.settings.timeout)
 
-    def _run_alone(self, test: TestPatch) -> dict[int, Verdict]:
-        """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout."""
+    def _run_alone(self, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:
+        """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout, under
+        ``limit``; ``first_failure`` (a mutant's cell): only its own tests need to run, not their whole files."""
         from coharden.execution.runners import run_test_patch
 
         try:
@@ -447,7 +448,7 @@ class InstanceExecutor:
         self.runs += 1
         self.workspace.tainted = True
         verdict = run_test_patch(self._root(), test, self.settings, self.python, env=self.site.job_env,
-                                 confine=self.confinement())
+                                 confine=self.confinement(), select=first_failure, time_limit=limit)
         return {0: verdict}
 
 

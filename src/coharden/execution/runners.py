@@ -48,8 +48,10 @@ class Runner(Protocol):
     def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
         """FAIL_TO_PASS / PASS_TO_PASS names in the repository's own format -> this runner's ids."""
 
-    def command(self, python: str, ids: list[str]) -> RunnerCommand:
-        """The command (run from the repository root) that runs ``ids``."""
+    def command(self, python: str, ids: list[str], *, select: bool = False) -> RunnerCommand:
+        """The command (run from the repository root) that runs ``ids``. ``select``: only the wanted tests need to
+        run (a mutant's cell, where only their pass / fail counts; never a fail-to-pass check, which runs what the
+        SWE-bench harness runs): a runner that runs whole files runs just those tests where it can."""
 
     runner_files: ClassVar[tuple[str, ...]]
     """The runner's own files in the checkout (relative): a traceback that ends there is the runner's failure."""
@@ -103,7 +105,7 @@ class DjangoRunner:
         self.extra_labels += [m for p in test_files if (m := self.module_label(p)) and m not in self.extra_labels]
         return list(names)
 
-    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+    def command(self, python: str, ids: list[str], *, select: bool = False) -> RunnerCommand:
         labels: list[str] = []
         for test_id in ids:
             label = self.label(test_id)
@@ -194,9 +196,12 @@ class SympyRunner:
         self.files += [f for f in test_files if f.endswith(".py") and f not in self.files]
         return [n.split("::")[-1] for n in names]
 
-    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+    def command(self, python: str, ids: list[str], *, select: bool = False) -> RunnerCommand:
         files = list(dict.fromkeys([i.split("::")[0] for i in ids if "::" in i] + self.files))
-        return RunnerCommand([python, "bin/test", "-C", "--verbose", *files],
+        # -k takes every word after it (sympy 1.0 to today), so it comes last; it matches names by substring, so
+        # a few more tests may run, and the wanted ones are read by their exact names
+        names = list(dict.fromkeys(i.split("::")[-1] for i in ids)) if select else []
+        return RunnerCommand([python, "bin/test", "-C", "--verbose", *files, *(["-k", *names] if names else [])],
                              {"PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning"})
 
     def parse(self, output: str) -> dict[str, TestStatus]:
@@ -222,17 +227,20 @@ def parse_sympy_log(log: str) -> dict[str, TestStatus]:
 
 # --- shared verdict rules --------------------------------------------------------------------------------------
 def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, python: str, *,
-             env: dict[str, str] | None = None, confine: Confinement | None = None) -> Verdict:
+             env: dict[str, str] | None = None, confine: Confinement | None = None, select: bool = False,
+             time_limit: float | None = None) -> Verdict:
     """Run ``ids`` with a log-based ``runner`` in the sandbox (``confine``: the executor's bwrap confinement; the
-    same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation."""
+    same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation.
+    ``select``: see :meth:`Runner.command`; ``time_limit``: the run's limit (a mutant's, scaled from the test's
+    run on the fixed code; None: the setting)."""
     from coharden.execution import interrupt
     from coharden.execution.pytest_runner import test_environment
     from coharden.execution.services import wrap
 
     interrupt.check()  # a batch was interrupted: start no test process
-    command = runner.command(python, ids)
+    command = runner.command(python, ids, select=select)
     full_env = {**test_environment(settings.pass_env), **command.env, **(env or {})}
-    limits = TimeLimit.of(None, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds)
+    limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds)
     argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
     if confine is not None and shown:
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
@@ -247,17 +255,20 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
                                    ran_none=bool(runner.empty_run.search(proc.output)),
                                    raised=raised_in(proc.output, root, runner.runner_files))
     verdict.isolation = proc.isolation
+    verdict.time_limit, verdict.cpu_time_limit = limits.limit, limits.scaled
     return verdict
 
 
 def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str, *,
-                   env: dict[str, str] | None = None, confine: Confinement | None = None) -> Verdict:
+                   env: dict[str, str] | None = None, confine: Confinement | None = None, select: bool = False,
+                   time_limit: float | None = None) -> Verdict:
     """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
     ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
     ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""
     runner = make_runner(settings.runner)
     ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
-    verdict = run_with(runner, root, ids, settings, python, env=env, confine=confine)
+    verdict = run_with(runner, root, ids, settings, python, env=env, confine=confine, select=select,
+                       time_limit=time_limit)
     found = verdict.tests
     verdict.tests = {own: found[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in found}
     return verdict
@@ -333,7 +344,7 @@ class PytestRunner:
     def runner_ids(self, names: list[str], test_files: list[str]) -> list[str]:
         return list(names)  # SWE-bench's pytest ids are node ids already
 
-    def command(self, python: str, ids: list[str]) -> RunnerCommand:
+    def command(self, python: str, ids: list[str], *, select: bool = False) -> RunnerCommand:
         return RunnerCommand([python, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *ids])
 
     def parse(self, output: str) -> dict[str, TestStatus]:
