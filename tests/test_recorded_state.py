@@ -128,6 +128,16 @@ PACKAGE = textwrap.dedent(
             made.append("extend")
 
 
+    class Proxy:
+        \"\"\"werkzeug's LocalProxy: ``__class__`` calls a function its state holds (isinstance reads it).\"\"\"
+
+        __slots__ = ("_get_current_object",)
+
+        @property
+        def __class__(self):
+            return type(self._get_current_object())
+
+
     class OwnDict(dict):
         def __new__(cls, *args):
             made.append("__new__")
@@ -314,6 +324,37 @@ def test_a_forged_standard_library_exception_is_refused(cohs: tuple[Any, str], e
     assert module.made == []
     if enc[2] == "cohs":
         assert check_encoding(json.dumps(enc), {"cohs"}) == "outside_repository"
+
+
+def test_decoding_and_comparing_never_read_a_class_computed_from_the_state(cohs: tuple[Any, str]) -> None:
+    """A forged state may name a function of the package in a slot that a ``__class__`` property calls (review of
+    issue 39): neither decoding nor ``same`` may call it (``isinstance`` reads ``__class__``)."""
+    module, _ = cohs
+    text = json.dumps(["O", ["o", "cohs", {"Proxy": "cohs"}, "Proxy"],
+                       [["_get_current_object", ["F", "cohs", "cohs", "helper"]]]])
+    module.made.clear()
+    one, other = decode(text), decode(text)
+    assert same(one, other)
+    assert module.made == []
+
+
+def test_ordered_mappings_compare_in_their_own_order() -> None:
+    from collections import OrderedDict
+
+    moved = OrderedDict(x=1, y=2)
+    moved.move_to_end("x")
+    assert same(moved, OrderedDict(y=2, x=1))
+    assert not same(moved, OrderedDict(x=1, y=2))
+
+
+def test_an_array_with_attributes_is_refused_where_decoding_hashes() -> None:
+    """astropy's Quantity hashes its unit: an array of the package's class may not stand in a set, a key or an
+    exception's arguments, where decoding runs that hash on a chosen state."""
+    array = ["a", "<f8", [], 1.0, ["o", "cohs", {"Holder": "cohs"}, "Holder"], ["d", []]]
+    for enc in (["s", [array]], ["d", [[array, 1]]]):
+        assert check_encoding(json.dumps(enc), {"cohs"}) == "object_where_code_runs"
+        with pytest.raises(ValueError, match="array with attributes"):
+            decode(json.dumps(enc))
 
 
 def _holder(attrs: list[list[Any]], cls: str = "Holder") -> list[Any]:

@@ -34,6 +34,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 STDLIB = "<stdlib>"  # the package an exception of the standard library is encoded with (no package has the name)
 MAX_ENCODED = 20000  # characters of one encoded value
@@ -117,16 +118,19 @@ def same(one, other):
     if one is other:
         return True
     try:
-        # containers through the built-in's own methods: a subclass's overrides (a cache, a log) do not run
-        if isinstance(one, (tuple, list)):
-            mine = list.copy(one) if isinstance(one, list) else tuple.__getitem__(one, slice(None))
-            theirs = list.copy(other) if isinstance(other, list) else tuple.__getitem__(other, slice(None))
+        # by the real type (issubclass, never isinstance: that reads ``__class__``, which a class may compute from
+        # its state); containers through the built-in's own methods: a subclass's overrides do not run
+        kind = type(one)
+        if issubclass(kind, (tuple, list)):
+            mine = list.copy(one) if issubclass(kind, list) else tuple.__getitem__(one, slice(None))
+            theirs = list.copy(other) if issubclass(kind, list) else tuple.__getitem__(other, slice(None))
             return len(mine) == len(theirs) and all(_coh_same(a, b) for a, b in zip(mine, theirs))  # noqa: B905
-        if isinstance(one, dict):  # an ordered mapping (OrderedDict) in the same order too
-            keys, other_keys = dict.keys(one), dict.keys(other)
-            return (keys == other_keys and (type(one) is dict or list(keys) == list(other_keys))
-                    and all(_coh_same(v, dict.__getitem__(other, k)) for k, v in dict.items(one)))
-        if isinstance(one, BaseException):
+        if issubclass(kind, dict):  # an ordered mapping (OrderedDict) in its own order too: its built-in's methods
+            builtin: Any = next(c for c in kind.__mro__ if not c.__flags__ & (1 << 9))
+            keys, other_keys = list(builtin.keys(one)), list(builtin.keys(other))
+            return (set(keys) == set(other_keys) and (kind is dict or keys == other_keys)
+                    and all(_coh_same(v, dict.__getitem__(other, k)) for k, v in builtin.items(one)))
+        if issubclass(kind, BaseException):
             return _coh_same(one.args, other.args)
         base = [c for c in type(one).__mro__ if c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic")]
         if base:  # numpy's own tobytes: an array class may refuse its own (astropy's Quantity does)
@@ -607,6 +611,8 @@ def decode(text):
         if tag == "r" and len(rest) == 3 and all(type(p) is int for p in rest):
             return range(*rest)
         if (tag, len(rest)) in (("a", 3), ("a", 5), ("n", 2)):
+            if guarded and len(rest) == 5:  # an array of the package's class: its hash reads its attributes
+                raise ValueError("an array with attributes where decoding would run its code")
             return array(tag, rest)
         if tag == "u" and len(rest) == 1 and isinstance(rest[0], str) and rest[0].isidentifier() \
                 and not rest[0].startswith("_"):
@@ -708,9 +714,11 @@ def decode(text):
                     raise ValueError(f"attribute {name!r} would hide what the class defines")
                 else:
                     own_dict[name] = value(pair[1])
-            if isinstance(made, dict):
-                dict.update(made, value(rest[2]))  # a plain dict: its keys were hashed while it was decoded
-            elif isinstance(made, list):
+            # by the container named above, never isinstance(made, ...): that reads made.__class__, which a class
+            # may compute from the state just written (werkzeug's LocalProxy)
+            if container is dict:
+                dict.update(made, value(rest[2]))  # keys hashed while decoded
+            elif container is list:
                 list.extend(made, value(rest[2]))
             return made
         if tag == "e" and len(rest) == 4 and all(isinstance(p, str) for p in rest[:3]):
@@ -864,6 +872,8 @@ def _check(tree: object, packages: set[str], depth: int, guarded: bool = False) 
         if len(rest) == 5:
             if not (isinstance(rest[3], list) and rest[3][:1] == ["o"]):
                 return "malformed"
+            if guarded:
+                return "object_where_code_runs"
             return _first(_check(part, packages, depth + 1) for part in rest[3:])
         return None
     if tag == "A" and len(rest) == 2 and isinstance(rest[0], str) and isinstance(rest[1], list):
