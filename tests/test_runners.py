@@ -612,10 +612,19 @@ def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path:
     assert not verdict.network  # one failure is the code's own
     (tmp_path / "test_fetch.py").write_text(
         "import socket\n\n\ndef test_fetch():\n    socket.create_connection(('www.python.org', 443), timeout=5)\n")
-    for only in (ids[:1], ["test_fetch.py::test_fetch"]):  # the captured output says so; the exception does
-        alone = verdict_for(only, run_pytest(tmp_path, only, Settings(fork_server=False, timeout=60)))
-        assert alone.outcome is Outcome.FAIL
-        assert alone.network, alone.reason  # a FAIL that says nothing about the code
+    fetch = ["test_fetch.py::test_fetch"]
+    alone = verdict_for(fetch, run_pytest(tmp_path, fetch, Settings(fork_server=False, timeout=60)))
+    assert alone.outcome is Outcome.FAIL
+    assert alone.network, alone.reason  # its exception is the network's: a FAIL that says nothing about the code
+    # only the captured output mentions the network, the failure is an assertion: a hint, not a network verdict;
+    # nor is a test that wanted a ConnectionError and got none (requests' pytest.raises(ConnectionError))
+    (tmp_path / "test_wants.py").write_text(
+        "import pytest\n\n\nclass ConnectionError(Exception):\n    pass\n\n\n"
+        "def test_wants():\n    with pytest.raises(ConnectionError):\n        pass\n")
+    for only in (ids[:1], ["test_wants.py::test_wants"]):
+        other = verdict_for(only, run_pytest(tmp_path, only, Settings(fork_server=False, timeout=60)))
+        assert other.outcome is Outcome.FAIL
+        assert not other.network, other.reason
 
 
 def test_an_internal_error_raised_in_the_code_under_test_is_a_collection_error(tmp_path: Path) -> None:

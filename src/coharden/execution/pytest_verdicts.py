@@ -151,7 +151,8 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
     if any(s in bad for statuses in tests.values() for s in statuses):
         failing = [c for ran_id in ids for c in matching_cases(ran_id, run.cases)
                    if c.status in (TestStatus.FAILED, TestStatus.ERROR)]
-        network = bool(failing) and all(c.reached_network() for c in failing)
+        skipped = any(s in (TestStatus.SKIPPED, TestStatus.MISSING) for statuses in tests.values() for s in statuses)
+        network = bool(failing) and not skipped and all(c.reached_network() for c in failing)
         return Verdict(outcome=Outcome.FAIL, reason="; ".join(messages)[:500], tests=tests, raised=raised,
                        network=network, **base)
     return Verdict(outcome=Outcome.PASS, tests=tests, **base)
