@@ -552,6 +552,35 @@ def test_an_unsigned_request_on_the_protocol_is_tampering(tmp_path: Path) -> Non
         server.close()
 
 
+def test_a_line_without_its_end_on_the_protocol_blocks_no_one(tmp_path: Path) -> None:
+    """Were a process to write part of a line to the server's reply pipe (no newline), the client would not wait
+    for the rest: it gives up at its deadline as with a silent server, and a run after that is lost, not hung."""
+    import sys
+    import time
+
+    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.pytest_runner import fork_env
+    from coharden.execution.sandbox import Confinement
+
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    server = ForkServer(sys.executable, env=dict(os.environ), network=False,
+                        confine=Confinement(writable=(tmp_path,)))
+    try:
+        assert server.proc is not None
+        with open(f"/proc/{server.proc.pid}/fd/1", "w") as reply_pipe:  # the pipe the server answers on
+            reply_pipe.write('{"rc": 0, "timed_out": false')
+        start = time.monotonic()
+        assert server._read(1.0) is None
+        assert time.monotonic() - start < 10
+        args = ["-q", "-p", "no:cacheprovider", "test_ok.py"]
+        run = server.run(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+        assert run.returncode is None  # the server's next line came after the garbage: nothing is trusted
+        assert run.lost.startswith("tampering:")
+        assert not server.alive
+    finally:
+        server.close()
+
+
 def test_a_test_sees_no_home_checkout_store_instance_or_secret(make_executor, example: LocalInstance,
                                                                 tmp_path: Path) -> None:
     store = Store(tmp_path / "store" / "store.sqlite")

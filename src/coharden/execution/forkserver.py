@@ -45,6 +45,7 @@ from coharden.execution.sandbox import (
 )
 
 _GRACE = 30.0  # seconds the server gets beyond a run's limit to report it, before it is presumed hijacked
+_LINE_LIMIT = 1 << 20  # bytes of one protocol line; the server's lines are small, a longer one is not its own
 
 
 SERVER_DIED = "the fork server died during the run (a test process killed it)"
@@ -104,6 +105,7 @@ class ForkServer:
         self._key = secrets.token_bytes(32)
         self._seq = 0  # the last request's number; replies carry it
         self.forged = ""  # why a line on the protocol was not the server's (tampering), once one was seen
+        self._pending = b""  # what the server wrote past its last complete line
         self.env_overrides: dict[str, str] = {}
         self.warm_runs = 0  # runs whose fork started with the project's modules imported
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
@@ -141,32 +143,13 @@ class ForkServer:
     def _read(self, timeout: float | None, *, tick: Callable[[], None] | None = None) -> dict | None:
         """The server's next line, or None (nothing within ``timeout``, or a line it did not sign). ``tick``
         is called every :data:`~coharden.execution.disklimit.INTERVAL` seconds while nothing arrives."""
-        assert self.proc is not None
-        assert self.proc.stdout is not None
-        # a selector (poll/epoll), not select(): a long-lived process (a batch, a test session) may hold
-        # descriptors numbered above FD_SETSIZE (1024), which select() cannot watch
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stdout, selectors.EVENT_READ)
-            if tick is None:
-                if not selector.select(timeout):
-                    return None
-            else:
-                deadline = None if timeout is None else time.monotonic() + timeout
-                while True:
-                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    step = INTERVAL if left is None else min(left, INTERVAL)
-                    if selector.select(step):
-                        break
-                    if left is not None and left <= step:
-                        return None
-                    tick()
-        line = self.proc.stdout.readline()
-        try:
-            message = json.loads(line) if line else None
-        except json.JSONDecodeError:
-            message = None
-        if message is None:
+        line = self._line(None if timeout is None else time.monotonic() + timeout, tick)
+        if line is None:
             return None
+        try:
+            message = json.loads(line)
+        except ValueError:  # not JSON, or not UTF-8: the server writes neither
+            message = None
         signed = isinstance(message, dict) and hmac.compare_digest(str(message.get("mac", "")),
                                                                    protocol_mac(self._key, message))
         if signed and "forged" in message:
@@ -176,6 +159,40 @@ class ForkServer:
             self.forged = "a fork server reply that the server did not sign (a test wrote to the protocol)"
             return None
         return message
+
+    def _line(self, deadline: float | None, tick: Callable[[], None] | None) -> bytes | None:
+        """The server's next line (without its newline), or None at the deadline, at the end of the stream or
+        past :data:`_LINE_LIMIT`. The pipe is read in chunks, never with ``readline``: a line without its end (a
+        test that wrote part of one to the protocol, a server stopped mid-line) would block that forever."""
+        assert self.proc is not None
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        # a selector (poll/epoll), not select(): a long-lived process (a batch, a test session) may hold
+        # descriptors numbered above FD_SETSIZE (1024), which select() cannot watch
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._pending:
+                if len(self._pending) > _LINE_LIMIT:
+                    self._pending = b""
+                    self.forged = "a line on the fork server's protocol longer than any it writes"
+                    return None
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                step = left if tick is None else (INTERVAL if left is None else min(left, INTERVAL))
+                if not selector.select(step):
+                    if tick is not None:
+                        tick()
+                    continue
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return None
+                self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line
 
     def _send(self, request: dict) -> None:
         assert self.proc is not None
