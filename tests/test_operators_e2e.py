@@ -496,6 +496,45 @@ def test_narrowed_scope_needs_only_the_shape_of_values_with_no_encoding(tmp_path
     assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
 
 
+PRN = {
+    "prn/__init__.py": "",
+    "prn/core.py": ("import threading\n\n\nclass Printer:\n    def __init__(self, wrap=False):\n"
+                    "        self.wrap, self.lock = wrap, threading.Lock()\n\n"
+                    "    def doprint(self, x):\n        return f'<{x}>' if self.wrap else str(x)\n\n\n"
+                    "def tuple_text(doprint, items):\n    return '(' + ', '.join(doprint(i) for i in items) + ')'\n"),
+    "tests/__init__.py": "",
+    "tests/test_prn.py": "def test_old():\n    pass\n",
+}
+PRN_FIXED = PRN["prn/core.py"].replace(
+    "def tuple_text(doprint, items):\n",
+    "def tuple_text(doprint, items):\n    if len(items) == 1:\n        return '(' + doprint(items[0]) + ',)'\n")
+PRN_TEST = ("from prn.core import Printer, tuple_text\n\n\ndef test_old():\n    pass\n\n\n"
+            "def test_one_item():\n    assert tuple_text(Printer().doprint, (1,)) == '(1,)'\n")
+PRN_TWO_PRINTERS = PRN_TEST.replace("    assert tuple_text(Printer().doprint, (1,)) == '(1,)'\n",
+                                    "    assert tuple_text(Printer(wrap=True).doprint, (1,)) == '(<1>,)'\n"
+                                    "    assert tuple_text(Printer().doprint, (1,)) == '(1,)'\n")
+
+
+def test_a_shape_input_whose_repr_holds_an_address_is_kept_without_it(tmp_path: Path) -> None:
+    """sympy-23262: the changed function takes a printer's bound ``doprint``, whose repr holds the printer's
+    address, so the call was dropped even by shape (no identity across the two codes' runs) and narrowed_scope
+    made nothing. The address is left out of the input's checksum and of the outcome's observation."""
+    summary = _golden_input_pool(tmp_path / "prn", PRN, ("prn/core.py", PRN_FIXED),
+                                 ("tests/test_prn.py", PRN_TEST), "tests/test_prn.py::test_one_item").summary()
+    assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
+    assert summary["generated"].get("input_specific_shortcut", 0) == 0, summary
+
+
+def test_calls_apart_only_by_an_address_that_end_otherwise_are_no_input(tmp_path: Path) -> None:
+    """Without the address, two printers' ``doprint`` print alike, so their calls share one input; they end
+    differently in the same run, so that input is ambiguous (``shape_ambiguous``) and never compared: no
+    mutant rests on pairing one printer's buggy outcome with the other's fixed one."""
+    pool = _golden_input_pool(tmp_path / "prn", PRN, ("prn/core.py", PRN_FIXED),
+                              ("tests/test_prn.py", PRN_TWO_PRINTERS), "tests/test_prn.py::test_one_item")
+    summary = pool.summary()
+    assert summary["generated"].get("narrowed_scope", 0) == 0, summary
+
+
 STATE = {**GRID, "grid/core.py": GRID["grid/core.py"].replace("        self.lock = threading.Lock()\n", "")}
 STATE_FIXED = GRID_FIXED.replace("        self.lock = threading.Lock()\n", "")
 STATE_GOLDEN = GRID_TEST + "    assert doubled(Grid([3], {'k': 1})).attrs == {'k': 1}\n"

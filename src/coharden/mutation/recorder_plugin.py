@@ -41,6 +41,7 @@ import atexit
 import collections
 import json
 import os
+import re
 import sys
 import threading
 import zlib
@@ -58,6 +59,7 @@ except ImportError:  # imported from coharden itself
 
 _MAX_PER_FUNCTION = 200  # distinct inputs kept per function: the first half and the last half
 _HEAD = _MAX_PER_FUNCTION // 2
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # a repr's memory address: "<Printer object at 0x7f...>"
 _CALLER_DEPTH = 2  # calling frames recorded above each outermost target call
 _MAX_RECEIVERS = 2000  # distinct method receivers encoded per session
 
@@ -228,6 +230,9 @@ class _Recorder:
         self.tail: dict[tuple[str, str], collections.OrderedDict] = {}
         self.capped: dict[tuple[str, str], int] = {}
         self.raised: dict[tuple[str, str], set[str]] = {}
+        # shape-only inputs: what the first call of each showed, and those a later call showed otherwise
+        self.shape_seen: dict[tuple, tuple] = {}
+        self.shape_ambiguous: dict[tuple, tuple[str, str]] = {}  # ident -> (file, qualname)
         root = os.environ.get("COHARDEN_RECORD_ROOT")
         self.root = os.path.realpath(root) if root else None
         # the other code's records (the probe file, read once): inputs to probe at the session's end, and
@@ -376,28 +381,32 @@ class _Recorder:
     def _shape_only(self, key, args, exc, value, shapes, extra):
         """A call of a target whose values have no safe encoding, kept for narrowed_scope, which needs only
         the arguments' shapes: its input is named by a checksum of the arguments' repr (``key`` "obs:..."), its
-        outcome by its observation (``_observe``), and nothing of either reaches a mutant. Left out when a repr
-        holds an address (no identity across the two codes' runs) or fails. xarray-4687: ``where`` on
-        ``DataArray`` values (their repr is data, not a constructor call)."""
+        outcome by its observation (``_observe``), and nothing of either reaches a mutant. xarray-4687: ``where``
+        on ``DataArray`` values (their repr is data, not a constructor call). A memory address in a repr is
+        left out of both (it differs between the two codes' runs: sympy-23262's printer, whose bound ``doprint``
+        is an argument), so calls apart only by the objects' identity share an input: one whose calls were seen
+        to end otherwise in this run is written as ambiguous at the session's end and never compared. Left out
+        when a repr fails."""
         if shapes is None or extra:
             return
         try:
-            text = repr(args)
+            text = _ADDRESS.sub(" at 0x", repr(args))
             seen = exc if exc is not None else value
-            shown = repr(seen)
+            shown = _observe(seen)
         except Exception:  # noqa: BLE001 - a repr that fails gives no identity
             return
-        if " at 0x" in text or " at 0x" in shown:
-            return
         ident = (key[1], f"obs:{len(text)}:{zlib.crc32(text.encode()):08x}", None, "shape")
+        outcome = ("raise" if exc is not None else "return", shown, type(exc).__name__ if exc is not None else None)
         if ident in self.seen:
+            if self.shape_seen.get(ident, outcome) != outcome:
+                self.shape_ambiguous[ident] = key
             return
         self.seen.add(ident)
+        self.shape_seen[ident] = outcome
         rec = {"file": key[0], "qualname": key[1], "kind": "shape", "key": ident[1],
-               "outcome": "raise" if exc is not None else "return", "value_obs": _observe(seen),
-               "type_shape": shapes[0], "shape": shapes[1]}
+               "outcome": outcome[0], "value_obs": shown, "type_shape": shapes[0], "shape": shapes[1]}
         if exc is not None:
-            rec["exc_type"] = type(exc).__name__
+            rec["exc_type"] = outcome[2]
         self._keep(key, ident, rec)
 
     def _keep(self, key, ident, rec):
@@ -487,6 +496,9 @@ class _Recorder:
         for tail in self.tail.values():
             for rec in tail.values():
                 self.out.write(json.dumps(rec) + "\n")
+        for ident, key in self.shape_ambiguous.items():
+            self.out.write(json.dumps({"file": key[0], "qualname": key[1], "kind": "shape_ambiguous",
+                                       "key": ident[1]}) + "\n")
         for key in sorted(set(self.calls) | {k for k in self.dropped if k in self.targets}):
             rec = {"file": key[0], "qualname": key[1], "kind": "summary", "calls": self.calls.get(key, 0),
                    "raised": sorted(self.raised.get(key, ()))}
@@ -528,10 +540,10 @@ def _observe(value):
     except Exception:  # noqa: BLE001 - no length
         size = "-"
     try:
-        text = repr(value)
+        text = _ADDRESS.sub(" at 0x", repr(value))  # an address differs from run to run
     except Exception:  # noqa: BLE001
         text = ""
-    return f"{size}|{zlib.crc32(('' if ' at 0x' in text else text).encode()):08x}"
+    return f"{size}|{zlib.crc32(text.encode()):08x}"
 
 
 def _mutable(values):

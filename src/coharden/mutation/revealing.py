@@ -68,17 +68,19 @@ def revealing_shapes(fixed: list[dict[str, Any]], buggy: list[dict[str, Any]]) -
     """Calls recorded by shape only (``kind == "shape"``: values with no safe encoding) on the fixed code
     whose outcome was observed otherwise on the buggy code for the same input (the same checksum of the
     arguments' repr): enough for narrowed_scope, which puts only the shape into a mutant. An input the buggy
-    run did not make is left out (no outcome to compare)."""
+    run did not make is left out (no outcome to compare), and so is one either run saw end in two ways (its
+    checksum stands for calls apart only by an object's address: ``shape_ambiguous``)."""
     def seen(rec: dict[str, Any]) -> tuple[Any, ...]:
         return rec.get("outcome"), rec.get("value_obs"), rec.get("exc_type")
 
     on_buggy = {(r["qualname"], r.get("key")): seen(r) for r in buggy if r["kind"] == "shape"}
+    ambiguous = {(r["qualname"], r.get("key")) for r in (*fixed, *buggy) if r["kind"] == "shape_ambiguous"}
     kept, done = [], set()
     for rec in fixed:
         if rec["kind"] != "shape":
             continue
         ident = (rec["qualname"], rec.get("key"))
-        if ident in done or ident not in on_buggy or on_buggy[ident] == seen(rec):
+        if ident in done or ident in ambiguous or ident not in on_buggy or on_buggy[ident] == seen(rec):
             continue
         done.add(ident)
         kept.append(rec)
