@@ -95,6 +95,8 @@ def instance_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
     parser.add_argument("--repos", type=Path, help="directory holding owner__name repositories")
     parser.add_argument("-n", type=int, default=rounds, help=f"timed rounds (default {rounds})")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--python", default=os.environ.get("COHARDEN_SYMPY_PYTHON"),
+                        help="the tests' interpreter, in place of a record's spec environment (one with pytest)")
     return parser
 
 
@@ -105,7 +107,9 @@ def open_instance(args: argparse.Namespace, scratch: Path) -> tuple[Instance, Pa
     source = Path(args.instance or EXAMPLE)
     instance = load_instance(source, args.instance_id, settings)
     repo = resolve_repo(instance, settings.repos_dir)
-    if source.is_file():  # a SWE-bench record: its spec environment (built once)
+    if args.python:
+        settings = settings.with_overrides(python=args.python)
+    elif source.is_file():  # a SWE-bench record: its spec environment (built once)
         from coharden.environment.derived import auto_spec_settings
 
         settings = auto_spec_settings(instance, repo, settings)
