@@ -621,7 +621,10 @@ def test_a_failure_whose_captured_output_shows_a_network_error_says_so(tmp_path:
     (tmp_path / "test_wants.py").write_text(
         "import pytest\n\n\nclass ConnectionError(Exception):\n    pass\n\n\n"
         "def test_wants():\n    with pytest.raises(ConnectionError):\n        pass\n")
-    for only in (ids[:1], ["test_wants.py::test_wants"]):
+    # a refused connection: only loopback answers in the sandbox, so a server of the test's own was not listening
+    (tmp_path / "test_local.py").write_text(
+        "import socket\n\n\ndef test_local():\n    socket.create_connection(('127.0.0.1', 9), timeout=5)\n")
+    for only in (ids[:1], ["test_wants.py::test_wants"], ["test_local.py::test_local"]):
         other = verdict_for(only, run_pytest(tmp_path, only, Settings(fork_server=False, timeout=60)))
         assert other.outcome is Outcome.FAIL
         assert not other.network, other.reason

@@ -21,6 +21,12 @@ from coharden.schema.verdict import Raised, TestStatus
 
 # a parameter id pytest generated (``unit0``, ``x3``): the stand-in pytest 3 uses for an empty id
 _GENERATED_PARAM = re.compile(r"[A-Za-z_]\w*?(\d+)\]")
+# A refused connection: a host answered, and in a sandbox with no network only loopback does (the test's own server
+# not listening). A host off the machine fails otherwise: its name does not resolve, the network is unreachable, or
+# the guard refuses the connection.
+_REFUSED = re.compile(r"Connection refused", re.I)
+_UNREACHED = re.compile(r"network access blocked|Name or service not known|Temporary failure in name resolution|"
+                        r"Network is unreachable|nodename nor servname|getaddrinfo failed", re.I)
 _COLOUR = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # terminal colours (JUnit writes ESC as "#x1B")
 
 
@@ -51,11 +57,16 @@ class Case:
     def reached_network(self) -> bool:
         """Whether this failure is a network failure: its exception (the traceback's ``E`` lines) or its message
         names one. Captured output only hints (a log line may mention an error the test then asserts on), and
-        ``DID NOT RAISE <...ConnectionError>`` is a test that wanted one (requests' own tests)."""
+        ``DID NOT RAISE <...ConnectionError>`` is a test that wanted one (requests' own tests). A connection
+        refused with no sign of a host off the machine is not one either: the sandbox has loopback only, so the
+        refusal came from a local server of the test's that was not listening."""
         lines = [line for line in (*self.message.splitlines()[:1],
                                    *(ln for ln in self.details.splitlines() if ln.startswith("E ")))
                  if "DID NOT RAISE" not in line]
-        return bool(NETWORK_FAILURE.search("\n".join(lines)))
+        raised = "\n".join(lines)
+        if _REFUSED.search(raised) and not _UNREACHED.search(raised):
+            return False  # only loopback answers in the sandbox: a refused connection is a local server's doing
+        return bool(NETWORK_FAILURE.search(raised))
 
     def summary(self) -> str:
         """One line saying why: the last ``E   `` line of the traceback, else the message, else the status."""
