@@ -68,10 +68,9 @@ def grade(args: argparse.Namespace, iid: str, test: str, store: Path, mode: str)
 def tally(result: dict[str, Any]) -> dict[str, Any]:
     runs = result.get("runs") or {}
     mutants = result.get("mutants") or []
-    unneeded = sum(1 for m in mutants for side in ("candidate", "reference")
-                   if (m.get(side) or {}).get("implied") == "other_inadmissible")
+    unneeded = sum(int(r.get("not_needed", 0)) for r in runs.values())
     return {"made": sum(int(r.get("made", 0)) for r in runs.values()),
-            "implied": sum(int(r.get("implied", 0)) for r in runs.values()) - unneeded, "unneeded": unneeded,
+            "implied": sum(int(r.get("implied", 0)) for r in runs.values()), "unneeded": unneeded,
             "timeouts": sum(1 for m in mutants if "TIMEOUT" in ((m.get("candidate") or {}).get("outcome"),
                                                                (m.get("reference") or {}).get("outcome"))),
             "class": result.get("test_class"), "matrix": result.get("matrix_counts"),

@@ -47,7 +47,7 @@ def test_every_bundled_candidate_gets_its_label(tmp_path: Path, monkeypatch) -> 
 def _implied_runs_change_nothing(rows: list[dict[str, Any]], tmp_path: Path) -> None:
     """The check mode (``--no-implied``, a fresh store) grades the examples with an implied verdict alike while it
     makes more runs. An example without one makes the same runs either way, so it is not run a second time."""
-    implied = {r["example"] for r in rows if any(row["implied"] for row in r["runs"].values())}
+    implied = {r["example"] for r in rows if any(row["implied"] + row["not_needed"] for row in r["runs"].values())}
     assert implied, "no bundled example has an implied verdict: the check mode would check nothing"
     args = ["examples", "check", "--dir", str(EXAMPLES), "--json", "-w", "2", "--no-implied",
             "--store", str(tmp_path / "no-implied.sqlite")]
@@ -57,7 +57,7 @@ def _implied_runs_change_nothing(rows: list[dict[str, Any]], tmp_path: Path) -> 
     keys = ("example", "candidate", "got", "matrix", "laxity", "interval", "drawn", "stop")
     default = [{k: r[k] for k in keys} for r in rows if r["example"] in implied]
     assert default == [{k: r[k] for k in keys} for r in checked]
-    assert not any(row["implied"] for r in checked for row in r["runs"].values())
+    assert not any(row["implied"] + row["not_needed"] for r in checked for row in r["runs"].values())
     made = sum(row["made"] for r in rows if r["example"] in implied for row in r["runs"].values())
     made_all = sum(row["made"] for r in checked for row in r["runs"].values())
     print(f"bundled examples {sorted(implied)}: runs made {made} (default) vs {made_all} (--no-implied)")

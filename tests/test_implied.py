@@ -418,3 +418,23 @@ def test_a_test_is_not_run_on_a_mutant_the_other_test_already_makes_inadmissible
         ran_b, _ = ex.verdicts(hang, [b, a], limits=[2, 2], first_failure=True)  # never stored: b runs now
         assert (ran_b.outcome, ran_b.implied) == (Outcome.PASS, None)
         assert ex.runs == made + 2
+
+
+def test_run_counts_keep_implied_verdicts_apart_from_runs_not_needed() -> None:
+    """An implied verdict (``unreached``) is an outcome the test would have had; a run not needed
+    (``other_inadmissible``) is none: the counts keep them apart."""
+    from types import SimpleNamespace
+
+    from coharden.mpe.evaluate import _count_runs
+    from coharden.schema.verdict import Verdict
+
+    made, stored = Verdict(outcome=Outcome.FAIL), Verdict(outcome=Outcome.PASS, cached=True)
+    unreached = Verdict(outcome=Outcome.PASS, implied=UNREACHED)
+    not_needed = Verdict(outcome=Outcome.TIMEOUT, implied="other_inadmissible")
+    mutants = [SimpleNamespace(candidate=unreached, reference=unreached),
+               SimpleNamespace(candidate=not_needed, reference=Verdict(outcome=Outcome.TIMEOUT))]
+    result = SimpleNamespace(candidate_buggy=made, candidate_fixed=stored, reference_buggy=made,
+                             reference_fixed=made, mutants=mutants)
+    runs = _count_runs(result, None)  # type: ignore[arg-type]
+    assert runs["candidate"] == {"made": 1, "cached": 1, "implied": 1, "not_needed": 1}
+    assert runs["reference"] == {"made": 3, "cached": 0, "implied": 1, "not_needed": 0}

@@ -42,7 +42,8 @@ def render_mpe(result, show: int) -> None:
         _render_sources(result)
     if result.runs:
         console.print("runs: " + "; ".join(f"{role} {row['made']} made, {row['cached']} from the store, "
-                                           f"{row['implied']} implied" for role, row in result.runs.items())
+                                           f"{row['implied']} implied, {row.get('not_needed', 0)} not needed"
+                                           for role, row in result.runs.items())
                       + (f"; flaky on the fixed code: {', '.join(result.flaky)}" if result.flaky else ""))
     if result.candidate_timeouts:
         console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "

@@ -307,14 +307,20 @@ def _reach(team: Workers, fix: str, ctx: FixContext | None, candidate: TestPatch
 
 
 def _count_runs(result: MPEResult, implied: Implied | None) -> dict[str, dict[str, int]]:
-    """``MPEResult.runs``: per test, the runs made, the verdicts from the store and those implied."""
+    """``MPEResult.runs``: per test, the runs made, the verdicts from the store, those implied (the test never
+    reaches the mutated code: ``unreached``) and those not needed (the other test's verdict on the mutant is
+    inadmissible, so its cell is empty whatever this one says: ``other_inadmissible``). Apart, because only an
+    implied verdict is an outcome the test would have had."""
     counts: dict[str, dict[str, int]] = {}
     mine = {"candidate": [result.candidate_buggy, result.candidate_fixed, *(r.candidate for r in result.mutants)],
             "reference": [result.reference_buggy, result.reference_fixed, *(r.reference for r in result.mutants)]}
     for role, verdicts in mine.items():
-        row = {"made": 0, "cached": 0, "implied": 0}
+        row = {"made": 0, "cached": 0, "implied": 0, "not_needed": 0}
         for verdict in verdicts:
-            row["implied" if verdict.implied else "cached" if verdict.cached else "made"] += 1
+            kind = "cached" if verdict.cached else "made"
+            if verdict.implied:
+                kind = "not_needed" if verdict.implied == "other_inadmissible" else "implied"
+            row[kind] += 1
         reach = implied.reach.get(role) if implied is not None else None
         if reach is not None and reach.outcome:  # a reach pass ran, or was served from the store
             row["cached" if reach.cached else "made"] += 1
