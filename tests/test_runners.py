@@ -240,6 +240,7 @@ def test_sympy_bin_test_through_the_executor(tmp_path: Path) -> None:
     assert selected.passed, selected.reason
     assert selected.tests == verdict.tests
     assert "test_Singleton" not in selected.output_tail
+    assert "PYTHONHASHSEED=" in verdict.output_tail  # bin/test's header: its seed, the one given it
 
 
 def test_sympy_runner_selects_the_wanted_tests_only_for_a_mutant_s_cell() -> None:
@@ -251,6 +252,10 @@ def test_sympy_runner_selects_the_wanted_tests_only_for_a_mutant_s_cell() -> Non
     assert whole == ["py", "bin/test", "-C", "--verbose", "sympy/core/tests/test_a.py"]
     # -k takes every word after it, so it comes last
     assert runner.command("py", ids, select=True).argv == [*whole, "-k", "test_x", "test_y"]
+    # a hash seed of its own each run: bin/test then runs the tests in its own process, not in a second one
+    seeds = {runner.command("py", ids).env["PYTHONHASHSEED"] for _ in range(5)}
+    assert len(seeds) > 1
+    assert all(0 < int(seed) < 2**32 for seed in seeds)
 
 
 @pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")

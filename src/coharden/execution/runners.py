@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -201,8 +202,13 @@ class SympyRunner:
         # -k takes every word after it (sympy 1.0 to today), so it comes last; it matches names by substring, so
         # a few more tests may run, and the wanted ones are read by their exact names
         names = list(dict.fromkeys(i.split("::")[-1] for i in ids)) if select else []
+        # bin/test re-runs itself in a second interpreter (a second import of sympy, about 1.5 s) only to give it a
+        # random hash seed, and runs in its own process when PYTHONHASHSEED is set already (sympy's
+        # run_in_subprocess_with_hash_randomization, alike from 1.0 on): a random seed of our own is the same draw
+        # in one process
         return RunnerCommand([python, "bin/test", "-C", "--verbose", *files, *(["-k", *names] if names else [])],
-                             {"PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning"})
+                             {"PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning",
+                              "PYTHONHASHSEED": str(secrets.randbelow(2**32 - 1) + 1)})
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_sympy_log(output)
