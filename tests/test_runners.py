@@ -667,3 +667,72 @@ def test_an_internal_error_raised_in_the_code_under_test_is_a_collection_error(t
         "import extlib\n\n\ndef pytest_collection_modifyitems(items):\n    extlib.order(items)\n")
     run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
     assert verdict_for(ids, run).outcome is Outcome.HARNESS_ERROR
+
+
+# a repository with a runner script of sympy's kind (bin/test: files, -k names, "test_x ok" / "test_x F" lines)
+BIN_TEST = '''\
+import importlib.util
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import calc  # noqa: E402,F401 - the project, imported before any test as bin/test imports sympy
+
+args = sys.argv[1:]
+names = args[args.index("-k") + 1:] if "-k" in args else None
+files = [a for a in (args[:args.index("-k")] if names else args) if a.endswith(".py")]
+print("hash randomization: on (PYTHONHASHSEED=%s)" % os.environ.get("PYTHONHASHSEED"))
+print("warnings ignored:", any(f[0] == "ignore" and f[2] is UserWarning for f in warnings.filters))
+failed = 0
+for path in files:
+    spec = importlib.util.spec_from_file_location("t", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in sorted(n for n in dir(module) if n.startswith("test_")):
+        if names is None or any(k in name for k in names):
+            try:
+                getattr(module, name)()
+                print(name, "ok")
+            except AssertionError:
+                print(name, "F")
+                failed += 1
+print("=== tests finished ===")
+sys.exit(1 if failed else 0)
+'''
+CALC = {"bin/test": BIN_TEST, "calc/__init__.py": "from calc.ops import half\n",
+        "calc/ops.py": "def half(x):\n    return x // 2\n", "calc/tests/__init__.py": "",
+        "calc/tests/test_ops.py": "from calc import half\n\n\ndef test_old():\n    assert half(4) == 2\n"}
+CALC_TEST = CALC["calc/tests/test_ops.py"] + "\n\ndef test_odd():\n    assert half(3) == 1.5\n"
+
+
+def test_a_runner_script_runs_as_a_warm_fork_and_sees_the_code_it_runs_on(tmp_path: Path) -> None:
+    """sympy's bin/test as a fork of a server that imported the project once: the same verdicts as a fresh
+    process on the buggy code, the fix and a mutant of it (the fork sees the changed body), PYTHONWARNINGS
+    applied as at an interpreter's start, and the server's hash seed named in the run's environment."""
+    repo, commit = make_repo(tmp_path / "calc", CALC)
+    fix = make_patch(repo, {"calc/ops.py": "def half(x):\n    return x / 2\n"})
+    mutant = make_patch(repo, {"calc/ops.py": "def half(x):\n    return x / 2 if x % 2 == 0 else x // 2\n"})
+    test_patch = make_patch(repo, {"calc/tests/test_ops.py": CALC_TEST})
+    inst = Instance(instance_id="calc__half", repo=str(repo), base_commit=commit, patch=fix, test_patch=test_patch,
+                    FAIL_TO_PASS=["test_odd"])
+    outcomes: dict[bool, list[tuple[Outcome, dict]]] = {}
+    for forks in (False, True):
+        settings = Settings(runner="sympy", fork_server=forks, warm_imports=["calc"], timeout=60,
+                            cache_dir=tmp_path / f"cache-{forks}")
+        with InstanceExecutor(inst, repo, settings) as ex:
+            golden = ex.golden_test()
+            verdicts = [ex.verdicts(patch, [golden], first_failure=first)[0]
+                        for patch, first in (("", False), (fix, False), (mutant, True))]
+            outcomes[forks] = [(v.outcome, v.tests) for v in verdicts]
+            server = ex.site.current
+            if forks:
+                assert server is not None
+                assert server.hash_seed is not None
+                assert f"PYTHONHASHSEED={server.hash_seed})" in verdicts[1].output_tail
+                assert server.warm_runs + server.swapped_runs >= 2, (server.warm_runs, server.swapped_runs)
+            else:
+                assert server is None
+            assert "warnings ignored: True" in verdicts[1].output_tail
+    assert [o for o, _ in outcomes[True]] == [Outcome.FAIL, Outcome.PASS, Outcome.FAIL]
+    assert outcomes[True] == outcomes[False]

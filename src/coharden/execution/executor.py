@@ -30,7 +30,7 @@ from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.confinement import Confinement
 from coharden.execution.docker import docker_available, swebench_image
-from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer
+from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
 from coharden.execution.git import show_file
 from coharden.execution.lanes import SecondLane, second_lane_wanted
 from coharden.execution.pytest_results import PytestRun
@@ -38,6 +38,7 @@ from coharden.execution.pytest_runner import fork_env
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_layout import collect_key, lay_out
 from coharden.execution.run_site import RunSite, job_environment, workspace_confinement
+from coharden.execution.runners import runner_forks, script_server_env
 from coharden.execution.sandbox import isolation_level, require_confinement
 from coharden.execution.store import Store
 from coharden.execution.tampering import scan
@@ -104,7 +105,7 @@ class InstanceExecutor:
             run_settings_id(settings)
         self.cache = VerdictCache(store, instance.repo, self.base_commit, self.env_id, settings.runner,
                                   settings.timeout)
-        self.warm = WarmPlan(settings, enabled=bool(settings.warm_imports) and settings.runner == "pytest"
+        self.warm = WarmPlan(settings, enabled=bool(settings.warm_imports) and runner_forks(settings.runner)
                              and self.image is None, key=f"{self.base_commit} {self.env_id}",
                              golden_patch=instance.test_patch, base_file=self.base_file)
         self._site: RunSite | None = None  # where the tests run (made when the workspace opens)
@@ -385,7 +386,7 @@ class InstanceExecutor:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
             return {j: verdict.model_copy() for j in range(len(tests))}, []
         if self.settings.runner != "pytest":
-            return self._run_alone(tests[0], limits[0], first_failure), list(range(1, len(tests)))
+            return self._run_alone(source_patch, tests[0], limits[0], first_failure), list(range(1, len(tests)))
         layout = lay_out(ws, tests, set(touched_files(source_patch)), combine)
         done = dict(layout.done)
         if layout.groups:
@@ -433,10 +434,11 @@ class InstanceExecutor:
         if spec is None or server is None or self._primed is server:
             return
         self._primed = server
-        server.prime(self._root(), fork_env(self.site.job_env, self.settings.pass_env), spec,
-                     timeout=self.settings.timeout)
+        env = fork_env(self.site.job_env, self.settings.pass_env) if self.settings.runner == "pytest" \
+            else script_server_env(self.settings, self.site.job_env, server)
+        server.prime(self._root(), env, spec, timeout=self.settings.timeout)
 
-    def _run_alone(self, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:
+    def _run_alone(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:
         """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout, under
         ``limit``; ``first_failure`` (a mutant's cell): only its own tests need to run, not their whole files."""
         from coharden.execution.runners import run_test_patch
@@ -447,8 +449,17 @@ class InstanceExecutor:
             return {0: Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")}
         self.runs += 1
         self.workspace.tainted = True
-        verdict = run_test_patch(self._root(), test, self.settings, self.python, env=self.site.job_env,
-                                 confine=self.confinement(), select=first_failure, time_limit=limit)
+        server = self.fork_server()  # a runner that forks (sympy's bin/test): a warm fork of its server
+        try:
+            verdict = run_test_patch(self._root(), test, self.settings, self.python, env=self.site.job_env,
+                                     confine=self.confinement(), select=first_failure, time_limit=limit,
+                                     server=server, warm=self.warm.spec(source_patch, [test])
+                                     if server is not None else None)
+        except ForkServerError as exc:  # it died between its liveness check and this run: retried as a lost run
+            self.site.close()
+            verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"{SERVER_GONE} ({exc})")
+        if verdict.reason.startswith((SERVER_DIED, SERVER_SILENT)):
+            self.site.losses.append(verdict.reason)
         return {0: verdict}
 
 

@@ -76,10 +76,13 @@ def _read_output(out: Path, scratch: Path) -> tuple[str, str]:
 class ForkServer:
     def __init__(self, python: str, *, env: dict[str, str], network: bool, preload: list[str] | None = None,
                  start_timeout: float = 120.0, confine: Confinement | None = None,
-                 project: Path | None = None) -> None:
+                 project: Path | None = None, scripts: bool = False) -> None:
         """``project``: the checkout under test; a server whose warm-up imported one of its top-level modules
         (an installed copy of the project: pytest's own repository, a pytest plugin) is not used, since every
-        fork would run that copy instead of the checkout's files."""
+        fork would run that copy instead of the checkout's files. ``scripts``: the runs are a repository's own
+        runner script (:meth:`run`'s ``script``), not pytest: the server imports no pytest. Its forks share its
+        hash seed (a process's is fixed at start), so it starts with a random ``PYTHONHASHSEED`` of its own
+        (:attr:`hash_seed`), the value a run's environment must name."""
         # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
         self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
         mark_owner(self._root)
@@ -93,6 +96,11 @@ class ForkServer:
             cmd.append("--preload=" + ",".join(preload))
         if project is not None:
             cmd.append(f"--project={project}")
+        self.hash_seed: str | None = None
+        if scripts:
+            cmd.append("--scripts")
+            self.hash_seed = str(secrets.randbelow(2**32 - 1) + 1)
+            env = {**env, "PYTHONHASHSEED": self.hash_seed}
         # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
         self.shared = self._root / "shared"
         self.shared.mkdir()
@@ -235,12 +243,13 @@ class ForkServer:
 
     def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
             cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None,
-            collect: str | None = None, instrument: dict | None = None) -> ProcessResult:
+            collect: str | None = None, instrument: dict | None = None, script: str | None = None) -> ProcessResult:
         """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
         ``warm``: the project's modules the server may keep imported for it (see ``warm_state.WarmState``).
         ``collect``: a name of the run's test state (its test patches): a sandboxed server collects the tests of
         runs with the same name, arguments and environment once and forks each run after that collection
-        (``collect_once.CollectOnce``)."""
+        (``collect_once.CollectOnce``). ``script``: a runner script's path in ``cwd`` (a ``scripts`` server's):
+        the fork runs it with ``args``, as ``python script args`` would, not pytest."""
         assert self.proc is not None
         assert self.proc.stdin is not None
         own_out = out is None
@@ -253,6 +262,8 @@ class ForkServer:
         try:
             request = self._run_request(cwd, args, env, out, timeout=timeout, memory_mb=memory_mb,
                                         cpu_seconds=cpu_seconds, warm=warm, collect=collect, instrument=instrument)
+            if script:
+                request["script"] = script
             watch = self._disk_watch(cwd)
             try:
                 self._send(request)

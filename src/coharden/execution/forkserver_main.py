@@ -27,6 +27,11 @@ The server then prints {"ready": true, "safe": bool, "reason": str}. A request
 negative: killed by that signal; null: killed at the time limit; warm: the child started with the project's
 modules imported; swapped: with changed function bodies swapped in).
 
+Runner scripts (``--scripts``; sympy's ``bin/test``, see ``runners.Runner.forks``): the server imports no pytest, and
+a request may carry ``"script"``, a path in its cwd: the child runs it as ``python script args`` would (``__main__``,
+the script's directory first on the path, PYTHONWARNINGS applied as at start-up) instead of ``pytest.main``. The
+client starts such a server with a random PYTHONHASHSEED of its own, shared by every fork.
+
 Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
 "optional": [...], "key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported,
 more of them (the ones the instance's tests import) kept only if they import cleanly, an id of the checkout's
@@ -185,7 +190,9 @@ def _child(request, swap=None, key=None, zygote=None):
         tempfile.tempdir = None
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
-        sys.path[:0] = [cwd, *extra]
+        script = os.path.join(cwd, request["script"]) if request.get("script") else None  # noqa: PTH118
+        # python -m pytest puts the directory it runs in first on the path; python SCRIPT, the script's own
+        sys.path[:0] = [os.path.dirname(script) if script else cwd, *extra]  # noqa: PTH120
         if swap:
             state, fd = swap
             swapped = False
@@ -200,6 +207,11 @@ def _child(request, swap=None, key=None, zygote=None):
                 os.write(fd, b"1" if swapped else b"0")
                 os.close(fd)
         args = session["args"]
+        if script:
+            rc = _run_script(script, list(args))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
         sys.argv = ["pytest", *args]
         import pytest
 
@@ -216,6 +228,32 @@ def _child(request, swap=None, key=None, zygote=None):
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(3)
+
+
+def _run_script(path, args):
+    """Run ``path`` as ``python path args`` would (a repository's own runner, sympy's ``bin/test``): as
+    ``__main__``, with its arguments, the warning filters PYTHONWARNINGS names (a fresh interpreter reads them at
+    start); its exit code (an uncaught exception: its traceback, 1)."""
+    import runpy
+    import warnings
+
+    options = [o.strip() for o in os.environ.get("PYTHONWARNINGS", "").split(",") if o.strip()]
+    try:
+        warnings._processoptions(options)  # type: ignore[attr-defined]  # what -W and PYTHONWARNINGS do at start
+    except Exception:  # noqa: BLE001 - an option it cannot read is ignored, as at start-up (with a warning)
+        pass
+    sys.argv = [path, *args]
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
+        traceback.print_exc()
+        return 1
+    return 0
 
 
 def load_sibling(name):
@@ -317,10 +355,11 @@ def _warm_up(options):
     """Import pytest (its modules, every installed plugin) and the ``--preload`` modules: (safe to fork, why not)."""
     safe, reason = True, ""
     try:
-        import pytest
+        if "scripts" not in options:  # a server of a repository's own runner script needs no pytest
+            import pytest
 
-        with tempfile.TemporaryDirectory() as empty:  # a collection over an empty directory imports them
-            pytest.main(["-q", "-p", "no:cacheprovider", "--co", empty])
+            with tempfile.TemporaryDirectory() as empty:  # a collection over an empty directory imports them
+                pytest.main(["-q", "-p", "no:cacheprovider", "--co", empty])
         for module in filter(None, options.get("preload", "").split(",")):
             __import__(module)
     except BaseException as exc:  # noqa: BLE001

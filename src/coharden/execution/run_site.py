@@ -19,6 +19,7 @@ from coharden.execution.confinement import Confinement, run_confinement
 from coharden.execution.forkserver import SERVER_GONE, ForkServer, ForkServerError
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_runner import run_pytest, test_environment
+from coharden.execution.runners import runner_forks
 from coharden.execution.sandbox import pythonpath_dirs
 from coharden.execution.store import Store
 from coharden.execution.workspace import Workspace, base_objects
@@ -54,7 +55,8 @@ class RunSite:
     def server(self) -> ForkServer | None:
         """The warm fork server of this site, started on first use (and again after a test killed it); None
         when disabled or unusable (Docker, ``fork_server`` off, or it failed to start)."""
-        if not self.settings.fork_server or self.server_failed or self.image is not None:
+        if not self.settings.fork_server or self.server_failed or self.image is not None \
+                or not runner_forks(self.settings.runner):
             return None
         if self._server is None or not self._server.alive:
             if self._server is not None:
@@ -62,7 +64,8 @@ class RunSite:
             try:
                 self._server = ForkServer(self.python, env=test_environment(self.settings.pass_env),
                                           network=self.settings.network, preload=self.settings.preload,
-                                          confine=self.confine, project=self.root)
+                                          confine=self.confine, project=self.root,
+                                          scripts=self.settings.runner != "pytest")
             except (ForkServerError, OSError) as exc:
                 self.server_failed = str(exc)
                 self._server = None

@@ -17,7 +17,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from coharden.config import RunnerName, Settings
 from coharden.execution.sandbox import Confinement, run_limited
@@ -25,6 +25,9 @@ from coharden.execution.tracebacks import raised_in
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
+
+if TYPE_CHECKING:
+    from coharden.execution.forkserver import ForkServer
 
 _TAIL_LINES = 40
 
@@ -56,6 +59,10 @@ class Runner(Protocol):
 
     runner_files: ClassVar[tuple[str, ...]]
     """The runner's own files in the checkout (relative): a traceback that ends there is the runner's failure."""
+    forks: ClassVar[bool]
+    """Its runs may be forks of a warm fork server (``python SCRIPT ...`` run in a fork that holds the project
+    imported): a runner that starts no process of its own per run and reads its settings from its arguments and
+    environment only."""
     empty_run: ClassVar[re.Pattern[str]]
     """The line a finished run prints when it ran no test at all (the ids name nothing it collects: a test file
     outside the directories it searches). Such a run is not a harness failure: its tests did not run."""
@@ -79,6 +86,7 @@ class DjangoRunner:
 
     name: ClassVar[RunnerName] = "django"
     command_marker: ClassVar[str] = "runtests.py"
+    forks: ClassVar[bool] = False  # runtests.py starts worker processes and sets Django up per run
     runner_files: ClassVar[tuple[str, ...]] = ("tests/runtests.py", "django/test/runner.py", "django/test/utils.py")
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^Ran 0 tests in [\d.]+s$", re.M)
 
@@ -184,6 +192,7 @@ class SympyRunner:
 
     name: ClassVar[RunnerName] = "sympy"
     command_marker: ClassVar[str] = "bin/test"
+    forks: ClassVar[bool] = True
     runner_files: ClassVar[tuple[str, ...]] = ("bin/test", "sympy/testing/runtests.py", "sympy/utilities/runtests.py")
     # bin/test given a file outside sympy/ (a generated test_reproduce.py at the root) collects nothing; a test
     # file that fails to import counts as an exception, with no per-test line
@@ -234,25 +243,36 @@ def parse_sympy_log(log: str) -> dict[str, TestStatus]:
 # --- shared verdict rules --------------------------------------------------------------------------------------
 def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, python: str, *,
              env: dict[str, str] | None = None, confine: Confinement | None = None, select: bool = False,
-             time_limit: float | None = None) -> Verdict:
+             time_limit: float | None = None, server: ForkServer | None = None, warm: dict | None = None) -> Verdict:
     """Run ``ids`` with a log-based ``runner`` in the sandbox (``confine``: the executor's bwrap confinement; the
     same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation.
     ``select``: see :meth:`Runner.command`; ``time_limit``: the run's limit (a mutant's, scaled from the test's
-    run on the fixed code; None: the setting)."""
+    run on the fixed code; None: the setting). ``server``: a ``scripts`` fork server of the same sandbox, which
+    runs the command as a fork (``warm``: the project modules it may keep imported, ``WarmPlan.spec``) where the
+    runner :attr:`~Runner.forks` and no service runs beside it; else a fresh process."""
     from coharden.execution import interrupt
-    from coharden.execution.pytest_runner import test_environment
     from coharden.execution.services import wrap
 
     interrupt.check()  # a batch was interrupted: start no test process
     command = runner.command(python, ids, select=select)
-    full_env = {**test_environment(settings.pass_env), **command.env, **(env or {})}
+    full_env = _run_env(settings, command.env, env)
     limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds)
     argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
     if confine is not None and shown:
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
-    proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
-                       cpu_seconds=limits.cpu, network=settings.network, confine=confine)
-    if proc.disk:  # killed at the disk limit: what it printed is not its result
+    seed = server.hash_seed if server is not None else None
+    if server is not None and seed is not None and runner.forks and not shown \
+            and full_env.get("PYTHONHASHSEED") == command.env.get("PYTHONHASHSEED"):  # not one the job fixes
+        full_env["PYTHONHASHSEED"] = seed  # the seed the fork hashes with: the server's
+        proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.memory_mb,
+                          cpu_seconds=limits.cpu, warm=warm, script=argv[1])
+    else:
+        proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
+                           cpu_seconds=limits.cpu, network=settings.network, confine=confine)
+    if proc.lost:  # the server died or was tampered with: no result of its own (the executor retries the former)
+        verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.lost, duration=proc.duration,
+                          tampering=[proc.tampering] if proc.tampering else [], output_tail=_tail(proc.output))
+    elif proc.disk:  # killed at the disk limit: what it printed is not its result
         verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.disk, duration=proc.duration,
                           output_tail=_tail(proc.output))
     else:
@@ -265,16 +285,31 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     return verdict
 
 
+def _run_env(settings: Settings, command_env: dict[str, str], env: dict[str, str] | None) -> dict[str, str]:
+    """A log-runner run's environment: the tests' own, the runner command's, then the job's (``env``)."""
+    from coharden.execution.pytest_runner import test_environment
+
+    return {**test_environment(settings.pass_env), **command_env, **(env or {})}
+
+
+def script_server_env(settings: Settings, env: dict[str, str] | None, server: ForkServer) -> dict[str, str]:
+    """The environment a ``scripts`` fork server imports the project in (its prime): the one its forked runs
+    have, whose import environment must be the same for them to start warm (``warm_state``)."""
+    command_env = make_runner(settings.runner).command("python", []).env
+    return {**_run_env(settings, command_env, env), "PYTHONHASHSEED": server.hash_seed or ""}
+
+
 def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str, *,
                    env: dict[str, str] | None = None, confine: Confinement | None = None, select: bool = False,
-                   time_limit: float | None = None) -> Verdict:
+                   time_limit: float | None = None, server: ForkServer | None = None,
+                   warm: dict | None = None) -> Verdict:
     """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
     ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
     ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""
     runner = make_runner(settings.runner)
     ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
     verdict = run_with(runner, root, ids, settings, python, env=env, confine=confine, select=select,
-                       time_limit=time_limit)
+                       time_limit=time_limit, server=server, warm=warm)
     found = verdict.tests
     verdict.tests = {own: found[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in found}
     return verdict
@@ -331,6 +366,12 @@ def make_runner(name: str) -> Runner:
         raise ValueError(f"unknown test runner {name!r} (known: {', '.join(RUNNERS)})") from None
 
 
+def runner_forks(name: str) -> bool:
+    """Whether the runs of runner ``name`` may be forks of a warm fork server: pytest's (its own path), or a log
+    runner's that :attr:`~Runner.forks`."""
+    return name == "pytest" or bool(getattr(RUNNERS.get(name), "forks", False))
+
+
 def runner_for_command(test_cmd: str) -> RunnerName:
     """The runner of a SWE-bench spec's test command: the one whose marker it holds, pytest otherwise."""
     return next((cls.name for cls in RUNNERS.values() if cls.command_marker and cls.command_marker in test_cmd),
@@ -344,6 +385,7 @@ class PytestRunner:
 
     name: ClassVar[RunnerName] = "pytest"
     command_marker: ClassVar[str] = ""
+    forks: ClassVar[bool] = False  # (runs of coharden's pytest runner go through its own fork-server path)
     runner_files: ClassVar[tuple[str, ...]] = ()
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^=+ no tests ran in [\d.]+s", re.M)
 
