@@ -353,3 +353,20 @@ def test_a_runaway_build_step_is_stopped_by_the_process_limit(tmp_path: Path) ->
     started = int(result.steps[-1].output_tail.split("STARTED ", 1)[1].split()[0])
     assert started < BUILD_STEPS.max_processes  # type: ignore[operator]
     log.close()
+
+
+def test_a_spec_environment_forks_the_runs_of_a_runner_that_forks(tmp_path: Path) -> None:
+    """sympy's bin/test runs as a fork of a warm server in its spec environment, as pytest runs do; Django's
+    runtests.py and interpreters older than the fork server's 3.7 get a fresh process per run."""
+    from coharden.environment.specbuild import SpecEnv
+
+    def env(runner: str, python_version: str = "3.9.18") -> SpecEnv:
+        return SpecEnv(ok=True, key="k", repo="r/r", version="1", env_dir=tmp_path, python="/x/python",
+                       python_version=python_version, runner=runner)
+
+    base = Settings()
+    assert env("sympy").settings(base).fork_server
+    assert env("pytest").settings(base).fork_server
+    assert not env("django").settings(base).fork_server
+    assert not env("sympy", "3.6.15").settings(base).fork_server
+    assert not env("sympy").settings(base.with_overrides(fork_server=False)).fork_server

@@ -36,6 +36,7 @@ from coharden.environment.specs import EnvSpec
 from coharden.execution.confinement import BUILD_STEPS
 from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.locks import file_lock
+from coharden.execution.runners import runner_forks
 from coharden.execution.sandbox import run_limited
 
 # The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed
@@ -76,11 +77,12 @@ class SpecEnv(BaseModel):
     recipe: int = 0  # the BUILD_RECIPE that built it (a failure is reused only from the current recipe)
 
     def settings(self, base: Settings) -> Settings:
-        """``base`` running tests in this environment. The fork server (pytest runner, Python 3.7+) starts
-        each run from an interpreter that has imported pytest and the environment's plugins; the project itself
-        is imported by each run from its job's checkout (PYTHONPATH is set per job)."""
+        """``base`` running tests in this environment. The fork server (Python 3.7+; the pytest runner, or one
+        that forks: sympy's bin/test) starts each run from an interpreter that has imported pytest and the
+        environment's plugins (or, for a runner script, the ``preload`` modules); the project itself is imported
+        by each run from its job's checkout (PYTHONPATH is set per job), or kept warm (``warm_imports``)."""
         legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
-        fork = (base.fork_server and self.runner == "pytest" and bool(self.python_version)
+        fork = (base.fork_server and runner_forks(self.runner) and bool(self.python_version)
                 and _vkey(self.python_version) >= (3, 7))
         return base.with_overrides(python=self.python, fork_server=fork, runner=self.runner,
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
