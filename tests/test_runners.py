@@ -669,6 +669,32 @@ def test_an_internal_error_raised_in_the_code_under_test_is_a_collection_error(t
     assert verdict_for(ids, run).outcome is Outcome.HARNESS_ERROR
 
 
+def test_a_session_the_code_under_test_ends_after_its_tests_ran_is_no_harness_error(tmp_path: Path) -> None:
+    """pytest-5692's mutants of pytest's own junitxml broke the session at its end, after the tests had run: the
+    run was a HARNESS_ERROR (retried for ever, the table's row left at harness_error) although the error came
+    from the code under test. Raised in the checkout, it is the code's failure; raised elsewhere, the harness's."""
+    from coharden.execution.pytest_runner import run_pytest
+    from coharden.execution.pytest_verdicts import verdict_for
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        "def finish(session):\n    raise ValueError('broken by a mutant')\n")
+    (tmp_path / "conftest.py").write_text("import pkg\n\n\ndef pytest_sessionfinish(session):\n    pkg.finish(session)\n")
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    ids = ["test_a.py::test_a"]
+    for fork in (False, True):
+        verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=fork, timeout=60)))
+        assert verdict.outcome is Outcome.COLLECTION_ERROR, (fork, verdict.reason)
+        assert "ValueError: broken by a mutant" in verdict.reason
+    outside = tmp_path.parent / f"{tmp_path.name}_site"
+    outside.mkdir()
+    (outside / "extlib.py").write_text("def finish(session):\n    raise ValueError('the environment')\n")
+    (tmp_path / "conftest.py").write_text(
+        "import extlib\n\n\ndef pytest_sessionfinish(session):\n    extlib.finish(session)\n")
+    run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
+    assert verdict_for(ids, run).outcome is Outcome.HARNESS_ERROR
+
+
 # a repository with a runner script of sympy's kind (bin/test: files, -k names, "test_x ok" / "test_x F" lines)
 BIN_TEST = '''\
 import importlib.util

@@ -100,14 +100,13 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
     if started and not run.session_finished:
         notes = []
         if run.junit_present:
-            notes.append("a JUnit file exists although the pytest session never finished (written by a test)")
+            notes.append(f"{_JUNIT_WRITTEN} although the pytest session never finished (written by a test)")
         if run.returncode == 0:
             notes.append("the process exited with code 0 in the middle of the session (os._exit)")
         if run.returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
             return ("the test process was killed for writing a file over the disk limit (max_file_mb, "
                     f"RLIMIT_FSIZE; exit code {run.returncode})"), notes
-        return (f"the pytest session ended before it finished (exit code {run.returncode}): a test called "
-                "os._exit or crashed the interpreter"), notes
+        return (f"{_ENDED} (exit code {run.returncode}): a test called os._exit or crashed the interpreter"), notes
     if run.junit_ok and run.stream:
         streamed = run.streamed_outcomes()
         for node, passed in streamed.items():
@@ -176,6 +175,11 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
     problem = _streamed_problem(run)
     if problem is not None:
         reason, notes = problem
+        crashed = _raised_in_code(run) if reason.startswith(_ENDED) else None
+        if crashed:  # the code under test ended the session (pytest-5692's mutants of pytest's own junitxml)
+            notes = [n for n in notes if not n.startswith(_JUNIT_WRITTEN)]  # its JUnit plugin had finished first
+            return Verdict(outcome=Outcome.COLLECTION_ERROR, reason="the code under test broke pytest's session "
+                           f"(exit code {run.returncode}): {crashed}", tampering=notes, **base)
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, tampering=notes, **base)
     if run.returncode == _EXIT_USAGE:
         # a wanted id that does not exist, or whose module cannot be imported: pytest stops before running
@@ -208,17 +212,29 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
     return None
 
 
+_ENDED = "the pytest session ended before it finished"
+_JUNIT_WRITTEN = "a JUnit file exists"
+
+
+def _raised_in_code(run: PytestRun) -> str | None:
+    """The error line of the traceback that ended the run (exit code 1, or 3 with INTERNALERROR) when it was
+    raised in the checkout's code, else None."""
+    if not run.root or run.returncode not in (1, _EXIT_INTERNAL):
+        return None
+    marker = "INTERNALERROR> "
+    text = "\n".join(line[len(marker):] if line.startswith(marker) else line for line in run.output.splitlines())
+    return raised_in(text, Path(run.root)) or raised_in_short(text, Path(run.root))
+
+
 def _internal_error_in_code(run: PytestRun) -> str | None:
     """The error that ended pytest's session before any result, when it was raised in the checkout's code: a
     mutant of a plugin the repository's ``conftest.py`` loads (sphinx-11445: ``sphinx.testing.fixtures`` no
     longer imports; exit code 1 in a fresh process, 3 with INTERNALERROR in a fork), or of pytest itself on
     pytest's repository. No test ran, as when a test module does not import, and a rerun would not change that.
     None for any other run."""
-    if not run.root or not (run.returncode == _EXIT_INTERNAL or (run.returncode == 1 and not run.junit_ok)):
+    if not (run.returncode == _EXIT_INTERNAL or (run.returncode == 1 and not run.junit_ok)):
         return None
-    marker = "INTERNALERROR> "
-    text = "\n".join(line[len(marker):] if line.startswith(marker) else line for line in run.output.splitlines())
-    return raised_in(text, Path(run.root)) or raised_in_short(text, Path(run.root))
+    return _raised_in_code(run)
 
 
 def _timeout_reason(run: PytestRun, rename: dict[str, str]) -> str:
