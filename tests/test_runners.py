@@ -679,7 +679,8 @@ def test_a_session_the_code_under_test_ends_after_its_tests_ran_is_no_harness_er
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text(
         "def finish(session):\n    raise ValueError('broken by a mutant')\n")
-    (tmp_path / "conftest.py").write_text("import pkg\n\n\ndef pytest_sessionfinish(session):\n    pkg.finish(session)\n")
+    (tmp_path / "conftest.py").write_text(
+        "import pkg\n\n\ndef pytest_sessionfinish(session):\n    pkg.finish(session)\n")
     (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
     ids = ["test_a.py::test_a"]
     for fork in (False, True):
