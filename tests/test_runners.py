@@ -752,6 +752,10 @@ def test_a_runner_script_runs_as_a_warm_fork_and_sees_the_code_it_runs_on(tmp_pa
             verdicts = [ex.verdicts(patch, [golden], first_failure=first)[0]
                         for patch, first in (("", False), (fix, False), (mutant, True))]
             outcomes[forks] = [(v.outcome, v.tests) for v in verdicts]
+            # an instrumented run (a recording) is a fresh process of the test's own tests, not of its whole files
+            raw = ex.run_raw("", golden)
+            assert "test_odd F" in raw.output
+            assert "test_old" not in raw.output
             server = ex.site.current
             if forks:
                 assert server is not None

@@ -361,8 +361,10 @@ class InstanceExecutor:
         confine = self.confinement()
         confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
         self.workspace.tainted = True
+        # only the test's own tests, as a pytest recording runs its ids: the rest of their files (sympy's
+        # test_function.py, minutes under the tracer) would only add other tests' inputs to the recording
         verdict = run_test_patch(root, test, instrumented_settings(self.settings), self.python, env=env,
-                                 confine=confine)
+                                 confine=confine, select=True)
         return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
                          duration=verdict.duration or 0.0, output=verdict.output_tail or "",
                          isolation=verdict.isolation or "none")
