@@ -1,5 +1,4 @@
-"""sympy's bin/test on a mutant: the wanted tests alone (``-k``) against their whole files, and in one process
-against two, side by side.
+"""sympy's bin/test on a mutant: the wanted tests alone (``-k``) against their whole files, side by side.
 
     python benchmarks/sympy_select.py --records RECORDS --repos REPOS --ids ID ... [--rounds 2] [--envs DIR]
 
@@ -7,11 +6,9 @@ A mutant's cell needs only the pass / fail of the tests under grading, so cohard
 ``-k`` and the wanted names there (issue 35); the fail-to-pass checks still run the whole files, as the SWE-bench
 harness does. Per instance: the fix and the golden test laid down in a fresh clone at the base commit, then, in
 its spec environment (``--envs``, default coharden's cache: ``coharden study envcheck`` builds them), the golden
-test's FAIL_TO_PASS tests run by bin/test ``--rounds`` times each way, the order rotating: whole files, selected,
-and selected in two processes (bin/test's default: it starts a second interpreter, which imports sympy again, to
-give it a random hash seed; coharden sets PYTHONHASHSEED itself, so bin/test runs the tests in its own process).
-Printed: the median seconds of each, the ratios, and whether the wanted tests' statuses agree. Skips cleanly
-(exit 0) when the records, the clone or an instance's environment is missing.
+test's FAIL_TO_PASS tests run by bin/test ``--rounds`` times each way, the order alternating. Printed: the median
+seconds of the whole-file and the selected runs, their ratio, and whether the wanted tests' statuses agree. Skips
+cleanly (exit 0) when the records, the clone or an instance's environment is missing.
 """
 
 from __future__ import annotations
@@ -57,10 +54,8 @@ def main() -> int:
         return 0
     records = {r["instance_id"]: r for r in map(json.loads, args.records.read_text().splitlines()) if r}
     settings = Settings(runner="sympy", timeout=args.timeout, fork_server=False)
-    # mode -> (select, extra environment): an empty PYTHONHASHSEED is unset for Python and for bin/test alike
-    modes = {"whole": (False, {}), "selected": (True, {}), "two processes": (True, {"PYTHONHASHSEED": ""})}
-    ratios: dict[str, list[float]] = {"whole / selected": [], "two processes / one": []}
-    print(f"{'instance':24} {'whole s':>8} {'selected s':>10} {'2 procs s':>9} {'w/s':>5} {'2/1':>5}  statuses")
+    ratios = []
+    print(f"{'instance':24} {'whole s':>8} {'selected s':>10} {'ratio':>6}  statuses")
     with tempfile.TemporaryDirectory() as tmp:
         for iid in args.ids:
             record = records.get(iid)
@@ -73,26 +68,20 @@ def main() -> int:
             files = [f for f in touched_files(record["test_patch"]) if f.endswith(".py")]
             ids = runner.runner_ids(json.loads(record["FAIL_TO_PASS"]) if isinstance(record["FAIL_TO_PASS"], str)
                                     else list(record["FAIL_TO_PASS"]), files)
-            seconds: dict[str, list[float]] = {mode: [] for mode in modes}
-            statuses: dict[str, dict] = {}
-            order = list(modes)
+            seconds: dict[bool, list[float]] = {False: [], True: []}
+            statuses: dict[bool, dict] = {}
             for k in range(args.rounds):
-                for mode in order[k % 3:] + order[:k % 3]:
-                    select, env = modes[mode]
-                    verdict = run_with(runner, root, ids, settings, str(pythons[0]), select=select, env=env)
-                    seconds[mode].append(verdict.duration)
-                    statuses[mode] = {i: [s.value for s in v] for i, v in verdict.tests.items()}
-            whole, selected, two = (statistics.median(seconds[m]) for m in modes)
-            ratios["whole / selected"].append(whole / selected if selected else float("nan"))
-            ratios["two processes / one"].append(two / selected if selected else float("nan"))
-            same = "same" if len({json.dumps(v, sort_keys=True) for v in statuses.values()}) == 1 \
-                else f"DIFFER {statuses}"
-            print(f"{iid:24} {whole:8.1f} {selected:10.1f} {two:9.1f} {ratios['whole / selected'][-1]:5.1f} "
-                  f"{ratios['two processes / one'][-1]:5.1f}  {same}")
-    for name, values in ratios.items():
-        if values:
-            print(f"{name}, median over {len(values)} instances: {statistics.median(values):.2f}x "
-                  f"(min {min(values):.2f}x, max {max(values):.2f}x)")
+                for select in ((False, True) if k % 2 == 0 else (True, False)):
+                    verdict = run_with(runner, root, ids, settings, str(pythons[0]), select=select)
+                    seconds[select].append(verdict.duration)
+                    statuses[select] = {i: [s.value for s in v] for i, v in verdict.tests.items()}
+            whole, selected = statistics.median(seconds[False]), statistics.median(seconds[True])
+            ratios.append(whole / selected if selected else float("nan"))
+            same = "same" if statuses[False] == statuses[True] else f"DIFFER {statuses[False]} / {statuses[True]}"
+            print(f"{iid:24} {whole:8.1f} {selected:10.1f} {ratios[-1]:6.1f}  {same}")
+    if ratios:
+        print(f"\nwhole file / selected, median over {len(ratios)} instances: {statistics.median(ratios):.1f}x "
+              f"(min {min(ratios):.1f}x, max {max(ratios):.1f}x)")
     return 0
 
 

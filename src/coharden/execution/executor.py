@@ -437,7 +437,7 @@ class InstanceExecutor:
             return
         self._primed = server
         env = fork_env(self.site.job_env, self.settings.pass_env) if self.settings.runner == "pytest" \
-            else script_server_env(self.settings, self.site.job_env, server)
+            else script_server_env(self.settings, self.site.job_env)
         server.prime(self._root(), env, spec, timeout=self.settings.timeout)
 
     def _run_alone(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:

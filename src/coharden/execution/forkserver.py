@@ -81,8 +81,8 @@ class ForkServer:
         (an installed copy of the project: pytest's own repository, a pytest plugin) is not used, since every
         fork would run that copy instead of the checkout's files. ``scripts``: the runs are a repository's own
         runner script (:meth:`run`'s ``script``), not pytest: the server imports no pytest. Its forks share its
-        hash seed (a process's is fixed at start), so it starts with a random ``PYTHONHASHSEED`` of its own
-        (:attr:`hash_seed`), the value a run's environment must name."""
+        hash seed (a process's is fixed at start): :attr:`hash_seed`, the ``PYTHONHASHSEED`` it starts with (the
+        test environment's fixed one), the value a run's environment must name to be forked."""
         # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
         self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
         mark_owner(self._root)
@@ -96,11 +96,9 @@ class ForkServer:
             cmd.append("--preload=" + ",".join(preload))
         if project is not None:
             cmd.append(f"--project={project}")
-        self.hash_seed: str | None = None
+        self.hash_seed: str | None = env.get("PYTHONHASHSEED") or None
         if scripts:
             cmd.append("--scripts")
-            self.hash_seed = str(secrets.randbelow(2**32 - 1) + 1)
-            env = {**env, "PYTHONHASHSEED": self.hash_seed}
         # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
         self.shared = self._root / "shared"
         self.shared.mkdir()

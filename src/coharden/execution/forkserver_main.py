@@ -29,8 +29,8 @@ modules imported; swapped: with changed function bodies swapped in).
 
 Runner scripts (``--scripts``; sympy's ``bin/test``, see ``runners.Runner.forks``): the server imports no pytest, and
 a request may carry ``"script"``, a path in its cwd: the child runs it as ``python script args`` would (``__main__``,
-the script's directory first on the path, PYTHONWARNINGS applied as at start-up) instead of ``pytest.main``. The
-client starts such a server with a random PYTHONHASHSEED of its own, shared by every fork.
+the script's directory first on the path, PYTHONWARNINGS applied as at start-up) instead of ``pytest.main``. Every
+fork hashes with the seed the server started with (the test environment's fixed PYTHONHASHSEED).
 
 Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
 "optional": [...], "key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported,

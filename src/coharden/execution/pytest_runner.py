@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import signal
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,12 +19,9 @@ from coharden.execution.environ import untrusted_environment
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
 from coharden.execution.readback import UnsafeFile
-from coharden.execution.sandbox import Confinement, ProcessResult, mark_owner, run_limited
+from coharden.execution.sandbox import CPU_EXHAUSTED, Confinement, ProcessResult, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.timelimit import TimeLimit
-
-# a process killed by RLIMIT_CPU's signal: directly (a fork) or as bwrap reports its child's death (128 + signal)
-_CPU_EXHAUSTED = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
 
 
 def test_environment(pass_env: Sequence[str]) -> dict[str, str]:
@@ -182,7 +178,7 @@ def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None
                 root: str = "") -> PytestRun:
     # RLIMIT_CPU's signal, after at least that much time: a test that exits with the same code (or signals
     # itself) earlier is not taken for a timeout (one that waits that long before doing so gains nothing)
-    cpu_out = (limits.scaled and not proc.timed_out and proc.returncode in _CPU_EXHAUSTED
+    cpu_out = (limits.scaled and not proc.timed_out and proc.returncode in CPU_EXHAUSTED
                and proc.duration >= 0.95 * limits.cpu)
     return PytestRun(
         returncode=proc.returncode,

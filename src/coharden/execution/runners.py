@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from coharden.config import RunnerName, Settings
-from coharden.execution.sandbox import Confinement, run_limited
+from coharden.execution.sandbox import CPU_EXHAUSTED, Confinement, run_limited
 from coharden.execution.tracebacks import raised_in
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
@@ -211,13 +210,11 @@ class SympyRunner:
         # -k takes every word after it (sympy 1.0 to today), so it comes last; it matches names by substring, so
         # a few more tests may run, and the wanted ones are read by their exact names
         names = list(dict.fromkeys(i.split("::")[-1] for i in ids)) if select else []
-        # bin/test re-runs itself in a second interpreter (a second import of sympy, about 1.5 s) only to give it a
-        # random hash seed, and runs in its own process when PYTHONHASHSEED is set already (sympy's
-        # run_in_subprocess_with_hash_randomization, alike from 1.0 on): a random seed of our own is the same draw
-        # in one process
+        # the test environment's fixed PYTHONHASHSEED also keeps bin/test in its own process: without one it
+        # re-runs itself in a second interpreter, which imports sympy again, to give it a random seed (sympy's
+        # run_in_subprocess_with_hash_randomization, alike from 1.0 on)
         return RunnerCommand([python, "bin/test", "-C", "--verbose", *files, *(["-k", *names] if names else [])],
-                             {"PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning",
-                              "PYTHONHASHSEED": str(secrets.randbelow(2**32 - 1) + 1)})
+                             {"PYTHONWARNINGS": "ignore::UserWarning,ignore::SyntaxWarning"})
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_sympy_log(output)
@@ -260,15 +257,16 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
     if confine is not None and shown:
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
-    seed = server.hash_seed if server is not None else None
-    if server is not None and seed is not None and runner.forks and not shown \
-            and full_env.get("PYTHONHASHSEED") == command.env.get("PYTHONHASHSEED"):  # not one the job fixes
-        full_env["PYTHONHASHSEED"] = seed  # the seed the fork hashes with: the server's
+    # a fork hashes with its server's seed (fixed at the server's start): only a run that asks for that one forks
+    if server is not None and server.hash_seed and full_env.get("PYTHONHASHSEED") == server.hash_seed \
+            and runner.forks and not shown:
         proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.memory_mb,
                           cpu_seconds=limits.cpu, warm=warm, script=argv[1])
     else:
         proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
                            cpu_seconds=limits.cpu, network=settings.network, confine=confine)
+    if limits.scaled and not proc.timed_out and proc.returncode in CPU_EXHAUSTED and proc.duration >= 0.95 * limits.cpu:
+        proc = dataclasses.replace(proc, timed_out=True)  # killed at its CPU limit (as pytest_runner reads it)
     if proc.lost:  # the server died or was tampered with: no result of its own (the executor retries the former)
         verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.lost, duration=proc.duration,
                           tampering=[proc.tampering] if proc.tampering else [], output_tail=_tail(proc.output))
@@ -292,11 +290,10 @@ def _run_env(settings: Settings, command_env: dict[str, str], env: dict[str, str
     return {**test_environment(settings.pass_env), **command_env, **(env or {})}
 
 
-def script_server_env(settings: Settings, env: dict[str, str] | None, server: ForkServer) -> dict[str, str]:
+def script_server_env(settings: Settings, env: dict[str, str] | None) -> dict[str, str]:
     """The environment a ``scripts`` fork server imports the project in (its prime): the one its forked runs
     have, whose import environment must be the same for them to start warm (``warm_state``)."""
-    command_env = make_runner(settings.runner).command("python", []).env
-    return {**_run_env(settings, command_env, env), "PYTHONHASHSEED": server.hash_seed or ""}
+    return _run_env(settings, make_runner(settings.runner).command("python", []).env, env)
 
 
 def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str, *,

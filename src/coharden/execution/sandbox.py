@@ -75,6 +75,9 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
                              # the tests trust): only the real host on the network answers it
                              r"SSLError", re.I)
 
+# a process killed by RLIMIT_CPU's signal: directly (a fork) or as bwrap reports its child's death (128 + signal)
+CPU_EXHAUSTED = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+
 #: How much of a fresh process's output is read back (its end: verdicts keep the last lines).
 OUTPUT_LIMIT = 16 << 20
 
