@@ -209,9 +209,8 @@ def _child(request, swap=None, key=None, zygote=None):
         args = session["args"]
         if script:
             rc = _run_script(script, list(args))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(rc)
+            _finish_interpreter()
+            os._exit(rc & 0xFF)
         sys.argv = ["pytest", *args]
         import pytest
 
@@ -248,12 +247,33 @@ def _run_script(path, args):
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return int(exc.code or 0)
-        print(exc.code, file=sys.stderr)
+        try:
+            print(exc.code, file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - a closed stderr: the code still says it failed
+            pass
         return 1
     except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
         traceback.print_exc()
         return 1
     return 0
+
+
+def _finish_interpreter():
+    """What a fresh interpreter does at exit before it ends: wait for its non-daemon threads, run the atexit
+    functions, flush the streams (a closed one is no error then)."""
+    import atexit
+
+    for finish in (getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)):
+        try:
+            if finish is not None:
+                finish()
+        except BaseException:  # noqa: BLE001 - as at an interpreter's exit, where such errors are printed only
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
 
 
 def load_sibling(name):

@@ -267,9 +267,10 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
                            cpu_seconds=limits.cpu, network=settings.network, confine=confine)
     if limits.scaled and not proc.timed_out and proc.returncode in CPU_EXHAUSTED and proc.duration >= 0.95 * limits.cpu:
         proc = dataclasses.replace(proc, timed_out=True)  # killed at its CPU limit (as pytest_runner reads it)
-    if proc.lost:  # the server died or was tampered with: no result of its own (the executor retries the former)
-        verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.lost, duration=proc.duration,
-                          tampering=[proc.tampering] if proc.tampering else [], output_tail=_tail(proc.output))
+    if proc.lost or proc.tampering:  # the server died, or a test forged the protocol or swapped a file read back
+        verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.lost or f"tampering: {proc.tampering}",
+                          duration=proc.duration, tampering=[proc.tampering] if proc.tampering else [],
+                          output_tail=_tail(proc.output))
     elif proc.disk:  # killed at the disk limit: what it printed is not its result
         verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.disk, duration=proc.duration,
                           output_tail=_tail(proc.output))
