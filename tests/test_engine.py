@@ -46,7 +46,7 @@ def _strip(rows: list[dict[str, Any]]) -> str:
     the reference test run at once, so which of them made a reference run and which found it in the store
     depends on the schedule; the number of verdicts per test does not."""
     def clean(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {"made", "cached", "implied"}:
+        if isinstance(value, dict) and set(value) == {"made", "cached", "implied", "not_needed"}:
             return sum(value.values())
         if isinstance(value, dict):
             return {k: clean(v) for k, v in value.items() if k not in ("timings", "duration")}
