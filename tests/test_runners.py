@@ -658,13 +658,22 @@ def test_an_internal_error_raised_in_the_code_under_test_is_a_collection_error(t
     assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
     assert "NameError: name 'pass_environment' is not defined" in verdict.reason
     # raised by a module outside the checkout (the environment's): the harness's failure
-    outside = tmp_path.parent / f"{tmp_path.name}_site"
+    assert _raised_outside(tmp_path, ids, "order(items)", "pytest_collection_modifyitems(items)") \
+        is Outcome.HARNESS_ERROR
+
+
+def _raised_outside(root: Path, ids: list[str], call: str, hook: str) -> Outcome:
+    """The outcome of ``ids`` in ``root`` when its conftest's ``hook`` calls ``extlib.<call>``, which raises in a
+    module outside the checkout (on PYTHONPATH: the environment's)."""
+    from coharden.execution.pytest_runner import run_pytest
+    from coharden.execution.pytest_verdicts import verdict_for
+
+    outside = root.parent / f"{root.name}_site"
     outside.mkdir()
-    (outside / "extlib.py").write_text("def order(items):\n    raise ValueError('the environment')\n")
-    (tmp_path / "conftest.py").write_text(
-        "import extlib\n\n\ndef pytest_collection_modifyitems(items):\n    extlib.order(items)\n")
-    run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
-    assert verdict_for(ids, run).outcome is Outcome.HARNESS_ERROR
+    (outside / "extlib.py").write_text(f"def {call}:\n    raise ValueError('the environment')\n")
+    (root / "conftest.py").write_text(f"import extlib\n\n\ndef {hook}:\n    extlib.{call}\n")
+    run = run_pytest(root, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
+    return verdict_for(ids, run).outcome
 
 
 def test_a_session_the_code_under_test_ends_after_its_tests_ran_is_no_harness_error(tmp_path: Path) -> None:
@@ -685,13 +694,7 @@ def test_a_session_the_code_under_test_ends_after_its_tests_ran_is_no_harness_er
         verdict = verdict_for(ids, run_pytest(tmp_path, ids, Settings(fork_server=fork, timeout=60)))
         assert verdict.outcome is Outcome.COLLECTION_ERROR, (fork, verdict.reason)
         assert "ValueError: broken by a mutant" in verdict.reason
-    outside = tmp_path.parent / f"{tmp_path.name}_site"
-    outside.mkdir()
-    (outside / "extlib.py").write_text("def finish(session):\n    raise ValueError('the environment')\n")
-    (tmp_path / "conftest.py").write_text(
-        "import extlib\n\n\ndef pytest_sessionfinish(session):\n    extlib.finish(session)\n")
-    run = run_pytest(tmp_path, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
-    assert verdict_for(ids, run).outcome is Outcome.HARNESS_ERROR
+    assert _raised_outside(tmp_path, ids, "finish(session)", "pytest_sessionfinish(session)") is Outcome.HARNESS_ERROR
 
 
 # a repository with a runner script of sympy's kind (bin/test: files, -k names, "test_x ok" / "test_x F" lines)
