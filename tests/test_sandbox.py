@@ -220,15 +220,38 @@ def test_the_disk_watch_counts_the_run_s_own_writes_only(tmp_path: Path) -> None
     os.link(mine / "one.bin", mine / "same.bin")
     assert watch.measure() < 2 << 20
     assert not watch.check()
+    # well past the limit: other tests running beside this one free space meanwhile, which hides as much of the
+    # run's writes from the trigger within one tick
     with (mine / "gone.bin").open("wb") as handle:
-        handle.write(os.urandom(2 << 20))
+        handle.write(os.urandom(12 << 20))
         handle.flush()
+        os.fsync(handle.fileno())
         (mine / "gone.bin").unlink()
         assert watch.measure() < 2 << 20  # held open by a process the watch was not told of
         holders.append(os.getpid())
-        assert watch.measure() > 3 << 20
+        assert watch.measure() > 13 << 20
         assert watch.check()
     assert "more than 2 MiB" in watch.reason()
+
+
+def test_space_freed_elsewhere_hides_a_run_s_writes_for_one_tick_at_most(tmp_path: Path) -> None:
+    """Others take space (a walk finds it is not the run's), then free it: the watch's baseline rises with the
+    free space, so the run's later writes trip the watch as if the others had never been there."""
+    from coharden.execution.disklimit import DiskWatch
+
+    mine, other = tmp_path / "worktree", tmp_path / "elsewhere"
+    mine.mkdir()
+    other.mkdir()
+    watch = DiskWatch([mine], 4 << 20, interval=0)
+    (other / "big.bin").write_bytes(os.urandom(16 << 20))
+    os.sync()
+    assert not watch.check()  # a walk: none of it is the run's
+    (other / "big.bin").unlink()
+    os.sync()
+    assert not watch.check()  # the baseline rises back
+    (mine / "mine.bin").write_bytes(os.urandom(12 << 20))
+    os.sync()
+    assert watch.check()
 
 
 @needs_bwrap

@@ -23,12 +23,14 @@ started (``ctime``, which a test cannot set back), plus the deleted files the ru
 Every file counts at least one block (:data:`INODE_COST`), free inodes count as that much free space: a million
 empty files, which take inodes and no data blocks, are as much as 4 GiB of data.
 That sum, not the free space, decides: a drop caused by someone else (another worker, a download) never kills
-a run, and is then taken off the baseline so that it does not trigger a walk at every tick. Past the limit the
-caller kills the run's processes and the verdict says why (``ProcessResult.disk``).
+a run; after a walk the free space it found is the new baseline, so that others' use does not trigger a walk at
+every tick. Free space that rises (someone freed space) raises the baseline too: space freed elsewhere hides a
+run's writes from the trigger only within one tick, not for the rest of the run. Past the limit the caller kills
+the run's processes and the verdict says why (``ProcessResult.disk``).
 
 The limit is approximate by design: a run may write up to :data:`INTERVAL` seconds' worth beyond it before it is
-killed, and space freed elsewhere during the run hides the same amount of its writes from the trigger. Files
-the run left behind are removed by the workspace's reset (the worktree) or with the run's scratch directory.
+killed (and as much again as others free in that tick). Files the run left behind are removed by the workspace's
+reset (the worktree) or with the run's scratch directory.
 """
 
 from __future__ import annotations
@@ -80,8 +82,9 @@ class DiskWatch:
                 by_device.setdefault(Path(path).stat().st_dev, path)
         self._devices = set(by_device)
         self._probes = list(by_device.values())  # one directory per filesystem
-        self._start_free = self._free()
-        self._others = 0  # space others took meanwhile (a walk found the drop was not this run's)
+        # free space when the run's writes were last known to be ``written``: a drop below it is new writes (the
+        # run's or others'); it rises with the free space, so that space freed elsewhere cannot hide later writes
+        self._base_free = self._free()
         self._next = time.monotonic() + interval
 
     def _free(self) -> int:
@@ -101,14 +104,15 @@ class DiskWatch:
         if now < self._next:
             return False
         self._next = now + self.interval
-        drop = self._start_free - self._free()
-        if drop - self._others <= self.limit:
+        free = self._free()
+        self._base_free = max(self._base_free, free)
+        if self._base_free - free + self.written <= self.limit:
             return False
         self.written = self.measure()
         if self.written > self.limit:
             self.exceeded = True
         else:
-            self._others = max(self._others, drop - self.written)
+            self._base_free = free  # the drop so far is others' or counted in ``written``
         return self.exceeded
 
     def measure(self) -> int:
