@@ -6,13 +6,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coharden.config import Settings
+from coharden.errors import CoHardenError
 from coharden.execution.engine import LocalEngine, make_engine
 from coharden.execution.store import Store
 from coharden.mpe.batch import run_batch
@@ -104,6 +110,51 @@ def test_ray_gives_the_same_results_as_the_local_pool_even_when_a_worker_dies(ba
     finally:
         engine.close()
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert not ray.is_initialized()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_RAY or importlib.util.find_spec("ray._private.authentication") is None,
+                    reason="needs a Ray with token authentication (pip install 'coharden[ray]')")
+def test_a_ray_cluster_that_refuses_the_driver_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """A real Ray head with token authentication, joined by a driver without the token: one line that says which
+    cluster and what to set, no traceback (Ray's own error is a page of retries and three chained exceptions)."""
+    import socket
+
+    import ray
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray_cli = Path(sys.executable).with_name("ray")
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "a" * 32, "RAY_USAGE_STATS_ENABLED": "0"}
+    # a short directory: Ray's sockets live in it, and a socket's path may not be longer than 107 bytes
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--port", str(port), "--num-cpus", "1",
+                             "--include-dashboard", "false", "--temp-dir", str(temp)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert head.poll() is None, "the Ray head did not start"
+            assert time.monotonic() < deadline, "the Ray head is not listening after 60 s"
+            time.sleep(0.5)
+        monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+        monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+        with pytest.raises(CoHardenError) as refused:
+            make_engine("ray", workers=1, address=f"127.0.0.1:{port}")
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)
+    said = str(refused.value)
+    assert f"could not join the Ray cluster at 127.0.0.1:{port}" in said
+    assert "RAY_AUTH_MODE=token" in said
+    assert "\n" not in said
     assert not ray.is_initialized()
 
 

@@ -119,7 +119,10 @@ class RayEngine:
                 kwargs["num_cpus"] = workers
             # workers import coharden from the driver's environment; ship the source tree when on a cluster
             kwargs["runtime_env"] = {"env_vars": {"PYTHONDONTWRITEBYTECODE": "1"}}
-            ray.init(**kwargs)
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray's own errors derive from these
+                raise CoHardenError(_not_joined(address, exc)) from exc
             self._owns = True
         else:
             self._owns = False
@@ -142,6 +145,23 @@ class RayEngine:
     def close(self) -> None:
         if self._owns:
             self._ray.shutdown()
+
+
+def _not_joined(address: str | None, exc: BaseException) -> str:
+    """Why Ray could not be started or joined, in a line: Ray's message carries a traceback's worth of text (and
+    the cause that matters, an authentication error, two exceptions down its chain)."""
+    where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    hint = ""
+    if any("authenticat" in str(e).lower() or "authtoken" in str(e).lower() for e in chain):
+        hint = (" (its token authentication refused this driver: set RAY_AUTH_MODE=token and the cluster's token "
+                "in RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+    return f"could not join {where}: {first}{hint}"
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
