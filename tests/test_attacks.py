@@ -7,10 +7,12 @@ look at the host: the store, the user's checkout, ``$HOME``, ``/tmp``, the proce
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ import pytest
 from coharden.config import Settings
 from coharden.execution.bwrap import interpreter_dirs
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.forkserver import _LINE_LIMIT, ForkServer
 from coharden.execution.git import git
 from coharden.execution.sandbox import bwrap_path
 from coharden.execution.store import Store
@@ -552,31 +555,61 @@ def test_an_unsigned_request_on_the_protocol_is_tampering(tmp_path: Path) -> Non
         server.close()
 
 
-def test_a_line_without_its_end_on_the_protocol_blocks_no_one(tmp_path: Path) -> None:
-    """Were a process to write part of a line to the server's reply pipe (no newline), the client would not wait
-    for the rest: it gives up at its deadline as with a silent server, and a run after that is lost, not hung."""
-    import sys
-    import time
-
-    from coharden.execution.forkserver import ForkServer
-    from coharden.execution.pytest_runner import fork_env
+def _server_with_a_reply_written_by_another(tmp_path: Path, text: str) -> tuple[ForkServer, Path]:
+    """A fork server (an ok test in ``tmp_path``) whose reply pipe ``text`` was written to by another process,
+    as a test that found the pipe would."""
     from coharden.execution.sandbox import Confinement
 
     (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
     server = ForkServer(sys.executable, env=dict(os.environ), network=False,
                         confine=Confinement(writable=(tmp_path,)))
+    assert server.proc is not None
+    reply_pipe = open(f"/proc/{server.proc.pid}/fd/1", "w")  # noqa: SIM115 - the pipe the server answers on
+
+    def write() -> None:  # from a thread: more than the pipe holds blocks until the client reads
+        with reply_pipe, contextlib.suppress(OSError):
+            reply_pipe.write(text)
+
+    threading.Thread(target=write, daemon=True).start()
+    return server, tmp_path
+
+
+def _lost_to_tampering(server: ForkServer, root: Path) -> None:
+    """The server's next run: lost as tampering (its reply came after the garbage: nothing is trusted)."""
+    from coharden.execution.pytest_runner import fork_env
+
+    args = ["-q", "-p", "no:cacheprovider", "test_ok.py"]
+    run = server.run(root, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+    assert run.returncode is None
+    assert run.lost.startswith("tampering:")
+    assert not server.alive
+
+
+def test_a_line_without_its_end_on_the_protocol_blocks_no_one(tmp_path: Path) -> None:
+    """Were a process to write part of a line to the server's reply pipe (no newline), the client would not wait
+    for the rest: it gives up at its deadline as with a silent server, and a run after that is lost, not hung."""
+    import time
+
+    server, root = _server_with_a_reply_written_by_another(tmp_path, '{"rc": 0, "timed_out": false')
     try:
-        assert server.proc is not None
-        with open(f"/proc/{server.proc.pid}/fd/1", "w") as reply_pipe:  # the pipe the server answers on
-            reply_pipe.write('{"rc": 0, "timed_out": false')
         start = time.monotonic()
         assert server._read(1.0) is None
         assert time.monotonic() - start < 10
-        args = ["-q", "-p", "no:cacheprovider", "test_ok.py"]
-        run = server.run(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
-        assert run.returncode is None  # the server's next line came after the garbage: nothing is trusted
-        assert run.lost.startswith("tampering:")
-        assert not server.alive
+        _lost_to_tampering(server, root)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("end", ["\n", ""], ids=["ended", "unended"])
+def test_a_line_longer_than_the_server_writes_is_tampering(tmp_path: Path, end: str) -> None:
+    """A line past the protocol's limit is no reply of the server's, whether its end comes in the chunk that
+    takes it past the limit or never: the client drops it (no memory grows without bound) and says so as
+    tampering; read during a run, that run is lost (as the test above shows for a line without its end)."""
+    server, _ = _server_with_a_reply_written_by_another(tmp_path, "x" * (_LINE_LIMIT + 4096) + end)
+    try:
+        assert server._read(10.0) is None
+        assert "longer than any it writes" in server.forged
+        assert len(server._pending) <= 1 << 16
     finally:
         server.close()
 

@@ -177,7 +177,8 @@ class ForkServer:
         # descriptors numbered above FD_SETSIZE (1024), which select() cannot watch
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._pending:
+            # only an end within the limit ends a line (one may come in the chunk that takes it past the limit)
+            while b"\n" not in self._pending[:_LINE_LIMIT + 1]:
                 if len(self._pending) > _LINE_LIMIT:
                     self._pending = b""
                     self.forged = "a line on the fork server's protocol longer than any it writes"
