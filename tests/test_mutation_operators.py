@@ -452,3 +452,22 @@ def test_shortcut_compares_a_receiver_only_under_its_own_name() -> None:
     forged = code({**record, "receiver": "__import__('os').system('x') or self"})
     assert "__import__('os')" not in forged
     assert "_coh_same(self, " not in forged
+
+
+def test_a_shape_input_seen_ending_two_ways_in_one_run_is_never_revealing() -> None:
+    """Calls apart only by an object's address share one shape input; when a run saw that input end in two ways
+    (``shape_ambiguous``), pairing its fixed outcome with a buggy one could pair two different objects' calls:
+    it is left out, on either side. Without the ambiguity record the same pair is revealing."""
+    from coharden.mutation.revealing import revealing_shapes
+
+    def shape(outcome: str) -> dict[str, Any]:
+        return {"kind": "shape", "qualname": "Printer.doprint", "key": "c0ffee", "outcome": "return",
+                "value_obs": outcome}
+
+    ambiguous = {"kind": "shape_ambiguous", "qualname": "Printer.doprint", "key": "c0ffee"}
+    fixed, buggy = [shape("(x)")], [shape("x")]
+    assert revealing_shapes(fixed, buggy) == fixed
+    assert revealing_shapes([*fixed, ambiguous], buggy) == []
+    assert revealing_shapes(fixed, [*buggy, ambiguous]) == []
+    assert revealing_shapes(fixed, [shape("(x)")]) == []  # the same observation: not revealing
+    assert revealing_shapes(fixed, []) == []  # no buggy outcome to compare with
