@@ -234,7 +234,7 @@ def test_the_disk_watch_counts_the_run_s_own_writes_only(tmp_path: Path) -> None
     assert "more than 2 MiB" in watch.reason()
 
 
-def test_space_freed_elsewhere_hides_a_run_s_writes_for_one_tick_at_most(tmp_path: Path) -> None:
+def test_space_others_take_then_free_hides_none_of_a_run_s_later_writes(tmp_path: Path) -> None:
     """Others take space (a walk finds it is not the run's), then free it: the watch's baseline rises with the
     free space, so the run's later writes trip the watch as if the others had never been there."""
     from coharden.execution.disklimit import DiskWatch
@@ -252,6 +252,25 @@ def test_space_freed_elsewhere_hides_a_run_s_writes_for_one_tick_at_most(tmp_pat
     (mine / "mine.bin").write_bytes(os.urandom(12 << 20))
     os.sync()
     assert watch.check()
+
+
+def test_writes_hidden_by_space_others_free_meanwhile_are_found(tmp_path: Path) -> None:
+    """Within one tick the run writes past its limit while others free more than that: the free space rises.
+    The rise counts towards the trigger, so a walk finds the run's files; a baseline that only followed the free
+    space up would have hidden them for the rest of the run."""
+    from coharden.execution.disklimit import DiskWatch
+
+    mine, other = tmp_path / "worktree", tmp_path / "elsewhere"
+    mine.mkdir()
+    other.mkdir()
+    (other / "big.bin").write_bytes(os.urandom(24 << 20))
+    os.sync()
+    watch = DiskWatch([mine], 4 << 20, interval=0)
+    (mine / "mine.bin").write_bytes(os.urandom(8 << 20))
+    (other / "big.bin").unlink()
+    os.sync()
+    assert watch.check()
+    assert watch.written >= 8 << 20
 
 
 @needs_bwrap

@@ -24,13 +24,15 @@ Every file counts at least one block (:data:`INODE_COST`), free inodes count as 
 empty files, which take inodes and no data blocks, are as much as 4 GiB of data.
 That sum, not the free space, decides: a drop caused by someone else (another worker, a download) never kills
 a run; after a walk the free space it found is the new baseline, so that others' use does not trigger a walk at
-every tick. Free space that rises (someone freed space) raises the baseline too: space freed elsewhere hides a
-run's writes from the trigger only within one tick, not for the rest of the run. Past the limit the caller kills
-the run's processes and the verdict says why (``ProcessResult.disk``).
+every tick. Space others free while the run writes can hide its writes from the free space; so every rise of the
+free space since the last walk counts towards the trigger as if it were written: hidden writes are found by a
+walk once others have freed the limit's worth at the most (the cost: a walk more per limit freed elsewhere).
+Past the limit the caller kills the run's processes and the verdict says why (``ProcessResult.disk``).
 
 The limit is approximate by design: a run may write up to :data:`INTERVAL` seconds' worth beyond it before it is
-killed (and as much again as others free in that tick). Files the run left behind are removed by the workspace's
-reset (the worktree) or with the run's scratch directory.
+killed, and what others free in the very tick the run writes as much (the free space unmoved) stays hidden until
+a walk. Files the run left behind are removed by the workspace's reset (the worktree) or with the run's scratch
+directory.
 """
 
 from __future__ import annotations
@@ -83,8 +85,9 @@ class DiskWatch:
         self._devices = set(by_device)
         self._probes = list(by_device.values())  # one directory per filesystem
         # free space when the run's writes were last known to be ``written``: a drop below it is new writes (the
-        # run's or others'); it rises with the free space, so that space freed elsewhere cannot hide later writes
+        # run's or others'); it rises with the free space, each rise since the last walk kept in ``_risen``
         self._base_free = self._free()
+        self._risen = 0
         self._next = time.monotonic() + interval
 
     def _free(self) -> int:
@@ -105,14 +108,16 @@ class DiskWatch:
             return False
         self._next = now + self.interval
         free = self._free()
-        self._base_free = max(self._base_free, free)
-        if self._base_free - free + self.written <= self.limit:
+        if free > self._base_free:  # freed space, which may hide as much of the run's writes: counted
+            self._risen += free - self._base_free
+            self._base_free = free
+        if self._base_free - free + self._risen + self.written <= self.limit:
             return False
         self.written = self.measure()
         if self.written > self.limit:
             self.exceeded = True
-        else:
-            self._base_free = free  # the drop so far is others' or counted in ``written``
+        else:  # the drop so far is others' or counted in ``written``
+            self._base_free, self._risen = free, 0
         return self.exceeded
 
     def measure(self) -> int:
