@@ -3,6 +3,7 @@ finished batch resumes from the store without running anything."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -124,15 +125,21 @@ def test_a_ray_cluster_that_refuses_the_driver_is_a_clear_error(tmp_path: Path, 
 
     import ray
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    port = free_port()
+    # every port of the head's own (not Ray's fixed defaults, which another Ray on this machine may hold)
+    ports = [f"--{name}={free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                                                     "runtime-env-agent-port", "metrics-export-port")]
     ray_cli = Path(sys.executable).with_name("ray")
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "a" * 32, "RAY_USAGE_STATS_ENABLED": "0"}
     # a short directory: Ray's sockets live in it, and a socket's path may not be longer than 107 bytes
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--port", str(port), "--num-cpus", "1",
-                             "--include-dashboard", "false", "--temp-dir", str(temp)],
+                             "--include-dashboard", "false", "--temp-dir", str(temp), *ports],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -146,11 +153,17 @@ def test_a_ray_cluster_that_refuses_the_driver_is_a_clear_error(tmp_path: Path, 
         monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
         monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
         with pytest.raises(CoHardenError) as refused:
-            make_engine("ray", workers=1, address=f"127.0.0.1:{port}")
+            make_engine("ray", workers=1, address=f"127.0.0.1:{port}").close()  # joined after all: it fails
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        head.wait(timeout=60)
-        shutil.rmtree(temp, ignore_errors=True)
+        try:
+            for sig in (signal.SIGTERM, signal.SIGKILL):  # the head and every process it started
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(head.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    head.wait(timeout=30)
+                    break
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
     said = str(refused.value)
     assert f"could not join the Ray cluster at 127.0.0.1:{port}" in said
     assert "RAY_AUTH_MODE=token" in said

@@ -121,7 +121,7 @@ class RayEngine:
             kwargs["runtime_env"] = {"env_vars": {"PYTHONDONTWRITEBYTECODE": "1"}}
             try:
                 ray.init(**kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray's own errors derive from these
+            except (ray.exceptions.RayError, ConnectionError, RuntimeError) as exc:  # refused, unreachable
                 raise CoHardenError(_not_joined(address, exc)) from exc
             self._owns = True
         else:
@@ -159,8 +159,8 @@ def _not_joined(address: str | None, exc: BaseException) -> str:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     hint = ""
     if any("authenticat" in str(e).lower() or "authtoken" in str(e).lower() for e in chain):
-        hint = (" (its token authentication refused this driver: set RAY_AUTH_MODE=token and the cluster's token "
-                "in RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+        hint = (" (its token authentication refused this driver: it needs RAY_AUTH_MODE=token and the cluster's "
+                "token in RAY_AUTH_TOKEN or ~/.ray/auth_token)")
     return f"could not join {where}: {first}{hint}"
 
 
