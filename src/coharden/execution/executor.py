@@ -460,7 +460,7 @@ class InstanceExecutor:
         except ForkServerError as exc:  # it died between its liveness check and this run: retried as a lost run
             self.site.close()
             verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"{SERVER_GONE} ({exc})")
-        if _server_lost(verdict):  # as RunSite.run counts a pytest run's loss
+        if _server_lost(verdict):  # died, silent or gone (a forged protocol is reported as tampering)
             self.site.losses.append(verdict.reason)
         return {0: verdict}
 

@@ -178,7 +178,7 @@ class ForkServer:
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
             # only an end within the limit ends a line (one may come in the chunk that takes it past the limit)
-            while b"\n" not in self._pending[:_LINE_LIMIT + 1]:
+            while self._pending.find(b"\n", 0, _LINE_LIMIT + 1) < 0:
                 if len(self._pending) > _LINE_LIMIT:
                     self._pending = b""
                     self.forged = "a line on the fork server's protocol longer than any it writes"
