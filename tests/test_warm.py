@@ -414,3 +414,51 @@ def test_a_directory_listing_leaves_out_only_what_no_import_names(tmp_path: Path
     for name in (".benchmarks", ".hypothesis", "__pycache__", "mod.py", "extra-handler.py", "0002_x.py"):
         (tmp_path / name).mkdir() if name.startswith((".", "__")) else (tmp_path / name).write_text("")
     assert _listing(str(tmp_path)) == ["0002_x.py", "extra-handler.py", "mod.py"]
+
+
+HELD = {
+    "pkg/__init__.py": "from pkg import core\n",
+    # a function its import hands to something outside the project: an earlier import of core.py stays alive
+    # there after the project's modules are dropped
+    "pkg/core.py": "import atexit\n\n\ndef f():\n    return 1\n\n\ndef _cleanup():\n    return None\n\n\n"
+                   "atexit.register(_cleanup)\n",
+}
+
+
+def test_functions_of_an_earlier_import_held_outside_the_project_leave_bodies_swappable(
+        repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A zygote made by a run whose module changed imports the project afresh under its own profiler (the
+    server's warm copy dropped); a function of that copy held outside the project (``atexit``) stays alive with
+    the code of the base version. It made every later run of the zygote collect again ("a live function has code
+    no compile of its source gives": sympy-19954's mutants, 0.8 s a run instead of 0.25 s). Functions of an
+    earlier import are left alone: the mutants are served by the zygote, with a fresh process's verdicts."""
+    from tests.conftest import make_patch
+
+    from coharden.config import Settings
+    from coharden.execution.executor import InstanceExecutor
+    from coharden.schema.instance import Instance
+
+    repo, commit = repo_factory(HELD)
+    core = HELD["pkg/core.py"]
+    test_patch = make_patch(repo, {"tests/test_core.py": "from pkg.core import f\n\n\ndef test_f():\n"
+                                                         "    assert f() == 2\n"})
+    # the fix adds a line, so _cleanup's code moves: the base version's _cleanup is not the fix version's
+    fix = make_patch(repo, {"pkg/core.py": core.replace("    return 1\n", "    one = 1\n    return one + 1\n")})
+    mutants = [make_patch(repo, {"pkg/core.py": core.replace("    return 1\n", f"    one = 1\n    return one + {k}\n")})
+               for k in (2, 0, 1)]
+    inst = Instance(instance_id="pkg__held", repo=str(repo), base_commit=commit, test_patch=test_patch)
+    verdicts = {}
+    for warm_imports in (["pkg"], []):
+        settings = Settings(timeout=60, cache_dir=tmp_path / f"cache-{bool(warm_imports)}", workers=1,
+                            warm_imports=warm_imports)
+        with InstanceExecutor(inst, repo, settings) as ex:
+            test = ex.test_patch(test_patch, name="t")
+            ex.warm_up()
+            verdicts[bool(warm_imports)] = [ex.verdicts(p, [test])[0].outcome.value for p in (fix, *mutants)]
+            if warm_imports:
+                server = ex.fork_server()
+                assert server is not None
+                log = list(server.collect_log)
+    assert verdicts[True] == verdicts[False] == ["PASS", "FAIL", "FAIL", "PASS"]
+    assert log[0].startswith("collected"), log  # the fix's run made the zygote
+    assert log[1:] == ["once"] * 3, log

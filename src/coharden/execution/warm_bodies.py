@@ -15,6 +15,7 @@ import gc
 import sys
 import types
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -193,15 +194,38 @@ def plan(path: str, old: Version, new: Version, called: set) -> tuple:
     return path, mapping, stay, changed, extra
 
 
+def _dead_namespaces(paths: set) -> Callable[[types.FunctionType], bool]:
+    """A test for functions of an earlier import of one of ``paths``: defined in a module namespace of that file
+    which is not the namespace of the module now loaded from it. A zygote re-imports the project under its own
+    profiler after the server's warm copy was purged; objects of that copy that something outside the project
+    still holds stay alive, and their functions keep the code they were imported with. No run reaches them
+    through the project's modules, the zygote's own first run had them as they are, and a fresh import would
+    make none: they are left as they are, never swapped, and do not make a file unswappable."""
+    live: dict = {}
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file in paths:
+            live.setdefault(file, set()).add(id(vars(module)))
+
+    def dead(function: types.FunctionType) -> bool:
+        names = function.__globals__
+        file = names.get("__file__")
+        return file == function.__code__.co_filename and id(names) not in live.get(file, ())
+
+    return dead
+
+
 def function_index(paths: set) -> dict:
     """file -> weak references to the live function objects compiled from it, for the files in ``paths``,
-    after a collection (a function left in a garbage cycle is not alive). Made once in a zygote before it forks
-    its runs: a run then finds the functions of its changed files here instead of walking the whole heap
-    (``gc.get_objects()`` touches every object, and in a forked run each touched page is copied)."""
+    after a collection (a function left in a garbage cycle is not alive; one of an earlier import of the file
+    is left out: :func:`_dead_namespaces`). Made once in a zygote before it forks its runs: a run then finds the
+    functions of its changed files here instead of walking the whole heap (``gc.get_objects()`` touches every
+    object, and in a forked run each touched page is copied)."""
     gc.collect()
     index: dict = {}
+    dead = _dead_namespaces(paths)
     for obj in gc.get_objects():
-        if type(obj) is types.FunctionType and obj.__code__.co_filename in paths:
+        if type(obj) is types.FunctionType and obj.__code__.co_filename in paths and not dead(obj):
             # a weak reference: the index must not keep a function alive that a test drops, nor show in its
             # reference count
             index.setdefault(obj.__code__.co_filename, []).append(weakref.ref(obj))
@@ -242,11 +266,12 @@ def apply(plans: list, functions: dict | None = None) -> None:
         finally:
             if frozen:
                 gc.freeze()
+    dead = _dead_namespaces(set(by_file))
     for obj in found:
         if type(obj) is not types.FunctionType:
             continue
         plan = by_file.get(obj.__code__.co_filename)
-        if plan is None:
+        if plan is None or dead(obj):
             continue
         mapping, stay = plan
         new = mapping.get(obj.__code__)
