@@ -249,7 +249,7 @@ def test_space_others_take_then_free_hides_none_of_a_run_s_later_writes(tmp_path
     (other / "big.bin").unlink()
     os.sync()
     assert not watch.check()  # the baseline rises back
-    (mine / "mine.bin").write_bytes(os.urandom(12 << 20))
+    (mine / "mine.bin").write_bytes(os.urandom(24 << 20))  # far past the limit: other tests free space meanwhile
     os.sync()
     assert watch.check()
 
@@ -263,7 +263,7 @@ def test_writes_hidden_by_space_others_free_meanwhile_are_found(tmp_path: Path) 
     mine, other = tmp_path / "worktree", tmp_path / "elsewhere"
     mine.mkdir()
     other.mkdir()
-    (other / "big.bin").write_bytes(os.urandom(24 << 20))
+    (other / "big.bin").write_bytes(os.urandom(64 << 20))  # a rise far past the limit: other tests run beside
     os.sync()
     watch = DiskWatch([mine], 4 << 20, interval=0)
     (mine / "mine.bin").write_bytes(os.urandom(8 << 20))
