@@ -19,7 +19,7 @@ from coharden.execution.environ import untrusted_environment
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
 from coharden.execution.readback import UnsafeFile
-from coharden.execution.sandbox import CPU_EXHAUSTED, Confinement, ProcessResult, mark_owner, run_limited
+from coharden.execution.sandbox import Confinement, ProcessResult, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.timelimit import TimeLimit
 
@@ -176,10 +176,7 @@ def _read_back(junit: Path, stream: Path | None, anchor: Path,
 def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None, events: list[dict] | None,
                 replaced: list[str], *, isolation: str, junit_present: bool, first_failure: bool,
                 root: str = "") -> PytestRun:
-    # RLIMIT_CPU's signal, after at least that much time: a test that exits with the same code (or signals
-    # itself) earlier is not taken for a timeout (one that waits that long before doing so gains nothing)
-    cpu_out = (limits.scaled and not proc.timed_out and proc.returncode in CPU_EXHAUSTED
-               and proc.duration >= 0.95 * limits.cpu)
+    cpu_out = proc.killed_at_cpu_limit(limits)
     return PytestRun(
         returncode=proc.returncode,
         timed_out=proc.timed_out or cpu_out,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from coharden.config import RunnerName, Settings
-from coharden.execution.sandbox import CPU_EXHAUSTED, Confinement, run_limited
+from coharden.execution.sandbox import Confinement, run_limited
 from coharden.execution.tracebacks import raised_in
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
@@ -265,8 +265,8 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     else:
         proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
                            cpu_seconds=limits.cpu, network=settings.network, confine=confine)
-    if limits.scaled and not proc.timed_out and proc.returncode in CPU_EXHAUSTED and proc.duration >= 0.95 * limits.cpu:
-        proc = dataclasses.replace(proc, timed_out=True)  # killed at its CPU limit (as pytest_runner reads it)
+    if proc.killed_at_cpu_limit(limits):
+        proc = dataclasses.replace(proc, timed_out=True)
     if proc.lost or proc.tampering:  # the server died, or a test forged the protocol or swapped a file read back
         verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=proc.lost or f"tampering: {proc.tampering}",
                           duration=proc.duration, tampering=[proc.tampering] if proc.tampering else [],

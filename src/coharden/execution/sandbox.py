@@ -49,6 +49,7 @@ from coharden.execution.bwrap import bwrap_args, bwrap_path, pythonpath_dirs, sa
 from coharden.execution.confinement import Confinement
 from coharden.execution.disklimit import DiskWatch, descendants
 from coharden.execution.pidslimit import PidsCgroup, pids_cgroups, process_limit, read_or_empty
+from coharden.schema.timelimit import TimeLimit
 
 _GUARD = '''\
 import socket as _s
@@ -75,9 +76,6 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
                              # the tests trust): only the real host on the network answers it
                              r"SSLError", re.I)
 
-# a process killed by RLIMIT_CPU's signal: directly (a fork) or as bwrap reports its child's death (128 + signal)
-CPU_EXHAUSTED = (-signal.SIGXCPU, 128 + signal.SIGXCPU)
-
 #: How much of a fresh process's output is read back (its end: verdicts keep the last lines).
 OUTPUT_LIMIT = 16 << 20
 
@@ -92,6 +90,13 @@ class ProcessResult:
     lost: str = ""  # why the run has no result of its own (the fork server died under it), else empty
     tampering: str = ""  # what forged the run's result (a line on the fork server's protocol nobody signed)
     disk: str = ""  # why the run was killed for writing more than ``max_disk_bytes`` (disklimit), else empty
+
+    def killed_at_cpu_limit(self, limits: TimeLimit) -> bool:
+        """Killed by RLIMIT_CPU's signal (directly in a fork, or as bwrap reports its child's death: 128 + signal)
+        at a scaled limit, after at least that much time: a test that exits with the same code (or signals itself)
+        earlier is not taken for a timeout (one that waits that long before doing so gains nothing)."""
+        return (limits.scaled and not self.timed_out and self.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+                and self.duration >= 0.95 * limits.cpu)
 
 
 # --- levels ---------------------------------------------------------------------------------------------------
