@@ -471,3 +471,35 @@ def test_a_shape_input_seen_ending_two_ways_in_one_run_is_never_revealing() -> N
     assert revealing_shapes(fixed, [*buggy, ambiguous]) == []
     assert revealing_shapes(fixed, [shape("(x)")]) == []  # the same observation: not revealing
     assert revealing_shapes(fixed, []) == []  # no buggy outcome to compare with
+
+
+# --- behavior_substitution: guard sites ----------------------------------------------------------------------
+
+GUARDED_BUGGY = textwrap.dedent("""\
+    def window(hits, now, size):
+        while hits and now > 0:
+            if hits[0] < now - size:
+                hits.pop(0)
+            else:
+                def later():
+                    if size > 2:
+                        return size
+                break
+        return len(hits)
+    """)
+
+
+def test_behavior_substitution_mutates_the_conditions_guarding_an_added_line() -> None:
+    fixed = GUARDED_BUGGY.replace("hits.pop(0)", "hits.pop(0)  # drop\n            now -= 1")
+    mutants = list(behavior_substitution.generate(FixContext([FileChange("m.py", GUARDED_BUGGY, fixed)])))
+    on_guards = {m.description for m in mutants if m.meta == {"site": "guard"}}
+    assert {"hits[0] < now - size -> hits[0] <= now - size", "hits and now > 0 -> hits or now > 0",
+            "now > 0 -> now >= 0"} <= on_guards  # the if and the while enclosing the added line
+    assert not any("size > 2" in d for d in on_guards)  # another function's condition, not on the path
+    assert all(m.location in ("m.py:2", "m.py:3") for m in mutants if m.meta)
+    # an added line inside the nested function is guarded by its own if only, not by the loop around the def
+    nested = GUARDED_BUGGY.replace("return size", "return size + 1")
+    inner = [m for m in behavior_substitution.generate(FixContext([FileChange("m.py", GUARDED_BUGGY, nested)]))
+             if m.meta]
+    assert {m.description for m in inner} == {"size > 2 -> size >= 2", "2 -> 3", "2 -> 1"}
+

@@ -1,9 +1,13 @@
-"""behavior_substitution: rewrite one expression on a line the fix adds (libcst, so layout is kept).
+"""behavior_substitution: rewrite one expression on a line the fix adds, or in a condition that guards one
+(libcst, so layout is kept).
 
 Sites: comparison swaps (< <=, > >=, == !=, in / not in, is / is not), and/or, dropping a ``not``,
 arithmetic swaps (+ -, * /, // /), numeric constants +-1, True/False, removing one type from an isinstance
 tuple, look-alike builtins (min/max, any/all, str/repr, ...) and methods (startswith/endswith,
 lower/upper, append/extend, ...), and non-constant slice bounds +-1.
+
+Guard sites: the test of every ``if`` / ``elif`` / ``while`` that encloses a line the fix adds, within the same
+function (the fix relies on that condition to reach its new code: a wrong fix gets it subtly wrong too).
 """
 
 from __future__ import annotations
@@ -166,6 +170,53 @@ class SiteReplacer(cst.CSTTransformer):
         return updated_node
 
 
+class GuardLines(LineSites):
+    """The lines of the test of every ``if`` / ``elif`` / ``while`` enclosing one of the 1-based ``added``
+    lines in the same function (a ``def`` in between makes the line another function's)."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, added: set[int]) -> None:
+        self.added = self.lines = added
+        self.found: set[int] = set()
+        self._defs: list[tuple[int, int]] = []
+        self._guards: list[tuple[int, int, int]] = []  # test's first line, test's last line, statement's last
+
+    def _span(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node)
+        return pos.start.line, pos.end.line
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._defs.append(self._span(node))
+
+    def _guard(self, node: cst.If | cst.While) -> None:
+        first, last = self._span(node.test)
+        self._guards.append((first, last, self._span(node)[1]))
+
+    def visit_If(self, node: cst.If) -> None:
+        self._guard(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._guard(node)
+
+    def _function_of(self, line: int) -> tuple[int, int] | None:
+        inside = [span for span in self._defs if span[0] <= line <= span[1]]
+        return max(inside) if inside else None  # the innermost: the one starting last
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for first, last, end in self._guards:
+            function = self._function_of(first)
+            if any(last < line <= end and self._function_of(line) == function for line in self.added):
+                self.found.update(range(first, last + 1))
+
+
+def guard_lines(module: ParsedModule, added: set[int]) -> set[int]:
+    """The lines of the conditions guarding the ``added`` lines (see :class:`GuardLines`), added ones excluded."""
+    finder = GuardLines(added)
+    module.visit(finder)
+    return finder.found - added
+
+
 def sites(source: str, lines: set[int]) -> tuple[ParsedModule, list[Site]] | None:
     """The parsed source (shared, see :mod:`coharden.mutation.cstedit`) and its sites on ``lines``."""
     module = parsed(source)
@@ -176,30 +227,38 @@ def sites(source: str, lines: set[int]) -> tuple[ParsedModule, list[Site]] | Non
     return module, collector.sites
 
 
-def mutate_file(change: FileChange) -> Iterator[tuple[Site, str]]:
-    found = sites(change.new, change.added_lines())
+def mutate_file(change: FileChange) -> Iterator[tuple[Site, str, bool]]:
+    """(site, mutated file, whether the site is in a guarding condition rather than on an added line)."""
+    added = change.added_lines()
+    module = parsed(change.new)
+    if module is None:
+        return
+    guards = guard_lines(module, added)
+    found = sites(change.new, added | guards)
     if found is None:
         return
     module, all_sites = found
     for site in all_sites:
-        yield site, module.replace(site.node, site.replacement)
+        yield site, module.replace(site.node, site.replacement), site.line in guards
 
 
 def generate(ctx: FixContext) -> Iterator[RawMutant]:
     fixed = {c.path: c.new for c in ctx.files}
     for change in ctx.python_files:
-        for site, code in mutate_file(change):
+        for site, code, on_guard in mutate_file(change):
             files = {**fixed, change.path: code}
             yield RawMutant(Operator.BEHAVIOR_SUBSTITUTION, site.description[:160], f"{change.path}:{site.line}",
-                            files)
+                            files, {"site": "guard"} if on_guard else {})
 
 
 @register
 class BehaviorSubstitution(ContextOperator):
     """Imitates a wrong fix with the right shape but a *slightly wrong expression* (an off-by-one bound, the
-    wrong comparison or look-alike call) on a line the fix adds."""
+    wrong comparison or look-alike call) on a line the fix adds, or in the condition that leads to it."""
 
     name = Operator.BEHAVIOR_SUBSTITUTION
     from_context = staticmethod(generate)
     EXAMPLES = (Example("def f(x):\n    return x\n", "def f(x):\n    return x if x > 0 else 0\n",
-                        "return x if x >= 0 else 0"),)
+                        "return x if x >= 0 else 0"),
+                Example("def f(x, n):\n    if n > 0:\n        return x\n    return 0\n",
+                        "def f(x, n):\n    if n > 0:\n        return x[:n]\n    return 0\n", "if n >= 0:"))
