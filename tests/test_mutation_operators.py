@@ -503,3 +503,45 @@ def test_behavior_substitution_mutates_the_conditions_guarding_an_added_line() -
              if m.meta]
     assert {m.description for m in inner} == {"size > 2 -> size >= 2", "2 -> 3", "2 -> 1"}
 
+
+# --- call_argument --------------------------------------------------------------------------------------------
+
+def _call_mutants(old: str, new: str) -> dict[str, str]:
+    from coharden.mutation import call_argument
+
+    return {m.description: m.files["m.py"] for m in call_argument.generate(FixContext([FileChange("m.py", old, new)]))}
+
+
+def test_call_argument_drops_swaps_replaces_and_skips_on_added_lines_only() -> None:
+    old = "def f(v, n, pad):\n    out = shorten(v, n, end='.')\n    return str(out)\n"
+    new = "def f(v, n, pad):\n    out = shorten(v, n, end='.')\n    return pad_to(str(out), n, fill=pad)\n"
+    mutants = _call_mutants(old, new)
+    lines = {d: code.splitlines()[2] for d, code in mutants.items()}
+    assert lines["pad_to(...) without fill=pad"] == "    return pad_to(str(out), n)"
+    assert lines["pad_to(...) without its last argument n"] == "    return pad_to(str(out), fill=pad)"
+    assert lines["pad_to(...): arguments str(out) and n swapped"] == "    return pad_to(n, str(out), fill=pad)"
+    assert lines["pad_to(...): argument fill=pad -> out"] == "    return pad_to(str(out), n, fill=out)"
+    assert lines["pad_to(str(out), ...) -> str(out) (call skipped)"] == "    return str(out)"
+    assert "str(out) -> out (call skipped)" in lines
+    assert not any(d.startswith("shorten") for d in mutants)  # an unchanged line
+    for code in mutants.values():
+        compile(code, "m.py", "exec")
+
+
+def test_call_argument_keeps_builtins_arity_raises_and_constructors() -> None:
+    old = "def f(x, n):\n    return x\n"
+    new = ("def f(x, n):\n    if isinstance(x, int) and max(x, n) > 3:\n        raise ValueError(f'{x}')\n"
+           "    return Box(x)\n")
+    descriptions = set(_call_mutants(old, new))
+    assert not any("swapped" in d or "last argument" in d for d in descriptions)  # isinstance(x), max(n, x): raise
+    assert not any(d.startswith(("ValueError(", "Box(")) and "call skipped" in d for d in descriptions)
+    assert "isinstance(x, ...) -> x (call skipped)" in descriptions
+    assert "max(...): argument x -> n" in descriptions
+
+
+def test_call_argument_parenthesises_a_skipped_call_where_it_binds_loosely() -> None:
+    old = "def f(a, b):\n    return a\n"
+    new = "def f(a, b):\n    return wrap(a + b) * 2\n"
+    code = _call_mutants(old, new)["wrap(a + b) -> a + b (call skipped)"]
+    assert "return (a + b) * 2" in code
+

@@ -34,6 +34,7 @@ class Operator(StrEnum):
     WIDENED_SCOPE = "widened_scope"
     NARROWED_SCOPE = "narrowed_scope"
     CALLER_PATCH = "caller_patch"
+    CALL_ARGUMENT = "call_argument"
     VANILLA = "vanilla"
 
     @property
