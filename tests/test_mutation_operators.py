@@ -545,3 +545,33 @@ def test_call_argument_parenthesises_a_skipped_call_where_it_binds_loosely() -> 
     code = _call_mutants(old, new)["wrap(a + b) -> a + b (call skipped)"]
     assert "return (a + b) * 2" in code
 
+
+# --- misplaced_guard ------------------------------------------------------------------------------------------
+
+def test_misplaced_guard_moves_an_added_guard_but_never_before_a_name_it_reads() -> None:
+    from coharden.mutation import misplaced_guard
+
+    old = "def run(s):\n    '''Run.'''\n    s.load()\n    rows = s.compute()\n    s.show(rows)\n    return rows\n"
+    new = old.replace("    rows = s.compute()\n", "    rows = s.compute()\n    if not rows:\n        return []\n")
+    mutants = {m.description: m.files["m.py"]
+               for m in misplaced_guard.generate(FixContext([FileChange("m.py", old, new)]))}
+    assert set(mutants) == {"guard `if not rows` moved after `s.show(rows)`"}  # before `rows = ...`: NameError
+    ran: list[str] = []
+
+    class S:
+        def load(self) -> None:
+            ran.append("load")
+
+        def compute(self) -> list[int]:
+            return []
+
+        def show(self, rows: list[int]) -> None:
+            ran.append("show")
+
+    assert _load(next(iter(mutants.values())))["run"](S()) == []
+    assert ran == ["load", "show"]  # the work the guard should have prevented ran
+    early = old.replace("    s.load()\n", "    s.load()\n    if s.off:\n        return None\n")
+    moved = {m.description for m in misplaced_guard.generate(FixContext([FileChange("m.py", old, early)]))}
+    assert moved == {"guard `if s.off` moved after `rows = s.compute()`",
+                     "guard `if s.off` moved to just before `return rows`"}  # `s` is in s.load(): not earlier
+

@@ -35,6 +35,7 @@ class Operator(StrEnum):
     NARROWED_SCOPE = "narrowed_scope"
     CALLER_PATCH = "caller_patch"
     CALL_ARGUMENT = "call_argument"
+    MISPLACED_GUARD = "misplaced_guard"
     VANILLA = "vanilla"
 
     @property
