@@ -575,3 +575,49 @@ def test_misplaced_guard_moves_an_added_guard_but_never_before_a_name_it_reads()
     assert moved == {"guard `if s.off` moved after `rows = s.compute()`",
                      "guard `if s.off` moved to just before `return rows`"}  # `s` is in s.load(): not earlier
 
+
+# --- higher_order ---------------------------------------------------------------------------------------------
+
+def test_higher_order_combines_only_separate_edits_of_different_operators_deterministically() -> None:
+    from coharden.mutation import higher_order
+
+    ctx = _ctx()
+    mutants = list(higher_order.generate(ctx))
+    assert 0 < len(mutants) <= higher_order.MAX_PAIRS
+    assert [(m.description, m.files) for m in mutants] == [(m.description, m.files)
+                                                          for m in higher_order.generate(_ctx())]
+    firsts = {(f.mutant.operator.value, f.mutant.description, f.mutant.location): f.mutant
+              for fo in higher_order.first_order(ctx).values() for f in fo}
+    for mutant in mutants:
+        first, second = mutant.meta["first"], mutant.meta["second"]
+        assert first["operator"] != second["operator"]
+        assert first["description"][:40] in mutant.description
+        assert second["description"][:40] in mutant.description
+        one, two = (firsts[part["operator"], part["description"], part["location"]] for part in (first, second))
+        a, b = higher_order.edits_of(ctx, one), higher_order.edits_of(ctx, two)
+        assert higher_order.apart(a, b)
+        # each edit alone gives its first-order mutant back (an incomplete_fix one starts from the buggy code)
+        assert higher_order.combined(ctx, a, {})["pkg/clamp.py"] == one.files["pkg/clamp.py"]
+        assert higher_order.combined(ctx, {}, b)["pkg/clamp.py"] == two.files["pkg/clamp.py"]
+        assert mutant.files == higher_order.combined(ctx, a, b)
+        compile(mutant.files["pkg/clamp.py"], "m.py", "exec")
+    kinds = {(m.meta["first"]["operator"], m.meta["second"]["operator"]) for m in mutants}
+    assert ("incomplete_fix", "behavior_substitution") in kinds
+    assert len(kinds) > 3
+
+
+def test_higher_order_edits_must_leave_an_unchanged_line_between_them() -> None:
+    from coharden.mutation.higher_order import apart
+
+    line = ("x\n",)
+    assert apart({"m.py": ((2, 3, line),)}, {"m.py": ((4, 5, line),)})  # line 3 (index) unchanged between
+    assert not apart({"m.py": ((2, 3, line),)}, {"m.py": ((3, 4, line),)})  # adjacent
+    assert not apart({"m.py": ((2, 4, line),)}, {"m.py": ((3, 3, line),)})  # an insertion inside a rewrite
+    assert not apart({"m.py": ((3, 3, line),)}, {"m.py": ((3, 3, line),)})  # two insertions at one place
+    assert apart({"m.py": ((2, 3, line),)}, {"n.py": ((2, 3, line),)})  # other files never overlap
+
+
+def test_higher_order_without_two_operators_apart_makes_nothing() -> None:
+    from coharden.mutation import higher_order
+
+    assert not list(higher_order.generate(FixContext([FileChange("m.py", "x = 1\n", "x = 2\n")])))

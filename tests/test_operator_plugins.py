@@ -133,7 +133,7 @@ def test_an_operator_name_must_be_a_plain_word(site: Path) -> None:
 
 def test_operator_abbreviations_and_default_are_derived_from_the_names() -> None:
     shorts = [op.short for op in MECHANICAL_DEFAULT]
-    assert shorts == ["IF", "BS", "SS", "ISS", "TR", "WS", "NS", "CP", "CA", "MG"]
+    assert shorts == ["IF", "BS", "SS", "ISS", "TR", "WS", "NS", "CP", "CA", "MG", "HO"]
     assert len(set(shorts)) == len(shorts)  # the report's columns never collide
     assert Operator.VANILLA not in MECHANICAL_DEFAULT
     assert registry.BUILTIN_MODULES == tuple(f"coharden.mutation.{op.value}" for op in MECHANICAL_DEFAULT)

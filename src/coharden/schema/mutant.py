@@ -36,6 +36,7 @@ class Operator(StrEnum):
     CALLER_PATCH = "caller_patch"
     CALL_ARGUMENT = "call_argument"
     MISPLACED_GUARD = "misplaced_guard"
+    HIGHER_ORDER = "higher_order"
     VANILLA = "vanilla"
 
     @property
