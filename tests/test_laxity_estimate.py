@@ -46,16 +46,19 @@ def test_the_interval_decides_the_class_and_borderline_straddles_tau() -> None:
     assert classify(**f2p, laxity=None, interval=None) is TestClass.INCONCLUSIVE
 
 
-def test_estimate_sides_and_the_census_of_a_spent_pool() -> None:
+def test_estimate_sides_and_a_spent_pool_is_still_a_sample() -> None:
     assert Estimate(beta=0, admissible=16).side(0.202) == "borderline"  # 0 of 16: upper 0.206
     assert Estimate(beta=0, admissible=17).side(0.202) == "rigorous"  # 0 of 17: upper 0.195
     assert Estimate(beta=3, admissible=3).side(0.202) == "lax"  # 3 of 3: lower 0.292
     assert Estimate(beta=0, admissible=0).side(0.202) is None
-    census = Estimate(beta=1, admissible=8, census=True)  # the whole pool ran: the laxity is exact
-    assert census.interval == (0.125, 0.125)
-    assert census.side(0.202) == "rigorous"
-    assert Estimate(beta=1, admissible=8).side(0.202) == "borderline"
-    assert Estimate(beta=1, admissible=8).text().startswith("0.125 [0.003, 0.5")
+    # the whole pool ran: the pool is itself a sample of the plausible wrong fixes, so 1 of 8 is no more certain
+    # than any 8 draws (issue 50: 1/5 was "Rigorous" with a zero-width interval)
+    census = Estimate(beta=1, admissible=8, census=True)
+    assert census.interval == Estimate(beta=1, admissible=8).interval
+    assert census.side(0.202) == "borderline"
+    assert census.text().startswith("0.125 [0.003, 0.5")
+    assert census.text().endswith(", whole pool]")
+    assert Estimate(beta=1, admissible=5, census=True).side(0.202) == "borderline"
 
 
 def _mutant(op: Operator, n: int) -> Mutant:

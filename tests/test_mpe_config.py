@@ -37,7 +37,8 @@ def test_cache_key_depends_on_what_changes_a_row_and_not_on_workers() -> None:
     assert MPEConfig(operators=list(reversed(MECHANICAL_DEFAULT))).cache_key() == key  # order does not matter
     for change in [{"seed": 1}, {"tau": 0.5}, {"operators": [Operator.INCOMPLETE_FIX]},
                    {"paper_classes": True}, {"mechanical": False}, {"llm": "gpt"}, {"prefer_exercised": True},
-                   {"sequential": False}, {"max_mutants": 60}, {"max_mutants": None}, {"confidence": 0.9}]:
+                   {"sequential": False}, {"max_mutants": 60}, {"max_mutants": None}, {"confidence": 0.9},
+                   {"plausibility": False}, {"behaviours": False}]:
         assert MPEConfig(**change).cache_key() != key, change
     assert MPEConfig(llm="a").cache_key() != MPEConfig(llm="b").cache_key()
     # sequential MPE draws from the whole pool: N per operator does not change its rows; a fixed budget's it does
@@ -63,9 +64,14 @@ def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
     # interval's classes extends that key, so no row of the point rule is read as an interval's
     config = MPEConfig(per_operator=3, operators=list(TARGETED_OPERATORS), sequential=False)
     old_mpe_key = [3, 0, 0.202, sorted(op.value for op in TARGETED_OPERATORS)]
-    assert config.cache_key() == [*old_mpe_key, "interval:0.95"]
+    # issue 50's rules (no census collapse, plausibility, behaviours) each add a part: no row stored under the
+    # old rules is served under the new ones
+    new_rules = ["estimate:sample", "plausible:pass_to_pass", "laxity:behaviours"]
+    assert config.cache_key() == [*old_mpe_key, "interval:0.95", *new_rules]
     exercised = config.model_copy(update={"prefer_exercised": True})
-    assert exercised.cache_key() == [*old_mpe_key, "interval:0.95", "prefer_exercised"]
+    assert exercised.cache_key() == [*old_mpe_key, "interval:0.95", *new_rules, "prefer_exercised"]
+    old_rules = config.model_copy(update={"plausibility": False, "behaviours": False})
+    assert old_rules.cache_key() == [*old_mpe_key, "interval:0.95", "estimate:sample"]
     parts = ["env", "sympy__sympy-1", "abc", ["t1"], config.cache_key()]
     legacy = hashlib.sha256(json.dumps(["study.mpe", 1, *parts], sort_keys=True, default=str).encode()).hexdigest()
     assert study_key("study.mpe", 1, *parts) == legacy

@@ -46,7 +46,7 @@ PerOperatorOpt = Annotated[int | None, ranged("--per-operator", help="A fixed bu
 ConfidenceOpt = Annotated[float, ranged("--confidence", help="Confidence level of the laxity's interval (exact "
                                        "Clopper-Pearson).", lo=0.5, hi=1, lo_open=True, hi_open=True)]
 MaxMutantsOpt = Annotated[int | None, ranged("--max-mutants", help="Sequential MPE: the most mutants run per "
-                                             "test (default 40; at least one per operator).", lo=1)]
+                                             "test (default 120; at least one per operator).", lo=1)]
 
 
 def seed_option(help: str = "Seed of every sampler (mutant sample, shown mutants).") -> Any:  # noqa: A002

@@ -17,13 +17,19 @@ def render_mpe(result, show: int) -> None:
     console.print(table)
     if result.fail_to_pass:
         counts = result.matrix.counts()
-        matrix = Table(title="matrix (candidate x reference over admissible mutants)")
+        matrix = Table(title="matrix (candidate x reference over admissible mutants"
+                             f"{', plausible ones' if result.plausibility.get('measured') else ''})")
         matrix.add_column("")
         matrix.add_column("reference PASS")
         matrix.add_column("reference FAIL")
         matrix.add_row("candidate PASS", f"alpha {counts['alpha']}", f"[bold red]beta {counts['beta']}[/]")
         matrix.add_row("candidate FAIL", f"gamma {counts['gamma']}", f"delta {counts['delta']}")
         console.print(matrix)
+        if result.counted == "behaviours":
+            b = result.behaviour_matrix.counts()
+            console.print(f"distinct behaviours: {result.behaviour_matrix.admissible} (alpha {b['alpha']}, beta "
+                          f"{b['beta']}, gamma {b['gamma']}, delta {b['delta']}): mutants no test run tells apart "
+                          "count once")
         ops = Table(title=f"per operator (laxity [{result.confidence:g} interval])")
         for col in ("operator", "pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity",
                     "inadmissible"):
@@ -52,20 +58,38 @@ def render_mpe(result, show: int) -> None:
         console.print(f"[bold yellow]tampering:[/] {note}")
     if result.pool_complete:  # else the caller says why there is no class, once
         laxity = "n/a" if result.laxity is None else result.estimate().text()
+        if result.counted == "behaviours" and result.laxity is not None:
+            per_mutant = "-" if result.mutant_laxity is None else f"{result.mutant_laxity:.3f}"
+            laxity += (f" over {result.behaviour_matrix.admissible} behaviours (per mutant {per_mutant} over "
+                       f"{result.matrix.admissible})")
         rule = "point rule (--paper-classes)" if result.point_classes else f"{result.confidence:g} interval"
+        why = f" ({result.undecided})" if result.undecided else ""
         console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau}, class by the {rule})   class: "
-                      f"[bold]{result.test_class.value}[/]")
+                      f"[bold]{result.test_class.value}[/]{why}")
+        if result.undecided == "pool_too_small":
+            console.print("every mutant of the pool ran and the interval still contains tau: the pool is too small "
+                          "to decide (more operators or LLM mutants would add to it)")
         if result.test_class.value == "Inconclusive" and result.fail_to_pass:
             console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
                           "empty)")
     for warning in result.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
-    lax = result.lax_mutants()
+    lax = _one_per_behaviour(result.lax_mutants())
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
-        for mr in lax[:show]:
-            console.print(f"[bold]{mr.mutant.id}[/] {mr.mutant.description} @ {mr.mutant.location}")
+        for mr, same in lax[:show]:
+            more = f" (and {same} more of the same behaviour)" if same else ""
+            console.print(f"[bold]{mr.mutant.id}[/] {escape(mr.mutant.description)} @ {escape(mr.mutant.location)}"
+                          f"{more}", highlight=False)
             print_diff(mr.mutant.patch)
+
+
+def _one_per_behaviour(results: list) -> list[tuple]:
+    """The first mutant of each behaviour with how many more share it (every mutant alone without behaviours)."""
+    seen: dict[object, list] = {}
+    for mr in results:
+        seen.setdefault(mr.behaviour or mr.mutant.id, []).append(mr)
+    return [(members[0], len(members) - 1) for members in seen.values()]
 
 
 def laxity_text(laxity: float | None, interval: list[float] | None) -> str:
@@ -81,8 +105,12 @@ def _frame_text(result) -> str:
     pool = sum(row["pool"] for row in result.frame.values())
     drawn = len(result.mutants)
     how = f"sequential, {result.rounds} round(s), stopped: {result.stop}" if result.sequential else result.stop
-    return (f"sampling frame: pool {pool}, drawn {drawn}, admissible {result.matrix.admissible} ({how}"
-            f"{'; the whole pool ran, the laxity is exact' if result.census else ''})")
+    implausible = sum(row.get("implausible", 0) for row in result.frame.values())
+    measured = result.plausibility
+    plausible = (f", implausible {implausible} (broke one of {measured['tests']} PASS_TO_PASS tests)"
+                 if measured.get("measured") else "")
+    return (f"sampling frame: pool {pool}, drawn {drawn}{plausible}, admissible {result.matrix.admissible} ({how}"
+            f"{'; the whole pool ran' if result.census else ''})")
 
 
 def _render_sources(result) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import cli_errors, console, err_console, new_app
@@ -44,9 +45,10 @@ def mutants_list(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Every mutant of the MPE runs kept in the store: id, the test that graded it, its cell, operator and
-    change (a single `mpe` and batch runs; oldest run first)."""
-    from coharden.mpe.mutants import past_mutants
+    """Every mutant of the MPE runs kept in the store: id, the test that graded it, its cell, its behaviour
+    (mutants no test run told apart, grouped and counted once in laxity), operator and change (a single `mpe`
+    and batch runs; oldest run first, a run's mutants by behaviour)."""
+    from coharden.mpe.mutants import behaviour_sizes, past_mutants
 
     found = past_mutants(_open(store, config), instance=instance, test=test, cell=cell)
     if as_json:
@@ -56,13 +58,23 @@ def mutants_list(
         err_console.print("no mutants of past runs match (a single `coharden mpe` or a batch keeps them in its "
                           "--store)")
         return
+    sizes = behaviour_sizes(found)
+    first: dict[tuple[str, str, str, str | None], int] = {}
+    for i, m in enumerate(found):
+        first.setdefault((m.when, m.instance_id, m.test, m.behaviour), i)
+    # a run's mutants grouped by behaviour, each group where its first mutant was (stable sort)
+    found = [m for _, m in sorted(enumerate(found), key=lambda p: (
+        p[1].when, first[(p[1].when, p[1].instance_id, p[1].test, p[1].behaviour)] if p[1].behaviour else p[0]))]
     table = Table(title=f"{len(found)} mutant runs")
     # ids are kept whole on any width (they are typed back into `show`); the other columns fold
     table.add_column("id", no_wrap=True, min_width=max(len(m.id) for m in found))
-    for column in ("test", "cell", "operator", "location", "change"):
+    for column in ("test", "cell", "behaviour", "operator", "location", "change"):
         table.add_column(column, overflow="fold")
     for m in found:
-        table.add_row(m.id, m.test, m.cell, m.operator, m.location, m.description)
+        size = sizes.get((m.when, m.instance_id, m.test, m.behaviour or ""), 0)
+        behaviour = f"{m.behaviour} (x{size})" if m.behaviour and size > 1 else (m.behaviour or "-")
+        table.add_row(escape(m.id), escape(m.test), m.cell, behaviour, escape(m.operator), escape(m.location),
+                      escape(m.description))
     console.print(table)
     console.print("show one: coharden mutants show ID", highlight=False)
 

@@ -42,7 +42,7 @@ from coharden.execution.runners import runner_forks, script_server_env
 from coharden.execution.sandbox import isolation_level, require_confinement
 from coharden.execution.store import Store
 from coharden.execution.tampering import scan
-from coharden.execution.testids import harness_ids, patch_ids, runnable_id
+from coharden.execution.testids import harness_ids, pass_to_pass_ids, patch_ids, runnable_id
 from coharden.execution.verdict_cache import VerdictCache, run_settings_id, test_environment_id
 from coharden.execution.warm_plan import WarmPlan
 from coharden.execution.workspace import Checkout, Workspace
@@ -216,6 +216,22 @@ class InstanceExecutor:
         """The instance's golden test; its FAIL_TO_PASS ids take precedence over contributed ids."""
         ids = harness_ids(self.instance.FAIL_TO_PASS)
         return self.test_patch(self.instance.test_patch, name="golden", ids=ids or None)
+
+    def pass_to_pass_test(self) -> tuple[TestPatch | None, dict[str, int]]:
+        """The instance's PASS_TO_PASS tests of the golden test's own files, as one test patch (the golden
+        patch, which brings those files to the state the list was made in), and per reason the names left out
+        (see :func:`~coharden.execution.testids.pass_to_pass_ids`); None when the record has no golden test or
+        none of its PASS_TO_PASS tests is left. The plausibility of a mutant is measured with it."""
+        names = harness_ids(self.instance.PASS_TO_PASS)
+        if not names or not self.instance.test_patch.strip():
+            return None, {}
+        images = self.post_images(self.instance.test_patch)
+        golden = set(harness_ids(self.instance.FAIL_TO_PASS))
+        ids, left_out = pass_to_pass_ids([n for n in names if n not in golden],
+                                         {p: c for p, c in images.items() if c is not None}, self.settings.runner)
+        if not ids:
+            return None, left_out
+        return TestPatch(patch=self.instance.test_patch, ids=ids, name="pass_to_pass", files=images), left_out
 
     # --- verdicts ---------------------------------------------------------------------------------------
     def key(self, source_patch: str, test: TestPatch, co_run: Sequence[TestPatch] = (), *,

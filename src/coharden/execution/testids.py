@@ -92,6 +92,29 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
     return resolved
 
 
+def pass_to_pass_ids(names: Sequence[str], files: dict[str, str], runner: str) -> tuple[list[str], dict[str, int]]:
+    """The node ids of a PASS_TO_PASS list that live in ``files`` (the golden test patch's files after it), and
+    per reason the names left out: ``other_file`` (a node id of a file the golden test does not touch),
+    ``not_found`` (a bare name no test of the files has). Lenient where :func:`resolve_names` is strict: a
+    record naming a test that does not exist loses that test, not the whole list. Django's ids are unittest
+    descriptions, kept as they are."""
+    if runner == "django":
+        return list(names), {}
+    left_out: dict[str, int] = {}
+    ids: list[str] = []
+    for name in names:
+        if "::" in name and name.split("::", 1)[0] not in files:
+            left_out["other_file"] = left_out.get("other_file", 0) + 1
+            continue
+        try:
+            found = resolve_names([name], files)
+        except TestIdError:
+            left_out["not_found"] = left_out.get("not_found", 0) + 1
+            continue
+        ids += [i for i in found if i not in ids]
+    return ids, left_out
+
+
 def patch_ids(files: dict[str, str | None], base_file: Callable[[str], str | None], *, name: str,
               ids: Sequence[str] | None, runner: str, test_patterns: Sequence[str]) -> list[str]:
     """The ids of a test patch whose touched ``files`` read as given after it (``base_file``: before it): the

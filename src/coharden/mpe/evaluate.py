@@ -32,7 +32,15 @@ from coharden.execution.pool import ExecutorPool
 from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.implied import Implied
-from coharden.mpe.mutant_runs import Progress, matrix_of, run_mutants, run_sequential, sampling_frame
+from coharden.mpe.mutant_runs import (
+    Progress,
+    counted_matrix,
+    matrix_of,
+    run_mutants,
+    run_sequential,
+    sampling_frame,
+)
+from coharden.mpe.plausibility import pass_to_pass
 from coharden.mpe.result import MPEResult
 from coharden.mpe.sequential import Stop, capped, rounds
 from coharden.mpe.workers import Workers
@@ -48,7 +56,7 @@ from coharden.mutation.pool import (
 )
 from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
-from coharden.schema.matrix import TestClass, classify
+from coharden.schema.matrix import Matrix, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -140,6 +148,7 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
     timeout = team.executor.settings.timeout
     result.time_limits = {"candidate": config.mutant_limit(result.candidate_fixed.duration, timeout),
                           "reference": config.mutant_limit(result.reference_fixed.duration, timeout)}
+    p2p = _pass_to_pass(team, fix, config, result, timings)
     mutant_pool = _mutant_pool(team, fix, candidate, reference, config, llm_mutator, early_pool, result, timings)
     result.pool = mutant_pool.summary()
     result.warnings = list(mutant_pool.warnings)
@@ -151,7 +160,7 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         implied = _reach(team, fix, ctx, candidate, reference, result.candidate_fixed, result.reference_fixed,
                          drawable, result, mutant_pool.fixed_records)
         timings["reach"] = time.monotonic() - reach_mark
-    _run_pool(team, mutant_pool, candidate, reference, config, result, implied, combine, timings, progress)
+    _run_pool(team, mutant_pool, candidate, reference, config, result, implied, combine, timings, progress, p2p)
     _classify(result, config)
     result.runs = _count_runs(result, implied)
     timings["total"] = time.monotonic() - started
@@ -196,6 +205,24 @@ def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: Test
     return result
 
 
+def _pass_to_pass(team: Workers, fix: str, config: MPEConfig, result: MPEResult,
+                  timings: dict[str, float]) -> TestPatch | None:
+    """The PASS_TO_PASS tests every mutant runs (plausibility), with their time limit in ``result``; None when
+    the rule is off or nothing can be measured (then a warning says why)."""
+    if not config.measures_plausibility:
+        return None
+    mark = time.monotonic()
+    p2p = pass_to_pass(team.executor, fix)
+    timings["pass_to_pass"] = time.monotonic() - mark
+    result.plausibility = p2p.to_json()
+    if p2p.test is None:
+        result.warnings.append(f"plausibility not measured: {p2p.reason}; every admissible mutant counts")
+        return None
+    if p2p.fixed is not None:
+        result.time_limits["plausibility"] = config.mutant_limit(p2p.fixed.duration, team.executor.settings.timeout)
+    return p2p.test
+
+
 def _mutant_pool(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
                  llm_mutator: LLMMutator | None, early_pool: EarlyPool | None, result: MPEResult,
                  timings: dict[str, float]) -> Pool:
@@ -227,13 +254,19 @@ def _mutant_pool(team: Workers, fix: str, candidate: TestPatch, reference: TestP
 
 def _run_pool(team: Workers, mutant_pool: Pool, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
               result: MPEResult, implied: Implied | None, combine: bool, timings: dict[str, float],
-              progress: Progress | None) -> None:
+              progress: Progress | None, p2p: TestPatch | None = None) -> None:
     """Run the pool's mutants (all of them, or sequential rounds) into ``result``: verdicts, frame, census,
-    timeouts and the tampering the candidate showed on them."""
+    timeouts and the tampering the candidate showed on them. ``p2p``: the PASS_TO_PASS tests every mutant
+    runs too (plausibility)."""
     mark = time.monotonic()
+    limits = [result.time_limits["candidate"], result.time_limits["reference"]]
+    if p2p is not None:
+        limits.append(result.time_limits["plausibility"])
     run = functools.partial(run_mutants, team.executor, candidate=candidate, reference=reference, timings=timings,
                             team=team, combine=combine, implied=implied, skip_unneeded=config.implied,
-                            limits=(result.time_limits["candidate"], result.time_limits["reference"]))
+                            limits=limits, plausibility=p2p,
+                            # a behaviour is every test's outcome: no process stops at its first failure then
+                            first_failure=not config.counts_behaviours)
     if config.is_sequential:
         run_sequential(result, mutant_pool.mutants, run, config, progress)
     else:
@@ -251,20 +284,38 @@ def _run_pool(team: Workers, mutant_pool: Pool, candidate: TestPatch, reference:
 
 
 def _classify(result: MPEResult, config: MPEConfig) -> None:
-    """Matrix, laxity with its interval and class from the mutants run (none from an incomplete pool)."""
+    """Matrix, laxity with its interval and class from the mutants run (none from an incomplete pool): over
+    distinct behaviours by default, the per-mutant laxity beside it."""
     result.matrix = matrix_of(result.mutants)
+    result.counted = "behaviours" if config.counts_behaviours else "mutants"
+    result.behaviour_matrix = counted_matrix(result.mutants, config) if config.counts_behaviours else Matrix()
     if result.pool_complete:
-        result.laxity = result.matrix.laxity
-        bounds = result.estimate().interval
+        estimate = result.estimate()
+        result.laxity = estimate.laxity
+        result.mutant_laxity = result.matrix.laxity
+        bounds = estimate.interval
         result.interval = list(bounds) if bounds else None
         result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity,
                                      tau=config.tau, paper_classes=config.paper_classes,
                                      interval=None if config.point_classes else bounds)
+        result.undecided = undecided_reason(result)
     else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
         result.laxity = None
         result.test_class = TestClass.INCONCLUSIVE
     if config.reject_tampering and result.tampering:
         result.test_class = TestClass.INVALID
+
+
+def undecided_reason(result: MPEResult) -> str | None:
+    """Why the class of a F->P test is not decided: ``pool_too_small`` (a Borderline test after every mutant
+    of the pool ran: more mutants, not more runs, could decide), ``cap`` (``max_mutants`` reached),
+    ``fixed_budget``; for Inconclusive, ``empty_pool`` (no operator made a mutant of this fix) or
+    ``no_admissible`` (none was admissible and plausible). None for a decided class."""
+    if result.test_class is TestClass.INCONCLUSIVE:
+        return "no_admissible" if result.mutants else "empty_pool"
+    if result.test_class is not TestClass.BORDERLINE:
+        return None
+    return {Stop.POOL.value: "pool_too_small", Stop.CAP.value: "cap"}.get(result.stop, "fixed_budget")
 
 
 MIN_PROMISING = 2

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
+from coharden.mpe import behaviours
 from coharden.mpe.implied import Implied
-from coharden.mpe.result import MPEResult, MutantResult
+from coharden.mpe.result import IMPLAUSIBLE, MPEResult, MutantResult
 from coharden.mpe.sequential import capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
 from coharden.schema.estimate import Estimate
@@ -40,21 +41,34 @@ def matrix_of(results: Sequence[MutantResult]) -> Matrix:
     return matrix
 
 
+def counted_matrix(results: Sequence[MutantResult], config: MPEConfig) -> Matrix:
+    """The matrix laxity is computed on: over distinct behaviours (each set on the results here) or mutants."""
+    if not config.counts_behaviours:
+        return matrix_of(results)
+    behaviours.assign(results)
+    return behaviours.behaviour_matrix(results)
+
+
 def sampling_frame(results: Sequence[MutantResult], pool: Sequence[Mutant],
                    over_budget: Counter[tuple[str, str]] | None = None) -> dict[str, dict[str, int]]:
     """The sampling frame per operator: its admitted mutants (``pool``: drawn ones plus, for a fixed budget,
-    those left over budget), how many were run and how many of those were admissible."""
+    those left over budget), how many were run, how many of those were admissible (counted: plausible too) and
+    how many broke a PASS_TO_PASS test (``implausible``)."""
     frame: dict[str, dict[str, int]] = {}
+
+    def row_of(op: str) -> dict[str, int]:
+        return frame.setdefault(op, {"pool": 0, "drawn": 0, "admissible": 0, "implausible": 0})
+
     for mutant in pool:
-        row = frame.setdefault(mutant.operator.value, {"pool": 0, "drawn": 0, "admissible": 0})
-        row["pool"] += 1
+        row_of(mutant.operator.value)["pool"] += 1
     for (op, reason), n in (over_budget or Counter()).items():
         if reason == "over_budget" and op in frame:
             frame[op]["pool"] += n
     for mr in results:
-        row = frame.setdefault(mr.mutant.operator.value, {"pool": 0, "drawn": 0, "admissible": 0})
+        row = row_of(mr.mutant.operator.value)
         row["drawn"] += 1
         row["admissible"] += mr.cell is not None
+        row["implausible"] += mr.inadmissible_reason == IMPLAUSIBLE
     return dict(sorted(frame.items()))
 
 
@@ -75,7 +89,7 @@ def run_sequential(result: MPEResult, pool: Sequence[Mutant], run: Callable[...,
     for index, batch in enumerate(planned):
         done += run(mutants=batch, progress=shifted)
         result.rounds = index + 1
-        matrix = matrix_of(done)
+        matrix = counted_matrix(done, config)
         estimate = Estimate(beta=len(matrix.beta), admissible=matrix.admissible, confidence=config.confidence,
                             census=len(done) == len(pool))
         decided = estimate.side(config.tau) in ("lax", "rigorous")
@@ -89,8 +103,9 @@ def run_sequential(result: MPEResult, pool: Sequence[Mutant], run: Callable[...,
 def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
                 workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
                 timings: dict[str, float] | None = None, team: Workers | None = None, *,
-                limits: tuple[float | None, float | None] = (None, None), combine: bool = False,
-                implied: Implied | None = None, skip_unneeded: bool = False) -> list[MutantResult]:
+                limits: Sequence[float | None] = (None, None), combine: bool = False,
+                implied: Implied | None = None, skip_unneeded: bool = False,
+                plausibility: TestPatch | None = None, first_failure: bool = True) -> list[MutantResult]:
     """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
     its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
     (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
@@ -99,7 +114,10 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
     trusted to share a process; ``implied``: the verdicts implied without a run (see :mod:`coharden.mpe.implied`).
     ``skip_unneeded``: a test is not run on a mutant the other test's verdict already makes inadmissible (a
     TIMEOUT: a mutant that never ends costs one limit, not two); the reference runs first, as its verdicts are
-    stored and shared by every candidate graded on the instance."""
+    stored and shared by every candidate graded on the instance. ``plausibility``: the PASS_TO_PASS tests, run
+    on every mutant before the reference (``limits`` then has their limit third): a mutant that breaks one
+    gets no cell (see :mod:`coharden.mpe.plausibility`). ``first_failure``: a process stops at its first
+    failure (a cell needs pass / fail only); off when behaviours are told apart by every test's outcome."""
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
     tell = progress or _quiet
@@ -109,23 +127,31 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
 
     def one(ex: InstanceExecutor, mutant: Mutant) -> MutantResult:
         mark = time.monotonic()
-        # a cell needs pass / fail only: a test process stops at its first failure
         given = [implied.implied(mutant, role) if implied is not None else None
                  for role in ("candidate", "reference")]
-        todo = sorted((i for i, verdict in enumerate(given) if verdict is None), reverse=True)  # the reference first
         tests = [candidate, reference]
-        ran = dict(zip(todo, ex.verdicts(mutant.patch, [tests[i] for i in todo], combine=combine and len(todo) > 1,
-                                         limits=[limits[i] for i in todo], first_failure=True,
+        if plausibility is not None:  # never implied: no reach pass is made for them
+            given.append(None)
+            tests.append(plausibility)
+        # the PASS_TO_PASS tests first, then the reference: both stored, shared by every candidate
+        todo = sorted((i for i, verdict in enumerate(given) if verdict is None), reverse=True)
+        ran = dict(zip(todo, ex.verdicts(mutant.patch, [tests[i] for i in todo],
+                                         combine=combine and len(todo) > 1 and plausibility is None,
+                                         limits=[limits[i] for i in todo], first_failure=first_failure,
                                          all_or_none=skip_unneeded) if todo else [], strict=True))
-        cand, ref = (verdict if verdict is not None else ran[i] for i, verdict in enumerate(given))
-        if Outcome.TIMEOUT in (cand.outcome, ref.outcome):
+        verdicts = [verdict if verdict is not None else ran[i] for i, verdict in enumerate(given)]
+        cand, ref = verdicts[0], verdicts[1]
+        if any(v.outcome is Outcome.TIMEOUT for v in verdicts):
             with lock_spent:
                 spent["timeouts"] += time.monotonic() - mark
-        which = cell(cand.passed, ref.passed) if cand.admissible and ref.admissible else None
+        result = MutantResult(mutant=mutant, candidate=cand, reference=ref,
+                              plausibility=verdicts[2] if plausibility is not None else None)
+        counts = cand.admissible and ref.admissible and (plausibility is None or result.plausible is True)
+        result.cell = cell(cand.passed, ref.passed) if counts else None
         with counting:
             done[0] += 1
             tell("mutants", done[0], len(mutants))
-        return MutantResult(mutant=mutant, candidate=cand, reference=ref, cell=which)
+        return result
 
     tasks = [functools.partial(one, mutant=m) for m in mutants]
     try:

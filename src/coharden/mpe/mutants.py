@@ -36,6 +36,10 @@ class PastMutant:
     patch: str
     candidate: str | None
     reference: str | None
+    plausibility: str | None
+    """The PASS_TO_PASS tests' outcome on it (None: not measured); not PASS makes it implausible."""
+    behaviour: str | None
+    """Its behaviour in that run (mutants no test run told apart share one; see :mod:`coharden.mpe.behaviours`)."""
     run: str
     """``mpe`` (a single run) or ``batch``."""
     when: str
@@ -58,11 +62,27 @@ def _from_result(data: dict[str, Any], run: str, created: float) -> list[PastMut
         mutant = row.get("mutant") or {}
         found.append(PastMutant(
             id=f"{instance_id}:{mutant.get('id', '?')}", instance_id=instance_id, test=test,
-            cell=str(row.get("cell") or "-"), operator=str(mutant.get("operator", "")),
+            cell=str(row.get("cell") or _not_counted(row)), operator=str(mutant.get("operator", "")),
             location=str(mutant.get("location", "")), description=str(mutant.get("description", "")),
             source=str(mutant.get("source", "")), patch=str(mutant.get("patch", "")),
-            candidate=_outcome(row.get("candidate")), reference=_outcome(row.get("reference")), run=run, when=when))
+            candidate=_outcome(row.get("candidate")), reference=_outcome(row.get("reference")),
+            plausibility=_outcome(row.get("plausibility")), behaviour=row.get("behaviour"), run=run, when=when))
     return found
+
+
+def _not_counted(row: dict[str, Any]) -> str:
+    """The cell column of a mutant without a cell: ``implausible`` when it broke a PASS_TO_PASS test, else ``-``."""
+    return "implausible" if _outcome(row.get("plausibility")) in ("FAIL", "TIMEOUT", "COLLECTION_ERROR") else "-"
+
+
+def behaviour_sizes(mutants: list[PastMutant]) -> dict[tuple[str, str, str, str], int]:
+    """(when, instance, test, behaviour) -> how many mutants of that run share the behaviour."""
+    sizes: dict[tuple[str, str, str, str], int] = {}
+    for m in mutants:
+        if m.behaviour:
+            key = (m.when, m.instance_id, m.test, m.behaviour)
+            sizes[key] = sizes.get(key, 0) + 1
+    return sizes
 
 
 def past_mutants(store: Store, *, instance: str | None = None, test: str | None = None,

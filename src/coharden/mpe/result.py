@@ -15,18 +15,40 @@ from coharden.schema.mpe_row import MPERow
 from coharden.schema.mutant import Mutant
 from coharden.schema.verdict import Outcome, Verdict
 
+IMPLAUSIBLE = "implausible"
+"""The inadmissible reason of a mutant that breaks a PASS_TO_PASS test (see :mod:`coharden.mpe.plausibility`)."""
+
 
 class MutantResult(BaseModel):
     mutant: Mutant
     candidate: Verdict
     reference: Verdict
     cell: Cell | None = None
+    """The mutant's cell when it counts: both tests reached PASS / FAIL on it and it is not implausible."""
+    plausibility: Verdict | None = None
+    """The PASS_TO_PASS tests' verdict on the mutant (None: plausibility not measured)."""
+    behaviour: str | None = None
+    """The behaviour it shares with every mutant no test run tells apart (see :mod:`coharden.mpe.behaviours`)."""
+
+    @property
+    def plausible(self) -> bool | None:
+        """True / False by its PASS_TO_PASS verdict (a fail, a hang or a broken collection: False); None when
+        not measured or unknown (see :func:`coharden.mpe.plausibility.plausible`)."""
+        verdict = self.plausibility
+        if verdict is None:
+            return None
+        if verdict.outcome is Outcome.PASS:
+            return True
+        return False if verdict.outcome in (Outcome.FAIL, Outcome.TIMEOUT, Outcome.COLLECTION_ERROR) else None
 
     @property
     def inadmissible_reason(self) -> str | None:
         if self.cell is not None:
             return None
-        bad = self.candidate if not self.candidate.admissible else self.reference
+        if self.plausible is False:
+            return IMPLAUSIBLE
+        bad = next((v for v in (self.candidate, self.reference, self.plausibility) if v is not None
+                    and not v.admissible), self.candidate)
         return bad.outcome.value
 
 
@@ -87,6 +109,20 @@ class MPEResult(BaseModel):
     """Sequential rounds run (one mutant of each operator with mutants left per round)."""
     frame: dict[str, dict[str, int]] = Field(default_factory=dict)
     """The sampling frame per operator: ``pool`` (admitted mutants), ``drawn`` (run), ``admissible``."""
+    # --- a pool that can decide (issue 50) -------------------------------------------------------------------
+    plausibility: dict = Field(default_factory=dict)
+    """How plausibility was measured: ``measured``, ``tests`` (PASS_TO_PASS tests run on every mutant),
+    ``reason`` (why not measured), ``left_out`` (names of the record's list not run, per reason); empty when
+    the rule is off (``--paper-classes``)."""
+    counted: str = "mutants"
+    """What ``laxity`` counts: ``behaviours`` (each distinct behaviour once, the default) or ``mutants``."""
+    mutant_laxity: float | None = None
+    """beta / admissible over mutants, beside a laxity over behaviours."""
+    behaviour_matrix: Matrix = Field(default_factory=Matrix)
+    """The matrix over behaviours, each named by its first mutant (empty when ``counted`` is ``mutants``)."""
+    undecided: str | None = None
+    """Why a Borderline test is not decided: ``pool_too_small`` (every mutant of the pool ran), ``cap``
+    (``max_mutants`` reached), ``fixed_budget``."""
     # --- fewer runs (issue 35) -------------------------------------------------------------------------------
     runs: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per test (``candidate`` / ``reference``): test processes ``made`` for its verdicts in this MPE (F->P
@@ -98,20 +134,24 @@ class MPEResult(BaseModel):
     reach: dict[str, str] = Field(default_factory=dict)
     """Per test: ``complete`` when its reach pass can imply outcomes, else why not (``MPEConfig.implied``)."""
 
+    @property
+    def counted_matrix(self) -> Matrix:
+        """The matrix the laxity is computed on: over behaviours or over mutants (``counted``)."""
+        return self.behaviour_matrix if self.counted == "behaviours" else self.matrix
+
     def estimate(self) -> Estimate:
-        """The pooled laxity with its interval."""
-        return Estimate(beta=len(self.matrix.beta), admissible=self.matrix.admissible, confidence=self.confidence,
+        """The pooled laxity with its interval, over what ``counted`` says."""
+        matrix = self.counted_matrix
+        return Estimate(beta=len(matrix.beta), admissible=matrix.admissible, confidence=self.confidence,
                         census=self.census)
 
     def per_operator(self) -> dict[str, dict[str, object]]:
-        """Each operator's cells and laxity, with its own interval (the point when the operator's whole pool
-        was drawn) and its pool size."""
+        """Each operator's cells and laxity over its mutants, with its own interval and its pool size."""
         table = _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
         for op, row in table.items():
             frame = self.frame.get(op, {})
-            census = bool(frame) and frame.get("drawn") == frame.get("pool")
             bounds = Estimate(beta=int(row["beta"]), admissible=int(row["admissible"]),  # type: ignore[call-overload]
-                              confidence=self.confidence, census=census).interval
+                              confidence=self.confidence).interval
             row["interval"] = list(bounds) if bounds else None
             if frame:
                 row["pool"] = frame.get("pool", 0)
@@ -139,7 +179,7 @@ class MPEResult(BaseModel):
     def verdicts(self) -> list[Verdict]:
         """Every verdict the result holds: both tests on buggy and fixed code, and on every mutant."""
         return [self.candidate_buggy, self.candidate_fixed, self.reference_buggy, self.reference_fixed,
-                *(v for r in self.mutants for v in (r.candidate, r.reference))]
+                *(v for r in self.mutants for v in (r.candidate, r.reference, r.plausibility) if v is not None)]
 
     @property
     def harness_error(self) -> bool:
@@ -154,6 +194,9 @@ class MPEResult(BaseModel):
                       inadmissible=self.inadmissible_counts(), test_ids=self.test_ids,
                       buggy=self.candidate_buggy.outcome.value, fixed=self.candidate_fixed.outcome.value,
                       pool_complete=self.pool_complete,
+                      behaviours=self.behaviour_matrix.admissible if self.counted == "behaviours" else None,
+                      mutant_laxity=self.mutant_laxity, implausible=self.inadmissible_counts().get(IMPLAUSIBLE, 0),
+                      undecided=self.undecided,
                       reason=f"buggy: {self.candidate_buggy.short()}; fixed: {self.candidate_fixed.short()}")
 
     def lax_mutants(self) -> list[MutantResult]:
@@ -166,8 +209,9 @@ class MPEResult(BaseModel):
         for verdict_key in ("candidate_buggy", "candidate_fixed", "reference_buggy", "reference_fixed"):
             _strip_verdict(data[verdict_key], timings)
         for m in data["mutants"]:
-            _strip_verdict(m["candidate"], timings)
-            _strip_verdict(m["reference"], timings)
+            for role in ("candidate", "reference", "plausibility"):
+                if m.get(role) is not None:
+                    _strip_verdict(m[role], timings)
         data["matrix_counts"] = self.matrix.counts()
         data["admissible"] = self.matrix.admissible
         data["per_operator"] = self.per_operator()
@@ -175,6 +219,8 @@ class MPEResult(BaseModel):
         data["inadmissible"] = self.inadmissible_counts()
         data["per_source"] = self.per_source()
         data["estimate"] = self.estimate().to_json()
+        data["behaviours"] = self.behaviour_matrix.admissible if self.counted == "behaviours" else None
+        data["implausible"] = sum(1 for r in self.mutants if r.inadmissible_reason == IMPLAUSIBLE)
         if not timings and data.get("llm_pool"):
             data["llm_pool"].pop("cache", None)  # cache mode / replayed calls: differ between record and replay
         return data

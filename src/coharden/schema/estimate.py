@@ -15,9 +15,14 @@ at the interval after every round, and every look is one more chance of a wrong 
 interval absorbs part of that inflation (not all of it: see docs/laxity_estimate.md). It needs no third-party
 library: the bounds are found by bisection on the exact binomial tail.
 
-**Finite pool.** The interval is about the laxity of the *pool* (the sampling frame): mutants are drawn without
-replacement, for which the binomial interval is conservative; when every mutant of the pool was drawn the
-laxity is a census, not an estimate, and the interval is the point itself (``census``).
+**The pool is itself a sample.** The quantity a class claims is the share of the *plausible wrong fixes* of the
+bug a test lets through, not the share of one generated pool. A mechanical pool is a small, operator-shaped
+sample of those wrong fixes, so running every mutant of it (``census``: the pool was spent) measures the pool
+exactly but the wrong fixes no better than any other sample of that size: the interval is always the binomial
+one over what was run, and a pool too small to decide leaves the test Borderline (``pool_too_small``). Until
+issue 50 a spent pool collapsed the interval to its point, so 1 of 5 was "Rigorous" with certainty; rows
+stored under that rule carry no ``estimate:sample`` part in their key and are never served under this one
+(docs/laxity_estimate.md, section 1).
 """
 
 from __future__ import annotations
@@ -82,8 +87,8 @@ class Estimate(BaseModel):
     beta: int = Field(ge=0)
     admissible: int = Field(ge=0)
     confidence: float = DEFAULT_CONFIDENCE
-    census: bool = Field(default=False, description="Every mutant of the pool was drawn: the laxity is the "
-                         "pool's, exactly, and the interval is the point.")
+    census: bool = Field(default=False, description="Every mutant of the pool was drawn. Said, never used to "
+                         "narrow the interval: the pool is itself a sample of the plausible wrong fixes.")
 
     @property
     def laxity(self) -> float | None:
@@ -94,9 +99,6 @@ class Estimate(BaseModel):
         """(low, high) at ``confidence``; None without an admissible mutant."""
         if not self.admissible:
             return None
-        if self.census:
-            point = self.beta / self.admissible
-            return point, point
         return clopper_pearson(self.beta, self.admissible, self.confidence)
 
     def side(self, tau: float) -> str | None:
@@ -118,10 +120,9 @@ class Estimate(BaseModel):
                 "admissible": self.admissible, "confidence": self.confidence, "census": self.census}
 
     def text(self) -> str:
-        """``0.125 [0.016, 0.384]`` (``census`` marks an exact value); ``-`` without an admissible mutant."""
+        """``0.125 [0.016, 0.384]`` (``, whole pool`` when the pool was spent); ``-`` without an admissible
+        mutant."""
         bounds = self.interval
         if bounds is None or self.laxity is None:
             return "-"
-        if self.census:
-            return f"{self.laxity:.3f} (whole pool)"
-        return f"{self.laxity:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]"
+        return f"{self.laxity:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}{', whole pool' if self.census else ''}]"

@@ -28,10 +28,12 @@ LOOP_TAU = 0.2
 """The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
 DEFAULT_SEED = 0
 """The seed of every MPE sampler (the mutant sample, the LLM mutator's prompts, the mutants shown)."""
-DEFAULT_MAX_MUTANTS = 40
-"""Sequential MPE's default cap on the mutants run for one test: 5 per operator of the 8 mechanical operators
-(the fixed budget runs 3 per operator, 24). Rigorous needs room: 0 of n admissible mutants let through puts the
-95 % interval below 0.202 only from n = 17 on.
+DEFAULT_MAX_MUTANTS = 120
+"""Sequential MPE's default cap on the mutants run for one test: about 11 per operator of the 11 mechanical
+operators (the fixed budget runs 3 per operator, 33). Rigorous needs room: 0 of n let through puts the 95 %
+interval below 0.202 only from n = 17 on, and n counts distinct behaviours (issue 50), of which the bundled
+examples' pools show one per 3 to 9 plausible mutants; at 40 (the cap before issue 50) no bundled test could
+reach 17. A test that decides early (most Lax ones) never pays for the cap.
 Provisional: the protocol (docs/laxity_estimate.md) fixes the cap on the development split."""
 MIN_PER_OPERATOR = 1
 """Sequential MPE draws at least this many mutants of every operator (one full round) before it may stop, so
@@ -75,6 +77,12 @@ class MPEConfig(BaseModel):
                           "gets its fixed-code outcome; False (--no-implied): every run is made (the check mode).")
     reject_tampering: bool = Field(default=False, description="A candidate with tampering notes (conftest.py, "
                                    "pytest hooks, JUnit writes, os._exit) is Invalid.")
+    plausibility: bool = Field(default=True, description="The PASS_TO_PASS tests of the golden test's files run on "
+                               "every mutant beside the reference; a mutant that breaks one (fails, hangs, or "
+                               "breaks collection) is implausible and left out of laxity. paper_classes: off.")
+    behaviours: bool = Field(default=True, description="Laxity counts distinct behaviours (mutants whose outcomes "
+                             "agree on every test run are one), the per-mutant figure beside it. paper_classes: "
+                             "off (every mutant counts).")
 
     @model_validator(mode="after")
     def _cap_covers_a_round(self) -> MPEConfig:
@@ -88,6 +96,16 @@ class MPEConfig(BaseModel):
     def is_sequential(self) -> bool:
         """Sequential rounds (the default); the paper's classes always use the fixed budget."""
         return self.sequential and not self.paper_classes
+
+    @property
+    def measures_plausibility(self) -> bool:
+        """Mutants are run against the PASS_TO_PASS tests too, and the implausible ones left out of laxity."""
+        return self.plausibility and not self.paper_classes
+
+    @property
+    def counts_behaviours(self) -> bool:
+        """Laxity is over distinct behaviours, not over mutants."""
+        return self.behaviours and not self.paper_classes
 
     @property
     def point_classes(self) -> bool:
@@ -120,6 +138,13 @@ class MPEConfig(BaseModel):
             key.append(f"sequential:max={self.max_mutants}")
         if not self.point_classes:  # and classified by the point rule
             key.append(f"interval:{self.confidence:g}")
+            # issue 50: the pool is a sample, a spent pool no longer collapses the interval to its point; rows
+            # stored before it must not be served under it
+            key.append("estimate:sample")
+        if self.measures_plausibility:
+            key.append("plausible:pass_to_pass")
+        if self.counts_behaviours:
+            key.append("laxity:behaviours")
         if self.prefer_exercised:
             key.append("prefer_exercised")
         if self.paper_classes:

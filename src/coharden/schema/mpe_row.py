@@ -30,6 +30,14 @@ class MPERow(BaseModel):
     """The candidate's verdict outcome on the buggy code (None: not run)."""
     fixed: str | None = None
     pool_complete: bool = True
+    behaviours: int | None = None
+    """Distinct behaviours among the admissible mutants, when laxity counts them (``laxity`` is then over them)."""
+    mutant_laxity: float | None = None
+    """beta / admissible over mutants, beside a laxity over behaviours."""
+    implausible: int = 0
+    """Mutants run that broke a PASS_TO_PASS test (left out of laxity)."""
+    undecided: str | None = None
+    """Why a Borderline or Inconclusive class is not decided (``pool_too_small``, ``cap``, ...)."""
     reason: str = ""
     dropped_source_files: list[str] | None = None
     """Source files the test prediction also touched (dropped: only its test part is the test)."""
