@@ -349,8 +349,9 @@ class InstanceLoop:
             except MPEError as exc:
                 outcome.note = f"check skipped: {exc}"
             if mpe is not None:
-                outcome.matrix = mpe.matrix.model_dump()
-                outcome.admissible = mpe.matrix.admissible
+                counted = mpe.counted_matrix  # the matrix the laxity is over (behaviours by default)
+                outcome.matrix = counted.model_dump()
+                outcome.admissible = counted.admissible
                 outcome.laxity = mpe.laxity
                 outcome.mutant_cost_usd = float((mpe.llm_usage.get("per_source", {}).get("llm") or {})
                                                 .get("cost_usd", 0.0))
@@ -360,7 +361,7 @@ class InstanceLoop:
                     changed = not same_test(t_k.files, reference.files)
                     bounds = None if config.point_classes or mpe.interval is None else \
                         (mpe.interval[0], mpe.interval[1])
-                    decision = decide(admissible=mpe.matrix.admissible, laxity=mpe.laxity, tau=self.config.tau,
+                    decision = decide(admissible=counted.admissible, laxity=mpe.laxity, tau=self.config.tau,
                                       changed=changed, interval=bounds)
         outcome.decision = decision
         state.fix = outcome.fix

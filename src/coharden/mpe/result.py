@@ -195,6 +195,8 @@ class MPEResult(BaseModel):
                       buggy=self.candidate_buggy.outcome.value, fixed=self.candidate_fixed.outcome.value,
                       pool_complete=self.pool_complete,
                       behaviours=self.behaviour_matrix.admissible if self.counted == "behaviours" else None,
+                      behaviour_matrix=self.behaviour_matrix.counts()
+                      if self.counted == "behaviours" and self.fail_to_pass else None,
                       mutant_laxity=self.mutant_laxity, implausible=self.inadmissible_counts().get(IMPLAUSIBLE, 0),
                       undecided=self.undecided,
                       reason=f"buggy: {self.candidate_buggy.short()}; fixed: {self.candidate_fixed.short()}")

@@ -32,6 +32,8 @@ class MPERow(BaseModel):
     pool_complete: bool = True
     behaviours: int | None = None
     """Distinct behaviours among the admissible mutants, when laxity counts them (``laxity`` is then over them)."""
+    behaviour_matrix: dict[str, int] | None = None
+    """Cell counts over behaviours (what ``laxity`` is over when ``behaviours`` is set)."""
     mutant_laxity: float | None = None
     """beta / admissible over mutants, beside a laxity over behaviours."""
     implausible: int = 0
