@@ -331,15 +331,15 @@ def test_shared_process_hijack_cannot_reach_the_reference_or_the_store(make_exec
     assert result.isolation == "bwrap"
     assert result.fail_to_pass
     # its plugin only ever saw its own process: the reference still rejects wrong fixes, and the hijacker is
-    # graded exactly like the honest test it resembles (the same single check): Lax, not Rigorous
+    # graded exactly like the honest test it resembles (the same single check): never Rigorous
     assert any(r.reference.failed for r in result.mutants)
-    assert result.test_class.value == "Lax"
+    assert result.test_class.value in ("Lax", "Borderline")
     assert any("plugin manager" in n or "gc." in n for n in result.tampering), result.tampering
     # the reference was not touched: the honest lax candidate, graded on the same store, is Lax with the same
     # laxity (on a clean store too: the same pool, the same reference verdicts)
     lax = ex.test_patch({c.name: c.patch for c in example.candidates}["lax"], name="lax")
     honest = mpe_run(ex, example, lax)
-    assert honest.test_class.value == "Lax"
+    assert honest.test_class is result.test_class
     assert honest.laxity == pytest.approx(result.laxity)
     clean = mpe_run(make_executor(Store(tmp_path / "clean.sqlite")), example, lax)
     assert clean.laxity == pytest.approx(honest.laxity)

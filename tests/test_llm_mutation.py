@@ -170,6 +170,9 @@ class Project:
         with InstanceExecutor(self.instance, self.repo, self.settings, Store(self.settings.store)) as ex:
             reference = ex.golden_test()
             cand = reference if candidate == "golden" else ex.test_patch(self.lax, name=CANDIDATE_NAME)
+            # every mutant counts alone: these tests check the LLM pool's mutants one by one (behaviours are
+            # checked in tests/test_plausible_pool.py)
+            kw.setdefault("behaviours", False)
             config = MPEConfig(mechanical=mechanical, llm=mutator.client.config.model if mutator else None, **kw)
             return evaluate(ex, self.fix, cand, reference, config, llm_mutator=mutator)
 
@@ -240,7 +243,9 @@ def test_the_golden_test_is_rigorous_against_the_llm_pool(serve: Any, project: P
     server = serve(all_rules())
     result = project.evaluate(mutator(server.base_url), candidate="golden")
     assert result.matrix.counts()["beta"] == 0
-    assert result.test_class is TestClass.RIGOROUS
+    # 0 of 5: the pool (every LLM mutant ran) is a sample of the wrong fixes, too small to decide
+    assert result.test_class is TestClass.BORDERLINE
+    assert result.undecided == "pool_too_small"
 
 
 def test_prompt_shows_an_anonymous_pair_and_samples_differ(serve: Any, project: Project) -> None:
@@ -317,7 +322,9 @@ def test_inadmissible_samples_are_resampled_up_to_the_attempt_bound(serve: Any, 
     assert len(llm_requests(server, Operator.INPUT_SPECIFIC_SHORTCUT)) == 3
     # a shortfall is not a broken pool: the model produced fewer valid mutants, the run did not fail
     assert result.pool_complete
-    assert result.test_class is TestClass.LAX
+    # a class from the mutants it has (4 LLM mutants, every one run: still a sample, never a census)
+    assert result.test_class in (TestClass.LAX, TestClass.BORDERLINE)
+    assert result.laxity is not None
     assert len(result.mutants) == 4
 
 
@@ -418,7 +425,8 @@ def test_mixed_pool_dedups_across_sources_and_counts_per_source(serve: Any, proj
     server = serve(all_rules(incomplete_fix=[rule(Operator.INCOMPLETE_FIX, REPLIES[Operator.INCOMPLETE_FIX][0],
                                                   times=1),
                                              rule(Operator.INCOMPLETE_FIX, other, times=1)]))
-    result = project.evaluate(mutator(server.base_url), mechanical=True)
+    # every mutant of the pool runs (no early stop), so the per-source counts are the pool's
+    result = project.evaluate(mutator(server.base_url), mechanical=True, sequential=False, per_operator=1000)
 
     assert result.mutators == ["mechanical", "llm"]
     per_source = result.per_source()
@@ -470,15 +478,19 @@ def instance_dir(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def run_cli(instance_dir: Path, *args: str) -> Any:
     store = instance_dir.parent / "cli-store.sqlite"
+    # per mutant (mpe.behaviours=false), as Project.evaluate: the LLM pool's mutants are checked one by one
     return CliRunner().invoke(app, ["mpe", str(instance_dir), "--test", str(instance_dir / "lax.diff"), "--json",
-                                    "--store", str(store), "--timeout", "30", "-w", "1", *args])
+                                    "--store", str(store), "--timeout", "30", "-w", "1",
+                                    "-c", "mpe.behaviours=false", *args])
 
 
 def test_cli_mixed_pool_then_offline_replay(serve: Any, instance_dir: Path) -> None:
     server = serve(all_rules())
     calls = instance_dir.parent / "calls.sqlite"
     llm_args = ["--model", MODEL, "--api-base", server.base_url, "--samples", "1", "--llm-store", str(calls)]
-    result = run_cli(instance_dir, "--mutator", "mechanical,llm", *llm_args)
+    # every mutant of the pool runs (no early stop), so the per-source counts are the pool's
+    whole = ["-c", "mpe.sequential=false", "--per-operator", "1000"]
+    result = run_cli(instance_dir, "--mutator", "mechanical,llm", *llm_args, *whole)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["mutators"] == ["mechanical", "llm"]
@@ -491,7 +503,7 @@ def test_cli_mixed_pool_then_offline_replay(serve: Any, instance_dir: Path) -> N
     assert data["test_class"] == "Lax"
     server.stop()
 
-    replay = run_cli(instance_dir, "--mutator", "mechanical,llm", *llm_args, "--llm-mode", "replay")
+    replay = run_cli(instance_dir, "--mutator", "mechanical,llm", *llm_args, *whole, "--llm-mode", "replay")
     assert replay.exit_code == 0, replay.output
     again = json.loads(replay.stdout)
     for key in ("matrix", "laxity", "test_class", "per_source", "llm_usage"):
@@ -746,7 +758,8 @@ def test_batch_mpe_with_llm_mutants_and_the_ray_executor_refused(serve: Any, pro
     out = instance_dir.parent / "batch"
     args = ["mpe", "--instances", str(records), "--predictions", str(preds), "--output", str(out), "--json",
             "--store", str(instance_dir.parent / "batch.sqlite"), "--mutator", "llm", "--model", MODEL,
-            "--api-base", server.base_url, "--samples", "1", "--timeout", "30", "-w", "1"]
+            "--api-base", server.base_url, "--samples", "1", "--timeout", "30", "-w", "1",
+            "-c", "mpe.behaviours=false"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     row = json.loads((out / "mpe.jsonl").read_text())

@@ -117,7 +117,9 @@ def test_recorded_diff_replies_of_the_local_model_give_admissible_mutants(
 def test_the_recorded_diff_replies_replay_to_a_class_offline(tmp_path: Path, mock_llm: Any,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """``coharden mpe --mutator llm -c mpe.llm_edit_format=diff`` on warn_or_raise, the model's recorded replies
-    served in recorded order per operator: a class (not Inconclusive) from the three admissible LLM mutants."""
+    served in recorded order per operator: the three LLM mutants apply and run; each breaks an existing test of
+    the golden file, so none is plausible (issue 50) and nothing is classified from them; without the
+    plausibility rule they are admissible and give a class."""
     replies = json.loads((FIXTURES / "mutant-replies-warn_or_raise-diff.json").read_text())
     rules = [{"match": f"Mutation operator: {r['operator']}\n", "reply": r["reply"], "times": 1,
               "usage": {"prompt_tokens": r["prompt_tokens"], "completion_tokens": r["completion_tokens"]}}
@@ -126,14 +128,21 @@ def test_the_recorded_diff_replies_replay_to_a_class_offline(tmp_path: Path, moc
     monkeypatch.setenv("COHARDEN_LLM_API_KEY_ENV", "COHARDEN_TEST_KEY")
     monkeypatch.setenv("COHARDEN_TEST_KEY", "sk-test")
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
-    result = CliRunner().invoke(app, ["mpe", str(EXAMPLE), "--test", "lax", "--mutator", "llm", "--model",
-                                      "openai/local", "--api-base", server.base_url, "--samples", "1",
-                                      "-c", "mpe.llm_edit_format=diff", "--store", str(tmp_path / "s.sqlite"),
-                                      "--llm-store", str(tmp_path / "calls.sqlite"), "--json"])
+    args = ["mpe", str(EXAMPLE), "--test", "lax", "--mutator", "llm", "--model", "openai/local", "--api-base",
+            server.base_url, "--samples", "1", "-c", "mpe.llm_edit_format=diff", "--store", str(tmp_path / "s.sqlite"),
+            "--llm-store", str(tmp_path / "calls.sqlite"), "--json"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
+    assert data["per_source"]["llm"]["total"] == 3
+    assert data["per_source"]["llm"]["inadmissible"] == {"implausible": 3}
+    assert (data["test_class"], data["undecided"]) == ("Inconclusive", "no_admissible")
+    # the same replies (the call store replays them) under the old admission: three admissible mutants, a class
+    old = CliRunner().invoke(app, [*args, "--llm-mode", "replay", "-c", "mpe.plausibility=false"])
+    assert old.exit_code == 0, old.output
+    data = json.loads(old.stdout)
     assert data["per_source"]["llm"]["admissible"] == 3
-    assert data["test_class"] == "Lax"
+    assert data["test_class"] in ("Lax", "Borderline")
 
 
 @pytest.mark.parametrize(("reply", "reason"), [

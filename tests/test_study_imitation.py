@@ -60,11 +60,12 @@ def test_imitation_per_source_golden_against_itself_and_over_specification() -> 
     assert summary["llm"]["either"].hits == 2
     # validity: on the mechanical pool only (the LLM mutant of b-2 is not part of it)
     classes = {(t["instance_id"], t["system"]): t["test_class"] for t in summary["tests"]}
-    assert classes[("a-1", "Otter")] == "Lax"  # narrowed_scope-1: Otter passes, golden fails
-    assert classes[("a-1", "Otter++")] == "Rigorous"
+    # narrowed_scope-1: Otter passes, golden fails; 1 of 2 (and 0 of 2) of a spent pool decide nothing
+    assert classes[("a-1", "Otter")] == "Borderline"
+    assert classes[("a-1", "Otter++")] == "Borderline"
     over = summary["over_specification"]
     assert (over["pairs"], over["fixes"], over["correct_fixes"]) == (2, 1, 1)
-    assert [(p["system"], p["test_class"]) for p in over["rejecting"]] == [("Otter++", "Rigorous")]
+    assert [(p["system"], p["test_class"]) for p in over["rejecting"]] == [("Otter++", "Borderline")]
     gvg = summary["golden_vs_golden"]
     assert (gvg["instances"], gvg["ok"], gvg["admissible"]) == (2, 1, 6)
     (broken,) = gvg["broken"]
@@ -75,13 +76,13 @@ def test_imitation_per_source_golden_against_itself_and_over_specification() -> 
     assert "beta = gamma = 0 (and the copy F->P) on 1/2 instances, 6 admissible mutants." in text
     assert "- b-2: caller_patch-1 (caller_patch, mechanical): beta, copy PASS, golden FAIL" in text
     assert "### LLM operators (m), the same figure" in text
-    assert "Otter++ (Rigorous) rejects alt-1" in text
+    assert "Otter++ (Borderline) rejects alt-1" in text
 
 
 def test_validity_per_pool_takes_its_classes_from_the_laxity_interval() -> None:
-    """Classes come from the laxity's exact interval: a sampled pool's 1 of 2 is Borderline where the same counts
-    over every mutant the operators gave (a census) are Lax; LLM mutants are always a sample; the validity figure
-    is given for the mechanical pool, the LLM pool alone and both pooled, each with its own classes."""
+    """Classes come from the laxity's exact interval, whether or not every mutant the operators gave ran (a
+    census is said, and is still a sample of the wrong fixes: issue 50); the validity figure is given for the
+    mechanical pool, the LLM pool alone and both pooled, each with its own classes."""
     accepts = ("FAIL", "PASS", "FAIL")  # Otter lets the wrong fix through, Otter++ does not
     mechanical = [_mutant("narrowed_scope-1", "narrowed_scope", ("FAIL", "PASS", "FAIL")),
                   _mutant("incomplete_fix-1", "incomplete_fix", ("FAIL", "FAIL", "FAIL"))]
@@ -92,12 +93,12 @@ def test_validity_per_pool_takes_its_classes_from_the_laxity_interval() -> None:
                    pool={"dropped": {"narrowed_scope": {"over_budget": 4}}})
     summary = summarize_imitation([census, sampled], ["narrowed_scope", "incomplete_fix"], tau=0.202)
     mech = {(t["instance_id"], t["system"]): t for t in summary["tests"]}
-    assert (mech[("a-1", "Otter")]["test_class"], mech[("a-1", "Otter")]["census"]) == ("Lax", True)
-    assert mech[("a-1", "Otter")]["interval"] == [0.5, 0.5]
+    assert (mech[("a-1", "Otter")]["test_class"], mech[("a-1", "Otter")]["census"]) == ("Borderline", True)
+    assert mech[("a-1", "Otter")]["interval"] == mech[("b-2", "Otter")]["interval"]  # census or not: one interval
     assert mech[("b-2", "Otter")]["test_class"] == "Borderline"  # 1 of 2 sampled: [0.013, 0.987] straddles tau
     low, high = mech[("b-2", "Otter")]["interval"]
     assert low < 0.202 < high
-    assert mech[("a-1", "Otter++")]["test_class"] == "Rigorous"  # 0 of 2, exact
+    assert mech[("a-1", "Otter++")]["test_class"] == "Borderline"  # 0 of 2 of a spent pool: [0, 0.84]
     assert mech[("b-2", "Otter++")]["test_class"] == "Borderline"  # 0 of 2 sampled: [0, 0.84]
     figures = summary["llm"]
     only = {(t["instance_id"], t["system"]): t for t in figures["tests_llm"]}
@@ -115,6 +116,7 @@ def test_validity_per_pool_takes_its_classes_from_the_laxity_interval() -> None:
     assert "| LLM pool, per test | 2/4" in text
     assert "| b-2 | Otter | Borderline | 0.50 [0.01, 0.99] |" in text
     assert "| a-1 | Otter | Lax 1.00 [0.40, 1.00] | Lax 0.83 [0.36, 1.00] | accepts |" in text
+    assert "| a-1 | Otter | Borderline | 0.50 [0.01, 0.99] |" in text  # the census's interval is shown too
     # a test graded on few of the census's mutants (it timed out on the others) is not measured exactly: 1 of 10
     timed_out = [_mutant(f"token_revert-{i}", "token_revert", ("FAIL", "TIMEOUT", "FAIL")) for i in range(1, 10)]
     partial = _row("c-3", accepts, [*timed_out, _mutant("token_revert-10", "token_revert", ("FAIL", "FAIL", "FAIL"))],

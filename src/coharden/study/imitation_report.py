@@ -26,8 +26,9 @@ def _vrow(label: str, v: stats.Validity) -> list[str]:
 
 
 def _laxity(test: dict[str, Any]) -> str:
-    """``0.50 [0.12, 0.88]``; the point alone when the mutants are the whole pool (census) or without one."""
-    if test["laxity"] is None or not test.get("interval") or test.get("census"):
+    """``0.50 [0.12, 0.88]`` (a spent pool's too: it is a sample of the wrong fixes); the point alone without an
+    interval."""
+    if test["laxity"] is None or not test.get("interval"):
         return _f(test["laxity"])
     low, high = test["interval"]
     return f"{test['laxity']:.2f} [{low:.2f}, {high:.2f}]"
