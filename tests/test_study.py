@@ -21,6 +21,7 @@ import pytest
 from coharden.analysis import stats
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_verdicts import verdict_for
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.verdict import Outcome
 from coharden.study.data import load_data, python_tag
 from coharden.study.real_bugs import GOLDEN, StudyConfig
@@ -38,6 +39,10 @@ PROJECT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("COHARDEN_SHARED_DATA", PROJECT.parent / "shared" / "data"))
 REPOS = os.environ.get("COHARDEN_REPOS")
 SYMPY_PYTHON = os.environ.get("COHARDEN_SYMPY_PYTHON")
+
+# the study's plumbing on a toy pool: the paper's point rule (N per operator) decides classes the honest interval
+# over so few distinct behaviours cannot (issue 50; that rule is checked in tests/test_plausible_pool.py)
+PAPER_RULE = MPEConfig(paper_classes=True)
 
 
 # --- pure computations --------------------------------------------------------------------------------------
@@ -471,7 +476,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
                         workers=1)
     data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
                      test_patterns=settings.test_patterns)
-    config = StudyConfig(workers=1, bytecode=[])
+    config = StudyConfig(workers=1, bytecode=[], mpe=PAPER_RULE)
     phases = ("verify", "golden", "grade", "imitation")
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
         steps = []

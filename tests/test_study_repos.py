@@ -12,12 +12,17 @@ from coharden.config import Settings
 from coharden.environment.build import BuildError
 from coharden.environment.interpreters import find_interpreter
 from coharden.execution.store import Store
+from coharden.schema.mpe_config import MPEConfig
 from coharden.study.data import StudyError, load_data
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 from coharden.study.report import write_report
 from test_study import _study_data_dir, _write_jsonl
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+# the study's plumbing on a toy pool: the paper's point rule (N per operator) decides classes the honest interval
+# over so few distinct behaviours cannot (issue 50; that rule is checked in tests/test_plausible_pool.py)
+PAPER_RULE = MPEConfig(paper_classes=True)
 
 
 def _spec_data(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
@@ -74,7 +79,7 @@ def test_study_runs_each_instance_in_its_spec_environment(tmp_path: Path) -> Non
                         timeout=120, workers=1, swebench_specs=specs)
     loaded = load_data(data, python_version=None, test_patterns=settings.test_patterns, records=records,
                        envcheck=envcheck)
-    config = StudyConfig(workers=1, bytecode=[])
+    config = StudyConfig(workers=1, bytecode=[], mpe=PAPER_RULE)
     with RealBugsStudy(loaded, settings, Store(settings.store), config) as study:
         rows = study.run(phases=("verify", "golden", "grade"))
         env_id = study.settings_for(loaded.instances["example__throttle-1"])[1]
