@@ -91,5 +91,5 @@ def test_the_examples_readme_table_reads_as_the_check_writes() -> None:
     rows = [{"example": "boundary_check", "candidate": c, **row} for c in ("lax", "golden", "rigorous")]
     assert laxity_table(rows)["boundary_check"] == ["0.67 [0.30, 0.93]", "1/6/0/2", "9", "0.67 [0.30, 0.93]",
                                                     "0.67 [0.30, 0.93]"]
-    assert readme_table()["boundary_check"][1:3] == ["1/6/0/2", "9"]
+    assert readme_table()["boundary_check"][1:3] == ["0/4/0/2", "8"]
     assert set(readme_table()) == {d.name for d in EXAMPLES.iterdir() if (d / "instance.yaml").is_file()}
