@@ -26,6 +26,7 @@ from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import rewrite_transplanted
 from coharden.mutation.recorder_values import DECODER, SAME, decode_expr, decoder_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
+from coharden.pysource import parsing
 from coharden.schema.mutant import Operator
 
 
@@ -48,7 +49,9 @@ def with_decoder(code: str) -> str:
     """``code`` with the recorded-value decoder appended at module level (used at call time), once."""
     if f"def {DECODER}(" in code:
         return code
-    return code + ("" if code.endswith("\n") else "\n") + "\n\n" + decoder_source()
+    with parsing():  # decoder_source parses its functions' source with ast: one thread at a time
+        decoder = decoder_source()
+    return code + ("" if code.endswith("\n") else "\n") + "\n\n" + decoder
 
 
 def _literal(text: str | None) -> str | None:

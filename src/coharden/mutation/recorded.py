@@ -38,7 +38,8 @@ def shape_of(value: Any, level: str = "shape") -> Any:
 
 def _encoded(value: Any, root: str | None) -> str:
     """The recorder's encoding of ``value`` (plain data; with ``root``, objects of classes defined there)."""
-    return encoded(value, root)[1]
+    with pysource.parsing():  # encoded parses structural reprs with ast (and decodes to check): one thread at a time
+        return encoded(value, root)[1]
 
 
 def example_record(qualname: str, params: list[str], args: tuple, kind: str, value: Any, *,
