@@ -139,6 +139,11 @@ def grade_fields(step: dict[str, Any], patch: str, test_patterns: Sequence[str])
         "pool": sum(int(r.get("pool", 0)) for r in frame.values()) if frame else None,
         "matrix": step.get("matrix_counts"), "stop": step.get("stop") or None, "rounds": step.get("rounds"),
         "frame": {op: [r.get("pool", 0), r.get("drawn", 0), r.get("admissible", 0)] for op, r in frame.items()},
+        # issue 50: what the laxity counts and what was left out of it
+        "counted": step.get("counted", "mutants"), "behaviours": step.get("behaviours"),
+        "mutant_laxity": step.get("mutant_laxity"), "implausible": step.get("implausible", 0),
+        "implausible_per_operator": {op: r["implausible"] for op, r in frame.items() if r.get("implausible")},
+        "plausibility": step.get("plausibility") or None, "undecided": step.get("undecided"),
         "inadmissible": step.get("inadmissible") or {}, "warnings": step.get("warnings") or [],
         # why an operator made nothing (per operator and reason), and why no input was bug-revealing: the reach
         # of the input-based operators is read off the rows (benchmarks/input_reach.py --table)
