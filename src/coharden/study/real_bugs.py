@@ -300,9 +300,12 @@ class RealBugsStudy:
         return self.cached("study.mpe", key, compute, keep=keep_row)
 
     # step 4 -------------------------------------------------------------------------------------------------
-    def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any] | None:
+    def fix_verdicts(self, iid: str, fix: Fix, kind: str, tests: dict[str, str] | None = None
+                     ) -> dict[str, Any] | None:
+        """The verdicts of the golden test and every system's test on ``fix`` (``tests``: name -> test patch,
+        the golden one named ``GOLDEN``, instead of :meth:`StudyData.test_patches`)."""
         inst = self.data.instances[iid]
-        tests = self.data.test_patches(iid, self.config.systems)
+        tests = tests if tests is not None else self.data.test_patches(iid, self.config.systems)
 
         def body(row: dict[str, Any]) -> None:
             ex = self.executor(inst)
