@@ -52,8 +52,10 @@ SCHEMA = 1
 #: error or a test patch that does not apply on top of the fix decide nothing
 REJECTS = ("FAIL", "COLLECTION_ERROR")
 DECIDED = ("PASS", *REJECTS)
-#: instance statuses a rerun retries (nothing of them is in the store)
-TRANSIENT = frozenset({"pending", "env_error", "harness_error"})
+#: instance statuses no rerun changes (under the same inputs): the instance ran, or its golden test is not F->P
+#: here, or a step failed for good; every other status (pending, env_error, harness_error, and the environment's
+#: unreachable / unchecked / env_unverified, which a new clone or check changes) is looked at again
+FINAL = frozenset({"ran", "no_wrong_fix", "golden_not_f2p", "error"})
 
 
 @dataclass
@@ -285,7 +287,7 @@ def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityCon
         head = next((r for r in previous or [] if r["row"] == "instance"), None)
         fresh = instance_row(inputs, iid, "pending", "not run yet")
         # final: not to be retried, and made from the same tests and fixes as the inputs have now
-        final = head is not None and head["status"] not in TRANSIENT and all(
+        final = head is not None and head["status"] in FINAL and all(
             head.get(k) == fresh[k] for k in ("tests", "wrong_candidates", "correct_candidates"))
         if not wanted or (final and not (config.ids or config.repos)):
             rows_of[iid] = previous if final and previous else [fresh]
