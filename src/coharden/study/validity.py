@@ -296,7 +296,7 @@ def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityCon
             else:
                 result.left += 1
             continue
-        rows_of[iid] = previous or [fresh]
+        rows_of[iid] = previous if final and previous else [fresh]  # until it runs: never stale rows
         todo.append(iid)
     if config.limit is not None and len(todo) > config.limit:
         result.left += len(todo) - config.limit
