@@ -410,3 +410,44 @@ def test_per_test_shares_from_dataset_rows() -> None:
     assert (tests["R"]["correct_rejected"], tests["L"]["correct_rejected"]) == (1, 0)
     assert tests["L"]["accepts"] is True
     assert tests["R"]["accepts"] is False
+
+
+def test_a_golden_test_that_times_out_is_checked_again_by_the_next_run(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """sympy-18057's golden test took 124 s in the table's run and exceeded 120 s here: the verify record is not
+    stored (a run with a larger --timeout checks again) and the instance says so, not 'golden_not_f2p'."""
+    import sys
+    from types import SimpleNamespace
+
+    from coharden.config import Settings
+    from coharden.execution.store import Store
+    from coharden.schema.instance import Instance
+    from coharden.schema.verdict import Outcome, Verdict
+    from coharden.study import real_bugs
+    from coharden.study.data import StudyData
+    from coharden.study.real_bugs import RealBugsStudy, StudyConfig
+
+    inst = Instance(repo="a/b", instance_id="a__b-1", base_commit="c", patch=FIX, test_patch="t", version="1")
+    data = StudyData(data_dir=tmp_path, instances={"a__b-1": inst}, env_check={}, env_field="verified",
+                     swt_ids=set(), study_ids=["a__b-1"], predictions={}, assertflip_resolved={}, wrong_fixes={},
+                     correct_fixes={})
+    outcomes = {"fixed": Outcome.TIMEOUT}
+    monkeypatch.setattr(real_bugs, "fail_to_pass", lambda ex, golden, fix: SimpleNamespace(
+        buggy=Verdict(outcome=Outcome.FAIL), fixed=Verdict(outcome=outcomes["fixed"]),
+        fail_to_pass=outcomes["fixed"] is Outcome.PASS))
+    store = Store(tmp_path / "s.sqlite")
+    study = RealBugsStudy(data, Settings(python=sys.executable, store=tmp_path / "s.sqlite"), store,
+                          StudyConfig(workers=1, bytecode=[]))
+    monkeypatch.setattr(study, "executor", lambda inst: SimpleNamespace(golden_test=lambda: SimpleNamespace(ids=[])))
+    try:
+        first = study.verify("a__b-1")
+        assert first is not None
+        assert (first["fixed"]["outcome"], first["resumed"]) == ("TIMEOUT", False)
+        outcomes["fixed"] = Outcome.PASS  # a larger limit
+        second = study.verify("a__b-1")
+        assert second is not None
+        assert (second["fail_to_pass"], second["resumed"]) == (True, False)  # checked again, not the time-out
+        assert study.verify("a__b-1")["resumed"] is True  # type: ignore[index]
+    finally:
+        study.close()
+        store.close()

@@ -229,6 +229,10 @@ def run_instance(study: RealBugsStudy, inputs: ValidityInputs, iid: str, progres
         return [instance_row(inputs, iid, "harness_error", "the golden test's verify run was a harness error")]
     if verify.get("error"):
         return [instance_row(inputs, iid, "error", _short(verify.get("error"), 600))]
+    timed_out = [s for s in ("buggy", "fixed") if (verify.get(s) or {}).get("outcome") == "TIMEOUT"]
+    if timed_out and not verify.get("fail_to_pass"):
+        return [instance_row(inputs, iid, "timeout", f"the golden test exceeded the time limit on the {timed_out[0]} "
+                             "code here: run it again with a larger --timeout")]
     if not verify.get("fail_to_pass"):
         sides = "; ".join(f"{s}: {(verify.get(s) or {}).get('outcome')}" for s in ("buggy", "fixed"))
         return [instance_row(inputs, iid, "golden_not_f2p", f"golden test here: {sides}")]

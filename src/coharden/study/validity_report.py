@@ -21,6 +21,7 @@ STATUS_MEANING = {
     "ran": "every graded test ran on every wrong fix (and on the correct alternative fixes)",
     "no_wrong_fix": "the golden test accepts, or cannot run on, every unresolved fix: no wrong fix counts",
     "golden_not_f2p": "the golden test is not fail-to-pass here",
+    "timeout": "the golden test exceeded the time limit here; a rerun with a larger --timeout checks it again",
     "pending": "not run yet (resume the command)",
     "env_error": "the environment could not be built; a rerun retries it",
     "harness_error": "a verdict was a harness error; a rerun retries it",
