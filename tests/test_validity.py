@@ -328,6 +328,7 @@ def test_instances_are_selected_and_every_test_runs_on_every_fix(study: dict[str
     assert "## Wrong fixes the golden test accepts (not counted as wrong)" in report
     assert "## Fixes that do not apply here" in report
     assert "- gone__gone-1: unreachable - no clone of gone/gone" in report
+    assert "time limit per test process: 60 s (2 instances)" in report  # the instances that ran
 
 
 @pytest.mark.slow

@@ -142,6 +142,7 @@ def _short(text: Any, limit: int = 240) -> str:
 
 
 def instance_row(inputs: ValidityInputs, iid: str, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
+    """An ``instance`` row (one that ran also says its time limit per test process, ``timeout``)."""
     inst = inputs.table.instances[iid]
     patches = inputs.test_patches(iid)
     tests = {s: {k: v for k, v in t.items() if k != "table_key"} for s, t in inputs.tests.get(iid, {}).items()
@@ -198,6 +199,9 @@ def fix_row(iid: str, fix: RealFix, kind: str, record: dict[str, Any]) -> dict[s
     return row
 
 
+_instance_row = instance_row
+
+
 # --- the run -------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -220,6 +224,9 @@ def run_instance(study: RealBugsStudy, inputs: ValidityInputs, iid: str, progres
                  ) -> list[dict[str, Any]]:
     """The rows of one instance: its golden test verified here, then every test on every wrong fix and, when one
     counts, on every correct alternative fix."""
+    def instance_row(inputs: ValidityInputs, iid: str, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
+        return _instance_row(inputs, iid, status, reason, timeout=study.settings.timeout, **extra)
+
     verify = study.verify(iid)
     if verify is None:
         return [instance_row(inputs, iid, "pending", "no verify record (report-only run)")]

@@ -99,6 +99,16 @@ def _split_section(split: str, fig: dict[str, Any]) -> list[str]:
     return out
 
 
+def _limits(cov: dict[str, Any], run: dict[str, Any]) -> str:
+    """The time limits the instances ran with (their rows'), the largest group first, the others named."""
+    groups = sorted(cov.get("timeouts", {}).items(), key=lambda kv: -len(kv[1]))
+    if not groups:
+        return f"{run.get('timeout')} s (the last run's)"
+    head, *rest = groups
+    return f"{float(head[0]):g} s ({len(head[1])} instances)" + "".join(
+        f", {float(t):g} s ({', '.join(ids)})" for t, ids in rest)
+
+
 def render(summary: dict[str, Any], dataset: str) -> str:
     cov = summary["coverage"]
     run = summary["run"]
@@ -120,7 +130,7 @@ def render(summary: dict[str, Any], dataset: str) -> str:
            "disturbs less.", "",
            f"The split: {split_rule()} (docs/laxity_estimate.md). Dev first; the held-out figures are computed "
            "with nothing chosen on them.", "",
-           f"Environment: {run.get('environment') or 'n/a'}; time limit {run.get('timeout')} s per test process; "
+           f"Environment: {run.get('environment') or 'n/a'}; time limit per test process: {_limits(cov, run)}; "
            f"coharden revision {run.get('revision') or 'n/a'}.", "",
            "## Coverage", ""]
     statuses = sorted({s for repo in cov["per_repo"].values() for s in repo})

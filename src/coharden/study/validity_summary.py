@@ -182,6 +182,8 @@ def coverage(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "golden_rejects_correct": golden_rejects_correct,
         "inadmissible_outcomes": dict(sorted(inadmissible.items())),
         "test_outcomes": dict(sorted(outcomes.items())),
+        "timeouts": {str(t): sorted(h["instance_id"] for h in heads.values() if h.get("timeout") == t)
+                     for t in sorted({h["timeout"] for h in heads.values() if h.get("timeout") is not None})},
         "skipped": [{"instance_id": h["instance_id"], "status": h["status"], "reason": h.get("reason")}
                     for h in heads.values() if h["status"] != "ran"],
     }
