@@ -172,6 +172,21 @@ def test_code_that_raises_before_any_test_runs_is_not_a_harness_error(tmp_path: 
     assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
     assert verdict.reason == ("test ids not run: test_a (the code under test raised before sympy ran a test: "
                               "ValueError: there were repeated elements.)")
+    # sympy-12481's wrong fix: a test module's import raises in the code, then bin/test's reporter crashes while
+    # handling it (a chained traceback whose last one is in the runner's own file): the code's exception decides
+    (tmp_path / "sympy" / "utilities").mkdir(parents=True)
+    (tmp_path / "sympy" / "utilities" / "runtests.py").write_text(
+        "def run(path):\n    try:\n        __import__(path)\n    except Exception:\n        self_reporter = None\n"
+        "        self_reporter._active_file\n")
+    _fake_bin_test(tmp_path, f"sys.path.insert(0, {str(tmp_path)!r})\nfrom sympy.utilities.runtests import run\n"
+                   "run('pkg')")
+    chained = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert chained.outcome is Outcome.COLLECTION_ERROR, chained.reason
+    assert "ValueError: there were repeated elements." in chained.reason
+    # the runner's own failure, not while handling the code's exception, stays a harness error
+    (tmp_path / "sympy" / "utilities" / "runtests.py").write_text("def run(path):\n    None._active_file\n")
+    alone = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    assert alone.outcome is Outcome.HARNESS_ERROR, alone.reason
     _fake_bin_test(tmp_path, "import json\njson.loads('not json')")
     outside = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
     assert outside.outcome is Outcome.HARNESS_ERROR

@@ -1,5 +1,5 @@
 """Pure computations behind the reports: rates and means, correlations, per-class shares, a 2x2 exact test,
-quantiles.
+quantiles, percentile bootstrap intervals (seeded; whole clusters resampled).
 
 No I/O and no third-party dependencies, so every figure of a report can be unit-tested on hand-made rows.
 """
@@ -7,9 +7,12 @@ No I/O and no third-party dependencies, so every figure of a report can be unit-
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def rate(k: float, n: float) -> float | None:
@@ -222,3 +225,44 @@ def confusion(pairs: Iterable[tuple[bool, bool]]) -> dict[str, int]:
         key = "both" if ours and theirs else "ours_only" if ours else "theirs_only" if theirs else "neither"
         out[key] += 1
     return out
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default, Hyndman & Fan type 7)."""
+    if not sorted_values:
+        raise ValueError("percentile of an empty sequence")
+    h = (len(sorted_values) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def bootstrap_interval(n: int, statistic: Callable[[list[int]], float | None], *, n_boot: int = 2000,
+                       seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile interval of ``statistic`` over ``n_boot`` draws of ``n`` indices with replacement.
+
+    Draw ``b`` (for b in range(n_boot)) picks ``n`` indices with ``random.Random(seed).randrange(n)``, in
+    order, from one generator shared by all draws; a draw whose statistic is None is skipped. The bounds are
+    the ``(1 - level) / 2`` and ``(1 + level) / 2`` :func:`percentile` s of the draws' statistics. None with
+    ``n`` = 0 or no draw with a statistic."""
+    if n == 0:
+        return None
+    rng = random.Random(seed)
+    values: list[float] = []
+    for _ in range(n_boot):
+        value = statistic([rng.randrange(n) for _ in range(n)])
+        if value is not None:
+            values.append(value)
+    if not values:
+        return None
+    values.sort()
+    return percentile(values, (1 - level) / 2), percentile(values, (1 + level) / 2)
+
+
+def cluster_bootstrap(clusters: Sequence[Sequence[T]], statistic: Callable[[list[T]], float | None], *,
+                      n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
+    """:func:`bootstrap_interval` of ``statistic`` over the items of whole clusters drawn with replacement (a
+    cluster drawn twice brings its items twice): items of one cluster (the tests of one instance) are resampled
+    together, never one by one."""
+    return bootstrap_interval(len(clusters), lambda idx: statistic([x for i in idx for x in clusters[i]]),
+                              n_boot=n_boot, seed=seed, level=level)

@@ -113,8 +113,10 @@ def _register() -> None:
     from coharden.cli.suite import suite_app
     from coharden.cli.suite_compare import compare_cmd
     from coharden.cli.table import study_table
+    from coharden.cli.validity import study_validity
 
     study_app.command("table")(study_table)
+    study_app.command("validity")(study_validity)
     suite_app.command("compare")(compare_cmd)
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
     for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 _TRACEBACK = "Traceback (most recent call last):"
+_DURING = "During handling of the above exception, another exception occurred:"
 _FRAME = re.compile(r'^\s*File "(?P<path>/[^"]+)", line \d+', re.M)  # absolute files only: no <frozen os>
 _ERROR_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit))(?:: .*)?$", re.M)
 # what the machine or the environment raises, never a change of the code under test
@@ -24,19 +25,28 @@ def raised_in(output: str, root: Path, runner_files: tuple[str, ...] = ()) -> st
     """The error line of the output's last traceback when its innermost file frame is a file of the checkout
     ``root`` other than the runner's own (``runner_files``, relative to the root): the code under test raised
     (``import sympy`` in bin/test, on a mutant that breaks the package's import). None otherwise: the runner's or
-    the environment's own failure (a missing module, the disk, the memory, a path the sandbox does not grant)."""
-    at = output.rfind(_TRACEBACK)
-    if at < 0:
-        return None
-    tail = output[at:]
-    frames = _FRAME.findall(tail)
-    errors = list(_ERROR_LINE.finditer(tail))
-    if not frames or not errors or errors[-1]["type"].rsplit(".", 1)[-1] in _ENVIRONMENT_ERRORS:
-        return None
-    innermost = Path(os.path.normpath(frames[-1]))
-    for base in {root, root.resolve()}:
-        if innermost.is_relative_to(base):
-            return None if innermost.relative_to(base).as_posix() in runner_files else errors[-1][0][:200]
+    the environment's own failure (a missing module, the disk, the memory, a path the sandbox does not grant).
+
+    A last traceback raised in a runner's file *while handling* an earlier one (Python's "During handling of the
+    above exception" chain) is the runner failing to report that earlier exception: the earlier one decides
+    (sympy-12481's wrong fix breaks a test module's import, and bin/test's reporter then crashes on it)."""
+    end = len(output)
+    while (at := output.rfind(_TRACEBACK, 0, end)) >= 0:
+        tail = output[at:end]
+        frames = _FRAME.findall(tail)
+        errors = list(_ERROR_LINE.finditer(tail))
+        if not frames or not errors or errors[-1]["type"].rsplit(".", 1)[-1] in _ENVIRONMENT_ERRORS:
+            return None
+        innermost = Path(os.path.normpath(frames[-1]))
+        inside = next((innermost.relative_to(base).as_posix() for base in {root, root.resolve()}
+                       if innermost.is_relative_to(base)), None)
+        if inside is None:
+            return None
+        if inside not in runner_files:
+            return errors[-1][0][:200]
+        if not output[:at].rstrip().endswith(_DURING):
+            return None
+        end = output[:at].rstrip().rfind(_DURING)
     return None
 
 

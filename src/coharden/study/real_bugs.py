@@ -238,7 +238,9 @@ class RealBugsStudy:
                                           "error": str(exc)[:800], "environment_error": True, "seconds": 0.0,
                                           "resumed": False}
         else:
-            row = self.cached("study.verify", key, compute, keep=keep_row)
+            # a time-out says how long this run's limit was, not whether the golden test is F->P: not stored, so
+            # a run with a larger --timeout checks again (its verdicts stay cached under their own limit)
+            row = self.cached("study.verify", key, compute, keep=lambda r: keep_row(r) and not _timed_out(r))
         if row is None:
             return None
         row["expected"] = env.get(self.data.env_field)
@@ -300,9 +302,12 @@ class RealBugsStudy:
         return self.cached("study.mpe", key, compute, keep=keep_row)
 
     # step 4 -------------------------------------------------------------------------------------------------
-    def fix_verdicts(self, iid: str, fix: Fix, kind: str) -> dict[str, Any] | None:
+    def fix_verdicts(self, iid: str, fix: Fix, kind: str, tests: dict[str, str] | None = None
+                     ) -> dict[str, Any] | None:
+        """The verdicts of the golden test and every system's test on ``fix`` (``tests``: name -> test patch,
+        the golden one named ``GOLDEN``, instead of :meth:`StudyData.test_patches`)."""
         inst = self.data.instances[iid]
-        tests = self.data.test_patches(iid, self.config.systems)
+        tests = tests if tests is not None else self.data.test_patches(iid, self.config.systems)
 
         def body(row: dict[str, Any]) -> None:
             ex = self.executor(inst)
@@ -380,6 +385,10 @@ class RealBugsStudy:
 
             keep("imitation", imitation_step(self, iid), lambda r: f"imitation {iid}")
         return mine
+
+
+def _timed_out(row: dict[str, Any]) -> bool:
+    return any((row.get(side) or {}).get("outcome") == Outcome.TIMEOUT.value for side in ("buggy", "fixed"))
 
 
 def _flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:

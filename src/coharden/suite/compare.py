@@ -21,27 +21,18 @@ are a legitimate outcome, counted and reported per arm.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coharden.analysis.stats import bootstrap_interval
+from coharden.analysis.stats import percentile as percentile  # re-exported: its home was here
 from coharden.llm import LLMClient, LLMConfig
 from coharden.suite.loop import HardeningConfig, Round0, SuiteRun, harden
 from coharden.suite.operators import ModuleMutant
 from coharden.suite.runner import KillOracle, MutantStatus
 
 # --- statistics (pure) ---------------------------------------------------------------------------------
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default, Hyndman & Fan type 7)."""
-    if not sorted_values:
-        raise ValueError("percentile of an empty sequence")
-    h = (len(sorted_values) - 1) * q
-    lo = math.floor(h)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (h - lo) * (sorted_values[hi] - sorted_values[lo])
 
 
 def ratio(clusters: Sequence[tuple[int, int]]) -> float | None:
@@ -59,7 +50,8 @@ def cluster_bootstrap_ci(clusters: Sequence[tuple[int, int]], *, n_boot: int = 2
     ``(1 - level) / 2`` and ``(1 + level) / 2`` :func:`percentile` s of the draws' ratios. None with no
     clusters (or no draw with a non-zero total).
     """
-    return _bootstrap(len(clusters), lambda idx: ratio([clusters[i] for i in idx]), n_boot, seed, level)
+    return bootstrap_interval(len(clusters), lambda idx: ratio([clusters[i] for i in idx]), n_boot=n_boot,
+                              seed=seed, level=level)
 
 
 def paired_bootstrap_diff_ci(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]], *, n_boot: int = 2000,
@@ -72,25 +64,7 @@ def paired_bootstrap_diff_ci(a: Sequence[tuple[int, int]], b: Sequence[tuple[int
         ra, rb = ratio([a[i] for i in idx]), ratio([b[i] for i in idx])
         return ra - rb if ra is not None and rb is not None else None
 
-    return _bootstrap(len(a), diff, n_boot, seed, level)
-
-
-def _bootstrap(n: int, statistic: Callable[[list[int]], float | None], n_boot: int, seed: int, level: float
-               ) -> tuple[float, float] | None:
-    """Percentile interval of ``statistic`` over ``n_boot`` draws of ``n`` indices with replacement (one
-    seeded generator for all draws, indices drawn in order); draws whose statistic is None are skipped."""
-    if n == 0:
-        return None
-    rng = random.Random(seed)
-    stats: list[float] = []
-    for _ in range(n_boot):
-        value = statistic([rng.randrange(n) for _ in range(n)])
-        if value is not None:
-            stats.append(value)
-    if not stats:
-        return None
-    stats.sort()
-    return percentile(stats, (1 - level) / 2), percentile(stats, (1 + level) / 2)
+    return bootstrap_interval(len(a), diff, n_boot=n_boot, seed=seed, level=level)
 
 
 # --- arms ----------------------------------------------------------------------------------------------

