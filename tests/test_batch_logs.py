@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from coharden.cli import app
-from coharden.mpe.logs import safe_name
+from coharden.mpe.logs import run_log, safe_name
 from conftest import CALC_FILES, CALC_FIX, GOOD_TEST, calc_test_file, make_patch, make_repo
 
 LAX_TEST = """\
@@ -78,3 +78,16 @@ def test_names_become_safe_path_components() -> None:
     assert safe_name("../../etc") == "_.._etc"  # one component: no separator, never .. itself
     assert safe_name("..") == "_"
     assert safe_name("sympy__sympy-20590") == "sympy__sympy-20590"
+
+
+def test_the_run_log_names_mutants_without_a_cell() -> None:
+    """A mutant with no cell is stored with ``cell: null`` (an inadmissible or implausible one): its line says
+    why instead of the log crashing on a None, which stopped every batch with an implausible mutant (issue 50)."""
+    row = {"instance_id": "i", "model_name_or_path": "m", "mutants": [
+        {"cell": None, "mutant": {"id": "widened_scope-1"}, "plausibility": {"outcome": "FAIL"}},
+        {"cell": None, "mutant": {"id": "incomplete_fix-1"}, "candidate": {"outcome": "TIMEOUT"}},
+        {"cell": "beta", "mutant": {"id": "token_revert-1"}}]}
+    lines = run_log(row).splitlines()
+    assert any("implausible" in line and "widened_scope-1" in line for line in lines)
+    assert any(line.split()[:2] == ["-", "incomplete_fix-1"] for line in lines)
+    assert any(line.split()[:2] == ["beta", "token_revert-1"] for line in lines)

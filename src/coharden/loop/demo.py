@@ -19,7 +19,8 @@ from coharden.llm import CacheMode, CallStore, CostOverride, LLMClient, LLMConfi
 from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
 from coharden.loop.progress import ProgressCallback
-from coharden.schema.mpe_config import LOOP_TAU
+from coharden.schema.mpe_config import LOOP_TAU, MPEConfig
+from coharden.schema.mutant import Operator
 
 REPLIES = "loop-replies.yaml"
 #: The example the demo runs by default, relative to the current directory, else to the checkout coharden was
@@ -31,9 +32,15 @@ MODEL = "openai/demo-model"
 #: The variable the demo's key is read from (a made-up key: the mock server checks it like a provider would).
 KEY_VAR = "COHARDEN_DEMO_KEY"
 DEMO_KEY = "sk-coharden-demo"
-#: The loop's own defaults (tau 0.2, N = 3 mutants per operator), three joint rounds: the scripted weak round
-#: exceeds the default tau, so the regression shows as it would in a real run.
-DEMO_CONFIG = LoopConfig(rounds=3)
+#: The loop's own tau (0.2, N = 3 mutants per operator), three joint rounds, decided by Algorithm 1's point rule
+#: (``paper_classes``) over the eight operators the scripted replies were written against: the scripted weak round
+#: exceeds tau, so the regression shows as it would in a real run. With the default interval rule over distinct
+#: behaviours the example's small pools stay Borderline (issue 50: 7 to 9 behaviours, 17 needed), and with the
+#: three operators issue 50 added the weak round's laxity is 0.15: the scripted story would not show.
+DEMO_OPERATORS = ("incomplete_fix", "behavior_substitution", "symptom_suppression", "input_specific_shortcut",
+                  "token_revert", "widened_scope", "narrowed_scope", "caller_patch")
+DEMO_CONFIG = LoopConfig(rounds=3, mpe=MPEConfig.for_loop().model_copy(update={
+    "paper_classes": True, "operators": [Operator(op) for op in DEMO_OPERATORS]}))
 assert DEMO_CONFIG.tau == LOOP_TAU
 
 

@@ -59,7 +59,10 @@ def run_log(row: dict[str, Any]) -> str:
         lines.append(f"mutants ({len(mutants)}; `coharden mutants show {row.get('instance_id')}:ID` prints one):")
         for m in mutants:
             mutant = m.get("mutant") or {}
-            lines.append(f"  {m.get('cell', '-'):5}  {mutant.get('id', '?')}  {mutant.get('location', '')}  "
+            # a mutant with no cell (inadmissible, implausible) is stored with cell null: its reason stands there
+            cell = m.get("cell") or ("implausible" if (m.get("plausibility") or {}).get("outcome") in
+                                     ("FAIL", "TIMEOUT", "COLLECTION_ERROR") else "-")
+            lines.append(f"  {cell:11}  {mutant.get('id', '?')}  {mutant.get('location', '')}  "
                          f"{mutant.get('description', '')}")
     return "\n".join([*lines, ""])
 
