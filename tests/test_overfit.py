@@ -158,13 +158,13 @@ def test_reward_equals_a_hand_computation_with_changed_line_coverage(executor: I
     assert (lax.old.outcome.value, lax.new.outcome.value) == ("FAIL", "PASS")  # type: ignore[union-attr]
     assert lax.reward == pytest.approx((1 + 1 + 4 / 8) / 3)
 
-    # the golden test: on the old code its first assertion (is_allowed) fails, so only A and B ran there; on the
-    # new code it runs all four statements: (2 + 4) / 8
+    # the golden test: one case per input (issue 50's parametrized example), so on the old code too the cases
+    # that reach retry_after run it although the is_allowed cases fail: all four statements on both sides
     golden = evaluate_pair(executor, fix, executor.instance.test_patch)
     assert golden.coverage is not None
-    assert (golden.coverage.covered, golden.coverage.total) == (6, 8)
-    assert golden.coverage.missed() == {LIMITER: {"old": [line_of(old, C_OLD), line_of(old, D_OLD)], "new": []}}
-    assert golden.reward == pytest.approx((1 + 1 + 6 / 8) / 3)
+    assert (golden.coverage.covered, golden.coverage.total) == (8, 8)
+    assert golden.coverage.missed() == {LIMITER: {"old": [], "new": []}}
+    assert golden.reward == pytest.approx((1 + 1 + 8 / 8) / 3)
 
     # the stdlib fallback tracer measures the same lines
     test = executor.test_patch((EXAMPLES / "boundary_check/candidates/lax.patch").read_text())
@@ -185,13 +185,14 @@ def test_reward_of_two_files_covers_both_files(workdir: Path, settings: Settings
     inst = local.instance
     with InstanceExecutor(inst, Path(inst.repo), settings, Store(settings.store)) as ex:
         pair = evaluate_pair(ex, fix, (EXAMPLES / "two_files/candidates/rigorous.patch").read_text())
-    # by hand: 2 deleted + 2 added lines. On the old code the rigorous test fails at its first assertion
-    # (to_cents), so only money.py's old line ran; on the new code all of it passes: (1 + 2) / 4
+    # by hand: 2 deleted + 2 added lines. The rigorous test has one case per input (issue 50's parametrized
+    # example): on the old code the invoice cases run invoice.py's old line too, though to_cents' cases fail; on
+    # the new code all of it passes: (2 + 2) / 4
     assert pair.coverage is not None
     assert {f.path: (len(f.deleted_covered), len(f.added_covered)) for f in pair.coverage.files} == {
-        "billing/invoice.py": (0, 1), "billing/money.py": (1, 1)}
+        "billing/invoice.py": (1, 1), "billing/money.py": (1, 1)}
     assert pair.fail_to_pass
-    assert pair.reward == pytest.approx((1 + 1 + 3 / 4) / 3)
+    assert pair.reward == pytest.approx((1 + 1 + 4 / 4) / 3)
 
 
 def test_executable_changed_lines_skip_blank_comment_and_docstring_lines() -> None:
@@ -408,10 +409,10 @@ def test_cli_refine_outputs_and_eval_overfitting(workdir: Path, serve, tmp_path:
     assert [(r["instance"], r["changed"], r["status"]) for r in iterations] == [(b_id, "focal", "kept"),
                                                                                (t_id, "focal", "kept")]
     rows = {json.loads(x)["instance"]: json.loads(x) for x in (out / "instances.jsonl").read_text().splitlines()}
-    # two_files by hand: 4 executable changed lines (the comment-free fix), the rigorous test fails at to_cents on
-    # the old code (1 old line ran) and runs both new lines: 3/4 before (fails at the tax) and after
-    assert rows[t_id]["initial"]["coverage"] == rows[t_id]["final"]["coverage"] == pytest.approx(3 / 4)
-    assert rows[t_id]["final"]["reward"] == pytest.approx((1 + 1 + 3 / 4) / 3)
+    # two_files by hand: 4 executable changed lines (the comment-free fix); the rigorous test's cases (one per
+    # input) run both old and both new lines: 4/4 before and after
+    assert rows[t_id]["initial"]["coverage"] == rows[t_id]["final"]["coverage"] == pytest.approx(4 / 4)
+    assert rows[t_id]["final"]["reward"] == pytest.approx((1 + 1 + 4 / 4) / 3)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["fail_to_pass"] == {"before": 0, "after": 2}
     assert summary["sides_changed"] == {"focal": 2, "test": 0, "both": 0}
@@ -429,7 +430,7 @@ def test_cli_refine_outputs_and_eval_overfitting(workdir: Path, serve, tmp_path:
     assert (change["baseline_resolved"], change["injected_resolved"]) == (0, 1)
     assert (change["gained"], change["lost"], change["net_gain"], change["gained_ids"]) == (1, 0, 1, [t_id])
     assert sec["coverage"]["after"]["overfit"]["mean_coverage"] == pytest.approx(1.0)
-    assert sec["coverage"]["after"]["not_overfit"]["mean_coverage"] == pytest.approx(3 / 4)
+    assert sec["coverage"]["after"]["not_overfit"]["mean_coverage"] == pytest.approx(4 / 4)
     assert sec["instances"][b_id]["stop_reason"] == "fail_to_pass"
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "Test overfitting before and after refinement: critic" in markdown
