@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from coharden.mpe.result import BREAKING, IMPLAUSIBLE
 from coharden.schema.prediction import Prediction
 
 
@@ -60,8 +61,8 @@ def run_log(row: dict[str, Any]) -> str:
         for m in mutants:
             mutant = m.get("mutant") or {}
             # a mutant with no cell (inadmissible, implausible) is stored with cell null: its reason stands there
-            cell = m.get("cell") or ("implausible" if (m.get("plausibility") or {}).get("outcome") in
-                                     ("FAIL", "TIMEOUT", "COLLECTION_ERROR") else "-")
+            cell = m.get("cell") or (IMPLAUSIBLE if (m.get("plausibility") or {}).get("outcome") in BREAKING
+                                     else "-")
             lines.append(f"  {cell:11}  {mutant.get('id', '?')}  {mutant.get('location', '')}  "
                          f"{mutant.get('description', '')}")
     return "\n".join([*lines, ""])

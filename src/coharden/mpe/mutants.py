@@ -15,6 +15,7 @@ from typing import Any
 
 from coharden.errors import CoHardenError
 from coharden.execution.store import MPE_RESULT, MPE_ROW, Store
+from coharden.mpe.result import BREAKING, IMPLAUSIBLE
 
 #: What each cell says about the wrong fix (the candidate's verdict, the reference's).
 CELL_MEANING = {"alpha": "both tests pass", "beta": "let through: the candidate passes, the reference fails",
@@ -72,7 +73,7 @@ def _from_result(data: dict[str, Any], run: str, created: float) -> list[PastMut
 
 def _not_counted(row: dict[str, Any]) -> str:
     """The cell column of a mutant without a cell: ``implausible`` when it broke a PASS_TO_PASS test, else ``-``."""
-    return "implausible" if _outcome(row.get("plausibility")) in ("FAIL", "TIMEOUT", "COLLECTION_ERROR") else "-"
+    return IMPLAUSIBLE if _outcome(row.get("plausibility")) in BREAKING else "-"
 
 
 def behaviour_sizes(mutants: list[PastMutant]) -> dict[tuple[str, str, str, str], int]:

@@ -17,6 +17,8 @@ from coharden.schema.verdict import Outcome, Verdict
 
 IMPLAUSIBLE = "implausible"
 """The inadmissible reason of a mutant that breaks a PASS_TO_PASS test (see :mod:`coharden.mpe.plausibility`)."""
+BREAKING = frozenset({Outcome.FAIL.value, Outcome.TIMEOUT.value, Outcome.COLLECTION_ERROR.value})
+"""The PASS_TO_PASS outcomes that make a mutant implausible: a test fails, hangs, or no longer collects."""
 
 
 class MutantResult(BaseModel):
@@ -39,7 +41,7 @@ class MutantResult(BaseModel):
             return None
         if verdict.outcome is Outcome.PASS:
             return True
-        return False if verdict.outcome in (Outcome.FAIL, Outcome.TIMEOUT, Outcome.COLLECTION_ERROR) else None
+        return False if verdict.outcome.value in BREAKING else None
 
     @property
     def inadmissible_reason(self) -> str | None:
