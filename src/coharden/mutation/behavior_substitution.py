@@ -251,6 +251,22 @@ def generate(ctx: FixContext) -> Iterator[RawMutant]:
                             files, {"site": "guard"} if on_guard else {})
 
 
+def line_site_mutants(ctx: FixContext, operator: Operator,
+                      collector: Callable[[set[int]], LineSites]) -> Iterator[RawMutant]:
+    """One mutant per site that ``collector(lines the fix adds)`` finds in each fixed Python file (its
+    ``sites``: :class:`Site` s), the other files of the fix as fixed: the loop every line-site operator shares."""
+    fixed = {c.path: c.new for c in ctx.files}
+    for change in ctx.python_files:
+        module = parsed(change.new)
+        if module is None:
+            continue
+        sites = collector(change.added_lines())
+        module.visit(sites)
+        for site in sites.sites:  # type: ignore[attr-defined]
+            yield RawMutant(operator, site.description[:160], f"{change.path}:{site.line}",
+                            {**fixed, change.path: module.replace(site.node, site.replacement)})
+
+
 @register
 class BehaviorSubstitution(ContextOperator):
     """Imitates a wrong fix with the right shape but a *slightly wrong expression* (an off-by-one bound, the

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from coharden.mutation.behavior_substitution import Site, code_of
+from coharden.mutation.behavior_substitution import Site, code_of, line_site_mutants
 from coharden.mutation.candidates import RawMutant
-from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.cstedit import LineSites, parsed
+from coharden.mutation.context import FixContext
+from coharden.mutation.cstedit import LineSites
 from coharden.mutation.registry import ContextOperator, Example, register
 from coharden.schema.mutant import Operator
 
@@ -93,22 +93,8 @@ class WideningSites(LineSites):
             self.sites.append(Site(node, wide, f"except {code_of(node.type)} -> except Exception", line))
 
 
-def mutate_file(change: FileChange) -> Iterator[tuple[Site, str]]:
-    module = parsed(change.new)
-    if module is None:
-        return
-    sites = WideningSites(change.added_lines())
-    module.visit(sites)
-    for site in sites.sites:
-        yield site, module.replace(site.node, site.replacement)
-
-
 def generate(ctx: FixContext) -> Iterator[RawMutant]:
-    fixed = {c.path: c.new for c in ctx.files}
-    for change in ctx.python_files:
-        for site, code in mutate_file(change):
-            yield RawMutant(Operator.WIDENED_SCOPE, site.description[:160], f"{change.path}:{site.line}",
-                            {**fixed, change.path: code})
+    return line_site_mutants(ctx, Operator.WIDENED_SCOPE, WideningSites)
 
 
 @register
