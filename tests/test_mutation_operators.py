@@ -621,3 +621,21 @@ def test_higher_order_without_two_operators_apart_makes_nothing() -> None:
     from coharden.mutation import higher_order
 
     assert not list(higher_order.generate(FixContext([FileChange("m.py", "x = 1\n", "x = 2\n")])))
+
+
+def test_higher_order_combines_only_the_operators_the_pool_was_asked_for() -> None:
+    from coharden.mutation.higher_order import HigherOrder
+    from coharden.mutation.registry import OperatorInputs
+
+    ctx = _ctx()
+    chosen = (Operator.INCOMPLETE_FIX, Operator.BEHAVIOR_SUBSTITUTION, Operator.HIGHER_ORDER)
+    mutants = list(HigherOrder().generate(OperatorInputs(ctx, operators=chosen)))
+    assert mutants
+    assert {(m.meta["first"]["operator"], m.meta["second"]["operator"]) for m in mutants} \
+        == {("incomplete_fix", "behavior_substitution")}
+    # one first-order operator beside it: nothing to pair
+    assert not list(HigherOrder().generate(OperatorInputs(ctx, operators=(Operator.INCOMPLETE_FIX,
+                                                                           Operator.HIGHER_ORDER))))
+    # no selection: the default pool's operators, as generate(ctx)
+    everything = list(HigherOrder().generate(OperatorInputs(ctx)))
+    assert len({(m.meta["first"]["operator"], m.meta["second"]["operator"]) for m in everything}) > 1

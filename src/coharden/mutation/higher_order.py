@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import difflib
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext, parses
-from coharden.mutation.registry import ContextOperator, Example, register
+from coharden.mutation.registry import ContextOperator, Example, OperatorInputs, register
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
 MAX_PAIRS = 64
@@ -88,17 +88,20 @@ def combined(ctx: FixContext, a: dict[str, tuple[Edit, ...]], b: dict[str, tuple
     return files
 
 
-def first_order(ctx: FixContext) -> dict[Operator, list[FirstOrder]]:
+def first_order(ctx: FixContext, operators: Sequence[Operator] | None = None) -> dict[Operator, list[FirstOrder]]:
     """The first-order mutants of every built-in operator that reads only the fix, this one excepted, by operator
     (registry order): at most :data:`MAX_FIRST_ORDER` each, those that parse and change a fixed file, each
-    content once."""
+    content once. ``operators``: only these take part (the pool's selection; None: the default pool)."""
     from coharden.mutation.registry import registry  # the operators' classes, imported on first use
 
     ops = registry()
     out: dict[Operator, list[FirstOrder]] = {}
     seen: set[tuple[tuple[str, str], ...]] = set()
+    allowed = set(MECHANICAL_DEFAULT if operators is None else operators)
     for op in MECHANICAL_DEFAULT:
         cls = ops.get(op)
+        if op not in allowed:
+            continue
         if op is Operator.HIGHER_ORDER or cls is None or cls.needs or not issubclass(cls, ContextOperator):
             continue
         mutants: list[FirstOrder] = []
@@ -121,8 +124,8 @@ def _part(mutant: RawMutant) -> str:
     return f"{mutant.operator.value}: {mutant.description[:72]} (line {line})"
 
 
-def generate(ctx: FixContext) -> Iterator[RawMutant]:
-    by_op = first_order(ctx)
+def generate(ctx: FixContext, operators: Sequence[Operator] | None = None) -> Iterator[RawMutant]:
+    by_op = first_order(ctx, operators)
     names = list(by_op)
     groups: list[list[tuple[FirstOrder, FirstOrder]]] = []
     for i, first in enumerate(names):
@@ -154,6 +157,10 @@ class HigherOrder(ContextOperator):
 
     name = Operator.HIGHER_ORDER
     from_context = staticmethod(generate)
+
+    def generate(self, inputs: OperatorInputs) -> Iterable[RawMutant]:
+        """Combines only the operators the pool was asked for (``--operators IF,HO`` pairs nothing)."""
+        return generate(inputs.ctx, inputs.operators)
     EXAMPLES = (Example("def f(x, lo):\n    if x > 9:\n        return 9\n    return x\n",
                         "def f(x, lo):\n    if x > 9:\n        return 9\n    if x < lo:\n        return lo\n\n"
                         "    return clip(x, 0)\n",

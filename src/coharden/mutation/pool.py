@@ -319,7 +319,8 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     chosen = {op: registry()[Operator(op)]() for op in operators}
     needs = recordings_needed(operators)
     inputs = OperatorInputs(ctx, base_file=executor.base_file,
-                            is_test_path=lambda path: is_test_path(path, executor.settings.test_patterns))
+                            is_test_path=lambda path: is_test_path(path, executor.settings.test_patterns),
+                            operators=tuple(Operator(op) for op in operators))
     generated: dict[Operator, list[RawMutant]] = {}
     for op, operator in chosen.items():
         if not type(operator).needs:

@@ -50,6 +50,8 @@ class OperatorInputs:
     base_file: Callable[[str], str | None] = lambda path: None
     """Buggy (base commit) content of any repository file, for operators that patch outside the fix."""
     is_test_path: Callable[[str], bool] = lambda path: False
+    operators: tuple[Operator, ...] | None = None
+    """The pool's chosen operators (None: the default pool), for an operator that combines others' mutants."""
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(operator, reason) -> count of sites an operator could not use."""
 
