@@ -194,3 +194,24 @@ def test_a_huge_failure_message_is_a_plain_failure_not_a_replaced_file(make_exec
     assert len(verdict.model_dump_json()) < 1 << 20  # what is stored stays small
     if verdict.outcome is Outcome.HARNESS_ERROR:
         assert "MiB" in verdict.reason, verdict.reason
+
+
+def test_the_disk_watch_counts_what_lies_past_path_max(tmp_path: Path) -> None:
+    """A file written at the bottom of 5,000 nested directories (a path of 10,000 characters) counts towards the
+    disk limit: a path-based walk stopped at PATH_MAX and let it through."""
+    from coharden.execution.disklimit import DiskWatch
+
+    watch = DiskWatch([tmp_path], 1 << 30)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(5000):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        handle = os.open("big", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd)
+        os.write(handle, b"x" * (8 << 20))
+        os.close(handle)
+    finally:
+        os.close(fd)
+    assert watch.measure() >= 8 << 20

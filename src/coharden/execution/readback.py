@@ -35,7 +35,7 @@ class OversizeFile(UnsafeFile):
     """The file is larger than the limit the grader reads: no tampering, a size (``size`` bytes over ``limit``)."""
 
     def __init__(self, path: Path, size: int, limit: int) -> None:
-        super().__init__(path, f"it is {size / (1 << 20):.4g} MiB, over the limit of {limit / (1 << 20):.4g} MiB")
+        super().__init__(path, f"it is larger than {limit} bytes ({size} bytes)")
         self.size = size
         self.limit = limit
 
