@@ -42,7 +42,7 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 INTERVAL = 0.2  # seconds between two looks at the free space
@@ -126,25 +126,17 @@ class DiskWatch:
         run's processes hold open."""
         seen: set[tuple[int, int]] = set()
         total = 0
-        stack = list(self._paths)
-        while stack:
-            directory = stack.pop()
-            try:
-                entries = os.scandir(directory)
-            except OSError:
-                continue
-            with entries:
-                for entry in entries:
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(info.st_mode) and entry.path not in self._skip and info.st_dev in self._devices:
-                        stack.append(entry.path)
-                    key = (info.st_dev, info.st_ino)
-                    if info.st_ctime_ns >= self._since and key not in seen:
-                        seen.add(key)
-                        total += max(info.st_blocks * 512, INODE_COST)
+        skip = set()
+        for path in self._skip:
+            with contextlib.suppress(OSError):
+                found = os.stat(path, follow_symlinks=False)  # noqa: PTH116
+                skip.add((found.st_dev, found.st_ino))
+        for top in self._paths:
+            for info in _entries(top, skip, self._devices):
+                key = (info.st_dev, info.st_ino)
+                if info.st_ctime_ns >= self._since and key not in seen:
+                    seen.add(key)
+                    total += max(info.st_blocks * 512, INODE_COST)
         for pid in self._pids():
             total += _deleted_open(pid, self._devices, seen)
         return total
@@ -153,6 +145,67 @@ class DiskWatch:
         """The verdict's reason once the limit was passed."""
         return (f"the run wrote more than {_mib(self.limit)} MiB into its worktree and scratch directories "
                 f"(max_disk_mb; {_mib(self.written)} MiB found) and was killed")
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _entries(top: str, skip: set[tuple[int, int]], devices: set[int]) -> Iterator[os.stat_result]:
+    """The ``lstat`` of every entry below ``top``, into directories on ``devices`` but those in ``skip`` ((device,
+    inode) pairs), links never followed. A path-based walk missed everything past PATH_MAX (a test nests 25,000
+    directories in a second, and writes at the bottom) and one holding a descriptor per level ran out of them: one
+    descriptor is open at a time, going down through a child's and back up through ``..`` (checked to be the
+    directory it came from; a tree moved under the walk ends it)."""
+    try:
+        fd = os.open(top, _DIR)
+    except OSError:
+        return
+    try:
+        here = os.fstat(fd)
+        stack = [((here.st_dev, here.st_ino), _listing(fd))]
+        while stack:
+            ident, pending = stack[-1]
+            below = None
+            while pending:
+                name = pending.pop()
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                yield info
+                if stat.S_ISDIR(info.st_mode) and info.st_dev in devices and (info.st_dev, info.st_ino) not in skip:
+                    below = name
+                    break
+            if below is not None:
+                try:
+                    inner = os.open(below, _DIR, dir_fd=fd)
+                except OSError:
+                    continue
+                os.close(fd)
+                fd = inner
+                here = os.fstat(fd)
+                stack.append(((here.st_dev, here.st_ino), _listing(fd)))
+                continue
+            stack.pop()
+            if not stack:
+                return
+            up = os.open("..", _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            there = os.fstat(fd)
+            if (there.st_dev, there.st_ino) != stack[-1][0]:
+                return
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _listing(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)  # noqa: PTH208 - a descriptor
+    except OSError:
+        return []
 
 
 def _mib(size: int) -> str:

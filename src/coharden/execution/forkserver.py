@@ -22,9 +22,9 @@ import json
 import os
 import secrets
 import selectors
-import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,10 +35,12 @@ from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descenda
 from coharden.execution.forkserver_main import protocol_mac
 from coharden.execution.pidslimit import PidsCgroup
 from coharden.execution.readback import UnsafeFile, read_text
+from coharden.execution.removal import remove_tree_quietly
 from coharden.execution.sandbox import (
     OUTPUT_LIMIT,
     Confinement,
     ProcessResult,
+    command_line_problem,
     mark_owner,
     sandbox_wrap,
     spawn_long_lived,
@@ -251,6 +253,11 @@ class ForkServer:
         the fork runs it with ``args``, as ``python script args`` would, not pytest."""
         assert self.proc is not None
         assert self.proc.stdin is not None
+        # a fork takes its arguments over the pipe, never through exec: the same limit as a fresh process all the
+        # same, so that a verdict does not depend on whether the run was forked
+        problem = command_line_problem([sys.executable, "-m", "pytest", *args], self._request_env(env))
+        if problem:
+            return ProcessResult(None, f"coharden: {problem}", 0.0, False, self.isolation, lost=problem)
         own_out = out is None
         if out is None:
             handle, name = tempfile.mkstemp(prefix="out-", dir=self.scratch)
@@ -352,10 +359,7 @@ class ForkServer:
             for entry in self.scratch.iterdir():
                 if entry in keep:
                     continue
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink(missing_ok=True)
+                remove_tree_quietly(entry)  # a test's tree of any depth, a link as a link
 
     def _disk_watch(self, cwd: Path) -> DiskWatch | None:
         """The watch over what the next run writes into the worktree and the scratch directory (None without a
@@ -425,4 +429,4 @@ class ForkServer:
             self.cgroup.close()
             self.cgroup = None
         if not keep_scratch:
-            shutil.rmtree(self._root, ignore_errors=True)
+            remove_tree_quietly(self._root)

@@ -56,11 +56,11 @@ SIGCONT has it stopped again after); zygotes are non-dumpable (no ptrace, no /pr
 ``zygotes.ZYGOTES`` are kept (a candidate's and a reference's runs alternate on one server).
 
 This file: the protocol, the children, the request loop. Its siblings in ``execution/``, one job each:
-``forkserver_procs.py`` (wait, kill, reap; the private ``/tmp``), ``warm_state.py`` (the warm imports kept),
-``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py`` +
-``warm_bodies.py``. The test interpreter has no coharden, and a module imported by name could come from the
-checkout under test, so :func:`load_sibling` loads each by its path (the package directory, read-only in the
-sandbox) as the server starts, before any test code runs (``warm.py``: at the first warm request).
+``forkserver_procs.py`` (wait, kill, reap; the private ``/tmp``), ``removal.py`` (trees of any depth),
+``warm_state.py`` (the warm imports kept), ``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's
+handles on them), ``warm.py`` + ``warm_bodies.py``. The test interpreter has no coharden, and a module imported by
+name could come from the checkout under test, so :func:`load_sibling` loads each by its path (the package directory,
+read-only in the sandbox) as the server starts, before any test code runs (``warm.py``: at the first warm request).
 """
 
 import hashlib
@@ -290,7 +290,8 @@ def load_sibling(name):
     return module
 
 
-procs = load_sibling("forkserver_procs")  # first: collect_once and zygotes find it in sys.modules
+load_sibling("removal")  # first: forkserver_procs finds it in sys.modules
+procs = load_sibling("forkserver_procs")  # before collect_once and zygotes, which find it in sys.modules
 load_sibling("warm_bodies")  # the body swapping, before warm.py, which finds it in sys.modules
 collect = load_sibling("collect_once")  # collect once: a zygote's pytest plugin
 zyg = load_sibling("zygotes")  # collect once: the server's handles on its zygotes

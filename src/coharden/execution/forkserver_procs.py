@@ -6,8 +6,8 @@ reaping every process but the ones it keeps (stopped zygotes) and emptying the p
 import os
 import pathlib
 import select
-import shutil
 import signal
+import sys
 import time
 
 
@@ -122,14 +122,10 @@ def wipe_tmp(keep, home, tests_tmp="/tmp"):
     entries = list(pathlib.Path("/tmp").iterdir())
     if tests_tmp != "/tmp":
         entries += list(pathlib.Path(tests_tmp).iterdir())
+    removal = sys.modules["_coharden_removal"]  # removal.py, loaded by path before this file
     for entry in entries:
         if entry.parent == pathlib.Path("/tmp") and entry.name in keep:
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            try:
-                entry.unlink()
-            except OSError:
-                pass
+        removal.remove_tree_quietly(entry)  # a test's tree of any depth (shutil.rmtree fails past the recursion
+        # or the open-files limit, and left it for the next run)
     pathlib.Path(home).mkdir(parents=True, exist_ok=True)

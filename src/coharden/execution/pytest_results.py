@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.parsers import expat
 
-from coharden.execution.readback import UnsafeFile, read_bytes, read_text
+from coharden.execution.readback import UnsafeFile, iter_bytes, read_text
 from coharden.execution.sandbox import NETWORK_FAILURE
 from coharden.execution.testids import runnable_id
 from coharden.schema.verdict import Raised, TestStatus
@@ -89,6 +89,7 @@ class PytestRun:
     lost: str = ""  # why the run has no result of its own (the fork server died under it)
     tampering: str = ""  # what forged the run's result (an unsigned line on the fork server's protocol)
     replaced: list[str] = field(default_factory=list)  # files read back that a test swapped for a link or a fifo
+    oversize: str = ""  # why a file read back was not read: over the grader's size limit (a huge report), else ''
     disk: str = ""  # why the run was killed for writing too much into its directories (max_disk_mb), else empty
     time_limit: float | None = None
     junit_present: bool = False
@@ -132,8 +133,11 @@ class PytestRun:
         for event in self.stream or []:
             if isinstance(event.get("raised"), str) and isinstance(event.get("type"), str):
                 bases = [b for b in event.get("bases") or [] if isinstance(b, str)]
-                found.append(Raised(case=event["raised"], when=str(event.get("when", "")), type=event["type"],
-                                    bases=bases or [event["type"]], message=str(event.get("message", ""))))
+                # a test can write this file: nothing in it is larger than a real event's
+                kind = cut(event["type"])
+                found.append(Raised(case=cut(event["raised"]), when=cut(str(event.get("when", ""))), type=kind,
+                                    bases=[cut(b) for b in bases[:100]] or [kind],
+                                    message=cut(str(event.get("message", "")))))
         return found
 
     def collection_errors(self) -> list[Case]:
@@ -181,35 +185,132 @@ def matching_cases(node_id: str, cases: list[Case]) -> list[Case]:
     return named or of_base
 
 
-def parse_junit(path: Path, *, anchor: Path | None = None) -> list[Case] | None:
-    """The cases of a JUnit XML file (None when it is missing or malformed). Read through
-    :func:`~coharden.execution.readback.read_bytes` from ``anchor``: :class:`UnsafeFile` when a test replaced
-    it with a link or a fifo."""
+#: The largest JUnit file read (bytes). A test printing a huge failure message makes a file of twice its size
+#: (pytest writes the message as an attribute and again in the traceback); a 96 MiB message is read, and a file
+#: over this is a HARNESS_ERROR saying so (:class:`~coharden.execution.readback.OversizeFile`).
+JUNIT_LIMIT = 320 << 20
+#: Characters kept of a case's message, of its failure text and of its captured output: what a verdict shows and
+#: stores stays small however much a test prints (the rest is cut, the cut marked in the text).
+MESSAGE_CHARS = 4 << 10
+TEXT_CHARS = 64 << 10
+
+
+class _Bounded:
+    """Text kept up to ``limit`` characters: its start and its end (a traceback's ``E`` lines are at its end),
+    the cut between them marked with how much was left out."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = limit // 2
+        self.head: list[str] = []
+        self.head_size = 0
+        self.tail = ""
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        if self.head_size < self.half:
+            taken = text[: self.half - self.head_size]
+            self.head.append(taken)
+            self.head_size += len(taken)
+            text = text[len(taken):]
+        if text:
+            self.tail += text
+            if len(self.tail) > 2 * self.half:
+                self.tail = self.tail[-self.half:]
+
+    def text(self) -> str:
+        head = "".join(self.head)
+        tail = self.tail[-self.half:] if self.half else ""
+        cut = self.total - len(head) - len(tail)
+        return f"{head}\n[... {cut:,} characters cut by coharden ...]\n{tail}" if cut > 0 else head + tail
+
+
+def cut(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` bounded to about ``limit`` characters (its start and end, the cut marked)."""
+    if len(text) <= limit:
+        return text
+    kept = _Bounded(limit)
+    kept.add(text)
+    return kept.text()
+
+
+class _JUnitCases:
+    """The cases of a JUnit file, from expat's events as the file is read: no tree is built, and no text longer
+    than :data:`TEXT_CHARS` is kept (a test's 96 MiB message costs the grader one attribute's worth of memory)."""
+
+    def __init__(self) -> None:
+        self.cases: list[Case] = []
+        self.depth = 0
+        self.case_depth = 0  # the depth of the <testcase> being read (0: none)
+        self.case: dict | None = None
+        self.text: _Bounded | None = None  # the text of the testcase's child being read
+        self.child = ""
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        self.depth += 1
+        if tag == "testcase" and self.case is None:
+            self.case_depth = self.depth
+            self.case = {"classname": attrs.get("classname", ""), "name": attrs.get("name", ""),
+                         "status": TestStatus.PASSED, "message": "", "details": "", "captured": []}
+        elif self.case is not None and self.depth == self.case_depth + 1:
+            self.child = tag
+            self.text = _Bounded(TEXT_CHARS)
+            if tag in ("failure", "error"):
+                self.case["status"] = TestStatus.FAILED if tag == "failure" else TestStatus.ERROR
+                self.case["message"] = cut(attrs.get("message", ""))
+            elif tag == "skipped":
+                kind = attrs.get("type", "")
+                self.case["status"] = TestStatus.XFAIL if kind == "pytest.xfail" else TestStatus.SKIPPED
+                self.case["message"] = cut(attrs.get("message", ""))
+
+    def data(self, text: str) -> None:
+        if self.text is not None:
+            self.text.add(text)
+
+    def end(self, tag: str) -> None:
+        if self.case is not None and self.depth == self.case_depth + 1 and self.text is not None:
+            text = self.text.text()
+            if self.child in ("failure", "error"):
+                self.case["details"] = text
+                self.case["message"] = self.case["message"] or cut(text)
+            elif self.child in ("system-out", "system-err"):
+                self.case["captured"].append(text)
+            self.text, self.child = None, ""
+        elif self.case is not None and self.depth == self.case_depth:
+            case = self.case
+            # a failing teardown adds a second <testcase> with the same name; keep the worst one
+            self.cases.append(Case(case["classname"], case["name"], case["status"], case["message"].strip(),
+                                   case["details"], "\n".join(case["captured"])))
+            self.case, self.case_depth = None, 0
+        self.depth -= 1
+
+
+def parse_junit(path: Path, *, anchor: Path | None = None, limit: int = JUNIT_LIMIT) -> list[Case] | None:
+    """The cases of a JUnit XML file (None when it is missing or malformed), each text in it bounded (see
+    :class:`_JUnitCases`). Read through :func:`~coharden.execution.readback.iter_bytes` from ``anchor``:
+    :class:`UnsafeFile` when a test replaced it with a link or a fifo, its subclass
+    :class:`~coharden.execution.readback.OversizeFile` when it is over ``limit`` bytes."""
+    reader = _JUnitCases()
+    parser = expat.ParserCreate()
+    parser.buffer_text = True
+    parser.buffer_size = 1 << 20  # a huge text in few calls
+    parser.StartElementHandler = reader.start
+    parser.EndElementHandler = reader.end
+    parser.CharacterDataHandler = reader.data
+
+    def no_entities(*_: object) -> None:  # pytest writes no DTD: entity declarations only amplify (laughs)
+        raise ValueError("an entity declaration")
+
+    parser.EntityDeclHandler = no_entities
     try:
-        root = ET.fromstring(read_bytes(path, anchor=anchor))
+        for chunk in iter_bytes(path, anchor=anchor, limit=limit):
+            parser.Parse(chunk, False)
+        parser.Parse(b"", True)
     except UnsafeFile:
         raise
-    except (ET.ParseError, OSError):
+    except (expat.ExpatError, ValueError, OSError):
         return None
-    cases: list[Case] = []
-    for tc in root.iter("testcase"):
-        status = TestStatus.PASSED
-        message = details = ""
-        captured = "\n".join(child.text or "" for child in tc if child.tag in ("system-out", "system-err"))
-        for child in tc:
-            if child.tag == "failure":
-                status, message = TestStatus.FAILED, child.get("message", "") or (child.text or "")
-                details = child.text or ""
-            elif child.tag == "error":
-                status, message = TestStatus.ERROR, child.get("message", "") or (child.text or "")
-                details = child.text or ""
-            elif child.tag == "skipped":
-                kind = child.get("type", "")
-                status = TestStatus.XFAIL if kind == "pytest.xfail" else TestStatus.SKIPPED
-                message = child.get("message", "")
-        # a failing teardown adds a second <testcase> with the same name; keep the worst one
-        cases.append(Case(tc.get("classname", ""), tc.get("name", ""), status, message.strip(), details, captured))
-    return cases
+    return reader.cases
 
 
 def read_stream(path: Path, *, anchor: Path | None = None) -> list[dict]:

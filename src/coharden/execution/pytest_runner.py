@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
-from coharden.execution.readback import UnsafeFile
+from coharden.execution.readback import OversizeFile, UnsafeFile
+from coharden.execution.removal import temporary_directory
 from coharden.execution.sandbox import Confinement, ProcessResult, mark_owner, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.timelimit import TimeLimit
@@ -76,9 +76,9 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds,
                           docker=image is not None)
     scratch = server.scratch if use_server and server is not None else None
-    # a test may swap this directory (inside the server's writable scratch directory) for a link: its removal
-    # then leaves the link alone instead of failing
-    with tempfile.TemporaryDirectory(prefix="coharden-junit-", dir=scratch, ignore_cleanup_errors=True) as tmp:
+    # a test may swap this directory (inside the server's writable scratch directory) for a link, or fill it with a
+    # tree of any depth: its removal takes the link, never what it points to, and trees of any depth
+    with temporary_directory(prefix="coharden-junit-", dir=scratch) as tmp:
         mark_owner(Path(tmp))
         junit = Path(tmp) / "junit.xml"
         stream = Path(tmp) / "stream.jsonl"
@@ -106,10 +106,11 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         # directory this run made (the server's scratch directory, which holds it, is a mount point a test
         # cannot replace)
         anchor = scratch if scratch is not None else Path(tmp)
-        cases, events, replaced = _read_back(junit, None if in_docker else stream, anchor, proc)
+        cases, events, replaced, oversize = _read_back(junit, None if in_docker else stream, anchor, proc)
         present = os.path.lexists(junit)
     return _pytest_run(proc, limits, cases, events, replaced, isolation="docker" if in_docker else proc.isolation,
-                       junit_present=present, first_failure=first_failure, root="" if in_docker else str(root))
+                       junit_present=present, first_failure=first_failure, root="" if in_docker else str(root),
+                       oversize=oversize)
 
 
 def _command(root: Path, ids: list[str], settings: Settings, python: str | None, junit: Path, *, in_docker: bool,
@@ -157,25 +158,39 @@ def _run_fresh(cmd: list[str], root: Path, env: dict[str, str], settings: Settin
 
 
 def _read_back(junit: Path, stream: Path | None, anchor: Path,
-               proc: ProcessResult) -> tuple[list[Case] | None, list[dict] | None, list[str]]:
-    """(JUnit cases, streamed events, files a test replaced) of a run; ``stream`` None: it streamed nothing."""
+               proc: ProcessResult) -> tuple[list[Case] | None, list[dict] | None, list[str], str]:
+    """(JUnit cases, streamed events, files a test replaced, why a file was too large to read) of a run;
+    ``stream`` None: it streamed nothing."""
     replaced = [proc.tampering] if proc.tampering and not proc.lost else []
+    oversize: list[str] = []
     try:
         cases = parse_junit(junit, anchor=anchor)
+    except OversizeFile as exc:
+        cases = None
+        oversize.append(f"the run's JUnit report is {_mib(exc.size)} MiB, over the grader's limit of "
+                        f"{_mib(exc.limit)} MiB (not read)")
     except UnsafeFile as exc:
         cases = None
         replaced.append(f"the JUnit file was replaced: {exc.why} (not read)")
     try:
         events = None if stream is None else read_stream(stream, anchor=anchor)
+    except OversizeFile as exc:
+        events = []
+        oversize.append(f"the run's result stream is {_mib(exc.size)} MiB, over the grader's limit of "
+                        f"{_mib(exc.limit)} MiB (not read)")
     except UnsafeFile as exc:
         events = []
         replaced.append(f"the result stream was replaced: {exc.why} (not read)")
-    return cases, events, replaced
+    return cases, events, replaced, "; ".join(oversize)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.4g}"
 
 
 def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None, events: list[dict] | None,
                 replaced: list[str], *, isolation: str, junit_present: bool, first_failure: bool,
-                root: str = "") -> PytestRun:
+                root: str = "", oversize: str = "") -> PytestRun:
     cpu_out = proc.killed_at_cpu_limit(limits)
     return PytestRun(
         returncode=proc.returncode,
@@ -191,6 +206,7 @@ def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None
         lost=proc.lost,
         tampering=proc.tampering,
         replaced=replaced,
+        oversize=oversize,
         disk=proc.disk,
         time_limit=limits.limit,
         junit_present=junit_present,

@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from coharden.execution.pytest_results import Case, PytestRun, case_matches, matching_cases
+from coharden.execution.pytest_results import Case, PytestRun, case_matches, cut, matching_cases
 from coharden.execution.testids import runnable_id
 from coharden.execution.tracebacks import raised_in, raised_in_short
 from coharden.schema import timelimit
@@ -40,13 +40,14 @@ def _raised_of(ran_id: str, matched: list[Case], run: PytestRun) -> list[Raised]
     found = []
     for case in matched:
         if case.status in (TestStatus.FAILED, TestStatus.ERROR) and (hit := _JUNIT_TYPE.match(case.message)):
-            found.append(Raised(case=f"{case.classname}::{case.name}", type=hit[1], bases=[hit[1]],
-                                message=case.message.partition(":")[2].strip()))
+            found.append(Raised(case=cut(f"{case.classname}::{case.name}"), type=cut(hit[1]), bases=[cut(hit[1])],
+                                message=cut(case.message.partition(":")[2].strip())))
     return found
 
 
 def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+    """The last ``lines`` lines of ``text``, each bounded (a test's output may be one line of megabytes)."""
+    return "\n".join(cut(line, 1000) for line in text.strip().splitlines()[-lines:])
 
 
 # what pytest prints (exit code 4) when a node id on the command line matches nothing
@@ -170,6 +171,8 @@ def _run_verdict(run: PytestRun, rename: dict[str, str], base: dict[str, Any]) -
     if run.replaced:
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason="a test replaced files the grader reads back (with a "
                        "link or a fifo): the run has no result", tampering=list(run.replaced), **base)
+    if run.oversize:  # the run's own report is over the grader's limit: it has no result the grader read
+        return Verdict(outcome=Outcome.HARNESS_ERROR, reason=run.oversize, **base)
     if run.timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason=_timeout_reason(run, rename), **base)
     problem = _streamed_problem(run)

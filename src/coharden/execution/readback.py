@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 DEFAULT_LIMIT = 64 << 20  # bytes: far above any JUnit file or result stream of a real run
@@ -28,6 +29,15 @@ class UnsafeFile(OSError):
         super().__init__(f"{path}: {why}")
         self.path = path
         self.why = why
+
+
+class OversizeFile(UnsafeFile):
+    """The file is larger than the limit the grader reads: no tampering, a size (``size`` bytes over ``limit``)."""
+
+    def __init__(self, path: Path, size: int, limit: int) -> None:
+        super().__init__(path, f"it is larger than {limit} bytes ({size} bytes)")
+        self.size = size
+        self.limit = limit
 
 
 def _open(path: Path, anchor: Path) -> int:
@@ -69,6 +79,32 @@ def _is_link(name: str, dir_fd: int) -> bool:
         return False
 
 
+def iter_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = None,
+               chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The content of the regular file ``path`` in chunks, opened as :func:`read_bytes` opens it, for a reader
+    that keeps only what it needs of a large file (a JUnit file parsed as it is read). :class:`OversizeFile` once
+    it is (or grows) over ``limit`` bytes; :class:`UnsafeFile` and ``OSError`` as :func:`read_bytes`."""
+    path = Path(path)
+    fd = _open(path, Path(anchor) if anchor is not None else path.parent)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(path, "it is not a regular file (a fifo, a device or a directory)")
+        if info.st_size > limit:
+            raise OversizeFile(path, info.st_size, limit)
+        size = 0
+        while True:
+            data = os.read(fd, chunk)
+            if not data:
+                return
+            size += len(data)
+            if size > limit:  # it grew while being read
+                raise OversizeFile(path, size, limit)
+            yield data
+    finally:
+        os.close(fd)
+
+
 def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = None, tail: bool = False) -> bytes:
     """The content of the regular file ``path``, never through a link, never blocking.
 
@@ -84,7 +120,7 @@ def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = 
             raise UnsafeFile(path, "it is not a regular file (a fifo, a device or a directory)")
         if info.st_size > limit:
             if not tail:
-                raise UnsafeFile(path, f"it is larger than {limit} bytes")
+                raise OversizeFile(path, info.st_size, limit)
             os.lseek(fd, info.st_size - limit, os.SEEK_SET)
         chunks: list[bytes] = []
         size = 0
@@ -97,7 +133,7 @@ def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = 
         data = b"".join(chunks)
         if len(data) > limit:  # it grew while being read
             if not tail:
-                raise UnsafeFile(path, f"it is larger than {limit} bytes")
+                raise OversizeFile(path, len(data), limit)
             data = data[-limit:]
         return data
     finally:

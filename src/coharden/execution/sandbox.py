@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import errno
 import functools
 import os
 import re
@@ -49,6 +50,7 @@ from coharden.execution.bwrap import bwrap_args, bwrap_path, pythonpath_dirs, sa
 from coharden.execution.confinement import Confinement
 from coharden.execution.disklimit import DiskWatch, descendants
 from coharden.execution.pidslimit import PidsCgroup, pids_cgroups, process_limit, read_or_empty
+from coharden.execution.removal import remove_tree_quietly
 from coharden.schema.timelimit import TimeLimit
 
 _GUARD = '''\
@@ -79,6 +81,35 @@ NETWORK_FAILURE = re.compile(r"network access blocked|Name or service not known|
 #: How much of a fresh process's output is read back (its end: verdicts keep the last lines).
 OUTPUT_LIMIT = 16 << 20
 
+#: The longest single argument or environment string Linux takes (``MAX_ARG_STRLEN``, 32 pages, with its NUL).
+MAX_ARG_BYTES = 32 * 4096
+#: Room kept under ``ARG_MAX`` for what the kernel adds (the program's path, the auxiliary vector) and the rounding.
+_ARG_MARGIN = 16 << 10
+
+
+class CommandTooLong(CoHardenError):
+    """A command line (with its environment) the kernel would refuse (``E2BIG``): it was not started."""
+
+
+def command_line_problem(cmd: Sequence[str], env: dict[str, str]) -> str:
+    """Why ``cmd`` with ``env`` cannot be started (``execve`` refuses it with ``E2BIG``), or ''. A test id or an
+    argument from untrusted input can make a command line of any size; it is refused before it is started, with
+    the sizes in words, instead of an ``OSError`` out of the grader."""
+    strings = [*cmd, *(f"{k}={v}" for k, v in env.items())]
+    longest = max((len(s.encode(errors="surrogateescape")) + 1 for s in strings), default=0)
+    total = sum(len(s.encode(errors="surrogateescape")) + 1 + 8 for s in strings)  # each with its pointer
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        arg_max = 2 << 20
+    if longest > MAX_ARG_BYTES:
+        return (f"the command line was not started: one of its arguments is {longest:,} bytes, over the system's "
+                f"limit of {MAX_ARG_BYTES:,} for one argument")
+    if total > arg_max - _ARG_MARGIN:
+        return (f"the command line was not started: its {len(cmd):,} arguments and environment take {total:,} "
+                f"bytes, over the system's limit of {arg_max - _ARG_MARGIN:,}")
+    return ""
+
 
 @dataclass
 class ProcessResult:
@@ -87,7 +118,8 @@ class ProcessResult:
     duration: float
     timed_out: bool
     isolation: str  # "bwrap", "bwrap-net" (an agent's, with the network), "netns", "guard" or "none" (network)
-    lost: str = ""  # why the run has no result of its own (the fork server died under it), else empty
+    # why the run has no result of its own (the fork server died under it, its command line was too long), else ''
+    lost: str = ""
     tampering: str = ""  # what forged the run's result (a line on the fork server's protocol nobody signed)
     disk: str = ""  # why the run was killed for writing more than ``max_disk_bytes`` (disklimit), else empty
 
@@ -219,14 +251,23 @@ def _child_setup(memory_mb: int | None, cpu_seconds: int | None, max_processes: 
 def spawn(cmd: list[str], cwd: Path, env: dict[str, str], *, memory_mb: int | None = None,
           cpu_seconds: int | None = None, confine: Confinement | None = None, cgroup: PidsCgroup | None = None,
           **popen: object) -> subprocess.Popen:
-    """Popen in a new session with limits; no inherited descriptor but 0-2 (and pipes asked for)."""
-    return subprocess.Popen(  # type: ignore[call-overload]
-        cmd, cwd=cwd, env=env, start_new_session=True, close_fds=True,
-        preexec_fn=functools.partial(_child_setup, memory_mb, cpu_seconds,
-                                     confine.max_processes if confine and confine.nproc_fallback else None,
-                                     cgroup, confine.max_file_bytes if confine else None),
-        **popen,
-    )
+    """Popen in a new session with limits; no inherited descriptor but 0-2 (and pipes asked for).
+    :class:`CommandTooLong` for a command line the kernel refuses (checked first, and ``E2BIG`` from the exec)."""
+    problem = command_line_problem(cmd, env)
+    if problem:
+        raise CommandTooLong(problem)
+    try:
+        return subprocess.Popen(  # type: ignore[call-overload]
+            cmd, cwd=cwd, env=env, start_new_session=True, close_fds=True,
+            preexec_fn=functools.partial(_child_setup, memory_mb, cpu_seconds,
+                                         confine.max_processes if confine and confine.nproc_fallback else None,
+                                         cgroup, confine.max_file_bytes if confine else None),
+            **popen,
+        )
+    except OSError as exc:
+        if exc.errno != errno.E2BIG:
+            raise
+        raise CommandTooLong(f"the command line was not started: {exc.strerror} ({len(cmd):,} arguments)") from exc
 
 
 _SPAWNER: ThreadPoolExecutor | None = None
@@ -263,7 +304,8 @@ def run_limited(
     """Run ``cmd``; on timeout the whole process group (and sandbox) is killed, and after a normal exit so is
     every process it left behind. Output (stdout+stderr) goes to a temp file, not a pipe, so a chatty test
     cannot block on a full pipe. With ``confine`` the process runs in the bwrap sandbox where possible; with its
-    ``max_disk_bytes`` a run that writes more into its writable directories is killed (``disk`` says so)."""
+    ``max_disk_bytes`` a run that writes more into its writable directories is killed (``disk`` says so). A command
+    line the kernel refuses (:class:`CommandTooLong`) is not started: ``lost`` (and the output) say why."""
     if confine is not None:
         confine = confine.with_writable(cwd)
     cmd, env, isolation = sandbox_wrap(cmd, dict(os.environ if env is None else env), network, confine, cwd)
@@ -271,8 +313,11 @@ def run_limited(
     with tempfile.TemporaryFile(mode="w+b") as out, process_limit(confine) as cgroup:
         started: list[int] = []  # the process, once it runs (the watch's baseline is taken before)
         watch = _disk_watch(confine, cgroup, started)
-        proc = spawn(cmd, cwd, env, memory_mb=memory_mb, cpu_seconds=cpu_seconds, confine=confine, cgroup=cgroup,
-                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            proc = spawn(cmd, cwd, env, memory_mb=memory_mb, cpu_seconds=cpu_seconds, confine=confine,
+                         cgroup=cgroup, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        except CommandTooLong as exc:
+            return ProcessResult(None, f"coharden: {exc}", time.monotonic() - start, False, isolation, lost=str(exc))
         started.append(proc.pid)
         timed_out = False
         try:
@@ -357,7 +402,7 @@ def sweep_leftovers(prefixes: Sequence[str] = ("coharden-ws-", "coharden-io-", "
             pid, started = int(owner[0]), owner[1]
             if _start_time(pid) == started:
                 continue  # still running
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_tree_quietly(directory)  # a test's tree of any depth
             removed.append(directory)
     return removed
 

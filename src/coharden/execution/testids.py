@@ -13,6 +13,28 @@ from coharden import pysource
 from coharden.errors import TestIdError
 from coharden.patches import is_test_path
 
+#: The longest test id coharden runs (characters): ids become arguments of the test command, and the kernel refuses
+#: one argument over 128 KiB (``E2BIG``); a real node id is far shorter (PATH_MAX, 4096, bounds its path).
+MAX_ID_CHARS = 4096
+#: The most characters the ids of one test patch may take together: the whole command line must stay under the
+#: kernel's limit (``ARG_MAX``, 2 MiB with the usual stack limit) with the environment and the sandbox's arguments.
+MAX_IDS_CHARS = 256 << 10
+
+
+def check_ids(ids: Sequence[str], name: str = "") -> list[str]:
+    """``ids`` when each fits on a command line and all of them together do; else :class:`TestIdError` saying
+    which limit they pass (a test named with 200,000 characters, or thousands of long ids)."""
+    who = f"{name}: " if name else ""
+    for test_id in ids:
+        if len(test_id) > MAX_ID_CHARS:
+            raise TestIdError(f"{who}a test id has {len(test_id):,} characters, over the limit of {MAX_ID_CHARS:,} "
+                              f"({test_id[:80]}...)")
+    total = sum(len(i) + 1 for i in ids)
+    if total > MAX_IDS_CHARS:
+        raise TestIdError(f"{who}the {len(ids):,} test ids take {total:,} characters together, over the limit of "
+                          f"{MAX_IDS_CHARS:,} for one test patch")
+    return list(ids)
+
 
 def _test_defs(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     """(node-id suffix, node) for pytest-collectable test functions and methods (classes named Test*)."""
@@ -95,14 +117,17 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
 def pass_to_pass_ids(names: Sequence[str], files: dict[str, str], runner: str) -> tuple[list[str], dict[str, int]]:
     """The node ids of a PASS_TO_PASS list that live in ``files`` (the golden test patch's files after it), and
     per reason the names left out: ``other_file`` (a node id of a file the golden test does not touch),
-    ``not_found`` (a bare name no test of the files has). Lenient where :func:`resolve_names` is strict: a
-    record naming a test that does not exist loses that test, not the whole list. Django's ids are unittest
-    descriptions, kept as they are."""
+    ``not_found`` (a bare name no test of the files has), ``too_long`` (over :data:`MAX_ID_CHARS`). Lenient where
+    :func:`resolve_names` is strict: a record naming a test that does not exist loses that test, not the whole
+    list. Django's ids are unittest descriptions, kept as they are."""
     if runner == "django":
         return list(names), {}
     left_out: dict[str, int] = {}
     ids: list[str] = []
     for name in names:
+        if len(name) > MAX_ID_CHARS:
+            left_out["too_long"] = left_out.get("too_long", 0) + 1
+            continue
         if "::" in name and name.split("::", 1)[0] not in files:
             left_out["other_file"] = left_out.get("other_file", 0) + 1
             continue
@@ -119,17 +144,18 @@ def patch_ids(files: dict[str, str | None], base_file: Callable[[str], str | Non
               ids: Sequence[str] | None, runner: str, test_patterns: Sequence[str]) -> list[str]:
     """The ids of a test patch whose touched ``files`` read as given after it (``base_file``: before it): the
     given ``ids`` or names, resolved (Django's are unittest descriptions, taken as they are), else the tests it
-    adds or changes; a patch that adds none is refused, with the syntax error that hides them if there is one."""
+    adds or changes; a patch that adds none is refused, with the syntax error that hides them if there is one, and
+    so is one whose ids pass :func:`check_ids`' limits."""
     if ids and runner == "django":  # unittest descriptions, not names in the files
-        return list(ids)
+        return check_ids(ids, name)
     if ids:
-        return resolve_names(list(ids), {p: c for p, c in files.items() if c is not None})
+        return check_ids(resolve_names(check_ids(ids, name), {p: c for p, c in files.items() if c is not None}), name)
     pairs = {p: (base_file(p), c) for p, c in files.items() if is_test_path(p, test_patterns)}
     resolved = contributed_ids(pairs)
     if not resolved:
         raise TestIdError(f"{name or 'test'}: " + (_syntax_error(pairs) or
                                                    "the test patch adds or changes no test function"))
-    return resolved
+    return check_ids(resolved, name)
 
 
 def _syntax_error(files: dict[str, tuple[str | None, str | None]]) -> str | None:

@@ -29,9 +29,11 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from coharden.errors import RepoError
 from coharden.execution.git import apply_patch, check_repo, git, resolve_commit, tracked_paths
 from coharden.execution.locks import file_lock
 from coharden.execution.readback import read_text
+from coharden.execution.removal import open_dir, remove_entry, remove_tree_quietly
 from coharden.execution.sandbox import mark_owner, sweep_leftovers
 
 
@@ -45,7 +47,7 @@ def _clone(source: Path, commit: str, parent: Path | None) -> Path:
         git(["checkout", "--quiet", "--detach", commit], path)
         drop_refs(path)
     except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree_quietly(root)
         raise
     return path
 
@@ -69,7 +71,7 @@ def base_objects(source: Path, commit: str, cache_dir: Path) -> Path:
     with file_lock(cache_dir / "base-objects" / f"{key}.lock"):
         if done.is_file():
             return target
-        shutil.rmtree(target, ignore_errors=True)
+        remove_tree_quietly(target)
         (target / "pack").mkdir(parents=True)
         (target / "info").mkdir()
         objects = git(["rev-list", "--objects", "--no-walk", commit], source).stdout
@@ -79,56 +81,6 @@ def base_objects(source: Path, commit: str, cache_dir: Path) -> Path:
 
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _opened(name: str, dir_fd: int, mode: int) -> int:
-    """The directory ``name`` (in ``dir_fd``) opened without following a link, its owner's rights given back
-    first (a test runs as the same user, and may have taken them)."""
-    if mode & 0o700 != 0o700:
-        os.chmod(name, stat.S_IMODE(mode) | 0o700, dir_fd=dir_fd)
-    return os.open(name, _DIR, dir_fd=dir_fd)
-
-
-def _remove(name: str, dir_fd: int) -> None:
-    """Remove ``name`` in ``dir_fd`` and, for a directory, all it holds, however deep (iteratively, with
-    descriptors: a test can nest directories beyond the recursion limit and PATH_MAX), links never followed."""
-    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    if not stat.S_ISDIR(info.st_mode):
-        os.unlink(name, dir_fd=dir_fd)
-        return
-    # each level keeps its listing and resumes it after a subdirectory is gone: restarting the scan would make
-    # a directory of n non-empty subdirectories cost n^2 (a test makes 100,000 in seconds)
-    stack = [(dir_fd, name, _opened(name, dir_fd, info.st_mode), _listing(name, dir_fd, info.st_mode))]
-    while stack:
-        parent, own, fd, pending = stack[-1]
-        inner = None
-        while pending:
-            child = pending.pop()
-            mode = os.stat(child, dir_fd=fd, follow_symlinks=False).st_mode
-            if not stat.S_ISDIR(mode):
-                os.unlink(child, dir_fd=fd)
-                continue
-            try:
-                os.rmdir(child, dir_fd=fd)
-            except OSError:
-                inner = (fd, child, _opened(child, fd, mode), _listing(child, fd, mode))
-                break
-        if inner is not None:
-            stack.append(inner)
-            continue
-        stack.pop()
-        os.close(fd)
-        os.rmdir(own, dir_fd=parent)
-
-
-def _listing(name: str, dir_fd: int, mode: int) -> list[str]:
-    """The names in the directory ``name`` (in ``dir_fd``), read once through a descriptor of its own."""
-    fd = _opened(name, dir_fd, mode)
-    try:
-        with os.scandir(fd) as entries:
-            return [entry.name for entry in entries]
-    finally:
-        os.close(fd)
 
 
 def sweep(root: Path, *, keep: Collection[str] = ()) -> int:
@@ -160,7 +112,7 @@ def sweep(root: Path, *, keep: Collection[str] = ()) -> int:
                 child = f"{rel}/{name}" if rel else name
                 mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode) and not kept and (child in dirs or name in keep):
-                    os.close(_opened(name, fd, mode))
+                    os.close(open_dir(name, fd, mode))
                     stack.append((child, child not in dirs))
                     continue
                 if kept and stat.S_ISREG(mode):
@@ -168,7 +120,7 @@ def sweep(root: Path, *, keep: Collection[str] = ()) -> int:
                 if (not kept and child in files and name != ".gitattributes"
                         and (stat.S_ISREG(mode) or stat.S_ISLNK(mode))):
                     continue
-                _remove(name, fd)
+                remove_entry(name, fd)
                 removed += 1
         finally:
             os.close(fd)
@@ -203,9 +155,8 @@ class Checkout:
     def move(self, source: Path, commit: str) -> Path:
         """The clone, at ``commit`` of ``source`` with untracked files removed (cloned on first use, and
         again when the source repository changes)."""
-        if self.path is not None and self.source == source and self.path.is_dir():
+        if self.path is not None and self.source == source and self.path.is_dir() and self._swept(self.path):
             # the last workspace may have closed after an untrusted run without a reset
-            sweep(self.path, keep=self.keep_names)
             git(["checkout", "--quiet", "--force", "--detach", commit], self.path)
             self.scrub(self.path)
         else:
@@ -216,6 +167,14 @@ class Checkout:
             self._on_move(self.path)
         self._trusted = {rel: digest for rel, digest in self._kept_files(self.path)}
         return self.path
+
+    def _swept(self, path: Path) -> bool:
+        """:func:`sweep` of the clone; False when what a test left defeats it (the clone is then made again)."""
+        try:
+            sweep(path, keep=self.keep_names)
+        except OSError:
+            return False
+        return True
 
     @property
     def keep_names(self) -> frozenset[str]:
@@ -252,7 +211,7 @@ class Checkout:
 
     def close(self) -> None:
         if self.path is not None:
-            shutil.rmtree(self.path.parent, ignore_errors=True)
+            remove_tree_quietly(self.path.parent)
             self.path = None
 
 
@@ -292,7 +251,7 @@ class Workspace:
 
     def close(self) -> None:
         if self.path is not None and self.checkout is None:  # a borrowed checkout outlives the workspace
-            shutil.rmtree(self.path.parent, ignore_errors=True)
+            remove_tree_quietly(self.path.parent)
         self.path = None
 
     @property
@@ -322,14 +281,14 @@ class Workspace:
                     os.mkdir(part, dir_fd=fd)
                     inner = os.open(part, _DIR, dir_fd=fd)
                 except OSError:  # a link or a file where a directory belongs: replaced by a directory
-                    _remove(part, fd)
+                    remove_entry(part, fd)
                     os.mkdir(part, dir_fd=fd)
                     inner = os.open(part, _DIR, dir_fd=fd)
                 os.close(fd)
                 fd = inner
             with contextlib.suppress(FileNotFoundError):
                 if not stat.S_ISREG(os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode):
-                    _remove(parts[-1], fd)
+                    remove_entry(parts[-1], fd)
             handle = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                              dir_fd=fd)
             with os.fdopen(handle, "w") as out:
@@ -351,7 +310,7 @@ class Workspace:
         (:func:`sweep`), then tracked files restored."""
         if not self._dirty:
             return
-        sweep(self.root, keep=self.checkout.keep_names if self.checkout is not None else ())
+        self._sweep()
         git(["reset", "--quiet", "--hard", self.commit], self.root)
         if self.checkout is not None:
             self.checkout.scrub(self.root)
@@ -364,15 +323,7 @@ class Workspace:
         Whatever a reset might have missed is gone. Returns whether it did anything."""
         if not self.tainted:
             return False
-        fd = os.open(self.root, _DIR)
-        try:
-            with os.scandir(fd) as entries:
-                names = [entry.name for entry in entries]
-            for name in names:
-                if name != ".git":
-                    _remove(name, fd)
-        finally:
-            os.close(fd)
+        self._wipe()
         git(["reset", "--quiet", "--hard", self.commit], self.root)
         if self.checkout is not None:
             self.checkout.scrub(self.root)
@@ -380,6 +331,34 @@ class Workspace:
         self.tainted = False
         self._lay_overlay()
         return True
+
+    def _sweep(self) -> None:
+        """:func:`sweep`; when what a test left defeats it, every entry but ``.git`` is removed instead (as
+        :meth:`renew` does), and a :class:`RepoError` says so when even that leaves something."""
+        try:
+            sweep(self.root, keep=self.checkout.keep_names if self.checkout is not None else ())
+        except OSError as exc:
+            self._wipe(f"the worktree could not be swept after a test ({exc})")
+
+    def _wipe(self, why: str = "") -> None:
+        """Remove every entry of the worktree but ``.git`` (trees of any depth; ``rm -rf`` after a failure);
+        :class:`RepoError` when one stays."""
+        fd = os.open(self.root, _DIR)
+        try:
+            names = [name for name in os.listdir(fd) if name != ".git"]  # noqa: PTH208
+            for name in names:
+                try:
+                    remove_entry(name, fd)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    remove_tree_quietly(self.root / name)
+            left = [name for name in os.listdir(fd) if name != ".git"]  # noqa: PTH208
+        finally:
+            os.close(fd)
+        if left:
+            raise RepoError(f"{why or 'the worktree could not be emptied'}: {len(left)} entries could not be "
+                            f"removed ({', '.join(sorted(left)[:3])})")
 
     def _lay_overlay(self) -> None:
         if self.overlay is not None and self.overlay.is_dir():
