@@ -9,11 +9,12 @@ namespaces, no capabilities. Which isolation level a run gets, and the weaker on
 
 What a run can write is only: its ``writable`` paths (the caller resets them), and the sandbox's own *scratch
 mounts* - fresh tmpfs mounts, each with a size limit (``/tmp``, the tests' ``TMPDIR``, ``/dev/shm``), and the IPC
-namespace's message queues (``/dev/mqueue``, bounded by the kernel's per-user limit). Every other mount is read-only: the tmpfs laid over secret and
-hidden directories and over the cgroup tree are remounted read-only once what lies in them is bound, ``/dev``
-holds its device nodes only, and ``/proc/sys`` (as root without capabilities a process could otherwise set the
-host's sysctls: they are not namespaced) is read-only. A sandbox that runs many tests (the fork server) empties
-its scratch mounts between runs (``forkserver_procs.wipe``), so no run sees what an earlier one left.
+namespace's message queues (``/dev/mqueue``, bounded by the kernel's per-user limit). Every other mount is
+read-only: the tmpfs laid over secret and hidden directories and over the cgroup tree are remounted read-only once
+what lies in them is bound, ``/dev`` holds its device nodes only, and ``/proc/sys`` (as root without capabilities a
+process could otherwise set the kernel's settings, most of them the host's) is read-only. A sandbox that runs many
+tests (the fork server) empties its scratch mounts between runs (``forkserver_procs.wipe``), so no run sees what an
+earlier one left.
 """
 
 from __future__ import annotations
