@@ -436,6 +436,57 @@ def test_the_tests_tmpdir_is_private_fresh_and_apart_from_the_checkout(make_exec
     assert again.outcome is Outcome.PASS, again.short() + again.output_tail
 
 
+# what a candidate test leaves for a later run of the same sandbox: config files the tools a reference test may
+# call read (pip, ssh, OpenSSL), shared memory, a file beside the worktree's mount point, the temporary
+# directories, the host name (through /proc/sys) - the reference would then fail on the golden fix, and that
+# verdict would be stored (issue 51)
+_RESIDUE = {"/etc/xdg/pip/pip.conf": "[global]\nindex-url = http://127.0.0.1:9/\n",
+            "/etc/ssh/ssh_config": "Host *\n  ProxyCommand false\n",
+            "/etc/ssl/private/key.pem": "x", "/etc/apt/auth.conf.d/x.conf": "x", "/sys/fs/cgroup/cpu.max": "1",
+            "/dev/shm/sem.lock": "x", "/dev/residue": "x", "/tmp/residue": "x"}
+
+
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_what_a_candidate_leaves_in_the_sandbox_never_reaches_the_reference(make_executor, fork_server: bool) -> None:
+    ex = make_executor(fork_server=fork_server)
+    assert ex.verdict("", ex.golden_test()).outcome is Outcome.FAIL
+    server = ex.site.current
+    leave = attack(ex, f"""\
+        def test_repro_leave():
+            import tempfile
+            paths = {{**{_RESIDUE!r}, os.path.join(tempfile.gettempdir(), "residue"): "x",
+                      os.path.join(os.path.dirname(os.getcwd()), "residue"): "x"}}
+            for path, text in paths.items():
+                try:
+                    with open(path, "w") as handle:
+                        handle.write(text)
+                except OSError:
+                    pass
+            try:
+                with open("/proc/sys/kernel/hostname", "w") as handle:
+                    handle.write("poisoned")
+            except OSError:
+                pass
+        """)
+    assert ex.verdict("", leave).outcome is Outcome.PASS
+    # a reference test run later on the golden fix, one that reads those places
+    reference = attack(ex, f"""\
+        def test_repro_reference():
+            import socket, tempfile
+            a, b, c = symbols("a b c")
+            assert sstr(a / (b * c)) == "a/(b*c)"  # the golden fix's behaviour
+            paths = [*{list(_RESIDUE)!r}, os.path.join(tempfile.gettempdir(), "residue"),
+                     os.path.join(os.path.dirname(os.getcwd()), "residue")]
+            left = [p for p in paths if os.path.exists(p)]
+            assert not left, "LEFT " + repr(left)
+            assert socket.gethostname() != "poisoned"
+        """, path="tests/test_reference.py")
+    verdict = ex.verdict(ex.instance.patch, reference)
+    assert verdict.outcome is Outcome.PASS, verdict.short() + verdict.output_tail
+    if fork_server:
+        assert ex.site.current is server  # the same sandbox served both
+
+
 def test_forged_recorder_lines_never_reach_mutants(make_executor, example: LocalInstance) -> None:
     """The recorder writes its records into the worktree, where the test under record can append its own:
     a code-injecting parameter name, a path out of the repository, a foreign receiver name and garbage are

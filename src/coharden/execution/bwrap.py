@@ -6,6 +6,15 @@ the Python interpreters a command runs, the run's own paths (``writable`` ones b
 lives under ``/tmp``: :func:`tests_tmp`); the host's cgroup tree hidden; fresh PID, network, IPC and UTS
 namespaces, no capabilities. Which isolation level a run gets, and the weaker ones, are
 :mod:`coharden.execution.sandbox`'s.
+
+What a run can write is only: its ``writable`` paths (the caller resets them), and the sandbox's own *scratch
+mounts* - fresh tmpfs mounts, each with a size limit (``/tmp``, the tests' ``TMPDIR``, ``/dev/shm``), and the IPC
+namespace's message queues (``/dev/mqueue``, bounded by the kernel's per-user limit). Every other mount is
+read-only: the tmpfs laid over secret and hidden directories and over the cgroup tree are remounted read-only once
+what lies in them is bound, ``/dev`` holds its device nodes only, and ``/proc/sys`` (as root without capabilities a
+process could otherwise set the kernel's settings, most of them the host's) is read-only. A sandbox that runs many
+tests (the fork server) empties its scratch mounts between runs (``forkserver_procs.wipe``), so no run sees what an
+earlier one left.
 """
 
 from __future__ import annotations
@@ -74,8 +83,8 @@ def _system_args() -> list[str]:
             args += ["--ro-bind", name, name]
     for name in SECRET_SYSTEM_PATHS:
         path = Path(name)
-        if path.is_dir() and not path.is_symlink():
-            args += ["--tmpfs", name]
+        if path.is_dir() and not path.is_symlink():  # empty and read-only: nothing a run writes there persists
+            args += ["--tmpfs", name, "--remount-ro", name]
         elif path.exists() or path.is_symlink():
             args += ["--ro-bind", str(_empty_file()), name]
     return args
@@ -91,13 +100,46 @@ def _empty_file() -> Path:
     return Path(name)
 
 
-_NAMESPACES = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net",
-               "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent")
+SHM = "/dev/shm"  # POSIX shared memory and semaphores (multiprocessing's locks): a scratch mount of its own
+SHM_BYTES = 64 << 20  # Docker's default size of /dev/shm, what tests see in the harness's containers
+MQUEUE = "/dev/mqueue"  # the IPC namespace's POSIX message queues, shown so that they can be emptied
+_NAMESPACES = ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
+               "--die-with-parent")
+# Ways to make /proc/sys read-only, the first that works on this machine (:func:`_setup`): bwrap covers it itself
+# only where it can write to it, which it cannot as root without capabilities - while its files are writable to
+# the root user regardless (a sysctl checks the owner, not a capability), and most set the host's kernel.
+_PROC_SYS_COVERS = (("--ro-bind", "/proc/sys", "/proc/sys"), ("--remount-ro", "/proc"))
+
+
+def _core(proc_sys: Sequence[str], size: Sequence[str] = (), *, share_network: bool = False) -> list[str]:
+    """The sandbox's system part: the system directories, ``/dev`` (device nodes, a private ``/dev/shm`` and
+    ``/dev/mqueue``), ``/proc`` (``proc_sys`` covering ``/proc/sys``), the private ``/tmp`` (``size``: its size
+    option), the namespaces. ``/dev`` is remounted read-only by :func:`bwrap_args`, at the end (the nodes are
+    bound into it first)."""
+    shm = ("--size", str(SHM_BYTES)) if size else ()
+    return [*_system_args(), "--dev", "/dev", *shm, "--tmpfs", SHM, "--mqueue", MQUEUE, "--proc", "/proc",
+            *proc_sys, *size, "--tmpfs", SANDBOX_TMP,
+            *(a for a in _NAMESPACES if not (share_network and a == "--unshare-net"))]
+
+
+def _runs(exe: str, args: Sequence[str]) -> bool:
+    try:
+        return subprocess.run([exe, *args, "true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 @functools.cache
-def _bwrap_base() -> tuple[str, ...]:
-    return (*_system_args(), *_NAMESPACES)
+def _setup() -> tuple[str, tuple[str, ...]] | None:
+    """(the bwrap executable, the arguments that make /proc/sys read-only) when bwrap can build the sandbox on
+    this machine (namespaces allowed), else None."""
+    exe = shutil.which("bwrap")
+    if not exe or os.environ.get("COHARDEN_NO_BWRAP"):
+        return None
+    for cover in (*_PROC_SYS_COVERS, ()):  # none: a /proc/sys that is read-only already, or no /proc/sys
+        if _runs(exe, _core(cover)):
+            return exe, tuple(cover)
+    return None
 
 
 @functools.cache
@@ -135,23 +177,16 @@ def _in_system_dirs(path: Path) -> bool:
     return any(path == Path(d) or path.is_relative_to(d) for d in SYSTEM_DIRS if d not in ("/etc", "/sys"))
 
 
-@functools.cache
 def bwrap_path() -> str | None:
     """The bwrap executable when it can build the sandbox on this machine (namespaces allowed), else None."""
-    exe = shutil.which("bwrap")
-    if not exe or os.environ.get("COHARDEN_NO_BWRAP"):
-        return None
-    try:
-        ok = subprocess.run([exe, *_bwrap_base(), "true"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return exe if ok else None
+    setup = _setup()
+    return setup[0] if setup else None
 
 
-def _base(size: tuple[str, ...], *, share_network: bool = False) -> list[str]:
-    base = [a for a in _bwrap_base() if not (share_network and a == "--unshare-net")]
-    at = base.index("--tmpfs")
-    return [*base[:at], *size, *base[at:]]
+def _base(size: Sequence[str], *, share_network: bool = False) -> list[str]:
+    """:func:`_core` with this machine's /proc/sys cover; ``size``: the private /tmp's ``--size`` option."""
+    setup = _setup()
+    return _core(setup[1] if setup else (), size, share_network=share_network)
 
 
 @functools.cache
@@ -159,12 +194,7 @@ def _tmp_size() -> tuple[str, ...]:
     """``--size`` for the private /tmp (1 GiB: a test cannot fill the machine's memory) where bwrap has it."""
     exe = bwrap_path()
     args = ("--size", str(1 << 30))
-    try:
-        ok = exe is not None and subprocess.run([exe, *_base(args), "true"], capture_output=True,
-                                          timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return args if ok else ()
+    return args if exe is not None and _runs(exe, _base(args)) else ()
 
 
 def shown_paths(confine: Confinement, cmd: Sequence[str] = ()) -> list[Path]:
@@ -223,9 +253,14 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str]
         if Path(path).exists():
             args += ["--ro-bind", str(path), str(path)]
     if Path(CGROUP_ROOT).is_dir():
-        args += ["--tmpfs", CGROUP_ROOT]
-    # the sandbox's own root (a tmpfs holding the mount points) read-only: no unbounded in-memory writes there
-    args += ["--remount-ro", "/"]
+        args += ["--tmpfs", CGROUP_ROOT, "--remount-ro", CGROUP_ROOT]
+    # now that every bind is made (their mount points are directories in these tmpfs): the hidden directories'
+    # tmpfs and /dev (its device nodes are bind mounts of their own, writable as before) read-only, and so the
+    # sandbox's own root (a tmpfs holding the mount points): nothing written there could persist from run to run
+    # of one sandbox (the fork server's), nor grow without bound in memory
+    for path in hidden:
+        args += ["--remount-ro", str(path)]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if cwd is not None:
         args += ["--chdir", str(cwd)]
     return args

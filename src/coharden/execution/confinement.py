@@ -41,15 +41,6 @@ class Confinement:
     def with_writable(self, *paths: Path) -> Confinement:
         return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
 
-    def keep_in_tmp(self) -> list[str]:
-        """Top-level entries of ``/tmp`` that hold a bind mount (never wiped between runs inside one sandbox)."""
-        names = set()
-        for path in (*self.writable, *self.readable, *self.hidden, *(inside for _, inside in self.mounts)):
-            parts = Path(path).resolve().parts
-            if len(parts) > 2 and parts[1] == "tmp":
-                names.add(parts[2])
-        return sorted(names)
-
 
 def run_confinement(settings: Settings, *, writable: tuple[Path, ...] = (), readable: tuple[Path, ...] = (),
                      mounts: tuple[tuple[Path, Path], ...] = (), hidden: tuple[Path, ...] = (),

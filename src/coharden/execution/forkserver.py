@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env, tests_tmp
+from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env
 from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
 from coharden.execution.forkserver_main import protocol_mac
 from coharden.execution.pidslimit import PidsCgroup
@@ -121,9 +121,10 @@ class ForkServer:
         self.collect_log: list[str] = []  # per run that asked to collect once: "once", or why it collected
         if self.isolation == "bwrap":
             assert confine is not None
-            tmp = tests_tmp(confine)
-            cmd += ["--sandboxed", "--keep=" + ",".join(confine.keep_in_tmp()), "--home=" + PRIVATE_HOME,
-                    "--tmp=" + tmp]
+            # the paths the server's per-run wipe leaves alone: the worktree and the scratch directory, which
+            # coharden resets itself (the reset, _sweep_scratch)
+            cmd += ["--sandboxed", "--own=" + json.dumps([str(p) for p in confine.writable]),
+                    "--home=" + PRIVATE_HOME]
             self.env_overrides = sandbox_env(confine)
         self._guard = env["PYTHONPATH"].split(os.pathsep)[0] if self.isolation == "guard" else ""
         try:

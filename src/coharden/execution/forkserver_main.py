@@ -10,8 +10,10 @@ file, and no other file descriptor of the server.
 The server enforces each request's time limit itself (it is the only process that can name the child when it
 runs in its own PID namespace). The server makes itself non-dumpable, so a child cannot ptrace it or read its
 memory. With ``--sandboxed`` (it runs as the sandbox's only long-lived process, inside a bwrap PID namespace)
-it kills every other process in the namespace after each child (daemons, forks left behind) and empties the
-private ``/tmp`` except the ``--keep`` entries (bind mounts), so no run sees what an earlier one left there.
+it kills every other process in the namespace after each child (daemons, forks left behind) and gives the next
+run the sandbox state it started with (``forkserver_procs.wipe``: every writable mount of the sandbox's own
+emptied, the ``--own`` paths aside - the worktree and the scratch directory, which the client resets), so no run
+sees what an earlier one left there.
 
 Protocol (JSON lines): the client's first line is {"key": hex}, a secret of this server's life; every later
 line both ways carries "seq" (the request's number, from 1; 0 for the hello) and "mac", the HMAC-SHA256 of the
@@ -56,11 +58,11 @@ SIGCONT has it stopped again after); zygotes are non-dumpable (no ptrace, no /pr
 ``zygotes.ZYGOTES`` are kept (a candidate's and a reference's runs alternate on one server).
 
 This file: the protocol, the children, the request loop. Its siblings in ``execution/``, one job each:
-``forkserver_procs.py`` (wait, kill, reap; the private ``/tmp``), ``removal.py`` (trees of any depth),
-``warm_state.py`` (the warm imports kept), ``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's
-handles on them), ``warm.py`` + ``warm_bodies.py``. The test interpreter has no coharden, and a module imported by
-name could come from the checkout under test, so :func:`load_sibling` loads each by its path (the package directory,
-read-only in the sandbox) as the server starts, before any test code runs (``warm.py``: at the first warm request).
+``forkserver_procs.py`` (wait, kill, reap; a fresh sandbox state per run), ``warm_state.py`` (the warm imports kept),
+``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py`` +
+``warm_bodies.py``. The test interpreter has no coharden, and a module imported by name could come from the
+checkout under test, so :func:`load_sibling` loads each by its path (the package directory, read-only in the
+sandbox) as the server starts, before any test code runs (``warm.py``: at the first warm request).
 """
 
 import hashlib
@@ -290,7 +292,6 @@ def load_sibling(name):
     return module
 
 
-load_sibling("removal")  # first: forkserver_procs finds it in sys.modules
 procs = load_sibling("forkserver_procs")  # before collect_once and zygotes, which find it in sys.modules
 load_sibling("warm_bodies")  # the body swapping, before warm.py, which finds it in sys.modules
 collect = load_sibling("collect_once")  # collect once: a zygote's pytest plugin
@@ -314,12 +315,12 @@ def main():
         name, eq, value = arg[2:].partition("=")
         options[name] = value if eq else "1"
     sandboxed = "sandboxed" in options
-    keep = set(filter(None, options.get("keep", "").split(",")))
     home = options.get("home", "/tmp/coharden-home")
-    tests_tmp = options.get("tmp", "/tmp")
+    # the sandbox's state before any code but the server's ran: what every run starts from
+    fresh = procs.Fresh(json.loads(options.get("own") or "[]")) if sandboxed else None
     safe, reason = _warm_up(options)
-    if sandboxed:
-        procs.wipe_tmp(keep, home, tests_tmp)
+    if fresh is not None:
+        procs.wipe(fresh, home)
     channel.send({"ready": True, "safe": safe, "reason": reason})
     if not safe:
         return
@@ -368,7 +369,7 @@ def main():
                 for zygote in zygotes.values():
                     zygote.kill()
                 zygotes.clear()
-            procs.wipe_tmp(keep, home, tests_tmp)
+            procs.wipe(fresh, home)
         channel.send(done)
 
 

@@ -1,5 +1,6 @@
 """Removing a directory tree a test wrote, however deep: every reset of a worktree, every cleanup of a worktree,
-a scratch directory or a run's leftovers, and the fork server's private ``/tmp`` between runs.
+a scratch directory or a run's leftovers (inside the fork server's sandbox, between runs,
+``forkserver_procs.wipe`` empties the scratch mounts the same way).
 
 A test can nest directories far beyond what a recursive or descriptor-per-level removal survives: 25,000 levels
 (made in a second with ``mkdir``/``chdir``) pass Python's recursion limit, ``PATH_MAX`` (a path to the bottom
@@ -8,8 +9,6 @@ one directory descriptor is open at a time: the walk goes down through a child's
 ``..``, checked to be the directory it came from (device and inode), and keeps per level only the names still to
 remove. Links are never followed; a directory a test locked (no read, write or search right for its owner) gets
 its owner's rights back first (a test runs as the same user).
-
-Stdlib only, Python 3.6+: the fork server loads this file by path inside the sandbox (see ``forkserver_main``).
 """
 
 import contextlib
