@@ -74,7 +74,8 @@ def test_rich_markup_prints_as_it_is() -> None:
 def test_markdown_text_is_one_inline_line() -> None:
     for escape in (md_inline, md_line, md_cell):
         text = escape(HOSTILE)
-        assert "\n" not in text and "\r" not in text
+        assert "\n" not in text
+        assert "\r" not in text
         assert "<script" not in text
         assert "| x | y |" not in text  # every cell separator escaped
     assert md_line("## Rigorous").startswith("\\#")
@@ -87,7 +88,8 @@ def test_markdown_text_is_one_inline_line() -> None:
 
 
 def test_html_and_log_values() -> None:
-    assert "<" not in html_text(HOSTILE) and "\x1b" not in html_text(HOSTILE)
+    assert "<" not in html_text(HOSTILE)
+    assert "\x1b" not in html_text(HOSTILE)
     assert html_text('"><img>') == "&quot;&gt;&lt;img&gt;"
     line = log_value(HOSTILE)
     assert len(line.splitlines()) == 1
@@ -134,7 +136,8 @@ def test_report_markdown_and_html_gain_no_heading_row_or_tag() -> None:
     # every row has as many cells as its header: count unescaped separators
     assert {len(_cells(r)) for r in rows[:3]} == {len(_cells(rows[0]))}
     page = render_html(report, figures={})
-    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "<script>" not in page
+    assert "&lt;script&gt;" in page
 
 
 def _cells(row: str) -> list[str]:
@@ -157,11 +160,15 @@ def test_names_that_clean_alike_get_distinct_folders_and_never_escape(tmp_path: 
     names = ["a b", "a.b", "a_b", "a\tb", "a..b", ".", "..", "", "../../etc", "x/../../y", "a\x00b", "é" * 200,
              "x" * 300, "model.", ".model", "model", "a/b", "acme/otter"]
     folders = {name: folder_name(name, model=True) for name in names}
-    assert folders["acme/otter"] == "acme__otter" and folders["model"] == "model"  # the harness's folders kept
-    assert folders["a.b"] == "a.b" and folders["a_b"] == "a_b"
+    assert folders["acme/otter"] == "acme__otter"
+    assert folders["model"] == "model"
+    assert folders["a.b"] == "a.b"
+    assert folders["a_b"] == "a_b"
     assert len(set(folders.values())) == len(names)  # ("a/b" and "a__b" both give a__b: refused, below)
     for name, folder in folders.items():
-        assert folder not in ("", ".", "..") and "/" not in folder and "\x00" not in folder, name
+        assert folder not in ("", ".", ".."), name
+        assert "/" not in folder, name
+        assert "\x00" not in folder, name
         assert len(folder.encode()) <= 255
         assert folder_name(name, model=True) == folder  # deterministic
         path = instance_dir(log_dir, name, name, name)
@@ -246,7 +253,8 @@ def test_mpe_batch_and_eval_with_a_hostile_model_name(tmp_path: Path, monkeypatc
     _clean_run(result)
     assert result.exit_code == 0, result.output
     [row] = [json.loads(line) for line in (tmp_path / "out/run1/mpe.jsonl").read_text().splitlines()]
-    assert row["model_name_or_path"] == HOSTILE and row["test_class"] not in (None, "Error")
+    assert row["model_name_or_path"] == HOSTILE
+    assert row["test_class"] not in (None, "Error")
     [model_folder] = [p for p in (tmp_path / "out/logs/run1").iterdir() if p.is_dir()]
     assert model_folder.parent == tmp_path / "out/logs/run1"  # one folder, inside the run's
     log = (model_folder / "example__boundary_check" / "run_instance.log").read_text()
