@@ -41,7 +41,9 @@ def test_a_batch_writes_one_log_folder_per_prediction(tmp_path: Path, monkeypatc
     logs = tmp_path / "results" / "logs" / "run1"  # default: logs/ beside the output, the run named by it
     assert "per-instance logs:" in result.stdout
     folder = logs / "acme__otter" / "acme__calc-1"
-    assert sorted(p.name for p in folder.iterdir()) == ["patch.diff", "report.json", "run_instance.log"]
+    # .coharden-name: the instance id the folder is for (a folder written for another name is refused, issue 51)
+    assert sorted(p.name for p in folder.iterdir()) == [".coharden-name", "patch.diff", "report.json",
+                                                        "run_instance.log"]
     assert folder.joinpath("patch.diff").read_text() == lax
     row = json.loads(folder.joinpath("report.json").read_text())
     rows = [json.loads(line) for line in (tmp_path / "results" / "run1" / "mpe.jsonl").read_text().splitlines()]

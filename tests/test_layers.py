@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"schema"},
     {"llm", "analysis", "jsonl"},
-    {"errors", "pysource", "yamlfile", "data"},
+    {"errors", "pysource", "yamlfile", "escaping", "data"},
 ]
 LAYER = {room: depth for depth, rooms in enumerate(LAYERS) for room in rooms}
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console, ConsoleDimensions
-from rich.markup import escape
+from rich.errors import MarkupError
+from rich.text import Text
 
 from coharden.cli.mpe_options import parse_operators as parse_operators
 from coharden.cli.options import ConfigOpt as ConfigOpt
@@ -27,6 +28,7 @@ from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
 from coharden.config import Settings, load_settings
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 if TYPE_CHECKING:
     pass
@@ -55,6 +57,15 @@ class _Console(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """The last guard of :func:`coharden.escaping.for_rich`, which every printed string from a test or a
+        prediction goes through: a string whose markup is still malformed prints as plain text rather than
+        stopping the command with a traceback and no verdict."""
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:
+            return super().render_str(text, **{**kwargs, "markup": False})
+
 
 # soft_wrap: printed lines are never wrapped (piped output used to break at 80 columns, and with it the printed
 # diffs); tables fit the terminal's width, or PIPED_WIDTH off a terminal
@@ -80,7 +91,7 @@ def progress_bar(label: str, *, quiet: bool = False, total: int | None = None) -
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err_console, transient=True,
+                  TextColumn("{task.description}", markup=False), console=err_console, transient=True,
                   disable=quiet or not err_console.is_terminal) as bar:
         task = bar.add_task("", total=total)
 
@@ -109,7 +120,7 @@ def print_counts(title: str, columns: tuple[str, str], counts: dict[str, int]) -
     for column in columns:
         table.add_column(column)
     for name, n in counts.items():
-        table.add_row(name, str(n))
+        table.add_row(esc(name), str(n))
     console.print(table)
 
 
@@ -153,7 +164,7 @@ run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
 
 def fail(message: str, code: int = 2) -> None:
     """Print a user-facing error and exit (code 2: bad input or environment)."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    err_console.print(f"[bold red]error:[/] {esc(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 

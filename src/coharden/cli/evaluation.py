@@ -16,6 +16,7 @@ from coharden.cli.common import RunOptions, cli_errors, console, err_console, pr
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs
 from coharden.cli.options import JsonOpt, output_option, workers_option
+from coharden.escaping import for_rich as esc
 
 
 @cli_errors
@@ -83,7 +84,7 @@ def eval_command(
         _render_eval(report, written)
     for where in ("errors", "fix_errors"):
         for iid, error in report["instances"][where].items():
-            err_console.print(f"[yellow]{iid}[/]: {error}")
+            err_console.print(f"[yellow]{esc(iid)}[/]: {esc(error)}", highlight=False)
     from coharden.schema.prediction import unknown_ids_message
 
     for kind in ("fixes", "tests"):
@@ -106,7 +107,7 @@ def _render_eval(report: dict, written: dict) -> None:
         fail_to_pass = "-" if row["fail_to_pass"] is None else f"{row['fail_to_pass']}/{total}"
         classes = "-" if row["tests_submitted"] is None else \
             f"{row['Rigorous']}/{row['Lax']}/{row['Misaligned']}"
-        table.add_row(row["system"], resolved, fail_to_pass, classes, fmt(row["mean_laxity"]),
+        table.add_row(esc(row["system"]), resolved, fail_to_pass, classes, fmt(row["mean_laxity"]),
                       fmt(row["coupling_factor"]), fmt(row["overfit_rate"]))
     if report["comparison"]:
         console.print(table)
@@ -115,13 +116,13 @@ def _render_eval(report: dict, written: dict) -> None:
         console.print(f"test injection: delta Resolved {fmt(overall['delta'])} over {overall['n']} pairs")
     for name, sec in (report.get("refinement") or {}).items():
         change = sec["resolved_change"]
-        console.print(f"overfit run {name}: overfit rate {fmt(sec['overfit_rate']['before'])} -> "
+        console.print(f"overfit run {esc(name)}: overfit rate {fmt(sec['overfit_rate']['before'])} -> "
                       f"{fmt(sec['overfit_rate']['after'])}, net Resolved gain {change['net_gain']} "
                       f"(+{change['gained']} / -{change['lost']} over {change['n']})")
     for name, run in report["runs"].items():
         totals = run["totals"]
-        console.print(f"run {name}: final Resolved {fmt(totals['resolved_rate'])}, F->P "
+        console.print(f"run {esc(name)}: final Resolved {fmt(totals['resolved_rate'])}, F->P "
                       f"{fmt(totals['fail_to_pass_rate'])}, {fmt(totals['usd'])} USD, mutant share "
                       f"{fmt(totals['mutant_share'])}")
     for kind, path in written.items():
-        console.print(f"{kind}: {path}")
+        console.print(f"{kind}: {esc(path)}", highlight=False)

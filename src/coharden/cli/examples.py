@@ -18,6 +18,7 @@ from coharden.cli.mpe_render import laxity_text
 from coharden.cli.options import ConfigOpt, JsonOpt, StoreOpt, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 examples_app = new_app(help="Bundled examples: hand-labelled candidate tests for checking coharden.")
 
@@ -46,7 +47,7 @@ def examples_check(
             table.add_column(col)
         for row in rows:
             ok = "[green]ok[/]" if row["ok"] else "[bold red]MISMATCH[/]"
-            table.add_row(row["example"], row["candidate"], row["expected"], row["got"],
+            table.add_row(esc(row["example"]), esc(row["candidate"]), row["expected"], row["got"],
                           laxity_text(row["laxity"], row["interval"]), f"{row['drawn']}/{row['pool']}",
                           row["matrix"], ok)
         console.print(table)

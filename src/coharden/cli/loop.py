@@ -19,6 +19,7 @@ from coharden.cli.mpe_options import LOOP_TAU_HELP, MPE_TAU_HELP, MutatorOpt, Sa
 from coharden.cli.options import AgentReadableOpt, IdOpt, IdsOpt, JsonOpt, output_option, ranged, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 from coharden.schema.mpe_config import DEFAULT_SEED
 
 
@@ -97,10 +98,11 @@ def agent_cmd(
         print(json.dumps(summary, indent=2))
     else:
         mark = "[green]accepted[/]" if result.accepted else f"[red]not accepted[/] ({result.exit_status})"
-        console.print(f"{inst.instance_id} [{run_mode.value}] {agent.name}: {mark} after {result.iterations} "
-                      f"follow-up(s); cost {'unknown' if result.cost is None else f'${result.cost:.4f}'}")
+        console.print(f"{esc(inst.instance_id)} \\[{run_mode.value}] {esc(agent.name)}: {mark} after "
+                      f"{result.iterations} follow-up(s); cost "
+                      f"{'unknown' if result.cost is None else f'${result.cost:.4f}'}")
         if result.error:
-            console.print(f"error: {result.error}")
+            console.print(f"error: {esc(result.error)}", highlight=False)
         console.print(f"trajectory: {trajectory}\npredictions: {preds_path}")
     raise typer.Exit(0 if result.accepted else 1)
 
@@ -178,17 +180,17 @@ def run_loop(
     loop_words = {"method": method, "rounds": rounds, "mutator": mutator, "paper_classes": paper_classes,
                   **{k: v for k, v in words.items() if v is not None}}
     summary = _run_loop(chosen, settings, loop_words, llm_opts, samples, inject_tests, output, run_name, step_limit,
-                        Progress(TextColumn("{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.description}"), console=err_console,
-                                 disable=not err_console.is_terminal),
+                        Progress(TextColumn("{task.fields[label]}", markup=False), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
+                                 console=err_console, disable=not err_console.is_terminal),
                         agent_command=agent_command, agent_timeout=agent_timeout)
     print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
                  ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
     for iid, error in summary["errors"].items():
-        err_console.print(f"[yellow]{iid}[/]: {error}")
+        err_console.print(f"[yellow]{esc(iid)}[/]: {esc(error)}", highlight=False)
     for iid, cause in summary["model_errors"].items():
-        err_console.print(f"[red]{iid}[/]: {cause}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]{esc(iid)}[/]: {esc(cause)}", highlight=False, soft_wrap=True)
     if summary["model_failure"]:
         err_console.print("[bold red]error:[/] no instance produced a fix or a test: the model failed (causes above)")
     raise typer.Exit(1 if summary["errors"] or summary["model_failure"] else 0)

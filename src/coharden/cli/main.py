@@ -25,6 +25,7 @@ from coharden.cli.examples import examples_app
 from coharden.cli.mpe import mpe
 from coharden.cli.options import IdOpt, JsonOpt
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 app = new_app(name="coharden", help="Measure and harden the rigor of bug reproduction tests with mutant patches.")
 
@@ -80,14 +81,14 @@ def verify(
     if as_json:
         print(json.dumps({"instance_id": inst.instance_id, "test": test_name, **result.to_json()}, indent=2))
     else:
-        table = Table(title=f"{inst.instance_id}: test {test_name!r}")
+        table = Table(title=f"{esc(inst.instance_id)}: test {esc(repr(test_name))}")
         table.add_column("code")
         table.add_column("verdict")
         table.add_column("detail", overflow="fold")
         for label, verdict in (("buggy", result.buggy), ("fixed", result.fixed)):
-            table.add_row(label, verdict.outcome.value, verdict.reason[:300])
+            table.add_row(label, verdict.outcome.value, esc(verdict.reason[:300]))
         console.print(table)
-        console.print(f"test ids: {', '.join(result.test_ids)}")
+        console.print(f"test ids: {esc(', '.join(result.test_ids))}", highlight=False)
         mark = "[green]yes[/]" if result.fail_to_pass else "[red]no[/]"
         console.print(f"fail-to-pass: {mark}")
     raise typer.Exit(0 if result.admissible else 1)

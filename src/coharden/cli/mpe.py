@@ -32,6 +32,7 @@ from coharden.cli.mpe_render import render_mpe
 from coharden.cli.options import IdOpt, JsonOpt, WorkersOpt, option_group, ranged, unwritable
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 if TYPE_CHECKING:
     from coharden.schema.mpe_config import MPEConfig
@@ -151,7 +152,7 @@ def mpe(
                                                  or "none (no laxity: the class does not depend on a cutoff)"),
                           highlight=False)
     if not result.pool_complete:
-        err_console.print(f"[bold red]no classification:[/] {result.pool_incomplete_reason}")
+        err_console.print(f"[bold red]no classification:[/] {esc(result.pool_incomplete_reason)}")
         raise typer.Exit(1)
 
 
@@ -249,7 +250,10 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
         return
     print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
                  summary["classes"])
-    console.print(f"per-instance logs: {logs[0] / logs[1]}/MODEL/INSTANCE_ID/", highlight=False)
+    from coharden.mpe.logs import folder_name
+
+    console.print(f"per-instance logs: {logs[0] / folder_name(logs[1])}/MODEL/INSTANCE_ID/", highlight=False,
+                  markup=False)
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
         cut_table.add_column(col)
@@ -257,7 +261,7 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
         cut_table.add_row(str(row["cutoff"]), str(row["Rigorous"]), str(row["Lax"]))
     console.print(cut_table)
     for iid, error in summary["errors"].items():
-        err_console.print(f"[yellow]{iid}[/]: {error}")
+        err_console.print(f"[yellow]{esc(iid)}[/]: {esc(error)}", highlight=False)
     if summary["stage_seconds"]:
         console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
 

@@ -1,19 +1,23 @@
-"""The tables ``coharden mpe`` prints for one MPE: the verdicts, the frame, the mutant sources and the shown mutants."""
+"""The tables ``coharden mpe`` prints for one MPE: the verdicts, the frame, the mutant sources and the shown mutants.
+
+Every string from the instance, the tests or the mutants (ids, names, reasons, notes, descriptions) goes through
+:func:`coharden.escaping.for_rich` where it meets Rich markup."""
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import console, print_diff
+from coharden.escaping import for_rich as esc
 
 
 def render_mpe(result, show: int) -> None:
-    table = Table(title=f"MPE {result.instance_id}: test {result.test!r} vs reference {result.reference!r}")
+    table = Table(title=f"MPE {esc(result.instance_id)}: test {esc(repr(result.test))} vs reference "
+                        f"{esc(repr(result.reference))}")
     for col in ("", "buggy", "fixed"):
         table.add_column(col)
-    table.add_row("candidate", result.candidate_buggy.short()[:80], result.candidate_fixed.short()[:80])
-    table.add_row("reference", result.reference_buggy.short()[:80], result.reference_fixed.short()[:80])
+    table.add_row("candidate", esc(result.candidate_buggy.short()[:80]), esc(result.candidate_fixed.short()[:80]))
+    table.add_row("reference", esc(result.reference_buggy.short()[:80]), esc(result.reference_fixed.short()[:80]))
     console.print(table)
     if result.fail_to_pass:
         counts = result.matrix.counts()
@@ -35,27 +39,27 @@ def render_mpe(result, show: int) -> None:
                     "inadmissible"):
             ops.add_column(col)
         for op, row in result.per_operator().items():
-            inad = ", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-"
-            ops.add_row(op, str(row.get("pool", "-")), str(row["total"]),
+            inad = esc(", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-")
+            ops.add_row(esc(op), str(row.get("pool", "-")), str(row["total"]),
                         *(str(row[k]) for k in ("admissible", "alpha", "beta", "gamma", "delta")),
                         laxity_text(row["laxity"], row["interval"]), inad)
         console.print(ops)
         console.print(_frame_text(result))
         dropped = result.pool.get("dropped", {})
         if dropped:
-            console.print("dropped before running: " + "; ".join(
-                f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items()))
+            console.print("dropped before running: " + esc("; ".join(
+                f"{op}: " + ", ".join(f"{k} {v}" for k, v in reasons.items()) for op, reasons in dropped.items())))
         _render_sources(result)
     if result.runs:
         console.print("runs: " + "; ".join(f"{role} {row['made']} made, {row['cached']} from the store, "
                                            f"{row['implied']} implied, {row.get('not_needed', 0)} not needed"
                                            for role, row in result.runs.items())
-                      + (f"; flaky on the fixed code: {', '.join(result.flaky)}" if result.flaky else ""))
+                      + (f"; flaky on the fixed code: {esc(', '.join(result.flaky))}" if result.flaky else ""))
     if result.candidate_timeouts:
         console.print(f"candidate timeouts on mutants: {result.candidate_timeouts} (limit "
                       f"{result.time_limits.get('candidate', 0):g} s; inadmissible, not counted in laxity)")
     for note in result.tampering:
-        console.print(f"[bold yellow]tampering:[/] {note}")
+        console.print(f"[bold yellow]tampering:[/] {esc(note)}", highlight=False)
     if result.pool_complete:  # else the caller says why there is no class, once
         laxity = "n/a" if result.laxity is None else result.estimate().text()
         if result.counted == "behaviours" and result.laxity is not None:
@@ -65,7 +69,7 @@ def render_mpe(result, show: int) -> None:
         rule = "point rule (--paper-classes)" if result.point_classes else f"{result.confidence:g} interval"
         why = f" ({result.undecided})" if result.undecided else ""
         console.print(f"laxity: [bold]{laxity}[/] (tau {result.tau}, class by the {rule})   class: "
-                      f"[bold]{result.test_class.value}[/]{why}")
+                      f"[bold]{result.test_class.value}[/]{esc(why)}")
         if result.undecided == "pool_too_small":
             console.print("every mutant of the pool ran and the interval still contains tau: the pool is too small "
                           "to decide (more operators or LLM mutants would add to it)")
@@ -73,13 +77,13 @@ def render_mpe(result, show: int) -> None:
             console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
                           "empty)")
     for warning in result.warnings:
-        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+        console.print(f"[bold yellow]warning:[/] {esc(warning)}", highlight=False)
     lax = _one_per_behaviour(result.lax_mutants())
     if lax and show:
         console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
         for mr, same in lax[:show]:
             more = f" (and {same} more of the same behaviour)" if same else ""
-            console.print(f"[bold]{mr.mutant.id}[/] {escape(mr.mutant.description)} @ {escape(mr.mutant.location)}"
+            console.print(f"[bold]{esc(mr.mutant.id)}[/] {esc(mr.mutant.description)} @ {esc(mr.mutant.location)}"
                           f"{more}", highlight=False)
             print_diff(mr.mutant.patch)
 
@@ -121,16 +125,16 @@ def _render_sources(result) -> None:
     for col in ("source", "total", "admissible", "alpha", "beta", "gamma", "delta"):
         sources.add_column(col)
     for source, row in result.per_source().items():
-        sources.add_row(source, *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")))
+        sources.add_row(esc(source), *(str(row[k]) for k in ("total", "admissible", "alpha", "beta", "gamma", "delta")))
     console.print(sources)
-    llm = Table(title=f"LLM pool ({result.llm_pool['model']})")
+    llm = Table(title=f"LLM pool ({esc(result.llm_pool['model'])})")
     for col in ("operator", "wanted", "attempts", "admitted", "rejected", "failed", "tokens in/out", "USD"):
         llm.add_column(col)
     usage = result.llm_usage.get("per_operator", {})
     for op, row in result.llm_pool["per_operator"].items():
         u = usage.get(op, {})
-        llm.add_row(op, str(row["wanted"]), str(row["attempts"]), str(row["admitted"]),
-                    ", ".join(f"{k} {v}" for k, v in row["rejected"].items()) or "-",
-                    ", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-",
+        llm.add_row(esc(op), str(row["wanted"]), str(row["attempts"]), str(row["admitted"]),
+                    esc(", ".join(f"{k} {v}" for k, v in row["rejected"].items()) or "-"),
+                    esc(", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-"),
                     f"{u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}", f"{u.get('cost_usd', 0.0):.4f}")
     console.print(llm)

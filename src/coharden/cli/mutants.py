@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import cli_errors, console, err_console, new_app
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import ConfigOpt, JsonOpt, StoreOpt
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 mutants_app = new_app(help="The mutants of past MPE runs in the result store: list them, show one by id "
                       "(INSTANCE:MUTANT) with its diff.")
@@ -73,8 +73,8 @@ def mutants_list(
     for m in found:
         size = sizes.get((m.when, m.instance_id, m.test, m.behaviour or ""), 0)
         behaviour = f"{m.behaviour} (x{size})" if m.behaviour and size > 1 else (m.behaviour or "-")
-        table.add_row(escape(m.id), escape(m.test), m.cell, behaviour, escape(m.operator), escape(m.location),
-                      escape(m.description))
+        table.add_row(esc(m.id), esc(m.test), esc(m.cell), esc(behaviour), esc(m.operator), esc(m.location),
+                      esc(m.description))
     console.print(table)
     console.print("show one: coharden mutants show ID", highlight=False)
 
@@ -102,10 +102,11 @@ def mutants_show(
         return
     first = runs[0]
     console.print(f"{first.id}: {first.operator} ({first.source}) at {first.location}: {first.description}",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, soft_wrap=True, markup=False)
     for m in runs:
         console.print(f"  {m.run} {m.when}, test {m.test}: {m.cell} ({CELL_MEANING.get(m.cell, '?')}; candidate "
-                      f"{m.candidate or '-'}, reference {m.reference or '-'})", highlight=False, soft_wrap=True)
+                      f"{m.candidate or '-'}, reference {m.reference or '-'})", highlight=False, soft_wrap=True,
+                      markup=False)
     patches = list(dict.fromkeys(m.patch for m in runs))
     if len(patches) > 1:
         err_console.print(f"note: {len(patches)} different diffs under this id (runs of different pools)")

@@ -17,6 +17,7 @@ from coharden.cli.common import RunOptions, cli_errors, console, err_console, ne
 from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
 from coharden.cli.options import IdOpt, IdsOpt, JsonOpt, output_option, ranged
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 overfit_app = new_app(help="Test overfitting: the reward of (fix, test) pairs and their reward-guided "
                            "refinement by an LLM critic.")
@@ -108,25 +109,26 @@ def refine_command(
                                  store=result_store, run=name, on_iteration=log)
         results.append(result)
         err_console.print(f"{iid}: {result.stop_reason} after {result.iterations} iterations, reward "
-                          f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}")
+                          f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}",
+                          markup=False, highlight=False)
     skipped = {iid: "no fix" if iid not in fix_of else "no test" for iid in found if iid not in chosen}
     summary = summarize(results, refine_config, name, llm_config.model)
     summary["skipped"] = skipped
     written = write_outputs(results, output, summary)
-    table = Table(title=f"{name}: {len(results)} instances ({output})")
+    table = Table(title=f"{esc(name)}: {len(results)} instances ({esc(output)})")
     for title in ("instance", "stop", "iterations", "reward", "coverage", "F->P"):
         table.add_column(title, no_wrap=True)
     for r in results:
-        table.add_row(r.instance, r.stop_reason, str(r.iterations),
+        table.add_row(esc(r.instance), esc(r.stop_reason), str(r.iterations),
                       f"{_num(r.initial.get('reward'))} -> {_num(r.final.get('reward'))}",
                       f"{_num(r.initial.get('coverage'))} -> {_num(r.final.get('coverage'))}",
                       f"{_yes(r.initial.get('fail_to_pass'))} -> {_yes(r.final.get('fail_to_pass'))}")
     console.print(table)
     console.print(f"kept changes by side: {summary['sides_changed']}; cost {summary['usd']:.4f} USD")
     for kind, path in written.items():
-        console.print(f"{kind}: {path}")
+        console.print(f"{kind}: {esc(path)}", highlight=False)
     for iid, error in summary["errors"].items():
-        err_console.print(f"[yellow]{iid}[/]: {error}")
+        err_console.print(f"[yellow]{esc(iid)}[/]: {esc(error)}", highlight=False)
     raise typer.Exit(0 if not summary["errors"] else 1)
 
 
@@ -184,6 +186,6 @@ def reward_command(
     console.print(table)
     for path, missed in data["missed"].items():
         if missed["old"] or missed["new"]:
-            console.print(f"not run: {path}: old lines {missed['old']}, new lines {missed['new']}")
+            console.print(f"not run: {esc(path)}: old lines {missed['old']}, new lines {missed['new']}")
     if not evaluation.valid:
-        err_console.print(f"[yellow]invalid pair[/]: {evaluation.reason}")
+        err_console.print(f"[yellow]invalid pair[/]: {esc(evaluation.reason)}", highlight=False)

@@ -171,7 +171,7 @@ def _run_steps(study: Any, engine: EngineOptions, workers: int, wanted: list[str
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("real bugs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err_console) as bar:
+                  TextColumn("{task.description}", markup=False), console=err_console) as bar:
         task = bar.add_task("", total=study.planned_steps(wanted))
 
         def advance(text: str, steps: int) -> None:

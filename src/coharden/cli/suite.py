@@ -30,6 +30,7 @@ from coharden.cli.llm_options import (
 from coharden.cli.mpe_options import seed_option
 from coharden.cli.options import ConfigOpt, JsonOpt, StoreOpt, output_option, ranged, timeout_option, workers_option
 from coharden.errors import CoHardenError
+from coharden.escaping import for_rich as esc
 
 suite_app = new_app(help="Harden a module's whole test suite against mutants (mechanical kill oracle).")
 
@@ -117,7 +118,7 @@ def mutant_progress(total: int, label: str) -> Iterator[Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err_console, transient=True) as bar:
+                  TextColumn("{task.description}", markup=False), console=err_console, transient=True) as bar:
         task = bar.add_task("", total=total)
 
         def advance(mutant: Any, result: Any) -> None:
@@ -155,7 +156,7 @@ def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:
     console.print(f"\n[bold]surviving mutants[/] ({len(survivors)}; showing {min(show, len(survivors))}):")
     for mid in survivors[:show]:
         m = by_id[mid]
-        console.print(f"[bold]{m.id}[/] {m.operator} line {m.line}: {m.description}")
+        console.print(f"[bold]{esc(m.id)}[/] {esc(m.operator)} line {m.line}: {esc(m.description)}", highlight=False)
         print_diff(m.diff)
 
 
@@ -286,5 +287,5 @@ def run_cmd(
                       f"stop: {run.stop_reason}; outputs in {output}")
         _render_survivors(mutants, survivors_final, show)
     if not run.complete:
-        err_console.print(f"[bold red]incomplete:[/] {run.failure}")
+        err_console.print(f"[bold red]incomplete:[/] {esc(run.failure)}")
         raise typer.Exit(1)

@@ -125,7 +125,7 @@ def _make(dataset: Dataset, data: Path, repos: Path, envcheck: Path | None, pyth
         engine = engine_opts.engine(workers)
     try:
         with Progress(TextColumn("table"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=err_console) as bar:
+                      TextColumn("{task.description}", markup=False), console=err_console) as bar:
             task = bar.add_task("", total=None)
             result = run_table(table_data, settings, table_config, dataset, engine=engine,
                                progress=lambda text, n: bar.update(task, advance=n, description=text[:100]),

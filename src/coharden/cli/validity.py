@@ -108,8 +108,8 @@ def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: P
     study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
                         warm_defaults=not settings.preload and not settings.warm_imports)
     validity_config = ValidityConfig(study=study, repos=only_repo, ids=only, limit=limit)
-    with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
-                  console=err_console) as bar:
+    with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}", markup=False), console=err_console) as bar:
         task = bar.add_task("", total=None)
         result = run_validity(inputs, settings, validity_config, dataset,
                               progress=lambda text, n: bar.update(task, advance=n, description=text[:110]))

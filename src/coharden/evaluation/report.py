@@ -3,20 +3,23 @@
 Both are rendered from the JSON document of :func:`coharden.evaluation.metrics.build_report` only, through one
 list of blocks (:mod:`coharden.evaluation.report_blocks`), so the two always say the same thing; the figures
 (:mod:`coharden.evaluation.report_figures`) need matplotlib (``pip install 'coharden[report]'``).
+
+System names, instance ids, reasons and errors come from the graded predictions: every text of a block goes
+through :mod:`coharden.escaping` (Markdown: one line, no raw HTML, no block or cell of its own; HTML: entities).
 """
 
 from __future__ import annotations
 
 import base64
-import html
 from typing import Any
 
+from coharden.escaping import html_text, md_inline, md_line
 from coharden.evaluation.report_blocks import blocks, fmt
 from coharden.evaluation.report_figures import plots
 
 
 def _md_cell(value: Any) -> str:
-    return fmt(value).replace("|", "\\|").replace("\n", " ")
+    return md_inline(fmt(value))
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -24,9 +27,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines: list[str] = []
     for block in blocks(report):
         if block.kind in ("h1", "h2", "h3"):
-            lines += ["#" * int(block.kind[1]) + " " + block.text, ""]
+            lines += ["#" * int(block.kind[1]) + " " + md_inline(block.text), ""]
         elif block.kind == "p":
-            lines += [block.text, ""]
+            lines += [md_line(block.text), ""]
         elif block.kind == "table":
             lines.append("| " + " | ".join(_md_cell(h) for h in block.headers) + " |")
             lines.append("|" + "---|" * len(block.headers))
@@ -54,17 +57,17 @@ def render_html(report: dict[str, Any], figures: dict[str, bytes] | None = None)
              "<title>coharden evaluation report</title>", f"<style>{STYLE}</style>", "</head>", "<body>"]
     for block in blocks(report, figures):
         if block.kind in ("h1", "h2", "h3", "p"):
-            parts.append(f"<{block.kind}>{html.escape(block.text)}</{block.kind}>")
+            parts.append(f"<{block.kind}>{html_text(block.text)}</{block.kind}>")
         elif block.kind == "table":
             parts.append('<div class="wide"><table>')
-            parts.append("<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
+            parts.append("<thead><tr>" + "".join(f"<th>{html_text(h)}</th>" for h in block.headers)
                          + "</tr></thead>")
             parts.append("<tbody>")
-            parts += ["<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in block.rows]
+            parts += ["<tr>" + "".join(f"<td>{html_text(fmt(v))}</td>" for v in row) + "</tr>" for row in block.rows]
             parts.append("</tbody></table></div>")
         elif block.kind == "figure":
             data = base64.b64encode(block.image).decode("ascii")
-            parts.append(f'<figure><figcaption>{html.escape(block.text)}</figcaption>'
-                         f'<img alt="{html.escape(block.text)}" src="data:image/png;base64,{data}"></figure>')
+            parts.append(f'<figure><figcaption>{html_text(block.text)}</figcaption>'
+                         f'<img alt="{html_text(block.text)}" src="data:image/png;base64,{data}"></figure>')
     parts += ["</body>", "</html>", ""]
     return "\n".join(parts)

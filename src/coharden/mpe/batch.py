@@ -20,7 +20,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import MPE_ROW, Store, mpe_row_key
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import evaluate
-from coharden.mpe.logs import write_instance_log
+from coharden.mpe.logs import check_log_folders, write_instance_log
 from coharden.patches import prediction_tests
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
@@ -124,7 +124,9 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
     as they arrive; ``output/mpe.jsonl`` is written in prediction order at the end. With ``llm_mutator``,
     ``config.llm`` names its model (set from the mutator when not given). ``logs`` (log directory, run id):
     each prediction's folder ``LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/`` is written as its row arrives (see
-    :mod:`coharden.mpe.logs`)."""
+    :mod:`coharden.mpe.logs`); names that would share a folder are refused before anything runs."""
+    if logs is not None:
+        check_log_folders(*logs, predictions)
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
     config = config or MPEConfig()

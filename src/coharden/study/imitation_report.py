@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from coharden.analysis import stats
+from coharden.escaping import md_cell
 
 
 def _pct(share: stats.Share) -> str:
@@ -36,7 +37,7 @@ def _laxity(test: dict[str, Any]) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    return out + ["| " + " | ".join(r) + " |" for r in rows]
+    return out + ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
 
 
 def render_imitation(summary: dict[str, Any], operators: list[str], per_operator: int | None) -> list[str]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from coharden.analysis import stats
+from coharden.escaping import md_cell
 from coharden.schema.estimate import clopper_pearson
 from coharden.study.data import StudyData
 from coharden.study.summary import CLASS_ORDER, LAXITY_EDGES, OPERATOR_SHORT, test_class, verdict_text
@@ -37,7 +38,7 @@ def _auc(v: stats.Validity) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
+        return md_cell(v)
 
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]

@@ -10,6 +10,7 @@ from typing import Any
 
 from coharden.analysis import figures
 from coharden.errors import CoHardenError
+from coharden.escaping import md_cell
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.summary import LAXITY_EDGES
 from coharden.study.table import latest_rows
@@ -57,7 +58,7 @@ def _duration(seconds: float) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
+        return md_cell(v)
 
     return ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|",
             *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows), ""]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from coharden.errors import CoHardenError
+from coharden.escaping import md_cell
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.split import split_rule
 from coharden.study.validity import read_dataset
@@ -58,7 +59,7 @@ def _p(p: float | None) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
+        return md_cell(v)
 
     return ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|",
             *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows), ""]
