@@ -158,8 +158,11 @@ def timeout_option(help: str = "Seconds per test process.") -> Any:  # noqa: A00
 TimeoutOpt = Annotated[float | None, timeout_option()]
 
 
-def workers_option(help: str = "Parallel workers (default: the CPU count).") -> Any:  # noqa: A002
-    return ranged("--workers", "-w", help=help, lo=1)
+def workers_option(help: str = "Parallel workers (default: the CPU count).",  # noqa: A002
+                   aliases: tuple[str, ...] = ()) -> Any:
+    """``--workers/-w`` (and ``aliases``: ``--max_workers`` where a command reads the SWE-bench harness's
+    flags), at least 1."""
+    return ranged("--workers", "-w", *aliases, help=help, lo=1)
 
 
 WorkersOpt = Annotated[int | None, workers_option()]
