@@ -202,3 +202,14 @@ def test_eval_without_matplotlib_says_so_before_any_grading(tmp_path: Path, monk
     assert _flat("pip install 'coharden[report]'") in said
     assert "--no-html" in said
     assert not (tmp_path / "ev" / "report.json").exists()
+
+
+def test_eval_of_an_empty_records_file_is_an_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": BC, "model_name_or_path": "x", "model_patch": ""}) + "\n")
+    result = CliRunner().invoke(app, ["eval", "--dataset_name", str(empty), "--tests", str(preds), "--no-html",
+                                      "-o", str(tmp_path / "ev"), "--store", str(tmp_path / "s.sqlite")])
+    assert result.exit_code == 2, result.output
+    assert _flat(f"error: --instances: {empty} holds no instance") in _flat(result.output)

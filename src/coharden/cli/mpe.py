@@ -82,8 +82,8 @@ batch_options = option_group(BatchOptions, {
 }, "batch")
 
 MPEIdsOpt = Annotated[list[str] | None, typer.Option(
-    "--id", "--instance_ids", help="Instance id: the one to take from a records file of several; in a batch, "
-    "only these instances (repeatable or comma-separated).")]
+    "--id", "--instance_ids", metavar="ID", help="Instance id: the one to take from a records file of several; "
+    "in a batch, only these instances (repeatable or comma-separated).")]
 MPEWorkersOpt = Annotated[int | None, workers_option(aliases=("--max_workers",))]
 
 

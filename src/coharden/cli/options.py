@@ -132,7 +132,8 @@ ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holdin
 IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
 IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
 PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).",
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs; default: "
+                                               "store.sqlite in $COHARDEN_CACHE, else ~/.cache/coharden).",
                                                callback=writable("--store", directory=False))]
 WeakSandboxOpt = Annotated[bool, typer.Option(
     "--allow-weak-sandbox", help="Grade untrusted tests even where the full sandbox cannot be made here (no bwrap "

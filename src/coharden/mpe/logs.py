@@ -112,8 +112,9 @@ def harness_report(prediction: Prediction, row: dict[str, Any]) -> dict[str, Any
     patch_exists, patch_successfully_applied, resolved, tests_status}}``, read as SWT-bench reads a test:
     ``resolved`` is the candidate test failing on the buggy code and passing on the fixed code (F->P), and
     ``tests_status`` files each of its test ids under what it did there (``FAIL_TO_PASS`` ``success`` is the
-    wanted one; an id without a verdict on either side is a ``FAIL_TO_PASS`` ``failure``). coharden's own fields ride along: ``test_class``, ``laxity`` and its ``interval``, and ``error``
-    when the instance could not be graded."""
+    wanted one; an id without a verdict on either side is a ``FAIL_TO_PASS`` ``failure``). coharden's own
+    fields ride along: ``test_class``, ``laxity`` and its ``interval``, and ``error`` when the instance could
+    not be graded."""
     patch = prediction.model_patch
     status: dict[str, dict[str, list[str]]] = {k: {"success": [], "failure": []} for k in TEST_STATUS_KEYS}
     for test_id in row.get("test_ids") or []:
