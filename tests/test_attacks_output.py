@@ -181,7 +181,7 @@ def test_names_that_clean_alike_get_distinct_folders_and_never_escape(tmp_path: 
                                                   "model_name_or_path": pred.model_name_or_path})
     for pred in predictions:
         folder = instance_dir(log_dir, "run", pred.model_name_or_path, pred.instance_id)
-        assert json.loads((folder / "report.json").read_text())["model_name_or_path"] == pred.model_name_or_path
+        assert json.loads((folder / "mpe.json").read_text())["model_name_or_path"] == pred.model_name_or_path
         assert json.loads((folder / NAME_FILE).read_text()) == pred.instance_id
         assert json.loads((folder.parent / NAME_FILE).read_text()) == pred.model_name_or_path
     assert MAX_COMPONENT < 255

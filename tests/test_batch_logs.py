@@ -38,14 +38,14 @@ def test_a_batch_writes_one_log_folder_per_prediction(tmp_path: Path, monkeypatc
             "--per-operator", "2", "-w", "1"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    logs = tmp_path / "results" / "logs" / "run1"  # default: logs/ beside the output, the run named by it
+    logs = tmp_path / "results" / "run1" / "logs" / "run1"  # default: logs/ in the output, the run named by it
     assert "per-instance logs:" in result.stdout
     folder = logs / "acme__otter" / "acme__calc-1"
     # .coharden-name: the instance id the folder is for (a folder written for another name is refused, issue 51)
-    assert sorted(p.name for p in folder.iterdir()) == [".coharden-name", "patch.diff", "report.json",
+    assert sorted(p.name for p in folder.iterdir()) == [".coharden-name", "mpe.json", "patch.diff", "report.json",
                                                         "run_instance.log"]
     assert folder.joinpath("patch.diff").read_text() == lax
-    row = json.loads(folder.joinpath("report.json").read_text())
+    row = json.loads(folder.joinpath("mpe.json").read_text())
     rows = [json.loads(line) for line in (tmp_path / "results" / "run1" / "mpe.jsonl").read_text().splitlines()]
     assert row == rows[0]
     text = folder.joinpath("run_instance.log").read_text()
@@ -62,8 +62,9 @@ def test_a_batch_writes_one_log_folder_per_prediction(tmp_path: Path, monkeypatc
     # a second run is served from the store and writes the same folders, under another run id and log dir
     again = CliRunner().invoke(app, [*args, "--run-id", "again", "--log-dir", "elsewhere"])
     assert again.exit_code == 0, again.output
-    assert (tmp_path / "elsewhere" / "again" / "acme__otter" / "acme__calc-1" / "report.json").read_text() == \
-        folder.joinpath("report.json").read_text()
+    for name in ("report.json", "mpe.json"):
+        assert (tmp_path / "elsewhere" / "again" / "acme__otter" / "acme__calc-1" / name).read_text() == \
+            folder.joinpath(name).read_text()
 
 
 def test_an_unwritable_log_dir_is_refused_before_any_work(tmp_path: Path) -> None:

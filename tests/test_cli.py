@@ -572,15 +572,28 @@ def test_an_unwritable_output_is_one_error_before_any_work(case: str, tmp_path: 
     assert started == []  # refused when parsed: not a test process ran
 
 
-def test_verify_from_a_read_only_directory_names_the_store(tmp_path: Path, locked: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(locked)  # the default store is .coharden/store.sqlite here
+def test_verify_with_a_read_only_cache_names_it(tmp_path: Path, locked: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default store is CACHE/store.sqlite (issue 52; it was ./.coharden/ wherever the command ran): a cache
+    directory nothing can be written in is one error naming it and the way out, never a traceback."""
+    monkeypatch.chdir(locked)
+    monkeypatch.setenv("COHARDEN_CACHE", str(locked))
     result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax"])
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     said = _flat(result.output)
-    assert _flat(f"error: {locked / '.coharden/store.sqlite'}: cannot open the result store for writing") in said
-    assert _flat("give a writable --store") in said
+    assert _flat(f"error: cannot write in the cache directory {locked}") in said
+    assert _flat("set COHARDEN_CACHE (or -c cache_dir=DIR) to a writable directory") in said
+
+
+def test_the_default_store_is_in_the_cache_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coharden.config import Settings, load_settings
+
+    monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert Settings().store == tmp_path / "cache" / "store.sqlite"
+    assert load_settings(["cache_dir=/elsewhere"]).store == Path("/elsewhere/store.sqlite")
+    assert load_settings(["store=s.sqlite"]).store == Path("s.sqlite")  # a store given stays where it is
 
 
 def test_a_store_that_is_a_directory_or_under_a_file_is_refused(tmp_path: Path) -> None:

@@ -424,8 +424,9 @@ def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["classes"] == {"Error": 1, "Lax": 1, "Misaligned": 1}
+    assert summary["classes"] == {"Lax": 1, "Misaligned": 1}  # the unknown instance's is not graded, no Error
     assert summary["unknown_ids"] == ["nope"]
+    assert summary["not_graded"] == ["nope (x)"]
     assert [c["Lax"] for c in summary["cutoffs"]] == [1, 0]
     rows = [json.loads(line) for line in (out / "mpe.jsonl").read_text().splitlines()]
     assert [r["model_name_or_path"] for r in rows] == ["lax", "misaligned", "x"]

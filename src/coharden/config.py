@@ -28,6 +28,15 @@ RunnerName = Literal["pytest", "django", "sympy"]
 """The test runners' names: the keys of ``coharden.execution.runners.RUNNERS`` (a test holds them equal)."""
 
 
+#: The result store's file name in the cache directory (its default place).
+STORE_NAME = "store.sqlite"
+
+
+def default_cache_dir() -> Path:
+    """``$COHARDEN_CACHE``, else ``~/.cache/coharden``: read when settings are made (tests and users set it)."""
+    return Path(os.environ.get("COHARDEN_CACHE", Path.home() / ".cache" / "coharden"))
+
+
 class Settings(BaseModel):
     """Run-wide settings. Every field can be set in config files and most by CLI flags."""
 
@@ -67,10 +76,12 @@ class Settings(BaseModel):
         "otherwise an fnmatch pattern on the file name.",
     )
     repos_dir: Path | None = Field(default=None, description="Where owner/name repos live, as DIR/owner__name.")
-    store: Path = Field(default=Path(".coharden/store.sqlite"), description="SQLite result store.")
+    store: Path = Field(default=Path(STORE_NAME), description="SQLite result store (default: store.sqlite in "
+                        "the cache directory, wherever the command runs from).")
     cache_dir: Path = Field(
-        default_factory=lambda: Path(os.environ.get("COHARDEN_CACHE", Path.home() / ".cache" / "coharden")),
-        description="Where plain example projects are turned into git repositories.",
+        default_factory=default_cache_dir,
+        description="Where plain example projects are turned into git repositories (default: $COHARDEN_CACHE, "
+        "else ~/.cache/coharden); the result store's default place.",
     )
     workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
     test_host: str = Field(default="local", pattern="^(local|docker)$",
@@ -122,7 +133,12 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: Any) -> Any:
-        return renamed_keys(data)
+        data = renamed_keys(data)
+        if isinstance(data, dict) and data.get("store") is None:
+            # one store per user, whatever directory the command runs from (it was ./.coharden/ there)
+            cache = data.get("cache_dir")
+            data = {**data, "store": Path(cache if cache is not None else default_cache_dir()) / STORE_NAME}
+        return data
 
     @field_validator("pass_env")
     @classmethod

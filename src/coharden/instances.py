@@ -88,7 +88,11 @@ def materialize_directory(directory: Path, cache_dir: Path) -> tuple[Path, str]:
     """
     files = [p.relative_to(directory).as_posix() for p in directory.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc") and ".git" not in p.parts]
-    return snapshot_files(directory, files, cache_dir)
+    try:
+        return snapshot_files(directory, files, cache_dir)
+    except PermissionError as exc:  # the cache (and with it the default store) is not ours to write
+        raise InstanceError(f"cannot write in the cache directory {cache_dir} ({exc.strerror}): set "
+                            "COHARDEN_CACHE (or -c cache_dir=DIR) to a writable directory") from exc
 
 
 def _read_field(directory: Path, manifest: Path, data: dict[str, Any], field: str) -> str:

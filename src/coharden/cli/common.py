@@ -144,7 +144,11 @@ class RunOptions:
 
     def settings(self, **overrides: object) -> Settings:
         """Settings from --config with these options (and ``overrides``) on top; ``--pass-env`` names add to
-        the config's."""
+        the config's. A ``--repos`` that is no directory is refused here, before any work (every instance would
+        fail on it, one by one)."""
+        if self.repos is not None and not self.repos.is_dir():
+            raise CoHardenError(f"--repos: {self.repos} " + ("is not a directory" if self.repos.exists()
+                                                             else "does not exist"))
         settings = settings_from(self.config, repos_dir=self.repos, timeout=self.timeout, python=self.python,
                                  store=self.store, **overrides)
         extra: dict[str, object] = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}

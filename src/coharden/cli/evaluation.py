@@ -16,6 +16,7 @@ from coharden.cli.common import RunOptions, cli_errors, console, err_console, pr
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs
 from coharden.cli.options import JsonOpt, output_option, workers_option
+from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
 
@@ -24,8 +25,9 @@ from coharden.escaping import for_rich as esc
 @mpe_options("operators", "per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants")
 @engine_options()
 def eval_command(
-    instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, or "
-                                            "a directory of instance directories (like examples/).")],
+    instances: Annotated[Path, typer.Option("--instances", "--dataset_name", help="SWE-bench records file (or a "
+                                            "dataset name with a local copy), an instance directory, or a "
+                                            "directory of instance directories (like examples/).")],
     fixes: Annotated[list[str] | None, typer.Option("--fixes", help="Fix predictions (SWE-bench: .jsonl, .json "
                                                     "list or dict by id), as PATH, NAME=PATH or 'gold'. Repeat "
                                                     "for a comparison table.")] = None,
@@ -45,7 +47,8 @@ def eval_command(
     mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
-    workers: Annotated[int | None, workers_option("Instances graded in parallel.")] = None,
+    workers: Annotated[int | None, workers_option("Instances graded in parallel.", aliases=("--max_workers",))]
+    = None,
     engine: EngineOptions = EngineOptions(),
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
@@ -58,6 +61,8 @@ def eval_command(
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS
 
+    if not no_html:
+        _check_html()
     settings = run.settings(workers=workers)
     cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     options = GradeOptions(mpe=mpe_opts.config(settings), workers=settings.workers)
@@ -93,6 +98,16 @@ def eval_command(
                 what = "fix predictions" if kind == "fixes" else "test predictions"
                 err_console.print(f"warning: {name}: " + unknown_ids_message(unknown, what), highlight=False,
                                   markup=False)
+
+
+def _check_html() -> None:
+    """report.html draws its figures with matplotlib: missing, it is said before any grading (an eval that
+    graded for minutes and then stopped on the import lost the work)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise CoHardenError("report.html needs matplotlib, which is not installed: pip install "
+                            "'coharden[report]', or pass --no-html (report.json and report.md need nothing more)")
 
 
 def _render_eval(report: dict, written: dict) -> None:

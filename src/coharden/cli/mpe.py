@@ -29,7 +29,7 @@ from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
 from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs, parse_operators
 from coharden.cli.mpe_render import render_mpe
-from coharden.cli.options import IdOpt, JsonOpt, WorkersOpt, option_group, ranged, unwritable
+from coharden.cli.options import JsonOpt, option_group, ranged, unwritable, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BatchOptions:
-    """Batch MPE over SWT-bench predictions: --instances, --predictions, --output, --run-id, --log-dir."""
+    """Batch MPE over SWT-bench predictions: --instances, --predictions, --output, --run-id, --log-dir; each
+    also under the SWE-bench harness's name (--dataset_name, --predictions_path, --run_id)."""
 
     instances: Path | None = None
     predictions: Path | None = None
@@ -55,7 +56,7 @@ class BatchOptions:
     @property
     def logs(self) -> tuple[Path, str]:
         """(the log directory, the run's name in it)."""
-        return self.log_dir or self.output.parent / "logs", self.run_id or self.output.resolve().name
+        return self.log_dir or self.output / "logs", self.run_id or self.output.resolve().name
 
     def check(self) -> None:
         """Both inputs given, and the output and log directories writable: before any job runs."""
@@ -67,16 +68,24 @@ class BatchOptions:
 
 
 batch_options = option_group(BatchOptions, {
-    "instances": Annotated[Path | None, typer.Option("--instances", help="Batch: SWE-bench records file.")],
-    "predictions": Annotated[Path | None, typer.Option("--predictions", help="Batch: SWT-bench predictions.")],
-    "output": Annotated[Path, typer.Option("--output", "-o", help="Batch output directory.")],
-    "run_id": Annotated[str | None, typer.Option("--run-id", help="Batch: the run's name in the log directory "
-                                                 "(default: the --output directory's name).")],
+    "instances": Annotated[Path | None, typer.Option("--instances", "--dataset_name", help="Batch: SWE-bench "
+                                                     "records file, or a dataset name with a local copy.")],
+    "predictions": Annotated[Path | None, typer.Option("--predictions", "--predictions_path",
+                                                       help="Batch: SWT-bench predictions.")],
+    "output": Annotated[Path, typer.Option("--output", "-o", help="Batch output directory (mpe.jsonl, "
+                                           "summary.json, report.json).")],
+    "run_id": Annotated[str | None, typer.Option("--run-id", "--run_id", help="Batch: the run's name in the log "
+                                                 "directory (default: the --output directory's name).")],
     "log_dir": Annotated[Path | None, typer.Option("--log-dir", help="Batch: per-instance log folders go in "
                                                    "LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/ (patch.diff, report.json, "
-                                                   "run_instance.log), as the SWE-bench harness's (default: "
-                                                   "logs/ beside the --output directory).")],
+                                                   "mpe.json, run_instance.log), as the SWE-bench harness's "
+                                                   "(default: OUTPUT/logs).")],
 }, "batch")
+
+MPEIdsOpt = Annotated[list[str] | None, typer.Option(
+    "--id", "--instance_ids", metavar="ID", help="Instance id: the one to take from a records file of several; "
+    "in a batch, only these instances (repeatable or comma-separated).")]
+MPEWorkersOpt = Annotated[int | None, workers_option(aliases=("--max_workers",))]
 
 
 @cli_errors
@@ -94,11 +103,11 @@ def mpe(
     batch: BatchOptions = BatchOptions(),
     mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
-    workers: WorkersOpt = None,
+    workers: MPEWorkersOpt = None,
     engine: EngineOptions = EngineOptions(),
     show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
     llm_opts: LLMOptions = LLMOptions(),
-    instance_id: IdOpt = None,
+    instance_id: MPEIdsOpt = None,
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
@@ -108,14 +117,19 @@ def mpe(
     mpe.timeout_factor, mpe.timeout_floor, mpe.prefer_exercised, mpe.llm_edit_format (README, Configuration).
 
     Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
-    reported, but no laxity and no class (fail closed)."""
+    reported, but no laxity and no class (fail closed); in a batch, when a prediction could not be graded (each
+    reason is printed; the other predictions are graded and every output is written)."""
     from coharden.execution.store import Store
 
     settings = run.settings(workers=workers)
     if not engine.local and batch.instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
+    ids = split_ids(instance_id)
     if batch.given:
         batch.check()
+        if instance is not None:
+            raise CoHardenError(f"an INSTANCE argument ({instance}) and --instances: give one; several "
+                                "--instance_ids are given by repeating the flag or separated by commas")
     sources = mpe_opts.sources
     llm = _llm_mutator(settings, mpe_opts, llm_opts) if "llm" in sources else None
     mpe_cfg = mpe_opts.config(settings, workers=settings.workers, mechanical="mechanical" in sources,
@@ -125,10 +139,13 @@ def mpe(
         if llm is not None and not engine.local:
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
-        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json, engine)
+        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json, engine, ids)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
+    if len(ids) > 1:
+        raise CoHardenError(f"--id: one instance is evaluated without --instances (given {len(ids)}: "
+                            f"{', '.join(ids)})")
     single_cutoffs = parse_cutoffs(cutoffs, []) if cutoffs is not None else None  # checked before any work
     with progress_bar("mpe", quiet=as_json) as update:
         update(description="fail-to-pass check, mutant pool")
@@ -136,7 +153,7 @@ def mpe(
         def report(stage: str, done: int, total: int | None) -> None:
             update(description=stage, completed=done, total=total)
 
-        result = _mpe_single(instance, instance_id, test, reference, settings, mpe_cfg, llm, report)
+        result = _mpe_single(instance, ids[0] if ids else None, test, reference, settings, mpe_cfg, llm, report)
     from coharden.mpe.batch import cutoff_classes
 
     by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
@@ -206,27 +223,90 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     return result
 
 
-def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,
-               llm_mutator, cutoffs: str | None, as_json: bool,
-               engine_opts: EngineOptions = EngineOptions()) -> None:
-    from coharden.evaluation.runner import load_eval_instances
-    from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
-    from coharden.schema.prediction import check_one_per_instance, load_predictions, unknown_ids_message
+def split_ids(values: list[str] | None) -> list[str]:
+    """Instance ids of repeated ``--id`` / ``--instance_ids`` values, each maybe comma- or space-separated."""
+    return list(dict.fromkeys(i for v in values or [] for i in v.replace(",", " ").split()))
 
-    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+
+def _batch_inputs(batch: BatchOptions, settings: Settings, ids: list[str]):
+    """The batch's instances and predictions, checked before any work: an empty file, an id filter naming no
+    instance, predictions none of which names an instance of the file are each one clear error. Returns
+    (instances, predictions to run, ids of predictions not in the instances file)."""
+    from coharden.evaluation.runner import load_eval_instances
+    from coharden.schema.prediction import check_one_per_instance, load_predictions
+
     instances, predictions = batch.instances, batch.predictions
     if instances is None or predictions is None:
         raise CoHardenError("batch mode needs both --instances and --predictions")
-    output, logs = batch.output, batch.logs
     records = load_eval_instances(instances, settings.cache_dir)  # a records file or instance directories
+    if not records:
+        raise CoHardenError(f"--instances: {instances} holds no instance")
     preds = load_predictions(predictions)
+    if not preds:
+        raise CoHardenError(f"--predictions: {predictions} holds no prediction")
     check_one_per_instance(preds, predictions)
+    if ids:
+        missing = [i for i in ids if i not in records]
+        if missing:
+            raise CoHardenError(f"--instance_ids: no instance with id {', '.join(missing)} in {instances}")
+        records = {i: records[i] for i in ids}
+        preds = [p for p in preds if p.instance_id in records]
+        if not preds:
+            raise CoHardenError(f"--instance_ids: {predictions} holds no prediction for {', '.join(ids)}")
     unknown = sorted({p.instance_id for p in preds if p.instance_id not in records})
+    if len(unknown) == len({p.instance_id for p in preds}):
+        raise CoHardenError(f"--predictions: none of the predictions names an instance of {instances} (their "
+                            f"ids: {', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}): is it the "
+                            "right instances file?")
+    return records, preds, unknown
+
+
+def _finished_line(done: int, total: int, row: dict) -> str:
+    """The run log's line for one finished prediction (stderr not a terminal: no progress bar to show it)."""
+    from coharden.mpe.logs import number
+
+    what = f"{row.get('instance_id')} ({row.get('model_name_or_path')})"
+    if row.get("not_graded"):
+        verdict = "not graded (no such instance)"
+    elif "error" in row:
+        verdict = f"error: {str(row['error']).removeprefix(str(row.get('instance_id')) + ': ')}"
+    else:
+        verdict = str(row.get("test_class") or "?")
+        if row.get("laxity") is not None:
+            verdict += f", laxity {number(row.get('laxity'))}"
+    if row.get("log_error"):
+        verdict += f"; {row['log_error']}"
+    timings = row.get("timings")
+    seconds = timings.get("total") if isinstance(timings, dict) else None
+    took = f" ({number(seconds, '.0f')}s)" if isinstance(seconds, int | float) else ""
+    return f"[{done}/{total}] {what}: {verdict}{took}"
+
+
+def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,
+               llm_mutator, cutoffs: str | None, as_json: bool,
+               engine_opts: EngineOptions = EngineOptions(), ids: list[str] | None = None) -> None:
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
+    from coharden.mpe.logs import folder_name
+    from coharden.mpe.run_report import run_report
+    from coharden.schema.prediction import unknown_ids_message
+
+    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+    records, preds, unknown = _batch_inputs(batch, settings, ids or [])
+    output, logs = batch.output, batch.logs
     if unknown:
         err_console.print("warning: " + unknown_ids_message(unknown), highlight=False, markup=False)
+    run_log = not as_json and not err_console.is_terminal  # no progress bar: one line per finished prediction
+    if run_log:
+        err_console.print(f"mpe: {len(preds)} predictions over {len(records)} instances; store {settings.store}; "
+                          f"per-instance logs {logs[0] / logs[1]}", highlight=False, markup=False)
+    finished = 0
     with progress_bar("mpe", quiet=as_json, total=len(preds)) as update:
         def advance(row: dict) -> None:
+            nonlocal finished
+            finished += 1
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
+            if run_log:
+                err_console.print(_finished_line(finished, len(preds), row), highlight=False, markup=False)
 
         def interrupted(running: int) -> None:
             err_console.print(f"interrupted: finishing {running} running job{'s' if running != 1 else ''} "
@@ -244,15 +324,28 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
     summary["unknown_ids"] = unknown
     summary["stage_seconds"] = stage_times(rows)
     summary["executor"] = engine_opts.executor
+    summary["store"] = str(settings.store)
+    summary["logs"] = str(logs[0] / folder_name(logs[1]))
     (output / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    (output / "report.json").write_text(json.dumps(run_report(rows, len(records), logs[1]), indent=2) + "\n")
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
-        return
+    else:
+        _render_batch(summary, output)
+    for label, error in summary["errors"].items():
+        err_console.print(f"error: {label}: {error}", highlight=False, markup=False)
+    if summary["errors"]:
+        n = len(summary["errors"])
+        err_console.print(f"{n} prediction{'s' if n != 1 else ''} of {summary['total']} could not be graded or "
+                          f"logged (above; also in {output / 'summary.json'})", highlight=False, markup=False)
+        raise typer.Exit(1)
+
+
+def _render_batch(summary: dict, output: Path) -> None:
     print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
                  summary["classes"])
-    from coharden.mpe.logs import folder_name
-
-    console.print(f"per-instance logs: {logs[0] / folder_name(logs[1])}/MODEL/INSTANCE_ID/", highlight=False,
+    console.print(f"per-instance logs: {summary['logs']}/MODEL/INSTANCE_ID/", highlight=False, markup=False)
+    console.print(f"run report: {output / 'report.json'}; store: {summary['store']}", highlight=False,
                   markup=False)
     cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
     for col in ("cutoff", "Rigorous", "Lax"):
@@ -260,8 +353,6 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
     for row in summary["cutoffs"]:
         cut_table.add_row(str(row["cutoff"]), str(row["Rigorous"]), str(row["Lax"]))
     console.print(cut_table)
-    for iid, error in summary["errors"].items():
-        err_console.print(f"[yellow]{esc(iid)}[/]: {esc(error)}", highlight=False)
     if summary["stage_seconds"]:
         console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
 

@@ -132,7 +132,8 @@ ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holdin
 IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
 IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
 PythonOpt = Annotated[str | None, typer.Option("--python", help="Interpreter that runs the tests.")]
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs).",
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="SQLite result store (caches runs; default: "
+                                               "store.sqlite in $COHARDEN_CACHE, else ~/.cache/coharden).",
                                                callback=writable("--store", directory=False))]
 WeakSandboxOpt = Annotated[bool, typer.Option(
     "--allow-weak-sandbox", help="Grade untrusted tests even where the full sandbox cannot be made here (no bwrap "
@@ -158,8 +159,11 @@ def timeout_option(help: str = "Seconds per test process.") -> Any:  # noqa: A00
 TimeoutOpt = Annotated[float | None, timeout_option()]
 
 
-def workers_option(help: str = "Parallel workers (default: the CPU count).") -> Any:  # noqa: A002
-    return ranged("--workers", "-w", help=help, lo=1)
+def workers_option(help: str = "Parallel workers (default: the CPU count).",  # noqa: A002
+                   aliases: tuple[str, ...] = ()) -> Any:
+    """``--workers/-w`` (and ``aliases``: ``--max_workers`` where a command reads the SWE-bench harness's
+    flags), at least 1."""
+    return ranged("--workers", "-w", *aliases, help=help, lo=1)
 
 
 WorkersOpt = Annotated[int | None, workers_option()]

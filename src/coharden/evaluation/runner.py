@@ -71,6 +71,8 @@ class EvalInputs:
              injections: Sequence[str] = (), runs: Path | None = None,
              overfit: Sequence[Path] = ()) -> EvalInputs:
         found = load_eval_instances(instances, cache_dir)
+        if not found:  # an empty records file graded nothing and said "0 instances" with exit status 0
+            raise CoHardenError(f"--instances: {instances} holds no instance")
         return cls(found,
                    [s for spec in fixes for s in load_prediction_sets(spec, found, "fix")],
                    [s for spec in tests for s in load_prediction_sets(spec, found, "test")],

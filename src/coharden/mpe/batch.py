@@ -20,7 +20,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import MPE_ROW, Store, mpe_row_key
 from coharden.instances import resolve_repo
 from coharden.mpe.evaluate import evaluate
-from coharden.mpe.logs import check_log_folders, write_instance_log
+from coharden.mpe.logs import check_log_folders, try_instance_log
 from coharden.patches import prediction_tests
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
@@ -28,6 +28,7 @@ from coharden.schema.mpe_row import MPERow
 from coharden.schema.prediction import Prediction
 
 DEFAULT_CUTOFFS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+NOT_GRADED = "no instance with this id in the instances file"
 
 
 def result_key(prediction: Prediction, instance: Instance, config: MPEConfig) -> str:
@@ -75,9 +76,9 @@ def mpe_job(prediction: Prediction, instance: Instance | None, settings: Setting
             llm_mutator: Any = None) -> dict[str, Any]:
     """The unit of work an engine runs (module level and picklable, for Ray). Opens the verdict cache at
     ``settings.store`` when it can (same machine or a shared disk) and works without one otherwise."""
-    if instance is None:
+    if instance is None:  # not graded: listed apart, never counted as a class (see :func:`summarize`)
         return {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path,
-                "error": "no instance with this id in the instances file"}
+                "error": NOT_GRADED, "not_graded": True}
     try:
         store: Store | None = Store(settings.store)
     except OSError:
@@ -103,14 +104,42 @@ def cutoff_classes(laxity: float | None, cutoffs: Sequence[float]) -> list[dict[
     return [{"cutoff": c, "class": "Rigorous" if laxity < c else "Lax"} for c in cutoffs]
 
 
+def row_label(row: dict[str, Any], several_models: bool) -> str:
+    """How a row is named in a summary and on the console: its instance id, with its system when the batch
+    holds several (two systems' errors on one instance must not overwrite each other)."""
+    iid = str(row.get("instance_id"))
+    return f"{iid} ({row.get('model_name_or_path')})" if several_models else iid
+
+
+def row_errors(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Why each graded prediction has no class (``error``) or no log folder (``log_error``), by
+    :func:`row_label`; predictions of unknown instances are not here (they were not graded)."""
+    several = len({r.get("model_name_or_path") for r in rows}) > 1
+    errors: dict[str, str] = {}
+    for row in rows:
+        if row.get("not_graded"):
+            continue
+        # an error that starts with the instance's id (a repository error does) is not given it twice
+        reasons = [str(row[k]).removeprefix(f"{row.get('instance_id')}: ") for k in ("error", "log_error")
+                   if row.get(k)]
+        if reasons:
+            errors[row_label(row, several)] = "; ".join(reasons)
+    return errors
+
+
 def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[str, Any]:
-    classes = Counter(r.get("test_class", "Error") if "error" not in r else "Error" for r in rows)
+    """Class counts, F->P count, errors and the cutoff table over the graded rows; predictions whose instance
+    is not in the instances file are ``not_graded`` (listed, never counted as a class)."""
+    graded = [r for r in rows if not r.get("not_graded")]
+    classes = Counter(r.get("test_class") or "Error" if "error" not in r else "Error" for r in graded)
     return {
-        "total": len(rows),
+        "total": len(graded),
         "classes": dict(sorted(classes.items())),
-        "fail_to_pass": sum(1 for r in rows if r.get("fail_to_pass")),
-        "errors": {r["instance_id"]: r["error"] for r in rows if "error" in r},
-        "cutoffs": cutoff_table(rows, cutoffs),
+        "fail_to_pass": sum(1 for r in graded if r.get("fail_to_pass")),
+        "errors": row_errors(graded),
+        "not_graded": [row_label(r, len({x.get("model_name_or_path") for x in rows}) > 1)
+                       for r in rows if r.get("not_graded")],
+        "cutoffs": cutoff_table(graded, cutoffs),
     }
 
 
@@ -143,8 +172,7 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
             cached = store.get_record(MPE_ROW, keys[index])
             if cached is not None:
                 rows[index] = cached
-                if logs is not None:
-                    write_instance_log(*logs, prediction, cached)
+                _log(logs, prediction, cached)
                 if progress:
                     progress(cached)
                 continue
@@ -162,10 +190,9 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
                 # environment errors (missing repo, ...) are not stored: fixing them should rerun the job
                 if index in keys and "error" not in row and row.get("pool_complete", True):
                     store.put_record(MPE_ROW, keys[index], row)
+                _log(logs, predictions[index], row)
                 handle.write(json.dumps(row, sort_keys=True) + "\n")
                 handle.flush()
-                if logs is not None:
-                    write_instance_log(*logs, predictions[index], row)
             if progress:
                 progress(row)
 
@@ -182,11 +209,19 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
     return ordered
 
 
+def _log(logs: tuple[Path, str] | None, prediction: Prediction, row: dict[str, Any]) -> None:
+    """Write the row's log folder; a folder that cannot be written is that row's ``log_error`` (its class
+    stands), never the end of the batch."""
+    if logs is not None and (why := try_instance_log(*logs, prediction, row)):
+        row["log_error"] = why
+
+
 def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Seconds spent per MPE stage over the rows computed in this run (cached rows carry their old times)."""
     totals: dict[str, float] = {}
     for row in rows:
-        for stage, seconds in (row.get("timings") or {}).items():
-            if stage != "total":
+        timings = row.get("timings")
+        for stage, seconds in (timings.items() if isinstance(timings, dict) else ()):
+            if stage != "total" and isinstance(seconds, int | float):  # a stage without a time (None) adds none
                 totals[stage] = totals.get(stage, 0.0) + float(seconds)
     return dict(sorted(totals.items()))
