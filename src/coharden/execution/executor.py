@@ -477,6 +477,9 @@ class InstanceExecutor:
                                applied_with={"test": APPLY_FAILED})}
         self.runs += 1
         self.workspace.tainted = True
+        if test.exec_mode == REPRODUCTION_SCRIPT and self.image is not None:
+            return {0: Verdict(outcome=Outcome.HARNESS_ERROR, exec_mode=REPRODUCTION_SCRIPT,
+                               reason="reproduction scripts do not run with test_host 'docker' (run them locally)")}
         if test.exec_mode == REPRODUCTION_SCRIPT:
             verdict = run_scripts(self._root(), test, self.settings, self.python, env=self.site.job_env,
                                   confine=self.confinement(), time_limit=limit)
