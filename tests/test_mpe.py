@@ -645,3 +645,27 @@ def test_the_cap_stops_an_undecided_test_as_borderline(executor: InstanceExecuto
     assert capped.matrix.beta == []
     assert capped.interval is not None
     assert capped.interval[0] == 0.0 < capped.tau < capped.interval[1]
+
+
+SCRIPT = """\
+from rng import clamp
+
+assert clamp(-5, 0, 3) != -5, "clamp ignores lo"
+"""
+
+
+def test_mpe_over_a_reproduction_script(executor: InstanceExecutor, project: dict[str, str]) -> None:
+    """A test patch that adds a root-level script with no test function (SWT-bench's reproduction_script mode):
+    its F->P check and every mutant's cell are the script's exit status, and the row says which mode ran."""
+    patch = make_patch(Path(project["repo"]), {"test_reproduce.py": SCRIPT})
+    script = executor.test_patch(patch, name="script")
+    assert script.exec_mode == "reproduction_script"
+    result = evaluate(executor, project["fix"], script, executor.golden_test(), MPEConfig(behaviours=False))
+    assert result.fail_to_pass, result.row().reason
+    assert result.matrix.admissible > 0
+    assert all(m.candidate is None or m.candidate.exec_mode == "reproduction_script" for m in result.mutants)
+    assert result.row().exec_mode == "reproduction_script"
+    assert result.row().applied_with == {"source": "git apply", "test": "git apply"}
+    assert result.to_json()["exec_mode"] == "reproduction_script"
+    # the script only checks lo: wrong fixes of span() pass it
+    assert result.lax_mutants()

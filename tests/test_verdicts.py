@@ -338,12 +338,13 @@ def test_candidate_conftest_does_not_reach_reference(executor, calc_fix) -> None
 
 def test_test_patch_that_does_not_apply_gets_apply_error(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
     good = _test(executor, GOOD_TEST, name="good")
-    stale = good.patch.replace(" def test_mul():", " def test_mul_renamed():")
-    bad = TestPatch(patch=stale, ids=["tests/test_calc.py::test_add"], name="stale")
+    # (a stale context line alone applies with the harness's last fallback, patch --fuzz=5: test_apply_fallbacks)
+    stale = good.patch.replace("tests/test_calc.py", "tests/test_gone.py")
+    bad = TestPatch(patch=stale, ids=["tests/test_gone.py::test_add"], name="stale")
     verdicts = executor.verdicts(calc_fix, [bad, good], combine=True)
     assert verdicts[0].outcome is Outcome.APPLY_ERROR
-    assert "tests/test_calc.py" in verdicts[0].reason
-    assert "hunk #1" in verdicts[0].reason
+    assert "tests/test_gone.py" in verdicts[0].reason
+    assert verdicts[0].applied_with == {"source": "git apply", "test": "failed"}
     assert verdicts[1].outcome is Outcome.PASS
     assert executor.runs == 1
 

@@ -41,6 +41,34 @@ def file_path(patched_file) -> str:
     return path
 
 
+def _names(patched_file) -> list[str]:
+    """The repository-relative paths a file diff names (old and new, ``a/`` / ``b/`` prefixes removed, /dev/null
+    left out)."""
+    names = []
+    for raw in (patched_file.source_file, patched_file.target_file):
+        if raw is None or raw == "/dev/null":
+            continue
+        names.append(raw[2:] if raw.startswith(("a/", "b/")) else raw)
+    return names
+
+
+def safe_paths(text: str) -> list[str]:
+    """Every path ``text`` names (old and new names of each file diff), checked to stay inside the worktree: no
+    absolute path, no ``..`` or ``.git`` component, no empty component, no control character or backslash. A tool
+    other than ``git apply`` (GNU ``patch``, which the SWE-bench harness falls back to) would otherwise write
+    wherever an untrusted patch points. Raises :class:`PatchError` naming the first unsafe path."""
+    paths: list[str] = []
+    for patched in parse(text):
+        for name in _names(patched):
+            parts = name.split("/")
+            if (not name or name.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts)
+                    or any(ord(c) < 32 or c in "\\\x7f" for c in name)):
+                raise PatchError(f"unsafe path in patch: {name!r} (a patch may only name files inside the repository)")
+            if name not in paths:
+                paths.append(name)
+    return paths
+
+
 def is_test_path(path: str, patterns: Sequence[str] = DEFAULT_TEST_PATTERNS) -> bool:
     """True when ``path`` is a test file: a pattern ending in '/' names a directory anywhere in the path,
     any other pattern is matched against the file name."""

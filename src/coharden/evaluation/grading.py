@@ -187,7 +187,7 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
                         reference=golden.reference.patch, reference_ids=golden.reference.ids, candidate=test,
                         environment=executor.env_id, mpe=options.mpe.cache_key())
     cached = store.get_record(CACHE_KIND, key) if store is not None else None
-    if cached is not None:
+    if cached is not None and not _stale_invalid(cached):
         return cached
     try:
         test_text, dropped = prediction_tests(test, executor.settings.test_patterns)
@@ -209,6 +209,13 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
     if store is not None:
         store.put_record(CACHE_KIND, key, data)
     return data
+
+
+def _stale_invalid(row: dict[str, Any]) -> bool:
+    """An Invalid row stored before patches fell back to ``patch --fuzz=5`` and reproduction scripts ran (it has
+    no ``exec_mode`` key): the test may be gradable now. Grading it again costs little (an Invalid test ran no
+    mutant; its verdicts are cached, and an old APPLY_ERROR is tried again)."""
+    return row.get("test_class") == "Invalid" and "exec_mode" not in row
 
 
 def fail_to_pass_only(executor: InstanceExecutor, test: str | None) -> dict[str, Any]:

@@ -31,18 +31,19 @@ from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.confinement import Confinement
 from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
-from coharden.execution.git import show_file
+from coharden.execution.git import APPLY_FAILED, Applied, show_file
 from coharden.execution.lanes import SecondLane, second_lane_wanted
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_runner import fork_env
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_layout import collect_key, lay_out
 from coharden.execution.run_site import RunSite, job_environment, workspace_confinement
-from coharden.execution.runners import runner_forks, script_server_env
+from coharden.execution.runners import make_runner, runner_forks, script_server_env
 from coharden.execution.sandbox import isolation_level, require_confinement
+from coharden.execution.scripts import REPRODUCTION_SCRIPT, run_scripts
 from coharden.execution.store import Store
 from coharden.execution.tampering import scan
-from coharden.execution.testids import harness_ids, pass_to_pass_ids, patch_ids, runnable_id
+from coharden.execution.testids import harness_ids, pass_to_pass_ids, patch_tests, runnable_id
 from coharden.execution.verdict_cache import VerdictCache, run_settings_id, test_environment_id
 from coharden.execution.warm_plan import WarmPlan
 from coharden.execution.workspace import Checkout, Workspace
@@ -199,9 +200,10 @@ class InstanceExecutor:
         if not patch.strip():
             raise TestIdError(f"{name or 'test'}: the test patch is empty")
         files = self.post_images(patch)
-        resolved = patch_ids(files, self.base_file, name=name, ids=ids, runner=self.settings.runner,
-                             test_patterns=self.settings.test_patterns)
-        return TestPatch(patch=patch, ids=resolved, name=name, files=files)
+        resolved, mode = patch_tests(files, self.base_file, name=name, ids=ids, runner=self.settings.runner,
+                                     test_patterns=self.settings.test_patterns,
+                                     collects=make_runner(self.settings.runner).collects)
+        return TestPatch(patch=patch, ids=resolved, name=name, files=files, exec_mode=mode)
 
     def absent_files(self, ids: Sequence[str], patch: str) -> list[str]:
         """The node ids among ``ids`` whose file neither the base commit nor ``patch`` has. SWE-bench's pytest
@@ -355,7 +357,7 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        if self.settings.runner != "pytest":
+        if self.settings.runner != "pytest" or test.exec_mode == REPRODUCTION_SCRIPT:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
         return self._run(list(test.ids), None, self.warm.spec(source_patch, [test]), extra_args=extra_args,
                          extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings),
@@ -365,8 +367,9 @@ class InstanceExecutor:
     def _run_raw_log(self, root: Path, test: TestPatch, extra_env: dict[str, str],
                      readable: tuple[Path, ...]) -> PytestRun:
         """An instrumented run with the repository's own (log-based) runner: Django's ``runtests.py``, sympy's
-        ``bin/test``. It takes no pytest arguments, so an instrumenting plugin comes in through PYTHONPATH
-        (``extra_env``'s entries go before the job's own, e.g. a spec environment's checkout)."""
+        ``bin/test`` (or a reproduction script's ``python SCRIPT``). It takes no pytest arguments, so an
+        instrumenting plugin comes in through PYTHONPATH (``extra_env``'s entries go before the job's own, e.g. a
+        spec environment's checkout)."""
         from coharden.execution.runners import run_test_patch
 
         job = self.site.job_env or {}
@@ -379,8 +382,12 @@ class InstanceExecutor:
         self.workspace.tainted = True
         # only the test's own tests, as a pytest recording runs its ids: the rest of their files (sympy's
         # test_function.py, minutes under the tracer) would only add other tests' inputs to the recording
-        verdict = run_test_patch(root, test, instrumented_settings(self.settings), self.python, env=env,
-                                 confine=confine, select=True)
+        if test.exec_mode == REPRODUCTION_SCRIPT:  # the script itself; an instrumenting pytest plugin never loads
+            verdict = run_scripts(root, test, instrumented_settings(self.settings), self.python, env=env,
+                                  confine=confine)
+        else:
+            verdict = run_test_patch(root, test, instrumented_settings(self.settings), self.python, env=env,
+                                     confine=confine, select=True)
         return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
                          duration=verdict.duration or 0.0, output=verdict.output_tail or "",
                          isolation=verdict.isolation or "none")
@@ -399,18 +406,20 @@ class InstanceExecutor:
         ws.reset()
         self._prime_warm()  # on the reset checkout: the server imports the project nowhere else
         try:
-            ws.apply(source_patch)
+            source = ws.apply(source_patch)
         except ApplyError as exc:
-            verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}")
-            return {j: verdict.model_copy() for j in range(len(tests))}, []
-        if self.settings.runner != "pytest":
-            return self._run_alone(source_patch, tests[0], limits[0], first_failure), list(range(1, len(tests)))
+            verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}",
+                              applied_with={"source": APPLY_FAILED})
+            return {j: verdict.model_copy(update={"exec_mode": tests[j].exec_mode}) for j in range(len(tests))}, []
+        if self.settings.runner != "pytest" or tests[0].exec_mode == REPRODUCTION_SCRIPT:
+            done = self._run_alone(source_patch, tests[0], limits[0], first_failure)
+            return _applied(done, {0: tests[0]}, source), list(range(1, len(tests)))
         layout = lay_out(ws, tests, set(touched_files(source_patch)), combine)
         done = dict(layout.done)
         if layout.groups:
             done.update(self._run_groups(source_patch, tests, limits, layout.groups, first_failure))
         self._discard_overrun()
-        return done, layout.deferred
+        return _applied(done, dict(enumerate(tests)), source, layout.applied), layout.deferred
 
     def _run_groups(self, source_patch: str, tests: list[TestPatch], limits: list[float],
                     groups: dict[int, tuple[list[str], dict[str, str]]], first_failure: bool) -> dict[int, Verdict]:
@@ -462,11 +471,19 @@ class InstanceExecutor:
         from coharden.execution.runners import run_test_patch
 
         try:
-            self.workspace.apply(test.patch)
+            applied = self.workspace.apply(test.patch)
         except ApplyError as exc:
-            return {0: Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")}
+            return {0: Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}",
+                               applied_with={"test": APPLY_FAILED})}
         self.runs += 1
         self.workspace.tainted = True
+        if test.exec_mode == REPRODUCTION_SCRIPT and self.image is not None:
+            return {0: Verdict(outcome=Outcome.HARNESS_ERROR, exec_mode=REPRODUCTION_SCRIPT,
+                               reason="reproduction scripts do not run with test_host 'docker' (run them locally)")}
+        if test.exec_mode == REPRODUCTION_SCRIPT:
+            verdict = run_scripts(self._root(), test, self.settings, self.python, env=self.site.job_env,
+                                  confine=self.confinement(), time_limit=limit)
+            return {0: _applied_test(verdict, applied)}
         server = self.fork_server()  # a runner that forks (sympy's bin/test): a warm fork of its server
         try:
             verdict = run_test_patch(self._root(), test, self.settings, self.python, env=self.site.job_env,
@@ -478,7 +495,31 @@ class InstanceExecutor:
             verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"{SERVER_GONE} ({exc})")
         if _server_lost(verdict):  # died, silent or gone (a forged protocol is reported as tampering)
             self.site.losses.append(verdict.reason)
-        return {0: verdict}
+        return {0: _applied_test(verdict, applied)}
+
+
+def _applied_test(verdict: Verdict, applied: Applied | None) -> Verdict:
+    """``verdict`` saying how its test patch was applied (None: an empty patch)."""
+    if applied is not None:
+        verdict.applied_with["test"] = applied.method
+        verdict.apply_notes += [f"test {note}" for note in applied.notes]
+    return verdict
+
+
+def _applied(done: dict[int, Verdict], tests: dict[int, TestPatch], source: Applied | None,
+             applied: dict[int, Applied | None] | None = None) -> dict[int, Verdict]:
+    """The verdicts of a process, each saying how the source patch and its test patch were applied (``applied``:
+    each test's, from its layout; a test it has none for was applied by the run itself) and in which mode the
+    test ran."""
+    for j, verdict in done.items():
+        if j in tests:
+            verdict.exec_mode = tests[j].exec_mode
+        if source is not None:
+            verdict.applied_with = {"source": source.method, **verdict.applied_with}
+            verdict.apply_notes = [*(f"source {note}" for note in source.notes), *verdict.apply_notes]
+        if applied is not None and j in applied and "test" not in verdict.applied_with:
+            _applied_test(verdict, applied[j])
+    return done
 
 
 def _server_lost(verdict: Verdict) -> bool:

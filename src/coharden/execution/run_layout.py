@@ -21,6 +21,7 @@ from typing import Protocol
 
 from coharden.config import Settings
 from coharden.errors import ApplyError
+from coharden.execution.git import APPLY_FAILED, COPY, Applied
 from coharden.execution.pytest_results import split_node_id
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.testpatch import TestPatch
@@ -33,7 +34,7 @@ class Tree(Protocol):
     @property
     def root(self) -> Path: ...
 
-    def apply(self, patch: str) -> None: ...
+    def apply(self, patch: str) -> Applied | None: ...
 
     def write(self, rel: str, content: str) -> None: ...
 
@@ -48,6 +49,9 @@ class Layout:
     """Tests whose patch does not apply (APPLY_ERROR)."""
     deferred: list[int] = field(default_factory=list)
     """Tests left for a later process."""
+    applied: dict[int, Applied | None] = field(default_factory=dict)
+    """How each test of ``groups`` was laid down: the patch applied (git or a fallback: ``Applied``; None for an
+    empty patch) or its post-image files written as renamed copies (``copy``)."""
 
 
 def lay_out(tree: Tree, tests: Sequence[TestPatch], claimed: set[str], combine: bool) -> Layout:
@@ -59,14 +63,16 @@ def lay_out(tree: Tree, tests: Sequence[TestPatch], claimed: set[str], combine: 
     for j, test in enumerate(tests):
         paths = set(test.files) or set(touched_files(test.patch))
         overlap = paths & claimed
-        if layout.groups and (not combine or exclusive or not shareable(test, paths) or test.whole_files):
+        if layout.groups and (not combine or exclusive or not shareable(test, paths) or test.whole_files
+                              or test.exec_mode != "unit_test"):  # a script runs alone, in a process of its own
             layout.deferred.append(j)
             continue
         if not overlap or not layout.groups:
             try:
-                tree.apply(test.patch)
+                layout.applied[j] = tree.apply(test.patch)
             except ApplyError as exc:
-                layout.done[j] = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}")
+                layout.done[j] = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"test patch: {exc}",
+                                         applied_with={"test": APPLY_FAILED})
                 continue
             claimed |= paths
             layout.groups[j] = (list(test.ids), {})
@@ -80,6 +86,7 @@ def lay_out(tree: Tree, tests: Sequence[TestPatch], claimed: set[str], combine: 
             if content is not None:
                 tree.write(rename.get(path, path), content)
         claimed |= set(rename.values()) | (paths - overlap)
+        layout.applied[j] = Applied(COPY)
         ids: list[str] = []
         back: dict[str, str] = {}
         for node in test.ids:

@@ -13,6 +13,7 @@ HARNESS_ERROR carrying the unparsed tail.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,10 @@ class Runner(Protocol):
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         """{test id: status} from the command's output (empty when nothing could be read)."""
+
+    def collects(self, path: str) -> bool:
+        """Whether the runner collects tests from the file ``path`` (relative) when it is named: a file it never
+        looks at (a root-level ``test_reproduce.py`` for sympy's ``bin/test``) can only run as a script."""
 
 
 # --- Django --------------------------------------------------------------------------------------------------
@@ -128,6 +133,10 @@ class DjangoRunner:
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_django_log(output)
+
+    def collects(self, path: str) -> bool:
+        # runtests.py imports its labels from tests/ (on its path) or as modules of the django package
+        return path.endswith(".py") and path.startswith(("tests/", "django/"))
 
 
 def parse_django_log(log: str) -> dict[str, TestStatus]:
@@ -218,6 +227,10 @@ class SympyRunner:
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_sympy_log(output)
+
+    def collects(self, path: str) -> bool:
+        # bin/test searches sympy/ for test_*.py files and keeps those a named path matches
+        return path.startswith("sympy/") and fnmatch.fnmatch(path.rsplit("/", 1)[-1], "test_*.py")
 
 
 def parse_sympy_log(log: str) -> dict[str, TestStatus]:
@@ -395,6 +408,9 @@ class PytestRunner:
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_pytest_log(output)
+
+    def collects(self, path: str) -> bool:
+        return path.endswith(".py")  # a file named on the command line is collected whatever its name
 
     def run(self, root: Path, ids: list[str], settings: Settings, python: str, *,
             env: dict[str, str] | None = None) -> Verdict:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from coharden import pysource
 from coharden.errors import TestIdError
 from coharden.patches import is_test_path
+from coharden.schema.testpatch import ExecMode
 
 #: The longest test id coharden runs (characters): ids become arguments of the test command, and the kernel refuses
 #: one argument over 128 KiB (``E2BIG``); a real node id is far shorter (PATH_MAX, 4096, bounds its path).
@@ -156,6 +157,46 @@ def patch_ids(files: dict[str, str | None], base_file: Callable[[str], str | Non
         raise TestIdError(f"{name or 'test'}: " + (_syntax_error(pairs) or
                                                    "the test patch adds or changes no test function"))
     return check_ids(resolved, name)
+
+
+def patch_tests(files: dict[str, str | None], base_file: Callable[[str], str | None], *, name: str,
+                ids: Sequence[str] | None, runner: str, test_patterns: Sequence[str],
+                collects: Callable[[str], bool]) -> tuple[list[str], ExecMode]:
+    """The ids of a test patch and how it runs (:class:`~coharden.schema.testpatch.TestPatch`'s ``exec_mode``).
+    Given ``ids``, or tests it adds or changes in files the runner ``collects``: those (``unit_test``; the
+    tests of files the runner never looks at are left out when others remain, as the harness's log never names
+    them). Else, when it adds Python scripts the runner collects no test from, or that define no test function
+    (:func:`reproduction_scripts`): their paths (``reproduction_script``, SWT-bench's mode). Else as
+    :func:`patch_ids` (its tests, whatever the runner makes of them, or its error)."""
+    if ids:
+        return patch_ids(files, base_file, name=name, ids=ids, runner=runner, test_patterns=test_patterns), "unit_test"
+    pairs = {p: (base_file(p), c) for p, c in files.items() if is_test_path(p, test_patterns)}
+    contributed = contributed_ids(pairs)
+    collected = [i for i in contributed if collects(i.split("::", 1)[0])]
+    if collected:
+        return collected, "unit_test"
+    scripts = reproduction_scripts(pairs, collects)
+    if scripts:
+        return scripts, "reproduction_script"
+    return patch_ids(files, base_file, name=name, ids=ids, runner=runner, test_patterns=test_patterns), "unit_test"
+
+
+def reproduction_scripts(files: dict[str, tuple[str | None, str | None]], collects: Callable[[str], bool]) -> list[str]:
+    """The Python files among ``files`` ({path: (before, after)}) that a patch adds and that run as scripts:
+    the runner collects no test from them (``collects`` says no: sympy's ``bin/test`` looks under ``sympy/``
+    only), or they define no test function. A file that does not compile is left out (its syntax error is the
+    better message), and so are ``conftest.py`` and ``__init__.py``."""
+    scripts: list[str] = []
+    for path in sorted(files):
+        before, after = files[path]
+        name = path.rsplit("/", 1)[-1]
+        if before is not None or after is None or not path.endswith(".py") or name in ("conftest.py", "__init__.py"):
+            continue
+        if _parse(after, path) is None:
+            continue
+        if not collects(path) or not test_defs(after, path):
+            scripts.append(path)
+    return scripts
 
 
 def _syntax_error(files: dict[str, tuple[str | None, str | None]]) -> str | None:

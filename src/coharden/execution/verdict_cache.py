@@ -2,7 +2,7 @@
 everything that can change it (repository, base commit, source and test patch, ids, interpreter and pytest
 version, isolation level, limits, the tests sharing the process), and the rule for reusing a stored verdict (a
 TIMEOUT only for a time limit no larger than the one it was reached under; a HARNESS_ERROR is never stored,
-so a later run retries it)."""
+so a later run retries it; an APPLY_ERROR from before the apply fallbacks is tried again)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,8 @@ class VerdictCache:
             env += " first-failure"
         if test.whole_files:
             env += " whole-files"
+        if test.exec_mode != "unit_test":
+            env += f" exec-mode={test.exec_mode}"
         if self.runner == "sympy" and len({i.split("::")[-1] for i in test.ids}) < len(test.ids):
             env += " shared-names"  # stored before every id sharing a bare name got its status: not reused
         return verdict_key(repo=self.repo, base_commit=self.base_commit, source_patch=source_patch,
@@ -96,7 +98,7 @@ class VerdictCache:
     def get(self, key: str, limit: float) -> Verdict | None:
         """The stored verdict under ``key`` that answers for a run with time limit ``limit`` (None: run it)."""
         cached = self.store.get_verdict(key) if self.store is not None else None
-        if cached is None or _stale_timeout(cached, limit, self.timeout):
+        if cached is None or _stale_timeout(cached, limit, self.timeout) or _stale_apply_error(cached):
             return None
         return cached
 
@@ -108,6 +110,13 @@ class VerdictCache:
 
 def _digest(test: TestPatch) -> str:
     return hashlib.sha256((test.patch + "\0" + "\0".join(sorted(test.ids))).encode()).hexdigest()[:16]
+
+
+def _stale_apply_error(verdict: Verdict) -> bool:
+    """An APPLY_ERROR stored before patches fell back to ``git apply --reject`` and ``patch --fuzz=5`` (as the
+    SWE-bench harness does): it does not say how it was applied (``applied_with``), and a fallback may apply it
+    now. Trying again costs a few git and patch commands."""
+    return verdict.outcome is Outcome.APPLY_ERROR and not verdict.applied_with
 
 
 def _stale_timeout(verdict: Verdict, limit: float, timeout: float) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 
 from coharden.errors import RepoError
-from coharden.execution.git import apply_patch, check_repo, git, resolve_commit, tracked_paths
+from coharden.execution.git import Applied, apply_patch, check_repo, git, resolve_commit, tracked_paths
 from coharden.execution.locks import file_lock
 from coharden.execution.readback import read_text
 from coharden.execution.removal import open_dir, remove_entry, remove_tree_quietly
@@ -260,9 +260,11 @@ class Workspace:
             raise RuntimeError("workspace is not open")
         return self.path
 
-    def apply(self, patch: str) -> None:
-        apply_patch(self.root, patch)
+    def apply(self, patch: str) -> Applied | None:
+        """Apply ``patch`` (git, then the SWE-bench harness's fallbacks: :func:`apply_patch`); how, or None for
+        an empty patch. The checkout is dirty from here on, even when it fails."""
         self._dirty.add("*")
+        return apply_patch(self.root, patch)
 
     def write(self, rel: str, content: str) -> None:
         """Write ``content`` to ``rel`` in the worktree, never through a link: a patch (an untrusted test or fix)

@@ -200,7 +200,8 @@ class MPEResult(BaseModel):
                       behaviour_matrix=self.behaviour_matrix.counts()
                       if self.counted == "behaviours" and self.fail_to_pass else None,
                       mutant_laxity=self.mutant_laxity, implausible=self.inadmissible_counts().get(IMPLAUSIBLE, 0),
-                      undecided=self.undecided,
+                      undecided=self.undecided, exec_mode=self.candidate_fixed.exec_mode,
+                      applied_with=dict(self.candidate_fixed.applied_with),
                       reason=f"buggy: {self.candidate_buggy.short()}; fixed: {self.candidate_fixed.short()}")
 
     def lax_mutants(self) -> list[MutantResult]:
@@ -216,6 +217,7 @@ class MPEResult(BaseModel):
             for role in ("candidate", "reference", "plausibility"):
                 if m.get(role) is not None:
                     _strip_verdict(m[role], timings)
+        data["exec_mode"] = self.candidate_fixed.exec_mode
         data["matrix_counts"] = self.matrix.counts()
         data["admissible"] = self.matrix.admissible
         data["per_operator"] = self.per_operator()

@@ -41,6 +41,11 @@ class MPERow(BaseModel):
     undecided: str | None = None
     """Why a Borderline or Inconclusive class is not decided (``pool_too_small``, ``cap``, ...)."""
     reason: str = ""
+    exec_mode: str | None = None
+    """How the candidate ran (its verdict on the fixed code): ``unit_test``, the runner's tests, or
+    ``reproduction_script``, a script judged by its exit status (SWT-bench's modes); None: it did not run."""
+    applied_with: dict[str, str] = Field(default_factory=dict)
+    """How the fix and the candidate were applied on the fixed code (``git apply``, ``patch --fuzz=5``, ...)."""
     dropped_source_files: list[str] | None = None
     """Source files the test prediction also touched (dropped: only its test part is the test)."""
 

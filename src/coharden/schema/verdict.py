@@ -94,6 +94,19 @@ class Verdict(BaseModel):
     verdict on the mutant is inadmissible, so this one could not make it admissible, and the outcome is that
     verdict's); None: the verdict comes from a run."""
 
+    applied_with: dict[str, str] = Field(default_factory=dict)
+    """How each patch of the run was applied, by role (``source``, ``test``): ``git apply``, the SWE-bench
+    harness's fallbacks ``git apply --reject`` and ``patch --fuzz=5``, ``copy`` (a test written beside another's
+    in a shared process), ``failed`` (none applied it: the APPLY_ERROR's patch). Empty: a verdict stored before
+    coharden said so (or a run that applied no patch)."""
+    apply_notes: list[str] = Field(default_factory=list)
+    """Where ``patch --fuzz=5`` had to fuzz or shift a hunk (``role path: Hunk #1 succeeded at 4 with fuzz 1.``):
+    a fuzzed test patch may test something a little other than what it says."""
+    exec_mode: str = "unit_test"
+    """How the test ran (SWT-bench's names): ``unit_test``, the runner's collected tests; ``reproduction_script``,
+    a script the test patch adds, run with ``python`` and judged by its exit status (0: PASS), because the runner
+    collects no test from it (see :attr:`coharden.schema.testpatch.TestPatch.exec_mode`)."""
+
     @property
     def admissible(self) -> bool:
         return self.outcome.admissible
