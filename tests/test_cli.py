@@ -624,3 +624,29 @@ def test_tables_use_the_full_width_when_not_on_a_terminal(tmp_path: Path, monkey
     assert len(row) > 80
     narrow = CliRunner().invoke(app, args, env={"COLUMNS": "60"})
     assert max(len(line) for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 60  # the table's lines
+
+
+def test_operator_names_stay_whole_in_a_100_column_mpe_table(tmp_path: Path) -> None:
+    """The per-operator table has ten columns: at 100 columns rich cut the operator names (typed back into
+    --operators); the inadmissible reasons fold instead."""
+    args = ["mpe", str(EX / "boundary_check"), "--test", "lax", "--operators",
+            "behavior_substitution,input_specific_shortcut", "--per-operator", "1", "--store",
+            str(tmp_path / "s.sqlite"), "-w", "1"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "100", "COHARDEN_CACHE": str(tmp_path / "cache")})
+    assert result.exit_code in (0, 1), result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│ ") and "_" in line]
+    assert any("behavior_substitution" in line for line in rows), result.stdout
+    assert any("input_specific_shortcut" in line for line in rows), result.stdout
+    assert max(len(line) for line in result.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 100  # tables' lines
+
+
+def test_verify_names_the_fix_it_graded(tmp_path: Path) -> None:
+    fix = tmp_path / "my_fix.patch"
+    fix.write_text((EX / "json_display" / "fix.patch").read_text())
+    args = ["verify", str(EX / "json_display"), "--test", "golden", "--fix", str(fix), "--store",
+            str(tmp_path / "s.sqlite")]
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "test 'golden', fix 'my_fix'" in shown.stdout
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    assert json.loads(as_json.stdout)["fix"] == "my_fix"

@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from coharden.cli.common import console, print_diff
+from coharden.mutation.diff_view import folded
 
 
 def render_mpe(result, show: int) -> None:
@@ -31,10 +32,13 @@ def render_mpe(result, show: int) -> None:
                           f"{b['beta']}, gamma {b['gamma']}, delta {b['delta']}): mutants no test run tells apart "
                           "count once")
         ops = Table(title=f"per operator (laxity [{result.confidence:g} interval])")
-        for col in ("operator", "pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity",
-                    "inadmissible"):
+        per_operator = result.per_operator()
+        # operator names whole (they are typed back into --operators); the reasons column folds instead
+        ops.add_column("operator", no_wrap=True, min_width=max((len(op) for op in per_operator), default=8))
+        for col in ("pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity"):
             ops.add_column(col)
-        for op, row in result.per_operator().items():
+        ops.add_column("inadmissible", overflow="fold")
+        for op, row in per_operator.items():
             inad = ", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-"
             ops.add_row(op, str(row.get("pool", "-")), str(row["total"]),
                         *(str(row[k]) for k in ("admissible", "alpha", "beta", "gamma", "delta")),
@@ -76,12 +80,13 @@ def render_mpe(result, show: int) -> None:
         console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
     lax = _one_per_behaviour(result.lax_mutants())
     if lax and show:
-        console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
+        console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}"
+                      "; each as its change to the fixed code):")
         for mr, same in lax[:show]:
             more = f" (and {same} more of the same behaviour)" if same else ""
             console.print(f"[bold]{mr.mutant.id}[/] {escape(mr.mutant.description)} @ {escape(mr.mutant.location)}"
                           f"{more}", highlight=False)
-            print_diff(mr.mutant.patch)
+            print_diff(folded(mr.mutant.change or mr.mutant.patch))
 
 
 def _one_per_behaviour(results: list) -> list[tuple]:
