@@ -650,3 +650,18 @@ def test_verify_names_the_fix_it_graded(tmp_path: Path) -> None:
     assert "test 'golden', fix 'my_fix'" in shown.stdout
     as_json = CliRunner().invoke(app, [*args, "--json"])
     assert json.loads(as_json.stdout)["fix"] == "my_fix"
+
+
+def test_python_that_is_no_interpreter_or_lacks_pytest_says_so(tmp_path: Path) -> None:
+    import venv
+
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)  # a real interpreter without pytest
+    for python, said in (("/bin/ls", "is not a Python interpreter"),
+                         (str(bare / "bin" / "python"), "cannot import pytest (ModuleNotFoundError: No module "
+                                                         "named 'pytest'): install pytest into it")):
+        result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax", "--python", python,
+                                          "--store", str(tmp_path / "s.sqlite")], env={"COLUMNS": "300"})
+        assert result.exit_code == 2, result.output
+        assert _flat(said) in _flat(result.output)
+        assert "Traceback" not in result.output
