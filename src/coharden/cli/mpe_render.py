@@ -74,8 +74,7 @@ def render_mpe(result, show: int) -> None:
             console.print("every mutant of the pool ran and the interval still contains tau: the pool is too small "
                           "to decide (more operators or LLM mutants would add to it)")
         if result.test_class.value == "Inconclusive" and result.fail_to_pass:
-            console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
-                          "empty)")
+            console.print(_inconclusive_text(result), highlight=False, markup=False)
     for warning in result.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
     lax = _one_per_behaviour(result.lax_mutants())
@@ -87,6 +86,25 @@ def render_mpe(result, show: int) -> None:
             console.print(f"[bold]{mr.mutant.id}[/] {escape(mr.mutant.description)} @ {escape(mr.mutant.location)}"
                           f"{more}", highlight=False)
             print_diff(folded(mr.mutant.change or mr.mutant.patch))
+
+
+def _inconclusive_text(result) -> str:
+    """Why no laxity: an empty pool (with why its candidates were dropped) or no admissible mutant (with what made
+    them inadmissible, summed over the operators)."""
+    if result.undecided == "empty_pool":
+        dropped: dict[str, int] = {}
+        for reasons in result.pool.get("dropped", {}).values():
+            for reason, n in reasons.items():
+                dropped[reason] = dropped.get(reason, 0) + n
+        why = ("; candidates dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped \
+            else ""
+        return f"Inconclusive: the pool is empty, no operator made a mutant of this fix{why}; laxity undefined"
+    counts: dict[str, int] = {}
+    for row in result.per_operator().values():
+        for reason, n in row["inadmissible"].items():
+            counts[reason] = counts.get(reason, 0) + n
+    why = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "none counted"
+    return f"Inconclusive: none of the {len(result.mutants)} mutants run was admissible ({why}); laxity undefined"
 
 
 def _one_per_behaviour(results: list) -> list[tuple]:
