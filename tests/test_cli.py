@@ -153,6 +153,43 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     assert left == []
 
 
+def test_ctrl_c_in_a_single_mpe_says_what_it_kept(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = calc_repo
+    hanging = tmp_path / "hang.diff"
+    hanging.write_text(make_patch(repo, calc_test_file(
+        "def test_hangs():\n"
+        "    import time\n"
+        "    open('started', 'w').write('1')\n"
+        "    while True:\n"
+        "        time.sleep(0.05)\n"
+    )))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    store = tmp_path / "kept.sqlite"
+    proc = subprocess.Popen(
+        [*COHARDEN, "mpe", str(instance_dir), "--test", str(hanging), "--timeout", "120", "--store", str(store)],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.read_text() for p in scratch.glob("coharden-ws-*/repo/started")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the hanging test never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)  # a hang guard
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    said = " ".join(err.split())
+    assert "interrupted: no class was computed; the " in said
+    assert f"kept in {store}, so the same command again starts from them" in said
+
+
 def _processes_with_env(entry: str) -> list[int]:
     """Live (non-zombie) processes whose environment holds ``entry``."""
     found = []
