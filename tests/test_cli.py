@@ -153,6 +153,43 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     assert left == []
 
 
+def test_ctrl_c_in_a_single_mpe_says_what_it_kept(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    repo, _ = calc_repo
+    hanging = tmp_path / "hang.diff"
+    hanging.write_text(make_patch(repo, calc_test_file(
+        "def test_hangs():\n"
+        "    import time\n"
+        "    open('started', 'w').write('1')\n"
+        "    while True:\n"
+        "        time.sleep(0.05)\n"
+    )))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    store = tmp_path / "kept.sqlite"
+    proc = subprocess.Popen(
+        [*COHARDEN, "mpe", str(instance_dir), "--test", str(hanging), "--timeout", "120", "--store", str(store)],
+        cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.read_text() for p in scratch.glob("coharden-ws-*/repo/started")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the hanging test never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)  # a hang guard
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    said = " ".join(err.split())
+    assert "interrupted: no class was computed; the " in said
+    assert f"kept in {store}, so the same command again starts from them" in said
+
+
 def _processes_with_env(entry: str) -> list[int]:
     """Live (non-zombie) processes whose environment holds ``entry``."""
     found = []
@@ -637,3 +674,44 @@ def test_tables_use_the_full_width_when_not_on_a_terminal(tmp_path: Path, monkey
     assert len(row) > 80
     narrow = CliRunner().invoke(app, args, env={"COLUMNS": "60"})
     assert max(len(line) for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 60  # the table's lines
+
+
+def test_operator_names_stay_whole_in_a_100_column_mpe_table(tmp_path: Path) -> None:
+    """The per-operator table has ten columns: at 100 columns rich cut the operator names (typed back into
+    --operators); the inadmissible reasons fold instead."""
+    args = ["mpe", str(EX / "boundary_check"), "--test", "lax", "--operators",
+            "behavior_substitution,input_specific_shortcut", "--per-operator", "1", "--store",
+            str(tmp_path / "s.sqlite"), "-w", "1"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "100", "COHARDEN_CACHE": str(tmp_path / "cache")})
+    assert result.exit_code in (0, 1), result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│ ") and "_" in line]
+    assert any("behavior_substitution" in line for line in rows), result.stdout
+    assert any("input_specific_shortcut" in line for line in rows), result.stdout
+    assert max(len(line) for line in result.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 100  # tables' lines
+
+
+def test_verify_names_the_fix_it_graded(tmp_path: Path) -> None:
+    fix = tmp_path / "my_fix.patch"
+    fix.write_text((EX / "json_display" / "fix.patch").read_text())
+    args = ["verify", str(EX / "json_display"), "--test", "golden", "--fix", str(fix), "--store",
+            str(tmp_path / "s.sqlite")]
+    shown = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "test 'golden', fix 'my_fix'" in shown.stdout
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    assert json.loads(as_json.stdout)["fix"] == "my_fix"
+
+
+def test_python_that_is_no_interpreter_or_lacks_pytest_says_so(tmp_path: Path) -> None:
+    import venv
+
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)  # a real interpreter without pytest
+    for python, said in (("/bin/ls", "is not a Python interpreter"),
+                         (str(bare / "bin" / "python"), "cannot import pytest (ModuleNotFoundError: No module "
+                                                         "named 'pytest'): install pytest into it")):
+        result = CliRunner().invoke(app, ["verify", str(EX / "json_display"), "--test", "lax", "--python", python,
+                                          "--store", str(tmp_path / "s.sqlite")], env={"COLUMNS": "300"})
+        assert result.exit_code == 2, result.output
+        assert _flat(said) in _flat(result.output)
+        assert "Traceback" not in result.output

@@ -55,7 +55,7 @@ def test_list_shows_every_mutant_of_a_past_single_mpe(past_run) -> None:  # type
         assert f"{data['instance_id']}:{data['mutants'][0]['mutant']['id']}" in result.stdout
 
 
-def test_show_prints_the_cell_and_a_diff_that_applies(past_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_show_prints_the_cell_and_the_change_to_the_fixed_code(past_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store, data = past_run
     first = data["mutants"][0]
     mutant_id = f"{data['instance_id']}:{first['mutant']['id']}"
@@ -63,18 +63,33 @@ def test_show_prints_the_cell_and_a_diff_that_applies(past_run, tmp_path: Path) 
     assert code == 0
     assert out.splitlines()[0].startswith(f"{mutant_id}: {first['mutant']['operator']}")
     assert f"test lax: {first['cell']}" in out
+    change = out[out.index("diff --git"):]
+    assert change.rstrip("\n") == first["mutant"]["change"].rstrip("\n")
+    # as mutmut's `show`: the diff is against the code the operator mutated (the fixed code), so it holds the
+    # named change and none of the fix; it applies to the fixed project
+    fixed = _git_project(tmp_path / "fixed", EXAMPLE / "project")
+    subprocess.run(["git", "apply", str(EXAMPLE / "fix.patch")], cwd=fixed, check=True)
+    (tmp_path / "change.diff").write_text(change)
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "change.diff")], cwd=fixed, check=True)
+    assert len(change) < len(first["mutant"]["patch"])
+    # --against-buggy: the applied patch, which applies to the buggy project
+    code, out, _ = _run("mutants", "show", mutant_id, "--against-buggy", "--store", str(store))
+    assert code == 0
     diff = out[out.index("diff --git"):]
-    assert diff == first["mutant"]["patch"] if first["mutant"]["patch"].endswith("\n") else diff.rstrip("\n")
-    # the printed diff applies to the example's buggy project
-    project = tmp_path / "project"
-    subprocess.run(["cp", "-r", str(EXAMPLE / "project"), str(project)], check=True)
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    assert diff.rstrip("\n") == first["mutant"]["patch"].rstrip("\n")
     (tmp_path / "m.diff").write_text(diff)
-    subprocess.run(["git", "apply", "--check", str(tmp_path / "m.diff")], cwd=project, check=True)
+    subprocess.run(["git", "apply", "--check", str(tmp_path / "m.diff")],
+                   cwd=_git_project(tmp_path / "buggy", EXAMPLE / "project"), check=True)
     # a bare mutant id is enough when one instance alone has it
-    code, bare, _ = _run("mutants", "show", first["mutant"]["id"], "--store", str(store))
+    code, bare, _ = _run("mutants", "show", first["mutant"]["id"], "--against-buggy", "--store", str(store))
     assert code == 0
     assert bare == out
+
+
+def _git_project(dest: Path, source: Path) -> Path:
+    subprocess.run(["cp", "-r", str(source), str(dest)], check=True)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    return dest
 
 
 def test_batch_rows_are_listed_with_their_system(past_run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

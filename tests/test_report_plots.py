@@ -97,6 +97,50 @@ def test_matrix_plot_leaves_out_rounds_without_a_matrix_and_its_title_fits() -> 
     _legend_covers_nothing(fig)
 
 
+def test_matrix_bars_are_shares_of_each_group_with_its_n() -> None:
+    """Groups over pools of different sizes compare by share (stacked raw counts showed the pool sizes)."""
+    runs = {"loop": {"rounds": [_round(1, {"alpha": 1, "beta": 1, "gamma": 2, "delta": 0})]}}
+    tests = _tests("otter")
+    tests["otter"]["summary"]["matrix"] = {"alpha": 30, "beta": 60, "gamma": 90, "delta": 20}
+    fig = matrix_figure(tests, runs)
+    _draw(fig)
+    (ax,) = fig.axes
+    tops: dict[float, float] = {}
+    for bar in ax.patches:
+        x = round(bar.get_x(), 6)
+        tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
+    assert [round(t, 9) for t in tops.values()] == [1.0, 1.0]
+    assert sorted(t.get_text() for t in ax.texts) == ["n=200", "n=4"]
+    _legend_covers_nothing(fig)
+
+
+def test_a_legend_names_each_series_once() -> None:
+    runs = {"loop": {"rounds": [_round(1, usd=0.5)]}}
+    for fig in (rounds_figure({**runs, "again": runs["loop"]}), cost_figure(runs)):
+        _draw(fig)
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert len(labels) == len(set(labels))
+    # the same run name on both panels' series, as two runs with one label would draw it
+    fig = rounds_figure({"loop": runs["loop"]})
+    fig.axes[1].plot([1], [1], label="loop: Resolved")
+    from coharden.evaluation.report_figures import _legend_below
+
+    fig.legends.clear()
+    _legend_below(fig, *fig.axes)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels.count("loop: Resolved") == 1
+
+
+def test_a_report_without_any_cost_has_no_cost_plot() -> None:
+    from coharden.evaluation.report_figures import plots
+
+    report = {"runs": {"loop": {"rounds": [_round(0), _round(1, {"alpha": 1, "beta": 0, "gamma": 1, "delta": 0})]}},
+              "tests": {}, "settings": {"tau": 0.202}}
+    assert "cost" not in plots(report)  # offline runs spend nothing: empty axes said nothing
+    report["runs"]["loop"]["rounds"][1]["usd"] = 0.25
+    assert "cost" in plots(report)
+
+
 def _report(tests: dict[str, Any], note: str) -> dict[str, Any]:
     """The smallest report document the renderers take, with a cutoff table of the given systems."""
     for section in tests.values():

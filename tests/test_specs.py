@@ -370,3 +370,18 @@ def test_a_spec_environment_forks_the_runs_of_a_runner_that_forks(tmp_path: Path
     assert not env("django").settings(base).fork_server
     assert not env("sympy", "3.6.15").settings(base).fork_server
     assert not env("sympy").settings(base.with_overrides(fork_server=False)).fork_server
+
+
+def test_every_packaged_system_step_is_valid_bash() -> None:
+    """`env system` prints steps a user pastes or runs with --run: each must parse (SWE-bench's matplotlib specs
+    publish `upgrade && && apt-get`), while the stored spec stays as published."""
+    import subprocess
+
+    table = SpecTable.load()
+    steps = {step for repo in table.repos() for version in table.versions(repo_slug(repo))
+             for step in table.get(repo_slug(repo), version).system_steps()}
+    assert steps
+    bad = [s for s in steps if subprocess.run(["bash", "-n", "-c", s], capture_output=True).returncode != 0]
+    assert bad == []
+    assert _spec(pre_install=["apt-get -y update && apt-get -y upgrade && && apt-get install -y ffmpeg"]
+                 ).system_steps() == ["apt-get -y update && apt-get -y upgrade && apt-get install -y ffmpeg"]

@@ -168,6 +168,10 @@ def test_summary_shares_agreement_lax_share_coverage_and_scaling() -> None:
     assert lax["paper"]["total"] == 198
     cov = coverage(rows)["all"]
     assert (cov["instances"], cov["reachable"], cov["verified"], cov["done"], cov["pending"]) == (9, 8, 7, 6, 1)
+    # the figure's bins are even tenths (the table's edges, with tau on one, have unequal widths)
+    hist = entry["laxity_plot_histogram"]
+    assert all(len(counts) == 10 for counts in hist.values())
+    assert (hist["Lax"][5], hist["Rigorous"][0], hist["Borderline"][2]) == (1, 1, 1)
     scale = scaling(rows)
     assert scale["pair_median_core_seconds"] == 200.0  # 100 s x 2 workers
     assert scale["pairs"] == 6  # with a prediction, not unreachable / unverified: a-1 to a-5, a-8

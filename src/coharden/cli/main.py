@@ -69,7 +69,7 @@ def verify(
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
     test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
-    _, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix", instance)
+    fix_name, fix_text = read_patch_arg(fix, {}, inst.patch, "--fix", instance)
     repo = resolve_repo(inst, settings.repos_dir)
     if not fix_text.strip():
         raise CoHardenError(f"--fix: {inst.instance_id} has no golden fix; give a fix patch file")
@@ -79,9 +79,10 @@ def verify(
         spec = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
         result = fail_to_pass(executor, spec, source)
     if as_json:
-        print(json.dumps({"instance_id": inst.instance_id, "test": test_name, **result.to_json()}, indent=2))
+        print(json.dumps({"instance_id": inst.instance_id, "test": test_name, "fix": fix_name, **result.to_json()},
+                         indent=2))
     else:
-        table = Table(title=f"{esc(inst.instance_id)}: test {esc(repr(test_name))}")
+        table = Table(title=f"{esc(inst.instance_id)}: test {esc(repr(test_name))}, fix {esc(repr(fix_name))}")
         table.add_column("code")
         table.add_column("verdict")
         table.add_column("detail", overflow="fold")

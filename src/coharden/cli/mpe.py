@@ -153,7 +153,18 @@ def mpe(
         def report(stage: str, done: int, total: int | None) -> None:
             update(description=stage, completed=done, total=total)
 
-        result = _mpe_single(instance, ids[0] if ids else None, test, reference, settings, mpe_cfg, llm, report)
+        from coharden.execution import interrupt
+
+        interrupt.reset()
+        before = _verdicts_in(settings.store)
+        try:
+            result = _mpe_single(instance, ids[0] if ids else None, test, reference, settings, mpe_cfg, llm, report)
+        except KeyboardInterrupt as exc:
+            kept = _verdicts_in(settings.store) - before
+            err_console.print(f"interrupted: no class was computed; the {kept} verdict{'s' if kept != 1 else ''} "
+                              f"this run finished {'are' if kept != 1 else 'is'} kept in {settings.store}, so the "
+                              "same command again starts from them", highlight=False, markup=False)
+            raise typer.Exit(130) from exc
     from coharden.mpe.batch import cutoff_classes
 
     by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
@@ -171,6 +182,19 @@ def mpe(
     if not result.pool_complete:
         err_console.print(f"[bold red]no classification:[/] {esc(result.pool_incomplete_reason)}")
         raise typer.Exit(1)
+
+
+def _verdicts_in(path: Path) -> int:
+    """How many verdicts the store at ``path`` holds (0 when there is none yet)."""
+    from coharden.execution.store import Store
+
+    if not path.exists():
+        return 0
+    store = Store(path)
+    try:
+        return store.count()
+    finally:
+        store.close()
 
 
 def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):

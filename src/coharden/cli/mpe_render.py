@@ -9,6 +9,7 @@ from rich.table import Table
 
 from coharden.cli.common import console, print_diff
 from coharden.escaping import for_rich as esc
+from coharden.mutation.diff_view import folded
 
 
 def render_mpe(result, show: int) -> None:
@@ -35,10 +36,13 @@ def render_mpe(result, show: int) -> None:
                           f"{b['beta']}, gamma {b['gamma']}, delta {b['delta']}): mutants no test run tells apart "
                           "count once")
         ops = Table(title=f"per operator (laxity [{result.confidence:g} interval])")
-        for col in ("operator", "pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity",
-                    "inadmissible"):
+        per_operator = result.per_operator()
+        # operator names whole (they are typed back into --operators); the reasons column folds instead
+        ops.add_column("operator", no_wrap=True, min_width=max((len(op) for op in per_operator), default=8))
+        for col in ("pool", "drawn", "admissible", "alpha", "beta", "gamma", "delta", "laxity"):
             ops.add_column(col)
-        for op, row in result.per_operator().items():
+        ops.add_column("inadmissible", overflow="fold")
+        for op, row in per_operator.items():
             inad = esc(", ".join(f"{k} {v}" for k, v in row["inadmissible"].items()) or "-")
             ops.add_row(esc(op), str(row.get("pool", "-")), str(row["total"]),
                         *(str(row[k]) for k in ("admissible", "alpha", "beta", "gamma", "delta")),
@@ -74,18 +78,37 @@ def render_mpe(result, show: int) -> None:
             console.print("every mutant of the pool ran and the interval still contains tau: the pool is too small "
                           "to decide (more operators or LLM mutants would add to it)")
         if result.test_class.value == "Inconclusive" and result.fail_to_pass:
-            console.print("no admissible mutant: laxity undefined (every mutant was inadmissible or the pool is "
-                          "empty)")
+            console.print(_inconclusive_text(result), highlight=False, markup=False)
     for warning in result.warnings:
         console.print(f"[bold yellow]warning:[/] {esc(warning)}", highlight=False)
     lax = _one_per_behaviour(result.lax_mutants())
     if lax and show:
-        console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}):")
+        console.print(f"\n[bold]wrong fixes the test lets through[/] ({len(lax)}; showing {min(show, len(lax))}"
+                      "; each as its change to the fixed code):")
         for mr, same in lax[:show]:
             more = f" (and {same} more of the same behaviour)" if same else ""
             console.print(f"[bold]{esc(mr.mutant.id)}[/] {esc(mr.mutant.description)} @ {esc(mr.mutant.location)}"
                           f"{more}", highlight=False)
-            print_diff(mr.mutant.patch)
+            print_diff(folded(mr.mutant.change or mr.mutant.patch))
+
+
+def _inconclusive_text(result) -> str:
+    """Why no laxity: an empty pool (with why its candidates were dropped) or no admissible mutant (with what made
+    them inadmissible, summed over the operators)."""
+    if result.undecided == "empty_pool":
+        dropped: dict[str, int] = {}
+        for reasons in result.pool.get("dropped", {}).values():
+            for reason, n in reasons.items():
+                dropped[reason] = dropped.get(reason, 0) + n
+        why = ("; candidates dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))) if dropped \
+            else ""
+        return f"Inconclusive: the pool is empty, no operator made a mutant of this fix{why}; laxity undefined"
+    counts: dict[str, int] = {}
+    for row in result.per_operator().values():
+        for reason, n in row["inadmissible"].items():
+            counts[reason] = counts.get(reason, 0) + n
+    why = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "none counted"
+    return f"Inconclusive: none of the {len(result.mutants)} mutants run was admissible ({why}); laxity undefined"
 
 
 def _one_per_behaviour(results: list) -> list[tuple]:

@@ -89,11 +89,15 @@ def mutants_show(
                                              "bare mutant id when one instance alone has it).")],
     store: StoreOpt = None,
     test: TestFilterOpt = None,
+    against_buggy: Annotated[bool, typer.Option("--against-buggy", help="Print the mutant as a patch of the "
+                                                "buggy code (what is applied) instead of its change to the fix.")]
+    = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """One mutant: what it changes, the cell each test that graded it gave it, and its diff (never wrapped: it
-    applies as printed)."""
+    """One mutant: what it changes, the cell each test that graded it gave it, and its diff against the fixed
+    code, as mutmut's ``show`` diffs against the code it mutated (``--against-buggy``: the patch of the buggy
+    code that is applied). Diffs are never wrapped: they apply as printed."""
     from coharden.mpe.mutants import CELL_MEANING, find_mutant
 
     runs = find_mutant(_open(store, config), mutant_id, test=test)
@@ -107,7 +111,16 @@ def mutants_show(
         console.print(f"  {m.run} {m.when}, test {m.test}: {m.cell} ({CELL_MEANING.get(m.cell, '?')}; candidate "
                       f"{m.candidate or '-'}, reference {m.reference or '-'})", highlight=False, soft_wrap=True,
                       markup=False)
-    patches = list(dict.fromkeys(m.patch for m in runs))
+    changes = [m.change for m in runs]
+    if not against_buggy and all(changes):
+        patches = list(dict.fromkeys(changes))
+        err_console.print("the change to the fixed code (--against-buggy: the applied patch)", style="dim",
+                          highlight=False)
+    else:
+        if not against_buggy:
+            err_console.print("note: stored before mutants kept their change to the fix: the patch of the buggy "
+                              "code follows", highlight=False)
+        patches = list(dict.fromkeys(m.patch for m in runs))
     if len(patches) > 1:
         err_console.print(f"note: {len(patches)} different diffs under this id (runs of different pools)")
     for patch in patches:

@@ -29,6 +29,7 @@ from coharden.config import RunnerName
 from coharden.errors import CoHardenError
 
 # commands that need root or a system package manager: a plain machine cannot run them
+_EMPTY_LINK = re.compile(r"&&(?:\s*&&)+\s*")  # "a && && b": one link of the chain is empty
 _SYSTEM = re.compile(r"\b(apt-get|apt|locale-gen|yum|conda)\b|/etc/")
 
 
@@ -95,8 +96,12 @@ class EnvSpec(BaseModel):
         return found
 
     def system_steps(self) -> list[str]:
-        """Pre-install and eval commands that need root / a system package manager (skipped locally)."""
-        return [*(c for c in [*self.pre_install, *self.eval_commands] if _SYSTEM.search(c)), *self.system_setup]
+        """Pre-install and eval commands that need root / a system package manager (skipped locally), each as
+        it can run: an empty link of a ``&&`` chain (SWE-bench's matplotlib specs have ``upgrade && &&
+        apt-get``, a syntax error in bash) is dropped; the stored spec, and so the environment's key, stays as
+        published."""
+        steps = [*(c for c in [*self.pre_install, *self.eval_commands] if _SYSTEM.search(c)), *self.system_setup]
+        return [_EMPTY_LINK.sub("&& ", step) for step in steps]
 
     def local_pre_install(self) -> list[str]:
         return [c for c in self.pre_install if not _SYSTEM.search(c)]

@@ -36,12 +36,16 @@ def _count_axis(ax) -> None:
     ax.set_ylim(0, top if top > 0 else 1)
 
 
-def _legend_below(fig, ax, ncols: int = 4) -> None:
-    """One legend for the figure, outside the axes (below them), so it covers no data."""
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(ncols, len(labels)), fontsize=7,
-                   frameon=False)
+def _legend_below(fig, *axes, ncols: int = 4) -> None:
+    """One legend for the figure, outside the axes (below them), so it covers no data: the entries of every axis
+    in ``axes``, each label once (two runs of one name, or one series drawn on two axes, would repeat it)."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                   ncols=min(ncols, len(entries)), fontsize=7, frameon=False)
 
 
 def rounds_figure(runs: dict[str, Any]):
@@ -61,9 +65,7 @@ def rounds_figure(runs: dict[str, Any]):
         _round_axis(ax, all_rounds)
     _count_axis(right)
     right.yaxis.set_major_locator(_integer_locator())
-    handles, labels = left.get_legend_handles_labels()
-    handles2, labels2 = right.get_legend_handles_labels()
-    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncols=3, fontsize=7, frameon=False)
+    _legend_below(fig, left, right, ncols=3)
     return fig
 
 
@@ -136,19 +138,26 @@ def matrix_groups(tests: dict[str, Any], runs: dict[str, Any]) -> list[tuple[str
 
 
 def matrix_figure(tests: dict[str, Any], runs: dict[str, Any]):
+    """Each group's cells as shares of its own mutants, its n above the bar: groups graded over pools of
+    different sizes (a system's tests over many instances, one loop round over one fix) compare by share, and
+    stacked raw counts would show the sizes of the pools instead."""
     groups = matrix_groups(tests, runs)
     fig = _figure(max(5.5, 1.0 * len(groups) + 2.5), 4.2)
     ax = fig.subplots()
-    bottom = [0] * len(groups)
+    bottom = [0.0] * len(groups)
     labels = [g[0] for g in groups]
+    totals = [sum(g[1].get(cell, 0) for cell in CELLS) for g in groups]
+    bars = None
     for cell in CELLS:
-        heights = [g[1].get(cell, 0) for g in groups]
-        ax.bar(labels, heights, bottom=bottom, label=CELL_LABELS[cell], color=CELL_COLORS[cell])
+        heights = [g[1].get(cell, 0) / n if n else 0.0 for g, n in zip(groups, totals, strict=True)]
+        bars = ax.bar(labels, heights, bottom=bottom, label=CELL_LABELS[cell], color=CELL_COLORS[cell])
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    ax.set(title="Matrix cells per test system and loop round", ylabel="mutants")
+    if bars is not None:
+        ax.bar_label(bars, labels=[f"n={n}" for n in totals], fontsize=7)
+    ax.set(title="Matrix cells per test system and loop round (shares)",
+           ylabel="share of mutants", ylim=(0, 1.12))
     ax.title.set_fontsize(10)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    _count_axis(ax)
     _legend_below(fig, ax, ncols=2)
     return fig
 
@@ -177,9 +186,7 @@ def cost_figure(runs: dict[str, Any]):
     for ax in (left, right):
         _round_axis(ax, all_rounds)
         _count_axis(ax)
-    handles, labels = left.get_legend_handles_labels()
-    handles2, labels2 = right.get_legend_handles_labels()
-    fig.legend(handles + handles2, labels + labels2, loc="outside lower center", ncols=3, fontsize=7, frameon=False)
+    _legend_below(fig, left, right, ncols=3)
     return fig
 
 
@@ -225,7 +232,7 @@ def plots(report: dict[str, Any]) -> dict[str, bytes]:
         out["laxity"] = plot_laxity(tests, report["settings"]["tau"])
     if matrix_groups(tests, runs):
         out["matrix"] = plot_matrix(tests, runs)
-    if runs:
+    if any(r.get("usd") for run in runs.values() for r in run["rounds"]):  # no cost recorded: no empty axes
         out["cost"] = plot_cost(runs)
     if report.get("injection"):
         out["injection"] = plot_injection(report["injection"])

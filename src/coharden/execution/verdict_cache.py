@@ -24,15 +24,26 @@ from coharden.schema.verdict import Outcome, Verdict
 def environment_id(python: str) -> str:
     """Identity of the test environment: interpreter path, version, and installed pytest."""
     try:
-        out = subprocess.run(
-            [python, "-c", "import sys, pytest; print(sys.version.split()[0], pytest.__version__)"],
-            capture_output=True, text=True, timeout=60, check=False,
-        )
-    except OSError as exc:
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
         raise CoHardenError(f"test interpreter {python!r} cannot run: {exc}") from exc
-    if out.returncode != 0:
-        raise CoHardenError(f"test interpreter {python!r} has no pytest: {out.stderr.strip()[-300:]}")
-    return f"{python} {out.stdout.strip()}"
+    lines = out.stdout.strip().splitlines()
+    if out.returncode == 3 and lines and lines[-1].startswith("no-pytest "):
+        version, _, error = lines[-1][len("no-pytest "):].partition(" ")
+        raise CoHardenError(f"test interpreter {python!r} (Python {version}) cannot import pytest ({error}): "
+                            f"install pytest into it, or give --python an interpreter that has it")
+    if out.returncode != 0 or not lines:
+        said = (out.stderr.strip().splitlines() or ["nothing"])[0][:100]
+        raise CoHardenError(f"test interpreter {python!r} is not a Python interpreter: `{python} -c ...` exited "
+                            f"{out.returncode} ({said})")
+    return f"{python} {lines[-1]}"
+
+
+#: Asked of a test interpreter: its version and pytest's, or why pytest does not import (exit status 3)
+_PROBE = ("import sys\nv = sys.version.split()[0]\ntry:\n    import pytest\nexcept Exception as e:\n"
+          "    print('no-pytest ' + v + ' ' + type(e).__name__ + ': ' + str(e)[:200]); sys.exit(3)\n"
+          "print(v + ' ' + pytest.__version__)")
 
 
 def test_environment_id(settings: Settings, python: str) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from coharden.errors import CoHardenError
+from coharden.execution import interrupt
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.verify import FailToPass
@@ -121,9 +122,14 @@ def evaluate(
                              **_pool_options(config))
         return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, early_pool,
                          progress, ctx)
+    except KeyboardInterrupt:
+        # Ctrl-C: no test process starts any more, and nothing below waits for the running ones (their threads
+        # are daemons; each stops at its next test process, or when the caller closes its executor)
+        interrupt.request_stop()
+        raise
     finally:
         team.close()
-        if early is not None:
+        if early is not None and not interrupt.stop_requested():
             early.join()
 
 

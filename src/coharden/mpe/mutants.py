@@ -35,6 +35,10 @@ class PastMutant:
     description: str
     source: str
     patch: str
+    """The mutant as a patch of the buggy code (it applies as printed)."""
+    change: str
+    """The diff from the fixed code to the mutant: what its operator changed ("" in runs stored before it was
+    kept)."""
     candidate: str | None
     reference: str | None
     plausibility: str | None
@@ -66,6 +70,7 @@ def _from_result(data: dict[str, Any], run: str, created: float) -> list[PastMut
             cell=str(row.get("cell") or _not_counted(row)), operator=str(mutant.get("operator", "")),
             location=str(mutant.get("location", "")), description=str(mutant.get("description", "")),
             source=str(mutant.get("source", "")), patch=str(mutant.get("patch", "")),
+            change=str(mutant.get("change") or ""),
             candidate=_outcome(row.get("candidate")), reference=_outcome(row.get("reference")),
             plausibility=_outcome(row.get("plausibility")), behaviour=row.get("behaviour"), run=run, when=when))
     return found

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from contextlib import ExitStack
 from typing import Any, TypeVar
 
+from coharden.execution import interrupt
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 
@@ -79,7 +80,9 @@ class Workers:
 
     def close(self) -> None:
         """Cancel the tasks not started, wait for the running ones; the leased executors go back to the pool
-        (its owner closes them)."""
+        (its owner closes them). Once a stop was requested (Ctrl-C, :mod:`coharden.execution.interrupt`) the
+        running ones are not waited for: a test process may run to its time limit, and each worker stops at its
+        next one anyway."""
         with self._lock:
             self._closed = True
             threads = list(self._threads)
@@ -92,6 +95,8 @@ class Workers:
                 item[0].cancel()
         for _ in threads:
             self._queue.put(None)
+        if interrupt.stop_requested():
+            return
         for thread in threads:
             thread.join()
 

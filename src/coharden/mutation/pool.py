@@ -234,11 +234,19 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
                 pool.dropped[(operator.value, "over_budget")] += len(mutants) - take
             mutants = [mutants[i] for i in chosen]
         # the patch (a diff of every file of the fix) is made only for the mutants kept
+        fixed = {c.path: c.new for c in ctx.files}
         pool.mutants += [Mutant(id=ident, operator=c.operator, description=c.description, location=c.location,
                                 patch=make_patch((path, bases[path] or None, files[path]) for path in bases),
-                                meta=c.meta)
+                                change=change_of({**bases, **fixed}, files), meta=c.meta)
                          for (ident, c, files, bases), _ in mutants]
         pool.keys.update(k for _, k in mutants)
+
+
+def change_of(fixed: dict[str, str], files: dict[str, str]) -> str:
+    """The diff from the fixed code to a mutant's ``files``: what its operator changed in the fix (a mutant's
+    ``patch`` is against the buggy code, so it shows the fix and the change as one)."""
+    return make_patch((path, fixed.get(path) or None, content or None) for path, content in files.items()
+                      if content != fixed.get(path, ""))
 
 
 def _uniform(rng: random.Random, tiers: list[list[int]], limit: int) -> list[int]:
@@ -286,7 +294,8 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
         return reason
     mutant = Mutant(id=mutant_id, operator=candidate.operator, description=candidate.description,
                     location=candidate.location, source="llm", meta=candidate.meta,
-                    patch=make_patch((path, base[path] or None, files[path]) for path in base))
+                    patch=make_patch((path, base[path] or None, files[path]) for path in base),
+                    change=change_of(fixed, files))
     pool.keys.add(norm)
     pool.mutants.append(mutant)
     return mutant

@@ -101,5 +101,9 @@ class Mutant(BaseModel):
     description: str
     location: str  # "path:line"
     patch: str
+    """The mutant as a patch of the buggy code (what is applied)."""
     source: str = "mechanical"  # or "llm"
     meta: dict[str, Any] = Field(default_factory=dict)
+    change: str = ""
+    """The diff from the fixed code to the mutant: what the operator changed, as mutmut's ``show`` diffs against
+    the code it mutated (empty in results stored before it was kept)."""

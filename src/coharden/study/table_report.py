@@ -14,7 +14,7 @@ from coharden.escaping import md_cell
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.summary import LAXITY_EDGES
 from coharden.study.table import latest_rows
-from coharden.study.table_summary import F2P_CLASSES, SCALING_CORES, summarize_table
+from coharden.study.table_summary import F2P_CLASSES, PLOT_EDGES, SCALING_CORES, summarize_table
 
 REPORT = "table_report.md"
 SUMMARY = "table_summary.json"
@@ -212,7 +212,8 @@ def _configuration_section(summary: dict[str, Any]) -> list[str]:
 def plot(summary: dict[str, Any], path: Path) -> bool:
     """Laxity histograms of the F->P tests, one panel per system, stacked by class; False without matplotlib
     or without a F->P test."""
-    systems = {s: e for s, e in summary["systems"].items() if any(sum(v) for v in e["laxity_histogram"].values())}
+    systems = {s: e for s, e in summary["systems"].items()
+               if any(sum(v) for v in e["laxity_plot_histogram"].values())}
     if not systems:
         return False
     try:
@@ -220,13 +221,13 @@ def plot(summary: dict[str, Any], path: Path) -> bool:
     except CoHardenError:
         return False
     axes = fig.subplots(1, len(systems), sharey=True, squeeze=False)[0]
-    lefts = list(LAXITY_EDGES[:-1])
-    widths = [hi - lo for lo, hi in zip(LAXITY_EDGES, LAXITY_EDGES[1:], strict=False)]
+    lefts = list(PLOT_EDGES[:-1])
+    widths = [hi - lo for lo, hi in zip(PLOT_EDGES, PLOT_EDGES[1:], strict=False)]
     tops: list[float] = []
     for ax, (system, entry) in zip(axes, systems.items(), strict=True):
         bottom = [0.0] * len(lefts)
         for name in F2P_CLASSES[:3]:
-            counts = entry["laxity_histogram"][name]
+            counts = entry["laxity_plot_histogram"][name]
             ax.bar(lefts, counts, width=widths, bottom=bottom, align="edge", label=name,
                    color=figures.CLASS_COLORS.get(name), hatch=figures.CLASS_HATCHES.get(name),
                    edgecolor="#5d4037", linewidth=0.4)

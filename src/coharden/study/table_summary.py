@@ -14,6 +14,9 @@ from coharden.schema.estimate import clopper_pearson
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.summary import LAXITY_EDGES
 
+PLOT_EDGES = tuple(i / 10 for i in range(11))
+"""The bins of the laxity figure: ten of equal width."""
+
 #: the paper's Table 7: AssertFlip's F->P tests called Lax (LLM mutants, point rule at tau 0.202)
 PAPER_ASSERTFLIP_LAX = (121, 198)
 F2P_CLASSES = ("Rigorous", "Borderline", "Lax", "Inconclusive")
@@ -100,6 +103,11 @@ def classes_of(rows: Sequence[dict[str, Any]], confidence: float = 0.95) -> dict
     out["laxity_median"] = stats.median(float(r["laxity"]) for r in laxities)
     out["laxity_histogram"] = {c: stats.histogram([float(r["laxity"]) for r in laxities if r.get("class") == c],
                                                   LAXITY_EDGES) for c in F2P_CLASSES[:3]}
+    # the figure's bins: even tenths (the table's edges put tau on an edge, so their widths differ and bar heights
+    # of unequal widths mislead; tau is a line on the figure)
+    out["laxity_plot_histogram"] = {c: stats.histogram([float(r["laxity"]) for r in laxities
+                                                        if r.get("class") == c], PLOT_EDGES)
+                                    for c in F2P_CLASSES[:3]}
     out["admissible_median"] = stats.median(int(r.get("admissible") or 0) for r in f2p)
     out["drawn_median"] = stats.median(int(r.get("drawn") or 0) for r in f2p)
     return out
