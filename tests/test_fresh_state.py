@@ -239,3 +239,42 @@ def test_the_wipe_removes_a_tree_deeper_than_path_max_and_locked(tmp_path: Path)
     assert [p.name for p in (root / "ws").iterdir()] == ["wt"]
     assert (point / "kept").read_text() == "the worktree's"
     assert os.access(root / "ws", os.W_OK)
+
+
+def test_hidden_directories_in_tmp_around_binds_or_covered_keep_the_sandbox_working(tmp_path: Path) -> None:
+    """Hidden directories as a real run has them: the user's working directory (``/tmp`` itself, when a command
+    runs there), a cached project under ``/tmp`` with a bound directory inside it, one that a writable directory
+    holds. The sandbox starts (bwrap refused to remount a hidden tmpfs a later mount covered), ``/tmp`` stays the
+    sized, writable scratch mount, and a hidden directory outside ``/tmp`` is empty and read-only."""
+    project = tmp_path / "cache" / "project"
+    (project / ".git" / "objects").mkdir(parents=True)
+    (project / "secret.txt").write_text("s")
+    objects = tmp_path / "cache" / "objects"
+    objects.mkdir()
+    work = tmp_path / "work"
+    (work / "inner").mkdir(parents=True)
+    outside = Path.home() / f".coharden-hidden-test-{os.getpid()}"
+    outside.mkdir(exist_ok=True)
+    (outside / "secret.txt").write_text("s")
+    try:
+        code = ("import os\n"
+                "open('/tmp/x', 'w').write('x')\n"
+                f"print('SECRET', os.path.exists({str(project / 'secret.txt')!r}), "
+                f"os.path.exists({str(outside / 'secret.txt')!r}))\n"
+                f"try:\n    open({str(outside / 'planted')!r}, 'w')\nexcept OSError as e:\n"
+                "    print('READONLY', e.errno)\n"
+                "for line in open('/proc/self/mountinfo'):\n"
+                "    f = line.split()\n"
+                "    if f[4] == '/tmp':\n"
+                "        print('TMP', f[5].split(',')[0], 'size=' in f[-1])\n")
+        confine = Confinement(writable=(work,), hidden=(Path("/tmp"), project, work / "inner", outside),
+                              mounts=((objects, project / ".git" / "objects"),))
+        result = run_limited([sys.executable, "-c", code], work, timeout=60, confine=confine)
+        assert result.returncode == 0, result.output
+        assert "SECRET False False" in result.output
+        assert "READONLY 30" in result.output  # EROFS
+        assert "TMP rw True" in result.output, result.output
+    finally:
+        import shutil
+
+        shutil.rmtree(outside, ignore_errors=True)

@@ -235,8 +235,15 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str]
         args += [*size, "--tmpfs", tmp]
     # a hidden directory (the user's checkout, a store) is an empty tmpfs laid over whatever shows it (an
     # interpreter whose sys.path holds it); what the run must see inside it is bound again on top
-    hidden = [Path(p).resolve() for p in confine.hidden if Path(p).is_dir()]
+    # (one in the sandbox's private /tmp or TMPDIR that no bound directory holds is hidden already - nothing of the
+    # host shows there - and a tmpfs laid over /tmp itself would replace the sized, emptied scratch mount with a
+    # read-only one; outer ones first, so an inner one is not covered by its outer one's tmpfs)
     shown = shown_paths(confine, cmd)
+    private = (Path(SANDBOX_TMP), Path(tmp))
+    bound = [Path(p).resolve() for p in (*shown, *confine.writable, *(target for _, target in confine.mounts))]
+    hidden = sorted({h for h in (Path(p).resolve() for p in confine.hidden if Path(p).is_dir())
+                     if not any(h.is_relative_to(t) for t in private) or any(h.is_relative_to(b) for b in bound)},
+                    key=lambda p: len(p.parts))
     inside = [p for p in shown if any(Path(p).resolve().is_relative_to(h) for h in hidden)]
     for path in shown:
         if path not in inside:
@@ -258,8 +265,13 @@ def bwrap_args(confine: Confinement, cwd: Path | None = None, cmd: Sequence[str]
     # tmpfs and /dev (its device nodes are bind mounts of their own, writable as before) read-only, and so the
     # sandbox's own root (a tmpfs holding the mount points): nothing written there could persist from run to run
     # of one sandbox (the fork server's), nor grow without bound in memory
+    # (a hidden directory a later bind covers - one bound itself, or lying in a writable or bound directory - is no
+    # mount point any more: nothing of its tmpfs can be reached, and bwrap refuses to remount it)
+    covering = [Path(p).resolve() for p in (*inside, *(target for _, target in confine.mounts), *confine.writable,
+                                            *(p for p in confine.protected if Path(p).exists()))]
     for path in hidden:
-        args += ["--remount-ro", str(path)]
+        if not any(path.is_relative_to(cover) for cover in covering):
+            args += ["--remount-ro", str(path)]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if cwd is not None:
         args += ["--chdir", str(cwd)]
