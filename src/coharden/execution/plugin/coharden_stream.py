@@ -9,6 +9,16 @@ and for a phase that failed with an exception {"raised": nodeid, "when": phase, 
 "bases": [the qualified names of its classes, itself first], "message": str(exception)[:2000]}: the type a test
 raised, from the exception object itself (``reproduce check --expect-exception`` reads it; no text search).
 
+From a hook wrapper around each test's call (the outermost one, taken when this plugin loads, before any code
+under test is imported): {"call": nodeid, "raised": kind, "type": "module.Qualname", "xfail_mark": bool,
+"origin": path}, what the call itself did, read from pluggy's outcome of ``pytest_runtest_call`` (and, for
+unittest items, the exceptions pytest's unittest support stored on the item), never from pytest's ``CallInfo``
+or ``TestReport``. ``kind`` is "" (returned), "skip", "xfail" (``pytest.xfail``), "exit" or "raised" (any other
+exception); ``origin`` (a skip or an xfail only): the file that called ``pytest.skip`` / ``pytest.xfail``,
+relative to the rootdir when inside it. ``coharden.execution.pytest_verdicts`` compares it with the report that
+follows: a "passed" report after a call that raised is a report the code under test rewrote (a patched
+``TestReport`` or ``CallInfo``).
+
 Once pytest has imported its ``-p`` plugins, the directories coharden put on ``PYTHONPATH`` for them (listed in
 ``COHARDEN_PLUGIN_PATH``) leave ``sys.path`` and ``PYTHONPATH`` again, before any conftest or test runs: the
 tests see the path the harness gives them. A test that runs a tool with ``PYTHONPATH + ":"`` (pylint pops the
@@ -77,6 +87,74 @@ def pytest_collection_modifyitems(session, config, items):
         return rank[str(getattr(item, "fspath", ""))], line
 
     items.sort(key=key)
+
+
+def _call_kind(kind):
+    names = {getattr(c, "__name__", "") for c in getattr(kind, "__mro__", ())}
+    if "XFailed" in names:
+        return "xfail"
+    if names & {"Skipped", "SkipTest"}:
+        return "skip"
+    if names & {"Exit", "KeyboardInterrupt"}:
+        return "exit"
+    return "raised"
+
+
+def _xfail_marked(item):
+    for get in ("get_closest_marker", "get_marker"):  # pytest >= 3.6, older
+        method = getattr(item, get, None)
+        if method is not None:
+            try:
+                return method("xfail") is not None
+            except Exception:  # noqa: BLE001
+                break
+    return False
+
+
+def _origin(exc_tb, root):
+    """The file that raised through pytest's outcome functions (``pytest.skip``, ``pytest.xfail``): the innermost
+    frame outside pytest's own package, relative to ``root`` when inside it."""
+    frames = []
+    while exc_tb is not None:
+        frames.append(exc_tb.tb_frame.f_code.co_filename)
+        exc_tb = exc_tb.tb_next
+    for name in reversed(frames):
+        if os.sep + "_pytest" + os.sep not in name and os.sep + "pluggy" + os.sep not in name:
+            path = os.path.realpath(name)
+            root = os.path.realpath(root) if root else ""
+            return os.path.relpath(path, root) if root and path.startswith(root.rstrip(os.sep) + os.sep) else path
+    return ""
+
+
+def _wrap_call():
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(item):
+        outcome = yield
+        kind, tb = None, None
+        try:
+            outcome.get_result()
+        except BaseException as exc:  # noqa: BLE001 - only looked at: the outcome stays pytest's
+            kind, tb = type(exc), exc.__traceback__
+        if kind is None:  # unittest items keep their failures and skips on the item (unittest caught them)
+            stored = getattr(item, "_excinfo", None)
+            if stored:
+                kind, tb = getattr(stored[0], "type", None), getattr(stored[0], "tb", None)
+        raised = "" if kind is None else _call_kind(kind)
+        record = {"call": getattr(item, "nodeid", ""), "raised": raised,
+                  "type": "" if kind is None else _qualified(kind), "xfail_mark": _xfail_marked(item)}
+        if raised in ("skip", "xfail"):
+            try:
+                record["origin"] = _origin(tb, str(getattr(item.config, "rootdir", "") or os.getcwd()))  # noqa: PTH109
+            except Exception:  # noqa: BLE001
+                record["origin"] = ""
+        _emit(record)
+
+    return pytest_runtest_call
+
+
+pytest_runtest_call = _wrap_call()
 
 
 def pytest_runtest_logstart(nodeid, location):
