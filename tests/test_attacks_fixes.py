@@ -22,12 +22,13 @@ import pytest
 
 from coharden.config import Settings
 from coharden.evaluation.grading import RESOLVED_FULL, FixGrade, golden_tests, grade_fix, grade_statuses
+from coharden.execution.env_plugins import environment_plugins
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.sandbox import bwrap_path
 from coharden.instances import LocalInstance, load_local, resolve_repo
-from coharden.patches import make_patch
+from coharden.patches import make_patch, parse
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "printer_brackets"
@@ -189,26 +190,57 @@ def test_dist_info_entry_point_at_the_root(grade) -> None:
     assert g.tests_status["FAIL_TO_PASS"]["failure"] == [F2P]
 
 
-def test_autoload_is_off_for_a_checkout_that_holds_an_entry_point(tmp_path: Path) -> None:
-    """The run itself, without the fix-side guard: a checkout that already holds a ``pytest11`` entry point (the
-    plugin turns failures into passes) still fails its failing test; plain ``python -m pytest`` there passes it
-    (so the plugin is real and autoload is what coharden turned off)."""
+DIST_INFO = {"forge-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: forge\nVersion: 1.0\n",
+             "forge-1.0.dist-info/entry_points.txt": "[pytest11]\nforge = forge_plugin\n",
+             "forge_plugin.py": FORGE}
+
+
+def test_autoload_forges_without_coharden(tmp_path: Path) -> None:
+    """The premise of the next test: plain ``python -m pytest`` in a checkout holding that entry point loads the
+    plugin, and a failing test passes."""
     root = tmp_path / "repo"
-    (root / "tests").mkdir(parents=True)
-    (root / "forge-1.0.dist-info").mkdir()
-    (root / "forge-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: forge\nVersion: 1.0\n")
-    (root / "forge-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nforge = forge_plugin\n")
-    (root / "forge_plugin.py").write_text(FORGE)
-    (root / "tests" / "test_it.py").write_text("def test_it():\n    assert 1 == 2\n")
+    for path, text in {**DIST_INFO, "tests/test_it.py": "def test_it():\n    assert 1 == 2\n"}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_it.py"],
                            cwd=root, capture_output=True, text=True, env=env, check=False)
-    assert plain.returncode == 0, plain.stdout  # autoload loads the checkout's plugin: the failure is hidden
-    for fork_server in (False, True):
-        settings = Settings(timeout=60, workers=1, fork_server=fork_server)
-        run = run_pytest(root, ["tests/test_it.py::test_it"], settings, sys.executable)
-        verdict = verdict_for(["tests/test_it.py::test_it"], run)
-        assert verdict.outcome is Outcome.FAIL, (verdict, run.output)
+    assert plain.returncode == 0, plain.stdout
+    run = run_pytest(root, ["tests/test_it.py::test_it"], Settings(timeout=60, workers=1), sys.executable)
+    assert verdict_for(["tests/test_it.py::test_it"], run).outcome is Outcome.FAIL, run.output
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "fresh"])
+def test_autoload_is_off_in_a_checkout_that_holds_an_entry_point(example: LocalInstance, tmp_path: Path,
+                                                                  fork_server: bool) -> None:
+    """The run itself, without the fix-side guard (the entry point is in the code state the tests run on): the
+    golden test still fails on the unfixed code, in a fork of the warm server and in a fresh process."""
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, fork_server=fork_server)
+    with InstanceExecutor(example.instance, resolve_repo(example.instance, None), settings, None) as ex:
+        state = make_patch([(path, None, text) for path, text in DIST_INFO.items()])
+        verdict = ex.verdict(state, ex.golden_test())
+        assert verdict.outcome is Outcome.FAIL, verdict
+        assert (ex.site.current is not None) is fork_server  # the forked run did go through the server
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "fresh"])
+def test_an_entry_point_named_like_an_environment_plugin(example: LocalInstance, tmp_path: Path,
+                                                         fork_server: bool) -> None:
+    """With autoload off the environment's plugins load by name (``-p NAME``), which pytest resolves through the
+    entry points on ``sys.path``, the checkout first: a checkout entry point taking an environment plugin's name
+    loads instead. The stream plugin tells where each entry-point plugin came from; one from the checkout makes
+    the run tampered with, whatever its reports say."""
+    plugins = environment_plugins(sys.executable)
+    if not plugins:
+        pytest.skip("the test interpreter has no pytest11 entry point to impersonate")
+    name = plugins[0].name
+    files = {**DIST_INFO, "forge-1.0.dist-info/entry_points.txt": f"[pytest11]\n{name} = forge_plugin\n"}
+    settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, fork_server=fork_server)
+    with InstanceExecutor(example.instance, resolve_repo(example.instance, None), settings, None) as ex:
+        verdict = ex.verdict(make_patch([(p, None, t) for p, t in files.items()]), ex.golden_test())
+    assert verdict.outcome is Outcome.HARNESS_ERROR, verdict
+    assert any(f"the pytest plugin {name!r} was loaded from package metadata in the checkout" in note
+               for note in verdict.tampering), verdict.tampering
 
 
 # --- 4. pytest.xfail() in the unfixed code ------------------------------------------------------------------------
@@ -266,3 +298,45 @@ def test_expected_failure_is_no_fail_to_pass_success() -> None:
     status = grade_statuses(verdict, ["f1", "f2", "f3"], ["p"])
     assert status["FAIL_TO_PASS"] == {"success": ["f1"], "failure": ["f2", "f3"]}
     assert status["PASS_TO_PASS"] == {"success": ["p"], "failure": []}  # P2P keeps SWE-bench's rule
+
+
+def test_plugin_loading_degrades_with_old_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coharden.execution import env_plugins
+
+    fake = (env_plugins.EntryPoint("asyncio", "pytest_asyncio.plugin"), env_plugins.EntryPoint("obj", "mod:thing"))
+    monkeypatch.setattr(env_plugins, "environment_plugins", lambda python: fake)
+    # 4.5+: by entry-point name (registered as autoload would); 3.8-4.4: by module (an attribute target cannot be)
+    assert env_plugins.plugin_args("py", "7.4.0") == ["-p", "asyncio", "-p", "obj"]
+    assert env_plugins.plugin_args("py", "") == ["-p", "asyncio", "-p", "obj"]  # unknown: taken as new
+    assert env_plugins.plugin_args("py", "4.4.2") == ["-p", "pytest_asyncio.plugin"]
+    assert env_plugins.plugin_env("3.8.0") == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # before 3.8 autoload cannot be turned off: no variable, no -p (a plugin loaded twice is refused)
+    assert env_plugins.plugin_args("py", "3.7.4") == []
+    assert env_plugins.plugin_env("3.7.4") == {}
+
+
+def test_screen_keeps_what_is_not_pytest_configuration() -> None:
+    from coharden.evaluation.fix_tampering import screen_fix
+
+    base = {"setup.cfg": "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths = tests\n\n[flake8]\nmax = 1\n",
+            "pyproject.toml": '[project]\nname = "x"\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'}
+    post = {"setup.cfg": "[metadata]\nname = x\nversion = 2\n\n[tool:pytest]\naddopts = -p evil\n\n[flake8]\nmax = 2\n",
+            "pyproject.toml": '[project]\nname = "x"\nversion = "2"\n\n[tool.pytest.ini_options]\naddopts = "-p evil"\n'
+                              'testpaths = ["tests"]\n'}
+    fix = make_patch([(p, base[p], post[p]) for p in base])
+    screen = screen_fix(fix, base.get, lambda patch: {p: post[p] for p in base if f"b/{p}" in patch})
+    assert len(screen.tampering) == 2
+    assert not screen.dropped
+    # the applied change: everything but pytest's sections
+    for patched in parse(screen.source):
+        path = patched.path
+        text = "".join(line.value for hunk in patched for line in hunk if not line.is_removed)
+        assert "evil" not in text, path
+    assert "version = 2" in screen.source
+    assert 'version = "2"' in screen.source
+    assert "max = 2" in screen.source
+    # only a dependency bump: applied as it is, no note
+    bump = make_patch([("setup.cfg", base["setup.cfg"], base["setup.cfg"].replace("max = 1", "max = 3"))])
+    quiet = screen_fix(bump, base.get, lambda patch: {"setup.cfg": base["setup.cfg"].replace("max = 1", "max = 3")})
+    assert quiet.source == bump
+    assert not quiet.tampering

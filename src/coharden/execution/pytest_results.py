@@ -9,6 +9,7 @@ fifo): :class:`~coharden.execution.readback.UnsafeFile` then.
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -157,6 +158,17 @@ class PytestRun:
             elif outcome == "skipped" and not xfail and raised != "skip":
                 notes.append(f"{node}: reported skipped although its call {did}")
         return notes
+
+    def checkout_plugins(self) -> list[str]:
+        """Entry-point plugins the run loaded from package metadata inside the checkout (``root``), from the
+        stream: a plugin the code under test brought (autoload is off; ``-p NAME`` resolves an entry point by
+        name, and the checkout comes first on ``sys.path``)."""
+        if not self.root:
+            return []
+        root = os.path.realpath(self.root)
+        return [f"the pytest plugin {e['plugin']!r} was loaded from package metadata in the checkout ({e['from']})"
+                for e in self.stream or [] if isinstance(e.get("plugin"), str) and isinstance(e.get("from"), str)
+                and (e["from"] == root or e["from"].startswith(root.rstrip(os.sep) + os.sep))]
 
     def skip_origins(self) -> dict[str, set[str]]:
         """node id -> the files whose code skipped or xfailed its call (pytest.skip / pytest.xfail), from the

@@ -118,6 +118,15 @@ def _skipped_by(ids: list[str], run: PytestRun, rename: dict[str, str]) -> dict[
     return found
 
 
+def _runner_under_test(run: PytestRun) -> bool:
+    """The checkout is pytest's (or pluggy's) own repository: the report machinery is the code under test, and a
+    mutant of it that gets reports wrong fails the tests that way (not a report rewritten around them)."""
+    root = Path(run.root) if run.root else None
+    # a package (its __init__.py is no test file, so a test patch cannot plant one; a fix's is never applied)
+    return root is not None and any((root / d / "__init__.py").is_file()
+                                    for d in ("src/_pytest", "_pytest", "src/pluggy", "pluggy"))
+
+
 def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
     """(reason, tampering notes) when the stream contradicts the exit code or the JUnit file, else None."""
     if run.stream is None or run.timed_out or run.lost or run.disk:
@@ -133,7 +142,10 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
             return ("the test process was killed for writing a file over the disk limit (max_file_mb, "
                     f"RLIMIT_FSIZE; exit code {run.returncode})"), notes
         return (f"{_ENDED} (exit code {run.returncode}): a test called os._exit or crashed the interpreter"), notes
-    rewritten = run.rewritten_reports()
+    foreign = run.checkout_plugins()
+    if foreign:
+        return "a pytest plugin of the checkout ran (package metadata with a pytest11 entry point)", foreign[:5]
+    rewritten = [] if _runner_under_test(run) else run.rewritten_reports()
     if rewritten:
         return "pytest's reports contradict what the tests' calls did (results rewritten)", rewritten[:5]
     if run.junit_ok and run.stream:

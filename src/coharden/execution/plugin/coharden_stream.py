@@ -19,6 +19,9 @@ relative to the rootdir when inside it. ``coharden.execution.pytest_verdicts`` c
 follows: a "passed" report after a call that raised is a report the code under test rewrote (a patched
 ``TestReport`` or ``CallInfo``).
 
+Before the first test of a process: {"plugin": name, "from": directory} for each plugin pytest loaded from an
+entry point, with where its distribution's metadata lies (``pytest_verdicts`` flags one from inside the checkout).
+
 Once pytest has imported its ``-p`` plugins, the directories coharden put on ``PYTHONPATH`` for them (listed in
 ``COHARDEN_PLUGIN_PATH``) leave ``sys.path`` and ``PYTHONPATH`` again, before any conftest or test runs: the
 tests see the path the harness gives them. A test that runs a tool with ``PYTHONPATH + ":"`` (pylint pops the
@@ -54,8 +57,30 @@ def pytest_load_initial_conftests(early_config, parser, args):
     _unlist_plugin_path()
 
 
+_config = None  # type: object
+_told = None  # the process that told which entry-point plugins it runs (a fork of a zygote tells again)
+
+
+def _entry_point_plugins():
+    """{"plugin": name, "from": path} for every plugin pytest loaded from an entry point, with the directory its
+    distribution's metadata lies in (a checkout's own *.dist-info there is a plugin the code under test brought)."""
+    found = []  # type: list
+    manager = getattr(_config, "pluginmanager", None)
+    try:
+        pairs = manager.list_plugin_distinfo()  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - an old pytest without it
+        return found
+    for plugin, dist in pairs:
+        inner = getattr(dist, "_dist", dist)
+        where = getattr(inner, "_path", None) or getattr(inner, "location", None) or ""
+        name = manager.get_name(plugin) or ""  # type: ignore[union-attr]
+        found.append({"plugin": str(name), "from": os.path.realpath(str(where)) if where else ""})
+    return found
+
+
 def pytest_configure(config):
-    global _stream
+    global _stream, _config
+    _config = config
     _unlist_plugin_path()
     path = os.environ.get("COHARDEN_STREAM")
     if path and _stream is None:
@@ -158,6 +183,11 @@ pytest_runtest_call = _wrap_call()
 
 
 def pytest_runtest_logstart(nodeid, location):
+    global _told
+    if _told != os.getpid() and _config is not None:
+        _told = os.getpid()
+        for record in _entry_point_plugins():
+            _emit(record)
     _emit({"start": nodeid})
 
 
