@@ -7,7 +7,11 @@
   (an empty list counts as all succeeded); RESOLVED_PARTIAL: some but not all F2P, every P2P; else
   RESOLVED_NO. ``resolved`` == RESOLVED_FULL and no tampering. The fix's changes to test files (by the configured
   test patterns) are dropped before applying, so a fix cannot change the tests that grade it (the SWE-bench
-  harness likewise checks out the golden test files before applying the test patch).
+  harness likewise checks out the golden test files before applying the test patch). A fix that does not apply
+  is graded, not resolved, ``patch_successfully_applied: false``. An empty fix is not run (``patch_exists:
+  false``). A harness error (a verdict that is neither PASS/FAIL nor a reason the fix caused) is
+  ``infra_failure`` - not resolved, and left out of every rate that conditions on correctness (coupling,
+  overfitting, injection).
 
   **Deviation from SWE-bench**: an expected failure is never a FAIL_TO_PASS success. SWE-bench counts XFAIL as
   one; coharden does not (nor XPASS, an xfail-marked case that passed, which pytest's JUnit file shows as a plain
@@ -21,10 +25,8 @@
   (:mod:`coharden.execution.env_plugins`), and the run reports results the code under test rewrote
   (:mod:`coharden.execution.pytest_verdicts`). Every such note goes to ``tampering`` and the fix is not resolved,
   with ``reason`` "tampering: ..."; SWE-bench's fields (``tests_status``, ``resolution``) still say what the run
-  gave. A fix that does not apply is graded, not
-  resolved, ``patch_successfully_applied: false``. An empty fix is not run (``patch_exists: false``). A harness
-  error (a verdict that is neither PASS/FAIL nor a reason the fix caused) is ``infra_failure`` - not resolved,
-  and left out of every rate that conditions on correctness (coupling, overfitting, injection).
+  gave. A run the code under test tampered with is no harness error (``infra_failure`` stays false): it counts
+  against the fix. The golden fix, trusted, is checked by what its run gave (``grading_jobs``).
 * **F->P, class and laxity** (a test): :func:`coharden.mpe.evaluate.evaluate` against the golden test, with the
   golden fix, over the mechanical pool (``operators`` / ``per_operator`` narrow it). The test prediction's
   source-file changes are dropped (only its test part is the test). A test that is empty, does not apply, or
