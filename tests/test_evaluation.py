@@ -550,8 +550,9 @@ def test_swebench_status_rules() -> None:
     v = _verdict({"f1": [TestStatus.PASSED], "f2": [TestStatus.SKIPPED], "f3": [TestStatus.XFAIL],
                   "p1": [TestStatus.SKIPPED], "p2": [TestStatus.PASSED, TestStatus.FAILED], "p3": [TestStatus.XFAIL]})
     status = grade_statuses(v, ["f1", "f2", "f3", "f4"], ["p1", "p2", "p3"])
-    # a skipped or missing F2P test is a failure; a skipped P2P test is maintained; one failing case fails the id
-    assert status["FAIL_TO_PASS"] == {"success": ["f1", "f3"], "failure": ["f2", "f4"]}
+    # a skipped or missing F2P test is a failure; a skipped P2P test is maintained; one failing case fails the id;
+    # an XFAIL F2P test is a failure too (coharden's rule, stricter than SWE-bench's: an expected failure is no pass)
+    assert status["FAIL_TO_PASS"] == {"success": ["f1"], "failure": ["f2", "f3", "f4"]}
     assert status["PASS_TO_PASS"] == {"success": ["p1", "p3"], "failure": ["p2"]}
     assert resolution(status) == RESOLVED_NO
     partial = grade_statuses(_verdict({"f1": [TestStatus.PASSED], "p": [TestStatus.PASSED]}), ["f1", "f2"], ["p"])

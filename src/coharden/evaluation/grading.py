@@ -2,15 +2,31 @@
 
 * **Resolved** (a fix): the golden test patch is applied on base + the fix's source part and the golden
   FAIL_TO_PASS and PASS_TO_PASS ids run in one pytest process. Per test id (SWE-bench ``grading.py``): a
-  FAIL_TO_PASS id succeeds when all its cases are PASSED or XFAIL (a skipped or missing F2P test is a failure),
+  FAIL_TO_PASS id succeeds when all its cases are PASSED (a skipped or missing F2P test is a failure),
   a PASS_TO_PASS id when all are PASSED, XFAIL or SKIPPED. RESOLVED_FULL: every F2P and every P2P id succeeds
   (an empty list counts as all succeeded); RESOLVED_PARTIAL: some but not all F2P, every P2P; else
-  RESOLVED_NO. ``resolved`` == RESOLVED_FULL. The fix's changes to test files (by the configured test patterns)
-  are dropped before applying, so a fix cannot change the tests that grade it (the SWE-bench harness likewise
-  checks out the golden test files before applying the test patch). A fix that does not apply is graded, not
-  resolved, ``patch_successfully_applied: false``. An empty fix is not run (``patch_exists: false``). A harness
-  error (a verdict that is neither PASS/FAIL nor a reason the fix caused) is ``infra_failure`` - not resolved,
-  and left out of every rate that conditions on correctness (coupling, overfitting, injection).
+  RESOLVED_NO. ``resolved`` == RESOLVED_FULL and no tampering. The fix's changes to test files (by the configured
+  test patterns) are dropped before applying, so a fix cannot change the tests that grade it (the SWE-bench
+  harness likewise checks out the golden test files before applying the test patch). A fix that does not apply
+  is graded, not resolved, ``patch_successfully_applied: false``. An empty fix is not run (``patch_exists:
+  false``). A harness error (a verdict that is neither PASS/FAIL nor a reason the fix caused) is
+  ``infra_failure`` - not resolved, and left out of every rate that conditions on correctness (coupling,
+  overfitting, injection).
+
+  **Deviation from SWE-bench**: an expected failure is never a FAIL_TO_PASS success. SWE-bench counts XFAIL as
+  one; coharden does not (nor XPASS, an xfail-marked case that passed, which pytest's JUnit file shows as a plain
+  pass: the result stream tells it, :attr:`Verdict.expected_failures`). A FAIL_TO_PASS test must pass; one that
+  the code under test turns into an expected failure (``pytest.xfail()`` in unfixed code) has not been fixed. The
+  grade's ``reason`` says so where this rule decided.
+
+  **Tampering** (coharden's promise: Resolved only for fixes that fix): the fix is screened before it is applied
+  (:mod:`coharden.evaluation.fix_tampering`: its pytest / interpreter configuration is not applied, its source is
+  scanned for code reaching into the runner), the run loads only the environment's own pytest plugins
+  (:mod:`coharden.execution.env_plugins`), and the run reports results the code under test rewrote
+  (:mod:`coharden.execution.pytest_verdicts`). Every such note goes to ``tampering`` and the fix is not resolved,
+  with ``reason`` "tampering: ..."; SWE-bench's fields (``tests_status``, ``resolution``) still say what the run
+  gave. A run the code under test tampered with is no harness error (``infra_failure`` stays false): it counts
+  against the fix. The golden fix, trusted, is checked by what its run gave (``grading_jobs``).
 * **F->P, class and laxity** (a test): :func:`coharden.mpe.evaluate.evaluate` against the golden test, with the
   golden fix, over the mechanical pool (``operators`` / ``per_operator`` narrow it). The test prediction's
   source-file changes are dropped (only its test part is the test). A test that is empty, does not apply, or
@@ -26,13 +42,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from coharden.errors import ApplyError, PatchError, TestIdError
+from coharden.evaluation.fix_tampering import screen_fix
+from coharden.execution.env_plugins import environment_plugins
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import EVAL_TEST, Store, eval_test_key
+from coharden.execution.tampering import scan
 from coharden.execution.testids import harness_ids, resolve_names
 from coharden.execution.verify import fail_to_pass
 from coharden.mpe.evaluate import MPEError, evaluate
@@ -42,7 +62,7 @@ from coharden.schema.mpe_row import MPERow
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
-F2P_SUCCESS = frozenset({TestStatus.PASSED, TestStatus.XFAIL})
+F2P_SUCCESS = frozenset({TestStatus.PASSED})  # not XFAIL (SWE-bench's rule): see the module docstring
 P2P_SUCCESS = frozenset({TestStatus.PASSED, TestStatus.XFAIL, TestStatus.SKIPPED})
 RESOLVED_FULL = "RESOLVED_FULL"
 RESOLVED_PARTIAL = "RESOLVED_PARTIAL"
@@ -79,6 +99,12 @@ class FixGrade(BaseModel):
         default_factory=lambda: {k: _bucket() for k in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL",
                                                          "PASS_TO_FAIL")})
     dropped_test_files: list[str] = Field(default_factory=list)
+    dropped_config_files: list[str] = Field(default_factory=list)
+    """Files of the fix not applied because they configure pytest or the interpreter (see ``fix_tampering``)."""
+    tampering: list[str] = Field(default_factory=list)
+    """What the fix did that could forge its grade (not resolved when any)."""
+    notes: list[str] = Field(default_factory=list)
+    """What the grade should say besides (a fix to the test runner's own repository)."""
 
     @property
     def fails_golden(self) -> bool:
@@ -123,12 +149,15 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
 
 
 def grade_statuses(verdict: Verdict, f2p: Sequence[str], p2p: Sequence[str]) -> dict[str, dict[str, list[str]]]:
-    """SWE-bench ``tests_status`` from a verdict's per-id statuses (an id without statuses is a failure)."""
+    """SWE-bench ``tests_status`` from a verdict's per-id statuses (an id without statuses is a failure; a
+    FAIL_TO_PASS id with an expected failure, XFAIL or XPASS, is one too: coharden's rule, see the module
+    docstring)."""
     status = {k: _bucket() for k in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL")}
+    expected = set(verdict.expected_failures)
     for ids, key, good in ((f2p, "FAIL_TO_PASS", F2P_SUCCESS), (p2p, "PASS_TO_PASS", P2P_SUCCESS)):
         for test_id in ids:
             cases = verdict.tests.get(test_id) or []
-            ok = bool(cases) and all(c in good for c in cases)
+            ok = bool(cases) and all(c in good for c in cases) and (key != "FAIL_TO_PASS" or test_id not in expected)
             status[key]["success" if ok else "failure"].append(test_id)
     return status
 
@@ -149,7 +178,8 @@ def resolution(status: Mapping[str, Mapping[str, list[str]]]) -> str:
 
 
 def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) -> FixGrade:
-    """Resolved or not, with SWE-bench's per-test report (see the module docstring)."""
+    """Resolved or not, with SWE-bench's per-test report and coharden's tampering notes (see the module
+    docstring)."""
     if fix is None:
         return FixGrade(patch_is_None=True, patch_exists=False, reason="no patch (None)")
     if not fix.strip():
@@ -159,23 +189,51 @@ def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) 
         dropped = touched_files(tests)
         source, stubs = drop_binary_stubs(source)  # as the harness's patch fallback does
         dropped += stubs
+        screen = screen_fix(source, executor.base_file, executor.post_images, _plugin_modules(executor))
     except PatchError as exc:
         return FixGrade(reason=f"the fix is not a valid patch: {exc}")
-    verdict = executor.verdict(source, golden.patch)
-    grade = FixGrade(outcome=verdict.outcome.value, dropped_test_files=dropped, reason=verdict.reason)
+    # a conftest.py is a test file by the default patterns (dropped with them), and configures pytest all the same
+    config = [f"{p}: the fix adds or changes a conftest.py (runs before and around every test): not applied"
+              for p in dropped if PurePosixPath(p).name == "conftest.py"]
+    verdict = executor.verdict(screen.source, golden.patch)
+    grade = FixGrade(outcome=verdict.outcome.value, dropped_test_files=dropped, reason=verdict.reason,
+                     dropped_config_files=screen.dropped, notes=screen.notes)
     if verdict.outcome is Outcome.APPLY_ERROR and verdict.reason.startswith("source patch"):
         grade.reason = f"the fix does not apply: {verdict.reason}"
         return grade
     grade.patch_successfully_applied = True
-    if verdict.outcome is Outcome.HARNESS_ERROR:
+    # what the run found rewritten (the golden test patch's own static notes are not the fix's doing)
+    golden_notes = set(scan(golden.patch.patch))
+    ran = [note for note in verdict.tampering if note not in golden_notes]
+    # a golden test skipped or xfailed by code of a file the fix changed: the fix decides the test's outcome
+    changed = set(touched_files(screen.source))
+    ran += [f"{test_id}: skipped or xfailed by code in {path}, a file the fix changes (pytest.skip / pytest.xfail "
+            "from library code)" for test_id, files in verdict.skipped_by.items() for path in files if path in changed]
+    grade.tampering = list(dict.fromkeys([*config, *screen.tampering, *ran]))
+    if verdict.outcome is Outcome.HARNESS_ERROR and not ran:
         grade.infra_failure = True
         grade.infra_failure_reason = verdict.reason or "harness error"
     grade.tests_status = grade_statuses(verdict, golden.f2p, golden.p2p)
     grade.resolution = resolution(grade.tests_status)
-    grade.resolved = grade.resolution == RESOLVED_FULL and not grade.infra_failure
-    if not source.strip():
-        grade.reason = "the fix changes only test files (dropped); " + grade.reason
+    grade.resolved = grade.resolution == RESOLVED_FULL and not grade.infra_failure and not grade.tampering
+    expected = [i for i in golden.f2p if i in verdict.expected_failures
+                or (verdict.tests.get(i) and TestStatus.XFAIL in verdict.tests[i])]
+    if expected:
+        grade.reason = (f"FAIL_TO_PASS {', '.join(expected[:3])}: an expected failure (XFAIL/XPASS), not a pass "
+                        "(coharden's rule; SWE-bench counts XFAIL as a success)") + (f"; {grade.reason}"
+                                                                                    if grade.reason else "")
+    if grade.tampering:
+        grade.reason = "tampering: " + "; ".join(grade.tampering[:3]) + (f"; {grade.reason}" if grade.reason else "")
+    if not screen.source.strip():
+        grade.reason = "the fix changes only test or configuration files (dropped); " + grade.reason
     return grade
+
+
+def _plugin_modules(executor: InstanceExecutor) -> list[str]:
+    """The modules of the environment's pytest plugins (a fix must not shadow them), none for Docker runs."""
+    if executor.image is not None:
+        return []
+    return [ep.module for ep in environment_plugins(executor.python)]
 
 
 def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None, options: GradeOptions,
@@ -241,6 +299,7 @@ def own_test(executor: InstanceExecutor, fix: str | None, test: str | None) -> d
         test_text, _ = prediction_tests(test, executor.settings.test_patterns)
         candidate = executor.test_patch(test_text, name="own")
         source, _ = split_patch(fix or "", executor.settings.test_patterns)
+        source = screen_fix(source, executor.base_file, executor.post_images, _plugin_modules(executor)).source
     except (TestIdError, ApplyError, PatchError) as exc:
         return {"usable": False, "reason": f"own test unusable: {exc}"}
     verdict = executor.verdict(source, candidate)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.evaluation.grading import (
+    RESOLVED_FULL,
     FixGrade,
     GradeOptions,
     fail_to_pass_only,
@@ -130,7 +131,9 @@ def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, s
             if work.fixes or work.own:
                 # the yardstick first: when the golden fix fails its own tests here, no fix grade means anything
                 check = grade_fix(executor, golden, instance.patch)
-                if not check.resolved:
+                # the golden fix is trusted: what its run gave decides, not the tampering scan's signs (a helper of
+                # the repository's own test support may well call pytest.skip)
+                if check.resolution != RESOLVED_FULL or check.infra_failure:
                     failing = check.tests_status["FAIL_TO_PASS"]["failure"] + \
                         check.tests_status["PASS_TO_PASS"]["failure"]
                     grades.fix_error = (f"the golden fix is not resolved here ({check.outcome}: "

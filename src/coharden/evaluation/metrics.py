@@ -288,7 +288,8 @@ def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[Predictio
     * ``fixes``: system -> ``source``, ``summary`` (SWE-bench run report: ``*_instances`` counts, sorted
       ``*_ids``, ``resolved_rate``, ``errors``), ``instances`` (id -> SWE-bench ``report.json`` entry:
       patch_is_None, patch_exists, patch_successfully_applied, resolved, resolution, infra_failure[_reason],
-      outcome, reason, tests_status, dropped_test_files; or ``{"error"}``);
+      outcome, reason, tests_status, dropped_test_files, and coharden's dropped_config_files, tampering (any note:
+      not resolved), notes; or ``{"error"}``);
     * ``tests``: system -> ``source``, ``summary`` (fail_to_pass counts/rate, ``classes``, mean_laxity, summed
       ``matrix``, id lists, ``errors``), ``instances`` (id -> applied, fail_to_pass, test_class, laxity, matrix,
       admissible, inadmissible, test_ids, buggy, fixed, pool_complete, reason; or ``{"error"}``);

@@ -30,6 +30,7 @@ from coharden.config import Settings
 from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.confinement import Confinement
 from coharden.execution.docker import docker_available, swebench_image
+from coharden.execution.env_plugins import plugins_id
 from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
 from coharden.execution.git import APPLY_FAILED, Applied, show_file
 from coharden.execution.lanes import SecondLane, second_lane_wanted
@@ -104,6 +105,8 @@ class InstanceExecutor:
         # safe read-back (which a hostile test could forge, or which may hold a key) are not reused
         self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3" + \
             run_settings_id(settings)
+        if not self.image and settings.runner == "pytest":  # autoload off: the plugins the runs load by name
+            self.env_id += plugins_id(self.python, settings.pytest_version)
         self.cache = VerdictCache(store, instance.repo, self.base_commit, self.env_id, settings.runner,
                                   settings.timeout)
         self.warm = WarmPlan(settings, enabled=bool(settings.warm_imports) and runner_forks(settings.runner)
@@ -461,8 +464,8 @@ class InstanceExecutor:
         if spec is None or server is None or self._primed is server:
             return
         self._primed = server
-        env = fork_env(self.site.job_env, self.settings.pass_env) if self.settings.runner == "pytest" \
-            else script_server_env(self.settings, self.site.job_env)
+        env = fork_env(self.site.job_env, self.settings.pass_env, self.settings.pytest_version) \
+            if self.settings.runner == "pytest" else script_server_env(self.settings, self.site.job_env)
         server.prime(self._root(), env, spec, timeout=self.settings.timeout)
 
     def _run_alone(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:

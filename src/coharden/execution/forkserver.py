@@ -78,13 +78,15 @@ def _read_output(out: Path, scratch: Path) -> tuple[str, str]:
 class ForkServer:
     def __init__(self, python: str, *, env: dict[str, str], network: bool, preload: list[str] | None = None,
                  start_timeout: float = 120.0, confine: Confinement | None = None,
-                 project: Path | None = None, scripts: bool = False) -> None:
+                 project: Path | None = None, scripts: bool = False, plugins: list[str] | None = None) -> None:
         """``project``: the checkout under test; a server whose warm-up imported one of its top-level modules
         (an installed copy of the project: pytest's own repository, a pytest plugin) is not used, since every
         fork would run that copy instead of the checkout's files. ``scripts``: the runs are a repository's own
         runner script (:meth:`run`'s ``script``), not pytest: the server imports no pytest. Its forks share its
         hash seed (a process's is fixed at start): :attr:`hash_seed`, the ``PYTHONHASHSEED`` it starts with (the
-        test environment's fixed one), the value a run's environment must name to be forked."""
+        test environment's fixed one), the value a run's environment must name to be forked. ``plugins``: the
+        ``-p`` names its pytest warm-up loads (with ``env`` turning autoload off, as its runs do; see
+        :mod:`coharden.execution.env_plugins`)."""
         # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
         self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
         mark_owner(self._root)
@@ -101,6 +103,8 @@ class ForkServer:
         self.hash_seed: str | None = env.get("PYTHONHASHSEED") or None
         if scripts:
             cmd.append("--scripts")
+        if plugins:
+            cmd.append("--plugins=" + ",".join(plugins))
         # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
         self.shared = self._root / "shared"
         self.shared.mkdir()

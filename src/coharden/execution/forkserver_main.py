@@ -1,7 +1,8 @@
 """Fork server, run by the TEST interpreter (stdlib + pytest only; coharden need not be installed there).
 
 It imports pytest, warms it up once (a collection run over an empty directory imports pytest's own modules
-and every installed plugin), optionally imports ``--preload`` modules (a project's dependencies) and, when a
+and the environment's plugins: ``--plugins`` names them, autoload being off in its environment as in every run's,
+see ``env_plugins.py``), optionally imports ``--preload`` modules (a project's dependencies) and, when a
 request asks for it, the project's own modules (see ``warm`` below), then forks one child per request. A
 child starts with a warm interpreter and runs ``pytest.main`` exactly as ``python -m pytest`` would: cwd
 first on sys.path, the request's environment, its own session and process group, rlimits, stdout/stderr to a
@@ -374,14 +375,17 @@ def main():
 
 
 def _warm_up(options):
-    """Import pytest (its modules, every installed plugin) and the ``--preload`` modules: (safe to fork, why not)."""
+    """Import pytest (its modules, the environment's plugins: ``--plugins``, or every installed one where autoload
+    is on) and the ``--preload`` modules: (safe to fork, why not)."""
     safe, reason = True, ""
     try:
         if "scripts" not in options:  # a server of a repository's own runner script needs no pytest
             import pytest
 
+            # the environment's plugins by name, with autoload off in the server's environment as in its runs'
+            plugins = [arg for name in filter(None, options.get("plugins", "").split(",")) for arg in ("-p", name)]
             with tempfile.TemporaryDirectory() as empty:  # a collection over an empty directory imports them
-                pytest.main(["-q", "-p", "no:cacheprovider", "--co", empty])
+                pytest.main(["-q", "-p", "no:cacheprovider", *plugins, "--co", empty])
         for module in filter(None, options.get("preload", "").split(",")):
             __import__(module)
     except BaseException as exc:  # noqa: BLE001

@@ -9,6 +9,7 @@ fifo): :class:`~coharden.execution.readback.UnsafeFile` then.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,64 @@ class PytestRun:
                 if outcome == "skipped" and not event.get("xfail"):
                     seen[node] = False
         return seen
+
+    def rewritten_reports(self) -> list[str]:
+        """Call-phase reports that contradict what the call did, from the stream (see ``coharden_stream``'s
+        "call" events, recorded where pytest's report objects are not involved): a pass after a call that raised
+        or skipped, a skip after a call that raised or returned, an expected failure after a call that returned,
+        or without an xfail mark and without ``pytest.xfail``, or a call report with no call at all. Each is a
+        result the code under test rewrote (a patched ``TestReport``, ``CallInfo`` or report hook)."""
+        notes: list[str] = []
+        calls: dict[str, dict] = {}
+        for event in self.stream or []:
+            if isinstance(event.get("call"), str):
+                calls[event["call"]] = event
+                continue
+            if event.get("when") != "call" or not isinstance(event.get("report"), str):
+                continue
+            node, outcome, xfail = event["report"], event.get("outcome"), bool(event.get("xfail"))
+            call = calls.pop(node, None)
+            if call is None:
+                notes.append(f"{node}: pytest reported its call {outcome} although no call of it ran")
+                continue
+            raised, kind = str(call.get("raised") or ""), str(call.get("type") or "")
+            marked = bool(call.get("xfail_mark"))
+            did = f"raised {kind}" if raised else "returned"
+            if outcome == "passed" and raised:
+                notes.append(f"{node}: reported {'XPASS' if xfail else 'passed'} although its call {did}")
+            elif outcome == "skipped" and xfail and (raised in ("", "skip", "exit")
+                                                     or not (marked or raised == "xfail")):
+                notes.append(f"{node}: reported an expected failure (XFAIL) although its call {did}"
+                             + ("" if marked or raised == "xfail" else " and it has no xfail mark"))
+            elif outcome == "skipped" and not xfail and raised != "skip":
+                notes.append(f"{node}: reported skipped although its call {did}")
+        return notes
+
+    def checkout_plugins(self) -> list[str]:
+        """Entry-point plugins the run loaded from package metadata inside the checkout (``root``), from the
+        stream: a plugin the code under test brought (autoload is off; ``-p NAME`` resolves an entry point by
+        name, and the checkout comes first on ``sys.path``)."""
+        if not self.root:
+            return []
+        root = os.path.realpath(self.root)
+        return [f"the pytest plugin {e['plugin']!r} was loaded from package metadata in the checkout ({e['from']})"
+                for e in self.stream or [] if isinstance(e.get("plugin"), str) and isinstance(e.get("from"), str)
+                and (e["from"] == root or e["from"].startswith(root.rstrip(os.sep) + os.sep))]
+
+    def skip_origins(self) -> dict[str, set[str]]:
+        """node id -> the files whose code skipped or xfailed its call (pytest.skip / pytest.xfail), from the
+        stream: relative paths are the checkout's."""
+        found: dict[str, set[str]] = {}
+        for event in self.stream or []:
+            if isinstance(event.get("call"), str) and isinstance(event.get("origin"), str) and event["origin"]:
+                found.setdefault(event["call"], set()).add(event["origin"])
+        return found
+
+    def expected_failures(self) -> set[str]:
+        """Node ids whose call pytest reported as an expected failure (XFAIL, or XPASS: an xfail-marked test
+        that passed, which the JUnit file shows as a plain pass), from the stream."""
+        return {event["report"] for event in self.stream or []
+                if isinstance(event.get("report"), str) and event.get("when") == "call" and event.get("xfail")}
 
     def raised(self) -> list[Raised]:
         """The exceptions test phases raised, from the stream (the exception objects' own types)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from coharden.config import Settings
 from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
+from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.forkserver import ForkServer
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
@@ -43,11 +44,13 @@ STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
 PLUGIN_PATH = "COHARDEN_PLUGIN_PATH"  # directories of coharden's pytest plugins (an instrumenting run adds its own)
 
 
-def fork_env(extra_env: dict[str, str] | None, pass_env: Sequence[str] = ()) -> dict[str, str]:
+def fork_env(extra_env: dict[str, str] | None, pass_env: Sequence[str] = (),
+             pytest_version: str = "") -> dict[str, str]:
     """The environment of a local pytest run (fresh or forked), the per-run result stream aside. The plugins'
     directories go first on PYTHONPATH for pytest's ``-p``; the stream plugin takes them off again before the
-    tests run (see ``plugin/coharden_stream.py``)."""
-    env = {**test_environment(pass_env), **(extra_env or {})}
+    tests run (see ``plugin/coharden_stream.py``). Plugin autoload is off where the pytest version allows it
+    (:mod:`coharden.execution.env_plugins`: the command line names the environment's plugins)."""
+    env = {**test_environment(pass_env), **(extra_env or {}), **plugin_env(pytest_version)}
     plugins = [STREAM_PLUGIN_DIR, *(p for p in env.get(PLUGIN_PATH, "").split(os.pathsep) if p)]
     env[PLUGIN_PATH] = os.pathsep.join(plugins)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (*plugins, env.get("PYTHONPATH", "")) if p)
@@ -87,7 +90,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
                        first_failure=first_failure)
         env = {**test_environment(settings.pass_env), **(extra_env or {})}
         if not in_docker:
-            env = fork_env(extra_env, settings.pass_env)
+            env = fork_env(extra_env, settings.pass_env, settings.pytest_version)
             env["COHARDEN_STREAM"] = str(stream)
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
@@ -123,6 +126,9 @@ def _command(root: Path, ids: list[str], settings: Settings, python: str | None,
         "pytest",
         "-p",
         "no:cacheprovider",
+        # the environment's own plugins, loaded by name: autoload is off (env_plugins), so no plugin the checkout
+        # brings (a *.dist-info with a pytest11 entry point) runs
+        *([] if in_docker else plugin_args(python or settings.python, settings.pytest_version)),
         # pytest < 3.5 (astropy 1.3's 3.3.1) has no --rootdir: it finds the same root from the ini file
         *([] if _before(settings.pytest_version, (3, 5)) else [f"--rootdir={CONTAINER_ROOT if in_docker else root}"
                                                                ]),

@@ -87,10 +87,45 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
     ``rename`` maps an id as it ran (e.g. in a renamed copy of a test file) back to the id reported.
     """
     verdict = _verdict_for(ids, run, rename or {})
+    if verdict.tests:
+        verdict.expected_failures = _expected_failures(ids, run, rename or {})
+        verdict.skipped_by = _skipped_by(ids, run, rename or {})
     verdict.isolation = run.isolation
     verdict.time_limit = run.time_limit
     verdict.cpu_time_limit = run.cpu_time_limit
     return verdict
+
+
+def _expected_failures(ids: list[str], run: PytestRun, rename: dict[str, str]) -> list[str]:
+    """The wanted ids with a case pytest reported as an expected failure (XFAIL or XPASS), from the stream."""
+    streamed = run.expected_failures()
+    found = []
+    for ran_id in ids:
+        base = runnable_id(ran_id)
+        if any(node == ran_id or node == base or node.startswith(base + "[") for node in streamed):
+            found.append(rename.get(ran_id, ran_id))
+    return found
+
+
+def _skipped_by(ids: list[str], run: PytestRun, rename: dict[str, str]) -> dict[str, list[str]]:
+    """wanted id -> the files whose code skipped or xfailed one of its calls, from the stream."""
+    found: dict[str, list[str]] = {}
+    for node, files in run.skip_origins().items():
+        for ran_id in ids:
+            base = runnable_id(ran_id)
+            if node == ran_id or node == base or node.startswith(base + "["):
+                reported = rename.get(ran_id, ran_id)
+                found[reported] = sorted({*found.get(reported, []), *files})
+    return found
+
+
+def _runner_under_test(run: PytestRun) -> bool:
+    """The checkout is pytest's (or pluggy's) own repository: the report machinery is the code under test, and a
+    mutant of it that gets reports wrong fails the tests that way (not a report rewritten around them)."""
+    root = Path(run.root) if run.root else None
+    # a package (its __init__.py is no test file, so a test patch cannot plant one; a fix's is never applied)
+    return root is not None and any((root / d / "__init__.py").is_file()
+                                    for d in ("src/_pytest", "_pytest", "src/pluggy", "pluggy"))
 
 
 def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
@@ -108,6 +143,12 @@ def _streamed_problem(run: PytestRun) -> tuple[str, list[str]] | None:
             return ("the test process was killed for writing a file over the disk limit (max_file_mb, "
                     f"RLIMIT_FSIZE; exit code {run.returncode})"), notes
         return (f"{_ENDED} (exit code {run.returncode}): a test called os._exit or crashed the interpreter"), notes
+    foreign = run.checkout_plugins()
+    if foreign:
+        return "a pytest plugin of the checkout ran (package metadata with a pytest11 entry point)", foreign[:5]
+    rewritten = [] if _runner_under_test(run) else run.rewritten_reports()
+    if rewritten:
+        return "pytest's reports contradict what the tests' calls did (results rewritten)", rewritten[:5]
     if run.junit_ok and run.stream:
         streamed = run.streamed_outcomes()
         for node, passed in streamed.items():

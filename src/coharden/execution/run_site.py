@@ -16,6 +16,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.confinement import Confinement, run_confinement
+from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.forkserver import SERVER_GONE, ForkServer, ForkServerError
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_runner import run_pytest, test_environment
@@ -62,10 +63,14 @@ class RunSite:
             if self._server is not None:
                 self._server.close()
             try:
-                self._server = ForkServer(self.python, env=test_environment(self.settings.pass_env),
+                pytest_runs = self.settings.runner == "pytest"
+                version = self.settings.pytest_version
+                # the server warms up as its forks run: autoload off, the environment's plugins by name
+                self._server = ForkServer(self.python, env={**test_environment(self.settings.pass_env),
+                                                            **(plugin_env(version) if pytest_runs else {})},
                                           network=self.settings.network, preload=self.settings.preload,
-                                          confine=self.confine, project=self.root,
-                                          scripts=self.settings.runner != "pytest")
+                                          confine=self.confine, project=self.root, scripts=not pytest_runs,
+                                          plugins=plugin_args(self.python, version)[1::2] if pytest_runs else [])
             except (ForkServerError, OSError) as exc:
                 self.server_failed = str(exc)
                 self._server = None

@@ -81,6 +81,14 @@ class Verdict(BaseModel):
     clock allowing ``LOAD_MARGIN`` times it; else it was a wall-clock limit."""
     tampering: list[str] = Field(default_factory=list)
     """What the test did that could forge results (conftest.py, pytest hooks, JUnit writes, os._exit)."""
+    expected_failures: list[str] = Field(default_factory=list)
+    """Wanted ids with a case pytest reported as an expected failure (XFAIL, or XPASS: an xfail-marked case that
+    passed, a plain pass in the JUnit file), from the result stream. An XFAIL or XPASS is never a FAIL_TO_PASS
+    test's success in ``coharden eval`` (see :mod:`coharden.evaluation.grading`)."""
+    skipped_by: dict[str, list[str]] = Field(default_factory=dict)
+    """Wanted id -> the files whose code called ``pytest.skip`` / ``pytest.xfail`` during one of its calls (paths
+    relative to the checkout where inside it), from the result stream: ``coharden eval`` reports a fix whose own
+    files skip or xfail the golden tests as tampering."""
     raised: dict[str, list[Raised]] = Field(default_factory=dict)
     """For every wanted id that failed or errored: the exceptions its cases raised (empty where the runner
     does not say, e.g. Django's and sympy's)."""

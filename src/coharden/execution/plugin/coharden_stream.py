@@ -9,6 +9,19 @@ and for a phase that failed with an exception {"raised": nodeid, "when": phase, 
 "bases": [the qualified names of its classes, itself first], "message": str(exception)[:2000]}: the type a test
 raised, from the exception object itself (``reproduce check --expect-exception`` reads it; no text search).
 
+From a hook wrapper around each test's call (the outermost one, taken when this plugin loads, before any code
+under test is imported): {"call": nodeid, "raised": kind, "type": "module.Qualname", "xfail_mark": bool,
+"origin": path}, what the call itself did, read from pluggy's outcome of ``pytest_runtest_call`` (and, for
+unittest items, the exceptions pytest's unittest support stored on the item), never from pytest's ``CallInfo``
+or ``TestReport``. ``kind`` is "" (returned), "skip", "xfail" (``pytest.xfail``), "exit" or "raised" (any other
+exception); ``origin`` (a skip or an xfail only): the file that called ``pytest.skip`` / ``pytest.xfail``,
+relative to the rootdir when inside it. ``coharden.execution.pytest_verdicts`` compares it with the report that
+follows: a "passed" report after a call that raised is a report the code under test rewrote (a patched
+``TestReport`` or ``CallInfo``).
+
+Before the first test of a process: {"plugin": name, "from": directory} for each plugin pytest loaded from an
+entry point, with where its distribution's metadata lies (``pytest_verdicts`` flags one from inside the checkout).
+
 Once pytest has imported its ``-p`` plugins, the directories coharden put on ``PYTHONPATH`` for them (listed in
 ``COHARDEN_PLUGIN_PATH``) leave ``sys.path`` and ``PYTHONPATH`` again, before any conftest or test runs: the
 tests see the path the harness gives them. A test that runs a tool with ``PYTHONPATH + ":"`` (pylint pops the
@@ -44,8 +57,30 @@ def pytest_load_initial_conftests(early_config, parser, args):
     _unlist_plugin_path()
 
 
+_config = None  # type: object
+_told = None  # the process that told which entry-point plugins it runs (a fork of a zygote tells again)
+
+
+def _entry_point_plugins():
+    """{"plugin": name, "from": path} for every plugin pytest loaded from an entry point, with the directory its
+    distribution's metadata lies in (a checkout's own *.dist-info there is a plugin the code under test brought)."""
+    found = []  # type: list
+    manager = getattr(_config, "pluginmanager", None)
+    try:
+        pairs = manager.list_plugin_distinfo()  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - an old pytest without it
+        return found
+    for plugin, dist in pairs:
+        inner = getattr(dist, "_dist", dist)
+        where = getattr(inner, "_path", None) or getattr(inner, "location", None) or ""
+        name = manager.get_name(plugin) or ""  # type: ignore[union-attr]
+        found.append({"plugin": str(name), "from": os.path.realpath(str(where)) if where else ""})
+    return found
+
+
 def pytest_configure(config):
-    global _stream
+    global _stream, _config
+    _config = config
     _unlist_plugin_path()
     path = os.environ.get("COHARDEN_STREAM")
     if path and _stream is None:
@@ -79,7 +114,80 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=key)
 
 
+def _call_kind(kind):
+    names = {getattr(c, "__name__", "") for c in getattr(kind, "__mro__", ())}
+    if "XFailed" in names:
+        return "xfail"
+    if names & {"Skipped", "SkipTest"}:
+        return "skip"
+    if names & {"Exit", "KeyboardInterrupt"}:
+        return "exit"
+    return "raised"
+
+
+def _xfail_marked(item):
+    for get in ("get_closest_marker", "get_marker"):  # pytest >= 3.6, older
+        method = getattr(item, get, None)
+        if method is not None:
+            try:
+                return method("xfail") is not None
+            except Exception:  # noqa: BLE001
+                break
+    return False
+
+
+def _origin(exc_tb, root):
+    """The file that raised through pytest's outcome functions (``pytest.skip``, ``pytest.xfail``): the innermost
+    frame outside pytest's own package, relative to ``root`` when inside it."""
+    frames = []
+    while exc_tb is not None:
+        frames.append(exc_tb.tb_frame.f_code.co_filename)
+        exc_tb = exc_tb.tb_next
+    for name in reversed(frames):
+        if os.sep + "_pytest" + os.sep not in name and os.sep + "pluggy" + os.sep not in name:
+            path = os.path.realpath(name)
+            root = os.path.realpath(root) if root else ""
+            return os.path.relpath(path, root) if root and path.startswith(root.rstrip(os.sep) + os.sep) else path
+    return ""
+
+
+def _wrap_call():
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(item):
+        outcome = yield
+        kind, tb = None, None
+        try:
+            outcome.get_result()
+        except BaseException as exc:  # noqa: BLE001 - only looked at: the outcome stays pytest's
+            kind, tb = type(exc), exc.__traceback__
+        if kind is None:  # unittest items keep their failures and skips on the item (unittest caught them)
+            stored = getattr(item, "_excinfo", None)
+            if stored:
+                kind, tb = getattr(stored[0], "type", None), getattr(stored[0], "tb", None)
+        raised = "" if kind is None else _call_kind(kind)
+        record = {"call": getattr(item, "nodeid", ""), "raised": raised,
+                  "type": "" if kind is None else _qualified(kind), "xfail_mark": _xfail_marked(item)}
+        if raised in ("skip", "xfail"):
+            try:
+                record["origin"] = _origin(tb, str(getattr(item.config, "rootdir", "") or os.getcwd()))  # noqa: PTH109
+            except Exception:  # noqa: BLE001
+                record["origin"] = ""
+        _emit(record)
+
+    return pytest_runtest_call
+
+
+pytest_runtest_call = _wrap_call()
+
+
 def pytest_runtest_logstart(nodeid, location):
+    global _told
+    if _told != os.getpid() and _config is not None:
+        _told = os.getpid()
+        for record in _entry_point_plugins():
+            _emit(record)
     _emit({"start": nodeid})
 
 
