@@ -255,8 +255,8 @@ def test_mpe_batch_and_eval_with_a_hostile_model_name(tmp_path: Path, monkeypatc
     [row] = [json.loads(line) for line in (tmp_path / "out/run1/mpe.jsonl").read_text().splitlines()]
     assert row["model_name_or_path"] == HOSTILE
     assert row["test_class"] not in (None, "Error")
-    [model_folder] = [p for p in (tmp_path / "out/logs/run1").iterdir() if p.is_dir()]
-    assert model_folder.parent == tmp_path / "out/logs/run1"  # one folder, inside the run's
+    [model_folder] = [p for p in (tmp_path / "out/run1/logs/run1").iterdir() if p.is_dir()]
+    assert model_folder.parent == tmp_path / "out/run1/logs/run1"  # one folder, inside the run's
     log = (model_folder / "example__boundary_check" / "run_instance.log").read_text()
     assert [line for line in log.splitlines() if line.startswith("class:")] == [f"class: {row['test_class']}"]
     _no_forgery(log, markup=False)
