@@ -174,10 +174,10 @@ def patch_tests(files: dict[str, str | None], base_file: Callable[[str], str | N
     contributed = contributed_ids(pairs)
     collected = [i for i in contributed if collects(i.split("::", 1)[0])]
     if collected:
-        return collected, "unit_test"
+        return check_ids(collected, name), "unit_test"
     scripts = reproduction_scripts(pairs, collects)
     if scripts:
-        return scripts, "reproduction_script"
+        return check_ids(scripts, name), "reproduction_script"
     return patch_ids(files, base_file, name=name, ids=ids, runner=runner, test_patterns=test_patterns), "unit_test"
 
 
