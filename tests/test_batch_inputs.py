@@ -131,7 +131,8 @@ def test_a_batch_with_unrunnable_instances_finishes_says_why_and_exits_1(inputs:
     assert report["run_id"] == "otter-run"
     # per-instance folders inside --output by default: the harness's report.json beside coharden's record
     folder = out / "logs" / "otter-run" / "otter" / BC
-    assert sorted(p.name for p in folder.iterdir()) == ["mpe.json", "patch.diff", "report.json", "run_instance.log"]
+    assert sorted(p.name for p in folder.iterdir()) == [".coharden-name", "mpe.json", "patch.diff", "report.json",
+                                                        "run_instance.log"]
     assert json.loads((folder / "mpe.json").read_text()) == rows[0]
     entry = json.loads((folder / "report.json").read_text())[BC]
     assert {"patch_is_None", "patch_exists", "patch_successfully_applied", "resolved", "tests_status"} <= set(entry)

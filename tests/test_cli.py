@@ -405,10 +405,12 @@ def test_printed_mutant_diffs_are_not_wrapped(tmp_path, monkeypatch) -> None:  #
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
     args = ["mpe", str(example), "--test", "lax", "--store", str(tmp_path / "s.sqlite"), "--show", "50"]
     data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
-    firsts: dict[str, str] = {}  # one wrong fix shown per behaviour let through
+    from coharden.mutation.diff_view import folded
+
+    firsts: dict[str, str] = {}  # one wrong fix shown per behaviour let through, as its change to the fixed code
     for m in data["mutants"]:
         if m["cell"] == "beta":
-            firsts.setdefault(m["behaviour"], m["mutant"]["patch"])
+            firsts.setdefault(m["behaviour"], folded(m["mutant"]["change"] or m["mutant"]["patch"]))
     lax = list(firsts.values())
     assert lax, "the lax example lets some mutant through"
     assert max(len(line) for patch in lax for line in patch.splitlines()) > 30

@@ -320,9 +320,13 @@ def test_fail_to_pass_gate_with_real_verdicts(context_for, boundary: LocalInstan
     assert meta["fixed"]["outcome"] == "FAIL"
     assert "fails with the reference fix applied" in meta["followup_text"]
 
+    # a file with no test function is a reproduction script (SWT-bench's mode, judged by its exit status): this
+    # one exits 0 on the buggy code, so it reproduces nothing
     hit, meta = det.fail_to_pass([], new_test("x = 1\n"), ctx)
     assert hit
-    assert "no test function" in meta["followup_text"]
+    assert meta["buggy"]["outcome"] == "PASS"
+    assert meta["buggy"]["exec_mode"] == "reproduction_script"
+    assert "passes on the original (buggy) code" in meta["followup_text"]
 
 
 def test_fail_to_pass_gate_fix_only_and_joint(context_for, boundary: LocalInstance) -> None:  # type: ignore[no-untyped-def]
