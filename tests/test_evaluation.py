@@ -194,7 +194,7 @@ def test_fixes_resolved_with_swebench_semantics(scenario: dict[str, Any]) -> Non
     assert {k: v for k, v in s.items() if k.endswith("_instances")} == {
         "total_instances": 4, "submitted_instances": 4, "completed_instances": 3, "resolved_instances": 1,
         "unresolved_instances": 2, "empty_patch_instances": 1, "error_instances": 0, "apply_failed_instances": 1,
-        "missing_instances": 0}
+        "missing_instances": 0, "ungradable_instances": 0}
     assert s["resolved_rate"] == 1 / 4
     assert s["resolved_ids"] == [PB]
     assert s["unresolved_ids"] == sorted([BC, WR])
@@ -229,7 +229,7 @@ def test_fixes_resolved_with_swebench_semantics(scenario: dict[str, Any]) -> Non
     assert {k: v for k, v in beta.items() if k.endswith("_instances")} == {
         "total_instances": 4, "submitted_instances": 3, "completed_instances": 3, "resolved_instances": 2,
         "unresolved_instances": 1, "empty_patch_instances": 0, "error_instances": 0, "apply_failed_instances": 0,
-        "missing_instances": 1}
+        "missing_instances": 1, "ungradable_instances": 0}
     assert beta["resolved_rate"] == 2 / 4
     assert beta["resolved_ids"] == sorted([BC, WR])
     assert beta["missing_ids"] == [JD]
@@ -700,3 +700,27 @@ def test_mpe_and_eval_give_one_matrix(tmp_path: Path) -> None:
     assert row["test_class"] == by_mpe["test_class"]
     assert len(by_mpe["mutants"]) >= 10
     assert _mutant_rows(row["mutants"]) == _mutant_rows(by_mpe["mutants"])
+
+
+def test_an_instance_no_fix_can_be_graded_on_is_left_out_of_the_resolved_rate() -> None:
+    """One rule for what cannot be graded here: an instance whose golden fix is not resolved here (a test that
+    needs the network, an environment that differs) gets no fix grade, is listed as ungradable with the reason,
+    and is left out of the resolved rate as out of fix grading (the harness's rate over every instance is kept
+    beside it)."""
+    from coharden.evaluation.grading import FixGrade
+    from coharden.evaluation.grading_jobs import InstanceGrades
+    from coharden.evaluation.inputs import PredictionSet, patch_key
+    from coharden.evaluation.metrics import fix_section
+    from coharden.schema.prediction import Prediction
+
+    preds = {iid: Prediction(instance_id=iid, model_name_or_path="m", model_patch=f"p{iid}") for iid in "abc"}
+    grades = {"a": InstanceGrades(fixes={patch_key("pa"): FixGrade(patch_successfully_applied=True, resolved=True,
+                                                                     resolution="RESOLVED_FULL")}),
+              "b": InstanceGrades(fixes={patch_key("pb"): FixGrade(patch_successfully_applied=True)}),
+              "c": InstanceGrades(fix_error="needs_network: the golden fix is not resolved here (FAIL: ...)")}
+    section = fix_section(PredictionSet("m", "preds.jsonl", preds), ["a", "b", "c"], grades)
+    summary = section["summary"]
+    assert (summary["resolved_instances"], summary["ungradable_instances"], summary["error_instances"]) == (1, 1, 0)
+    assert summary["resolved_rate"] == 1 / 2
+    assert summary["resolved_rate_of_all"] == 1 / 3
+    assert summary["ungradable"] == {"c": "needs_network: the golden fix is not resolved here (FAIL: ...)"}

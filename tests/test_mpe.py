@@ -188,7 +188,8 @@ def test_non_fail_to_pass_classes(executor: InstanceExecutor, project: dict[str,
 def test_a_test_failing_only_for_want_of_the_network_is_said_to_say_nothing(
         executor: InstanceExecutor, project: dict[str, str]) -> None:
     """A test that downloads its data (xarray's tutorial datasets) fails on every code here, where test runs have
-    no network: its Misaligned class is not a finding, and the result says so."""
+    no network: it is not Misaligned but Inconclusive with the reason ``needs_network`` (one rule for mpe, eval
+    and the study table), and the result says so."""
     repo = Path(project["repo"])
     online = BASE_TEST + textwrap.dedent("""\
 
@@ -201,9 +202,10 @@ def test_a_test_failing_only_for_want_of_the_network_is_said_to_say_nothing(
         """)
     patch = make_patch(repo, {"tests/test_rng.py": online})
     result = evaluate(executor, project["fix"], executor.test_patch(patch, name="online"), executor.golden_test())
-    assert result.test_class is TestClass.MISALIGNED
+    assert (result.test_class, result.undecided) == (TestClass.INCONCLUSIVE, "needs_network")
     assert result.candidate_fixed.network
     assert any("reaches for the network" in w for w in result.warnings), result.warnings
+    assert result.row().to_json()["undecided"] == "needs_network"
 
 
 def test_same_seed_gives_byte_identical_json(project: dict[str, str], tmp_path: Path) -> None:

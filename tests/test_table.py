@@ -57,6 +57,11 @@ TEST_FILE = SOURCE_ONLY.replace("pkg/m.py", "tests/test_m.py")
     ({"test_class": "Misaligned", "fail_to_pass": False, "candidate_buggy": {"outcome": "FAIL"},
       "candidate_fixed": {"outcome": "FAIL", "reason": "ConnectionError", "network": True}}, TEST_FILE,
      {"status": "needs_network", "class": "Misaligned", "fail_to_pass": False}),
+    # the same under MPE's one rule (rows graded since): Inconclusive, undecided needs_network
+    ({"test_class": "Inconclusive", "undecided": "needs_network", "fail_to_pass": False,
+      "candidate_buggy": {"outcome": "FAIL"},
+      "candidate_fixed": {"outcome": "FAIL", "reason": "ConnectionError", "network": True}}, TEST_FILE,
+     {"status": "needs_network", "class": "Inconclusive", "fail_to_pass": False}),
     ({"test_class": "Misaligned", "fail_to_pass": False, "candidate_buggy": {"outcome": "FAIL"},
       "candidate_fixed": {"outcome": "FAIL", "reason": "assert 1 == 2"}}, TEST_FILE,
      {"status": "graded", "class": "Misaligned"}),

@@ -404,3 +404,22 @@ def test_runs_leak_no_file_descriptors(executor, calc_fix) -> None:  # type: ign
     for _ in range(5):
         executor.verdict(calc_fix, _test(executor, f"def test_ok_{_}():\n    assert True\n"))
     assert len(list(Path("/proc/self/fd").iterdir())) <= before
+
+
+def test_a_failure_reason_names_the_exception_and_no_temporary_path(executor, calc_fix) -> None:  # type: ignore[no-untyped-def]
+    """The reason is the exception's type and message (what the test raised), with the checkout's temporary path
+    cut (it differs from run to run), not the first line of a traceback."""
+    test = _test(executor, "def test_where():\n"
+                           "    import os\n"
+                           "    where = os.path.join(os.getcwd(), 'data', 'x.json')\n"
+                           "    raise LookupError('no entry in ' + where + '\\nmore')")
+    verdict = executor.verdict(calc_fix, test)
+    assert verdict.outcome is Outcome.FAIL
+    assert "tests/test_calc.py::test_where: LookupError: no entry in data/x.json" in verdict.reason, verdict.reason
+    assert "coharden-ws-" not in verdict.reason
+    assert "more" not in verdict.reason
+    broken = {"tests/test_broken.py": "import os\nraise ImportError('cannot load ' + os.getcwd() + '/plugin.so')\n\n\n"
+                                      "def test_x():\n    assert True\n"}
+    verdict = executor.verdict(calc_fix, _test(executor, extra=broken))
+    assert "cannot load plugin.so" in verdict.reason, verdict.reason
+    assert "coharden-ws-" not in verdict.reason

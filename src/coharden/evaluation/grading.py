@@ -105,6 +105,8 @@ class FixGrade(BaseModel):
     """What the fix did that could forge its grade (not resolved when any)."""
     notes: list[str] = Field(default_factory=list)
     """What the grade should say besides (a fix to the test runner's own repository)."""
+    network: bool = False
+    """The failing tests failed only where they reached for the network, which test runs do not have."""
 
     @property
     def fails_golden(self) -> bool:
@@ -210,6 +212,7 @@ def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) 
     ran += [f"{test_id}: skipped or xfailed by code in {path}, a file the fix changes (pytest.skip / pytest.xfail "
             "from library code)" for test_id, files in verdict.skipped_by.items() for path in files if path in changed]
     grade.tampering = list(dict.fromkeys([*config, *screen.tampering, *ran]))
+    grade.network = verdict.network
     if verdict.outcome is Outcome.HARNESS_ERROR and not ran:
         grade.infra_failure = True
         grade.infra_failure_reason = verdict.reason or "harness error"

@@ -29,6 +29,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
 from coharden.schema.instance import Instance
+from coharden.schema.matrix import NEEDS_NETWORK
 
 _T = TypeVar("_T")
 
@@ -136,7 +137,8 @@ def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, s
                 if check.resolution != RESOLVED_FULL or check.infra_failure:
                     failing = check.tests_status["FAIL_TO_PASS"]["failure"] + \
                         check.tests_status["PASS_TO_PASS"]["failure"]
-                    grades.fix_error = (f"the golden fix is not resolved here ({check.outcome}: "
+                    network = f"{NEEDS_NETWORK}: " if check.network else ""  # MPE's rule for tests, for fixes
+                    grades.fix_error = (f"{network}the golden fix is not resolved here ({check.outcome}: "
                                         f"{check.reason or ', '.join(failing)}): no fix is graded")
             # one broken item (a git or store failure) is recorded on that item; the others are still graded
             for key, fix in work.fixes.items():

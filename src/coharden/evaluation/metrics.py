@@ -30,7 +30,9 @@ DEFINITIONS: dict[str, str] = {
                 "are dropped); every FAIL_TO_PASS id PASSED/XFAIL (skipped or missing = failure) and every "
                 "PASS_TO_PASS id PASSED/XFAIL/SKIPPED. A fix that does not apply, an empty fix, a timeout: not "
                 "resolved. A harness error: infra_failure, not resolved, excluded from conditional rates. "
-                "resolved_rate = resolved / instances in the instances file.",
+                "resolved_rate = resolved / the instances that can be graded here (those whose golden fix is "
+                "not resolved here, needs_network among them, are ungradable: left out of fix grading and of "
+                "the rate); resolved_rate_of_all = resolved / instances in the instances file (the harness's).",
     "fail_to_pass": "SWT-bench semantics: the ids the test contributes FAIL on the base commit and PASS on base + the "
                     "golden fix (only the prediction's test-file changes are the test; its source changes are "
                     "dropped). fail_to_pass_rate = F->P tests / instances in the instances file.",
@@ -108,12 +110,19 @@ def plan(instances: Mapping[str, Instance], fix_sets: Sequence[PredictionSet], t
 
 # --- fixes and tests ---------------------------------------------------------------------------------------
 
+def _ungradable(grades: Mapping[str, InstanceGrades], iid: str) -> bool:
+    """No fix of ``iid`` can be graded here: its golden fix is not resolved here (a test that needs the network, an
+    environment that differs), while the instance itself was graded."""
+    g = grades.get(iid)
+    return g is not None and not g.error and bool(g.fix_error)
+
+
 def fix_section(fixes: PredictionSet, instance_ids: Sequence[str], grades: Mapping[str, InstanceGrades]) -> dict[
         str, Any]:
     """SWE-bench's run report (counts and sorted id lists) plus per-instance ``report.json`` entries."""
     rows: dict[str, Any] = {}
     ids: dict[str, list[str]] = {k: [] for k in ("submitted", "completed", "resolved", "unresolved", "empty_patch",
-                                                  "error", "apply_failed", "missing")}
+                                                  "error", "apply_failed", "missing", "ungradable")}
     for iid in instance_ids:
         if iid not in fixes.predictions:
             ids["missing"].append(iid)
@@ -121,7 +130,7 @@ def fix_section(fixes: PredictionSet, instance_ids: Sequence[str], grades: Mappi
         ids["submitted"].append(iid)
         grade, why = fix_row(grades, iid, fixes.patch(iid))
         if grade is None:
-            ids["error"].append(iid)
+            ids["ungradable" if _ungradable(grades, iid) else "error"].append(iid)
             rows[iid] = {"error": why}
             continue
         rows[iid] = grade.model_dump(mode="json")
@@ -139,11 +148,14 @@ def fix_section(fixes: PredictionSet, instance_ids: Sequence[str], grades: Mappi
     unknown = sorted(i for i in fixes.predictions if i not in known)
     summary: dict[str, Any] = {"total_instances": len(instance_ids)}
     summary.update({f"{k}_instances": len(v) for k, v in ids.items()})
-    summary["resolved_rate"] = rate(len(ids["resolved"]), len(instance_ids))
+    summary["resolved_rate"] = rate(len(ids["resolved"]),
+                                    len(instance_ids) - sum(_ungradable(grades, iid) for iid in instance_ids))
+    summary["resolved_rate_of_all"] = rate(len(ids["resolved"]), len(instance_ids))
     summary.update({f"{k}_ids": sorted(v) for k, v in ids.items()})
     summary["unknown_ids"] = unknown
     summary["errors"] = {iid: rows[iid].get("error") or rows[iid].get("infra_failure_reason")
                          for iid in sorted(ids["error"])}
+    summary["ungradable"] = {iid: rows[iid]["error"] for iid in sorted(ids["ungradable"])}
     return {"source": fixes.source, "summary": summary, "instances": rows}
 
 

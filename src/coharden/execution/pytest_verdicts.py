@@ -45,6 +45,18 @@ def _raised_of(ran_id: str, matched: list[Case], run: PytestRun) -> list[Raised]
     return found
 
 
+def _why(case: Case, raised: list[Raised]) -> str:
+    """Why one case did not pass, in one line: the exception it raised as ``Type: message`` (from the exception
+    object, where the run streamed), else JUnit's message, else its status."""
+    found = next((r for r in raised if case_matches(r.case, case)), None)
+    if found is not None and case.status in (TestStatus.FAILED, TestStatus.ERROR):
+        message = (found.message.strip().splitlines() or [""])[0]
+        text = f"{found.type.rpartition('.')[2]}: {message}" if message else found.type.rpartition(".")[2]
+    else:
+        text = case.message.splitlines()[0] if case.message else case.status.value
+    return text
+
+
 def _tail(text: str, lines: int = 40) -> str:
     """The last ``lines`` lines of ``text``, each bounded (a test's output may be one line of megabytes)."""
     return "\n".join(cut(line, 1000) for line in text.strip().splitlines()[-lines:])
@@ -63,7 +75,9 @@ def _last_words(output: str, lines: int = 3) -> str:
 
 def _collection_detail(run: PytestRun) -> str:
     errors = run.collection_errors()
-    return f"; collection error in {errors[0].name}: {errors[0].summary()}" if errors else ""
+    if not errors:
+        return ""
+    return f"; collection error in {errors[0].name}: {errors[0].summary()}"
 
 
 _CONFTEST = re.compile(r"ImportError while loading conftest '(?P<path>[^']+)'")
@@ -87,6 +101,8 @@ def verdict_for(ids: list[str], run: PytestRun, *, rename: dict[str, str] | None
     ``rename`` maps an id as it ran (e.g. in a renamed copy of a test file) back to the id reported.
     """
     verdict = _verdict_for(ids, run, rename or {})
+    if run.root:  # the checkout is a temporary directory: a reason reads the same in every run, paths relative
+        verdict.reason = verdict.reason.replace(run.root.rstrip("/") + "/", "")
     if verdict.tests:
         verdict.expected_failures = _expected_failures(ids, run, rename or {})
         verdict.skipped_by = _skipped_by(ids, run, rename or {})
@@ -177,7 +193,7 @@ def _verdict_for(ids: list[str], run: PytestRun, rename: dict[str, str]) -> Verd
             raised[reported] = _raised_of(ran_id, matched, run)
         messages += [f"{reported}: "
                      + (f"[the test reached for the network: {hint}] " if (hint := c.network_hint()) else "")
-                     + (c.message.splitlines()[0] if c.message else c.status.value)
+                     + _why(c, raised.get(reported, []))
                      for c in matched if c.status not in (TestStatus.PASSED, TestStatus.XFAIL)][:3]
     missing = [i for i, st in tests.items() if st == [TestStatus.MISSING]]
     bad = {TestStatus.FAILED, TestStatus.ERROR, TestStatus.SKIPPED}

@@ -57,7 +57,7 @@ from coharden.mutation.pool import (
 )
 from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
-from coharden.schema.matrix import Matrix, TestClass, classify
+from coharden.schema.matrix import NEEDS_NETWORK, Matrix, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -188,7 +188,8 @@ def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: Test
                  for t, b, f in zip([candidate, reference], buggy, fixed, strict=True))
     timings["fail_to_pass"] = time.monotonic() - started - timings.get("cold_start_s", 0.0)
     if not ref.fail_to_pass:
-        raise MPEError(f"the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
+        network = f"{NEEDS_NETWORK}: " if ref.fixed.failed and ref.fixed.network else ""
+        raise MPEError(f"{network}the reference test {reference.name or ''} is not fail-to-pass ({ref.summary()}): "
                        "no classification")
     result = MPEResult(
         confidence=config.confidence, point_classes=config.point_classes, sequential=config.is_sequential,
@@ -202,10 +203,14 @@ def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: Test
     )
     result.tampering = list(dict.fromkeys([*cand.buggy.tampering, *cand.fixed.tampering]))
     result.isolation = cand.fixed.isolation
-    if cand.fixed.failed and cand.fixed.network:
+    if cand.fixed.failed and cand.fixed.network and not cand.fixed.tampering:
+        # one rule everywhere (mpe, eval, study table): a test that fails on the fixed code only where it reaches
+        # for the network is not Misaligned - its runs here say nothing about it
+        result.test_class = TestClass.INCONCLUSIVE
+        result.undecided = NEEDS_NETWORK
         result.warnings.append("the test fails on the fixed code only where it reaches for the network, which "
-                               "test runs do not have (the setting network = true gives it): its class says "
-                               "nothing about the test")
+                               "test runs do not have (the setting network = true gives it): Inconclusive "
+                               "(needs_network), its runs here say nothing about the test")
     if config.reject_tampering and result.tampering:
         result.test_class = TestClass.INVALID
     return result
@@ -316,7 +321,8 @@ def undecided_reason(result: MPEResult) -> str | None:
     """Why the class of a F->P test is not decided: ``pool_too_small`` (a Borderline test after every mutant
     of the pool ran: more mutants, not more runs, could decide), ``cap`` (``max_mutants`` reached),
     ``fixed_budget``; for Inconclusive, ``empty_pool`` (no operator made a mutant of this fix) or
-    ``no_admissible`` (none was admissible and plausible). None for a decided class."""
+    ``no_admissible`` (none was admissible and plausible); :data:`NEEDS_NETWORK` is set before any mutant runs.
+    None for a decided class."""
     if result.test_class is TestClass.INCONCLUSIVE:
         return "no_admissible" if result.mutants else "empty_pool"
     if result.test_class is not TestClass.BORDERLINE:

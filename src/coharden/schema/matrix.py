@@ -19,6 +19,12 @@ class TestClass(StrEnum):
     INVALID = "Invalid"  # the test does not apply or does not run (inadmissible verdict on buggy/fixed code)
 
 
+NEEDS_NETWORK = "needs_network"
+"""Why a test is not graded here: it fails on the fixed code only where it reaches for the network (the
+verdict's ``network``), which test runs do not have. MPE then gives the candidate Inconclusive with this as its
+``undecided`` reason (a reference's error starts with it); ``eval`` and ``study table`` read the same rule."""
+
+
 class Cell(StrEnum):
     ALPHA = "alpha"  # both pass (agree-pass)
     BETA = "beta"  # candidate passes, reference fails (laxity)

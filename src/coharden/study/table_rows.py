@@ -8,6 +8,7 @@ from typing import Any
 
 from coharden import __version__
 from coharden.patches import is_test_path, touched_files
+from coharden.schema.matrix import NEEDS_NETWORK
 from coharden.study.table_data import TableData
 
 SCHEMA = 1  # the rows' layout: bump it when a field changes meaning
@@ -160,14 +161,17 @@ def grade_fields(step: dict[str, Any], patch: str, test_patterns: Sequence[str])
             out["invalid_kind"] = "does_not_run"
         out["reason"] = "; ".join([_verdict_text("buggy", buggy), _verdict_text("fixed", fixed)]
                                   + [f"tampering: {t}" for t in out["tampering"]])[:600]
+    elif step.get("undecided") == NEEDS_NETWORK or (step.get("test_class") in ("Misaligned", "NotReproducing")
+                                                     and fixed.get("network")):
+        # MPE's one rule (rows stored before it are Misaligned with a network verdict): not a finding about the
+        # test, its runs here have no network
+        sides = "; ".join([_verdict_text("buggy", buggy), _verdict_text("fixed", fixed)])
+        out.update(status="needs_network", reason=f"the test fails on the fixed code only where it reaches for the "
+                                                  f"network, which its runs here do not have; {sides}"[:600])
     elif step.get("test_class") == "Inconclusive":
         from coharden.study.summary import no_admissible_reason
 
         out["reason"] = step.get("pool_incomplete_reason") or no_admissible_reason(step)
     elif step.get("test_class") in ("Misaligned", "NotReproducing"):
         out["reason"] = "; ".join([_verdict_text("buggy", buggy), _verdict_text("fixed", fixed)])[:600]
-        if fixed.get("network"):  # not a finding about the test: its runs here have no network
-            out.update(status="needs_network", reason=f"the test fails on the fixed code only where it reaches "
-                                                      f"for the network, which its runs here do not have; "
-                                                      f"{out['reason']}"[:600])
     return out
