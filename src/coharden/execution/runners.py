@@ -3,7 +3,9 @@
 Three runners, by name in :data:`RUNNERS`: ``pytest`` (coharden's JUnit-based runner,
 :mod:`coharden.execution.pytest_runner`, with its fork server), Django's ``tests/runtests.py`` (unittest ids
 ``test_x (module.Class)``, verbosity 2) and sympy's ``bin/test``. The two log-based runners read output the
-way the SWE-bench harness's log parsers do.
+way the SWE-bench harness's log parsers do. Each runner states what it supports (the ``ClassVar[bool]``
+capabilities of :class:`Runner`: ``forks``, ``ids_are_descriptions``, ...); code elsewhere asks
+``runner_of(name)`` for them and never compares a runner's name.
 Every runner's process goes through :func:`coharden.execution.sandbox.run_limited`, so the time and memory
 limits, the process-group kill and the no-network rule are the same; so are the false-pass rules: a wanted
 test that is missing or skipped is not a pass, and output that yields no per-test result is an inadmissible
