@@ -157,7 +157,7 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
 
     try:
         with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
-            candidate = executor.golden_test().model_copy(update={"name": "candidate"})
+            candidate = executor.test_patch(change.test, name="the commit's test")
             ftp = fail_to_pass(executor, candidate, change.fix)
             report = CheckReport(change=change, reference=ref_name or None, test_ids=candidate.ids,
                                  buggy=ftp.buggy, fixed=ftp.fixed, tau=config.tau,
@@ -185,6 +185,12 @@ def _not_checked(report: CheckReport) -> str:
         report.test_class = TestClass.INCONCLUSIVE
         return (f"{NEEDS_NETWORK}: the test fails with the fix only where it reaches for a service or the network, "
                 "which test runs do not have here (start the service inside the test, or run with -c network=true)")
+    refused = _refused(fixed)
+    if fixed.failed and refused:
+        report.test_class = TestClass.INCONCLUSIVE
+        return (f"needs a service: the test fails with the fix where a connection to a local service is refused "
+                f"({refused}); the sandbox has its own loopback, so start the service inside the test (a fixture) "
+                "or run the check where the test needs none")
     if report.test_class is TestClass.NOT_REPRODUCING:
         return (f"NotReproducing: the test does not fail on the parent commit {report.change.base[:12]} "
                 f"({buggy.short()}), so it does not reproduce the bug the commit fixes")
@@ -192,6 +198,17 @@ def _not_checked(report: CheckReport) -> str:
         return f"Misaligned: the test does not pass with the commit's fix ({fixed.short()})"
     side = buggy if not buggy.admissible else fixed
     return f"Invalid: the test does not run ({'parent' if side is buggy else 'fix'}: {side.short()})"
+
+
+#: Exceptions (by type or base) that say a test reached for a server that does not answer.
+_REFUSED = ("ConnectionRefusedError", "ConnectionError")
+
+
+def _refused(verdict: Verdict) -> str:
+    """The tests (``id: type``) whose failure is a refused connection, by the verdict's recorded exceptions."""
+    found = [f"{test}: {r.type}" for test, raised in verdict.raised.items() for r in raised
+             if r.type.rpartition(".")[2] in _REFUSED or any(b.rpartition(".")[2] in _REFUSED for b in r.bases)]
+    return "; ".join(found[:3])
 
 
 def _fill(report: CheckReport, result) -> None:
