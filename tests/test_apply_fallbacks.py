@@ -197,17 +197,17 @@ def test_which_files_run_as_scripts() -> None:
         return None
 
     sympy = SympyRunner()
-    assert patch_tests(after, base, name="t", ids=None, runner="sympy", test_patterns=["test_*.py"],
+    assert patch_tests(after, base, name="t", ids=None, ids_are_descriptions=False, test_patterns=["test_*.py"],
                        collects=sympy.collects) == (["sympy/core/tests/test_new.py", "test_reproduce.py"],
                                                     "reproduction_script")
-    assert patch_tests(after, base, name="t", ids=None, runner="pytest", test_patterns=["test_*.py"],
+    assert patch_tests(after, base, name="t", ids=None, ids_are_descriptions=False, test_patterns=["test_*.py"],
                        collects=lambda p: True) == (["test_reproduce.py::test_issue"], "unit_test")
     broken = {"test_reproduce.py": "def (:\n"}
     with pytest.raises(Exception, match="syntax error"):
-        patch_tests(broken, base, name="t", ids=None, runner="sympy", test_patterns=["test_*.py"],
+        patch_tests(broken, base, name="t", ids=None, ids_are_descriptions=False, test_patterns=["test_*.py"],
                     collects=sympy.collects)
-    assert patch_tests(after, base, name="t", ids=["test_issue"], runner="sympy", test_patterns=["test_*.py"],
-                       collects=sympy.collects)[1] == "unit_test"
+    assert patch_tests(after, base, name="t", ids=["test_issue"], ids_are_descriptions=False,
+                       test_patterns=["test_*.py"], collects=sympy.collects)[1] == "unit_test"
 
 
 SYMPY_STYLE = """\

@@ -17,7 +17,7 @@ MAP = Path(__file__).parents[1] / "ARCHITECTURE.md"
 LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli"},
-    {"study", "evaluation", "loop"},
+    {"study", "evaluation", "loop", "check"},
     {"mpe", "overfit", "suite", "agent"},
     {"mutation", "environment", "critic", "instances"},
     {"execution"},

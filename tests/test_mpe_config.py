@@ -67,11 +67,13 @@ def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
     # issue 50's rules (no census collapse, plausibility, behaviours) each add a part: no row stored under the
     # old rules is served under the new ones
     new_rules = ["estimate:sample", "plausible:pass_to_pass", "laxity:behaviours"]
-    assert config.cache_key() == [*old_mpe_key, "interval:0.95", *new_rules]
+    # issue 53: the interval's method is named beside its confidence
+    interval = ["interval:0.95", "interval_method:clopper-pearson"]
+    assert config.cache_key() == [*old_mpe_key, *interval, *new_rules]
     exercised = config.model_copy(update={"prefer_exercised": True})
-    assert exercised.cache_key() == [*old_mpe_key, "interval:0.95", *new_rules, "prefer_exercised"]
+    assert exercised.cache_key() == [*old_mpe_key, *interval, *new_rules, "prefer_exercised"]
     old_rules = config.model_copy(update={"plausibility": False, "behaviours": False})
-    assert old_rules.cache_key() == [*old_mpe_key, "interval:0.95", "estimate:sample"]
+    assert old_rules.cache_key() == [*old_mpe_key, *interval, "estimate:sample"]
     parts = ["env", "sympy__sympy-1", "abc", ["t1"], config.cache_key()]
     legacy = hashlib.sha256(json.dumps(["study.mpe", 1, *parts], sort_keys=True, default=str).encode()).hexdigest()
     assert study_key("study.mpe", 1, *parts) == legacy
@@ -144,3 +146,44 @@ def test_a_time_limit_is_decided_in_one_place() -> None:
     assert not TimeLimit.of(10, timeout=120, docker=True).scaled
     assert MPEConfig().mutant_limit(1.0, 120) == 10.0
     assert MPEConfig().mutant_limit(100.0, 120) == 120
+
+
+def test_the_interval_method_is_named_in_the_key(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Every rule that decides a stored row is in its key (issue 53): a row classified by one interval method is
+    never served under another."""
+    import coharden.schema.mpe_config as mpe_config
+
+    key = MPEConfig().cache_key()
+    assert "interval_method:clopper-pearson" in key
+    monkeypatch.setattr(mpe_config, "INTERVAL_METHOD", "wilson")
+    assert MPEConfig().cache_key() != key
+    assert "interval_method:wilson" in MPEConfig().cache_key()
+
+
+def test_the_class_rule_is_one_function_read_by_every_place_that_classifies() -> None:
+    """The interval-to-class rule lives in ``schema/estimate.side_of``: the class, the estimate's side and the
+    loop's decision agree on every interval, and no other module compares an interval's bound with tau."""
+    import re
+    from pathlib import Path
+
+    from coharden.loop.decision import Decision, decide
+    from coharden.schema.estimate import side_of
+    from coharden.schema.matrix import TestClass, classify
+
+    tau = 0.202
+    grid = [i / 20 for i in range(21)] + [tau]
+    for low in grid:
+        for high in (h for h in grid if h >= low):
+            side = side_of((low, high), tau)
+            klass = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=(low + high) / 2, tau=tau,
+                             interval=(low, high))
+            assert klass == {"lax": TestClass.LAX, "rigorous": TestClass.RIGOROUS,
+                             "borderline": TestClass.BORDERLINE}[side]
+            decision = decide(admissible=5, laxity=(low + high) / 2, tau=tau, changed=True, interval=(low, high))
+            assert decision == {"lax": Decision.REGRESSION, "rigorous": Decision.CLEAN,
+                                "borderline": Decision.BORDERLINE}[side]
+    src = Path(__file__).resolve().parents[1] / "src" / "coharden"
+    by_hand = re.compile(r"\b(low|high|interval\[[01]\]|bounds\[[01]\])\s*(>=|<=|<|>)\s*tau\b")
+    found = [f"{path.relative_to(src)}:{n}" for path in src.rglob("*.py") if path.name != "estimate.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if by_hand.search(line)]
+    assert found == []

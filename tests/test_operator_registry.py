@@ -342,3 +342,19 @@ def test_narrowings_filled_from_one_template_equal_direct_rewrites() -> None:
 
     assert shape_filled({}, "odd", (odd,), make, "type", "x") == narrow(odd, COND_BUGGY, "Num.parity", "type", "x")
     assert calls == ["x"]
+
+
+def test_report_column_abbreviations_are_distinct() -> None:
+    """Operators are named by their initials in report columns (issue 53): every built-in operator's abbreviation
+    is distinct, and an outside operator whose initials clash gets one of its own, as do names alike to the end."""
+    from coharden.schema.mutant import MECHANICAL_DEFAULT, short_names
+    from coharden.study.summary import OPERATOR_SHORT
+
+    builtin = short_names(op.value for op in MECHANICAL_DEFAULT)
+    assert len(set(builtin.values())) == len(builtin)
+    assert builtin["incomplete_fix"] == "IF"
+    assert builtin == OPERATOR_SHORT
+    mixed = short_names(["narrowed_scope", "narrow_search", "incomplete_fix", "a_b", "a__b"])
+    assert len(set(mixed.values())) == 5
+    assert mixed["incomplete_fix"] == "IF"
+    assert {mixed["narrowed_scope"], mixed["narrow_search"]} == {"NSc", "NSe"}

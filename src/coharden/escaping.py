@@ -105,3 +105,19 @@ def log_value(text: object) -> str:
     """``text`` as one value on one line of a plain-text log: every line break and control character shown as a
     backslash escape (a backslash doubled first, so the escapes cannot be forged), so no value starts a line."""
     return _show_controls(str(text).replace("\\", "\\\\"), _CONTROL)
+
+
+def md_code_block(text: object, lang: str = "") -> str:
+    """``text`` as a fenced Markdown code block that shows it exactly: the fence is one backtick longer than the
+    longest run of backticks in it (so no line of the text can close it), control characters other than newline
+    and tab shown as escapes. The block starts and ends a line; ``lang`` is coharden's own (``diff``)."""
+    value = _show_controls(str(text).replace("\r\n", "\n"), _CONTROL_BUT_LAYOUT)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", value)), default=0))
+    return f"{fence}{lang}\n{value.rstrip(chr(10))}\n{fence}"
+
+
+def block_text(text: object) -> str:
+    """``text`` as a block of lines kept as they are (a diff printed on a terminal; XML 1.0 character data or an
+    attribute value, before the XML writer escapes ``& < >``): every control character other than newline and
+    tab (escape sequences; those XML 1.0 cannot hold at all) shown as a backslash escape."""
+    return _show_controls(str(text), _CONTROL_BUT_LAYOUT)

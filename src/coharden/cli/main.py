@@ -105,6 +105,7 @@ def _register() -> None:
     """Mount the command modules of this package; each imports its layer only inside its commands, so
     ``coharden --help`` stays fast."""
     from coharden.cli import llm as llm_cli
+    from coharden.cli.check import check
     from coharden.cli.env import env_app
     from coharden.cli.evaluation import eval_command
     from coharden.cli.loop import agent_cmd, run_loop
@@ -125,6 +126,7 @@ def _register() -> None:
                         ("overfit", overfit_app), ("mutants", mutants_app)):
         app.add_typer(group, name=name)
     app.command("eval")(eval_command)
+    app.command("check")(check)
     app.command("agent")(agent_cmd)
     app.command("run")(run_loop)
     from coharden.cli.demo import demo_app

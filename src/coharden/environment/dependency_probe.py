@@ -21,6 +21,7 @@ from coharden.environment.inference.setuptools import literal
 from coharden.environment.specbuild import SpecBuilder, SpecEnv, import_name
 from coharden.environment.specs import EnvSpec
 from coharden.execution.git import git
+from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import Confinement, run_limited
 
 MISSING_DEPENDENCY = re.compile(
@@ -134,7 +135,7 @@ def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: Spec
         commands = [[env.python, "-c", _REQUIREMENTS_CHECK, json.dumps(declared_requirements(src))],
                     [env.python, "-c", f"import {import_name(spec)}"]]
         present = [f for f in test_files if f.endswith(".py") and (src / f).is_file()]
-        if spec.runner == "pytest" and present:
+        if runner_of(spec.runner).needs_pytest and present:
             commands.append([env.python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *present])
         confine = probe_confinement(repo, src, env)
         for command in commands:

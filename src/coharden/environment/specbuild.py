@@ -36,7 +36,7 @@ from coharden.environment.specs import EnvSpec
 from coharden.execution.confinement import BUILD_STEPS
 from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.locks import file_lock
-from coharden.execution.runners import runner_forks
+from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import run_limited
 
 # The version of the build steps: bump it when a change to them can turn a failed build into a working one (failed
@@ -82,7 +82,7 @@ class SpecEnv(BaseModel):
         environment's plugins (or, for a runner script, the ``preload`` modules); the project itself is imported
         by each run from its job's checkout (PYTHONPATH is set per job), or kept warm (``warm_imports``)."""
         legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
-        fork = (base.fork_server and runner_forks(self.runner) and bool(self.python_version)
+        fork = (base.fork_server and runner_of(self.runner).forks and bool(self.python_version)
                 and _vkey(self.python_version) >= (3, 7))
         return base.with_overrides(python=self.python, fork_server=fork, runner=self.runner,
                                    test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
@@ -136,7 +136,7 @@ class SpecBuilder:
             previous = None if force else reusable(record)
             if previous is not None:
                 self.log(f"reusing environment {env_dir}")
-                if previous.ok and previous.runner == "pytest" and not previous.pytest_version:
+                if previous.ok and runner_of(previous.runner).needs_pytest and not previous.pytest_version:
                     previous.pytest_version = _pytest_version(previous)  # a record from before it was kept
                     record.write_text(previous.model_dump_json(indent=2))
                 return previous.model_copy(update={"cached": True, "services": list(spec.services)})
@@ -338,8 +338,9 @@ def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path,
     result.test_env = {"PYTHONPATH": pythonpath, **spec.env}
     check_env = {**env, **{k: v.replace("{workspace}", str(src)) for k, v in result.test_env.items()}}
     module = import_name(spec)
-    probe = f"import sys, {module}" + (", pytest" if spec.runner == "pytest" else "")
-    report = "print(sys.version.split()[0], pytest.__version__)" if spec.runner == "pytest" \
+    with_pytest = runner_of(spec.runner).needs_pytest
+    probe = f"import sys, {module}" + (", pytest" if with_pytest else "")
+    report = "print(sys.version.split()[0], pytest.__version__)" if with_pytest \
         else "print(sys.version.split()[0])"
     check = run_limited([str(python), "-c", f"{probe}; {report}"], src, timeout=300, env=check_env,
                         network=False)

@@ -51,6 +51,7 @@ from coharden.errors import ApplyError, PatchError, TestIdError
 from coharden.evaluation.fix_tampering import screen_fix
 from coharden.execution.env_plugins import environment_plugins
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.runners import runner_of
 from coharden.execution.store import EVAL_TEST, Store, eval_test_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import harness_ids, resolve_names
@@ -139,7 +140,7 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     absent = executor.absent_files(p2p_names, executor.instance.test_patch)
     p2p_names = [i for i in p2p_names if i not in absent]
     files = {p: c for p, c in reference.files.items() if c is not None}
-    if executor.settings.runner == "django":  # unittest descriptions, not names in the files
+    if runner_of(executor.settings.runner).ids_are_descriptions:  # unittest descriptions, not names in the files
         p2p = p2p_names
     else:
         p2p = resolve_names(p2p_names, files) if p2p_names else []

@@ -39,7 +39,7 @@ from coharden.execution.pytest_runner import fork_env
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_layout import collect_key, lay_out
 from coharden.execution.run_site import RunSite, job_environment, workspace_confinement
-from coharden.execution.runners import make_runner, runner_forks, script_server_env
+from coharden.execution.runners import make_runner, runner_of, script_server_env
 from coharden.execution.sandbox import isolation_level, require_confinement
 from coharden.execution.scripts import REPRODUCTION_SCRIPT, run_scripts
 from coharden.execution.store import Store
@@ -105,11 +105,11 @@ class InstanceExecutor:
         # safe read-back (which a hostile test could forge, or which may hold a key) are not reused
         self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3" + \
             run_settings_id(settings)
-        if not self.image and settings.runner == "pytest":  # autoload off: the plugins the runs load by name
+        if not self.image and runner_of(settings.runner).loads_plugins:  # autoload off: plugins loaded by name
             self.env_id += plugins_id(self.python, settings.pytest_version)
         self.cache = VerdictCache(store, instance.repo, self.base_commit, self.env_id, settings.runner,
                                   settings.timeout)
-        self.warm = WarmPlan(settings, enabled=bool(settings.warm_imports) and runner_forks(settings.runner)
+        self.warm = WarmPlan(settings, enabled=bool(settings.warm_imports) and runner_of(settings.runner).forks
                              and self.image is None, key=f"{self.base_commit} {self.env_id}",
                              golden_patch=instance.test_patch, base_file=self.base_file)
         self._site: RunSite | None = None  # where the tests run (made when the workspace opens)
@@ -203,7 +203,8 @@ class InstanceExecutor:
         if not patch.strip():
             raise TestIdError(f"{name or 'test'}: the test patch is empty")
         files = self.post_images(patch)
-        resolved, mode = patch_tests(files, self.base_file, name=name, ids=ids, runner=self.settings.runner,
+        resolved, mode = patch_tests(files, self.base_file, name=name, ids=ids,
+                                     ids_are_descriptions=runner_of(self.settings.runner).ids_are_descriptions,
                                      test_patterns=self.settings.test_patterns,
                                      collects=make_runner(self.settings.runner).collects)
         return TestPatch(patch=patch, ids=resolved, name=name, files=files, exec_mode=mode)
@@ -233,7 +234,8 @@ class InstanceExecutor:
         images = self.post_images(self.instance.test_patch)
         golden = set(harness_ids(self.instance.FAIL_TO_PASS))
         ids, left_out = pass_to_pass_ids([n for n in names if n not in golden],
-                                         {p: c for p, c in images.items() if c is not None}, self.settings.runner)
+                                         {p: c for p, c in images.items() if c is not None},
+                                         ids_are_descriptions=runner_of(self.settings.runner).ids_are_descriptions)
         if not ids:
             return None, left_out
         return TestPatch(patch=self.instance.test_patch, ids=ids, name="pass_to_pass", files=images), left_out
@@ -360,7 +362,7 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        if self.settings.runner != "pytest" or test.exec_mode == REPRODUCTION_SCRIPT:
+        if not runner_of(self.settings.runner).loads_plugins or test.exec_mode == REPRODUCTION_SCRIPT:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
         return self._run(list(test.ids), None, self.warm.spec(source_patch, [test]), extra_args=extra_args,
                          extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings),
@@ -414,7 +416,7 @@ class InstanceExecutor:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}",
                               applied_with={"source": APPLY_FAILED})
             return {j: verdict.model_copy(update={"exec_mode": tests[j].exec_mode}) for j in range(len(tests))}, []
-        if self.settings.runner != "pytest" or tests[0].exec_mode == REPRODUCTION_SCRIPT:
+        if not runner_of(self.settings.runner).shares_process or tests[0].exec_mode == REPRODUCTION_SCRIPT:
             done = self._run_alone(source_patch, tests[0], limits[0], first_failure)
             return _applied(done, {0: tests[0]}, source), list(range(1, len(tests)))
         layout = lay_out(ws, tests, set(touched_files(source_patch)), combine)
@@ -465,7 +467,7 @@ class InstanceExecutor:
             return
         self._primed = server
         env = fork_env(self.site.job_env, self.settings.pass_env, self.settings.pytest_version) \
-            if self.settings.runner == "pytest" else script_server_env(self.settings, self.site.job_env)
+            if runner_of(self.settings.runner).session_server else script_server_env(self.settings, self.site.job_env)
         server.prime(self._root(), env, spec, timeout=self.settings.timeout)
 
     def _run_alone(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:

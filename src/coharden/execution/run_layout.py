@@ -23,6 +23,7 @@ from coharden.config import Settings
 from coharden.errors import ApplyError
 from coharden.execution.git import APPLY_FAILED, COPY, Applied
 from coharden.execution.pytest_results import split_node_id
+from coharden.execution.runners import runner_of
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
@@ -117,7 +118,7 @@ def collect_key(settings: Settings, source_patch: str, tests: Sequence[TestPatch
     once (``Settings.collect_once``): their patches and ids. None - collect as every run does - when the
     source patch touches anything but Python modules outside the tests (a conftest, a test helper, an ini
     file, data read at collection): the server only compares the Python modules the collection loaded."""
-    if not settings.collect_once or settings.runner != "pytest":
+    if not settings.collect_once or not runner_of(settings.runner).collects_once:
         return None
     for path in touched_files(source_patch):
         name = PurePosixPath(path).name

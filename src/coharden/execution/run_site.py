@@ -20,7 +20,7 @@ from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.forkserver import SERVER_GONE, ForkServer, ForkServerError
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_runner import run_pytest, test_environment
-from coharden.execution.runners import runner_forks
+from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import pythonpath_dirs
 from coharden.execution.store import Store
 from coharden.execution.workspace import Workspace, base_objects
@@ -57,13 +57,13 @@ class RunSite:
         """The warm fork server of this site, started on first use (and again after a test killed it); None
         when disabled or unusable (Docker, ``fork_server`` off, or it failed to start)."""
         if not self.settings.fork_server or self.server_failed or self.image is not None \
-                or not runner_forks(self.settings.runner):
+                or not runner_of(self.settings.runner).forks:
             return None
         if self._server is None or not self._server.alive:
             if self._server is not None:
                 self._server.close()
             try:
-                pytest_runs = self.settings.runner == "pytest"
+                pytest_runs = runner_of(self.settings.runner).session_server
                 version = self.settings.pytest_version
                 # the server warms up as its forks run: autoload off, the environment's plugins by name
                 self._server = ForkServer(self.python, env={**test_environment(self.settings.pass_env),

@@ -3,7 +3,9 @@
 Three runners, by name in :data:`RUNNERS`: ``pytest`` (coharden's JUnit-based runner,
 :mod:`coharden.execution.pytest_runner`, with its fork server), Django's ``tests/runtests.py`` (unittest ids
 ``test_x (module.Class)``, verbosity 2) and sympy's ``bin/test``. The two log-based runners read output the
-way the SWE-bench harness's log parsers do.
+way the SWE-bench harness's log parsers do. Each runner states what it supports (the ``ClassVar[bool]``
+capabilities of :class:`Runner`: ``forks``, ``ids_are_descriptions``, ...); code elsewhere asks
+``runner_of(name)`` for them and never compares a runner's name.
 Every runner's process goes through :func:`coharden.execution.sandbox.run_limited`, so the time and memory
 limits, the process-group kill and the no-network rule are the same; so are the false-pass rules: a wanted
 test that is missing or skipped is not a pass, and output that yields no per-test result is an inadmissible
@@ -59,10 +61,33 @@ class Runner(Protocol):
 
     runner_files: ClassVar[tuple[str, ...]]
     """The runner's own files in the checkout (relative): a traceback that ends there is the runner's failure."""
+    # --- what it supports: call sites ask these (``runner_of(settings.runner).forks``), never its name ---------
     forks: ClassVar[bool]
-    """Its runs may be forks of a warm fork server (``python SCRIPT ...`` run in a fork that holds the project
-    imported): a runner that starts no process of its own per run and reads its settings from its arguments and
-    environment only."""
+    """Its runs may be forks of a warm fork server: coharden's pytest server (:attr:`session_server`), or a
+    ``scripts`` server (``python SCRIPT ...`` run in a fork that holds the project imported) for a runner that
+    starts no process of its own per run and reads its settings from its arguments and environment only."""
+    session_server: ClassVar[bool]
+    """Its fork server is coharden's pytest server (zygotes holding a session, the environment's plugins loaded by
+    name, primed with the pytest fork environment); else a ``scripts`` server forking the runner's command."""
+    collects_once: ClassVar[bool]
+    """Its fork server may collect a test state once and fork each run from it (``Settings.collect_once``)."""
+    loads_plugins: ClassVar[bool]
+    """Its runs take ``-p PLUGIN`` arguments (an instrumenting plugin such as the recorder, loaded by name, also
+    into a zygote's fork; with autoload off, the environment's plugins by name, which name the environment);
+    else a plugin comes in through PYTHONPATH and starts with the interpreter (``sitecustomize``)."""
+    shares_process: ClassVar[bool]
+    """Several test patches may be laid out to run in one process (``run_layout``); else one test patch a run,
+    its verdict read from the runner's log (:func:`run_test_patch`)."""
+    reach_pass: ClassVar[bool]
+    """Its runs can carry the reach pass's tracing plugin (implied outcomes, ``mpe.implied``)."""
+    needs_pytest: ClassVar[bool]
+    """The test environment imports pytest, whose version it reports and which names it (a spec environment is
+    checked to import it, a probe collects the test files with ``pytest --collect-only``)."""
+    ids_are_descriptions: ClassVar[bool]
+    """Its ids are descriptions it prints (Django's unittest ``test_x (module.Class)``), taken as given: not
+    names of tests in the files, which are resolved there."""
+    bare_ids: ClassVar[bool]
+    """Its ids are bare test names (sympy's ``test_x``): ids of two files that share a name get one status."""
     empty_run: ClassVar[re.Pattern[str]]
     """The line a finished run prints when it ran no test at all (the ids name nothing it collects: a test file
     outside the directories it searches). Such a run is not a harness failure: its tests did not run."""
@@ -91,6 +116,14 @@ class DjangoRunner:
     name: ClassVar[RunnerName] = "django"
     command_marker: ClassVar[str] = "runtests.py"
     forks: ClassVar[bool] = False  # runtests.py starts worker processes and sets Django up per run
+    session_server: ClassVar[bool] = False
+    collects_once: ClassVar[bool] = False
+    loads_plugins: ClassVar[bool] = False
+    shares_process: ClassVar[bool] = False
+    reach_pass: ClassVar[bool] = False
+    needs_pytest: ClassVar[bool] = False
+    ids_are_descriptions: ClassVar[bool] = True
+    bare_ids: ClassVar[bool] = False
     runner_files: ClassVar[tuple[str, ...]] = ("tests/runtests.py", "django/test/runner.py", "django/test/utils.py")
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^Ran 0 tests in [\d.]+s$", re.M)
 
@@ -201,6 +234,14 @@ class SympyRunner:
     name: ClassVar[RunnerName] = "sympy"
     command_marker: ClassVar[str] = "bin/test"
     forks: ClassVar[bool] = True
+    session_server: ClassVar[bool] = False
+    collects_once: ClassVar[bool] = False
+    loads_plugins: ClassVar[bool] = False
+    shares_process: ClassVar[bool] = False
+    reach_pass: ClassVar[bool] = False
+    needs_pytest: ClassVar[bool] = False
+    ids_are_descriptions: ClassVar[bool] = False
+    bare_ids: ClassVar[bool] = True
     runner_files: ClassVar[tuple[str, ...]] = ("bin/test", "sympy/testing/runtests.py", "sympy/utilities/runtests.py")
     # bin/test given a file outside sympy/ (a generated test_reproduce.py at the root) collects nothing; a test
     # file that fails to import counts as an exception, with no per-test line
@@ -259,7 +300,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     ``select``: see :meth:`Runner.command`; ``time_limit``: the run's limit (a mutant's, scaled from the test's
     run on the fixed code; None: the setting). ``server``: a ``scripts`` fork server of the same sandbox, which
     runs the command as a fork (``warm``: the project modules it may keep imported, ``WarmPlan.spec``) where the
-    runner :attr:`~Runner.forks` and no service runs beside it; else a fresh process."""
+    runner :attr:`~Runner.forks` through a ``scripts`` server and no service runs beside it; else a fresh process."""
     from coharden.execution import interrupt
     from coharden.execution.services import wrap
 
@@ -272,7 +313,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
     # a fork hashes with its server's seed (fixed at the server's start): only a run that asks for that one forks
     if server is not None and server.hash_seed and full_env.get("PYTHONHASHSEED") == server.hash_seed \
-            and runner.forks and not shown:
+            and runner.forks and not runner.session_server and not shown:
         proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.memory_mb,
                           cpu_seconds=limits.cpu, warm=warm, script=argv[1])
     else:
@@ -369,18 +410,18 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
     return Verdict(outcome=Outcome.PASS, tests=tests, **base)
 
 
-def make_runner(name: str) -> Runner:
-    """A new runner called ``name`` (a key of :data:`RUNNERS`)."""
+def runner_of(name: str) -> type[Runner]:
+    """The runner called ``name`` (a key of :data:`RUNNERS`; ``Settings.runner``, a spec's runner): ask it what it
+    supports (``runner_of(settings.runner).forks``) rather than compare names."""
     try:
-        return RUNNERS[name]()
+        return RUNNERS[name]
     except KeyError:
         raise ValueError(f"unknown test runner {name!r} (known: {', '.join(RUNNERS)})") from None
 
 
-def runner_forks(name: str) -> bool:
-    """Whether the runs of runner ``name`` may be forks of a warm fork server: pytest's (its own path), or a log
-    runner's that :attr:`~Runner.forks`."""
-    return name == "pytest" or bool(getattr(RUNNERS.get(name), "forks", False))
+def make_runner(name: str) -> Runner:
+    """A new runner called ``name`` (a key of :data:`RUNNERS`)."""
+    return runner_of(name)()
 
 
 def runner_for_command(test_cmd: str) -> RunnerName:
@@ -396,7 +437,15 @@ class PytestRunner:
 
     name: ClassVar[RunnerName] = "pytest"
     command_marker: ClassVar[str] = ""
-    forks: ClassVar[bool] = False  # (runs of coharden's pytest runner go through its own fork-server path)
+    forks: ClassVar[bool] = True
+    session_server: ClassVar[bool] = True
+    collects_once: ClassVar[bool] = True
+    loads_plugins: ClassVar[bool] = True
+    shares_process: ClassVar[bool] = True
+    reach_pass: ClassVar[bool] = True
+    needs_pytest: ClassVar[bool] = True
+    ids_are_descriptions: ClassVar[bool] = False
+    bare_ids: ClassVar[bool] = False
     runner_files: ClassVar[tuple[str, ...]] = ()
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^=+ no tests ran in [\d.]+s", re.M)
 

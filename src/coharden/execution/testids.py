@@ -115,13 +115,15 @@ def resolve_names(names: list[str], files: dict[str, str]) -> list[str]:
     return resolved
 
 
-def pass_to_pass_ids(names: Sequence[str], files: dict[str, str], runner: str) -> tuple[list[str], dict[str, int]]:
+def pass_to_pass_ids(names: Sequence[str], files: dict[str, str], *,
+                     ids_are_descriptions: bool) -> tuple[list[str], dict[str, int]]:
     """The node ids of a PASS_TO_PASS list that live in ``files`` (the golden test patch's files after it), and
     per reason the names left out: ``other_file`` (a node id of a file the golden test does not touch),
     ``not_found`` (a bare name no test of the files has), ``too_long`` (over :data:`MAX_ID_CHARS`). Lenient where
     :func:`resolve_names` is strict: a record naming a test that does not exist loses that test, not the whole
-    list. Django's ids are unittest descriptions, kept as they are."""
-    if runner == "django":
+    list. A runner's ids that are descriptions (``Runner.ids_are_descriptions``: Django's unittest ones) are kept as
+    they are."""
+    if ids_are_descriptions:
         return list(names), {}
     left_out: dict[str, int] = {}
     ids: list[str] = []
@@ -142,12 +144,13 @@ def pass_to_pass_ids(names: Sequence[str], files: dict[str, str], runner: str) -
 
 
 def patch_ids(files: dict[str, str | None], base_file: Callable[[str], str | None], *, name: str,
-              ids: Sequence[str] | None, runner: str, test_patterns: Sequence[str]) -> list[str]:
+              ids: Sequence[str] | None, ids_are_descriptions: bool, test_patterns: Sequence[str]) -> list[str]:
     """The ids of a test patch whose touched ``files`` read as given after it (``base_file``: before it): the
-    given ``ids`` or names, resolved (Django's are unittest descriptions, taken as they are), else the tests it
+    given ``ids`` or names, resolved (``ids_are_descriptions``: the runner's, Django's unittest descriptions, taken as
+    they are), else the tests it
     adds or changes; a patch that adds none is refused, with the syntax error that hides them if there is one, and
     so is one whose ids pass :func:`check_ids`' limits."""
-    if ids and runner == "django":  # unittest descriptions, not names in the files
+    if ids and ids_are_descriptions:  # unittest descriptions, not names in the files
         return check_ids(ids, name)
     if ids:
         return check_ids(resolve_names(check_ids(ids, name), {p: c for p, c in files.items() if c is not None}), name)
@@ -160,7 +163,7 @@ def patch_ids(files: dict[str, str | None], base_file: Callable[[str], str | Non
 
 
 def patch_tests(files: dict[str, str | None], base_file: Callable[[str], str | None], *, name: str,
-                ids: Sequence[str] | None, runner: str, test_patterns: Sequence[str],
+                ids: Sequence[str] | None, ids_are_descriptions: bool, test_patterns: Sequence[str],
                 collects: Callable[[str], bool]) -> tuple[list[str], ExecMode]:
     """The ids of a test patch and how it runs (:class:`~coharden.schema.testpatch.TestPatch`'s ``exec_mode``).
     Given ``ids``, or tests it adds or changes in files the runner ``collects``: those (``unit_test``; the
@@ -169,7 +172,8 @@ def patch_tests(files: dict[str, str | None], base_file: Callable[[str], str | N
     (:func:`reproduction_scripts`): their paths (``reproduction_script``, SWT-bench's mode). Else as
     :func:`patch_ids` (its tests, whatever the runner makes of them, or its error)."""
     if ids:
-        return patch_ids(files, base_file, name=name, ids=ids, runner=runner, test_patterns=test_patterns), "unit_test"
+        return patch_ids(files, base_file, name=name, ids=ids, ids_are_descriptions=ids_are_descriptions,
+                         test_patterns=test_patterns), "unit_test"
     pairs = {p: (base_file(p), c) for p, c in files.items() if is_test_path(p, test_patterns)}
     contributed = contributed_ids(pairs)
     collected = [i for i in contributed if collects(i.split("::", 1)[0])]
@@ -178,7 +182,8 @@ def patch_tests(files: dict[str, str | None], base_file: Callable[[str], str | N
     scripts = reproduction_scripts(pairs, collects)
     if scripts:
         return check_ids(scripts, name), "reproduction_script"
-    return patch_ids(files, base_file, name=name, ids=ids, runner=runner, test_patterns=test_patterns), "unit_test"
+    return patch_ids(files, base_file, name=name, ids=ids, ids_are_descriptions=ids_are_descriptions,
+                         test_patterns=test_patterns), "unit_test"
 
 
 def reproduction_scripts(files: dict[str, tuple[str | None, str | None]], collects: Callable[[str], bool]) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from coharden.config import Settings
 from coharden.errors import CoHardenError
+from coharden.execution.runners import runner_of
 from coharden.execution.store import Store, verdict_key
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, Verdict
@@ -50,7 +51,7 @@ def test_environment_id(settings: Settings, python: str) -> str:
     """:func:`environment_id` of a plain interpreter; a spec environment (``test_env`` set) or a log-based
     runner is named by its interpreter's path, which holds the spec's digest (the project under test, pytest
     itself for one, is importable only from a job's checkout, so asking it for versions would fail)."""
-    if settings.runner == "pytest" and not settings.test_env:
+    if runner_of(settings.runner).needs_pytest and not settings.test_env:
         return environment_id(python)
     return f"{python} {settings.runner}"
 
@@ -101,7 +102,7 @@ class VerdictCache:
             env += " whole-files"
         if test.exec_mode != "unit_test":
             env += f" exec-mode={test.exec_mode}"
-        if self.runner == "sympy" and len({i.split("::")[-1] for i in test.ids}) < len(test.ids):
+        if runner_of(self.runner).bare_ids and len({i.split("::")[-1] for i in test.ids}) < len(test.ids):
             env += " shared-names"  # stored before every id sharing a bare name got its status: not reused
         return verdict_key(repo=self.repo, base_commit=self.base_commit, source_patch=source_patch,
                            test_patch=test.patch, test_ids=test.ids, environment=env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from coharden.mutation.context import normalized
+from coharden.schema.estimate import side_of
 
 
 class Decision(StrEnum):
@@ -40,10 +41,10 @@ def decide(*, admissible: int, laxity: float | None, tau: float, changed: bool,
     if admissible == 0 or laxity is None:
         return Decision.INCONCLUSIVE
     if interval is not None:
-        low, high = interval
-        if low >= tau:
+        side = side_of(interval, tau)  # the class rule of every MPE (coharden.schema.estimate)
+        if side == "lax":
             return Decision.REGRESSION
-        if high >= tau:
+        if side == "borderline":
             return Decision.BORDERLINE
     elif laxity > tau:
         return Decision.REGRESSION

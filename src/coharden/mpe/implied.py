@@ -40,6 +40,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.readback import read_text
+from coharden.execution.runners import runner_of
 from coharden.execution.store import content_key, text_key
 from coharden.patches import file_path, make_patch, parse
 from coharden.schema.mutant import Mutant
@@ -89,7 +90,7 @@ class Reach:
 def reach_pass(executor: InstanceExecutor, fix: str, test: TestPatch, *, backend: str | None = None) -> Reach:
     """The reach pass of ``test`` on base + ``fix`` (stored in the executor's store when complete); ``backend``:
     ``settrace`` forces the tracer of interpreters before 3.12 (the store is then neither read nor written)."""
-    if executor.settings.runner != "pytest" or executor.image is not None:
+    if not runner_of(executor.settings.runner).reach_pass or executor.image is not None:
         return Reach(complete=False, why=f"no reach pass with the {executor.settings.runner} runner"
                      + (" in Docker" if executor.image else ""))
     key = content_key(REACH_KIND, REACH_VERSION, executor.key(fix, test), text_key(PLUGIN.read_text()))

@@ -25,6 +25,7 @@ from typing import Any
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.readback import read_text
+from coharden.execution.runners import runner_of
 from coharden.mutation.recorder_values import check_encoding
 from coharden.patches import touched_files
 from coharden.pysource import parsing
@@ -140,7 +141,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
     try:
         shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
         shutil.copy(VALUES, plugin_dir / "coharden_recorder_values.py")
-        pytest_runner = executor.settings.runner == "pytest"
+        pytest_runner = runner_of(executor.settings.runner).loads_plugins
         if not pytest_runner:  # the repository's own runner takes no -p plugin: start with the interpreter
             shutil.copy(START, plugin_dir / "sitecustomize.py")
         root = executor.workspace_root()

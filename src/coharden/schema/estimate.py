@@ -81,6 +81,26 @@ def clopper_pearson(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> t
     return lower, upper
 
 
+INTERVAL_METHOD = "clopper-pearson"
+"""The interval every class is read off (:func:`clopper_pearson`), named in MPE's cache key
+(``MPEConfig.cache_key``): a row stored under one method is never served under another."""
+
+Side = str
+"""``"lax"``, ``"rigorous"`` or ``"borderline"``: where an interval lies against tau."""
+
+
+def side_of(interval: tuple[float, float], tau: float) -> Side:
+    """The class rule, in one place: ``"lax"`` when ``interval`` lies at or above ``tau``, ``"rigorous"`` when it
+    lies below, ``"borderline"`` when it straddles tau (read by :func:`coharden.schema.matrix.classify`,
+    :meth:`Estimate.side` and the loop's decision)."""
+    low, high = interval
+    if low >= tau:
+        return "lax"
+    if high < tau:
+        return "rigorous"
+    return "borderline"
+
+
 class Estimate(BaseModel):
     """A laxity with its interval: ``beta`` of ``admissible`` mutants let through, the pool fully drawn or not."""
 
@@ -105,14 +125,7 @@ class Estimate(BaseModel):
         """``"lax"`` when the interval lies at or above ``tau``, ``"rigorous"`` when below, ``"borderline"``
         when it straddles tau; None without an admissible mutant."""
         bounds = self.interval
-        if bounds is None:
-            return None
-        low, high = bounds
-        if low >= tau:
-            return "lax"
-        if high < tau:
-            return "rigorous"
-        return "borderline"
+        return None if bounds is None else side_of(bounds, tau)
 
     def to_json(self) -> dict[str, object]:
         bounds = self.interval

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from coharden.schema.estimate import side_of
+
 
 class TestClass(StrEnum):
     __test__ = False
@@ -78,8 +80,8 @@ def classify(*, fails_on_buggy: bool, passes_on_fixed: bool, laxity: float | Non
     elif laxity is None:
         return TestClass.INCONCLUSIVE
     elif interval is not None:
-        low, high = interval
-        return TestClass.LAX if low >= tau else TestClass.RIGOROUS if high < tau else TestClass.BORDERLINE
+        return {"lax": TestClass.LAX, "rigorous": TestClass.RIGOROUS,
+                "borderline": TestClass.BORDERLINE}[side_of(interval, tau)]
     else:
         return TestClass.RIGOROUS if laxity < tau else TestClass.LAX
     return TestClass.MISALIGNED if paper_classes else result

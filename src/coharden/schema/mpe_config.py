@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from coharden.schema.estimate import DEFAULT_CONFIDENCE
+from coharden.schema.estimate import DEFAULT_CONFIDENCE, INTERVAL_METHOD
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 from coharden.schema.timelimit import TimeLimit
 
@@ -138,6 +138,7 @@ class MPEConfig(BaseModel):
             key.append(f"sequential:max={self.max_mutants}")
         if not self.point_classes:  # and classified by the point rule
             key.append(f"interval:{self.confidence:g}")
+            key.append(f"interval_method:{INTERVAL_METHOD}")  # issue 53: the rule is named, not assumed
             # issue 50: the pool is a sample, a spent pool no longer collapses the interval to its point; rows
             # stored before it must not be served under it
             key.append("estimate:sample")

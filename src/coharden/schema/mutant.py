@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -41,7 +42,8 @@ class Operator(StrEnum):
 
     @property
     def short(self) -> str:
-        """The abbreviation of report columns: the initials of its words (``incomplete_fix``: IF)."""
+        """The initials of its words (``incomplete_fix``: IF); report columns take :func:`short_names`, which
+        keeps them distinct."""
         return "".join(word[:1] for word in self.value.split("_")).upper()
 
     @classmethod
@@ -71,6 +73,40 @@ class Operator(StrEnum):
                 member._value_ = name
                 cls._value2member_map_[name] = member
         return member  # type: ignore[return-value]
+
+
+def short_names(names: Iterable[str]) -> dict[str, str]:
+    """Report-column abbreviations of operator ``names``, each distinct: the initials of its words
+    (``incomplete_fix``: IF), and where two names share them (an outside operator's ``narrow_search`` beside
+    ``narrowed_scope``) the last word of each grows a letter at a time until they differ (NSe, NSc)."""
+    names = list(dict.fromkeys(names))
+    length = dict.fromkeys(names, 1)  # letters taken from the last word
+
+    def short(name: str) -> str:
+        words = [w for w in name.split("_") if w] or [name]
+        last = words[-1][:length[name]]
+        return "".join(w[:1] for w in words[:-1]).upper() + last[:1].upper() + last[1:]
+
+    while True:
+        by_short: dict[str, list[str]] = {}
+        for name in names:
+            by_short.setdefault(short(name), []).append(name)
+        clashes = [group for group in by_short.values() if len(group) > 1]
+        grown = False
+        for group in clashes:
+            for name in group:
+                if length[name] < len(name.split("_")[-1] or name):
+                    length[name] += 1
+                    grown = True
+        if not clashes or not grown:
+            break
+    out = {name: short(name) for name in names}
+    taken: dict[str, int] = {}
+    for name in names:  # names alike to the end (``a_b`` and ``a__b``) are told apart by a number
+        taken[out[name]] = taken.get(out[name], 0) + 1
+        if taken[out[name]] > 1:
+            out[name] += str(taken[out[name]])
+    return out
 
 
 def outside_names() -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 from coharden.analysis import stats
 from coharden.escaping import md_cell
 from coharden.schema.estimate import clopper_pearson
+from coharden.schema.mutant import short_names
 from coharden.study.data import StudyData
 from coharden.study.summary import CLASS_ORDER, LAXITY_EDGES, OPERATOR_SHORT, test_class, verdict_text
 
@@ -127,12 +128,13 @@ def _golden_section(g: dict[str, Any]) -> list[str]:
     """2: the golden test against itself (beta = gamma = 0), admissible mutants per operator."""
     seen = [op for e in g["table"] for op in e.get("per_operator", {})]  # outside operators after the built-in
     ops = [op for op in dict.fromkeys([*OPERATOR_SHORT, *seen]) if op in seen] or list(OPERATOR_SHORT)[:4]
+    short = short_names([*OPERATOR_SHORT, *ops])  # an outside operator's columns distinct from the built-in ones
     out = ["## 2. Golden test against itself", ""]
     out += ["Candidate = a regenerated copy of the golden test patch (same content, different patch text), so "
             "candidate and reference really run, side by side in one pytest process (the reference as a "
             "renamed copy of the test module). beta = gamma = 0 checks that the pool, the combined runs and the "
             "cells agree with themselves. Admissible / run mutants per operator (" + ", ".join(
-                f"{OPERATOR_SHORT.get(op, op)} {op}" for op in ops) + ").", ""]
+                f"{short[op]} {op}" for op in ops) + ").", ""]
     grows = []
     for e in g["table"]:
         if "error" in e:
@@ -143,10 +145,10 @@ def _golden_section(g: dict[str, Any]) -> list[str]:
                       f"{cnt.get('delta', 0)}", e["admissible"], "yes" if e["beta_gamma_zero"] else "**NO**",
                       *[("{}/{}".format(*e["per_operator"][op]) if op in e["per_operator"] else "-") for op in ops],
                       ", ".join(f"{k} {n}" for k, n in e["inadmissible"].items()) or "-"])
-    out += _table(["instance", "a/b/g/d", "admissible", "b=g=0", *[OPERATOR_SHORT.get(o, o) for o in ops],
+    out += _table(["instance", "a/b/g/d", "admissible", "b=g=0", *[short[o] for o in ops],
                    "inadmissible"], grows)
     out += ["Totals: admissible/run per operator: " + ", ".join(
-        f"{OPERATOR_SHORT.get(op, op)} {g['admissible_per_operator'].get(op, 0)}/{g['run_per_operator'].get(op, 0)}"
+        f"{short[op]} {g['admissible_per_operator'].get(op, 0)}/{g['run_per_operator'].get(op, 0)}"
         for op in ops) + ".", ""]
     if g["no_admissible"]:
         out += [f"Instances with no admissible mutant ({len(g['no_admissible'])}):", ""]

@@ -11,12 +11,12 @@ from typing import Any
 from coharden.analysis import stats
 from coharden.analysis.rows import CLASS_ORDER, outcome, test_class
 from coharden.schema.mpe_config import PAPER_TAU
-from coharden.schema.mutant import MECHANICAL_DEFAULT
+from coharden.schema.mutant import MECHANICAL_DEFAULT, short_names
 from coharden.study.data import GOLDEN, StudyData
 
 __all__ = ["CLASS_ORDER", "outcome", "summarize", "test_class"]
 
-OPERATOR_SHORT = {op.value: op.short for op in MECHANICAL_DEFAULT}
+OPERATOR_SHORT = short_names(op.value for op in MECHANICAL_DEFAULT)
 """The report's operator columns (built-in operators, in registry order) and their abbreviations."""
 LAXITY_EDGES = (0.0, 0.1, PAPER_TAU, 0.4, 0.6, 0.8, 1.0)
 
