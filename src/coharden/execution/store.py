@@ -103,6 +103,26 @@ class StoreError(CoHardenError):
     """The result store cannot be opened or written."""
 
 
+_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def _wal(conn: sqlite3.Connection, seconds: float = 60.0) -> None:
+    """Put the store in WAL mode. Switching a new file's journal mode takes an exclusive lock and SQLite answers
+    it without its busy handler: processes that open one new store at once (a batch's Ray workers) got "database
+    is locked" at once. So it is retried, by the error's code, for as long as the connection's own timeout."""
+    deadline = time.monotonic() + seconds
+    delay = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) not in _BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -122,7 +142,7 @@ class Store:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
