@@ -79,19 +79,31 @@ def _is_link(name: str, dir_fd: int) -> bool:
         return False
 
 
+def _open_regular(path: Path, anchor: Path | None, limit: int | None) -> tuple[int, int]:
+    """(descriptor, size) of the regular file ``path``, opened as :func:`_open` opens it (from ``anchor``, default
+    its parent); :class:`UnsafeFile` for anything else, :class:`OversizeFile` over ``limit`` bytes (None: any
+    size). The caller closes the descriptor."""
+    fd = _open(path, Path(anchor) if anchor is not None else path.parent)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(path, "it is not a regular file (a fifo, a device or a directory)")
+        if limit is not None and info.st_size > limit:
+            raise OversizeFile(path, info.st_size, limit)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
 def iter_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = None,
                chunk: int = 1 << 20) -> Iterator[bytes]:
     """The content of the regular file ``path`` in chunks, opened as :func:`read_bytes` opens it, for a reader
     that keeps only what it needs of a large file (a JUnit file parsed as it is read). :class:`OversizeFile` once
     it is (or grows) over ``limit`` bytes; :class:`UnsafeFile` and ``OSError`` as :func:`read_bytes`."""
     path = Path(path)
-    fd = _open(path, Path(anchor) if anchor is not None else path.parent)
+    fd, _ = _open_regular(path, anchor, limit)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFile(path, "it is not a regular file (a fifo, a device or a directory)")
-        if info.st_size > limit:
-            raise OversizeFile(path, info.st_size, limit)
         size = 0
         while True:
             data = os.read(fd, chunk)
@@ -113,15 +125,10 @@ def read_bytes(path: Path, *, limit: int = DEFAULT_LIMIT, anchor: Path | None = 
     a directory, or a file over ``limit`` bytes (``tail``: its last ``limit`` bytes are returned instead), and
     ``OSError`` when the file cannot be opened (``FileNotFoundError`` when it is not there)."""
     path = Path(path)
-    fd = _open(path, Path(anchor) if anchor is not None else path.parent)
+    fd, size = _open_regular(path, anchor, None if tail else limit)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFile(path, "it is not a regular file (a fifo, a device or a directory)")
-        if info.st_size > limit:
-            if not tail:
-                raise OversizeFile(path, info.st_size, limit)
-            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
+        if size > limit:  # tail: its last ``limit`` bytes
+            os.lseek(fd, size - limit, os.SEEK_SET)
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
