@@ -27,12 +27,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sandbox_cost import export_src, run_verdicts  # noqa: E402 - a sibling script: the one baseline export and run
 
 _VERDICTS = '''
 import json, sys, time
@@ -110,22 +111,6 @@ print(json.dumps(times))
 '''
 
 
-def export_src(revision: str, into: Path) -> Path:
-    """``src/`` of ``revision`` of this repository, written under ``into``."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "src"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into / "src"
-
-
-def run_verdicts(src: Path, options: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, "-c", _VERDICTS, json.dumps(options)], capture_output=True, text=True,
-                          env=env, timeout=1800, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"verdict job failed with {src}:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def time_wipes(wipes: int) -> dict[str, list[float]]:
     """Seconds per wipe, new and old, inside a real sandbox of this checkout (a worktree-like directory under
     /tmp bound in it, as coharden's are)."""
@@ -173,7 +158,7 @@ def main() -> None:
                     options = {"instance": str(args.instance.resolve()), "id": args.id, "python": args.python,
                                "n": args.n, "repos": str(args.repos) if args.repos else None,
                                "cache": str(scratch / "cache"), "fork_server": fork}
-                    out = run_verdicts(src, options)
+                    out = run_verdicts(src, options, _VERDICTS)
                     times[name] += out["times"]
                     seen[name] = f"{out['outcome']} ({out['isolation']})"
         finally:

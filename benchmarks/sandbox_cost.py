@@ -60,9 +60,11 @@ def export_src(revision: str, into: Path) -> Path:
     return into / "src"
 
 
-def run_verdicts(src: Path, options: dict) -> dict:
+def run_verdicts(src: Path, options: dict, script: str = _VERDICTS) -> dict:
+    """The JSON the timing ``script`` prints (its last line), run with ``src`` as coharden (``fresh_state.py``
+    passes its own script)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, "-c", _VERDICTS, json.dumps(options)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(options)], capture_output=True, text=True,
                           env=env, timeout=1800, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"verdict job failed with {src}:\n{proc.stderr[-2000:]}")
