@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,18 +110,8 @@ def test_malformed_jsonl_is_a_clear_error(tmp_path, monkeypatch) -> None:  # typ
 
 
 def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    repo, _ = calc_repo
-    hanging = tmp_path / "hang.diff"
     # the test can only write its worktree (the sandbox); its processes carry the run's marker variable
-    hanging.write_text(make_patch(repo, calc_test_file(
-        "def test_hangs():\n"
-        "    import os, time\n"
-        "    open('started', 'w').write(str(os.getpid()))\n"
-        "    while True:\n"
-        "        time.sleep(0.05)\n"
-    )))
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    hanging, scratch = _hanging_test(calc_repo[0], tmp_path)
     mark = f"COHARDEN_CTRLC_MARK={os.getpid()}-{time.monotonic_ns()}"
     env = {**os.environ, "TMPDIR": str(scratch), mark.split("=")[0]: mark.split("=")[1]}
     proc = subprocess.Popen(
@@ -129,20 +119,7 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
          "--store", str(tmp_path / "ctrlc.sqlite")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while not any(p.read_text() for p in scratch.glob("coharden-ws-*/repo/started")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the hanging test never started"
-            time.sleep(0.05)
-        assert _processes_with_env(mark)  # the detector works
-        proc.send_signal(signal.SIGINT)
-        # a hang guard, not a measurement: without the Ctrl-C the hanging test would run for its 120 s timeout
-        out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    err = _interrupt_once_started(proc, scratch, 60, check=lambda: _processes_with_env(mark))
     assert proc.returncode != 0
     assert "Traceback" not in err
     assert [p.name for p in scratch.iterdir() if p.name.startswith("coharden-")] == []  # no workspace, no junit dir
@@ -154,40 +131,55 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
 
 
 def test_ctrl_c_in_a_single_mpe_says_what_it_kept(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    repo, _ = calc_repo
-    hanging = tmp_path / "hang.diff"
-    hanging.write_text(make_patch(repo, calc_test_file(
-        "def test_hangs():\n"
-        "    import time\n"
-        "    open('started', 'w').write('1')\n"
-        "    while True:\n"
-        "        time.sleep(0.05)\n"
-    )))
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    hanging, scratch = _hanging_test(calc_repo[0], tmp_path)
     store = tmp_path / "kept.sqlite"
     proc = subprocess.Popen(
         [*COHARDEN, "mpe", str(instance_dir), "--test", str(hanging), "--timeout", "120", "--store", str(store)],
         cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, preexec_fn=default_sigint,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not any(p.read_text() for p in scratch.glob("coharden-ws-*/repo/started")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the hanging test never started"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)  # a hang guard
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    err = _interrupt_once_started(proc, scratch, 120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     said = " ".join(err.split())
     assert "interrupted: no class was computed; the " in said
     assert f"kept in {store}, so the same command again starts from them" in said
+
+
+def _hanging_test(repo: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(a test patch whose test writes ``started`` in its worktree and then never ends, an empty directory for
+    the run's TMPDIR)."""
+    hanging = tmp_path / "hang.diff"
+    hanging.write_text(make_patch(repo, calc_test_file(
+        "def test_hangs():\n"
+        "    import os, time\n"
+        "    open('started', 'w').write(str(os.getpid()))\n"
+        "    while True:\n"
+        "        time.sleep(0.05)\n"
+    )))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    return hanging, scratch
+
+
+def _interrupt_once_started(proc: subprocess.Popen, scratch: Path, start_within: float,
+                            check: Callable[[], object] = lambda: True) -> str:
+    """Ctrl-C ``proc`` once its hanging test has started (and ``check()`` holds then); its stderr. A hang guard,
+    not a measurement: without the Ctrl-C the hanging test would run for its 120 s timeout."""
+    try:
+        deadline = time.monotonic() + start_within
+        while not any(p.read_text() for p in scratch.glob("coharden-ws-*/repo/started")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the hanging test never started"
+            time.sleep(0.05)
+        assert check()  # the detector works
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err
 
 
 def _processes_with_env(entry: str) -> list[int]:
