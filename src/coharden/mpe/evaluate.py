@@ -196,7 +196,7 @@ def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: Test
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
         test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand.buggy, candidate_fixed=cand.fixed,
         reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=cand.fail_to_pass, tau=tau, seed=seed,
-        operators=[op.value for op in config.operators],
+        operators=[str(op) for op in config.operators],
         mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
         test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
                             tau=tau, admissible=cand.admissible, paper_classes=paper_classes),

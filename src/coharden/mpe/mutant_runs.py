@@ -60,12 +60,12 @@ def sampling_frame(results: Sequence[MutantResult], pool: Sequence[Mutant],
         return frame.setdefault(op, {"pool": 0, "drawn": 0, "admissible": 0, "implausible": 0})
 
     for mutant in pool:
-        row_of(mutant.operator.value)["pool"] += 1
+        row_of(str(mutant.operator))["pool"] += 1
     for (op, reason), n in (over_budget or Counter()).items():
         if reason == "over_budget" and op in frame:
             frame[op]["pool"] += n
     for mr in results:
-        row = row_of(mr.mutant.operator.value)
+        row = row_of(str(mr.mutant.operator))
         row["drawn"] += 1
         row["admissible"] += mr.cell is not None
         row["implausible"] += mr.inadmissible_reason == IMPLAUSIBLE
