@@ -390,7 +390,8 @@ def test_the_decoder_calls_only_the_repositorys_classes(repo_values: tuple[Any, 
     import json
     from fractions import Fraction
 
-    from coharden.mutation.recorder_values import Unencodable, decode, encoded
+    from coharden.mutation.recorder_decode import decode
+    from coharden.mutation.recorder_values import Unencodable, encoded
 
     values, root = repo_values
     for value in [(values.Counted(3), None), {"a": [1, 2.5, b"x"]}, frozenset({1, 2}), 1j, ValueError("no", 2)]:
@@ -431,7 +432,7 @@ def test_receiver_snapshot_encodes_identity_objects_by_state_and_others_once(rep
     assert values.Value.encoded == 1  # a repeated receiver: printed for the memo's key, encoded once before
     cls = recorder_plugin._receiver("cls", values.Value, memo)
     assert cls[:2] == ("cls", repr(values.Value))  # a class: by reference
-    from coharden.mutation.recorder_values import decode
+    from coharden.mutation.recorder_decode import decode
 
     assert decode(cls[2]) is values.Value
 
