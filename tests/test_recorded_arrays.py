@@ -19,7 +19,8 @@ import pytest
 from coharden.mutation import input_specific_shortcut
 from coharden.mutation.context import FileChange, FixContext
 from coharden.mutation.encoding_check import check_encoding
-from coharden.mutation.recorder_decode import decode, same
+from coharden.mutation.recorder_decode import decode
+from coharden.mutation.recorder_same import same
 from coharden.mutation.recorder_values import Unencodable, encoded
 
 np = pytest.importorskip("numpy")
@@ -148,7 +149,7 @@ def test_a_shortcut_on_an_array_input_fires_for_that_array_only() -> None:
 
 def test_the_decoders_dtype_pattern_is_the_encoders() -> None:
     """The decoder is copied alone into mutants, so it spells the plain-dtype pattern out: the two must agree."""
-    from coharden.mutation.recorder_decode import decoder_source
     from coharden.mutation.recorder_values import PLAIN_DTYPE
+    from coharden.mutation.value_helpers import decoder_source
 
     assert f'r"{PLAIN_DTYPE.pattern}"' in decoder_source()

@@ -10,7 +10,7 @@ mutant's ``patch`` (``coharden mutants show ID --against-buggy``).
 
 from __future__ import annotations
 
-from coharden.mutation.recorder_decode import ATTRS, DECODER, PREFIX, SAME
+from coharden.mutation.value_helpers import ATTRS, DECODER, PREFIX, SAME
 
 HELPERS = (DECODER, SAME, ATTRS)
 

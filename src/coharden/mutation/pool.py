@@ -395,7 +395,6 @@ def _only_adds(ctx: FixContext) -> list[str]:
 
 def recordings_needed(operators: Sequence[Operator]) -> set[str]:
     """What the chosen operators need recorded (``FIXED_RECORDS`` / ``BUGGY_RECORDS``) before they run."""
-    ops = registry()
-    return set().union(*(ops[Operator(op)].needs for op in operators))
+    return set().union(*(registry()[Operator(op)].needs for op in operators))
 
 

@@ -1,55 +1,28 @@
-"""The decoder of recorded values, and the comparison mutants make with them: the code copied into mutants.
+"""The decoder of recorded values: the code copied into mutants that return or compare with one.
 
-A mutant that returns or compares with a recorded value carries this module's functions, appended verbatim to
-the module it mutates (:func:`decoder_source`): :func:`decode` (``_coh_decode`` there) with its readers, one
-small function per kind of encoded value, chosen by the encoding's tag from ``_coh_readers``; :func:`same`
-(``_coh_same``) and :func:`attributes` (``_coh_attrs``). So no pickle (which can run any code while it loads)
-goes from a test's run into code that runs against other tests. The decoder reads with ``ast`` and ``json``
-(never ``eval``), admits no callable but the repository's own classes, and imports only the package's non-test
-modules. Every function here calls the others by the names they have in a mutant (``_coh_...``), imports what it
-uses inside its body (a mutant's module may not import it), and is standard library only, Python 3.7+: it runs
-in the test interpreter too, beside the recorder plugin (``recording.py`` copies it there), where the encoder
+:func:`decode` (``_coh_decode`` in a mutant) reads an encoding with ``json`` and ``ast`` (never ``eval``), one
+small reader per kind of value, chosen by the encoding's tag from ``_coh_readers``: so no pickle (which can run
+any code while it loads) goes from a test's run into code that runs against other tests. It admits no callable
+but the repository's own classes and imports only the package's non-test modules. Every function here is
+appended verbatim to a mutant's module (``coharden.mutation.value_helpers``), so each calls the others by the
+names they have there (``_coh_...``) and imports what it uses inside its body; standard library only, Python
+3.7+: it runs in the test interpreter too, beside the recorder plugin, where the encoder
 (:mod:`coharden.mutation.recorder_values`) checks that every value it keeps decodes to the same value.
 """
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Callable
-from typing import Any
-
-DECODER = "_coh_decode"  # the decoder's name in a mutant's module
-SAME = "_coh_same"  # the comparison's name in a mutant's module
-ATTRS = "_coh_attrs"  # the name, in a mutant's module, of the state reader ``same`` compares objects by
-PREFIX = "_coh_"  # every name this module's code has in a mutant's module
-
 
 def decode(text):
     """The value a recorded encoding stands for (see ``encoded`` in :mod:`coharden.mutation.recorder_values`).
 
-    Copied verbatim into mutants that return or compare with a recorded value, so no pickle (which can run any code
-    while it loads) goes from a test's run into code that runs against other tests. The encoding is JSON: None,
-    booleans, numbers and strings as they are; ``["t"|"l"|"s"|"f", items]`` a tuple, list, set or frozenset; ``["d",
-    [[key, value], ...]]``; ``["b", hex]`` bytes; ``["c", real, imag]``; ``["r", start, stop, step]`` a range;
-    ``["a", dtype, shape, items]`` a numpy array and ``["n", dtype, item]`` a numpy scalar, of a plain dtype and
-    plain items (read by numpy, which runs no code of theirs), and ``["a", dtype, shape, items, class, attributes]``
-    an array of the repository's own array class (a view of the array as that class, then its attributes); ``["A",
-    class, [[field, value], ...]]`` a node of Python's ``ast``; ``["u", name]`` a numpy ufunc; ``["D", dtype]`` a
-    numpy dtype; ``["y", "builtins"|"numpy", name]`` a type of either; ``["F", package, module, qualname]`` a
-    function of the package (or of numpy's namespace), not called; ``["P", class, dtype, items, name]`` a pandas
-    index of plain items; ``["e", package, module, name, args]`` an exception (a built-in one, or the package's);
-    ``["e", "<stdlib>", module, name, args]`` one of the standard library's (its module imported already: decoding
-    imports nothing for it); ``["o", package, {name: module}, text]`` an object of the repository, ``text`` its
-    structural representation
-    (sympy's ``srepr``, else ``repr``): an expression of literals, names and calls, read here with ``ast`` (never
-    ``eval``). A name is looked up in the module the encoding names for it, which must lie in ``package`` and not be
-    a test module, and must be defined there (its own or its class's ``__module__`` in the package); only classes
-    are called. ``["O", class, [[name, value], ...]]`` an object of a package class by its state: made by
-    ``object.__new__`` (never its constructor; a class with a ``__new__`` of its own is refused), then each slot set
-    through its slot and each other attribute written into its ``__dict__`` (no ``__setattr__``, no property runs);
-    ``["O", class, [[name, value], ...], ["d" | "l", items]]`` a subclass of ``dict`` or ``list`` alike, made by
-    the built-in's ``__new__`` and filled by its own ``update`` or ``extend`` (no method of the class runs).
-    Anything else raises ValueError."""
+    The encoding is JSON: None, booleans, numbers and strings as they are; anything else a list whose first item
+    is a tag naming the kind of value and the reader in ``_coh_readers`` that rebuilds it (each reader's
+    docstring gives its tag's shape): containers, bytes, complex numbers, ranges, numpy arrays, scalars, ufuncs,
+    dtypes and types of plain data, functions of the package by reference (never called), pandas indexes of
+    plain items, ``ast`` nodes, exceptions, and objects of the package by their structural representation (only
+    its classes are called) or by their state (made by ``object.__new__``, never a constructor; no
+    ``__setattr__`` or property runs). Anything else raises ValueError."""
     import json
 
     return _coh_value(json.loads(text))
@@ -409,130 +382,3 @@ _coh_readers = {
     "O": _coh_object, "e": _coh_exception, "o": _coh_structural}
 """The reader of each encoding tag (its closing brace not at column 0: a mutant's folded diff takes the table as
 one of the helpers)."""
-
-
-def same(one, other):
-    """Whether two recorded values are the same: the same type, and then containers item by item, an exception
-    by its arguments, a numpy array or scalar by its dtype, shape and bytes (``==`` is elementwise for arrays,
-    and an array has no truth value), a pandas index by its items, dtype and name; an object of a class
-    written in Python all through (no built-in base) is the same when its attributes are (``_coh_attrs``, read
-    before any ``==``, which may fill a cache: xarray's ``Variable.encoding``), else by ``==`` when that gives a
-    truth value (an xarray ``DataArray``'s is elementwise) and the class does not compare by identity. Copied
-    verbatim into mutants, as ``_coh_same``, to compare a call's arguments with a recorded input."""
-    if type(one) is not type(other):
-        return False
-    if one is other:
-        return True
-    try:
-        # by the real type (issubclass, never isinstance: that reads ``__class__``, which a class may compute from
-        # its state); containers through the built-in's own methods: a subclass's overrides do not run
-        kind = type(one)
-        if issubclass(kind, (tuple, list)):
-            mine = list.copy(one) if issubclass(kind, list) else tuple.__getitem__(one, slice(None))
-            theirs = list.copy(other) if issubclass(kind, list) else tuple.__getitem__(other, slice(None))
-            return len(mine) == len(theirs) and all(_coh_same(a, b) for a, b in zip(mine, theirs))  # noqa: B905
-        if issubclass(kind, dict):  # an ordered mapping (OrderedDict) in its own order too: its built-in's methods
-            builtin: Any = next(c for c in kind.__mro__ if not c.__flags__ & (1 << 9))
-            keys, other_keys = list(builtin.keys(one)), list(builtin.keys(other))
-            return (set(keys) == set(other_keys) and (kind is dict or keys == other_keys)
-                    and all(_coh_same(v, dict.__getitem__(other, k)) for k, v in builtin.items(one)))
-        if issubclass(kind, BaseException):
-            return _coh_same(one.args, other.args)
-        base = [c for c in type(one).__mro__ if c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic")]
-        if base:  # numpy's own tobytes: an array class may refuse its own (astropy's Quantity does)
-            return (one.dtype == other.dtype and one.shape == other.shape
-                    and base[0].tobytes(one) == base[0].tobytes(other)  # type: ignore[attr-defined]
-                    and _coh_same(getattr(one, "__dict__", {}), getattr(other, "__dict__", {})))
-        kind = type(one)
-        if kind.__module__.split(".")[0] == "pandas" and kind.__name__.endswith("Index"):
-            return bool(one.equals(other)) and one.dtype == other.dtype and _coh_same(one.name, other.name)
-        # written in Python all through (a subclass of str or int keeps its value where no attribute shows it):
-        # the same attributes first, as ``==`` may fill a cache
-        if all(c is object or c.__flags__ & (1 << 9) for c in kind.__mro__):
-            state = _coh_attrs(one)
-            if state is not None and _coh_same(state, _coh_attrs(other)):
-                return True
-        if kind.__eq__ is object.__eq__:  # by identity (a function, an object that is not ``one``)
-            return False
-        equal = one == other
-        return (type(equal) is bool or type(equal).__name__ == "bool_") and bool(equal)
-    except Exception:  # noqa: BLE001 - what cannot be compared is not the same
-        return False
-
-
-def attributes(value):
-    """An object's state, read without running any of its code: its slots' values and its ``__dict__`` (both
-    through their own descriptors, never a property), by name (a private slot by its mangled name); None when it
-    has neither. Copied verbatim into mutants, as
-    ``_coh_attrs``, for ``_coh_same``."""
-    import types
-
-    state = {}
-    slotted = False
-    for cls in type(value).__mro__:
-        slots = cls.__dict__.get("__slots__", ())
-        for name in (slots,) if isinstance(slots, str) else slots:
-            if name in ("__dict__", "__weakref__"):
-                continue
-            if name.startswith("__") and not name.endswith("__"):
-                name = "_" + cls.__name__.lstrip("_") + name
-            slot = cls.__dict__.get(name)
-            if type(slot) is not types.MemberDescriptorType:
-                continue
-            slotted = True
-            try:
-                state[name] = slot.__get__(value, cls)
-            except AttributeError:  # an empty slot
-                continue
-    holder = next((k.__dict__["__dict__"] for k in type(value).__mro__ if "__dict__" in k.__dict__), None)
-    own = holder.__get__(value) if type(holder) is types.GetSetDescriptorType else None  # never a property
-    if isinstance(own, dict):
-        state.update(own)
-    elif not slotted:
-        return None
-    return state
-
-
-_coh_same = same  # their names inside mutants, where they call each other by those names
-_coh_attrs = attributes
-
-_COPIED = ("_coh_value", "_coh_malformed", "_coh_allowed", "_coh_own", "_coh_plain", "_coh_dtype", "_coh_sequence",
-           "_coh_mapping", "_coh_bytes", "_coh_complex", "_coh_range", "_coh_array", "_coh_ufunc",
-           "_coh_numpy_dtype", "_coh_type", "_coh_function", "_coh_pandas_index", "_coh_ast_node", "_coh_object",
-           "_coh_set_attributes", "_coh_exception", "_coh_structural", "_coh_node")
-"""The decoder's readers and helpers, copied after :func:`decode`, :func:`same` and :func:`attributes` (then the
-table ``_coh_readers``), with their docstrings."""
-
-
-def decoder_source() -> str:
-    """The source of :func:`decode`, :func:`same` and :func:`attributes`, named ``_coh_decode``, ``_coh_same`` and
-    ``_coh_attrs`` (each with a one-line docstring: the mutant's diff is read by people), then the decoder's
-    readers and their table, to append to a mutant's module."""
-    import inspect
-    import sys
-
-    module = sys.modules[__name__]
-    source = inspect.getsource(module)
-    table = next(node for node in ast.parse(source).body if isinstance(node, ast.Assign)
-                 and [getattr(t, "id", None) for t in node.targets] == ["_coh_readers"])
-    return "\n\n".join([
-        _copied(decode, DECODER, "A value coharden recorded: plain data, or objects of this repository's own "
-                "classes."),
-        _copied(same, SAME, "Whether a call's value is the recorded one: the same type, arrays by their bytes."),
-        _copied(attributes, ATTRS, "An object's slots and __dict__, read without running its code."),
-        *(inspect.getsource(vars(module)[name]) for name in _COPIED),
-        ast.get_source_segment(source, table) or ""])
-
-
-def _copied(function: Callable[..., object], name: str, doc: str) -> str:
-    import inspect
-
-    source = inspect.getsource(function).replace(f"def {function.__name__}(", f"def {name}(", 1)
-    tree = ast.parse(source).body[0]
-    old = (ast.get_docstring(tree, clean=False) if isinstance(tree, ast.FunctionDef) else None) or ""
-    return source.replace(f'"""{old}"""', f'"""{doc}"""', 1)
-
-
-def decode_expr(enc: str) -> str:
-    """An expression (in a module that has :func:`decoder_source` appended) for the value ``enc`` encodes."""
-    return f"{DECODER}({enc!r})"

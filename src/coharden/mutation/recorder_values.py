@@ -10,14 +10,14 @@ and an object of a class the repository defines by its structural representation
 ``repr``) when that is an expression of literals, names the repository's package defines, and calls; else by its
 *state*: its class and its attributes (slots and ``__dict__``), each encoded alike, rebuilt without running its
 constructor (an xarray ``DataArray``, a sphinx documenter; a subclass of ``dict`` or ``list`` with its items too).
-A value is kept only when its encoding decodes (``decode`` of :mod:`coharden.mutation.recorder_decode`, in the
-same process) to a value of the same type that is the same (``same`` there: the same type, arrays by dtype,
-shape and bytes, an object whose ``==`` gives no truth value, or is identity, by its attributes); anything else
-raises :class:`Unencodable` with the reason it is dropped for (counted per function by the recorder).
+A value is kept only when its encoding decodes (:mod:`coharden.mutation.recorder_decode`, in the same process)
+to a value of the same type that is the same (:mod:`coharden.mutation.recorder_same`: the same type, arrays by
+dtype, shape and bytes, an object whose ``==`` gives no truth value, or is identity, by its attributes); else
+:class:`Unencodable` is raised with the reason it is dropped for (counted per function by the recorder).
 
-The decoder is a module of its own because it is the code copied into mutants; what coharden applies to every
-encoding read back from a recording is :mod:`coharden.mutation.encoding_check`. Runs in the test interpreter too
-(copied beside the recorder plugin, with the decoder): standard library only, Python 3.7+ (as the plugin).
+The decoder and the comparison are modules of their own (the code copied into mutants), as is the check of an
+encoding read back from a recording (:mod:`coharden.mutation.encoding_check`). Runs in the test interpreter
+too, beside the recorder plugin: standard library only, Python 3.7+.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ import os
 import re
 import sys
 
-try:  # beside the recorder plugin in the test interpreter (recording.py copies it there)
-    from coharden_recorder_decode import attributes, decode, same  # type: ignore[import-not-found]
+try:  # beside the recorder plugin in the test interpreter (recording.py copies them there)
+    from coharden_recorder_decode import decode  # type: ignore[import-not-found]
+    from coharden_recorder_same import attributes, same  # type: ignore[import-not-found]
 except ImportError:  # imported from coharden itself
-    from coharden.mutation.recorder_decode import attributes, decode, same
+    from coharden.mutation.recorder_decode import decode
+    from coharden.mutation.recorder_same import attributes, same
 
 STDLIB = "<stdlib>"  # the package an exception of the standard library is encoded with (no package has the name)
 MAX_ENCODED = 20000  # characters of one encoded value
