@@ -175,7 +175,7 @@ def test_report_identity_and_settings(scenario: dict[str, Any]) -> None:
     assert report["schema_version"] == 1
     assert report["kind"] == "coharden-eval"
     # sequential MPE (the default) over one operator's small pool: every mutant runs, the laxity is exact
-    assert report["settings"] == {"tau": TAU, "operators": [op.value for op in MECHANICAL_DEFAULT], "per_operator": 3,
+    assert report["settings"] == {"tau": TAU, "operators": list(MECHANICAL_DEFAULT), "per_operator": 3,
                                   "seed": 0,
                                   "paper_classes": False, "sequential": True, "max_mutants": 120,
                                   "confidence": 0.95}

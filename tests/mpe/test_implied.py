@@ -304,7 +304,7 @@ def test_a_second_command_on_the_same_store_makes_no_reference_run(tmp_path: Pat
     """The operators here need no recording, so the pool does not depend on the candidate; the first command
     (rigorous: it draws more) runs the reference on every mutant the second (lax) draws."""
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
-    ops = ",".join(op.value for op in OPERATORS)
+    ops = ",".join(OPERATORS)
 
     def mpe(test: str, store: str) -> dict[str, Any]:
         result = CliRunner().invoke(app, ["mpe", str(EXAMPLES / "boundary_check"), "--test", test, "--operators", ops,

@@ -62,7 +62,7 @@ def test_estimate_sides_and_a_spent_pool_is_still_a_sample() -> None:
 
 
 def _mutant(op: Operator, n: int) -> Mutant:
-    return Mutant(id=f"{op.value}-{n}", operator=op, description="", location="", patch="")
+    return Mutant(id=f"{op}-{n}", operator=op, description="", location="", patch="")
 
 
 def test_rounds_take_one_mutant_of_each_operator_in_a_seeded_order() -> None:
@@ -72,7 +72,7 @@ def test_rounds_take_one_mutant_of_each_operator_in_a_seeded_order() -> None:
     planned = rounds(pool, seed=5)
     assert [len(r) for r in planned] == [3, 2, 1]
     order = operator_order(["incomplete_fix", "widened_scope", "caller_patch"], 5)
-    assert [m.operator.value for m in planned[0]] == order
+    assert [m.operator for m in planned[0]] == order
     assert [m.id for m in planned[2]] == ["incomplete_fix-2"]  # each operator's own draw order is kept
     assert rounds(pool, seed=5) == planned  # the same seed, the same rounds
     orders = {tuple(operator_order(["a", "b", "c", "d"], seed)) for seed in range(20)}

@@ -166,7 +166,7 @@ def test_lax_test_lets_wrong_fixes_through(executor: InstanceExecutor, project: 
     lax_kinds = {mr.mutant.operator for mr in result.lax_mutants()}
     # the lax test never calls span(lo, lo), so the off-by-one guard in span() passes; one-input shortcuts too
     assert Operator.INPUT_SPECIFIC_SHORTCUT in lax_kinds
-    lax_span = [mr.mutant for mr in result.lax_mutants() if mr.mutant.operator is Operator.BEHAVIOR_SUBSTITUTION]
+    lax_span = [mr.mutant for mr in result.lax_mutants() if mr.mutant.operator == Operator.BEHAVIOR_SUBSTITUTION]
     assert [m.description for m in lax_span] == ["lo > hi -> lo >= hi"]
     assert lax_span[0].id in result.matrix.beta  # and the golden test (span(1, 1) == 0) kills it
 

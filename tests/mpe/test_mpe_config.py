@@ -63,7 +63,7 @@ def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
     # the rows stored before issue 33 were a fixed budget classified by the point rule; a fixed budget with the
     # interval's classes extends that key, so no row of the point rule is read as an interval's
     config = MPEConfig(per_operator=3, operators=list(TARGETED_OPERATORS), sequential=False)
-    old_mpe_key = [3, 0, 0.202, sorted(op.value for op in TARGETED_OPERATORS)]
+    old_mpe_key = [3, 0, 0.202, sorted(TARGETED_OPERATORS)]
     # issue 50's rules (no census collapse, plausibility, behaviours) each add a part: no row stored under the
     # old rules is served under the new ones
     new_rules = ["estimate:sample", "plausible:pass_to_pass", "laxity:behaviours"]

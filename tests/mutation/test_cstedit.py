@@ -199,7 +199,7 @@ def _pool(ctx: FixContext) -> tuple[list[tuple[str, str, dict[str, str]]], Pool]
     raw = [m for op in mechanical_operators() for m in registry()[op]().generate(inputs)]
     pool = Pool()
     admit(ctx, raw, pool, dict.fromkeys(mechanical_operators(), 3), seed=0)
-    return [(m.operator.value, m.description, m.files) for m in raw], pool
+    return [(m.operator, m.description, m.files) for m in raw], pool
 
 
 def _same_pools(ctx: FixContext, reference) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ mutant's own lines kept; a real input-based mutant of a bundled example's fix.""
 from __future__ import annotations
 
 from coharden.mutation.diff_view import folded
-from coharden.mutation.recorder_values import decoder_source
+from coharden.mutation.value_helpers import decoder_source
 from coharden.patches import make_patch
 
 FIXED = "def f(x):\n    return x + 1\n\n\ndef g(y):\n    return y\n"

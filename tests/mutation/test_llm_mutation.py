@@ -120,14 +120,14 @@ REPLIES: dict[Operator, tuple[str, str]] = {
 
 
 def rule(operator: Operator, reply: str, **extra: Any) -> dict[str, Any]:
-    return {"match": f"Mutation operator: {operator.value}", "reply": reply, "usage": USAGE, **extra}
+    return {"match": f"Mutation operator: {operator}", "reply": reply, "usage": USAGE, **extra}
 
 
 def all_rules(**overrides: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One rule per operator with its scripted reply; ``overrides[op]`` rules go first for that operator."""
     rules: list[dict[str, Any]] = []
     for op in LLM_OPERATORS:
-        rules += overrides.get(op.value, [])
+        rules += overrides.get(op, [])
         rules.append(rule(op, REPLIES[op][0]))
     return rules
 
@@ -189,7 +189,7 @@ def mutator(base_url: str, *, store: CallStore | None = None, mode: CacheMode = 
 
 
 def llm_requests(server: MockLLMServer, operator: Operator) -> list[Any]:
-    return [r for r in server.requests if f"Mutation operator: {operator.value}" in r.messages[-1]["content"]]
+    return [r for r in server.requests if f"Mutation operator: {operator}" in r.messages[-1]["content"]]
 
 
 # --- end to end ------------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def test_each_operator_mutant_is_admitted_and_evaluated(serve: Any, project: Pro
     for op, (_, expected_cell) in REPLIES.items():
         mr = by_op[op]
         assert mr.mutant.source == "llm"
-        assert mr.mutant.id == f"llm-{op.value}-1"
+        assert mr.mutant.id == f"llm-{op}-1"
         assert mr.cell is not None, (op, mr.candidate.short(), mr.reference.short())
         assert mr.cell.value == expected_cell, (op, mr.candidate.short(), mr.reference.short())
         assert mr.mutant.location.startswith("rangekit/clamp.py:")
@@ -293,7 +293,7 @@ def test_reply_touching_a_test_file_is_rejected_and_resampled(serve: Any, projec
     assert [(s["sample_index"], s["status"], s["reason"]) for s in samples] == [
         (0, "rejected", "touches_test_file"), (1, "admitted", None)]
     assert "tests/test_clamp.py" in samples[0]["detail"]
-    mutant = next(r.mutant for r in result.mutants if r.mutant.operator is Operator.BEHAVIOR_SUBSTITUTION)
+    mutant = next(r.mutant for r in result.mutants if r.mutant.operator == Operator.BEHAVIOR_SUBSTITUTION)
     assert (mutant.meta["sample_index"], mutant.meta["attempts"]) == (1, 2)
     assert "tests/" not in mutant.patch
     row = result.llm_pool["per_operator"]["behavior_substitution"]
@@ -388,7 +388,7 @@ def test_cost_cap_stops_cleanly_and_keeps_finished_results(serve: Any, project: 
     assert "cost cap" in (result.pool_incomplete_reason or "")
     assert result.test_class is TestClass.INCONCLUSIVE
     assert result.laxity is None
-    assert sorted(r.mutant.operator.value for r in result.mutants) == [
+    assert sorted(r.mutant.operator for r in result.mutants) == [
         "behavior_substitution", "incomplete_fix", "vanilla"]
     assert all(r.cell is not None for r in result.mutants)
     assert result.llm_usage["per_source"]["llm"]["cost_usd"] == pytest.approx(3 * REPLY_COST)

@@ -283,19 +283,19 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
     def sample(seed: int) -> list[str]:
         p = Pool()
         admit(ctx, raw, p, {Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=seed)
-        return [m.patch for m in p.mutants if m.operator is Operator.BEHAVIOR_SUBSTITUTION]
+        return [m.patch for m in p.mutants if m.operator == Operator.BEHAVIOR_SUBSTITUTION]
 
     assert sample(1) == sample(1)
     assert len(sample(1)) == 2
     assert any(sample(s) != sample(1) for s in range(2, 6))
     # each operator draws on its own: another operator's candidates (and budget) do not change its sample
     alone = Pool()
-    admit(ctx, [r for r in raw if r.operator is Operator.BEHAVIOR_SUBSTITUTION], alone,
+    admit(ctx, [r for r in raw if r.operator == Operator.BEHAVIOR_SUBSTITUTION], alone,
           {Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=1)
     with_others = Pool()
     admit(ctx, raw, with_others, {Operator.BEHAVIOR_SUBSTITUTION: 2, Operator.INCOMPLETE_FIX: 1}, seed=1)
     assert [m.patch for m in alone.mutants] == [m.patch for m in with_others.mutants
-                                                if m.operator is Operator.BEHAVIOR_SUBSTITUTION]
+                                                if m.operator == Operator.BEHAVIOR_SUBSTITUTION]
 
 
 def test_budget_draws_from_each_recording_test_in_turn() -> None:
@@ -390,7 +390,8 @@ def test_the_decoder_calls_only_the_repositorys_classes(repo_values: tuple[Any, 
     import json
     from fractions import Fraction
 
-    from coharden.mutation.recorder_values import Unencodable, decode, encoded
+    from coharden.mutation.recorder_decode import decode
+    from coharden.mutation.recorder_values import Unencodable, encoded
 
     values, root = repo_values
     for value in [(values.Counted(3), None), {"a": [1, 2.5, b"x"]}, frozenset({1, 2}), 1j, ValueError("no", 2)]:
@@ -431,7 +432,7 @@ def test_receiver_snapshot_encodes_identity_objects_by_state_and_others_once(rep
     assert values.Value.encoded == 1  # a repeated receiver: printed for the memo's key, encoded once before
     cls = recorder_plugin._receiver("cls", values.Value, memo)
     assert cls[:2] == ("cls", repr(values.Value))  # a class: by reference
-    from coharden.mutation.recorder_values import decode
+    from coharden.mutation.recorder_decode import decode
 
     assert decode(cls[2]) is values.Value
 
@@ -586,7 +587,7 @@ def test_higher_order_combines_only_separate_edits_of_different_operators_determ
     assert 0 < len(mutants) <= higher_order.MAX_PAIRS
     assert [(m.description, m.files) for m in mutants] == [(m.description, m.files)
                                                           for m in higher_order.generate(_ctx())]
-    firsts = {(f.mutant.operator.value, f.mutant.description, f.mutant.location): f.mutant
+    firsts = {(f.mutant.operator, f.mutant.description, f.mutant.location): f.mutant
               for fo in higher_order.first_order(ctx).values() for f in fo}
     for mutant in mutants:
         first, second = mutant.meta["first"], mutant.meta["second"]

@@ -64,14 +64,12 @@ def _install(site: Path, name: str, entry_points: dict[str, str], files: dict[st
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A directory first on sys.path, and a registry and operator names that forget what the test added."""
+    """A directory first on sys.path, and a registry that forgets what the test added."""
     directory = tmp_path / "site"
     directory.mkdir()
     monkeypatch.syspath_prepend(str(directory))
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry.registry()))
     monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
-    monkeypatch.setattr(Operator, "_value2member_map_", dict(Operator._value2member_map_))
-    monkeypatch.setattr(mutant, "_RUNTIME_NAMES", set())
     yield directory
     sys.modules.pop("coharden_flip", None)
 
@@ -83,8 +81,8 @@ def test_an_installed_operator_is_registered_selected_and_run(site: Path) -> Non
     ops = registry.registry()
     flip = Operator("flip_comparison")
     assert list(ops) == [*MECHANICAL_DEFAULT, flip]  # after the built-in ones
-    assert ops[flip].name is flip
-    assert mechanical_operators()[-1] is flip
+    assert ops[flip].name == flip
+    assert mechanical_operators()[-1] == flip
     assert parse_operators("incomplete_fix,flip_comparison") == [Operator.INCOMPLETE_FIX, flip]
     assert parse_operators(None) == list(MECHANICAL_DEFAULT)  # an outside operator runs only when named
     assert MPEConfig(operators=["flip_comparison"]).operators == [flip]
@@ -95,9 +93,9 @@ def test_an_installed_operator_is_registered_selected_and_run(site: Path) -> Non
     pool = Pool()
     admit(ctx, raw, pool, {flip: None}, seed=0)
     [admitted] = pool.mutants
-    assert admitted.operator is flip
+    assert admitted.operator == flip
     assert "return x <= 0" in admitted.patch
-    assert Mutant.model_validate_json(admitted.model_dump_json()).operator is flip
+    assert Mutant.model_validate_json(admitted.model_dump_json()).operator == flip
 
 
 @pytest.mark.parametrize(("target", "reason"), [
@@ -132,8 +130,25 @@ def test_an_operator_name_must_be_a_plain_word(site: Path) -> None:
 
 
 def test_operator_abbreviations_and_default_are_derived_from_the_names() -> None:
-    shorts = [op.short for op in MECHANICAL_DEFAULT]
+    shorts = list(mutant.short_names(MECHANICAL_DEFAULT).values())
     assert shorts == ["IF", "BS", "SS", "ISS", "TR", "WS", "NS", "CP", "CA", "MG", "HO"]
     assert len(set(shorts)) == len(shorts)  # the report's columns never collide
     assert Operator.VANILLA not in MECHANICAL_DEFAULT
-    assert registry.BUILTIN_MODULES == tuple(f"coharden.mutation.{op.value}" for op in MECHANICAL_DEFAULT)
+    assert registry.BUILTIN_MODULES == tuple(f"coharden.mutation.{op}" for op in MECHANICAL_DEFAULT)
+
+
+def test_an_operator_is_a_checked_name_and_a_selection_a_known_one(site: Path) -> None:
+    """An operator is its name, nothing made at run time: a mutant of an operator not installed (any more)
+    reads back, stored as the plain string; selecting one that no package declares is an error naming the
+    known ones."""
+    stored = Mutant(id="m", operator="gone_operator", description="", location="", patch="")
+    assert stored.model_dump_json().startswith('{"id":"m","operator":"gone_operator",')
+    assert Mutant.model_validate_json(stored.model_dump_json()).operator == "gone_operator"
+    assert type(stored.operator) is Operator
+    assert {Operator.INCOMPLETE_FIX: 1}["incomplete_fix"] == 1  # hashed as its name
+    with pytest.raises(ValueError, match="unknown mutation operator 'gone_operator'"):
+        MPEConfig(operators=["gone_operator"])
+    _install(site, "coharden-flip", {"flip_comparison": "coharden_flip:FlipComparison"},
+             {"coharden_flip/__init__.py": PLUGIN})
+    assert MPEConfig(operators=["flip_comparison"]).operators == ["flip_comparison"]
+    assert "coharden_flip" not in sys.modules  # known from the distribution's metadata, nothing imported

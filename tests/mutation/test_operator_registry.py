@@ -52,7 +52,7 @@ def test_the_readme_describes_every_built_in_operator() -> None:
     assert [name for name in registry.builtin_names() if f"* `{name}`" not in section] == []
 
 
-@pytest.mark.parametrize(("operator", "index"), CASES, ids=[f"{op.value}-{k}" for op, k in CASES])
+@pytest.mark.parametrize(("operator", "index"), CASES, ids=[f"{op}-{k}" for op, k in CASES])
 def test_operator_example(operator: Operator, index: int) -> None:
     example = registry.registry()[operator].examples()[index]
     inputs = _inputs(example.buggy, example.fixed, example.records, dict(example.extra_files))
@@ -350,7 +350,7 @@ def test_report_column_abbreviations_are_distinct() -> None:
     from coharden.schema.mutant import MECHANICAL_DEFAULT, short_names
     from coharden.study.summary import OPERATOR_SHORT
 
-    builtin = short_names(op.value for op in MECHANICAL_DEFAULT)
+    builtin = short_names(MECHANICAL_DEFAULT)
     assert len(set(builtin.values())) == len(builtin)
     assert builtin["incomplete_fix"] == "IF"
     assert builtin == OPERATOR_SHORT

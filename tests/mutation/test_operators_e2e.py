@@ -52,7 +52,7 @@ def test_new_operators_end_to_end(tmp_path: Path) -> None:
     # pytest's own frames are outside the repository: neither is patched, both are counted
     skipped = graded.pool["skipped"]["caller_patch"]
     assert set(skipped) == {"frame_in_test", "frame_outside_repository"}, graded.pool
-    beta = {m.mutant.operator.value for m in graded.mutants if m.cell is not None and m.cell.value == "beta"}
+    beta = {m.mutant.operator for m in graded.mutants if m.cell is not None and m.cell.value == "beta"}
     assert {"caller_patch", "narrowed_scope"} <= beta  # the lax test pins total([0, 2]) only
     # each operator's own laxity beside the pooled one, and their mean (every operator weighted equally)
     per_op = graded.to_json()["per_operator"]
@@ -60,7 +60,7 @@ def test_new_operators_end_to_end(tmp_path: Path) -> None:
     assert per_op["caller_patch"]["laxity"] > 0
     assert graded.to_json()["balanced_laxity"] == pytest.approx(sum(rates) / len(rates))
     assert graded.laxity == pytest.approx(graded.matrix.counts()["beta"] / graded.matrix.admissible)
-    caller = next(m for m in graded.mutants if m.mutant.operator is Operator.CALLER_PATCH)
+    caller = next(m for m in graded.mutants if m.mutant.operator == Operator.CALLER_PATCH)
     assert "m/use.py" in caller.mutant.patch
     assert "m/core.py" not in caller.mutant.patch  # the fix itself is reverted
 
@@ -256,7 +256,7 @@ def test_input_operators_record_methods_under_a_runner_without_pytest(tmp_path: 
     # above the test's own frame is the runner (bin/test's run(), a file of the repository): never patched
     assert summary["skipped"]["caller_patch"].get("frame_above_test", 0) >= 1, summary
     assert not any(m.location.startswith("bin/") for m in pool.mutants)
-    shortcut = next(m for m in pool.mutants if m.operator is Operator.INPUT_SPECIFIC_SHORTCUT)
+    shortcut = next(m for m in pool.mutants if m.operator == Operator.INPUT_SPECIFIC_SHORTCUT)
     assert "Rot(1)" in shortcut.description or "Rot(5)" in shortcut.description
     assert "_coh_decode" in shortcut.patch
     assert "pickle" not in shortcut.patch
@@ -559,7 +559,7 @@ def test_objects_with_no_structural_repr_are_recorded_by_their_state(tmp_path: P
         lax = ex.test_patch(make_patch(repo, {"tests/test_grid.py": STATE_LAX}), name="lax")
         graded = evaluate(ex, inst.patch, lax, golden, config)
     assert graded.pool["generated"].get("input_specific_shortcut", 0) >= 1, graded.pool
-    shortcuts = [m for m in graded.mutants if m.mutant.operator is Operator.INPUT_SPECIFIC_SHORTCUT]
+    shortcuts = [m for m in graded.mutants if m.mutant.operator == Operator.INPUT_SPECIFIC_SHORTCUT]
     assert any('["O", ["o", "grid"' in m.mutant.patch and "_coh_attrs" in m.mutant.patch for m in shortcuts)
     assert any(m.cell is not None and m.cell.value == "beta" for m in shortcuts), [m.cell for m in shortcuts]
     # one shortcut per recorded input: the lax test pins the first (admits it), not the second (rejects it)

@@ -18,7 +18,10 @@ import pytest
 
 from coharden.mutation import input_specific_shortcut
 from coharden.mutation.context import FileChange, FixContext
-from coharden.mutation.recorder_values import Unencodable, check_encoding, decode, encoded, same
+from coharden.mutation.encoding_check import check_encoding
+from coharden.mutation.recorder_decode import decode
+from coharden.mutation.recorder_same import same
+from coharden.mutation.recorder_values import Unencodable, encoded
 
 np = pytest.importorskip("numpy")
 
@@ -145,9 +148,8 @@ def test_a_shortcut_on_an_array_input_fires_for_that_array_only() -> None:
 
 
 def test_the_decoders_dtype_pattern_is_the_encoders() -> None:
-    """``decode`` is copied alone into mutants, so it spells the plain-dtype pattern out: the two must agree."""
-    import inspect
+    """The decoder is copied alone into mutants, so it spells the plain-dtype pattern out: the two must agree."""
+    from coharden.mutation.recorder_values import PLAIN_DTYPE
+    from coharden.mutation.value_helpers import decoder_source
 
-    from coharden.mutation.recorder_values import _DTYPE
-
-    assert f'r"{_DTYPE.pattern}"' in inspect.getsource(decode)
+    assert f'r"{PLAIN_DTYPE.pattern}"' in decoder_source()

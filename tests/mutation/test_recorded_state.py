@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
-from coharden.mutation.recorder_values import MAX_NODES, Unencodable, attributes, check_encoding, decode, encoded, same
+from coharden.mutation.encoding_check import check_encoding
+from coharden.mutation.recorder_decode import decode
+from coharden.mutation.recorder_same import attributes, same
+from coharden.mutation.recorder_values import MAX_NODES, Unencodable, encoded
 
 PACKAGE = textwrap.dedent(
     '''\

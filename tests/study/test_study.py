@@ -518,7 +518,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     assert imitation["mutants"]
     assert "## 8. Imitation of the real wrong fixes" in report
     shares = summary["imitation"]["per_operator"]
-    assert set(shares) == {op.value for op in config.mpe.operators}
+    assert set(shares) == set(config.mpe.operators)
     assert summary["imitation"]["overall"]["total"] == 1
 
     # a second run computes nothing: every step is served from the store

@@ -35,7 +35,7 @@ def _operator_help() -> str:
     from coharden.schema.mutant import MECHANICAL_DEFAULT
 
     return (f"Comma-separated mutant operators (default: every built-in mechanical one): "
-            f"{', '.join(op.value for op in MECHANICAL_DEFAULT)}; an installed package's operators (entry-point "
+            f"{', '.join(MECHANICAL_DEFAULT)}; an installed package's operators (entry-point "
             "group coharden.operators) by name; vanilla too for --mutator llm.")
 
 
@@ -101,7 +101,7 @@ def parse_operators(value: str | None) -> list[Operator]:
     unknown = [name for name in names if name not in known]
     if unknown:
         raise CoHardenError(f"--operators: unknown {', '.join(map(repr, unknown))} "
-                            f"(known: {', '.join(op.value for op in known)})")
+                            f"(known: {', '.join(known)})")
     return [Operator(name) for name in names]
 
 

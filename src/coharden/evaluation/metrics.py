@@ -324,7 +324,7 @@ def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[Predictio
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "coharden-eval",
-        "settings": {"tau": options.mpe.tau, "operators": [op.value for op in options.mpe.operators],
+        "settings": {"tau": options.mpe.tau, "operators": [str(op) for op in options.mpe.operators],
                      "per_operator": options.mpe.per_operator, "seed": options.mpe.seed,
                      "paper_classes": options.mpe.paper_classes, "sequential": options.mpe.is_sequential,
                      "max_mutants": options.mpe.max_mutants, "confidence": options.mpe.confidence},

@@ -93,7 +93,7 @@ class LoopConfig(BaseModel):
         loop's own words (as before ``mpe`` was embedded), so saved states stay resumable."""
         flat: dict[str, Any] = {
             "method": self.method.value, "rounds": self.rounds, "tau": self.tau, "samples": self.samples,
-            "operators": [op.value for op in self.operators], "mutator": self.mutator, "seed": self.seed,
+            "operators": [str(op) for op in self.operators], "mutator": self.mutator, "seed": self.seed,
             "max_iterations": self.max_iterations}
         if not self.mpe.paper_classes:  # the interval estimate; states saved before it used the point rule
             flat["estimate"] = [self.mpe.is_sequential, self.mpe.max_mutants, self.mpe.confidence]

@@ -19,12 +19,12 @@ def _show(results: Sequence[MutantResult], seed: int) -> str:
     chosen = list(results)
     if len(chosen) > MAX_SHOWN:
         chosen = random.Random(seed).sample(chosen, MAX_SHOWN)
-    return "\n".join(f"- {r.mutant.operator.value}: {r.mutant.description}\n```diff\n{r.mutant.patch}```"
+    return "\n".join(f"- {r.mutant.operator}: {r.mutant.description}\n```diff\n{r.mutant.patch}```"
                      for r in chosen)
 
 
 def _counts(results: Sequence[MutantResult]) -> str:
-    counts = Counter(r.mutant.operator.value for r in results)
+    counts = Counter(str(r.mutant.operator) for r in results)
     return ", ".join(f"{op} {n}" for op, n in sorted(counts.items()))
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coharden.errors import CoHardenError
@@ -35,8 +36,7 @@ from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.implied import Implied
 from coharden.mpe.mutant_runs import (
     Progress,
-    counted_matrix,
-    matrix_of,
+    classify_result,
     run_mutants,
     run_sequential,
     sampling_frame,
@@ -57,11 +57,11 @@ from coharden.mutation.pool import (
 )
 from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
-from coharden.schema.matrix import NEEDS_NETWORK, Matrix, TestClass, classify
+from coharden.schema.matrix import NEEDS_NETWORK, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
-from coharden.schema.verdict import Outcome, Verdict
+from coharden.schema.verdict import Outcome
 
 if TYPE_CHECKING:
     from coharden.mutation.llm_operators import LLMMutator
@@ -120,8 +120,8 @@ def evaluate(
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
             early_pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
                              **_pool_options(config))
-        return _evaluate(team, fix, candidate, reference, config, llm_mutator, timings, started, early_pool,
-                         progress, ctx)
+        return _evaluate(_Run(team, fix, candidate, reference, config, llm_mutator=llm_mutator, progress=progress,
+                              early_pool=early_pool, ctx=ctx, timings=timings, started=started))
     except KeyboardInterrupt:
         # Ctrl-C: no test process starts any more, and nothing below waits for the running ones (their threads
         # are daemons; each stops at its next test process, or when the caller closes its executor)
@@ -143,19 +143,41 @@ def _cold_start(team: Workers, timings: dict[str, float]) -> None:
     timings["cold_start_s"] = time.monotonic() - mark
 
 
-def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
-              llm_mutator: LLMMutator | None, timings: dict[str, float], started: float,
-              early_pool: EarlyPool | None, progress: Progress | None, ctx: FixContext | None = None) -> MPEResult:
-    combine = config.trust_tests  # untrusted tests never share a process: one could rewrite the other's result
-    result = _fail_to_pass(team, fix, candidate, reference, config, llm_mutator, combine, timings, started)
+@dataclass
+class _Run:
+    """What one MPE's phases share: its workers, the fix, both tests, the settings and what was started for it
+    (the LLM mutator, the pool built beside the F->P checks, the fix's context), and the phases' timings."""
+
+    team: Workers
+    fix: str
+    candidate: TestPatch
+    reference: TestPatch
+    config: MPEConfig
+    llm_mutator: LLMMutator | None = None
+    progress: Progress | None = None
+    early_pool: EarlyPool | None = None
+    ctx: FixContext | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def combine(self) -> bool:
+        """Whether both tests share one process: untrusted tests never do (one could rewrite the other's
+        result)."""
+        return self.config.trust_tests
+
+
+def _evaluate(run: _Run) -> MPEResult:
+    config, timings = run.config, run.timings
+    result = _fail_to_pass(run)
     if not result.fail_to_pass or result.test_class is TestClass.INVALID:
         result.timings = timings
         return result
-    timeout = team.executor.settings.timeout
+    timeout = run.team.executor.settings.timeout
     result.time_limits = {"candidate": config.mutant_limit(result.candidate_fixed.duration, timeout),
                           "reference": config.mutant_limit(result.reference_fixed.duration, timeout)}
-    p2p = _pass_to_pass(team, fix, config, result, timings)
-    mutant_pool = _mutant_pool(team, fix, candidate, reference, config, llm_mutator, early_pool, result, timings)
+    p2p = _pass_to_pass(run.team, run.fix, config, result, timings)
+    mutant_pool = _mutant_pool(run, result)
     result.pool = mutant_pool.summary()
     result.warnings = list(mutant_pool.warnings)
     implied: Implied | None = None
@@ -163,22 +185,21 @@ def _evaluate(team: Workers, fix: str, candidate: TestPatch, reference: TestPatc
         reach_mark = time.monotonic()
         drawable = [m for batch in capped(rounds(mutant_pool.mutants, config.seed), config.max_mutants)
                     for m in batch] if config.is_sequential else list(mutant_pool.mutants)
-        implied = _reach(team, fix, ctx, candidate, reference, result.candidate_fixed, result.reference_fixed,
-                         drawable, result, mutant_pool.fixed_records)
+        implied = _reach(run, drawable, result, mutant_pool.fixed_records)
         timings["reach"] = time.monotonic() - reach_mark
-    _run_pool(team, mutant_pool, candidate, reference, config, result, implied, combine, timings, progress, p2p)
-    _classify(result, config)
+    _run_pool(run, mutant_pool, result, implied, p2p)
+    classify_result(result, config)
     result.runs = _count_runs(result, implied)
-    timings["total"] = time.monotonic() - started
+    timings["total"] = time.monotonic() - run.started
     result.timings = timings
     return result
 
 
-def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
-                  llm_mutator: LLMMutator | None, combine: bool, timings: dict[str, float], started: float
-                  ) -> MPEResult:
+def _fail_to_pass(run: _Run) -> MPEResult:
     """Both tests on the buggy and on the fixed code: the result with their verdicts and the candidate's class
     before any mutant. :class:`MPEError` when the reference is not fail-to-pass (nothing can be classified)."""
+    team, fix, candidate, reference, config = run.team, run.fix, run.candidate, run.reference, run.config
+    combine, timings, started, llm_mutator = run.combine, run.timings, run.started, run.llm_mutator
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
     # buggy and fixed runs are independent: on two workers they run side by side
@@ -196,7 +217,7 @@ def _fail_to_pass(team: Workers, fix: str, candidate: TestPatch, reference: Test
         instance_id=executor.instance.instance_id, test=candidate.name, reference=reference.name,
         test_ids=candidate.ids, reference_ids=reference.ids, candidate_buggy=cand.buggy, candidate_fixed=cand.fixed,
         reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=cand.fail_to_pass, tau=tau, seed=seed,
-        operators=[op.value for op in config.operators],
+        operators=[str(op) for op in config.operators],
         mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
         test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
                             tau=tau, admissible=cand.admissible, paper_classes=paper_classes),
@@ -234,11 +255,11 @@ def _pass_to_pass(team: Workers, fix: str, config: MPEConfig, result: MPEResult,
     return p2p.test
 
 
-def _mutant_pool(team: Workers, fix: str, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
-                 llm_mutator: LLMMutator | None, early_pool: EarlyPool | None, result: MPEResult,
-                 timings: dict[str, float]) -> Pool:
-    """The pool: mechanical (built beside the F->P checks when ``early_pool``, else now) and the LLM's; an LLM
-    pool that could not be completed marks the result (fail closed)."""
+def _mutant_pool(run: _Run, result: MPEResult) -> Pool:
+    """The pool: mechanical (built beside the F->P checks when ``run.early_pool``, else now) and the LLM's; an
+    LLM pool that could not be completed marks the result (fail closed)."""
+    team, fix, candidate, reference, config = run.team, run.fix, run.candidate, run.reference, run.config
+    llm_mutator, early_pool, timings = run.llm_mutator, run.early_pool, run.timings
     executor = team.executor
     mark = time.monotonic()
     if early_pool is not None:
@@ -263,25 +284,25 @@ def _mutant_pool(team: Workers, fix: str, candidate: TestPatch, reference: TestP
     return mutant_pool
 
 
-def _run_pool(team: Workers, mutant_pool: Pool, candidate: TestPatch, reference: TestPatch, config: MPEConfig,
-              result: MPEResult, implied: Implied | None, combine: bool, timings: dict[str, float],
-              progress: Progress | None, p2p: TestPatch | None = None) -> None:
+def _run_pool(run: _Run, mutant_pool: Pool, result: MPEResult, implied: Implied | None,
+              p2p: TestPatch | None = None) -> None:
     """Run the pool's mutants (all of them, or sequential rounds) into ``result``: verdicts, frame, census,
     timeouts and the tampering the candidate showed on them. ``p2p``: the PASS_TO_PASS tests every mutant
     runs too (plausibility)."""
+    team, config, timings, progress = run.team, run.config, run.timings, run.progress
     mark = time.monotonic()
     limits = [result.time_limits["candidate"], result.time_limits["reference"]]
     if p2p is not None:
         limits.append(result.time_limits["plausibility"])
-    run = functools.partial(run_mutants, team.executor, candidate=candidate, reference=reference, timings=timings,
-                            team=team, combine=combine, implied=implied, skip_unneeded=config.implied,
-                            limits=limits, plausibility=p2p,
-                            # a behaviour is every test's outcome: no process stops at its first failure then
-                            first_failure=not config.counts_behaviours)
+    runner = functools.partial(run_mutants, team.executor, candidate=run.candidate, reference=run.reference,
+                               timings=timings, team=team, combine=run.combine, implied=implied,
+                               skip_unneeded=config.implied, limits=limits, plausibility=p2p,
+                               # a behaviour is every test's outcome: no process stops at its first failure then
+                               first_failure=not config.counts_behaviours)
     if config.is_sequential:
-        run_sequential(result, mutant_pool.mutants, run, config, progress)
+        run_sequential(result, mutant_pool.mutants, runner, config, progress)
     else:
-        result.mutants = run(mutants=mutant_pool.mutants, progress=progress)
+        result.mutants = runner(mutants=mutant_pool.mutants, progress=progress)
         result.stop = Stop.FIXED.value
         result.frame = sampling_frame(result.mutants, mutant_pool.mutants, mutant_pool.dropped)
     result.census = all(row["drawn"] == row["pool"] for row in result.frame.values())
@@ -294,55 +315,20 @@ def _run_pool(team: Workers, mutant_pool: Pool, candidate: TestPatch, reference:
                                                                  for n in r.candidate.tampering)]))
 
 
-def _classify(result: MPEResult, config: MPEConfig) -> None:
-    """Matrix, laxity with its interval and class from the mutants run (none from an incomplete pool): over
-    distinct behaviours by default, the per-mutant laxity beside it."""
-    result.matrix = matrix_of(result.mutants)
-    result.counted = "behaviours" if config.counts_behaviours else "mutants"
-    result.behaviour_matrix = counted_matrix(result.mutants, config) if config.counts_behaviours else Matrix()
-    if result.pool_complete:
-        estimate = result.estimate()
-        result.laxity = estimate.laxity
-        result.mutant_laxity = result.matrix.laxity
-        bounds = estimate.interval
-        result.interval = list(bounds) if bounds else None
-        result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity,
-                                     tau=config.tau, paper_classes=config.paper_classes,
-                                     interval=None if config.point_classes else bounds)
-        result.undecided = undecided_reason(result)
-    else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
-        result.laxity = None
-        result.test_class = TestClass.INCONCLUSIVE
-    if config.reject_tampering and result.tampering:
-        result.test_class = TestClass.INVALID
-
-
-def undecided_reason(result: MPEResult) -> str | None:
-    """Why the class of a F->P test is not decided: ``pool_too_small`` (a Borderline test after every mutant
-    of the pool ran: more mutants, not more runs, could decide), ``cap`` (``max_mutants`` reached),
-    ``fixed_budget``; for Inconclusive, ``empty_pool`` (no operator made a mutant of this fix) or
-    ``no_admissible`` (none was admissible and plausible); :data:`NEEDS_NETWORK` is set before any mutant runs.
-    None for a decided class."""
-    if result.test_class is TestClass.INCONCLUSIVE:
-        return "no_admissible" if result.mutants else "empty_pool"
-    if result.test_class is not TestClass.BORDERLINE:
-        return None
-    return {Stop.POOL.value: "pool_too_small", Stop.CAP.value: "cap"}.get(result.stop, "fixed_budget")
-
-
 MIN_PROMISING = 2
 """The fewest drawable mutants that could be unreached by a test (function bodies only, none the recorder saw
 it call) for which its reach pass is made: a pass costs one run, an implied verdict saves one."""
 
 
-def _reach(team: Workers, fix: str, ctx: FixContext | None, candidate: TestPatch, reference: TestPatch,
-           candidate_fixed: Verdict, reference_fixed: Verdict, mutants: Sequence[Mutant],
-           result: MPEResult, records: list[dict[str, Any]]) -> Implied | None:
+def _reach(run: _Run, mutants: Sequence[Mutant], result: MPEResult,
+           records: list[dict[str, Any]]) -> Implied | None:
     """The implied-run decider of this MPE, with both tests' reach passes made (see :mod:`coharden.mpe.implied`),
     or None when no drawable mutant could have an implied verdict. Flaky tests go to ``result.flaky`` and a
     warning; ``result.reach`` says per test whether its verdicts may be implied."""
+    team, fix, candidate, reference = run.team, run.fix, run.candidate, run.reference
+    candidate_fixed, reference_fixed = result.candidate_fixed, result.reference_fixed
     executor = team.executor
-    ctx = ctx or fix_context(executor, fix)
+    ctx = run.ctx or fix_context(executor, fix)
     base = functools.cache(executor.base_file)
     implied = Implied(fix, {c.path: c.new for c in ctx.files}, base,
                       {"candidate": (candidate, candidate_fixed), "reference": (reference, reference_fixed)})

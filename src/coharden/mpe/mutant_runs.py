@@ -1,6 +1,6 @@
 """Running an MPE's mutants against both tests: every drawn mutant at once (a fixed budget) or round by round
 until the interval decides the class (sequential MPE, :mod:`coharden.mpe.sequential`), with the matrix and the
-sampling frame of what ran."""
+sampling frame of what ran, and the laxity and class they give (:func:`classify_result`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from coharden.execution.pool import ExecutorPool
 from coharden.mpe import behaviours
 from coharden.mpe.implied import Implied
 from coharden.mpe.result import IMPLAUSIBLE, MPEResult, MutantResult
-from coharden.mpe.sequential import capped, rounds, stop_reason
+from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
 from coharden.schema.estimate import Estimate
-from coharden.schema.matrix import Matrix, cell
+from coharden.schema.matrix import Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -60,12 +60,12 @@ def sampling_frame(results: Sequence[MutantResult], pool: Sequence[Mutant],
         return frame.setdefault(op, {"pool": 0, "drawn": 0, "admissible": 0, "implausible": 0})
 
     for mutant in pool:
-        row_of(mutant.operator.value)["pool"] += 1
+        row_of(str(mutant.operator))["pool"] += 1
     for (op, reason), n in (over_budget or Counter()).items():
         if reason == "over_budget" and op in frame:
             frame[op]["pool"] += n
     for mr in results:
-        row = row_of(mr.mutant.operator.value)
+        row = row_of(str(mr.mutant.operator))
         row["drawn"] += 1
         row["admissible"] += mr.cell is not None
         row["implausible"] += mr.inadmissible_reason == IMPLAUSIBLE
@@ -162,3 +162,39 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
     finally:
         if timings is not None:
             timings["timeouts"] = timings.get("timeouts", 0.0) + spent["timeouts"]
+
+
+def classify_result(result: MPEResult, config: MPEConfig) -> None:
+    """Matrix, laxity with its interval and class from the mutants run (none from an incomplete pool): over
+    distinct behaviours by default, the per-mutant laxity beside it."""
+    result.matrix = matrix_of(result.mutants)
+    result.counted = "behaviours" if config.counts_behaviours else "mutants"
+    result.behaviour_matrix = counted_matrix(result.mutants, config) if config.counts_behaviours else Matrix()
+    if result.pool_complete:
+        estimate = result.estimate()
+        result.laxity = estimate.laxity
+        result.mutant_laxity = result.matrix.laxity
+        bounds = estimate.interval
+        result.interval = list(bounds) if bounds else None
+        result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity,
+                                     tau=config.tau, paper_classes=config.paper_classes,
+                                     interval=None if config.point_classes else bounds)
+        result.undecided = undecided_reason(result)
+    else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them
+        result.laxity = None
+        result.test_class = TestClass.INCONCLUSIVE
+    if config.reject_tampering and result.tampering:
+        result.test_class = TestClass.INVALID
+
+
+def undecided_reason(result: MPEResult) -> str | None:
+    """Why the class of a F->P test is not decided: ``pool_too_small`` (a Borderline test after every mutant
+    of the pool ran: more mutants, not more runs, could decide), ``cap`` (``max_mutants`` reached),
+    ``fixed_budget``; for Inconclusive, ``empty_pool`` (no operator made a mutant of this fix) or
+    ``no_admissible`` (none was admissible and plausible); :data:`NEEDS_NETWORK` is set before any mutant runs.
+    None for a decided class."""
+    if result.test_class is TestClass.INCONCLUSIVE:
+        return "no_admissible" if result.mutants else "empty_pool"
+    if result.test_class is not TestClass.BORDERLINE:
+        return None
+    return {Stop.POOL.value: "pool_too_small", Stop.CAP.value: "cap"}.get(result.stop, "fixed_budget")

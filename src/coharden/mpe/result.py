@@ -149,7 +149,7 @@ class MPEResult(BaseModel):
 
     def per_operator(self) -> dict[str, dict[str, object]]:
         """Each operator's cells and laxity over its mutants, with its own interval and its pool size."""
-        table = _tally_rows(self.mutants, lambda r: r.mutant.operator.value)
+        table = _tally_rows(self.mutants, lambda r: str(r.mutant.operator))
         for op, row in table.items():
             frame = self.frame.get(op, {})
             bounds = Estimate(beta=int(row["beta"]), admissible=int(row["admissible"]),  # type: ignore[call-overload]
@@ -171,7 +171,7 @@ class MPEResult(BaseModel):
         table = _tally_rows(self.mutants, lambda r: r.mutant.source)
         for source, row in table.items():
             row["operators"] = _tally_rows([r for r in self.mutants if r.mutant.source == source],
-                                           lambda r: r.mutant.operator.value)
+                                           lambda r: str(r.mutant.operator))
         return table
 
     def inadmissible_counts(self) -> dict[str, int]:

@@ -34,7 +34,7 @@ def rounds(mutants: Sequence[Mutant], seed: int) -> list[list[Mutant]]:
     that has one, in :func:`operator_order`."""
     groups: dict[str, list[Mutant]] = {}
     for mutant in mutants:
-        groups.setdefault(mutant.operator.value, []).append(mutant)
+        groups.setdefault(str(mutant.operator), []).append(mutant)
     order = operator_order(list(groups), seed)
     depth = max((len(g) for g in groups.values()), default=0)
     return [[groups[op][r] for op in order if r < len(groups[op])] for r in range(depth)]

@@ -32,9 +32,9 @@ from coharden.mutation.context import parses
 from coharden.mutation.funcwrap import rewrite_function
 from coharden.mutation.input_specific_shortcut import shortcut_rewrite, value_expr, with_decoder
 from coharden.mutation.recorded import example_caller
-from coharden.mutation.recorder_values import DECODER
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
 from coharden.mutation.revealing import caller_diagnosis, revealing_callers
+from coharden.mutation.value_helpers import DECODER
 from coharden.schema.mutant import Operator
 
 OP = Operator.CALLER_PATCH

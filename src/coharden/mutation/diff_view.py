@@ -1,22 +1,23 @@
 """A mutant's diff as people read it: the value helpers an input-based mutant carries are folded to one line.
 
 The input-based operators (``input_specific_shortcut``, ``caller_patch``, ...) append coharden's decoder of
-recorded values (``_coh_decode``, ``_coh_same``, ``_coh_attrs``: about 300 lines) to the module they mutate, so
-their shortcut can compare a call's arguments with the recorded ones. Those lines are the same in every such
-mutant and say nothing about the wrong fix; printed whole they bury the few lines that do. The folded text is
-for reading only (its hunk headers no longer count its lines): the applicable patch stays the mutant's
-``patch`` (``coharden mutants show ID --against-buggy``).
+recorded values (``_coh_decode`` with its readers, ``_coh_same``, ``_coh_attrs``: about 430 lines) to the module
+they mutate, so their shortcut can compare a call's arguments with the recorded ones. Those lines are the same
+in every such mutant and say nothing about the wrong fix; printed whole they bury the few lines that do. The
+folded text is for reading only (its hunk headers no longer count its lines): the applicable patch stays the
+mutant's ``patch`` (``coharden mutants show ID --against-buggy``).
 """
 
 from __future__ import annotations
 
-from coharden.mutation.recorder_values import ATTRS, DECODER, SAME
+from coharden.mutation.value_helpers import ATTRS, DECODER, PREFIX, SAME
 
 HELPERS = (DECODER, SAME, ATTRS)
 
 
 def _starts_helper(line: str) -> bool:
-    return any(line.startswith(f"+def {name}(") for name in HELPERS)
+    """An added line that opens one of the helpers: a function or the readers' table, all named ``_coh_...``."""
+    return line.startswith((f"+def {PREFIX}", f"+{PREFIX}"))
 
 
 def _top_level(line: str) -> bool:

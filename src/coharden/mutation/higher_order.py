@@ -102,7 +102,7 @@ def first_order(ctx: FixContext, operators: Sequence[Operator] | None = None) ->
         cls = ops.get(op)
         if op not in allowed:
             continue
-        if op is Operator.HIGHER_ORDER or cls is None or cls.needs or not issubclass(cls, ContextOperator):
+        if op == Operator.HIGHER_ORDER or cls is None or cls.needs or not issubclass(cls, ContextOperator):
             continue
         mutants: list[FirstOrder] = []
         for mutant in cls.from_context(ctx):
@@ -121,7 +121,7 @@ def first_order(ctx: FixContext, operators: Sequence[Operator] | None = None) ->
 
 def _part(mutant: RawMutant) -> str:
     line = mutant.location.rpartition(":")[2]
-    return f"{mutant.operator.value}: {mutant.description[:72]} (line {line})"
+    return f"{mutant.operator}: {mutant.description[:72]} (line {line})"
 
 
 def generate(ctx: FixContext, operators: Sequence[Operator] | None = None) -> Iterator[RawMutant]:
@@ -131,7 +131,7 @@ def generate(ctx: FixContext, operators: Sequence[Operator] | None = None) -> It
     for i, first in enumerate(names):
         for second in names[i + 1:]:
             pairs = [(a, b) for a in by_op[first] for b in by_op[second] if apart(a.edits, b.edits)]
-            random.Random(f"higher_order:{first.value}:{second.value}").shuffle(pairs)
+            random.Random(f"higher_order:{first}:{second}").shuffle(pairs)
             if pairs:
                 groups.append(pairs)
     made = 0
@@ -142,9 +142,9 @@ def generate(ctx: FixContext, operators: Sequence[Operator] | None = None) -> It
                 made += 1
                 yield RawMutant(Operator.HIGHER_ORDER, f"{_part(a.mutant)} + {_part(b.mutant)}", a.mutant.location,
                                 combined(ctx, a.edits, b.edits),
-                                {"first": {"operator": a.mutant.operator.value, "description": a.mutant.description,
+                                {"first": {"operator": str(a.mutant.operator), "description": a.mutant.description,
                                            "location": a.mutant.location},
-                                 "second": {"operator": b.mutant.operator.value, "description": b.mutant.description,
+                                 "second": {"operator": str(b.mutant.operator), "description": b.mutant.description,
                                             "location": b.mutant.location}})
 
 

@@ -24,14 +24,14 @@ from coharden import pysource
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
 from coharden.mutation.funcwrap import rewrite_transplanted
-from coharden.mutation.recorder_values import DECODER, SAME, decode_expr, decoder_source
 from coharden.mutation.registry import BUGGY_RECORDS, FIXED_RECORDS, Example, OperatorInputs, register
+from coharden.mutation.value_helpers import DECODER, SAME, decode_expr, decoder_source
 from coharden.pysource import parsing
 from coharden.schema.mutant import Operator
 
 
 def value_expr(enc: str) -> str:
-    """An expression for the value ``enc`` encodes (see :mod:`coharden.mutation.recorder_values`), in a module
+    """An expression for the value ``enc`` encodes (see :mod:`coharden.mutation.value_helpers`), in a module
     that has the decoder appended (:func:`with_decoder`)."""
     return decode_expr(enc)
 

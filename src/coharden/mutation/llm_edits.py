@@ -352,7 +352,7 @@ def reply_to_raw_mutant(reply: str, ctx: FixContext, operator: Operator, *,
     else:  # asked-for blocks apply exactly or not at all (see coharden.mutation.llm_operators)
         files, location = apply_edit_blocks(blocks, fixed, test_patterns)
         applied = {"base": "fixed", "match": "exact"}
-    description = (summary or f"LLM {operator.value} variant of the fix")[:300]
+    description = (summary or f"LLM {operator} variant of the fix")[:300]
     return RawMutant(operator, description, location, files, {**(meta or {}), "blocks": len(blocks),
                                                               "format": form, **applied})
 

@@ -184,11 +184,11 @@ class LLMPoolReport(BaseModel):
         """Per operator: wanted, attempts (calls tried), admitted, rejected reasons, shortfall."""
         table: dict[str, dict[str, Any]] = {}
         for op in self.settings.operators:
-            rows = [s for s in self.samples if s.operator is op]
+            rows = [s for s in self.samples if s.operator == op]
             admitted = sum(1 for s in rows if s.status == "admitted")
             rejected = Counter(s.reason or "?" for s in rows if s.status == "rejected")
             failed = Counter(s.reason or "?" for s in rows if s.status == "failed")
-            table[op.value] = {
+            table[str(op)] = {
                 "wanted": self.settings.samples,
                 "attempts": sum(1 for s in rows if s.status != "skipped"),
                 "admitted": admitted,
@@ -252,7 +252,7 @@ class LLMMutator:
         report = LLMPoolReport(model=self.client.config.model, settings=cfg)
         tallies = {op: Usage() for op in cfg.operators}
         if not ctx.files:
-            report.usage_per_operator = {op.value: _usage_json(t) for op, t in tallies.items()}
+            report.usage_per_operator = {str(op): _usage_json(t) for op, t in tallies.items()}
             report.usage_total = _usage_json(Usage())
             return report
         stop = threading.Event()  # set by the first failing call: no call starts after it
@@ -308,7 +308,7 @@ class LLMMutator:
                     record = self._settle(outcome, ctx, pool, admission, tallies, admitted, since_last)
                     report.samples.append(record)
                     if fatal is None and outcome.failure is not None:  # the first failure in task order
-                        fatal = (f"{outcome.failure.what} (operator {outcome.operator.value} sample "
+                        fatal = (f"{outcome.failure.what} (operator {outcome.operator} sample "
                                  f"{outcome.sample_index}): {outcome.detail}")
 
         return self._finish(report, tallies, fatal)
@@ -316,7 +316,7 @@ class LLMMutator:
     def _finish(self, report: LLMPoolReport, tallies: dict[Operator, Usage], fatal: str | None) -> LLMPoolReport:
         """The report's usage and cache figures, and whether the pool is complete: not after a failed call
         (``fatal``), nor when every reply tried was cut off at max_tokens."""
-        report.usage_per_operator = {op.value: _usage_json(tallies[op]) for op in self.settings.operators}
+        report.usage_per_operator = {str(op): _usage_json(tallies[op]) for op in self.settings.operators}
         total = Usage()
         for tally in tallies.values():
             total.merge(tally)
@@ -376,7 +376,7 @@ class LLMMutator:
             "attempts": since_last[op],
             "test_order": ["reference", "candidate"] if outcome.swap else ["candidate", "reference"],
         }
-        mutant_id = f"{SOURCE}-{op.value}-{admitted[op] + 1}"
+        mutant_id = f"{SOURCE}-{op}-{admitted[op] + 1}"
         result: Mutant | str = admit_llm(ctx, raw, pool, mutant_id, admission)
         if isinstance(result, str):
             record.status, record.reason = "rejected", result

@@ -47,7 +47,7 @@ def operator_prompts() -> dict[Operator, OperatorPrompt]:
     prompts = {Operator(name): OperatorPrompt(" ".join(spec["instruction"].split()),
                                               tuple(" ".join(r.split()) for r in spec["realizations"]))
                for name, spec in data.items()}
-    missing = [op.value for op in LLM_OPERATORS if op not in prompts]
+    missing = [str(op) for op in LLM_OPERATORS if op not in prompts]
     if missing:  # pragma: no cover - a packaging error
         raise RuntimeError(f"prompts/operators.yaml lacks operators {missing}")
     return prompts
@@ -140,7 +140,7 @@ def build_messages(ctx: FixContext, tests: tuple[TestPatch, TestPatch], operator
         fixed_code=render_fixed_code(ctx, context, whole_file_lines),
         test_1=_fenced(first.patch, "diff"),
         test_2=_fenced(second.patch, "diff"),
-        operator=operator.value,
+        operator=str(operator),
         instruction=spec.instruction,
         realizations="\n".join(f"- {r}" for r in spec.realizations),
         reply_subject=_REPLY_SUBJECT[edit_format],
@@ -160,4 +160,4 @@ def prompt_hash(messages: Sequence[dict[str, Any]]) -> str:
 def swap_tests(seed: int, operator: Operator, sample_index: int) -> bool:
     """Whether this sample shows the tests in reversed order: a fair coin per sample, fixed by the seed
     (string seeds are hashed with sha512 by :mod:`random`, so this does not depend on PYTHONHASHSEED)."""
-    return random.Random(f"{seed}:{operator.value}:{sample_index}").random() < 0.5
+    return random.Random(f"{seed}:{operator}:{sample_index}").random() < 0.5

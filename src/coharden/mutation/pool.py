@@ -122,7 +122,7 @@ class Pool:
         a function the fix touches (or the recorder failed)."""
 
     def summary(self) -> dict[str, Any]:
-        per_op = Counter(m.operator.value for m in self.mutants)
+        per_op = Counter(str(m.operator) for m in self.mutants)
         dropped: dict[str, dict[str, int]] = {}
         for (op, reason), n in sorted(self.dropped.items()):
             dropped.setdefault(op, {})[reason] = n
@@ -203,7 +203,7 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
     seen: set[Key] = set(pool.keys)
     check = AdmissionFilter.of(ctx).check
     for candidate in raw:
-        op = candidate.operator.value
+        op = str(candidate.operator)
         originals = {p: c for p, c in candidate.originals.items() if p not in base}
         files = {path: candidate.files.get(path, base[path]) for path in base}
         files.update({path: candidate.files.get(path, content) for path, content in originals.items()})
@@ -217,12 +217,12 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         mutants.append(((f"{op}-{len(mutants) + 1}", candidate, files, {**base, **originals}), norm))
         preferred.append(prefer is None or prefer(files))
     if prefer is not None:
-        pool.unexercised = Counter({op.value: flags.count(False) for op, flags in preferred_of.items()})
+        pool.unexercised = Counter({str(op): flags.count(False) for op, flags in preferred_of.items()})
     for operator in (op for op in registry() if op in per_operator):
         mutants = per_operator.get(operator, [])
         limit = budget.get(operator)
         if ordered or (limit is not None and len(mutants) > limit):
-            rng = random.Random(f"{seed}:{operator.value}")  # each operator's draw independent of the others'
+            rng = random.Random(f"{seed}:{operator}")  # each operator's draw independent of the others'
             flags = preferred_of[operator]
             tiers = [list(range(len(mutants)))] if prefer is None else \
                 [[i for i, ok in enumerate(flags) if ok], [i for i, ok in enumerate(flags) if not ok]]
@@ -231,7 +231,7 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
             drawn = _stratified(rng, tiers, sources, take) if len(set(sources)) > 1 else _uniform(rng, tiers, take)
             chosen = drawn if ordered else sorted(drawn)
             if not ordered:
-                pool.dropped[(operator.value, "over_budget")] += len(mutants) - take
+                pool.dropped[(str(operator), "over_budget")] += len(mutants) - take
             mutants = [mutants[i] for i in chosen]
         # the patch (a diff of every file of the fix) is made only for the mutants kept
         fixed = {c.path: c.new for c in ctx.files}
@@ -374,7 +374,7 @@ def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant],
     pool.warnings += [f"recorder failed for {failure}" for failure in failures(fixed, buggy)]
     pool.input_reason = input_diagnosis(fixed, buggy, targets, only_adds)
     made = {c.operator for c in raw}
-    empty = [op.value for op in input_operators if op not in made]
+    empty = [str(op) for op in input_operators if op not in made]
     if pool.input_reason is None or not empty or pool.input_reason[0] in ("not_called", "no_function_touched"):
         return
     reason, detail = pool.input_reason
@@ -395,7 +395,6 @@ def _only_adds(ctx: FixContext) -> list[str]:
 
 def recordings_needed(operators: Sequence[Operator]) -> set[str]:
     """What the chosen operators need recorded (``FIXED_RECORDS`` / ``BUGGY_RECORDS``) before they run."""
-    ops = registry()
-    return set().union(*(ops[Operator(op)].needs for op in operators))
+    return set().union(*(registry()[Operator(op)].needs for op in operators))
 
 

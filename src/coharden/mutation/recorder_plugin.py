@@ -27,11 +27,12 @@ COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this 
 or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
 run's is written with that run's encoding, so outcomes can be compared by their text.
 
-Why one file of about 700 lines (issue 36 keeps files under 400 save three): it is one pytest plugin shipped into the
-test interpreter, where coharden is not installed: ``recording.py`` copies it (and its value encoding) into a
-directory of the run, hashes each copied file into the recording's cache key, and the interpreter imports them by
-name. Its parts - the trace of target calls and of their callers, receivers, the untouched-argument check, the
-probes - share one session's ``_Recorder`` state; a split would ship, hash and import more files for no new job.
+Why one file of about 750 lines: it is the pytest plugin shipped into the test interpreter, where coharden is not
+installed: ``recording.py`` copies it beside the value code it imports by name (the encoder, the decoder and the
+comparison, each a module of its own), hashes every copied file into the recording's cache key, and the
+interpreter imports them there. What is left here is the trace of target calls and of their callers, receivers,
+the untouched-argument guard and the probes, which share one session's state (the ``_Recorder``, the last drop's
+reason that ``_deterministic`` leaves for its caller): split, they would reach each other's module globals.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import re
 import sys
 import threading
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -202,6 +204,28 @@ class _Untouched:
             except Exception:  # noqa: BLE001 - what cannot be put back stays
                 continue
         return False
+@dataclass
+class _Call:
+    """One finished call of a target (or of a calling frame, with ``extra``: where it called the target): its
+    function's key, parameter names and arguments, how it ended (``exc``, else its return ``value``), and what
+    was taken when it started (the arguments' shapes, the receiver, the values it could change)."""
+
+    key: tuple
+    params: list
+    args: tuple | None
+    exc: object
+    value: object
+    shapes: tuple | None = None
+    extra: dict | None = None
+    receiver: tuple | None = None
+    mutable: tuple = ()
+
+    @property
+    def outcome(self):
+        """The exception the call raised, else the value it returned."""
+        return self.exc if self.exc is not None else self.value
+
+
 def _type_name(value):
     kind = type(value)
     if kind in (tuple, list) and value:  # the args tuple: the first element that is not plain says more
@@ -329,31 +353,28 @@ class _Recorder:
                     if state["exc"] is not None:
                         self.raised.setdefault(key, set()).add(type(state["exc"]).__name__)
                 if record:
-                    self._emit(key, params, args, state["exc"], arg, shapes, receiver=receiver,
-                               mutable=mutable)
+                    self._emit(_Call(key, params, args, state["exc"], arg, shapes, receiver=receiver,
+                                     mutable=mutable))
             return local
 
         return local
 
-    def _emit(self, key, params, args, exc, value, shapes=None, extra=None,
-              receiver=None, mutable=()):
-        with _Untouched(args, exc if exc is not None else value):
-            self._emit_untouched(key, params, args, exc, value, shapes, extra, receiver, mutable)
+    def _emit(self, call):
+        with _Untouched(call.args, call.outcome):
+            self._emit_untouched(call)
 
-    def _emit_untouched(self, key, params, args, exc, value, shapes, extra,
-                        receiver, mutable):
+    def _emit_untouched(self, call):
+        key, params, args, exc, value = call.key, call.params, call.args, call.exc, call.value
+        shapes, extra, receiver = call.shapes, call.extra, call.receiver
         det = _deterministic(args)
         if det is None:
             self._drop(key, args)
-            self._shape_only(key, args, exc, value, shapes, extra)
+            self._shape_only(call)
             return
-        if exc is not None:
-            kind, out = "raise", _deterministic(exc)
-        else:
-            kind, out = "return", _deterministic(value)
+        kind, out = ("raise" if exc is not None else "return"), _deterministic(call.outcome)
         if out is None:
-            self._drop(key, exc if exc is not None else value)
-            self._shape_only(key, args, exc, value, shapes, extra)
+            self._drop(key, call.outcome)
+            self._shape_only(call)
             return
         ident = (key[1], det[0], receiver[1] if receiver else None, kind)
         tail = self.tail.get(key)
@@ -369,7 +390,7 @@ class _Recorder:
             rec["receiver"], rec["receiver_key"], rec["receiver_enc"] = receiver
         if exc is not None:
             rec["exc_type"] = type(exc).__name__
-        effects = _effects(mutable)  # only for an input not seen before: a hot function's repeats cost nothing more
+        effects = _effects(call.mutable)  # only for an input not seen before: repeats cost nothing more
         if effects is not None:
             rec["effects_enc"] = _same_encoding(self.known_effects.get(ident), *effects)
         if shapes is not None:
@@ -378,7 +399,7 @@ class _Recorder:
             rec.update(extra, outcome=kind, kind="caller")
         self._keep(key, ident, rec)
 
-    def _shape_only(self, key, args, exc, value, shapes, extra):
+    def _shape_only(self, call):
         """A call of a target whose values have no safe encoding, kept for narrowed_scope, which needs only
         the arguments' shapes: its input is named by a checksum of the arguments' repr (``key`` "obs:..."), its
         outcome by its observation (``_observe``), and nothing of either reaches a mutant. xarray-4687: ``where``
@@ -387,12 +408,12 @@ class _Recorder:
         is an argument), so calls apart only by the objects' identity share an input: one whose calls were seen
         to end otherwise in this run is written as ambiguous at the session's end and never compared. Left out
         when a repr fails."""
-        if shapes is None or extra:
+        key, exc, shapes = call.key, call.exc, call.shapes
+        if shapes is None or call.extra:
             return
         try:
-            text = _ADDRESS.sub(" at 0x", repr(args))
-            seen = exc if exc is not None else value
-            shown = _observe(seen)
+            text = _ADDRESS.sub(" at 0x", repr(call.args))
+            shown = _observe(call.outcome)
         except Exception:  # noqa: BLE001 - a repr that fails gives no identity
             return
         ident = (key[1], f"obs:{len(text)}:{zlib.crc32(text.encode()):08x}", None, "shape")
@@ -483,7 +504,7 @@ class _Recorder:
                 state["exc"] = None
             elif event == "return":
                 self.caller_calls[key] = self.caller_calls.get(key, 0) + 1
-                self._emit(key, params, args, state["exc"], arg, extra=where)
+                self._emit(_Call(key, params, args, state["exc"], arg, extra=where))
             return local
 
         return local

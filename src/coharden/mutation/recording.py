@@ -26,7 +26,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.readback import read_text
 from coharden.execution.runners import runner_of
-from coharden.mutation.recorder_values import check_encoding
+from coharden.mutation.encoding_check import check_encoding
 from coharden.patches import touched_files
 from coharden.pysource import parsing
 from coharden.schema.testpatch import TestPatch
@@ -36,6 +36,8 @@ Mapper = Callable[[Sequence[Callable[[InstanceExecutor], Any]]], list[Any]]
 
 RECORDER = Path(__file__).with_name("recorder_plugin.py")
 VALUES = Path(__file__).with_name("recorder_values.py")  # its value encoding, copied beside it
+DECODE = Path(__file__).with_name("recorder_decode.py")  # the encoding's decoder, copied beside it too
+SAME = Path(__file__).with_name("recorder_same.py")  # and the comparison of decoded values
 START = Path(__file__).with_name("recorder_start.py")  # starts it without pytest (copied as sitecustomize.py)
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         "recording", 3, executor.env_id, executor.instance.repo, executor.base_commit, source_patch,
         _recording_ident(test), targets, probes or [], hashlib.sha256(RECORDER.read_bytes()).hexdigest(),
         hashlib.sha256(VALUES.read_bytes()).hexdigest(), hashlib.sha256(START.read_bytes()).hexdigest(),
+        hashlib.sha256(DECODE.read_bytes()).hexdigest(), hashlib.sha256(SAME.read_bytes()).hexdigest(),
     ], sort_keys=True, default=str).encode()).hexdigest()
     if store is not None:
         cached = store.get_record("recording", key)
@@ -141,6 +144,8 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
     try:
         shutil.copy(RECORDER, plugin_dir / "coharden_recorder.py")
         shutil.copy(VALUES, plugin_dir / "coharden_recorder_values.py")
+        shutil.copy(DECODE, plugin_dir / "coharden_recorder_decode.py")
+        shutil.copy(SAME, plugin_dir / "coharden_recorder_same.py")
         pytest_runner = runner_of(executor.settings.runner).loads_plugins
         if not pytest_runner:  # the repository's own runner takes no -p plugin: start with the interpreter
             shutil.copy(START, plugin_dir / "sitecustomize.py")
@@ -239,7 +244,7 @@ def parse_records(text: str, root: Path, packages: dict[str, str] | None = None,
     field that reaches code is what the recorder writes: parameter names that are identifiers, a receiver
     named ``self``/``cls``, a file path (outside the repository it becomes None, never a ``..`` path), string
     ids, and value encodings that are well formed and name only objects of ``packages`` (the repository's), in
-    modules for which ``module_exists`` (see :func:`~coharden.mutation.recorder_values.check_encoding`)."""
+    modules for which ``module_exists`` (see :func:`~coharden.mutation.encoding_check.check_encoding`)."""
     records: list[dict[str, Any]] = []
     dropped: Counter[str] = Counter()
     for line in text.splitlines():

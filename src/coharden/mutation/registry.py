@@ -7,8 +7,8 @@ the mutant text each must produce; the parametrized unit test runs every registe
 
 A new built-in operator: a module ``coharden.mutation.NAME`` holding a class with ``name``, ``needs``,
 ``generate`` and ``examples``, decorated with :func:`register`, and ``NAME`` added to
-:class:`~coharden.schema.mutant.Operator` (its member order is the registry order; everything else, the
-default selection, ``--operators``, the report columns, is derived). One that reads only the fix subclasses
+:data:`~coharden.schema.mutant.BUILTIN` (its order is the registry order; everything else, the default
+selection, ``--operators``, the report columns, is derived). One that reads only the fix subclasses
 :class:`ContextOperator` and sets ``from_context`` and ``EXAMPLES``.
 
 An operator from outside: an installed distribution declares the class as an entry point of the group
@@ -33,7 +33,7 @@ from coharden.mutation.context import FixContext
 from coharden.schema.mutant import MECHANICAL_DEFAULT, OPERATOR_GROUP, Operator
 
 #: modules holding the built-in operators, in registry order (which is also the pool's sampling order)
-BUILTIN_MODULES = tuple(f"coharden.mutation.{op.value}" for op in MECHANICAL_DEFAULT)
+BUILTIN_MODULES = tuple(f"coharden.mutation.{op}" for op in MECHANICAL_DEFAULT)
 
 #: what an operator may need recorded before it runs
 FIXED_RECORDS = "fixed_records"  # the touched functions' inputs/outcomes (and callers) on the fixed code
@@ -56,7 +56,7 @@ class OperatorInputs:
     """(operator, reason) -> count of sites an operator could not use."""
 
     def skip(self, operator: Operator, reason: str, count: int = 1) -> None:
-        self.skipped[(operator.value, reason)] += count
+        self.skipped[(str(operator), reason)] += count
 
     def revealing(self) -> list[dict[str, Any]]:
         """Inputs recorded on the fixed code whose outcome differs on the buggy code (or was not seen there)."""
@@ -126,10 +126,10 @@ _OPERATOR_PARTS = ("name", "needs", "generate", "examples")
 
 def register(cls: type[MutationOperator]) -> type[MutationOperator]:
     """Class decorator: make ``cls`` the operator named ``cls.name`` (a new name is an outside operator's)."""
-    name = Operator.named(cls.name)
+    name = Operator(cls.name)
     with _LOCK:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"two operators named {name.value}")
+            raise ValueError(f"two operators named {name}")
         cls.name = name
         _REGISTRY[name] = cls
     return cls
@@ -146,7 +146,7 @@ def load_plugins() -> list[Operator]:
     with _LOCK:
         for ep in entry_points(group=OPERATOR_GROUP):
             try:
-                op = Operator.named(ep.name)
+                op = Operator(ep.name)
             except ValueError as exc:
                 raise _plugin_error(ep, str(exc)) from None
             if op in _REGISTRY:
@@ -191,13 +191,13 @@ def registry() -> dict[Operator, type[MutationOperator]]:
 
 
 def operator_names() -> list[str]:
-    return [op.value for op in registry()]
+    return [str(op) for op in registry()]
 
 
 def builtin_names() -> list[str]:
     """The built-in operators' names without importing them: for ``--help`` texts, which must not pay for
     importing libcst."""
-    return [op.value for op in MECHANICAL_DEFAULT]
+    return [str(op) for op in MECHANICAL_DEFAULT]
 
 
 def get(name: Operator | str) -> MutationOperator:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from coharden.schema.estimate import DEFAULT_CONFIDENCE, INTERVAL_METHOD
-from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
+from coharden.schema.mutant import MECHANICAL_DEFAULT, KnownOperator
 from coharden.schema.timelimit import TimeLimit
 
 PAPER_TAU = 0.202
@@ -43,7 +43,7 @@ MIN_PER_OPERATOR = 1
 class MPEConfig(BaseModel):
     """The settings of one MPE run. :meth:`cache_key` is the part of a stored row's key they contribute."""
 
-    operators: list[Operator] = Field(default_factory=lambda: list(MECHANICAL_DEFAULT),
+    operators: list[KnownOperator] = Field(default_factory=lambda: list(MECHANICAL_DEFAULT),
                                       description="Mechanical operators of the pool.")
     per_operator: int | None = Field(default=DEFAULT_PER_OPERATOR, ge=1, description="Mutants sampled per "
                                      "operator, seeded (None: all). The same N for every operator, as in the "
@@ -133,7 +133,7 @@ class MPEConfig(BaseModel):
         sequential draw (N per operator then plays no part) and the interval's classes each add a part, since
         every row stored before them was a fixed budget classified by the point rule."""
         key: list[Any] = [None if self.is_sequential else self.per_operator, self.seed, self.tau,
-                          sorted(op.value for op in self.operators)]
+                          sorted(str(op) for op in self.operators)]
         if self.is_sequential:  # rows stored before sequential MPE existed were all fixed-budget
             key.append(f"sequential:max={self.max_mutants}")
         if not self.point_classes:  # and classified by the point rule

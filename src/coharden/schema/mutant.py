@@ -3,76 +3,68 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable
-from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
 
 OPERATOR_GROUP = "coharden.operators"
 """The entry-point group through which an installed distribution adds mutation operators: an entry point
 ``NAME = "package.module:Class"`` (see :mod:`coharden.mutation.registry`)."""
 
 _OPERATOR_NAME = re.compile(r"[a-z][a-z0-9_]*")
-_RUNTIME_NAMES: set[str] = set()
-_NAMES_LOCK = threading.Lock()
 
 
-class Operator(StrEnum):
-    """The name of a mutant operator. The members are the built-in mechanical operators, in registry order
-    (each the name of its module in ``coharden.mutation``), and ``vanilla`` (the LLM mutator's own).
+class Operator(str):
+    """The name of a mutant operator: a plain word (lower-case letters, digits and underscores, a letter first),
+    compared, hashed, printed and stored as the string it is. The class constants are the built-in mechanical
+    operators (each the name of its module in ``coharden.mutation``) and ``vanilla`` (the LLM mutator's own);
+    :data:`BUILTIN` lists them in registry order.
 
-    An operator from outside (an entry point of :data:`OPERATOR_GROUP`, or a class registered at run time) is
-    a member too, made on first use, so a mutant, a config or ``--operators`` naming it validates; iterating
-    the enum lists the built-in names only (the registry lists every operator)."""
+    The name alone is checked here: an operator from outside (an entry point of :data:`OPERATOR_GROUP`) needs
+    nothing made at run time, and a stored mutant of an operator no longer installed still reads back. Whether
+    a name is one that can run is asked where operators are selected (:func:`known_operator`, and the registry
+    in ``coharden.mutation.registry``)."""
 
-    INCOMPLETE_FIX = "incomplete_fix"
-    BEHAVIOR_SUBSTITUTION = "behavior_substitution"
-    SYMPTOM_SUPPRESSION = "symptom_suppression"
-    INPUT_SPECIFIC_SHORTCUT = "input_specific_shortcut"
-    TOKEN_REVERT = "token_revert"
-    WIDENED_SCOPE = "widened_scope"
-    NARROWED_SCOPE = "narrowed_scope"
-    CALLER_PATCH = "caller_patch"
-    CALL_ARGUMENT = "call_argument"
-    MISPLACED_GUARD = "misplaced_guard"
-    HIGHER_ORDER = "higher_order"
-    VANILLA = "vanilla"
+    __slots__ = ()
 
-    @property
-    def short(self) -> str:
-        """The initials of its words (``incomplete_fix``: IF); report columns take :func:`short_names`, which
-        keeps them distinct."""
-        return "".join(word[:1] for word in self.value.split("_")).upper()
+    INCOMPLETE_FIX: ClassVar[Operator]
+    BEHAVIOR_SUBSTITUTION: ClassVar[Operator]
+    SYMPTOM_SUPPRESSION: ClassVar[Operator]
+    INPUT_SPECIFIC_SHORTCUT: ClassVar[Operator]
+    TOKEN_REVERT: ClassVar[Operator]
+    WIDENED_SCOPE: ClassVar[Operator]
+    NARROWED_SCOPE: ClassVar[Operator]
+    CALLER_PATCH: ClassVar[Operator]
+    CALL_ARGUMENT: ClassVar[Operator]
+    MISPLACED_GUARD: ClassVar[Operator]
+    HIGHER_ORDER: ClassVar[Operator]
+    VANILLA: ClassVar[Operator]
 
-    @classmethod
-    def _missing_(cls, value: object) -> Operator | None:
-        if isinstance(value, str) and (value in _RUNTIME_NAMES or value in outside_names()):
-            return cls._outside(value)
-        return None
-
-    @classmethod
-    def named(cls, name: str) -> Operator:
-        """The operator called ``name``, made a member if it is a new (outside) operator's."""
-        if name in cls._value2member_map_:
-            return cls(name)
-        if not _OPERATOR_NAME.fullmatch(name):
-            raise ValueError(f"operator name {name!r}: lower-case letters, digits and underscores, a letter first")
-        with _NAMES_LOCK:
-            _RUNTIME_NAMES.add(name)
-        return cls(name)
+    def __new__(cls, name: str) -> Operator:
+        if type(name) is cls:
+            return name
+        if not isinstance(name, str) or not _OPERATOR_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a valid Operator name: lower-case letters, digits and underscores, "
+                             "a letter first")
+        return super().__new__(cls, name)
 
     @classmethod
-    def _outside(cls, name: str) -> Operator:
-        with _NAMES_LOCK:
-            member = cls._value2member_map_.get(name)
-            if member is None:
-                member = str.__new__(cls, name)
-                member._name_ = name.upper()
-                member._value_ = name
-                cls._value2member_map_[name] = member
-        return member  # type: ignore[return-value]
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """Validated from a string, stored as one: a row or a cache key holds the name as it always did."""
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema(),
+                                                            serialization=core_schema.to_string_ser_schema())
+
+
+BUILTIN: tuple[Operator, ...] = tuple(Operator(name) for name in (
+    "incomplete_fix", "behavior_substitution", "symptom_suppression", "input_specific_shortcut", "token_revert",
+    "widened_scope", "narrowed_scope", "caller_patch", "call_argument", "misplaced_guard", "higher_order",
+    "vanilla"))
+"""The built-in operators, in registry order (the order of the report's columns and of the pool's draw)."""
+for _op in BUILTIN:
+    setattr(Operator, _op.upper(), _op)
+del _op
 
 
 def short_names(names: Iterable[str]) -> dict[str, str]:
@@ -117,7 +109,19 @@ def outside_names() -> list[str]:
     return [ep.name for ep in entry_points(group=OPERATOR_GROUP) if _OPERATOR_NAME.fullmatch(ep.name)]
 
 
-MECHANICAL_DEFAULT: tuple[Operator, ...] = tuple(op for op in Operator if op is not Operator.VANILLA)
+def known_operator(name: str) -> Operator:
+    """``name`` as an operator that can be selected: a built-in one, or one an installed distribution declares
+    (read from its metadata, nothing imported); a ``ValueError`` naming the known ones otherwise."""
+    op = Operator(name)
+    if op in BUILTIN or op in outside_names():
+        return op
+    raise ValueError(f"unknown mutation operator {name!r} (known: {', '.join([*BUILTIN, *outside_names()])})")
+
+
+KnownOperator = Annotated[Operator, AfterValidator(known_operator)]
+"""An operator field of a selection (``MPEConfig.operators``): checked against the operators known."""
+
+MECHANICAL_DEFAULT: tuple[Operator, ...] = tuple(op for op in BUILTIN if op != Operator.VANILLA)
 """The built-in mechanical operators, in registry order: the default selection (an outside operator runs
 only when named, so installing a package does not change a run's results or its cache keys). The registry,
 ``coharden.mutation.registry``, holds their code, one module named after each."""

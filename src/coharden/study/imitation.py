@@ -135,14 +135,14 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
 
     llm = study.llm_mutator
     key = record_key(KIND, *study.instance_key(inst), sha(fix.patch), sorted((n, sha(p)) for n, p in patches.items()),
-                     study.config.mpe.cache_key(), sorted(op.value for op in study.config.mpe.operators),
+                     study.config.mpe.cache_key(), sorted(str(op) for op in study.config.mpe.operators),
                      STEP_VERSION, *([llm.client.config.model, llm.settings.model_dump(mode="json")]
                                      if llm is not None else []))
     return study.cached(KIND, key, compute, keep=keep)
 
 
 def _mutant_json(mutant: Mutant, verdicts: dict[str, str], copy: str | None = None) -> dict[str, Any]:
-    data = {"id": mutant.id, "operator": mutant.operator.value, "source": mutant.source,
+    data = {"id": mutant.id, "operator": str(mutant.operator), "source": mutant.source,
             "description": mutant.description, "location": mutant.location, "meta": mutant.meta,
             "patch_sha": sha(mutant.patch), "verdicts": verdicts}
     if copy is not None:

@@ -39,11 +39,19 @@ from coharden.patches import sha
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
-from coharden.schema.verdict import Outcome, Verdict
 from coharden.study.bytecode import KEEP, Bytecode
 from coharden.study.data import GOLDEN, SYSTEM_FILES, Fix, StudyData
 from coharden.study.split import Split, in_split
-from coharden.study.steps import golden_copy, guarded, keep_row, record_key
+from coharden.study.steps import (
+    flag_harness_error,
+    golden_copy,
+    guarded,
+    keep_row,
+    record_key,
+    slim_result,
+    timed_out,
+    verdict_json,
+)
 
 if TYPE_CHECKING:
     from coharden.mutation.llm_operators import LLMMutator
@@ -71,12 +79,6 @@ class StudyConfig(BaseModel):
 # of a test run's CPU. Elsewhere nothing is preloaded - a preload missing from an environment (mpmath in
 # pytest's) makes the fork server refuse to start, and every run then pays a fresh interpreter.
 WARM_UP: dict[str, dict[str, list[str]]] = {"sympy/sympy": {"preload": ["mpmath"], "warm_imports": ["sympy"]}}
-
-
-def verdict_json(verdict: Verdict) -> dict[str, Any]:
-    data = verdict.model_dump(mode="json", exclude={"output_tail", "cached"})
-    data["reason"] = data.get("reason", "")[:500]
-    return data
 
 
 # --- the study ----------------------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class RealBugsStudy:
         """MPE of ``candidate`` against ``reference`` with the study's pool settings, on the team's workers."""
         config = self.config.mpe.model_copy(update={"workers": self.config.workers})
         result = evaluate(team.executors[0], inst.patch, candidate, reference, config, pool=team)
-        data = _slim(result.to_json())
+        data = slim_result(result.to_json())
         if result.harness_error:
             data["harness_error"] = True
         return data
@@ -226,7 +228,7 @@ class RealBugsStudy:
             f2p = fail_to_pass(ex, golden, fix)
             row.update(test_ids=golden.ids, buggy=verdict_json(f2p.buggy), fixed=verdict_json(f2p.fixed),
                        fail_to_pass=f2p.fail_to_pass)
-            _flag_harness_error(row, f2p.buggy, f2p.fixed)
+            flag_harness_error(row, f2p.buggy, f2p.fixed)
 
         def compute() -> dict[str, Any]:
             return guarded({"instance_id": iid, "version": inst.version, "fail_to_pass": False}, body)
@@ -240,7 +242,7 @@ class RealBugsStudy:
         else:
             # a time-out says how long this run's limit was, not whether the golden test is F->P: not stored, so
             # a run with a larger --timeout checks again (its verdicts stay cached under their own limit)
-            row = self.cached("study.verify", key, compute, keep=lambda r: keep_row(r) and not _timed_out(r))
+            row = self.cached("study.verify", key, compute, keep=lambda r: keep_row(r) and not timed_out(r))
         if row is None:
             return None
         row["expected"] = env.get(self.data.env_field)
@@ -264,7 +266,7 @@ class RealBugsStudy:
             row["bare_test_wall"] = time.monotonic() - mark
             bare_verdict = verdict_for(list(golden.ids), bare)
             row["bare_outcome"] = bare_verdict.outcome.value
-            _flag_harness_error(row, bare_verdict)
+            flag_harness_error(row, bare_verdict)
             mark = time.monotonic()
             row["mpe"] = self._mpe(team, inst, copy, golden)
             if row["mpe"].pop("harness_error", False):
@@ -322,7 +324,7 @@ class RealBugsStudy:
             names = list(specs)
             verdicts = ex.verdicts(fix.patch, [specs[n] for n in names])
             row["verdicts"] = {n: verdict_json(v) for n, v in zip(names, verdicts, strict=True)}
-            _flag_harness_error(row, *verdicts)
+            flag_harness_error(row, *verdicts)
 
         def compute() -> dict[str, Any]:
             return guarded({"instance_id": iid, "kind": kind, "fix_id": fix.fix_id, "model": fix.model,
@@ -385,24 +387,3 @@ class RealBugsStudy:
 
             keep("imitation", imitation_step(self, iid), lambda r: f"imitation {iid}")
         return mine
-
-
-def _timed_out(row: dict[str, Any]) -> bool:
-    return any((row.get(side) or {}).get("outcome") == Outcome.TIMEOUT.value for side in ("buggy", "fixed"))
-
-
-def _flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:
-    if any(v.outcome is Outcome.HARNESS_ERROR for v in verdicts):
-        row["harness_error"] = True
-
-
-def _slim(data: dict[str, Any]) -> dict[str, Any]:
-    """An MPE result without the mutants' patch texts (kept: id, operator, location, cells, verdicts)."""
-    for m in data.get("mutants", []):
-        mutant = m.get("mutant", {})
-        mutant["patch_sha"] = sha(mutant.pop("patch", ""))
-        for side in ("candidate", "reference"):
-            if isinstance(m.get(side), dict):
-                m[side].pop("tests", None)
-                m[side]["reason"] = (m[side].get("reason") or "")[:300]
-    return data

@@ -143,7 +143,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         f"test interpreter: Python {env[1]}, pytest {env[2] if len(env) > 2 else '?'}; "
         f"timeout {settings.timeout:.0f} s, memory limit {settings.memory_mb} MB, fork server "
         f"{'on' if settings.fork_server else 'off'} (preload {_warm_up(settings, config, repos)})",
-        f"mutant pool: mechanical operators {', '.join(op.value for op in config.mpe.operators)}; "
+        f"mutant pool: mechanical operators {', '.join(config.mpe.operators)}; "
         f"{_draw(config)} (seed {config.mpe.seed}); tau = {config.mpe.tau}; split: {config.split} "
         f"({split_rule()}); "
         f"{config.workers} MPE workers; checked-hash bytecode (PEP 552) kept in the checkouts for: "
@@ -161,7 +161,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
         from coharden.study.imitation_report import render_imitation
         from coharden.study.imitation_summary import summarize_imitation
 
-        ops = [op.value for op in config.mpe.operators]
+        ops = [str(op) for op in config.mpe.operators]
         summary["imitation"] = summarize_imitation(rows["imitation"], ops, config.mpe.tau, rows.get("fix", []),
                                                    config.mpe.confidence)
         if "llm" not in summary["imitation"]:  # the study's pool is mechanical unless a model is configured

@@ -12,8 +12,9 @@ from typing import Any
 from coharden.errors import CoHardenError, RepoError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import study_key
-from coharden.patches import make_patch
+from coharden.patches import make_patch, sha
 from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome, Verdict
 
 RECORD_VERSION = 1  # part of every step record's key: bump it when a step computes its row differently
 
@@ -56,3 +57,33 @@ def keep_row(row: dict[str, Any]) -> bool:
     """Store a step's record unless it failed for a reason a rerun could fix: an environment error, or a
     harness error in any of its verdicts (``harness_error``, set by the step that ran them)."""
     return not (row.get("environment_error") or row.get("harness_error"))
+
+
+def verdict_json(verdict: Verdict) -> dict[str, Any]:
+    """A verdict as a step's record keeps it: without its output tail, its reason cut short."""
+    data = verdict.model_dump(mode="json", exclude={"output_tail", "cached"})
+    data["reason"] = data.get("reason", "")[:500]
+    return data
+
+
+def timed_out(row: dict[str, Any]) -> bool:
+    """Whether a verdict row's buggy or fixed run timed out."""
+    return any((row.get(side) or {}).get("outcome") == Outcome.TIMEOUT.value for side in ("buggy", "fixed"))
+
+
+def flag_harness_error(row: dict[str, Any], *verdicts: Verdict) -> None:
+    """Mark ``row`` when one of ``verdicts`` is the harness's error, not the test's."""
+    if any(v.outcome is Outcome.HARNESS_ERROR for v in verdicts):
+        row["harness_error"] = True
+
+
+def slim_result(data: dict[str, Any]) -> dict[str, Any]:
+    """An MPE result without the mutants' patch texts (kept: id, operator, location, cells, verdicts)."""
+    for m in data.get("mutants", []):
+        mutant = m.get("mutant", {})
+        mutant["patch_sha"] = sha(mutant.pop("patch", ""))
+        for side in ("candidate", "reference"):
+            if isinstance(m.get(side), dict):
+                m[side].pop("tests", None)
+                m[side]["reason"] = (m[side].get("reason") or "")[:300]
+    return data

@@ -16,7 +16,7 @@ from coharden.study.data import GOLDEN, StudyData
 
 __all__ = ["CLASS_ORDER", "outcome", "summarize", "test_class"]
 
-OPERATOR_SHORT = short_names(op.value for op in MECHANICAL_DEFAULT)
+OPERATOR_SHORT = short_names(MECHANICAL_DEFAULT)
 """The report's operator columns (built-in operators, in registry order) and their abbreviations."""
 LAXITY_EDGES = (0.0, 0.1, PAPER_TAU, 0.4, 0.6, 0.8, 1.0)
 

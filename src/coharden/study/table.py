@@ -93,7 +93,7 @@ def run_configuration(config: TableConfig, settings: Settings, data: TableData) 
     shown = {"tau": mpe.tau, "confidence": mpe.confidence, "paper_classes": mpe.paper_classes,
              "sequential": mpe.is_sequential, "per_operator": None if mpe.is_sequential else mpe.per_operator,
              "max_mutants": mpe.max_mutants if mpe.is_sequential else None, "seed": mpe.seed,
-             "operators": "default" if mpe.operators == MPEConfig().operators else [op.value for op in mpe.operators],
+             "operators": "default" if mpe.operators == MPEConfig().operators else [str(op) for op in mpe.operators],
              "environment": environment}
     key = hashlib.sha256(json.dumps([SCHEMA, mpe.cache_key(), environment], sort_keys=True, default=str)
                          .encode()).hexdigest()[:12]
