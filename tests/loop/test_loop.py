@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from coharden.execution.verify import fail_to_pass
 from coharden.instances import load_local
 from coharden.llm import Budget, CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.loop.config import LoopConfig, Method
-from coharden.loop.engine import InstanceLoop
+from coharden.loop.engine import InstanceLoop, instance_folder
 from coharden.loop.progress import LoopProgress
 from coharden.loop.runner import run_all
 from coharden.schema.mpe_config import MPEConfig
@@ -407,3 +408,16 @@ def test_agent_command_reports_the_error_kind(tmp_path: Path, monkeypatch) -> No
     assert result.exit_code == 1, result.output
     summary = json.loads(result.stdout)
     assert (summary["accepted"], summary["exit_status"], summary["error_kind"]) == (False, "LLMAuthError", "auth")
+
+
+@pytest.mark.parametrize("hostile", ["../../escape", "/etc/cron.d/x", "a/../../b", "..", "line\nbreak", "x" * 300])
+def test_an_instance_id_names_one_folder_under_the_run_s_instances(example, serve, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                   hostile: str) -> None:
+    """An instance id is data from a records file: the loop's state, trajectories and round files of any id
+    stay in one folder of ``output/instances``, never a path the id points at."""
+    inst = example.instance.model_copy(update={"instance_id": hostile})
+    loop = make_loop(SimpleNamespace(instance=inst), serve([]), tmp_path, LoopConfig(rounds=1))
+    instances = (tmp_path / "out" / "instances").resolve()
+    assert loop.dir.resolve().parent == instances
+    assert loop.state_path.resolve().is_relative_to(instances)
+    assert instance_folder(tmp_path / "out", hostile) == loop.dir

@@ -17,7 +17,7 @@ from coharden.execution.store import Store
 from coharden.instances import load_local
 from coharden.llm import CacheMode, CallStore, CostOverride, LLMClient, LLMConfig, MockLLMServer, RulesError
 from coharden.loop.config import LoopConfig
-from coharden.loop.engine import InstanceLoop, LoopResult
+from coharden.loop.engine import InstanceLoop, LoopResult, instance_folder
 from coharden.loop.progress import ProgressCallback
 from coharden.schema.mpe_config import LOOP_TAU, MPEConfig
 from coharden.schema.mutant import Operator
@@ -63,7 +63,7 @@ def first_cause(result: LoopResult, output: Path) -> str:
     critic rejection (a gate's own follow-up, e.g. a harness error of the F->P check) or gate failure of a
     round, else how the instance ended. A model error the mock answers once its script is off course ("no
     rule matched") is a consequence and comes last."""
-    directory = output / "instances" / result.instance_id
+    directory = instance_folder(output, result.instance_id)
     for outcome in result.rounds:
         rejection = _first_rejection(directory / f"round{outcome.round}.traj.jsonl")
         if rejection:

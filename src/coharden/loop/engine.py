@@ -46,6 +46,7 @@ from coharden.loop.decision import Decision, decide, same_test
 from coharden.loop.progress import LoopProgress, Phase, ProgressCallback
 from coharden.loop.state import LoopState, RoundOutcome
 from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
+from coharden.mpe.logs import folder_name
 from coharden.mpe.sequential import Stop
 from coharden.patches import split_patch
 from coharden.schema.instance import Instance
@@ -90,6 +91,13 @@ class InstanceStopped(Exception):
         self.kind = kind
 
 
+def instance_folder(output: Path, instance_id: str) -> Path:
+    """Where one instance's state, trajectories and round files live: its id as one plain path component (as the
+    MPE log folders name it), so that an id holding ``/``, ``..`` or a control character names a folder under
+    ``output/instances`` and never a path outside it."""
+    return output / "instances" / folder_name(instance_id)
+
+
 def blind(instance: Instance) -> Instance:
     """The instance as the loop may see it: no golden fix, no golden test, no test ids."""
     return instance.model_copy(update={"patch": "", "test_patch": "", "FAIL_TO_PASS": [], "PASS_TO_PASS": []})
@@ -117,9 +125,9 @@ class InstanceLoop:
         self.llm_mutator = llm_mutator
         self.injected_test = injected_test or ""
         self.run_name = run_name or config.method.value
-        self.dir = output / "instances" / instance.instance_id
+        self.dir = instance_folder(output, instance.instance_id)
         self.state_path = self.dir / "state.json"
-        self.records_path = output / "rounds" / f"{self.run_name}.jsonl"
+        self.records_path = output / "rounds" / f"{folder_name(self.run_name, model=True)}.jsonl"
         self.progress = progress
         self._round = 0
 
