@@ -23,7 +23,7 @@ import pytest
 from coharden.config import Settings
 from coharden.execution.bwrap import interpreter_dirs
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.forkserver import _LINE_LIMIT, ForkServer
+from coharden.execution.fast.forkserver import _LINE_LIMIT, ForkServer
 from coharden.execution.git import git
 from coharden.execution.sandbox import bwrap_path
 from coharden.execution.store import Store
@@ -581,7 +581,7 @@ def test_an_unsigned_request_on_the_protocol_is_tampering(tmp_path: Path) -> Non
     import json
     import sys
 
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
     from coharden.execution.sandbox import Confinement
 

@@ -117,7 +117,7 @@ PLANTER = textwrap.dedent('''\
 def server(tmp_path: Path) -> Iterator:
     """A sandboxed fork server whose worktree lies under /tmp (as coharden's do): its bind's mount point is a
     directory in the private /tmp, and a hidden directory (the user's checkout) and a shown one beside it."""
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
 
     root = tmp_path / "worktree"
@@ -204,7 +204,7 @@ def test_the_wipe_removes_a_tree_deeper_than_path_max_and_locked(tmp_path: Path)
     """The wipe itself (outside any sandbox, on a directory standing in for a scratch mount): a tree deeper than
     PATH_MAX whose directories deny every access goes, mount points and the directories leading to them stay (their
     modes restored), and the working directory is the one before."""
-    from coharden.execution import forkserver_procs as procs
+    from coharden.execution.fast import forkserver_procs as procs
 
     root = tmp_path / "scratch"
     point = root / "ws" / "wt"

@@ -35,7 +35,7 @@ a request may carry ``"script"``, a path in its cwd: the child runs it as ``pyth
 the script's directory first on the path, PYTHONWARNINGS applied as at start-up) instead of ``pytest.main``. Every
 fork hashes with the seed the server started with (the test environment's fixed PYTHONHASHSEED).
 
-Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
+Warm project imports (``execution/fast/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
 "optional": [...], "key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported,
 more of them (the ones the instance's tests import) kept only if they import cleanly, an id of the checkout's
 base state (the instance and those modules), the files this run's patches touch, and whether every file
@@ -58,7 +58,7 @@ killed, so no code of one test runs while another test's run is prepared or runs
 SIGCONT has it stopped again after); zygotes are non-dumpable (no ptrace, no /proc/PID/mem); at most
 ``zygotes.ZYGOTES`` are kept (a candidate's and a reference's runs alternate on one server).
 
-This file: the protocol, the children, the request loop. Its siblings in ``execution/``, one job each:
+This file: the protocol, the children, the request loop. Its siblings in ``execution/fast/``, one job each:
 ``forkserver_procs.py`` (wait, kill, reap; a fresh sandbox state per run), ``warm_state.py`` (the warm imports kept),
 ``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py`` +
 ``warm_bodies.py``. The test interpreter has no coharden, and a module imported by name could come from the
@@ -280,7 +280,7 @@ def _finish_interpreter():
 
 
 def load_sibling(name):
-    """``execution/NAME.py`` loaded by path as ``_coharden_NAME`` (why: see the module docstring)."""
+    """``execution/fast/NAME.py`` loaded by path as ``_coharden_NAME`` (why: see the module docstring)."""
     import importlib.util
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")  # noqa: PTH118, PTH120, PTH100

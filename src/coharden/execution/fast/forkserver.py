@@ -1,4 +1,4 @@
-"""Client side of the fork server (see :mod:`coharden.execution.forkserver_main`).
+"""Client side of the fork server (see :mod:`coharden.execution.fast.forkserver_main`).
 
 One server per worker: it pays the interpreter start-up and pytest's import and plugin loading once, then
 every test run is a fork. When the server cannot start or reports that forking is unsafe, callers fall back
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env
 from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
-from coharden.execution.forkserver_main import protocol_mac
+from coharden.execution.fast.forkserver_main import protocol_mac
 from coharden.execution.pidslimit import PidsCgroup
 from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.removal import remove_tree_quietly
