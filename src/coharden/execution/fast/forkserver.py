@@ -123,6 +123,7 @@ class ForkServer:
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
         self.collected_runs = 0  # runs forked after a collection done once (collect once: collect_once.CollectOnce)
         self.collect_log: list[str] = []  # per run that asked to collect once: "once", or why it collected
+        self.retired = ""  # why the server ended after a run: its sandbox could not be wiped clean for the next
         if self.isolation == "bwrap":
             assert confine is not None
             # the paths the server's per-run wipe leaves alone: the worktree and the scratch directory, which
@@ -323,6 +324,9 @@ class ForkServer:
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
                                  tampering=self.forged, disk=disk)
         self._tally(done)
+        if done.get("retired"):  # its wipe failed: it ended after this run, whose result stands
+            self.retired = str(done["retired"])
+            self.close(keep_scratch=True)  # the caller reads this run's files there; not alive: a new server next
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,

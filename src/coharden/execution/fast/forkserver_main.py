@@ -14,7 +14,8 @@ memory. With ``--sandboxed`` (it runs as the sandbox's only long-lived process, 
 it kills every other process in the namespace after each child (daemons, forks left behind) and gives the next
 run the sandbox state it started with (``forkserver_procs.wipe``: every writable mount of the sandbox's own
 emptied, the ``--own`` paths aside - the worktree and the scratch directory, which the client resets), so no run
-sees what an earlier one left there.
+sees what an earlier one left there. A wipe that leaves anything behind ends the server after its reply (marked
+``"retired"``; at start it reports itself unsafe): the client's next run gets a new sandbox.
 
 Protocol (JSON lines): the client's first line is {"key": hex}, a secret of this server's life; every later
 line both ways carries "seq" (the request's number, from 1; 0 for the hello) and "mac", the HMAC-SHA256 of the
@@ -320,8 +321,9 @@ def main():
     # the sandbox's state before any code but the server's ran: what every run starts from
     fresh = procs.Fresh(json.loads(options.get("own") or "[]")) if sandboxed else None
     safe, reason = _warm_up(options)
-    if fresh is not None:
-        procs.wipe(fresh, home)
+    left = procs.wipe(fresh, home) if fresh is not None else []
+    if left and safe:
+        safe, reason = False, _unwiped(left)
     channel.send({"ready": True, "safe": safe, "reason": reason})
     if not safe:
         return
@@ -370,8 +372,18 @@ def main():
                 for zygote in zygotes.values():
                     zygote.kill()
                 zygotes.clear()
-            procs.wipe(fresh, home)
+            left = procs.wipe(fresh, home)
+            if left:  # this run's result stands; no later run may start from its residue
+                done["retired"] = _unwiped(left)
         channel.send(done)
+        if done.get("retired"):
+            return  # the client starts a new sandbox for the next run
+
+
+def _unwiped(left):
+    """Why a server serves no (further) run: what its wipe left in the sandbox's scratch mounts."""
+    return ("the sandbox's scratch mounts could not be emptied (" + ", ".join(left[:5])
+            + (", ..." if len(left) > 5 else "") + "); the next run gets a new sandbox")
 
 
 def _warm_up(options):
