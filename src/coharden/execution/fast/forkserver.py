@@ -324,9 +324,6 @@ class ForkServer:
             return ProcessResult(None, output, duration, False, self.isolation, lost=lost,
                                  tampering=self.forged, disk=disk)
         self._tally(done)
-        if done.get("retired"):  # its wipe failed: it ended after this run, whose result stands
-            self.retired = str(done["retired"])
-            self.close(keep_scratch=True)  # the caller reads this run's files there; not alive: a new server next
         timed_out = bool(done.get("timed_out"))
         rc = done.get("rc")
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
@@ -352,13 +349,17 @@ class ForkServer:
         return request
 
     def _tally(self, done: dict) -> None:
-        """Count how a finished run started (warm, swapped, collected once) from the server's reply."""
+        """Count how a finished run started (warm, swapped, collected once) from the server's reply; a server that
+        says it ended after the run (``retired``: its sandbox could not be wiped clean) is closed."""
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
         self.collected_runs += done.get("collected") == "once"
         if done.get("collected"):
             self.collect_log.append(str(done["collected"]))
             del self.collect_log[:-1000]  # a long batch's server: the last runs'
+        if done.get("retired"):  # its wipe failed: it ended after this run, whose result stands
+            self.retired = str(done["retired"])
+            self.close(keep_scratch=True)  # the caller reads this run's files there; not alive: a new server next
 
     def _sweep_scratch(self, keep: set[Path]) -> None:
         """Remove what a run left in the scratch directory besides ``keep``: it is writable to every run of the
