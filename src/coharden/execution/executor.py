@@ -11,11 +11,9 @@ the workspace's :class:`~coharden.execution.run_site.RunSite`), inside the sandb
 runs again alone (the test running at a time limit gets the TIMEOUT). Two tests that must run apart run at once
 in a second lane where a core is free for it (the fast path's, reached through ``run_site``).
 
-Why this file is over 400 lines: what is left here is the one owner of the workspace's state. The verdict loop,
-a process's runs, the instrumented runs and the test patches' post-images all reset, lay down, run in and
-taint the same checkout, in an order that the hostile-test guarantees depend on (reset before laying down,
-renew before trusting an APPLY_ERROR, discard a disk overrun before the next run); every part with a job of its
-own lives in the modules named above.
+Why this file is over 400 lines: it is the one owner of the workspace's state, and its verdict loop, process
+runs, instrumented runs and post-images reset, lay down, run in and taint one checkout in the order the
+hostile-test guarantees depend on (every part with a job of its own lives in the modules named above).
 """
 
 from __future__ import annotations

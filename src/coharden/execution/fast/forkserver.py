@@ -11,6 +11,10 @@ during which the server dies (a test killed it) comes back with ``lost`` set; th
 A run that writes more than the confinement's ``max_disk_bytes`` into the worktree and the scratch directory
 (:mod:`~coharden.execution.disklimit`) is killed from outside - the forked child and everything below it, never
 the server - and comes back with ``disk`` set; the server reports it as any killed child and serves the next.
+
+Why this file is over 400 lines: every method works the one server process and its signed pipe (start, the
+protocol, a run with its disk watch and kill, close), whose state (sequence number, pending bytes, what was
+forged) a split would have to share.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env
 from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
 from coharden.execution.fast.forkserver_main import protocol_mac
+from coharden.execution.leftovers import mark_owner
 from coharden.execution.pidslimit import PidsCgroup
 from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.removal import remove_tree_quietly
@@ -41,7 +46,6 @@ from coharden.execution.sandbox import (
     Confinement,
     ProcessResult,
     command_line_problem,
-    mark_owner,
     sandbox_wrap,
     spawn_long_lived,
 )
