@@ -117,7 +117,7 @@ def time_wipes(wipes: int) -> dict[str, list[float]]:
     sys.path.insert(0, str(ROOT / "src"))
     from coharden.execution.sandbox import Confinement, run_limited
 
-    procs = ROOT / "src" / "coharden" / "execution" / "forkserver_procs.py"
+    procs = ROOT / "src" / "coharden" / "execution" / "fast" / "forkserver_procs.py"
     with tempfile.TemporaryDirectory(prefix="coharden-bench-wipe-") as work:
         options = {"procs": str(procs), "own": [work], "wipes": wipes}
         result = run_limited([sys.executable, "-c", _WIPES, json.dumps(options)], Path(work), timeout=1800,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coharden.config import Settings
-from coharden.execution.forkserver import ForkServer
+from coharden.execution.fast.forkserver import ForkServer
 from coharden.execution.pytest_runner import run_pytest, test_environment
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.sandbox import Confinement, run_limited

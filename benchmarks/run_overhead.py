@@ -72,10 +72,10 @@ def timed_run(ex: InstanceExecutor, patch: str, test: TestPatch, mutant: bool) -
     ws = ex.workspace
     ex.workspace_root()
     ws.reset()
-    ex._prime_warm()
+    ex.site.prime()
     ws.apply(patch)
     ws.apply(test.patch)
-    run = ex._run(list(test.ids), None, ex.warm.spec(patch, [test]), extra_args=durations(ex.settings),
+    run = ex._run(list(test.ids), None, ex.site.warm_spec(patch, [test]), extra_args=durations(ex.settings),
                   first_failure=mutant, collect=ex._collect_key(patch, [test]))
     verdict = verdict_for(list(test.ids), run)
     return time.perf_counter() - start, run.duration, call_time(run), verdict.outcome.value

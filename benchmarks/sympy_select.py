@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 from coharden.config import Settings
-from coharden.execution.runners import SympyRunner, run_with
+from coharden.execution.log_runs import run_with
+from coharden.execution.runners import SympyRunner
 from coharden.patches import touched_files
 
 

@@ -55,8 +55,9 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: str) -> list[tuple[str, str]]:
-    """(imported module, imported name or '') for every import of ``module``, at any depth of its code."""
+def _imports(module: str, *, typing: bool = False) -> list[tuple[str, str]]:
+    """(imported module, imported name or '') for every import of ``module``, at any depth of its code;
+    ``typing``: the imports under ``if TYPE_CHECKING:`` too (annotations only)."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[str, str]] = []
@@ -64,7 +65,7 @@ def _imports(module: str) -> list[tuple[str, str]]:
     typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
                    for stmt in block.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
-        if id(node) in typing_only:  # annotations only: no arrow at run time
+        if id(node) in typing_only and not typing:  # annotations only: no arrow at run time
             continue
         if isinstance(node, ast.Import):
             found += [(owner, "") for alias in node.names if (owner := _owner(alias.name))]
@@ -88,6 +89,25 @@ GRAPH = {module: _imports(module) for module in MODULES}
 def _room(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "coharden"
+
+
+#: the fast path (ARCHITECTURE.md, ``execution/``): the fork server, collect once, warm imports and the second lane
+FAST = "coharden.execution.fast"
+#: its one door: the module of ``RunSite``, which starts, primes, restarts and gives up the server
+DOOR = "coharden.execution.run_site"
+
+
+def test_the_fast_path_is_reached_only_through_run_site() -> None:
+    """Nothing outside ``execution/fast/`` imports its modules but RunSite's module (``execution/run_site.py``), not
+    even for an annotation: the plain path (sandbox, runner, verdicts) names what it is handed of the fast path
+    (the server's type, the warm plan, the second lane) from the door, so a change to the fast path is read and
+    checked in the package and its door alone."""
+    outside = sorted(f"{module} -> {target}" for module in MODULES
+                     if module != DOOR and module != FAST and not module.startswith(FAST + ".")
+                     for target, _ in _imports(module, typing=True)
+                     if target == FAST or target.startswith(FAST + "."))
+    assert not outside, "imports of the fast path that do not go through run_site.py:\n" + "\n".join(outside)
+    assert any(target.startswith(FAST + ".") for target, _ in GRAPH[DOOR])  # the door is where the path goes
 
 
 def test_every_room_has_a_layer() -> None:

@@ -21,7 +21,7 @@ from tests.attacks.hostile import EXAMPLE, SECRETS, attack, needs_bwrap, store_r
 from tests.conftest import processes_with
 
 from coharden.execution.bwrap import interpreter_dirs
-from coharden.execution.forkserver import _LINE_LIMIT, ForkServer
+from coharden.execution.fast.forkserver import _LINE_LIMIT, ForkServer
 from coharden.execution.store import Store
 from coharden.instances import LocalInstance, resolve_repo
 from coharden.schema.verdict import Outcome
@@ -263,7 +263,7 @@ def test_an_unsigned_request_on_the_protocol_is_tampering(tmp_path: Path) -> Non
     import json
     import sys
 
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
     from coharden.execution.sandbox import Confinement
 

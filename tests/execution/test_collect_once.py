@@ -165,7 +165,7 @@ def test_a_changed_test_file_gets_a_session_of_its_own(repo_factory, tmp_path: P
 def serve(tmp_path: Path) -> Iterator[Callable[[list[str], str], ProcessResult]]:
     """``serve(args, collect)``: one run of pytest with ``args`` in ``tmp_path / "proj"`` on a sandboxed fork
     server (the same server for the whole test), collecting once under the name ``collect``."""
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
     from coharden.execution.sandbox import Confinement
 

@@ -117,7 +117,7 @@ PLANTER = textwrap.dedent('''\
 def server(tmp_path: Path) -> Iterator:
     """A sandboxed fork server whose worktree lies under /tmp (as coharden's do): its bind's mount point is a
     directory in the private /tmp, and a hidden directory (the user's checkout) and a shown one beside it."""
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
 
     root = tmp_path / "worktree"
@@ -204,7 +204,7 @@ def test_the_wipe_removes_a_tree_deeper_than_path_max_and_locked(tmp_path: Path)
     """The wipe itself (outside any sandbox, on a directory standing in for a scratch mount): a tree deeper than
     PATH_MAX whose directories deny every access goes, mount points and the directories leading to them stay (their
     modes restored), and the working directory is the one before."""
-    from coharden.execution import forkserver_procs as procs
+    from coharden.execution.fast import forkserver_procs as procs
 
     root = tmp_path / "scratch"
     point = root / "ws" / "wt"
@@ -228,7 +228,7 @@ def test_the_wipe_removes_a_tree_deeper_than_path_max_and_locked(tmp_path: Path)
         fresh = procs.Fresh(table=table)
         assert fresh.roots == [str(root)]
         (root / "ws").chmod(0o500)
-        procs.wipe(fresh, str(root / "home"))
+        assert procs.wipe(fresh, str(root / "home")) == []  # and it says nothing is left
     finally:  # nothing deep left for pytest's own clean-up of old temporary directories (it recurses)
         os.chdir(here)
         if deep.exists():
@@ -278,3 +278,68 @@ def test_hidden_directories_in_tmp_around_binds_or_covered_keep_the_sandbox_work
         import shutil
 
         shutil.rmtree(outside, ignore_errors=True)
+
+
+#: a stand-in for a file the wipe cannot remove, preloaded into the fork server: a process without capabilities
+#: that owns everything in its scratch mounts has no real way to make a file it cannot unlink (no mount, no
+#: immutable attribute, no other owner), so the server's own os.unlink refuses one name
+STUCK_UNLINK = textwrap.dedent('''\
+    import os
+
+    _unlink = os.unlink
+
+
+    def unlink(path, *args, **kwargs):
+        if os.path.basename(os.fsdecode(path)).startswith("coharden-stuck"):
+            raise PermissionError(1, "Operation not permitted", path)
+        return _unlink(path, *args, **kwargs)
+
+
+    os.unlink = unlink
+    ''')
+
+STUCK_TESTS = textwrap.dedent('''\
+    import os
+
+    def test_plant():
+        with open("/tmp/coharden-stuck-residue", "w") as handle:
+            handle.write("residue")
+
+    def test_look():
+        assert not os.path.lexists("/tmp/coharden-stuck-residue"), "LEFT by an earlier run"
+    ''')
+
+
+def test_a_server_whose_wipe_leaves_residue_serves_no_further_run(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wipe that cannot remove a file (here the server's unlink refuses one name) used to pass in silence, and
+    the server's next run found the file; now the server checks its scratch mounts empty after the wipe, ends
+    after the run that left the file (that run's result stands), and the site's next run gets a new sandbox."""
+    from coharden.config import Settings
+    from coharden.execution.run_site import RunSite
+
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "coharden_stuck_unlink.py").write_text(STUCK_UNLINK)
+    root = tmp_path / "worktree"
+    root.mkdir()
+    (root / "test_stuck.py").write_text(STUCK_TESTS)
+    monkeypatch.setenv("PYTHONPATH", str(stub))
+    settings = Settings(timeout=120, preload=["coharden_stuck_unlink"], pass_env=["PYTHONPATH"])
+    site = RunSite(root, sys.executable, settings, Confinement(writable=(root,), readable=(stub,)))
+    try:
+        first = site.server()
+        assert first is not None, site.server_failed
+        assert first.isolation == "bwrap"
+        planted = site.run(["test_stuck.py::test_plant"], None)
+        assert planted.returncode == 0, planted.output
+        assert not planted.lost
+        looked = site.run(["test_stuck.py::test_look"], None)
+        assert looked.returncode == 0, looked.output  # the next run does not see the residue
+        assert site.current is not None  # a new sandbox served it
+        assert site.current is not first
+        assert "coharden-stuck-residue" in first.retired
+        assert not first.alive
+        assert site.losses == []
+    finally:
+        site.close()

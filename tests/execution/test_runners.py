@@ -19,17 +19,9 @@ from tests.conftest import make_patch, make_repo, run_git
 from coharden.config import RunnerName, Settings
 from coharden.environment.specs import EnvSpec
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.runners import (
-    RUNNERS,
-    DjangoRunner,
-    PytestRunner,
-    SympyRunner,
-    make_runner,
-    parse_django_log,
-    parse_pytest_log,
-    parse_sympy_log,
-    run_with,
-)
+from coharden.execution.log_parsers import parse_django_log, parse_pytest_log, parse_sympy_log
+from coharden.execution.log_runs import run_with
+from coharden.execution.runners import RUNNERS, DjangoRunner, PytestRunner, SympyRunner, make_runner
 from coharden.execution.testids import runnable_id
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -377,7 +369,7 @@ def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]
 def test_a_log_runner_that_dies_part_way_says_how_and_where() -> None:
     """bin/test killed by a signal in the middle of a file: the tests after it are not run, and the reason names
     the signal and the test that was running (not only 'ids not run')."""
-    from coharden.execution.runners import verdict_from_log
+    from coharden.execution.log_runs import verdict_from_log
     from coharden.schema.verdict import Outcome, TestStatus
 
     output = "test_a ok\ntest_b ok\ntest_c"
@@ -557,7 +549,7 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     that says so; a hang asleep is stopped by the wall clock. A test that kills itself with SIGXCPU at once is
     no timeout. The setting's own timeout stays a wall-clock one. The fresh process runs in the sandbox (bwrap
     reports its child's signal as an exit code) where it can."""
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import run_pytest, test_environment
     from coharden.execution.pytest_verdicts import verdict_for
     from coharden.execution.sandbox import Confinement

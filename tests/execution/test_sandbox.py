@@ -11,16 +11,8 @@ from pathlib import Path
 import pytest
 
 from coharden.execution.bwrap import PRIVATE_HOME
-from coharden.execution.sandbox import (
-    OWNER_FILE,
-    Confinement,
-    bwrap_path,
-    mark_owner,
-    netns_prefix,
-    network_guard_dir,
-    run_limited,
-    sweep_leftovers,
-)
+from coharden.execution.leftovers import OWNER_FILE, mark_owner, sweep_leftovers
+from coharden.execution.sandbox import Confinement, bwrap_path, netns_prefix, network_guard_dir, run_limited
 
 
 def _alive(pid: int) -> bool:

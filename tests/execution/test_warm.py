@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coharden.execution import warm
+from coharden.execution.fast import warm
 
 SERVER = textwrap.dedent("""\
     import importlib.util, json, os, sys
@@ -165,7 +165,7 @@ def test_modules_the_golden_tests_import_are_kept_warm_too(repo_factory, tmp_pat
 
 
 def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Path, tmp_path: Path) -> None:
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import test_environment
 
     (project / "test_v.py").write_text("import pkg\n\n\ndef test_v():\n    assert pkg.VALUE == 1\n")
@@ -314,7 +314,7 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
     outcomes agree; bodies of functions that did not run during the import are swapped in (through aliases,
     decorators, properties, class and static methods); a function the import ran, module-level code, a
     docstring, a new free variable or a syntax error make the child import afresh."""
-    from coharden.execution.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import test_environment
 
     root = tmp_path / "proj"
@@ -365,7 +365,7 @@ def test_a_server_whose_warm_up_imports_the_project_is_not_used(tmp_path: Path) 
     """The checkout under test provides a module the server's warm-up imports (here `_pytest`, as in pytest's
     own repository): every fork would run the installed copy, not the checkout's files, so the server refuses
     to serve and the executor runs fresh processes."""
-    from coharden.execution.forkserver import ForkServer, ForkServerError
+    from coharden.execution.fast.forkserver import ForkServer, ForkServerError
     from coharden.execution.pytest_runner import test_environment
 
     root = tmp_path / "checkout"
@@ -409,7 +409,7 @@ def test_a_test_file_the_package_imports_never_runs_in_the_fork_server(repo_fact
 def test_a_directory_listing_leaves_out_only_what_no_import_names(tmp_path: Path) -> None:
     """Hidden entries (``.benchmarks``, ``.hypothesis``) and the bytecode cache are left out of the listing a
     zygote compares; a module whose name is no identifier stays in it (``importlib`` loads ``extra-handler.py``)."""
-    from coharden.execution.warm import _listing
+    from coharden.execution.fast.warm import _listing
 
     for name in (".benchmarks", ".hypothesis", "__pycache__", "mod.py", "extra-handler.py", "0002_x.py"):
         (tmp_path / name).mkdir() if name.startswith((".", "__")) else (tmp_path / name).write_text("")

@@ -15,7 +15,7 @@ from coharden.cli import app
 from coharden.config import Settings
 from coharden.errors import TestIdError
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.lanes import second_lane_wanted
+from coharden.execution.fast.lanes import second_lane_wanted
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
 from coharden.mpe.evaluate import MPEError, MPEResult, evaluate

@@ -22,7 +22,7 @@ from coharden.mutation.registry import OperatorInputs, registry
 from coharden.mutation.widened_scope import WideningSites
 
 SRC = Path(coharden.__file__).parent
-FILES = [SRC / "mpe" / "evaluate.py", SRC / "mutation" / "pool.py", SRC / "execution" / "forkserver_main.py",
+FILES = [SRC / "mpe" / "evaluate.py", SRC / "mutation" / "pool.py", SRC / "execution" / "fast" / "forkserver_main.py",
          SRC / "mutation" / "behavior_substitution.py"]
 
 ODD = (  # tabs, comments between statements, decorators, elif chains, a one-line suite, no trailing newline

@@ -9,13 +9,11 @@ the workspace's :class:`~coharden.execution.run_site.RunSite`), inside the sandb
 ``combine=True`` (both tests trusted: the caller says so) may several test patches share one process
 (:mod:`~coharden.execution.run_layout` lays them down); every test of a combined run that did not end cleanly
 runs again alone (the test running at a time limit gets the TIMEOUT). Two tests that must run apart run at once
-in a second lane where a core is free for it (:mod:`~coharden.execution.lanes`).
+in a second lane where a core is free for it (the fast path's, reached through ``run_site``).
 
-Why this file is over 400 lines: what is left here is the one owner of the workspace's state. The verdict loop,
-a process's runs, the instrumented runs and the test patches' post-images all reset, lay down, run in and
-taint the same checkout, in an order that the hostile-test guarantees depend on (reset before laying down,
-renew before trusting an APPLY_ERROR, discard a disk overrun before the next run); every part with a job of its
-own lives in the modules named above.
+Why this file is over 400 lines: it is the one owner of the workspace's state, and its verdict loop, process
+runs, instrumented runs and post-images reset, lay down, run in and taint one checkout in the order the
+hostile-test guarantees depend on (every part with a job of its own lives in the modules named above).
 """
 
 from __future__ import annotations
@@ -31,22 +29,27 @@ from coharden.errors import ApplyError, CoHardenError, TestIdError
 from coharden.execution.confinement import Confinement
 from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.env_plugins import plugins_id
-from coharden.execution.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
 from coharden.execution.git import APPLY_FAILED, Applied, show_file
-from coharden.execution.lanes import SecondLane, second_lane_wanted
 from coharden.execution.pytest_results import PytestRun
-from coharden.execution.pytest_runner import fork_env
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_layout import collect_key, lay_out
-from coharden.execution.run_site import RunSite, job_environment, workspace_confinement
-from coharden.execution.runners import make_runner, runner_of, script_server_env
+from coharden.execution.run_site import (
+    ForkServer,
+    RunSite,
+    SecondLane,
+    WarmPlan,
+    job_environment,
+    second_lane_wanted,
+    server_lost,
+    workspace_confinement,
+)
+from coharden.execution.runners import make_runner, runner_of
 from coharden.execution.sandbox import isolation_level, require_confinement
 from coharden.execution.scripts import REPRODUCTION_SCRIPT, run_scripts
 from coharden.execution.store import Store
 from coharden.execution.tampering import scan
 from coharden.execution.testids import harness_ids, pass_to_pass_ids, patch_tests, runnable_id
 from coharden.execution.verdict_cache import VerdictCache, run_settings_id, test_environment_id
-from coharden.execution.warm_plan import WarmPlan
 from coharden.execution.workspace import Checkout, Workspace
 from coharden.patches import touched_files
 from coharden.schema.instance import Instance
@@ -113,7 +116,6 @@ class InstanceExecutor:
                              and self.image is None, key=f"{self.base_commit} {self.env_id}",
                              golden_patch=instance.test_patch, base_file=self.base_file)
         self._site: RunSite | None = None  # where the tests run (made when the workspace opens)
-        self._primed: ForkServer | None = None  # the fork server that imported the base state (_prime_warm)
         self._lane = SecondLane(lambda: InstanceExecutor(instance, self.workspace.source,
                                                          settings.with_overrides(test_lanes=1), None))
 
@@ -136,7 +138,8 @@ class InstanceExecutor:
         if self._site is None:
             root = self._root()
             self._site = RunSite(root, self.python, self.settings, self._confinement(root), image=self.image,
-                                 job_env=job_environment(self.settings, root), isolation=self.isolation)
+                                 job_env=job_environment(self.settings, root), isolation=self.isolation,
+                                 warm=self.warm)
         return self._site
 
     @property
@@ -157,7 +160,7 @@ class InstanceExecutor:
         self._root()
         self.workspace.reset()
         if self.fork_server() is not None:
-            self._prime_warm()
+            self.site.prime()
 
     def shared_dir(self) -> Path | None:
         """A directory for files coharden hands to instrumented runs (:meth:`run_raw` ``readable``): visible
@@ -289,7 +292,7 @@ class InstanceExecutor:
             again: list[int] = []
             for j, verdict in ran.items():
                 index = todo[j]
-                if _server_lost(verdict) and index not in retried:
+                if server_lost(verdict) and index not in retried:
                     # the server died mid-batch (killed from outside, out of memory, a test): the next run starts
                     # a new one (RunSite.server); the test runs once more on a reset checkout, and a second loss
                     # is its verdict (a HARNESS_ERROR, never stored)
@@ -364,7 +367,7 @@ class InstanceExecutor:
         self.runs += 1
         if not runner_of(self.settings.runner).loads_plugins or test.exec_mode == REPRODUCTION_SCRIPT:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
-        return self._run(list(test.ids), None, self.warm.spec(source_patch, [test]), extra_args=extra_args,
+        return self._run(list(test.ids), None, self.site.warm_spec(source_patch, [test]), extra_args=extra_args,
                          extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings),
                          collect=self._collect_key(source_patch, [test]) if instrument else None,
                          instrument=instrument)
@@ -375,7 +378,7 @@ class InstanceExecutor:
         ``bin/test`` (or a reproduction script's ``python SCRIPT``). It takes no pytest arguments, so an
         instrumenting plugin comes in through PYTHONPATH (``extra_env``'s entries go before the job's own, e.g. a
         spec environment's checkout)."""
-        from coharden.execution.runners import run_test_patch
+        from coharden.execution.log_runs import run_test_patch
 
         job = self.site.job_env or {}
         env = {**job, **extra_env}
@@ -409,7 +412,7 @@ class InstanceExecutor:
         ws = self.workspace
         self._root()
         ws.reset()
-        self._prime_warm()  # on the reset checkout: the server imports the project nowhere else
+        self.site.prime()  # on the reset checkout: the server imports the project nowhere else
         try:
             source = ws.apply(source_patch)
         except ApplyError as exc:
@@ -433,7 +436,7 @@ class InstanceExecutor:
         test of the process - and cached under their keys: when several share a run that did not end cleanly,
         the test running at the time limit gets the TIMEOUT and every other group runs again alone."""
         chosen = [tests[j] for j in groups]
-        warm = self.warm.spec(source_patch, chosen)
+        warm = self.site.warm_spec(source_patch, chosen)
         all_ids = list(dict.fromkeys(i for ids, _ in groups.values() for i in ids))
         if any(test.whole_files for test in chosen):  # alone in its process (see run_layout)
             all_ids = list(dict.fromkeys(i.split("::", 1)[0] for i in all_ids))
@@ -457,24 +460,9 @@ class InstanceExecutor:
     def _collect_key(self, source_patch: str, tests: Sequence[TestPatch]) -> str | None:
         return collect_key(self.settings, source_patch, tests) if self.image is None else None
 
-    def _prime_warm(self) -> None:
-        """With warm imports, before the first run that changes the source: the fork server imports the project
-        from the (reset) base checkout, once per server, so that the fix's and the mutants' runs start warm
-        even on a worker whose server never runs the base state."""
-        spec = self.warm.spec("", [])
-        server = self.fork_server() if spec is not None else None
-        if spec is None or server is None or self._primed is server:
-            return
-        self._primed = server
-        env = fork_env(self.site.job_env, self.settings.pass_env, self.settings.pytest_version) \
-            if runner_of(self.settings.runner).session_server else script_server_env(self.settings, self.site.job_env)
-        server.prime(self._root(), env, spec, timeout=self.settings.timeout)
-
     def _run_alone(self, source_patch: str, test: TestPatch, limit: float, first_failure: bool) -> dict[int, Verdict]:
         """One test patch with a log-based runner (Django, sympy's bin/test) on the prepared checkout, under
         ``limit``; ``first_failure`` (a mutant's cell): only its own tests need to run, not their whole files."""
-        from coharden.execution.runners import run_test_patch
-
         try:
             applied = self.workspace.apply(test.patch)
         except ApplyError as exc:
@@ -489,17 +477,8 @@ class InstanceExecutor:
             verdict = run_scripts(self._root(), test, self.settings, self.python, env=self.site.job_env,
                                   confine=self.confinement(), time_limit=limit)
             return {0: _applied_test(verdict, applied)}
-        server = self.fork_server()  # a runner that forks (sympy's bin/test): a warm fork of its server
-        try:
-            verdict = run_test_patch(self._root(), test, self.settings, self.python, env=self.site.job_env,
-                                     confine=self.confinement(), select=first_failure, time_limit=limit,
-                                     server=server, warm=self.warm.spec(source_patch, [test])
-                                     if server is not None else None)
-        except ForkServerError as exc:  # it died between its liveness check and this run: retried as a lost run
-            self.site.close()
-            verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"{SERVER_GONE} ({exc})")
-        if _server_lost(verdict):  # died, silent or gone (a forged protocol is reported as tampering)
-            self.site.losses.append(verdict.reason)
+        # a runner that forks (sympy's bin/test): a warm fork of the site's server
+        verdict = self.site.run_log(source_patch, test, limit, select=first_failure)
         return {0: _applied_test(verdict, applied)}
 
 
@@ -525,12 +504,6 @@ def _applied(done: dict[int, Verdict], tests: dict[int, TestPatch], source: Appl
         if applied is not None and j in applied and "test" not in verdict.applied_with:
             _applied_test(verdict, applied[j])
     return done
-
-
-def _server_lost(verdict: Verdict) -> bool:
-    """The verdict of a run whose fork server died under it (not one that forged the protocol: never retried)."""
-    return verdict.outcome is Outcome.HARNESS_ERROR and not verdict.tampering and \
-        verdict.reason.startswith((SERVER_DIED, SERVER_SILENT, SERVER_GONE))
 
 
 @functools.lru_cache(maxsize=256)

@@ -10,19 +10,23 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coharden.config import Settings
 from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.environ import untrusted_environment
-from coharden.execution.forkserver import ForkServer
+from coharden.execution.leftovers import mark_owner
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
 from coharden.execution.readback import OversizeFile, UnsafeFile
 from coharden.execution.removal import temporary_directory
-from coharden.execution.sandbox import Confinement, ProcessResult, mark_owner, run_limited
+from coharden.execution.sandbox import Confinement, ProcessResult, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.timelimit import TimeLimit
+
+if TYPE_CHECKING:  # handed in by RunSite, the one door to the fast path
+    from coharden.execution.run_site import ForkServer
 
 
 def test_environment(pass_env: Sequence[str]) -> dict[str, str]:

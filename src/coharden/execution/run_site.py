@@ -1,6 +1,11 @@
 """One place where tests run (:class:`RunSite`): a directory, the sandbox of its test processes, and the warm
-fork server that runs them, started on first use, started again after a test killed it, and given up for good
-(a fresh sandboxed process per run) when it cannot start.
+fork server that runs them, started on first use, primed with the project's warm imports, started again after a
+test killed it, and given up for good (a fresh sandboxed process per run) when it cannot start.
+
+This module is the one door to the fast path (:mod:`coharden.execution.fast`: the fork server, collect once, warm
+imports, the second lane): nothing else outside that package imports it (``tests/test_layers.py``). What the
+plain path names of it - the server's type, the warm plan an executor keeps, the second lane - it names from
+here (``__all__``).
 
 The instance executor runs its tests in one site (its workspace; its second lane in another), and the suite's
 kill oracle in one per worker copy, so both get the same server lifecycle, the same fallback and the same
@@ -11,19 +16,28 @@ test processes.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.confinement import Confinement, run_confinement
 from coharden.execution.env_plugins import plugin_args, plugin_env
-from coharden.execution.forkserver import SERVER_GONE, ForkServer, ForkServerError
+from coharden.execution.fast.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
+from coharden.execution.fast.lanes import SecondLane, second_lane_wanted
+from coharden.execution.fast.warm_plan import WarmPlan
+from coharden.execution.log_runs import run_test_patch, script_server_env
 from coharden.execution.pytest_results import PytestRun
-from coharden.execution.pytest_runner import run_pytest, test_environment
+from coharden.execution.pytest_runner import fork_env, run_pytest, test_environment
 from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import pythonpath_dirs
 from coharden.execution.store import Store
 from coharden.execution.workspace import Workspace, base_objects
+from coharden.schema.testpatch import TestPatch
+from coharden.schema.verdict import Outcome, Verdict
+
+__all__ = ["ForkServer", "RunSite", "SecondLane", "WarmPlan", "environment_dirs", "job_environment",
+           "second_lane_wanted", "server_lost", "workspace_confinement"]
 
 
 @dataclass
@@ -31,7 +45,8 @@ class RunSite:
     """Where one worker's tests run. ``confine``: the sandbox of every test process here (a fork server's is
     fixed when it starts); ``image``: a Docker image instead (no server then); ``job_env``: the environment
     every run here gets besides the allow-list (a spec environment's PYTHONPATH); ``isolation``: what a run
-    reports when its server was lost before it could say."""
+    reports when its server was lost before it could say; ``warm``: what its server may keep imported (None:
+    nothing)."""
 
     root: Path
     python: str
@@ -40,6 +55,7 @@ class RunSite:
     image: str | None = None
     job_env: dict[str, str] | None = None
     isolation: str = "none"
+    warm: WarmPlan | None = None
     server_failed: str = ""
     """Why the fork server is not used, once it could not start."""
     losses: list[str] = field(default_factory=list)
@@ -47,6 +63,8 @@ class RunSite:
     overran: bool = False
     """A run was killed at the disk limit: what it wrote is still in ``root`` until the caller resets it."""
     _server: ForkServer | None = field(default=None, init=False, repr=False)
+    _primed: ForkServer | None = field(default=None, init=False, repr=False)
+    """The server that imported the base state (:meth:`prime`)."""
 
     @property
     def current(self) -> ForkServer | None:
@@ -102,11 +120,51 @@ class RunSite:
         self.overran = self.overran or bool(run.disk)
         return run
 
+    def warm_spec(self, source_patch: str, tests: Sequence[TestPatch]) -> dict | None:
+        """What the server may keep imported for a run of ``tests`` on ``source_patch`` (``WarmPlan.spec``)."""
+        return self.warm.spec(source_patch, tests) if self.warm is not None else None
+
+    def prime(self) -> None:
+        """With warm imports, before the first run that changes the source: the fork server imports the project
+        from the (reset) base checkout, once per server, so that the fix's and the mutants' runs start warm
+        even on a worker whose server never runs the base state."""
+        spec = self.warm_spec("", [])
+        server = self.server() if spec is not None else None
+        if spec is None or server is None or self._primed is server:
+            return
+        self._primed = server
+        env = fork_env(self.job_env, self.settings.pass_env, self.settings.pytest_version) \
+            if runner_of(self.settings.runner).session_server else script_server_env(self.settings, self.job_env)
+        server.prime(self.root, env, spec, timeout=self.settings.timeout)
+
+    def run_log(self, source_patch: str, test: TestPatch, limit: float, *, select: bool) -> Verdict:
+        """``test`` (laid down here on ``source_patch``) run by the settings' log-based runner under ``limit``: a
+        warm fork of this site's server where the runner forks (sympy's ``bin/test``), else a fresh process;
+        ``select``: see :meth:`~coharden.execution.runners.Runner.command`. A server that died under the run
+        counts as a loss (its verdict a HARNESS_ERROR the caller retries)."""
+        server = self.server()
+        try:
+            verdict = run_test_patch(self.root, test, self.settings, self.python, env=self.job_env,
+                                     confine=self.confine, select=select, time_limit=limit, server=server,
+                                     warm=self.warm_spec(source_patch, [test]) if server is not None else None)
+        except ForkServerError as exc:  # it died between its liveness check and this run: retried as a lost run
+            self.close()
+            verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"{SERVER_GONE} ({exc})")
+        if server_lost(verdict):  # died, silent or gone (a forged protocol is reported as tampering)
+            self.losses.append(verdict.reason)
+        return verdict
+
     def close(self) -> None:
         """Stop the server (the next run starts a new one)."""
         if self._server is not None:
             self._server.close()
             self._server = None
+
+
+def server_lost(verdict: Verdict) -> bool:
+    """The verdict of a run whose fork server died under it (not one that forged the protocol: never retried)."""
+    return verdict.outcome is Outcome.HARNESS_ERROR and not verdict.tampering and \
+        verdict.reason.startswith((SERVER_DIED, SERVER_SILENT, SERVER_GONE))
 
 
 def workspace_confinement(workspace: Workspace, settings: Settings, python: str, store: Store | None,

@@ -31,10 +31,10 @@ from types import TracebackType
 
 from coharden.errors import RepoError
 from coharden.execution.git import Applied, apply_patch, check_repo, git, resolve_commit, tracked_paths
+from coharden.execution.leftovers import mark_owner, sweep_leftovers
 from coharden.execution.locks import file_lock
 from coharden.execution.readback import read_text
 from coharden.execution.removal import open_dir, remove_entry, remove_tree_quietly
-from coharden.execution.sandbox import mark_owner, sweep_leftovers
 
 
 def _clone(source: Path, commit: str, parent: Path | None) -> Path:

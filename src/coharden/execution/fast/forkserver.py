@@ -1,4 +1,4 @@
-"""Client side of the fork server (see :mod:`coharden.execution.forkserver_main`).
+"""Client side of the fork server (see :mod:`coharden.execution.fast.forkserver_main`).
 
 One server per worker: it pays the interpreter start-up and pytest's import and plugin loading once, then
 every test run is a fork. When the server cannot start or reports that forking is unsafe, callers fall back
@@ -11,6 +11,10 @@ during which the server dies (a test killed it) comes back with ``lost`` set; th
 A run that writes more than the confinement's ``max_disk_bytes`` into the worktree and the scratch directory
 (:mod:`~coharden.execution.disklimit`) is killed from outside - the forked child and everything below it, never
 the server - and comes back with ``disk`` set; the server reports it as any killed child and serves the next.
+
+Why this file is over 400 lines: every method works the one server process and its signed pipe (start, the
+protocol, a run with its disk watch and kill, close), whose state (sequence number, pending bytes, what was
+forged) a split would have to share.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from pathlib import Path
 
 from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env
 from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
-from coharden.execution.forkserver_main import protocol_mac
+from coharden.execution.fast.forkserver_main import protocol_mac
+from coharden.execution.leftovers import mark_owner
 from coharden.execution.pidslimit import PidsCgroup
 from coharden.execution.readback import UnsafeFile, read_text
 from coharden.execution.removal import remove_tree_quietly
@@ -41,7 +46,6 @@ from coharden.execution.sandbox import (
     Confinement,
     ProcessResult,
     command_line_problem,
-    mark_owner,
     sandbox_wrap,
     spawn_long_lived,
 )
@@ -123,6 +127,7 @@ class ForkServer:
         self.swapped_runs = 0  # of those, runs whose changed function bodies were swapped in (warm.swap_changed)
         self.collected_runs = 0  # runs forked after a collection done once (collect once: collect_once.CollectOnce)
         self.collect_log: list[str] = []  # per run that asked to collect once: "once", or why it collected
+        self.retired = ""  # why the server ended after a run: its sandbox could not be wiped clean for the next
         if self.isolation == "bwrap":
             assert confine is not None
             # the paths the server's per-run wipe leaves alone: the worktree and the scratch directory, which
@@ -348,13 +353,17 @@ class ForkServer:
         return request
 
     def _tally(self, done: dict) -> None:
-        """Count how a finished run started (warm, swapped, collected once) from the server's reply."""
+        """Count how a finished run started (warm, swapped, collected once) from the server's reply; a server that
+        says it ended after the run (``retired``: its sandbox could not be wiped clean) is closed."""
         self.warm_runs += bool(done.get("warm"))
         self.swapped_runs += bool(done.get("swapped"))
         self.collected_runs += done.get("collected") == "once"
         if done.get("collected"):
             self.collect_log.append(str(done["collected"]))
             del self.collect_log[:-1000]  # a long batch's server: the last runs'
+        if done.get("retired"):  # its wipe failed: it ended after this run, whose result stands
+            self.retired = str(done["retired"])
+            self.close(keep_scratch=True)  # the caller reads this run's files there; not alive: a new server next
 
     def _sweep_scratch(self, keep: set[Path]) -> None:
         """Remove what a run left in the scratch directory besides ``keep``: it is writable to every run of the

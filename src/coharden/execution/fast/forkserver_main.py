@@ -14,7 +14,8 @@ memory. With ``--sandboxed`` (it runs as the sandbox's only long-lived process, 
 it kills every other process in the namespace after each child (daemons, forks left behind) and gives the next
 run the sandbox state it started with (``forkserver_procs.wipe``: every writable mount of the sandbox's own
 emptied, the ``--own`` paths aside - the worktree and the scratch directory, which the client resets), so no run
-sees what an earlier one left there.
+sees what an earlier one left there. A wipe that leaves anything behind ends the server after its reply (marked
+``"retired"``; at start it reports itself unsafe): the client's next run gets a new sandbox.
 
 Protocol (JSON lines): the client's first line is {"key": hex}, a secret of this server's life; every later
 line both ways carries "seq" (the request's number, from 1; 0 for the hello) and "mac", the HMAC-SHA256 of the
@@ -35,7 +36,7 @@ a request may carry ``"script"``, a path in its cwd: the child runs it as ``pyth
 the script's directory first on the path, PYTHONWARNINGS applied as at start-up) instead of ``pytest.main``. Every
 fork hashes with the seed the server started with (the test environment's fixed PYTHONHASHSEED).
 
-Warm project imports (``execution/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
+Warm project imports (``execution/fast/warm.py``, loaded by path): a request may carry ``"warm": {"modules": [...],
 "optional": [...], "key": str, "volatile": [paths], "base": bool}`` - the project's modules to keep imported,
 more of them (the ones the instance's tests import) kept only if they import cleanly, an id of the checkout's
 base state (the instance and those modules), the files this run's patches touch, and whether every file
@@ -58,9 +59,10 @@ killed, so no code of one test runs while another test's run is prepared or runs
 SIGCONT has it stopped again after); zygotes are non-dumpable (no ptrace, no /proc/PID/mem); at most
 ``zygotes.ZYGOTES`` are kept (a candidate's and a reference's runs alternate on one server).
 
-This file: the protocol, the children, the request loop. Its siblings in ``execution/``, one job each:
-``forkserver_procs.py`` (wait, kill, reap; a fresh sandbox state per run), ``warm_state.py`` (the warm imports kept),
-``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py`` +
+This file: the protocol, the request loop, forking the children. Its siblings in ``execution/fast/``, one job
+each: ``fork_child.py`` (what a forked child does: limits, environment, warm swap, pytest),
+``forkserver_procs.py`` (wait, kill, reap; a fresh sandbox state per run), ``warm_state.py`` (the warm imports
+kept), ``collect_once.py`` (a zygote's plugin), ``zygotes.py`` (the server's handles on them), ``warm.py`` +
 ``warm_bodies.py``. The test interpreter has no coharden, and a module imported by name could come from the
 checkout under test, so :func:`load_sibling` loads each by its path (the package directory, read-only in the
 sandbox) as the server starts, before any test code runs (``warm.py``: at the first warm request).
@@ -70,13 +72,11 @@ import hashlib
 import hmac
 import json
 import os
-import resource
 import signal
 import sys
 import tempfile
 import threading
 import time
-import traceback
 from typing import Any
 
 _NOT_PROJECT = {"conftest", "setup", "test", "tests", "testing", "doc", "docs", "examples", "benchmarks",
@@ -135,152 +135,8 @@ def _read_key(stream):
         return None
 
 
-def _close_except(keep):
-    """Close every descriptor from 3 up but ``keep``."""
-    low = 3
-    for fd in sorted(f for f in keep if f is not None and f >= 3):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 16)
-
-
-def _child(request, swap=None, key=None, zygote=None):
-    """Run one request in the forked child. ``swap``: (warm state, status fd) when the server's modules are
-    warm but some module file changed: the child swaps in the changed function bodies or purges
-    (``warm_state.WarmState``) and writes b"1" (swapped) or b"0" to the fd before any test code runs; (warm
-    state, None): it purges.
-    ``key``: the protocol's secret, wiped here first (a test must not be able to sign a reply). ``zygote``:
-    (reply fd, request fd, warm state, called) - this child collects once and serves the later runs of the same
-    tests (:class:`collect_once.CollectOnce`)."""
-    if key is not None:
-        key[:] = bytes(len(key))
-    os.setsid()
-    try:
-        procs.set_dumpable(1)
-        if request.get("memory_mb"):
-            limit = int(request["memory_mb"]) * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        if request.get("cpu_seconds"):
-            cpu = int(request["cpu_seconds"])
-            if zygote is None:  # a zygote's runs set their own (a fork starts at no CPU time; it must not grow)
-                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU dumps core: none in the worktree
-        if request.get("max_file_bytes"):  # a file larger than this fails to write (EFBIG): no full disk
-            limit = int(request["max_file_bytes"])
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-        if request.get("max_processes"):
-            try:
-                limit = int(request["max_processes"])
-                resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
-            except (ValueError, OSError):
-                pass
-        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        # the server's protocol pipes, other zygotes' pipes and anything else it holds
-        _close_except([swap[1] if swap else None, *(zygote[:2] if zygote else ())])
-        sys.stdout = os.fdopen(1, "w", buffering=1)
-        sys.stderr = os.fdopen(2, "w", buffering=1)
-        cwd = request["cwd"]
-        os.chdir(cwd)
-        os.environ.clear()
-        # a zygote collects the plain run of its tests: an instrumenting plugin is loaded into the runs it forks
-        # (the first one too), never into the session every later run shares
-        session = zyg.plain_request(request) if zygote is not None else request
-        os.environ.update(session["env"])
-        tempfile.tempdir = None
-        sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
-        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
-        script = os.path.join(cwd, request["script"]) if request.get("script") else None  # noqa: PTH118
-        # python -m pytest puts the directory it runs in first on the path; python SCRIPT, the script's own
-        sys.path[:0] = [os.path.dirname(script) if script else cwd, *extra]  # noqa: PTH120
-        if swap:
-            state, fd = swap
-            swapped = False
-            if fd is not None:
-                try:
-                    swapped = state.module.swap_changed(state.snapshot, state.changed)
-                except Exception:  # noqa: BLE001 - whatever it changed, the purge below drops it
-                    swapped = False
-            if not swapped:
-                state.module.purge(state.snapshot.root)
-            if fd is not None:
-                os.write(fd, b"1" if swapped else b"0")
-                os.close(fd)
-        args = session["args"]
-        if script:
-            rc = _run_script(script, list(args))
-            _finish_interpreter()
-            os._exit(rc & 0xFF)
-        sys.argv = ["pytest", *args]
-        import pytest
-
-        plugins = []
-        if zygote is not None:
-            hook = collect.CollectOnce.pytest_runtestloop
-            collect.CollectOnce.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(hook)
-            plugins.append(collect.CollectOnce(request, *zygote))
-        rc = pytest.main(list(args), plugins=plugins)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(int(rc))
-    except BaseException:  # noqa: BLE001 - report and leave with pytest's internal-error code
-        traceback.print_exc()
-        sys.stderr.flush()
-        os._exit(3)
-
-
-def _run_script(path, args):
-    """Run ``path`` as ``python path args`` would (a repository's own runner, sympy's ``bin/test``): as
-    ``__main__``, with its arguments, the warning filters PYTHONWARNINGS names (a fresh interpreter reads them at
-    start); its exit code (an uncaught exception: its traceback, 1)."""
-    import runpy
-    import warnings
-
-    options = [o.strip() for o in os.environ.get("PYTHONWARNINGS", "").split(",") if o.strip()]
-    try:
-        warnings._processoptions(options)  # type: ignore[attr-defined]  # what -W and PYTHONWARNINGS do at start
-    except Exception:  # noqa: BLE001 - an option it cannot read is ignored, as at start-up (with a warning)
-        pass
-    sys.argv = [path, *args]
-    try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            return int(exc.code or 0)
-        try:
-            print(exc.code, file=sys.stderr)
-        except BaseException:  # noqa: BLE001 - a closed stderr: the code still says it failed
-            pass
-        return 1
-    except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
-        traceback.print_exc()
-        return 1
-    return 0
-
-
-def _finish_interpreter():
-    """What a fresh interpreter does at exit before it ends: wait for its non-daemon threads, run the atexit
-    functions, flush the streams (a closed one is no error then)."""
-    import atexit
-
-    for finish in (getattr(threading, "_shutdown", None), getattr(atexit, "_run_exitfuncs", None)):
-        try:
-            if finish is not None:
-                finish()
-        except BaseException:  # noqa: BLE001 - as at an interpreter's exit, where such errors are printed only
-            pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001
-            pass
-
-
 def load_sibling(name):
-    """``execution/NAME.py`` loaded by path as ``_coharden_NAME`` (why: see the module docstring)."""
+    """``execution/fast/NAME.py`` loaded by path as ``_coharden_NAME`` (why: see the module docstring)."""
     import importlib.util
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")  # noqa: PTH118, PTH120, PTH100
@@ -298,6 +154,7 @@ load_sibling("warm_bodies")  # the body swapping, before warm.py, which finds it
 collect = load_sibling("collect_once")  # collect once: a zygote's pytest plugin
 zyg = load_sibling("zygotes")  # collect once: the server's handles on its zygotes
 warm_state = load_sibling("warm_state")  # the project's modules kept imported
+fork_child = load_sibling("fork_child")  # what a forked child does, after procs, collect_once and zygotes
 
 
 def main():
@@ -320,8 +177,9 @@ def main():
     # the sandbox's state before any code but the server's ran: what every run starts from
     fresh = procs.Fresh(json.loads(options.get("own") or "[]")) if sandboxed else None
     safe, reason = _warm_up(options)
-    if fresh is not None:
-        procs.wipe(fresh, home)
+    left = procs.wipe(fresh, home) if fresh is not None else []
+    if left and safe:
+        safe, reason = False, _unwiped(left)
     channel.send({"ready": True, "safe": safe, "reason": reason})
     if not safe:
         return
@@ -370,8 +228,18 @@ def main():
                 for zygote in zygotes.values():
                     zygote.kill()
                 zygotes.clear()
-            procs.wipe(fresh, home)
+            left = procs.wipe(fresh, home)
+            if left:  # this run's result stands; no later run may start from its residue
+                done["retired"] = _unwiped(left)
         channel.send(done)
+        if done.get("retired"):
+            return  # the client starts a new sandbox for the next run
+
+
+def _unwiped(left):
+    """Why a server serves no (further) run: what its wipe left in the sandbox's scratch mounts."""
+    return ("the sandbox's scratch mounts could not be emptied (" + ", ".join(left[:5])
+            + (", ..." if len(left) > 5 else "") + "); the next run gets a new sandbox")
 
 
 def _warm_up(options):
@@ -424,7 +292,7 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
             if mode == "warm":
                 called = warm.snapshot.called
             zygote = (replies, requests, warm.module or load_sibling("warm"), called, [z.pid for z in zygotes.values()])
-        _child(request, child_warm, key, zygote)
+        fork_child.child(request, child_warm, key, zygote)
     if swap_status is not None:
         os.close(swap_status[1])
     if announce:

@@ -1,7 +1,8 @@
 """The fork server's processes (``forkserver_main``, loaded by path like it: stdlib only, Python 3.6+): exit codes,
 dumpability, waiting for a child with a deadline, and, as the init of the sandbox's PID namespace, killing and
 reaping every process but the ones it keeps (stopped zygotes) and giving every run a fresh sandbox state
-(:class:`Fresh`, :func:`wipe`): the scratch mounts emptied, the IPC namespace's objects removed.
+(:class:`Fresh`, :func:`wipe`): the scratch mounts emptied and checked empty (:func:`leftovers`), the IPC
+namespace's objects removed.
 """
 
 import os
@@ -195,7 +196,9 @@ def wipe(fresh, home):
     points (the worktree's, the scratch directory's and shown paths' binds) and the directories leading to them,
     those emptied around them and their modes restored, ``home`` made again; the IPC namespace's System V
     objects removed. Whatever a test did to the tree (modes that deny the server, which runs without
-    capabilities, access; a depth past PATH_MAX or past the descriptor limit) is removed all the same."""
+    capabilities, access; a depth past PATH_MAX or past the descriptor limit) is removed all the same. Returns
+    what is left in the scratch mounts all the same (:func:`leftovers`; empty: the next run starts clean), so
+    that a server whose wipe failed serves no further run rather than hand one a test's residue."""
     try:
         back = os.open(".", os.O_RDONLY)
     except OSError:
@@ -216,11 +219,36 @@ def wipe(fresh, home):
         if back is not None:
             os.fchdir(back)
             os.close(back)
+    left = leftovers(fresh)  # before ``home`` is made again, which lies in one
     try:
         os.makedirs(home, exist_ok=True)  # noqa: PTH103
     except OSError:
         pass
     clear_ipc()
+    return left
+
+
+def leftovers(fresh):
+    """What is in the scratch mounts besides their mount points and the directories leading to them (whose own
+    entries count alike): what a wipe could not remove, or a directory it could not even list."""
+    left = []
+    todo = list(fresh.roots)
+    while todo:
+        directory = todo.pop()
+        try:
+            names = os.listdir(directory)  # noqa: PTH208 - stdlib-only, Python 3.6+ script
+        except OSError:
+            left.append(directory)
+            continue
+        for name in names:
+            path = os.path.join(directory, name)  # noqa: PTH118
+            if path in fresh.points:
+                continue
+            if path in fresh.kept:
+                todo.append(path)
+            else:
+                left.append(path)
+    return sorted(left)
 
 
 def _empty(directory, fresh, dev):

@@ -1,7 +1,7 @@
 """What an instance's fork server may keep imported between runs (:class:`WarmPlan`, ``Settings.warm_imports``):
 the spec a run hands the server (its modules, the files its patches touch, whether the checkout is the base
 commit's), and the project modules the golden test files import, which are kept warm too. The server side
-is :mod:`coharden.execution.warm`."""
+is :mod:`coharden.execution.fast.warm`."""
 
 from __future__ import annotations
 
