@@ -11,7 +11,7 @@ the workspace's :class:`~coharden.execution.run_site.RunSite`), inside the sandb
 runs again alone (the test running at a time limit gets the TIMEOUT). Two tests that must run apart run at once
 in a second lane where a core is free for it (the fast path's, reached through ``run_site``).
 
-Why this file is over 400 lines: it is the one owner of the workspace's state, and its verdict loop, process
+Size: over 400 lines because it is the one owner of the workspace's state, and its verdict loop, process
 runs, instrumented runs and post-images reset, lay down, run in and taint one checkout in the order the
 hostile-test guarantees depend on (every part with a job of its own lives in the modules named above).
 """

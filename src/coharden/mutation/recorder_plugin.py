@@ -27,8 +27,8 @@ COHARDEN_RECORD_PROBE names records of another run (the fixed code's, when this 
 or raise is called again at the session's end ("probe" records), and an outcome here equal (``==``) to that
 run's is written with that run's encoding, so outcomes can be compared by their text.
 
-Why one file of about 750 lines: it is the pytest plugin shipped into the test interpreter, where coharden is not
-installed: ``recording.py`` copies it beside the value code it imports by name (the encoder, the decoder and the
+Size: one file (about 770 lines) because it is the pytest plugin shipped into the test interpreter, where coharden is
+not installed: ``recording.py`` copies it beside the value code it imports by name (the encoder, the decoder and the
 comparison, each a module of its own), hashes every copied file into the recording's cache key, and the
 interpreter imports them there. What is left here is the trace of target calls and of their callers, receivers,
 the untouched-argument guard and the probes, which share one session's state (the ``_Recorder``, the last drop's

@@ -4,7 +4,7 @@ collects a run's tests once and forks each later run of the same tests after tha
 (its handles on zygotes) is ``zygotes.py``; why this keeps the sandbox's guarantees is said in
 ``forkserver_main``'s docstring.
 
-Why this file is over 400 lines: it is one plugin loaded by path into the zygote, whose collection, fork per run
+Size: over 400 lines because it is one plugin loaded by path into the zygote, whose collection, fork per run
 and reset of what a run changed share the zygote's one session state.
 """
 

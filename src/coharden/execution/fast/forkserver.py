@@ -12,7 +12,7 @@ A run that writes more than the confinement's ``max_disk_bytes`` into the worktr
 (:mod:`~coharden.execution.disklimit`) is killed from outside - the forked child and everything below it, never
 the server - and comes back with ``disk`` set; the server reports it as any killed child and serves the next.
 
-Why this file is over 400 lines: every method works the one server process and its signed pipe (start, the
+Size: over 400 lines because every method works the one server process and its signed pipe (start, the
 protocol, a run with its disk watch and kill, close), whose state (sequence number, pending bytes, what was
 forged) a split would have to share.
 """
