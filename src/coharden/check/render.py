@@ -1,4 +1,4 @@
-"""What a reviewer reads of a check (:class:`~coharden.check.run.CheckReport`): the terminal summary, a
+"""What a reviewer reads of a check (:class:`~coharden.check.report.CheckReport`): the terminal summary, a
 pull-request comment in Markdown (each surviving wrong fix folded in ``<details>``), SARIF 2.1.0 (each one a
 finding on the fix's line it changes, for code-scanning views) and JUnit XML (one case per mutant run). Every
 string from the repository (commit subject, paths, test ids, mutant diffs) goes through
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from coharden.check.run import CheckReport
+from coharden.check.report import CheckReport
 from coharden.escaping import block_text, log_value, md_code_block, md_inline, md_line
 
 RULE = "surviving-mutant"
@@ -36,6 +36,10 @@ def verdict_line(report: CheckReport) -> str:
 
 def runs_line(report: CheckReport) -> str:
     runs = report.runs
+    if report.from_store:
+        return (f"verdicts: none run, the report of an earlier check of this commit from the store "
+                f"({report.seconds:.1f}s; that check: {runs['made']} run, {runs['cached']} from the store, "
+                f"{runs['implied']} implied, {report.stored_seconds:.1f}s)")
     return (f"verdicts: {runs['made']} run, {runs['cached']} from the store, {runs['implied']} implied "
             f"({report.seconds:.1f}s)")
 
@@ -46,6 +50,8 @@ def text(report: CheckReport, *, show: int = 5) -> str:
     out = [f"coharden check {log_value(change.rev)}: commit {change.short} {log_value(change.subject)}",
            f"buggy code: {change.base[:12]}; fix: {log_value(', '.join(change.fix_files))}; "
            f"test: {log_value(', '.join(change.test_files))}"]
+    if change.docs:
+        out.append(f"documentation (not checked): {log_value(', '.join(change.doc_files))}")
     if change.dirty:
         out.append("note: the worktree has uncommitted changes; the commit was checked, your files were left as "
                    "they are and no test saw them")
