@@ -348,9 +348,8 @@ def test_documentation_of_a_fix_is_left_out_of_the_check(tmp_path) -> None:
     inside a package is code."""
     from coharden.check.commit import is_documentation, read_change
 
-    assert is_documentation("changelog/14474.bugfix.rst") and is_documentation("AUTHORS")
-    assert is_documentation("docs/usage.md") and is_documentation("HISTORY.md")
-    assert not is_documentation("src/pkg/words.txt") and not is_documentation("setup.py")
+    assert all(map(is_documentation, ["changelog/14474.bugfix.rst", "AUTHORS", "docs/usage.md", "HISTORY.md"]))
+    assert not any(map(is_documentation, ["src/pkg/words.txt", "setup.py"]))
     repo, _ = make_repo(tmp_path / "repo", BUGGY)
     commit(repo, {"tiny/clamp.py": FIXED_SOURCE, "tests/test_clamp.py": REGRESSION_TEST,
                   "changelog/1.bugfix.rst": "clamp keeps values inside the range\n"}, "clamp")
