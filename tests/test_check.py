@@ -356,3 +356,22 @@ def test_documentation_of_a_fix_is_left_out_of_the_check(tmp_path) -> None:
     change = read_change(repo, "HEAD", ["tests/"])
     assert change.fix_files == ["tiny/clamp.py"]
     assert change.doc_files == ["changelog/1.bugfix.rst"]
+
+
+def test_the_overlay_takes_the_generated_modules_of_the_fixed_packages_only(tmp_path) -> None:
+    """At the repository's root only the fix's top-level packages are looked in: an ignored settings module
+    beside them is never copied into a clone; an untracked file git does not ignore (work in progress) neither."""
+    from coharden.check.commit import read_change
+    from coharden.check.run import checked_settings
+    from coharden.config import Settings
+
+    repo, _ = make_repo(tmp_path / "repo", {**BUGGY, ".gitignore": "_version.py\nlocal_settings.py\n"})
+    commit(repo, {"tiny/clamp.py": FIXED_SOURCE, "tests/test_clamp.py": REGRESSION_TEST}, "clamp")
+    write_files(repo, {"tiny/_version.py": "version = '1'\n", "local_settings.py": "TOKEN = 'secret'\n",
+                       "tiny/wip.py": "x = 1\n"})
+    settings = checked_settings(read_change(repo, "HEAD", ["tests/"]),
+                                Settings(python=sys.executable, cache_dir=tmp_path / "cache"))
+    assert settings.env_overlay is not None
+    assert sorted(p.relative_to(settings.env_overlay).as_posix()
+                  for p in settings.env_overlay.rglob("*") if p.is_file()) == ["tiny/_version.py"]
+    assert len(settings.env_fingerprint) == 64

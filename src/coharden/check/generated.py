@@ -4,8 +4,9 @@ the commit lacks them and its package does not import; spec environments keep th
 (:mod:`coharden.environment.overlay`), and so does a check: copied once, by content, under the cache directory,
 and laid over every clone after it is reset (``env_overlay``).
 
-Only what git *ignores* in the import roots is taken, and only Python modules and extensions: build products.
-An untracked file git does not ignore is the user's work in progress, which the check never shows to a test."""
+Only what git *ignores* in the import roots (at the repository's root: in the fix's top-level packages, never an
+ignored settings file beside them) is taken, and only Python modules and extensions: build products. An
+untracked file git does not ignore is the user's work in progress, which the check never shows to a test."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from coharden.check import stored
 from coharden.check.commit import CheckError, CommitChange, instance_of, test_part
@@ -60,7 +60,12 @@ def checked_settings(change: CommitChange, settings: Settings) -> Settings:
         env["PYTHONPATH"] = os.pathsep.join([*paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     update: dict = {"env_fingerprint": interpreter.digest, "test_env": env}
     if settings.env_overlay is None:  # what the install generated there (a version module): in no commit
-        update["env_overlay"] = overlay(change.repo, roots, tracked, settings.cache_dir)
+        # the repository's root is no place to look: only the top-level packages of the fix there
+        packages = {PurePosixPath(f).parts[0] for f in change.fix_files
+                    if f.endswith(".py") and len(PurePosixPath(f).parts) > 1
+                    and f"{PurePosixPath(f).parts[0]}/__init__.py" in tracked}
+        scopes = [root for root in roots if root != "."] + sorted(packages)
+        update["env_overlay"] = overlay(change.repo, scopes, tracked, settings.cache_dir)
     return settings.model_copy(update=update)
 
 
