@@ -180,6 +180,8 @@ HOST_PROCESSES = {
                                   "directory, pytest importable); asks the Docker engine if it runs",
     "coharden.environment.overlay": "asks a built environment's interpreter for its site directory",
     "coharden.overfit.reward": "asks the test interpreter whether coverage.py imports",
+    "coharden.check.interpreter": "asks the test interpreter for its sys.path and installed packages' metadata "
+                                  "(the key of a stored check report; where it imports the checked project from)",
     "coharden.study.bytecode": "compiles the checkout's own modules to bytecode with the test interpreter",
     "coharden.cli.envspec": "`env system-setup --run`: the spec's root system steps, run by the user's choice",
     "coharden.cli.env": "`env run -- CMD`: the user's own command beside the mock services",

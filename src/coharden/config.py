@@ -122,6 +122,9 @@ class Settings(BaseModel):
                                "or sympy's bin/test.")
     test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "
                                      "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
+    env_fingerprint: str = Field(default="", description="What identifies the test environment beyond its "
+                                 "interpreter and pytest versions (coharden check: a digest of its installed "
+                                 "packages); part of every verdict's store key when set.")
     env_overlay: Path | None = Field(default=None, description="Files built once per environment (C extensions, "
                                      "generated modules) copied into every checkout after it is reset.")
     services: list[str] = Field(default_factory=list, description="Services started inside each test sandbox, "

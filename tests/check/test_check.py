@@ -5,6 +5,8 @@ checkout (status, HEAD, files) before and after: nothing in it changes."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -79,10 +81,12 @@ def checking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("COHARDEN_CACHE", str(tmp_path / "cache"))
     store = tmp_path / "store.sqlite"
 
-    def check(repo: Path, *args: str):
+    def check(repo: Path, *args: str, fresh: bool = False):
+        """``fresh``: with a store of its own (nothing of the earlier checks answers)."""
         monkeypatch.chdir(repo)
         before = state(repo) if (repo / ".git").exists() else None
-        result = CliRunner().invoke(app, ["check", *args, "--store", str(store), "-c", "timeout=60"])
+        where = tmp_path / f"store-{len(list(tmp_path.glob('store-*')))}.sqlite" if fresh else store
+        result = CliRunner().invoke(app, ["check", *args, "--store", str(where), "-c", "timeout=60"])
         if before is not None:
             assert state(repo) == before, "the check changed the user's checkout"
         return result
@@ -101,11 +105,84 @@ def test_check_reports_fail_to_pass_and_the_wrong_fixes_the_commit_test_lets_thr
     assert "if value > high:" in out  # the surviving fix drops the upper clamp
     assert "upper bound" in out
 
-    again = checking(repo, "--fail-on", "borderline")  # the same commit: every verdict from the store
+    again = checking(repo, "--fail-on", "borderline")  # the same commit: the whole report from the store
     assert again.exit_code == 1, again.output
-    assert "verdicts: 0 run, " in again.output
-    assert "from the store" in again.output
+    assert "verdicts: none run, the report of an earlier check of this commit from the store" in again.output
     assert checking(repo, "--fail-on", "never").exit_code == 0
+
+
+def _report_lines(output: str) -> list[str]:
+    """The report as printed, but the line that says how its verdicts were got."""
+    return [line for line in output.splitlines() if not line.startswith("verdicts: ")]
+
+
+@pytest.fixture
+def processes(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The command line of every process started from now on (``subprocess.Popen``, which every sandboxed test
+    process and fork server goes through, as do git and the interpreter probes)."""
+    started: list[list[str]] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, args, *rest, **options) -> None:
+            started.append([str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)])
+            super().__init__(args, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    return started
+
+
+def _test_processes(started: list[list[str]]) -> list[list[str]]:
+    """The test processes and fork servers among ``started``: in bwrap (every one where bwrap works, as here), or
+    pytest run as a module."""
+    return [argv for argv in started if Path(argv[0]).name == "bwrap" or "pytest" in argv]
+
+
+def _venv_with_pytest(root: Path) -> Path:
+    """A virtual environment of its own (its packages ours to change) whose site directory reaches this one's
+    (pytest and its plugins) through a .pth file; its interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    ours = Path(pytest.__file__).parent.parent
+    (site / "ours.pth").write_text(f"{ours}\n")
+    return python
+
+
+def test_a_second_check_of_the_same_commit_is_the_stored_report_and_starts_no_test_process(
+        tmp_path, checking, processes) -> None:
+    repo = bug_fix_repo(tmp_path)
+    python = _venv_with_pytest(tmp_path / "venv")
+    first = checking(repo, "--python", str(python))
+    assert first.exit_code == 0, first.output
+    assert _test_processes(processes), "the first check ran no test"  # the observation can fail
+    assert "the report of an earlier check" not in first.output
+
+    processes.clear()
+    second = checking(repo, "--python", str(python), "--fail-on", "never")  # how it is shown: not in the key
+    assert second.exit_code == 0, second.output
+    assert _test_processes(processes) == [], second.output
+    assert "verdicts: none run, the report of an earlier check of this commit from the store" in second.output
+    assert _report_lines(second.output) == _report_lines(first.output)
+    data = json.loads(checking(repo, "--python", str(python), "--format", "json").stdout)
+    assert data["from_store"] is True
+    assert data["survivors"]
+
+    # another package in the interpreter: the report and its verdicts are computed again
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    (site / "extra-1.0.dist-info").mkdir()
+    (site / "extra-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: extra\nVersion: 1.0\n")
+    processes.clear()
+    upgraded = checking(repo, "--python", str(python))
+    assert _test_processes(processes), upgraded.output
+    assert "the report of an earlier check" not in upgraded.output
+    assert _report_lines(upgraded.output) == _report_lines(first.output)
+
+    # an option that reaches the tests (the memory limit): computed again
+    processes.clear()
+    limited = checking(repo, "--python", str(python), "-c", "memory_mb=3000")
+    assert _test_processes(processes), limited.output
+    assert "the report of an earlier check" not in limited.output
 
 
 def test_each_format_is_read_by_its_own_parser(tmp_path, checking) -> None:
@@ -151,6 +228,37 @@ def test_a_dirty_worktree_is_left_alone_and_not_seen_by_the_tests(tmp_path, chec
     result = checking(repo, "--format", "json")
     assert json.loads(result.stdout)["fail_to_pass"] is True, result.output
     assert (repo / "scratch.txt").read_text() == "mine\n"
+
+
+def test_an_editable_install_of_the_project_imports_the_clone_not_the_checkout(tmp_path, checking) -> None:
+    """The project installed in editable mode, as one works on it: its src/ on the interpreter's sys.path (the
+    .pth line setuptools writes). The checkout at the fix: were it imported, the test would pass on the parent
+    (NotReproducing); at the parent: the fix would fail (Misaligned). F->P both times, and every mutant run
+    imports its own clone (the surviving wrong fix is found)."""
+    layout = {path.replace("tiny/", "src/tiny/"): text for path, text in BUGGY.items()}
+    # the version module the install generates (setuptools-scm): ignored, in no commit
+    layout |= {"src/tiny/__init__.py": "from tiny._version import version\n", ".gitignore": "_version.py\n"}
+    repo, _ = make_repo(tmp_path / "repo", layout)
+    commit(repo, {"src/tiny/clamp.py": FIXED_SOURCE, "tests/test_clamp.py": REGRESSION_TEST},
+           "clamp: a value inside the range stays itself")
+    write_files(repo, {"src/tiny/_version.py": "version = '0.1'\n", "src/tiny/wip.py": "unfinished = 1\n"})
+    python = _venv_with_pytest(tmp_path / "venv")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    (site / "__editable__.tiny-0.1.pth").write_text(f"{repo / 'src'}\n")
+    imported = subprocess.run([str(python), "-c", "import tiny; print(tiny.__file__)"], cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout
+    assert imported.startswith(str(repo / "src")), imported  # the interpreter imports the checkout
+    at_fix = checking(repo, "--python", str(python), "--format", "json")
+    data = json.loads(at_fix.stdout)
+    assert data["fail_to_pass"] is True, at_fix.output
+    assert any("if value > high:" in s["change"] for s in data["survivors"]), at_fix.output
+    overlays = list((tmp_path / "cache" / "check-overlays").rglob("*.py"))  # generated files only
+    assert [p.relative_to(p.parents[2]).as_posix() for p in overlays] == ["src/tiny/_version.py"]
+    run_git(repo, "checkout", "--quiet", "HEAD~1")
+    at_parent = checking(repo, "--python", str(python), "--format", "json", "main", fresh=True)
+    data = json.loads(at_parent.stdout)
+    assert data["fail_to_pass"] is True, at_parent.output
+    assert data["from_store"] is False
 
 
 def _not_a_repository(root: Path) -> Path:
@@ -216,3 +324,54 @@ def test_a_commit_that_cannot_be_checked_is_one_error_line_and_exit_status_2(tmp
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.output
     assert says in errors[0], result.output
+
+
+def test_import_roots_name_where_the_checked_code_is_imported_from(tmp_path) -> None:
+    """The interpreter's sys.path entries in the repository (not its own .venv there), the parents of what its
+    editable finders map there, the directory holding each fixed file's top-level package; nothing outside the
+    repository."""
+    from coharden.check.interpreter import Interpreter, import_roots
+
+    repo = tmp_path / "repo"
+    (repo / "lib" / "pkg" / "sub").mkdir(parents=True)
+    interp = Interpreter(python="python", digest="0" * 64,
+                         path=("/usr/lib/python3.11", str(repo / "src"), str(tmp_path / "elsewhere"),
+                               str(repo / ".venv" / "lib" / "site-packages")),
+                         mapped=(str(repo / "flat" / "mod"), "/opt/other/pkg"), prefixes=(str(repo / ".venv"),))
+    tracked = ["lib/pkg/__init__.py", "lib/pkg/sub/__init__.py", "lib/pkg/sub/core.py", "setup.py"]
+    assert import_roots(repo, interp, ["lib/pkg/sub/core.py", "setup.py", "README.md"], tracked) == [
+        "src", "flat", "lib", "."]
+
+
+def test_documentation_of_a_fix_is_left_out_of_the_check(tmp_path) -> None:
+    """A news fragment or changelog is no code to mutate (a mutant dropping it behaves as the fix); a data file
+    inside a package is code."""
+    from coharden.check.commit import is_documentation, read_change
+
+    assert all(map(is_documentation, ["changelog/14474.bugfix.rst", "AUTHORS", "docs/usage.md", "HISTORY.md"]))
+    assert not any(map(is_documentation, ["src/pkg/words.txt", "setup.py"]))
+    repo, _ = make_repo(tmp_path / "repo", BUGGY)
+    commit(repo, {"tiny/clamp.py": FIXED_SOURCE, "tests/test_clamp.py": REGRESSION_TEST,
+                  "changelog/1.bugfix.rst": "clamp keeps values inside the range\n"}, "clamp")
+    change = read_change(repo, "HEAD", ["tests/"])
+    assert change.fix_files == ["tiny/clamp.py"]
+    assert change.doc_files == ["changelog/1.bugfix.rst"]
+
+
+def test_the_overlay_takes_the_generated_modules_of_the_fixed_packages_only(tmp_path) -> None:
+    """At the repository's root only the fix's top-level packages are looked in: an ignored settings module
+    beside them is never copied into a clone; an untracked file git does not ignore (work in progress) neither."""
+    from coharden.check.commit import read_change
+    from coharden.check.run import checked_settings
+    from coharden.config import Settings
+
+    repo, _ = make_repo(tmp_path / "repo", {**BUGGY, ".gitignore": "_version.py\nlocal_settings.py\n"})
+    commit(repo, {"tiny/clamp.py": FIXED_SOURCE, "tests/test_clamp.py": REGRESSION_TEST}, "clamp")
+    write_files(repo, {"tiny/_version.py": "version = '1'\n", "local_settings.py": "TOKEN = 'secret'\n",
+                       "tiny/wip.py": "x = 1\n"})
+    settings = checked_settings(read_change(repo, "HEAD", ["tests/"]),
+                                Settings(python=sys.executable, cache_dir=tmp_path / "cache"))
+    assert settings.env_overlay is not None
+    assert sorted(p.relative_to(settings.env_overlay).as_posix()
+                  for p in settings.env_overlay.rglob("*") if p.is_file()) == ["tiny/_version.py"]
+    assert len(settings.env_fingerprint) == 64

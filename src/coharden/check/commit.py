@@ -15,7 +15,7 @@ from coharden.config import RunnerName
 from coharden.errors import CoHardenError, RepoError
 from coharden.execution.git import check_repo, git, show_file
 from coharden.execution.testids import contributed_ids, test_defs
-from coharden.patches import split_patch, touched_files
+from coharden.patches import file_path, parse, split_patch, touched_files
 from coharden.schema.instance import Instance
 
 
@@ -27,6 +27,31 @@ class CheckError(CoHardenError):
 #: renames: each file diff names one path, as :func:`coharden.patches.split_patch` expects).
 _DIFF = ["-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "diff", "--no-color", "--no-ext-diff",
          "--no-renames", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
+
+
+#: Directories whose files document a change (news fragments, changelogs, the manual), and the suffixes of a
+#: top-level file that does (``AUTHORS``, ``CHANGES.rst``, ``README.md``).
+DOC_DIRS = frozenset({"changelog", "changelog.d", "changes", "doc", "docs", "news", "newsfragments"})
+DOC_SUFFIXES = frozenset({"", ".rst", ".md", ".txt", ".adoc"})
+
+
+def is_documentation(path: str) -> bool:
+    """A file that documents the change and that no test imports: under a documentation directory, or a
+    top-level text file. A file inside the project's packages (a data file) is never one."""
+    parts = Path(path).parts
+    if len(parts) > 1:
+        return parts[0].lower() in DOC_DIRS
+    return Path(path).suffix.lower() in DOC_SUFFIXES
+
+
+def split_documentation(fix: str) -> tuple[str, str]:
+    """(code, documentation) parts of a fix. Documentation is left out of the check: a mutant that drops a news
+    fragment is no wrong fix (it behaves as the fix does), yet the test could never reject it."""
+    code: list[str] = []
+    docs: list[str] = []
+    for patched in parse(fix):
+        (docs if is_documentation(file_path(patched)) else code).append(str(patched))
+    return "".join(code), "".join(docs)
 
 
 @dataclass(frozen=True)
@@ -45,6 +70,8 @@ class CommitChange:
     dirty: bool
     """The worktree has uncommitted changes (they are left alone and not checked)."""
     subject: str = ""
+    docs: str = ""
+    """The commit's documentation changes (:func:`is_documentation`): neither mutated nor applied."""
 
     @property
     def short(self) -> str:
@@ -57,6 +84,10 @@ class CommitChange:
     @property
     def test_files(self) -> list[str]:
         return touched_files(self.test)
+
+    @property
+    def doc_files(self) -> list[str]:
+        return touched_files(self.docs)
 
 
 def repository(where: Path) -> Path:
@@ -114,10 +145,14 @@ def read_change(where: Path, rev: str, test_patterns: Sequence[str]) -> CommitCh
     if not fix.strip():
         raise CheckError(f"{rev}: changes only test files ({', '.join(touched_files(test))}): there is no fix to "
                          "mutate")
+    fix, docs = split_documentation(fix)
+    if not fix.strip():
+        raise CheckError(f"{rev}: changes only test files and documentation ({', '.join(touched_files(docs))}): "
+                         "there is no fix to mutate")
     status = git(["status", "--porcelain", "--untracked-files=no"], repo).stdout
     subject = git(["log", "-1", "--format=%s", head], repo).stdout.strip()
     return CommitChange(repo=repo, rev=rev, head=head, base=base, fix=fix, test=test, dirty=bool(status.strip()),
-                        subject=subject)
+                        subject=subject, docs=docs)
 
 
 def test_part(repo: Path, rev: str, test_patterns: Sequence[str]) -> str:

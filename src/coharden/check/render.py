@@ -1,4 +1,4 @@
-"""What a reviewer reads of a check (:class:`~coharden.check.run.CheckReport`): the terminal summary, a
+"""What a reviewer reads of a check (:class:`~coharden.check.report.CheckReport`): the terminal summary, a
 pull-request comment in Markdown (each surviving wrong fix folded in ``<details>``), SARIF 2.1.0 (each one a
 finding on the fix's line it changes, for code-scanning views) and JUnit XML (one case per mutant run). Every
 string from the repository (commit subject, paths, test ids, mutant diffs) goes through
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from coharden.check.run import CheckReport
-from coharden.escaping import block_text, log_value, md_code_block, md_inline, md_line
+from coharden.check.report import CheckReport
+from coharden.escaping import block_text, html_text, log_value, md_code_block, md_inline, md_line
 
 RULE = "surviving-mutant"
 FORMATS = ("text", "markdown", "sarif", "junit", "json")
@@ -36,6 +36,10 @@ def verdict_line(report: CheckReport) -> str:
 
 def runs_line(report: CheckReport) -> str:
     runs = report.runs
+    if report.from_store:
+        return (f"verdicts: none run, the report of an earlier check of this commit from the store "
+                f"({report.seconds:.1f}s; that check: {runs['made']} run, {runs['cached']} from the store, "
+                f"{runs['implied']} implied, {report.stored_seconds:.1f}s)")
     return (f"verdicts: {runs['made']} run, {runs['cached']} from the store, {runs['implied']} implied "
             f"({report.seconds:.1f}s)")
 
@@ -46,6 +50,8 @@ def text(report: CheckReport, *, show: int = 5) -> str:
     out = [f"coharden check {log_value(change.rev)}: commit {change.short} {log_value(change.subject)}",
            f"buggy code: {change.base[:12]}; fix: {log_value(', '.join(change.fix_files))}; "
            f"test: {log_value(', '.join(change.test_files))}"]
+    if change.docs:
+        out.append(f"documentation (not checked): {log_value(', '.join(change.doc_files))}")
     if change.dirty:
         out.append("note: the worktree has uncommitted changes; the commit was checked, your files were left as "
                    "they are and no test saw them")
@@ -74,31 +80,68 @@ def text(report: CheckReport, *, show: int = 5) -> str:
     return "\n".join(out) + "\n"
 
 
+def _md_code(text: object) -> str:
+    """``text`` as inline code in Markdown text (its Markdown characters escaped, so it shows as itself)."""
+    return f"<code>{md_inline(text)}</code>"
+
+
+def _html_code(text: object) -> str:
+    """``text`` as inline code inside an HTML block (a ``<summary>``: no Markdown is read there)."""
+    return f"<code>{html_text(text)}</code>"
+
+
 def markdown(report: CheckReport) -> str:
-    """A pull-request comment: the verdict, the laxity with its interval, each surviving mutant folded."""
+    """A pull-request comment: the verdict, the laxity with its interval, each surviving mutant folded (its
+    summary line is HTML: GitHub reads no Markdown inside ``<summary>``); notes folded at the end."""
     change = report.change
-    head = f"### coharden check of `{change.short}`: {report.test_class.value}"
-    out = [head, "", md_line(change.subject) if change.subject else "", ""]
-    out.append(f"- **{md_inline(verdict_line(report))}**")
-    out.append(f"- tests: {md_inline(', '.join(report.test_ids) or '(none found)')}")
+    bound = " (upper bound)" if report.upper_bound and not report.problem else ""
+    out = [f"### coharden check of `{change.short}`: {report.test_class.value}{bound}", ""]
+    if change.subject:
+        out += [md_line(change.subject), ""]
+    ftp = "yes" if report.fail_to_pass else "no"
+    does = {"PASS": "passes", "FAIL": "fails"}
+    out.append(f"- **Fail-to-pass: {ftp}**: the test {does[report.buggy.outcome.value]} on the parent "
+               f"`{change.base[:12]}`, {does[report.fixed.outcome.value]} with the fix"
+               if report.buggy.admissible and report.fixed.admissible else
+               f"- **Fail-to-pass: {ftp}** ({md_inline(verdict_line(report))})")
+    out.append(f"- Test: {', '.join(_md_code(t) for t in report.test_ids) or '(none found)'}")
+    out.append(f"- Fix: {', '.join(_md_code(f) for f in change.fix_files)}"
+               + (f"; documentation not checked: {', '.join(_md_code(f) for f in change.doc_files)}"
+                  if change.docs else ""))
     if report.problem:
-        out.append(f"- {md_inline(report.problem)}")
+        out.append(f"- **{md_inline(report.problem)}**")
         return "\n".join(out) + "\n"
-    out.append(f"- {md_inline(laxity_line(report))}")
+    out.append(f"- {_md_laxity(report)}")
     if not report.upper_bound:
-        out.append("- matrix: " + md_inline(", ".join(f"{k} {v}" for k, v in report.matrix.items())))
-    out.append(f"- {md_inline(runs_line(report))}")
-    out += [f"- warning: {md_inline(w)}" for w in report.warnings]
+        out.append("- Matrix: " + md_inline(", ".join(f"{k} {v}" for k, v in report.matrix.items())))
     if report.survivors:
-        out += ["", f"**{len(report.survivors)} wrong fix{'es' if len(report.survivors) != 1 else ''} the test "
-                "lets through** (each as its change to the fixed code):", ""]
+        count = len(report.survivors)
+        out += ["", f"**{count} plausible wrong fix{'es' if count != 1 else ''} the test lets through** (each "
+                "as its change to the fixed code):", ""]
         for s in report.survivors:
             more = f" (and {s.same} more of the same behaviour)" if s.same else ""
-            out += ["<details>", f"<summary>{md_inline(s.id)}: {md_inline(s.description)} at "
-                    f"{md_inline(s.location)}{more}</summary>", "", md_code_block(s.change, "diff"), "", "</details>"]
+            out += ["<details>", f"<summary>{_html_code(s.location)}: {html_text(s.description)}{more} "
+                    f"({_html_code(s.id)})</summary>", "", md_code_block(s.change, "diff"), "", "</details>"]
     else:
         out += ["", "No plausible wrong fix got past the test."]
+    notes = [md_inline(runs_line(report)), *(md_inline(w) for w in report.warnings)]
+    out += ["", "<details>", f"<summary>How it was measured ({len(notes)} note{'s' if len(notes) != 1 else ''})"
+            "</summary>", "", *(f"- {n}" for n in notes), "", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def _md_laxity(report: CheckReport) -> str:
+    """The laxity for a reader of the comment: the share, its interval, what it counts and against what."""
+    est = report.estimate
+    if est is None or est.laxity is None:
+        return "Laxity: n/a (no plausible mutant ran to an outcome)"
+    low, high = est.interval or (est.laxity, est.laxity)
+    unit = "wrong-fix behaviours" if report.counted == "behaviours" else "wrong fixes"
+    what = (" An upper bound: without `--reference` every surviving mutant counts as a wrong fix, though one may "
+            "be correct." if report.upper_bound else f" Against the reference {_md_code(report.reference)}.")
+    return (f"Laxity{' (upper bound)' if report.upper_bound else ''}: **{est.laxity:.2f}** "
+            f"({est.confidence:.0%} interval {low:.2f} to {high:.2f}; tau {report.tau:g}): {est.beta} of "
+            f"{est.admissible} plausible {unit} pass the test.{what}")
 
 
 def sarif(report: CheckReport, *, version: str = "") -> str:

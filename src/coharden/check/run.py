@@ -9,106 +9,20 @@ admissible mutants is laxity against a reference that rejects every mutant: an u
 
 from __future__ import annotations
 
+import os
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal
+from pathlib import Path, PurePosixPath
 
+from coharden.check import stored
 from coharden.check.commit import CheckError, CommitChange, instance_of, test_part
+from coharden.check.generated import overlay
+from coharden.check.interpreter import import_roots, probe
+from coharden.check.report import CheckReport, Survivor
 from coharden.config import Settings
 from coharden.schema.estimate import Estimate
 from coharden.schema.matrix import NEEDS_NETWORK, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.verdict import Verdict
-
-FailOn = Literal["lax", "borderline", "never"]
-#: The classes each ``--fail-on`` policy fails a check on (exit status 1).
-FAILING: dict[str, frozenset[TestClass]] = {
-    "lax": frozenset({TestClass.LAX}),
-    "borderline": frozenset({TestClass.LAX, TestClass.BORDERLINE}),
-    "never": frozenset(),
-}
-
-
-@dataclass
-class Survivor:
-    """A plausible wrong fix the candidate lets through, with how many more mutants share its behaviour."""
-
-    id: str
-    operator: str
-    description: str
-    location: str
-    change: str
-    """Its change to the fixed code (a diff)."""
-    same: int = 0
-
-    @property
-    def path(self) -> str:
-        return self.location.rpartition(":")[0] or self.location
-
-    @property
-    def line(self) -> int:
-        tail = self.location.rpartition(":")[2]
-        return int(tail) if tail.isdigit() and int(tail) > 0 else 1
-
-
-@dataclass
-class CheckReport:
-    """What one check found; every renderer (terminal, Markdown, SARIF, JUnit, JSON) reads only this."""
-
-    change: CommitChange
-    reference: str | None
-    """None: the candidate is its own reference; else what ``--reference`` named."""
-    test_ids: list[str]
-    buggy: Verdict
-    fixed: Verdict
-    test_class: TestClass
-    problem: str = ""
-    """Why the commit's test is not checked further (not F->P, needs a service), in one plain line."""
-    estimate: Estimate | None = None
-    tau: float = 0.0
-    survivors: list[Survivor] = field(default_factory=list)
-    killed: list[str] = field(default_factory=list)
-    inadmissible: dict[str, str] = field(default_factory=dict)
-    """Mutant id -> why it counts neither way (implausible, timeout, ...)."""
-    matrix: dict[str, int] = field(default_factory=dict)
-    runs: dict[str, int] = field(default_factory=lambda: {"made": 0, "cached": 0, "implied": 0})
-    warnings: list[str] = field(default_factory=list)
-    counted: str = "mutants"
-    """What the laxity counts: ``behaviours`` (mutants no test run tells apart count once) or ``mutants``."""
-    seconds: float = 0.0
-
-    @property
-    def fail_to_pass(self) -> bool:
-        return self.buggy.failed and self.fixed.passed
-
-    @property
-    def checked(self) -> bool:
-        """F->P and MPE ran: a class from mutants (else ``problem`` says why not)."""
-        return not self.problem
-
-    @property
-    def upper_bound(self) -> bool:
-        """The laxity is the candidate's survival share (no reference): an upper bound."""
-        return self.reference is None
-
-    def fails(self, policy: str) -> bool:
-        return self.test_class in FAILING[policy]
-
-    def to_json(self) -> dict:
-        est = self.estimate
-        return {
-            "repo": str(self.change.repo), "rev": self.change.rev, "commit": self.change.head,
-            "base": self.change.base, "dirty": self.change.dirty, "fix_files": self.change.fix_files,
-            "test_files": self.change.test_files, "test_ids": self.test_ids, "reference": self.reference,
-            "buggy": self.buggy.outcome.value, "fixed": self.fixed.outcome.value, "fail_to_pass": self.fail_to_pass,
-            "class": self.test_class.value, "problem": self.problem or None, "tau": self.tau,
-            "laxity": est.laxity if est else None, "interval": list(est.interval) if est and est.interval else None,
-            "laxity_is_upper_bound": self.upper_bound, "matrix": self.matrix, "counted": self.counted,
-            "survivors": [vars(s) for s in self.survivors], "killed": self.killed,
-            "inadmissible": self.inadmissible, "runs": self.runs, "warnings": self.warnings,
-            "seconds": round(self.seconds, 3),
-        }
 
 
 def reference_test(repo: Path, value: str, test_patterns: list[str]) -> tuple[str, str]:
@@ -129,6 +43,32 @@ def reference_test(repo: Path, value: str, test_patterns: list[str]) -> tuple[st
     return value, test_part(repo, value, test_patterns)
 
 
+def checked_settings(change: CommitChange, settings: Settings) -> Settings:
+    """``settings`` for the test runs of ``change``: the interpreter's digest names the environment in every
+    verdict's key (after an upgrade no verdict of the old environment answers), and the clone's own directories
+    holding the checked code come first on ``PYTHONPATH`` (an editable install of the project imports the user's
+    checkout otherwise: the parent, the fix and every mutant would all run the checkout's code), with the modules
+    the install generated there laid over every clone (:mod:`coharden.check.generated`)."""
+    from coharden.execution.git import git
+
+    interpreter = probe(settings.python)
+    tracked = set(git(["ls-tree", "-r", "--name-only", "-z", change.head], change.repo).stdout.split("\0"))
+    roots = import_roots(change.repo, interpreter, change.fix_files, tracked)
+    env = dict(settings.test_env)
+    paths = [f"{{workspace}}/{root}" for root in roots if root != "."]  # the clone's root: on sys.path already
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join([*paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    update: dict = {"env_fingerprint": interpreter.digest, "test_env": env}
+    if settings.env_overlay is None:  # what the install generated there (a version module): in no commit
+        # the repository's root is no place to look: only the top-level packages of the fix there
+        packages = {PurePosixPath(f).parts[0] for f in change.fix_files
+                    if f.endswith(".py") and len(PurePosixPath(f).parts) > 1
+                    and f"{PurePosixPath(f).parts[0]}/__init__.py" in tracked}
+        scopes = [root for root in roots if root != "."] + sorted(packages)
+        update["env_overlay"] = overlay(change.repo, scopes, tracked, settings.cache_dir)
+    return settings.model_copy(update=update)
+
+
 def self_check_config(config: MPEConfig) -> MPEConfig:
     """The MPE settings of a check without a reference: a fixed budget (``per_operator`` mutants of each
     operator, all run). The sequential draw stops once the interval decides, which with no beta cell is after
@@ -138,16 +78,17 @@ def self_check_config(config: MPEConfig) -> MPEConfig:
 
 def run_check(change: CommitChange, settings: Settings, reference: str | None = None) -> CheckReport:
     """Check ``change``: F->P of its test, then MPE against ``reference`` (see :func:`reference_test`) or the
-    test itself. Every test runs in a throwaway clone of the repository; results are cached in the store."""
+    test itself. Every test runs in a throwaway clone of the repository. The store answers at once with the
+    whole report of an earlier check of the same commit in the same environment and settings
+    (:mod:`coharden.check.stored`), else keeps the new report (and each verdict) for the next check."""
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
-    from coharden.execution.verify import fail_to_pass
-    from coharden.mpe.evaluate import MPEError, evaluate
 
     started = time.monotonic()
     ref_name, ref_text = reference_test(change.repo, reference, settings.test_patterns) if reference else ("", "")
     inst = instance_of(change)
+    settings = checked_settings(change, settings)
     store = Store(settings.store)
     config = settings.mpe if reference else self_check_config(settings.mpe)
     config = config.model_copy(update={"workers": settings.workers})
@@ -155,26 +96,42 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     def factory() -> InstanceExecutor:
         return InstanceExecutor(inst, change.repo, settings, store)
 
+    key = stored.report_key(change, inst, settings, config, reference=(ref_name, ref_text))
     try:
-        with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
-            candidate = executor.test_patch(change.test, name="the commit's test")
-            ftp = fail_to_pass(executor, candidate, change.fix)
-            report = CheckReport(change=change, reference=ref_name or None, test_ids=candidate.ids,
-                                 buggy=ftp.buggy, fixed=ftp.fixed, tau=config.tau,
-                                 test_class=classify(fails_on_buggy=ftp.buggy.failed, passes_on_fixed=ftp.fixed.passed,
-                                                     laxity=None, tau=config.tau, admissible=ftp.admissible))
-            if not ftp.fail_to_pass:
-                report.problem = _not_checked(report)
-            else:
-                ref = executor.test_patch(ref_text, name=ref_name) if reference else candidate
-                try:
-                    result = evaluate(executor, change.fix, candidate, ref, config, pool=pool)
-                except MPEError as exc:
-                    raise CheckError(f"--reference {reference}: {exc}") from exc
-                _fill(report, result)
+        report = stored.load(store, key, change)
+        if report is None:
+            with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
+                report = _check(executor, pool, change, config, reference, ref_name, ref_text)
+            report.seconds = time.monotonic() - started
+            if stored.storable(report):
+                stored.save(store, key, report)
     finally:
         store.close()
     report.seconds = time.monotonic() - started
+    return report
+
+
+def _check(executor, pool, change: CommitChange, config: MPEConfig, reference: str | None, ref_name: str,
+           ref_text: str) -> CheckReport:
+    """The report of running the check: F->P of the commit's test, then (when it is F->P) MPE."""
+    from coharden.execution.verify import fail_to_pass
+    from coharden.mpe.evaluate import MPEError, evaluate
+
+    candidate = executor.test_patch(change.test, name="the commit's test")
+    ftp = fail_to_pass(executor, candidate, change.fix)
+    report = CheckReport(change=change, reference=ref_name or None, test_ids=candidate.ids,
+                         buggy=ftp.buggy, fixed=ftp.fixed, tau=config.tau,
+                         test_class=classify(fails_on_buggy=ftp.buggy.failed, passes_on_fixed=ftp.fixed.passed,
+                                             laxity=None, tau=config.tau, admissible=ftp.admissible))
+    if not ftp.fail_to_pass:
+        report.problem = _not_checked(report)
+        return report
+    ref = executor.test_patch(ref_text, name=ref_name) if reference else candidate
+    try:
+        result = evaluate(executor, change.fix, candidate, ref, config, pool=pool)
+    except MPEError as exc:
+        raise CheckError(f"--reference {reference}: {exc}") from exc
+    _fill(report, result)
     return report
 
 

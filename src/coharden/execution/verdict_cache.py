@@ -59,14 +59,17 @@ def test_environment_id(settings: Settings, python: str) -> str:
 def run_settings_id(settings: Settings) -> str:
     """The settings besides the environment that can change a verdict, each only when not at its default (so
     verdicts stored before they were named keep their keys): the memory and process limits, the services beside
-    the test, and the host variables it is given (names and values). Verdicts are shared across commands and
-    sessions of one store (the reference's runs on a pool, say), so a run under other limits must not answer."""
+    the test, the host variables it is given (names and values), the environment's fingerprint where one is set.
+    Verdicts are shared across commands and sessions of one store (the reference's runs on a pool, say), so a run
+    under other limits must not answer."""
     defaults = Settings.model_fields
     parts = []
     for name in ("memory_mb", "cpu_seconds", "max_processes", "max_file_mb"):
         value = getattr(settings, name)
         if value != defaults[name].default:
             parts.append(f"{name}={value}")
+    if settings.env_fingerprint:
+        parts.append(f"env={settings.env_fingerprint}")
     if settings.services:
         parts.append("services=" + ",".join(sorted(settings.services)))
     if settings.pass_env:
