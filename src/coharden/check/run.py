@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from coharden.check import stored
@@ -25,9 +26,19 @@ from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.verdict import Verdict
 
 
-def reference_test(repo: Path, value: str, test_patterns: list[str]) -> tuple[str, str]:
-    """(name, test patch) of ``--reference``: a patch file (its test-file part), else a revision or range whose
-    test-file changes are the reference."""
+@dataclass(frozen=True)
+class Reference:
+    """The test a check compares with: what ``--reference`` said (a patch file or a revision), its name in the
+    report, and its test patch."""
+
+    given: str
+    name: str
+    text: str
+
+
+def reference_test(repo: Path, value: str, test_patterns: list[str]) -> Reference:
+    """The test of ``--reference``: a patch file (its test-file part), else a revision or range whose test-file
+    changes are the reference."""
     from coharden.patches import split_patch
 
     path = Path(value)
@@ -39,8 +50,8 @@ def reference_test(repo: Path, value: str, test_patterns: list[str]) -> tuple[st
         _, tests = split_patch(text, test_patterns)
         if not tests.strip():
             raise CheckError(f"--reference: {path} changes no test file")
-        return path.stem, tests
-    return value, test_part(repo, value, test_patterns)
+        return Reference(value, path.stem, tests)
+    return Reference(value, value, test_part(repo, value, test_patterns))
 
 
 def checked_settings(change: CommitChange, settings: Settings) -> Settings:
@@ -86,7 +97,7 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     from coharden.execution.store import Store
 
     started = time.monotonic()
-    ref_name, ref_text = reference_test(change.repo, reference, settings.test_patterns) if reference else ("", "")
+    ref = reference_test(change.repo, reference, settings.test_patterns) if reference else None
     inst = instance_of(change)
     settings = checked_settings(change, settings)
     store = Store(settings.store)
@@ -96,12 +107,12 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     def factory() -> InstanceExecutor:
         return InstanceExecutor(inst, change.repo, settings, store)
 
-    key = stored.report_key(change, inst, settings, config, reference=(ref_name, ref_text))
+    key = stored.report_key(change, inst, settings, config, reference=(ref.name, ref.text) if ref else ("", ""))
     try:
         report = stored.load(store, key, change)
         if report is None:
             with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
-                report = _check(executor, pool, change, config, reference, ref_name, ref_text)
+                report = _check(executor, pool, change, config, ref)
             report.seconds = time.monotonic() - started
             if stored.storable(report):
                 stored.save(store, key, report)
@@ -111,26 +122,25 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     return report
 
 
-def _check(executor, pool, change: CommitChange, config: MPEConfig, reference: str | None, ref_name: str,
-           ref_text: str) -> CheckReport:
+def _check(executor, pool, change: CommitChange, config: MPEConfig, reference: Reference | None) -> CheckReport:
     """The report of running the check: F->P of the commit's test, then (when it is F->P) MPE."""
     from coharden.execution.verify import fail_to_pass
     from coharden.mpe.evaluate import MPEError, evaluate
 
     candidate = executor.test_patch(change.test, name="the commit's test")
     ftp = fail_to_pass(executor, candidate, change.fix)
-    report = CheckReport(change=change, reference=ref_name or None, test_ids=candidate.ids,
+    report = CheckReport(change=change, reference=reference.name if reference else None, test_ids=candidate.ids,
                          buggy=ftp.buggy, fixed=ftp.fixed, tau=config.tau,
                          test_class=classify(fails_on_buggy=ftp.buggy.failed, passes_on_fixed=ftp.fixed.passed,
                                              laxity=None, tau=config.tau, admissible=ftp.admissible))
     if not ftp.fail_to_pass:
         report.problem = _not_checked(report)
         return report
-    ref = executor.test_patch(ref_text, name=ref_name) if reference else candidate
+    ref = executor.test_patch(reference.text, name=reference.name) if reference else candidate
     try:
         result = evaluate(executor, change.fix, candidate, ref, config, pool=pool)
     except MPEError as exc:
-        raise CheckError(f"--reference {reference}: {exc}") from exc
+        raise CheckError(f"--reference {reference.given}: {exc}" if reference else str(exc)) from exc
     _fill(report, result)
     return report
 
@@ -184,7 +194,7 @@ def _fill(report: CheckReport, result) -> None:
             report.killed.append(mr.mutant.id)
     for members in groups.values():
         m = members[0].mutant
-        report.survivors.append(Survivor(id=m.id, operator=m.operator.value, description=m.description,
+        report.survivors.append(Survivor(id=m.id, operator=str(m.operator), description=m.description,
                                          location=m.location, change=m.change or m.patch, same=len(members) - 1))
     matrix = result.counted_matrix
     report.counted = result.counted
