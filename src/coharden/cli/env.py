@@ -221,7 +221,7 @@ def env_build(
     settings = _settings(config, timeout=timeout)
     plan = _load_plan(plan_file) if plan_file else infer_plan(repo, commit, directory=True, quiet=True)
     repo, commit = _build_target(repo, commit, settings.cache_dir)
-    llm = llm_opts.client(settings.store)
+    llm = llm_opts.client(settings)
     builder = make_builder(settings, docker=docker, base_python=base_python,
                            log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
     result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,

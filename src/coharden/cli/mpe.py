@@ -104,7 +104,6 @@ def mpe(
     mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
     workers: MPEWorkersOpt = None,
-    engine: EngineOptions = EngineOptions(),
     show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
     llm_opts: LLMOptions = LLMOptions(),
     instance_id: MPEIdsOpt = None,
@@ -122,6 +121,7 @@ def mpe(
     from coharden.execution.store import Store
 
     settings = run.settings(workers=workers)
+    engine = EngineOptions.of(settings)
     if not engine.local and batch.instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
     ids = split_ids(instance_id)
@@ -201,7 +201,7 @@ def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions)
     """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
     from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
 
-    client = llm_opts.client(settings.store, required=True, what="--mutator llm")
+    client = llm_opts.client(settings, required=True, what="--mutator llm")
     chosen = list(LLM_OPERATORS)
     if mpe_opts.operators:
         chosen = [op for op in parse_operators(mpe_opts.operators) if op in LLM_OPERATORS]

@@ -156,7 +156,7 @@ def reproduce_generate(
     if (patched is None) == (fix is None):
         raise CoHardenError("give exactly one of --patched and --fix")
     base = _settings(config, python=python, timeout=timeout)
-    llm = llm_opts.client(base.store, required=True)
+    llm = llm_opts.client(base, required=True)
     settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
     result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
                                    fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
@@ -191,7 +191,7 @@ def reproduce_mine(
     from coharden.environment.mining import load_export, mine, write_records
 
     settings = _settings(config)
-    llm = llm_opts.client(settings.store)
+    llm = llm_opts.client(settings)
     found_repo, issues, pulls = load_export(exports)
     result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
                   progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
