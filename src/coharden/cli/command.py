@@ -120,13 +120,13 @@ class Command(TyperCommand):
     def renamed(self) -> tuple[Renamed, ...]:
         return tuple(getattr(self.callback, _ATTRIBUTE, ()))
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         args, notes = translate(args, self.renamed())
         for note in notes:
             typer.echo(note, err=True)
         return super().parse_args(ctx, args)
 
-    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
+    def format_options(self, ctx: Any, formatter: Any) -> None:
         sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": [], "Advanced options": []}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
@@ -142,7 +142,7 @@ class Command(TyperCommand):
                 with formatter.section(title):
                     formatter.write_dl(rows)
 
-    def format_epilog(self, ctx: typer.Context, formatter: Any) -> None:
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
         super().format_epilog(ctx, formatter)
         if not any(param.name == "config" for param in self.get_params(ctx)):
             return

@@ -17,16 +17,16 @@ from rich.console import Console, ConsoleDimensions
 from rich.errors import MarkupError
 from rich.text import Text
 
+from coharden.cli.command import App, Renamed
 from coharden.cli.mpe_options import parse_operators as parse_operators
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
-from coharden.cli.command import App, Renamed
-from coharden.cli.options import option_group
 from coharden.cli.options import PythonOpt as PythonOpt
 from coharden.cli.options import ReposOpt as ReposOpt
 from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
+from coharden.cli.options import option_group
 from coharden.config import Settings, load_settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc

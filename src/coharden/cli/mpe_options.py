@@ -199,12 +199,13 @@ class MPEOptions:
             raise CoHardenError(f"invalid MPE setting: {validation_message(exc)}") from exc
 
 
-_MPE_OPTIONS: dict[str, Any] = {"mutator": MutatorOpt, "samples": SamplesOpt}
+#: ``--operators`` stays a flag: naming an installed package's operators loads the registry first (a ``-c
+#: mpe.operators`` list is read before it, so it takes the built-in ones only).
+_MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "mutator": MutatorOpt, "samples": SamplesOpt}
 
 #: The MPE flags that set an ``mpe`` key (read for one more release, as ``-c mpe.KEY=VALUE``): a fixed budget
 #: (``--per-operator``, ``--paper-classes``) is not sequential, as the flags made it.
-MPE_RENAMED = {"operators": Renamed("--operators", "mpe.operators", many=True),
-               "per_operator": Renamed("--per-operator", "mpe.per_operator", also=("mpe.sequential=false",)),
+MPE_RENAMED = {"per_operator": Renamed("--per-operator", "mpe.per_operator", also=("mpe.sequential=false",)),
                "seed": Renamed("--seed", "mpe.seed"), "tau": Renamed("--tau", "mpe.tau"),
                "paper_classes": Renamed("--paper-classes", "mpe.paper_classes", switch="true",
                                         also=("mpe.sequential=false",)),

@@ -30,7 +30,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from coharden.cli.command import ADVANCED, Renamed, renamed_flags
+from coharden.cli.command import Renamed, renamed_flags
 
 F = TypeVar("F", bound=Callable[..., Any])
 

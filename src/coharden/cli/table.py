@@ -12,12 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.command import ADVANCED, renamed_flags
+from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import MPEOptions, mpe_options
-from coharden.cli.command import ADVANCED, renamed_flags
-from coharden.cli.common import RUN_RENAMED
 from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, ranged, workers_option
 from coharden.cli.study import BytecodeOpt, system_files
 from coharden.errors import CoHardenError
@@ -113,7 +112,8 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
     from coharden.study.table import TableConfig, run_table
     from coharden.study.table_data import load_table_data
 
-    assert inputs.data is not None and inputs.repos is not None
+    assert inputs.data is not None
+    assert inputs.repos is not None
     systems, envcheck = inputs.systems, inputs.envcheck
     chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
     version = None
