@@ -6,12 +6,12 @@ The tests check *that* a limit stopped a run (its outcome and reason, no process
 took depends on the machine's load, so it is measured here, each case ``-n`` times (median and worst):
 
 * ``run_limited`` with a 1 s timeout on a shell whose background ``sleep 300`` holds the output pipe: the
-  whole process group is killed at the limit (tests/test_sandbox.py);
+  whole process group is killed at the limit (tests/execution/test_sandbox.py);
 * a pytest run with a scaled limit of 2 s of CPU time: a busy loop (stopped by the CPU limit) and a sleep
   (stopped by the wall clock at ``LOAD_MARGIN`` x the limit), with and without the fork server (its case
-  includes starting it) (tests/test_runners.py);
+  includes starting it) (tests/execution/test_runners.py);
 * ``coharden verify`` of a hanging test, interrupted with Ctrl-C once the test runs: seconds from the signal
-  to the exit (tests/test_cli.py).
+  to the exit (tests/cli/test_cli.py).
 
 Prints one row per case: the limit, the median and the worst seconds, and the seconds past the limit.
 """

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import CALC_FILES, CALC_FIX, GOOD_TEST, calc_test_file, make_patch, make_repo
 from typer.testing import CliRunner
 
 from coharden.cli import app
 from coharden.datasets import parse_name, resolve_records
 from coharden.errors import InstanceError
 from coharden.instances import load_instances, load_records
-from conftest import CALC_FILES, CALC_FIX, GOOD_TEST, calc_test_file, make_patch, make_repo
 
 
 def _record(instance_id: str, **fields: str) -> str:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import CALC_FILES, CALC_FIX, calc_test_file, make_patch, write_files
 
 from coharden.errors import InstanceError, RepoError
 from coharden.instances import load_instances, load_local, load_records, resolve_repo
 from coharden.schema.instance import Instance
-from conftest import CALC_FILES, CALC_FIX, calc_test_file, make_patch, write_files
 
 
 def _record(**overrides: object) -> dict:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import make_patch, run_git
 
 from coharden.errors import PatchError
 from coharden.patches import hunks, make_diff, parse, split_patch, touched_files
 from coharden.patches import make_patch as build_patch
-from conftest import make_patch, run_git
 
 
 def test_parse_error_is_patch_error() -> None:

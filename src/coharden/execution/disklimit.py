@@ -1,4 +1,4 @@
-"""A total limit on what one test run writes into its writable host directories (``max_disk_mb``, issue 32).
+"""A total limit on what one test run writes into its writable host directories (``max_disk_mb``).
 
 ``RLIMIT_FSIZE`` (``max_file_mb``) bounds one file; a test that writes a hundred files just under it into its
 worktree (a bind mount of a host directory) still fills the host's disk. The private ``/tmp`` is a size-capped

@@ -9,7 +9,7 @@ A :class:`Checkout` is a clone that outlives its workspaces: a workspace given o
 (:func:`sweep` + ``git checkout --force``) instead of cloning, and leaves it in place on close. Runs over many
 instances of one repository (the real-bugs study) reuse a few checkouts instead of cloning per instance.
 
-Untrusted tests run in a workspace, so a reset must leave nothing of theirs (issue 32): :func:`sweep` removes
+Untrusted tests run in a workspace, so a reset must leave nothing of theirs: :func:`sweep` removes
 every untracked entry whatever git's rules say (``git clean -fdx`` skips a nested repository, so bytecode planted
 in a ``__pycache__`` made one survived), every ``.gitattributes`` before git writes anything (one planted in a
 subdirectory made the next reset write CRLF or UTF-16 files, so the next patch did not apply), and gives back the

@@ -95,6 +95,6 @@ class LoopConfig(BaseModel):
             "method": self.method.value, "rounds": self.rounds, "tau": self.tau, "samples": self.samples,
             "operators": [op.value for op in self.operators], "mutator": self.mutator, "seed": self.seed,
             "max_iterations": self.max_iterations}
-        if not self.mpe.paper_classes:  # the estimate of issue 33; states saved before it used the point rule
+        if not self.mpe.paper_classes:  # the interval estimate; states saved before it used the point rule
             flat["estimate"] = [self.mpe.is_sequential, self.mpe.max_mutants, self.mpe.confidence]
         return hashlib.sha256(json.dumps(flat, sort_keys=True).encode()).hexdigest()[:16]

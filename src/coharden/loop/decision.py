@@ -35,7 +35,7 @@ def decide(*, admissible: int, laxity: float | None, tau: float, changed: bool,
     """The paper's branches, in its order: no admissible mutant -> inconclusive; laxity above tau ->
     regression; otherwise a changed test is a clean round and an unchanged one is retried.
 
-    With ``interval`` (the laxity's, issue 33) the same branches read the interval: it lies at or above tau ->
+    With ``interval`` (the laxity's) the same branches read the interval: it lies at or above tau ->
     regression (the test is decided Lax); it lies below -> clean / unchanged (decided Rigorous); it straddles
     tau -> borderline (not clean: the caller has already asked for more mutants)."""
     if admissible == 0 or laxity is None:

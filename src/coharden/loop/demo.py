@@ -35,8 +35,8 @@ DEMO_KEY = "sk-coharden-demo"
 #: The loop's own tau (0.2, N = 3 mutants per operator), three joint rounds, decided by Algorithm 1's point rule
 #: (``paper_classes``) over the eight operators the scripted replies were written against: the scripted weak round
 #: exceeds tau, so the regression shows as it would in a real run. With the default interval rule over distinct
-#: behaviours the example's small pools stay Borderline (issue 50: 7 to 9 behaviours, 17 needed), and with the
-#: three operators issue 50 added the weak round's laxity is 0.15: the scripted story would not show.
+#: behaviours the example's small pools stay Borderline (7 to 9 behaviours, 17 needed), and with the three
+#: operators added with them the weak round's laxity is 0.15: the scripted story would not show.
 DEMO_OPERATORS = ("incomplete_fix", "behavior_substitution", "symptom_suppression", "input_specific_shortcut",
                   "token_revert", "widened_scope", "narrowed_scope", "caller_patch")
 DEMO_CONFIG = LoopConfig(rounds=3, mpe=MPEConfig.for_loop().model_copy(update={

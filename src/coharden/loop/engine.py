@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # agents load on use: the loop module imports on a core insta
 #: the instance, since the same call fails again.
 CONTINUABLE_KINDS = frozenset({ErrorKind.TRUNCATED.value, ErrorKind.UNUSABLE_REPLY.value})
 EXTENSIONS = 2
-"""How often a Borderline round doubles the cap of sequential MPE before it decides (issue 33)."""
+"""How often a Borderline round doubles the cap of sequential MPE before it decides."""
 
 LAX_INIT_NOTES = ("Aim the test at the most observable witness of the bug: the simplest call that shows the "
                   "behaviour the issue reports.")

@@ -1,5 +1,5 @@
 """Runs whose outcome is implied: a test that never enters the code a mutant changes gives, on that mutant, the
-outcome it gives on the fixed code, so that run is not made (issue 35).
+outcome it gives on the fixed code, so that run is not made.
 
 The claim holds when all of these do, and only then is a verdict implied (``Verdict.implied == "unreached"``):
 

@@ -95,7 +95,7 @@ class MPEResult(BaseModel):
     the tests call a function the fix touches (see :attr:`coharden.mutation.pool.Pool.warnings`)."""
     llm_usage: dict = Field(default_factory=dict)
     """LLM ledger totals ``{"per_operator": {...}, "per_source": {"mechanical": ..., "llm": ...}}``."""
-    # --- the estimate (issue 33) -----------------------------------------------------------------------------
+    # --- the estimate ------------------------------------------------------------------------------------------
     confidence: float = DEFAULT_CONFIDENCE
     """Confidence level of ``interval`` and of every per-operator interval."""
     interval: list[float] | None = None
@@ -111,7 +111,7 @@ class MPEResult(BaseModel):
     """Sequential rounds run (one mutant of each operator with mutants left per round)."""
     frame: dict[str, dict[str, int]] = Field(default_factory=dict)
     """The sampling frame per operator: ``pool`` (admitted mutants), ``drawn`` (run), ``admissible``."""
-    # --- a pool that can decide (issue 50) -------------------------------------------------------------------
+    # --- a pool that can decide -----------------------------------------------------------------------------
     plausibility: dict = Field(default_factory=dict)
     """How plausibility was measured: ``measured``, ``tests`` (PASS_TO_PASS tests run on every mutant),
     ``reason`` (why not measured), ``left_out`` (names of the record's list not run, per reason); empty when
@@ -125,7 +125,7 @@ class MPEResult(BaseModel):
     undecided: str | None = None
     """Why a Borderline test is not decided: ``pool_too_small`` (every mutant of the pool ran), ``cap``
     (``max_mutants`` reached), ``fixed_budget``."""
-    # --- fewer runs (issue 35) -------------------------------------------------------------------------------
+    # --- fewer runs ------------------------------------------------------------------------------------------
     runs: dict[str, dict[str, int]] = Field(default_factory=dict)
     """Per test (``candidate`` / ``reference``): test processes ``made`` for its verdicts in this MPE (F->P
     checks, mutants, its reach pass), verdicts served from the store (``cached``) and verdicts ``implied``
@@ -246,7 +246,7 @@ def _tally_rows(results: Sequence[MutantResult], key: Callable[[MutantResult], s
         else:
             row["admissible"] = int(row["admissible"]) + 1  # type: ignore[call-overload]
             row[result.cell.value] = int(row[result.cell.value]) + 1  # type: ignore[call-overload]
-    for row in table.values():  # each operator's own laxity, beside the pooled one (issue 19, item 11)
+    for row in table.values():  # each operator's own laxity, beside the pooled one
         admissible = int(row["admissible"])  # type: ignore[call-overload]
         row["laxity"] = int(row["beta"]) / admissible if admissible else None  # type: ignore[call-overload]
     return dict(sorted(table.items()))

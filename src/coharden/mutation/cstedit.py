@@ -15,7 +15,7 @@ of the pool's time (sympy-16597: 107 s of 132 s). Here:
 
 :meth:`ParsedModule.replace` is exactly ``module.visit(SiteReplacer(node, replacement)).code``; it falls back
 to that whenever the shortcut does not apply (a node it cannot place, a file without a trailing newline), and
-``tests/test_cstedit.py`` checks the two agree on every site of real files and that pools are unchanged.
+``tests/mutation/test_cstedit.py`` checks the two agree on every site of real files and that pools are unchanged.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ library: the bounds are found by bisection on the exact binomial tail.
 bug a test lets through, not the share of one generated pool. A mechanical pool is a small, operator-shaped
 sample of those wrong fixes, so running every mutant of it (``census``: the pool was spent) measures the pool
 exactly but the wrong fixes no better than any other sample of that size: the interval is always the binomial
-one over what was run, and a pool too small to decide leaves the test Borderline (``pool_too_small``). Until
-issue 50 a spent pool collapsed the interval to its point, so 1 of 5 was "Rigorous" with certainty; rows
+one over what was run, and a pool too small to decide leaves the test Borderline (``pool_too_small``). Before this
+rule a spent pool collapsed the interval to its point, so 1 of 5 was "Rigorous" with certainty; rows
 stored under that rule carry no ``estimate:sample`` part in their key and are never served under this one
 (docs/laxity_estimate.md, section 1).
 """

@@ -23,7 +23,7 @@ from coharden.schema.timelimit import TimeLimit
 PAPER_TAU = 0.202
 """The paper's MPE laxity cutoff: Rigorous when laxity < PAPER_TAU, else Lax."""
 DEFAULT_PER_OPERATOR = 3
-"""N, the mutants sampled per operator by default (the paper samples N per operator; issue 19 item 11)."""
+"""N, the mutants sampled per operator by default (the paper samples N per operator)."""
 LOOP_TAU = 0.2
 """The CoHarden loop's regression threshold: a round with laxity > LOOP_TAU is a regression."""
 DEFAULT_SEED = 0
@@ -31,9 +31,9 @@ DEFAULT_SEED = 0
 DEFAULT_MAX_MUTANTS = 120
 """Sequential MPE's default cap on the mutants run for one test: about 11 per operator of the 11 mechanical
 operators (the fixed budget runs 3 per operator, 33). Rigorous needs room: 0 of n let through puts the 95 %
-interval below 0.202 only from n = 17 on, and n counts distinct behaviours (issue 50), of which the bundled
-examples' pools show one per 3 to 9 plausible mutants; at 40 (the cap before issue 50) no bundled test could
-reach 17. A test that decides early (most Lax ones) never pays for the cap.
+interval below 0.202 only from n = 17 on, and n counts distinct behaviours, of which the bundled examples'
+pools show one per 3 to 9 plausible mutants; at 40 (the cap before plausibility and behaviours) no bundled test
+could reach 17. A test that decides early (most Lax ones) never pays for the cap.
 Provisional: the protocol (docs/laxity_estimate.md) fixes the cap on the development split."""
 MIN_PER_OPERATOR = 1
 """Sequential MPE draws at least this many mutants of every operator (one full round) before it may stop, so
@@ -129,7 +129,7 @@ class MPEConfig(BaseModel):
 
     def cache_key(self) -> list[Any]:
         """What a stored MPE row depends on, as JSON-able parts. Options at their default add nothing, so rows
-        stored before an option existed keep their keys - except the draw and the class rule of issue 33: a
+        stored before an option existed keep their keys - except the draw and the interval's class rule: a
         sequential draw (N per operator then plays no part) and the interval's classes each add a part, since
         every row stored before them was a fixed budget classified by the point rule."""
         key: list[Any] = [None if self.is_sequential else self.per_operator, self.seed, self.tau,
@@ -138,8 +138,8 @@ class MPEConfig(BaseModel):
             key.append(f"sequential:max={self.max_mutants}")
         if not self.point_classes:  # and classified by the point rule
             key.append(f"interval:{self.confidence:g}")
-            key.append(f"interval_method:{INTERVAL_METHOD}")  # issue 53: the rule is named, not assumed
-            # issue 50: the pool is a sample, a spent pool no longer collapses the interval to its point; rows
+            key.append(f"interval_method:{INTERVAL_METHOD}")  # the rule is named, not assumed
+            # the pool is a sample, a spent pool no longer collapses the interval to its point; rows
             # stored before it must not be served under it
             key.append("estimate:sample")
         if self.measures_plausibility:

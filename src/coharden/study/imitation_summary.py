@@ -84,8 +84,8 @@ def _census(row: dict[str, Any], sources: Sequence[str]) -> bool:
     """Whether the row's mutants of ``sources`` are every mutant its pool could give: the mechanical operators'
     when the row says none was left out over budget (a row without its pool summary is not known to be one).
     LLM mutants are a sample of the model's replies, never a census. A test must also be graded on every one of
-    them (:func:`laxities_per_test`). Said in the figures, never used to narrow an interval (issue 50: the pool
-    is itself a sample of the plausible wrong fixes)."""
+    them (:func:`laxities_per_test`). Said in the figures, never used to narrow an interval (the pool is
+    itself a sample of the plausible wrong fixes)."""
     if set(sources) != {MECHANICAL} or "pool" not in row:
         return False
     return not any("over_budget" in reasons for reasons in row["pool"].get("dropped", {}).values())

@@ -1,4 +1,4 @@
-"""The development / held-out split of the study instances (issue 33, docs/laxity_estimate.md).
+"""The development / held-out split of the study instances (docs/laxity_estimate.md).
 
 The estimator, its confidence, the cap of sequential MPE and tau are chosen on the development split; the
 validity figure is computed once on the held-out split. The rule is a pure function of the instance id, so it

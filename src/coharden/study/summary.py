@@ -104,7 +104,7 @@ def summarize_systems(rows: Sequence[dict[str, Any]], systems: Sequence[str]) ->
             "laxity_classes": [test_class(r) for r in graded],  # the class of each laxity, for the plot's colours
             "errors": {r["instance_id"]: r["error"] for r in mine if "error" in r},
             "admissible_median": stats.median([r.get("admissible", 0) for r in mine if r.get("laxity") is not None]),
-            # issue 33: how often the sample cannot tell, and what the estimate cost
+            # how often the sample cannot tell, and what the estimate cost
             "borderline_share": stats.rate(classes.get("Borderline", 0),
                                            sum(classes.get(c, 0) for c in stats.DECIDED_OR_BORDERLINE)),
             "drawn_mean": stats.mean([len(r.get("mutants", [])) for r in mine if r.get("laxity") is not None]),

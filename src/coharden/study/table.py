@@ -1,4 +1,4 @@
-"""The laxity table of public test generators (issue 37): every reachable SWT-bench instance x every system with
+"""The laxity table of public test generators: every reachable SWT-bench instance x every system with
 predictions in the shared data directory, as a dataset of one JSON Lines row per (instance, system).
 
 What runs is the real-bugs study's (:class:`~coharden.study.real_bugs.RealBugsStudy`, phases ``verify`` and

@@ -1,4 +1,4 @@
-"""What the laxity table reads (issue 37): SWE-bench Verified and SWT-bench Lite records, each benchmark's
+"""What the laxity table reads: SWE-bench Verified and SWT-bench Lite records, each benchmark's
 instance ids, the predictions of every system on its benchmark, AssertFlip's published report, the environment
 check, and which repositories have a clone."""
 

@@ -1,4 +1,4 @@
-"""The laxity table's report (issue 37): Markdown and a laxity histogram figure, regenerated from the dataset
+"""The laxity table's report: Markdown and a laxity histogram figure, regenerated from the dataset
 alone (:mod:`coharden.study.table_summary` computes the numbers; nothing runs)."""
 
 from __future__ import annotations

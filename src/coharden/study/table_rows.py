@@ -1,4 +1,4 @@
-"""The laxity table's rows (issue 37): what the row of one (instance, system) says, from the study's step records
+"""The laxity table's rows: what the row of one (instance, system) says, from the study's step records
 (``verify``, ``mpe``) or from the environment when the instance does not run."""
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def grade_fields(step: dict[str, Any], patch: str, test_patterns: Sequence[str])
         "pool": sum(int(r.get("pool", 0)) for r in frame.values()) if frame else None,
         "matrix": step.get("matrix_counts"), "stop": step.get("stop") or None, "rounds": step.get("rounds"),
         "frame": {op: [r.get("pool", 0), r.get("drawn", 0), r.get("admissible", 0)] for op, r in frame.items()},
-        # issue 50: what the laxity counts and what was left out of it
+        # what the laxity counts and what was left out of it
         "counted": step.get("counted", "mutants"), "behaviours": step.get("behaviours"),
         "mutant_laxity": step.get("mutant_laxity"), "implausible": step.get("implausible", 0),
         "implausible_per_operator": {op: r["implausible"] for op, r in frame.items() if r.get("implausible")},

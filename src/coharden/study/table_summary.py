@@ -1,4 +1,4 @@
-"""The numbers of the laxity table (issue 37), computed from the dataset's rows alone
+"""The numbers of the laxity table, computed from the dataset's rows alone
 (:mod:`coharden.study.table`): coverage, per system and per repository shares with their intervals, laxity
 histograms, agreement with AssertFlip's published SWT-bench report, the Lax share of AssertFlip's F->P tests
 beside the paper's, and a scaling estimate. :mod:`coharden.study.table_report` renders them."""
