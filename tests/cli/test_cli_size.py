@@ -19,7 +19,7 @@ MAX_OPTIONS = 15
 #: them; a study config file for real-bugs, the suite's own LLM flags as llm keys, the loop's MPE flags).
 OVER: dict[str, int] = {"suite run": 24, "suite compare": 23, "run": 21, "study real-bugs": 21,
                         "env build": 19, "reproduce generate": 17, "mpe": 18, "agent": 16}
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "boundary_check"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "boundary_check"
 
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
