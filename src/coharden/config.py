@@ -329,9 +329,16 @@ def load_settings(config: Path | str | Sequence[Path | str] | None = None, cwd: 
     data = renamed_keys(data)  # an older file's tau / seed, then -c mpe.tau=... on top
     for spec in overrides:
         merge(data, _known(key_value(spec), spec))
-    if overrides:
-        source = ", ".join([*([source] if source else []), *(f"-c {o}" for o in overrides)])
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
+        source = _source_of(exc, overrides) or source
         raise CoHardenError(f"{source or 'settings'}: invalid setting: {_describe(exc)}") from exc
+
+
+def _source_of(exc: ValidationError, overrides: Sequence[str]) -> str | None:
+    """The ``-c KEY=VALUE`` the first error is about (the last that set its key: it won), else None (a file's
+    setting, or a rule over several)."""
+    loc = ".".join(map(str, exc.errors()[0]["loc"]))
+    spec = next((o for o in reversed(overrides) if o.partition("=")[0].strip() == loc), None)
+    return None if spec is None else f"-c {spec}"

@@ -76,8 +76,8 @@ def test_the_old_flag_and_its_key_give_the_same_settings(capsys: pytest.CaptureF
 
 
 def test_an_old_flag_wins_over_an_earlier_config_setting_as_it_did() -> None:
-    args, notes = translate(["x", "--tau", "0.2", "-c", "mpe.tau=0.5", "--", "--tau", "9"],
-                            _mpe_context([]).command.renamed())
+    args, notes, _ = translate(["x", "--tau", "0.2", "-c", "mpe.tau=0.5", "--", "--tau", "9"],
+                               _mpe_context([]).command.renamed())
     assert args == ["x", "-c", "mpe.tau=0.5", "-c", "mpe.tau=0.2", "--", "--tau", "9"]
     assert len(notes) == 1
 
@@ -100,3 +100,25 @@ def test_help_points_to_the_keys_and_config_keys_lists_them() -> None:
     listed = runner.invoke(app, ["config", "keys", "--json"]).stdout
     for key in ("timeout", "mpe.tau", "mpe.prefer_exercised", "llm.mode", "engine.executor"):
         assert f'"key": "{key}"' in listed
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--per-operator", "-3"], "Error: Invalid value for '--per-operator': -3 is out of range (allowed: >= 1)"),
+    (["--tau", "nan"], "Error: Invalid value for '--tau': nan is not a finite number (allowed: 0 to 1)"),
+    (["--llm-mode", "bogus"], "Error: Invalid value for '--llm-mode': 'bogus' (known: auto, record, replay)"),
+    (["-c", "mpe.tau=0.1", "-c", "mpe.per_operator=-3"],
+     "error: -c mpe.per_operator=-3: invalid setting: mpe.per_operator: Input should be greater than or equal to 1"),
+])
+def test_a_bad_value_names_what_was_typed_in_one_line(args: list[str], said: str) -> None:
+    """An old flag's bad value is refused as the flag's was (its range from the key's own bounds); a bad ``-c``
+    names that one setting, not every ``-c`` given."""
+    result = CliRunner().invoke(app, ["mpe", str(EXAMPLE), *args])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.lower().startswith("error")]
+    assert errors == [said]
+
+
+def test_a_store_given_as_a_key_is_checked_before_any_work(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["verify", str(EXAMPLE), "--test", "lax", "-c", f"store={tmp_path}"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: store: {tmp_path} is a directory"

@@ -26,8 +26,8 @@ from coharden.cli.options import PythonOpt as PythonOpt
 from coharden.cli.options import ReposOpt as ReposOpt
 from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
-from coharden.cli.options import option_group
-from coharden.config import Settings, load_settings
+from coharden.cli.options import option_group, unwritable
+from coharden.config import STORE_NAME, Settings, load_settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
@@ -156,11 +156,20 @@ class RunOptions:
         extra: dict[str, object] = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}
         if self.pass_env:
             extra["pass_env"] = list(dict.fromkeys([*settings.pass_env, *self.pass_env]))
-        return settings.with_overrides(**extra) if extra else settings
+        settings = settings.with_overrides(**extra) if extra else settings
+        if settings.store != settings.cache_dir / STORE_NAME and (why := store_refused(str(settings.store))):
+            raise CoHardenError(f"store: {why}")  # a store given; the cache's own is checked with the cache
+        return settings
+
+
+def store_refused(value: str) -> str | None:
+    """Why a result store cannot be written there (a directory, a read-only place), checked before any work."""
+    return unwritable(Path(value), directory=False)
 
 
 #: The run group's flags that set a config key (read for one more release, as ``-c KEY=VALUE``).
-RUN_RENAMED = (Renamed("--timeout", "timeout"), Renamed("--python", "python"), Renamed("--store", "store"),
+RUN_RENAMED = (Renamed("--timeout", "timeout"), Renamed("--python", "python"),
+               Renamed("--store", "store", check=store_refused),
                Renamed("--allow-weak-sandbox", "allow_weak_sandbox", switch="true"),
                Renamed("--pass-env", "pass_env", many=True))
 

@@ -30,22 +30,12 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from coharden.cli.command import Renamed, renamed_flags
+from coharden.cli.command import Renamed, allowed_range, renamed_flags
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 # --- range checks ---------------------------------------------------------------------------------------------
-
-def _allowed(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool = False) -> str:
-    if lo is not None and hi is not None:
-        if not (lo_open or hi_open):
-            return f"{lo} to {hi}"
-        return f"{'more than' if lo_open else 'at least'} {lo}, {'less than' if hi_open else 'at most'} {hi}"
-    if lo is not None:
-        return f"{'>' if lo_open else '>='} {lo}"
-    return f"<= {hi}"
-
 
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
              hi_open: bool = False) -> Callable[[Any], Any]:
@@ -55,13 +45,14 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
     def check(value: Any) -> Any:
         if value is None:
             return value
+        allowed = allowed_range(lo, hi, lo_open, hi_open)
         for v in value if isinstance(value, list | tuple) else [value]:
             if isinstance(v, float) and not math.isfinite(v):
-                raise typer.BadParameter(f"{v} is not a finite number (allowed: {_allowed(lo, hi, lo_open, hi_open)})")
+                raise typer.BadParameter(f"{v} is not a finite number (allowed: {allowed})")
             low = lo is not None and (v <= lo if lo_open else v < lo)
             high = hi is not None and (v >= hi if hi_open else v > hi)
             if low or high:
-                raise typer.BadParameter(f"{v} is out of range (allowed: {_allowed(lo, hi, lo_open, hi_open)})")
+                raise typer.BadParameter(f"{v} is out of range (allowed: {allowed})")
         return value
 
     return check
@@ -72,7 +63,7 @@ def ranged(*decls: str, help: str, lo: float | None = None, hi: float | None = N
     """``typer.Option(*decls)`` whose value must lie in [lo, hi]; the allowed range is appended to the help.
     ``default=`` is for the non-Annotated style (``x: int = ranged(...)``)."""
     head = (kwargs.pop("default"),) if "default" in kwargs else ()
-    return typer.Option(*head, *decls, help=f"{help} [{_allowed(lo, hi, lo_open, hi_open)}]",
+    return typer.Option(*head, *decls, help=f"{help} [{allowed_range(lo, hi, lo_open, hi_open)}]",
                         callback=in_range(lo, hi, lo_open=lo_open, hi_open=hi_open), **kwargs)
 
 
