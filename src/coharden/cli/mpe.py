@@ -35,6 +35,7 @@ from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
 if TYPE_CHECKING:
+    from coharden.mpe.result import MPEResult
     from coharden.schema.mpe_config import MPEConfig
 
 
@@ -165,9 +166,15 @@ def mpe(
                               f"this run finished {'are' if kept != 1 else 'is'} kept in {settings.store}, so the "
                               "same command again starts from them", highlight=False, markup=False)
             raise typer.Exit(130) from exc
+    _show_single(result, single_cutoffs, show, as_json)
+
+
+def _show_single(result: MPEResult, cutoffs: list[float] | None, show: int, as_json: bool) -> None:
+    """One MPE's result on stdout (JSON, or the tables and ``show`` beta mutants), with its class at each of
+    ``cutoffs``; exit status 1 when the pool is incomplete (no class: fail closed)."""
     from coharden.mpe.batch import cutoff_classes
 
-    by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
+    by_cutoff = cutoff_classes(result.laxity, cutoffs) if cutoffs is not None else None
     if as_json:
         data = result.to_json()
         if by_cutoff is not None:
