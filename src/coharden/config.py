@@ -37,6 +37,33 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("COHARDEN_CACHE", Path.home() / ".cache" / "coharden"))
 
 
+class LLMSettings(BaseModel):
+    """How a command that may call a model reaches it (the model itself is the command's ``--model``)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    api_base: str | None = Field(default=None, description="Model endpoint URL (default $COHARDEN_LLM_API_BASE).")
+    store: Path | None = Field(default=None, description="LLM call record/replay store (default: llm-calls.sqlite "
+                               "next to the result store).")
+    mode: Literal["auto", "record", "replay"] = Field(default="auto", description="auto (replay stored calls, "
+                                                       "record new ones), record (always call), replay (offline, "
+                                                       "fail on a miss).")
+    budget_usd: float | None = Field(default=None, ge=0, description="LLM cost cap for the whole run (USD).")
+    instance_budget_usd: float | None = Field(default=None, ge=0, description="LLM cost cap per instance (USD).")
+    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature (where a command "
+                                      "samples).")
+    max_tokens: int | None = Field(default=None, ge=1, description="Completion token limit (a reply reaching it "
+                                   "is rejected as truncated).")
+
+
+class EngineSettings(BaseModel):
+    """Where a command's batch jobs run."""
+
+    executor: Literal["local", "ray"] = Field(default="local", description="local, or ray (one job per instance, "
+                                               "on a Ray cluster).")
+    address: str | None = Field(default=None, description="Ray cluster address (executor ray).")
+
+
 class Settings(BaseModel):
     """Run-wide settings. Every field can be set in config files and most by CLI flags."""
 
@@ -132,6 +159,9 @@ class Settings(BaseModel):
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
     mpe: MPEConfig = Field(default_factory=MPEConfig, description="MPE settings (tau, seed, operators, mutant "
                            "time limits, trust, ...): the section every command that runs MPE starts from.")
+    llm: LLMSettings = Field(default_factory=LLMSettings, description="How a model is reached: endpoint, "
+                             "record/replay store and mode, cost caps, sampling.")
+    engine: EngineSettings = Field(default_factory=EngineSettings, description="Where batch jobs run.")
 
     @model_validator(mode="before")
     @classmethod
@@ -216,19 +246,48 @@ def key_value(spec: str) -> dict[str, Any]:
     return nested
 
 
+#: The sections of :class:`Settings` (``-c SECTION.KEY=VALUE``).
+SECTIONS: dict[str, type[BaseModel]] = {"mpe": MPEConfig, "llm": LLMSettings, "engine": EngineSettings}
+
+
 def _known(override: dict[str, Any], spec: str) -> dict[str, Any]:
-    """``override`` when its key names a setting (``mpe.KEY`` a field of :class:`MPEConfig`), else a clear error:
-    a mistyped ``-c`` key must not be ignored."""
+    """``override`` when its key names a setting (``mpe.KEY`` a field of :class:`MPEConfig`, ``llm.KEY`` ...),
+    else a clear error: a mistyped ``-c`` key must not be ignored."""
     key = next(iter(override))
     fields: dict[str, Any] = {**Settings.model_fields, **dict.fromkeys(LEGACY_KEYS)}
     value = override[key]
-    if key == "mpe" and isinstance(value, dict):
-        fields, key = MPEConfig.model_fields, next(iter(value))
+    section = SECTIONS.get(key) if isinstance(value, dict) else None
+    if section is not None:
+        fields, key = section.model_fields, next(iter(value))
         value = value[key]
-    if key not in fields or (isinstance(value, dict) and fields is MPEConfig.model_fields):
-        known = ", ".join(sorted(f for f in fields if f != "mpe" and f not in LEGACY_KEYS))
-        raise CoHardenError(f"-c {spec!r}: no such setting {key!r} (known: {known}; MPE settings as mpe.KEY)")
+    if key not in fields or (isinstance(value, dict) and section is not None) or \
+            (key in SECTIONS and section is None):
+        known = ", ".join(sorted(f for f in fields if f not in SECTIONS and f not in LEGACY_KEYS))
+        where = "" if section is not None else f"; {', '.join(SECTIONS)} settings as SECTION.KEY"
+        raise CoHardenError(f"-c {spec!r}: no such setting {key!r} (known: {known}{where}; every key: "
+                            "coharden config keys)")
     return override
+
+
+def setting_keys() -> list[tuple[str, str, Any, str]]:
+    """Every ``-c`` key: (dotted key, type, default, description), from the models themselves."""
+    rows: list[tuple[str, str, Any, str]] = []
+    for name, field in Settings.model_fields.items():
+        section = SECTIONS.get(name)
+        if section is None:
+            rows.append((name, _type_name(field.annotation), field.get_default(call_default_factory=True),
+                         field.description or ""))
+            continue
+        for sub, subfield in section.model_fields.items():
+            rows.append((f"{name}.{sub}", _type_name(subfield.annotation),
+                         subfield.get_default(call_default_factory=True), subfield.description or ""))
+    return rows
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    return text or str(annotation).replace("typing.", "").replace("pathlib.", "").replace(
+        "coharden.schema.mutant.", "")
 
 
 def _read_file(config_file: Path) -> dict[str, Any]:
@@ -273,9 +332,16 @@ def load_settings(config: Path | str | Sequence[Path | str] | None = None, cwd: 
     data = renamed_keys(data)  # an older file's tau / seed, then -c mpe.tau=... on top
     for spec in overrides:
         merge(data, _known(key_value(spec), spec))
-    if overrides:
-        source = ", ".join([*([source] if source else []), *(f"-c {o}" for o in overrides)])
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
+        source = _source_of(exc, overrides) or source
         raise CoHardenError(f"{source or 'settings'}: invalid setting: {_describe(exc)}") from exc
+
+
+def _source_of(exc: ValidationError, overrides: Sequence[str]) -> str | None:
+    """The ``-c KEY=VALUE`` the first error is about (the last that set its key: it won), else None (a file's
+    setting, or a rule over several)."""
+    loc = ".".join(map(str, exc.errors()[0]["loc"]))
+    spec = next((o for o in reversed(overrides) if o.partition("=")[0].strip() == loc), None)
+    return None if spec is None else f"-c {spec}"

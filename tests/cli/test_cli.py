@@ -297,7 +297,10 @@ def test_version_and_help_texts() -> None:
         assert "<bool>" not in shown.stdout, name  # flags take no value
     flat = " ".join(runner.invoke(app, ["mpe", "--help"], terminal_width=200).stdout.split())
     assert all(op in flat for op in BUILTIN)  # --operators names every operator
-    assert "default 0.202, the paper's MPE cutoff" in flat
+    assert "--tau" in flat  # an old flag: named among those still read, its cutoff is a key
+    tau = runner.invoke(app, ["config", "keys", "mpe.tau", "--json"]).stdout
+    assert '"default": 0.202' in tau
+    assert "Laxity cutoff" in tau
     run_help = " ".join(runner.invoke(app, ["run", "--help"], terminal_width=200).stdout.split())
     assert "default 0.2, the CoHarden loop's threshold" in run_help
     assert "--seed <int> Seed of the loop's samplers" in run_help
@@ -308,7 +311,7 @@ def test_version_and_help_texts() -> None:
 def test_patch_and_flag_messages(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
     repo, _ = calc_repo
     runner = CliRunner()
-    store = ["--store", str(tmp_path / "s.sqlite"), "--timeout", "30"]
+    store = ["-c", f"store={tmp_path / 's.sqlite'}", "-c", "timeout=30"]
 
     def error(*args: str) -> str:
         return _one_error_line(runner.invoke(app, [*args, *store]))
@@ -441,7 +444,7 @@ def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None: 
                  .splitlines()]
         flags = [line.split()[0] for line in lines if line.startswith("--")]
         at = flags.index("--repos")
-        assert flags[at:at + 5] == ["--repos", "--config", "--timeout", "--python", "--store"], command
+        assert flags[at:at + 2] == ["--repos", "--config"], command  # the time limit, python, store: -c keys
     settings = RunOptions(repos=tmp_path, timeout=7.0, python="python3.11", store=tmp_path / "s.sqlite").settings(
         mpe={"seed": 3})
     assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.mpe.seed) == (

@@ -22,7 +22,8 @@ from coharden.schema.prediction import Prediction
 
 EX = Path(__file__).resolve().parents[2] / "examples"
 BC = "example__boundary_check"
-FAST = ["--operators", "behavior_substitution,incomplete_fix", "--per-operator", "1", "--timeout", "60"]
+FAST = ["--operators", "behavior_substitution,incomplete_fix", "-c", "mpe.per_operator=1", "-c", "mpe.sequential=false",
+        "-c", "timeout=60"]
 
 
 def _flat(text: str) -> str:
@@ -55,7 +56,7 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 def _refused(args: list[str], inputs: dict[str, Path]) -> str:
     out = inputs["root"] / "out"
-    result = CliRunner().invoke(app, ["mpe", *args, "--output", str(out), "--store", str(inputs["root"] / "s.sqlite"),
+    result = CliRunner().invoke(app, ["mpe", *args, "--output", str(out), "-c", f"store={inputs['root'] / 's.sqlite'}",
                                       *FAST])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output

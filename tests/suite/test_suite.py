@@ -471,7 +471,7 @@ def test_cli_mutants_run_and_compare(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("COHARDEN_LLM_API_KEY_ENV", KEY_VAR)
     runner = CliRunner()
     store = tmp_path / "store.sqlite"
-    common = ["--max-mutants", "5", "--seed", "1", "--store", str(store)]
+    common = ["--max-mutants", "5", "-c", "mpe.seed=1", "-c", f"store={store}"]
 
     mutants_out = runner.invoke(app, ["suite", "mutants", str(MODULE), "--tests", str(EXAMPLE / "test_intervals.py"),
                                       *common, "--json"])
@@ -487,7 +487,7 @@ def test_cli_mutants_run_and_compare(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with MockLLMServer(rules) as server:
         out = tmp_path / "run"
         ran = runner.invoke(app, ["suite", "run", str(MODULE), "--tests", str(EXAMPLE / "test_intervals.py"),
-                                  "--critic-model", "openai/critic-a", "--api-base", server.base_url,
+                                  "--critic-model", "openai/critic-a", "-c", f"llm.api_base={server.base_url}",
                                   "--max-rounds", "2", "--output", str(out), *common])
         assert ran.exit_code == 0, ran.output
         assert (out / "round0.py").read_text() == SEED_TESTS
@@ -501,7 +501,7 @@ def test_cli_mutants_run_and_compare(tmp_path: Path, monkeypatch: pytest.MonkeyP
                         "      input_per_token: 0.000001\n      output_per_token: 0.000002\n  max_tokens: 3000\n")
         cmp_out = tmp_path / "compare"
         compared = runner.invoke(app, ["suite", "compare", str(MODULE), "--round0", str(out / "round0.py"),
-                                       "--arms", str(arms), "--replicates", "2", "--n-boot", "200", "--max-rounds", "1",
+                                       "--arm", str(arms), "--replicates", "2", "--n-boot", "200", "--max-rounds", "1",
                                        "--output", str(cmp_out), *common])
         assert compared.exit_code == 0, compared.output
     summary = json.loads((cmp_out / "compare.json").read_text())

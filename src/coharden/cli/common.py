@@ -17,16 +17,17 @@ from rich.console import Console, ConsoleDimensions
 from rich.errors import MarkupError
 from rich.text import Text
 
+from coharden.cli.command import App, Renamed
 from coharden.cli.mpe_options import parse_operators as parse_operators
 from coharden.cli.options import ConfigOpt as ConfigOpt
 from coharden.cli.options import IdOpt as IdOpt
 from coharden.cli.options import JsonOpt as JsonOpt
-from coharden.cli.options import PassEnvOpt, WeakSandboxOpt, option_group
 from coharden.cli.options import PythonOpt as PythonOpt
 from coharden.cli.options import ReposOpt as ReposOpt
 from coharden.cli.options import StoreOpt as StoreOpt
 from coharden.cli.options import TimeoutOpt as TimeoutOpt
-from coharden.config import Settings, load_settings
+from coharden.cli.options import option_group, unwritable
+from coharden.config import STORE_NAME, Settings, load_settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
@@ -79,7 +80,7 @@ def new_app(**kwargs: Any) -> typer.Typer:
     """A typer app (or command group) with the settings every group of coharden shares: plain click help and
     errors (one ``Error: ...`` line; typer's rich panels wrap the message and render flags as ``<bool>``),
     no typer traceback pages, help when called without arguments."""
-    return typer.Typer(**{"no_args_is_help": True, "pretty_exceptions_enable": False, "rich_markup_mode": None,
+    return App(**{"no_args_is_help": True, "pretty_exceptions_enable": False, "rich_markup_mode": None,
                           "context_settings": {"max_content_width": 120}, **kwargs})
 
 
@@ -132,7 +133,8 @@ def settings_from(config: list[str] | None, **overrides: object) -> Settings:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The options of every command that runs instances: --repos, --config, --timeout, --python, --store."""
+    """The options of every command that runs instances: --repos, --config; the other fields are set by the
+    commands that still give them as flags (``coharden check``), else they come from the config."""
 
     repos: Path | None = None
     config: list[str] | None = None
@@ -154,16 +156,27 @@ class RunOptions:
         extra: dict[str, object] = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}
         if self.pass_env:
             extra["pass_env"] = list(dict.fromkeys([*settings.pass_env, *self.pass_env]))
-        return settings.with_overrides(**extra) if extra else settings
+        settings = settings.with_overrides(**extra) if extra else settings
+        if settings.store != settings.cache_dir / STORE_NAME and (why := store_refused(str(settings.store))):
+            raise CoHardenError(f"store: {why}")  # a store given; the cache's own is checked with the cache
+        return settings
 
 
-_RUN_OPTIONS = {"repos": ReposOpt, "config": ConfigOpt, "timeout": TimeoutOpt, "python": PythonOpt,
-                "store": StoreOpt, "allow_weak_sandbox": WeakSandboxOpt, "pass_env": PassEnvOpt}
+def store_refused(value: str) -> str | None:
+    """Why a result store cannot be written there (a directory, a read-only place), checked before any work."""
+    return unwritable(Path(value), directory=False)
 
 
-#: ``command`` declares ``run: RunOptions = RunOptions()`` and gets --repos, --config, --timeout, --python and
-#: --store in that place; the body receives them as one :class:`RunOptions`.
-run_options = option_group(RunOptions, _RUN_OPTIONS, "run")
+#: The run group's flags that set a config key (read for one more release, as ``-c KEY=VALUE``).
+RUN_RENAMED = (Renamed("--timeout", "timeout"), Renamed("--python", "python"),
+               Renamed("--store", "store", check=store_refused),
+               Renamed("--allow-weak-sandbox", "allow_weak_sandbox", switch="true"),
+               Renamed("--pass-env", "pass_env", many=True))
+
+#: ``command`` declares ``run: RunOptions = RunOptions()`` and gets --repos and --config in that place (the
+#: time limit, interpreter, store and sandbox settings are ``-c`` keys); the body receives one
+#: :class:`RunOptions`.
+run_options = option_group(RunOptions, {"repos": ReposOpt, "config": ConfigOpt}, "run", RUN_RENAMED)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -1,42 +1,31 @@
-"""The engine option group: ``--executor`` and ``--address``, where a command's batch jobs run
-(:class:`EngineOptions`, declared with :func:`engine_options`)."""
+"""Where a command's batch jobs run: the config's ``engine`` section (``-c engine.executor=ray``,
+``-c engine.address=...``; the old ``--executor`` / ``--address`` flags still read, see :func:`engine_options`),
+as :class:`EngineOptions`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from coharden.cli.options import F, option_group
+from coharden.cli.command import Renamed, renamed_flags
+from coharden.cli.options import F
 
 if TYPE_CHECKING:
+    from coharden.config import Settings
     from coharden.execution.engine import Engine
-
-
-# --- the engine group -----------------------------------------------------------------------------------------
-
-ENGINES = ("local", "ray")
-
-
-def _engine_name(value: str) -> str:
-    if value not in ENGINES:
-        raise typer.BadParameter(f"{value!r} (known: {', '.join(ENGINES)})")
-    return value
-
-
-ExecutorOpt = Annotated[str, typer.Option("--executor", callback=_engine_name, help="Where jobs run: local, or ray "
-                                          "(one job per instance, on a Ray cluster).")]
-AddressOpt = Annotated[str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")]
 
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """``--executor`` and ``--address``: where a command's batch jobs run (checked when parsed)."""
+    """The executor (local, ray) and the Ray address of a run."""
 
     executor: str = "local"
     address: str | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> EngineOptions:
+        return cls(settings.engine.executor, settings.engine.address)
 
     @property
     def local(self) -> bool:
@@ -49,8 +38,11 @@ class EngineOptions:
         return make_engine(self.executor, workers=workers, address=self.address, on_interrupt=on_interrupt)
 
 
-#: ``command`` declares ``engine: EngineOptions = EngineOptions()`` and gets --executor and --address there.
-def engine_options(param: str = "engine") -> Callable[[F], F]:
-    return option_group(EngineOptions, {"executor": ExecutorOpt, "address": AddressOpt}, param)
+#: The old flags of the engine keys (read for one more release, as ``-c engine.KEY=VALUE``).
+ENGINE_RENAMED = (Renamed("--executor", "engine.executor"), Renamed("--address", "engine.address"))
 
 
+def engine_options() -> Callable[[F], F]:
+    """``command`` reads ``--executor`` and ``--address`` as ``-c engine.executor=...``, ``-c engine.address=...``
+    (its body takes :meth:`EngineOptions.of` its settings)."""
+    return renamed_flags(*ENGINE_RENAMED)

@@ -15,12 +15,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, new_app, read_text
+from coharden.cli.command import renamed_flags
+from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console, new_app, read_text
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.llm_options import LLMOptions, llm_options, model_option
 from coharden.cli.mpe_options import seed_option
-from coharden.cli.options import ConfigOpt, JsonOpt, TimeoutOpt, output_option, ranged
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged
 from coharden.errors import CoHardenError
 
 env_app = new_app(help="Environments for real repositories: infer a plan, build it (venv or Docker), "
@@ -177,6 +178,7 @@ def env_system(
 
 @env_app.command("build")
 @cli_errors
+@renamed_flags(RUN_RENAMED[0])
 @with_llm_options
 def env_build(
     repo: Annotated[Path | None, typer.Argument(help="A local git repository (omit with --instance).")] = None,
@@ -201,7 +203,6 @@ def env_build(
     output: Annotated[Path | None, output_option(directory=False, help="Write the final plan here.")] = None,
     llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Build the environment (cached per repository, commit and plan), smoke-test it, and refine the plan with
@@ -212,16 +213,16 @@ def env_build(
     if instance is not None:
         from coharden.cli.envspec import build_for_instance
 
-        settings = _settings(config, timeout=timeout, swebench_specs=specs)
+        settings = _settings(config, swebench_specs=specs)
         ok = build_for_instance(settings, records, instance, repos, force=force, installer=installer,
                                 as_json=as_json)
         raise typer.Exit(0 if ok else 1)
     if repo is None:
         raise CoHardenError("give a repository, or --instance ID with --records FILE")
-    settings = _settings(config, timeout=timeout)
+    settings = _settings(config)
     plan = _load_plan(plan_file) if plan_file else infer_plan(repo, commit, directory=True, quiet=True)
     repo, commit = _build_target(repo, commit, settings.cache_dir)
-    llm = llm_opts.client(settings.store)
+    llm = llm_opts.client(settings)
     builder = make_builder(settings, docker=docker, base_python=base_python,
                            log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
     result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,

@@ -49,7 +49,6 @@ def eval_command(
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, workers_option("Instances graded in parallel.", aliases=("--max_workers",))]
     = None,
-    engine: EngineOptions = EngineOptions(),
     run: RunOptions = RunOptions(),
     as_json: JsonOpt = False,
 ) -> None:
@@ -75,6 +74,7 @@ def eval_command(
         def advance(instance_id: str, what: str) -> None:
             update(advance=1, description=f"{instance_id}: {what}")
 
+        engine = EngineOptions.of(settings)
         jobs = None if engine.local else engine.engine(settings.workers)
         try:
             report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,

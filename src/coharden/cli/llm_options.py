@@ -1,6 +1,6 @@
-"""The LLM option group: model, endpoint, record/replay store and mode, cost caps, sampling
-(:class:`LLMOptions`, declared with :func:`llm_options`), and :func:`llm_client`, the one builder of a client
-from them and ``$COHARDEN_LLM_*``."""
+"""The LLM option group: ``--model`` (:class:`LLMOptions`, declared with :func:`llm_options`), over the config's
+``llm`` section (endpoint, record/replay store and mode, cost caps, sampling), and :func:`llm_client`, the one
+builder of a client from them and ``$COHARDEN_LLM_*``."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, overload
 
 import typer
 
+from coharden.cli.command import Renamed
 from coharden.cli.options import F, option_group, ranged
 from coharden.errors import CoHardenError, validation_message
 
 if TYPE_CHECKING:
+    from coharden.config import Settings
     from coharden.llm import Ledger, LLMClient, LLMConfig
 
 
@@ -41,20 +43,20 @@ MaxTokensOpt = Annotated[int | None, ranged("--max-tokens", help="LLM completion
 StepLimitOpt = Annotated[int, ranged("--step-limit", help="Model calls per agent run (0: no limit).", lo=0)]
 
 
+#: The LLM group's flags that set an ``llm`` key (read for one more release, as ``-c llm.KEY=VALUE``).
+LLM_RENAMED = {"api_base": Renamed("--api-base", "llm.api_base"), "llm_store": Renamed("--llm-store", "llm.store"),
+               "llm_mode": Renamed("--llm-mode", "llm.mode"), "budget_usd": Renamed("--budget-usd", "llm.budget_usd"),
+               "instance_budget_usd": Renamed("--instance-budget-usd", "llm.instance_budget_usd"),
+               "temperature": Renamed("--temperature", "llm.temperature"),
+               "max_tokens": Renamed("--max-tokens", "llm.max_tokens")}
+
+
 @dataclass(frozen=True)
 class LLMOptions:
-    """The model options of a command that may call a model: --model, --api-base, --llm-store, --llm-mode and,
-    where the command takes them, --budget-usd, --instance-budget-usd, --temperature, --max-tokens (declared as
-    one parameter with :func:`llm_options`)."""
+    """The model of a command that may call one (``--model``, declared with :func:`llm_options`); how it is
+    reached (endpoint, record/replay store and mode, cost caps, sampling) is the config's ``llm`` section."""
 
     model: str | None = None
-    api_base: str | None = None
-    llm_store: Path | None = None
-    llm_mode: str = "auto"
-    budget_usd: float | None = None
-    instance_budget_usd: float | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
 
     @property
     def configured(self) -> bool:
@@ -62,39 +64,35 @@ class LLMOptions:
         return bool(self.model or os.environ.get("COHARDEN_LLM_MODEL"))
 
     @overload
-    def client(self, default_store: Path, *, required: Literal[True], what: str = ...,
+    def client(self, settings: Settings, *, required: Literal[True], what: str = ...,
                ledger: Ledger | None = ..., model: str | None = ...) -> LLMClient: ...
 
     @overload
-    def client(self, default_store: Path, *, required: bool = ..., what: str = ...,
+    def client(self, settings: Settings, *, required: bool = ..., what: str = ...,
                ledger: Ledger | None = ..., model: str | None = ...) -> LLMClient | None: ...
 
-    def client(self, default_store: Path, *, required: bool = False, what: str = "this command",
+    def client(self, settings: Settings, *, required: bool = False, what: str = "this command",
                ledger: Ledger | None = None, model: str | None = None) -> LLMClient | None:
-        """A client from these flags and ``COHARDEN_LLM_*`` (``model`` instead of --model where a command has
-        a second one); None when no model is named (and none is required)."""
+        """A client from --model, ``settings.llm`` and ``COHARDEN_LLM_*`` (``model`` instead of --model where
+        a command has a second one); None when no model is named (and none is required)."""
         if not (model or self.configured) and not required:
             return None
-        return llm_client(model=model or self.model, api_base=self.api_base, llm_store=self.llm_store,
-                          llm_mode=self.llm_mode, default_store=default_store, budget_usd=self.budget_usd,
-                          instance_budget_usd=self.instance_budget_usd, ledger=ledger, what=what,
-                          temperature=self.temperature, max_tokens=self.max_tokens)
+        llm = settings.llm
+        return llm_client(model=model or self.model, api_base=llm.api_base, llm_store=llm.store,
+                          llm_mode=llm.mode, default_store=settings.store, budget_usd=llm.budget_usd,
+                          instance_budget_usd=llm.instance_budget_usd, ledger=ledger, what=what,
+                          temperature=llm.temperature, max_tokens=llm.max_tokens)
 
 
 def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, instance_budget: bool = False,
                 sampling: bool = False) -> Callable[[F], F]:
-    """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets the model options in that place;
-    ``model`` is the command's ``--model`` alias (its help says what the model is for); ``budget``: the run's
-    cost cap, ``instance_budget``: a cap per instance, ``sampling``: --temperature and --max-tokens."""
-    aliases: dict[str, Any] = {"model": model, "api_base": ApiBaseOpt}
-    if sampling:
-        aliases |= {"max_tokens": MaxTokensOpt, "temperature": TemperatureOpt}
-    aliases |= {"llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt}
-    if budget:
-        aliases["budget_usd"] = BudgetOpt
-    if instance_budget:
-        aliases["instance_budget_usd"] = InstanceBudgetOpt
-    return option_group(LLMOptions, aliases, param)
+    """``command`` declares ``<param>: LLMOptions = LLMOptions()`` and gets ``--model`` in that place
+    (``model``: the command's alias, whose help says what the model is for), and reads the old flags of the
+    ``llm`` keys it uses: ``budget``, the run's cost cap; ``instance_budget``, a cap per instance;
+    ``sampling``, temperature and max_tokens."""
+    old = ["api_base", "llm_store", "llm_mode", *(["budget_usd"] if budget else []),
+           *(["instance_budget_usd"] if instance_budget else []), *(["temperature", "max_tokens"] if sampling else [])]
+    return option_group(LLMOptions, {"model": model}, param, [LLM_RENAMED[name] for name in old])
 
 
 def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,

@@ -120,7 +120,7 @@ def _agent_for(command: str | None, agent_timeout: float, llm_opts: LLMOptions, 
 
         return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.pass_env,
                                     readable=settings.agent_readable, **_agent_confinement(settings))
-    client = llm_opts.client(settings.store, required=True, what="coharden agent (or use --command)")
+    client = llm_opts.client(settings, required=True, what="coharden agent (or use --command)")
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
@@ -226,7 +226,7 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
     method, mutator, seed = loop_config.method.value, loop_config.mutator, loop_config.seed
     client: Any = None  # the LLMClient of the default agent and of LLM mutants (None: neither runs)
     if agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
-        client = llm_opts.client(settings.store, required=True, what="coharden run")
+        client = llm_opts.client(settings, required=True, what="coharden run")
     if agent_command is not None:
         from coharden.agent.external import ExternalCommandAgent
 

@@ -106,6 +106,7 @@ def _register() -> None:
     ``coharden --help`` stays fast."""
     from coharden.cli import llm as llm_cli
     from coharden.cli.check import check
+    from coharden.cli.config_keys import config_app
     from coharden.cli.env import env_app
     from coharden.cli.evaluation import eval_command
     from coharden.cli.loop import agent_cmd, run_loop
@@ -123,7 +124,7 @@ def _register() -> None:
     suite_app.command("compare")(compare_cmd)
     app.command("mock-llm", help="Serve an OpenAI-compatible mock LLM with scripted replies.")(llm_cli.mock_llm)
     for name, group in (("study", study_app), ("suite", suite_app), ("env", env_app), ("reproduce", reproduce_app),
-                        ("overfit", overfit_app), ("mutants", mutants_app)):
+                        ("overfit", overfit_app), ("mutants", mutants_app), ("config", config_app)):
         app.add_typer(group, name=name)
     app.command("eval")(eval_command)
     app.command("check")(check)

@@ -35,6 +35,7 @@ from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
 if TYPE_CHECKING:
+    from coharden.mpe.result import MPEResult
     from coharden.schema.mpe_config import MPEConfig
 
 
@@ -104,7 +105,6 @@ def mpe(
     mpe_opts: MPEOptions = MPEOptions(),
     cutoffs: CutoffsOpt = None,
     workers: MPEWorkersOpt = None,
-    engine: EngineOptions = EngineOptions(),
     show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
     llm_opts: LLMOptions = LLMOptions(),
     instance_id: MPEIdsOpt = None,
@@ -122,6 +122,7 @@ def mpe(
     from coharden.execution.store import Store
 
     settings = run.settings(workers=workers)
+    engine = EngineOptions.of(settings)
     if not engine.local and batch.instances is None:
         raise CoHardenError("--executor ray runs batches (--instances and --predictions); a single MPE runs locally")
     ids = split_ids(instance_id)
@@ -165,9 +166,15 @@ def mpe(
                               f"this run finished {'are' if kept != 1 else 'is'} kept in {settings.store}, so the "
                               "same command again starts from them", highlight=False, markup=False)
             raise typer.Exit(130) from exc
+    _show_single(result, single_cutoffs, show, as_json)
+
+
+def _show_single(result: MPEResult, cutoffs: list[float] | None, show: int, as_json: bool) -> None:
+    """One MPE's result on stdout (JSON, or the tables and ``show`` beta mutants), with its class at each of
+    ``cutoffs``; exit status 1 when the pool is incomplete (no class: fail closed)."""
     from coharden.mpe.batch import cutoff_classes
 
-    by_cutoff = cutoff_classes(result.laxity, single_cutoffs) if single_cutoffs is not None else None
+    by_cutoff = cutoff_classes(result.laxity, cutoffs) if cutoffs is not None else None
     if as_json:
         data = result.to_json()
         if by_cutoff is not None:
@@ -201,7 +208,7 @@ def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions)
     """The LLM mutator for ``--mutator llm``: client (env + flags), record/replay store, budget, operators."""
     from coharden.mutation.llm_operators import LLM_OPERATORS, LLMMutator, LLMMutatorSettings
 
-    client = llm_opts.client(settings.store, required=True, what="--mutator llm")
+    client = llm_opts.client(settings, required=True, what="--mutator llm")
     chosen = list(LLM_OPERATORS)
     if mpe_opts.operators:
         chosen = [op for op in parse_operators(mpe_opts.operators) if op in LLM_OPERATORS]

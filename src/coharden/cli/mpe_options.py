@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from coharden.cli.command import Renamed
 from coharden.cli.options import F, option_group, ranged
 from coharden.errors import CoHardenError, validation_message
 from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU
@@ -198,17 +199,28 @@ class MPEOptions:
             raise CoHardenError(f"invalid MPE setting: {validation_message(exc)}") from exc
 
 
-_MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "per_operator": PerOperatorOpt, "seed": SeedOpt,
-                                "tau": TauOpt, "paper_classes": PaperClassesOpt, "confidence": ConfidenceOpt,
-                                "max_mutants": MaxMutantsOpt, "mutator": MutatorOpt, "samples": SamplesOpt,
-                                "no_implied": NoImpliedOpt}
+#: ``--operators`` stays a flag: naming an installed package's operators loads the registry first (a ``-c
+#: mpe.operators`` list is read before it, so it takes the built-in ones only).
+_MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "mutator": MutatorOpt, "samples": SamplesOpt}
+
+#: The MPE flags that set an ``mpe`` key (read for one more release, as ``-c mpe.KEY=VALUE``): a fixed budget
+#: (``--per-operator``, ``--paper-classes``) is not sequential, as the flags made it.
+MPE_RENAMED = {"per_operator": Renamed("--per-operator", "mpe.per_operator", also=("mpe.sequential=false",)),
+               "seed": Renamed("--seed", "mpe.seed"), "tau": Renamed("--tau", "mpe.tau"),
+               "paper_classes": Renamed("--paper-classes", "mpe.paper_classes", switch="true",
+                                        also=("mpe.sequential=false",)),
+               "confidence": Renamed("--confidence", "mpe.confidence"),
+               "max_mutants": Renamed("--max-mutants", "mpe.max_mutants"),
+               "no_implied": Renamed("--no-implied", "mpe.implied", switch="false")}
 
 
 def mpe_options(*names: str, param: str = "mpe_opts", **aliases: Any) -> Callable[[F], F]:
-    """``command`` declares ``<param>: MPEOptions = MPEOptions()`` and gets the MPE flags ``names`` (all of the
-    group when none are named) in that place; ``aliases`` replace a flag's alias where the command's help says
-    more (``per_operator=...``)."""
-    chosen = {name: _MPE_OPTIONS[name] for name in (names or _MPE_OPTIONS)}
-    return option_group(MPEOptions, {**chosen, **aliases}, param)
+    """``command`` declares ``<param>: MPEOptions = MPEOptions()`` and gets the MPE flags ``names`` of
+    ``mutator`` and ``samples`` (both when none are named) in that place, and reads the group's old flags
+    (operators, per-operator, seed, tau, ...: ``-c mpe.KEY=VALUE`` now); ``aliases`` replace a flag's alias
+    where the command's help says more."""
+    names = names or (*_MPE_OPTIONS, *MPE_RENAMED)
+    chosen = {name: _MPE_OPTIONS[name] for name in names if name in _MPE_OPTIONS}
+    return option_group(MPEOptions, {**chosen, **aliases}, param, [MPE_RENAMED[n] for n in names if n in MPE_RENAMED])
 
 

@@ -24,26 +24,18 @@ import inspect
 import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
+from coharden.cli.command import Renamed, allowed_range, renamed_flags
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 # --- range checks ---------------------------------------------------------------------------------------------
-
-def _allowed(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool = False) -> str:
-    if lo is not None and hi is not None:
-        if not (lo_open or hi_open):
-            return f"{lo} to {hi}"
-        return f"{'more than' if lo_open else 'at least'} {lo}, {'less than' if hi_open else 'at most'} {hi}"
-    if lo is not None:
-        return f"{'>' if lo_open else '>='} {lo}"
-    return f"<= {hi}"
-
 
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
              hi_open: bool = False) -> Callable[[Any], Any]:
@@ -53,13 +45,14 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
     def check(value: Any) -> Any:
         if value is None:
             return value
+        allowed = allowed_range(lo, hi, lo_open, hi_open)
         for v in value if isinstance(value, list | tuple) else [value]:
             if isinstance(v, float) and not math.isfinite(v):
-                raise typer.BadParameter(f"{v} is not a finite number (allowed: {_allowed(lo, hi, lo_open, hi_open)})")
+                raise typer.BadParameter(f"{v} is not a finite number (allowed: {allowed})")
             low = lo is not None and (v <= lo if lo_open else v < lo)
             high = hi is not None and (v >= hi if hi_open else v > hi)
             if low or high:
-                raise typer.BadParameter(f"{v} is out of range (allowed: {_allowed(lo, hi, lo_open, hi_open)})")
+                raise typer.BadParameter(f"{v} is out of range (allowed: {allowed})")
         return value
 
     return check
@@ -70,7 +63,7 @@ def ranged(*decls: str, help: str, lo: float | None = None, hi: float | None = N
     """``typer.Option(*decls)`` whose value must lie in [lo, hi]; the allowed range is appended to the help.
     ``default=`` is for the non-Annotated style (``x: int = ranged(...)``)."""
     head = (kwargs.pop("default"),) if "default" in kwargs else ()
-    return typer.Option(*head, *decls, help=f"{help} [{_allowed(lo, hi, lo_open, hi_open)}]",
+    return typer.Option(*head, *decls, help=f"{help} [{allowed_range(lo, hi, lo_open, hi_open)}]",
                         callback=in_range(lo, hi, lo_open=lo_open, hi_open=hi_open), **kwargs)
 
 
@@ -126,8 +119,9 @@ def output_option(*, help: str, directory: bool = True, flag: str = "--output", 
 
 ConfigOpt = Annotated[list[str] | None, typer.Option(
     "--config", "-c", metavar="FILE|KEY=VALUE", help="A YAML or TOML settings file, or KEY=VALUE setting one "
-    "setting (timeout=60, mpe.trust_tests=true, mpe.timeout_floor=5); repeatable, applied in order over "
-    "[tool.coharden] of pyproject.toml (which a FILE replaces).")]
+    "setting (timeout=60, python=/usr/bin/python3, mpe.tau=0.3, mpe.seed=1, llm.mode=replay); repeatable, "
+    "applied in order over [tool.coharden] of pyproject.toml (which a FILE replaces). Every key, its default "
+    "and meaning: coharden config keys.")]
 ReposOpt = Annotated[Path | None, typer.Option("--repos", help="Directory holding owner__name repositories.")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Instance id, when the records file has several.")]
 IdsOpt = Annotated[list[str] | None, typer.Option("--id", help="Only these instance ids (repeatable).")]
@@ -139,9 +133,6 @@ WeakSandboxOpt = Annotated[bool, typer.Option(
     "--allow-weak-sandbox", help="Grade untrusted tests even where the full sandbox cannot be made here (no bwrap "
     "or namespaces, no pids cgroup); the weaker confinement is recorded on every verdict. Without it such a run "
     "is refused.")]
-PassEnvOpt = Annotated[list[str] | None, typer.Option(
-    "--pass-env", metavar="NAME", help="Pass the host's variable NAME to test processes (repeatable). They get "
-    "only PATH, locale, time zone and user names otherwise: never a key or token of yours.")]
 AgentReadableOpt = Annotated[list[Path] | None, typer.Option(
     "--agent-readable", metavar="PATH", help="A host path the external agent's command may read in its sandbox "
     "(its installation, its settings); repeatable. It sees the workspace and the system directories otherwise.")]
@@ -170,12 +161,14 @@ WorkersOpt = Annotated[int | None, workers_option()]
 
 # --- option groups ----------------------------------------------------------------------------------------------
 
-def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F], F]:
+def option_group(cls: type, aliases: dict[str, Any], param: str, renamed: Sequence[Renamed] = ()
+                 ) -> Callable[[F], F]:
     """A decorator that spells a group of options once: the command declares ``<param>: cls = cls()`` and its
     command line gets one option per entry of ``aliases`` (field name -> ``Annotated`` alias) in that place,
     with the dataclass field's default (typer reads ``__signature__``); the body receives one ``cls``. Fields
     not in ``aliases`` keep their defaults (a command takes the part of a group it needs); a field without a
-    default is a required option."""
+    default is a required option. ``renamed``: the group's old flags the command still reads as ``-c``
+    settings (:mod:`coharden.cli.command`)."""
     defaults = {f.name: inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
                 for f in dataclasses.fields(cls)}
 
@@ -196,6 +189,6 @@ def option_group(cls: type, aliases: dict[str, Any], param: str) -> Callable[[F]
 
         wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
-        return wrapper  # type: ignore[return-value]
+        return renamed_flags(*renamed)(wrapper)  # type: ignore[return-value]
 
     return decorate

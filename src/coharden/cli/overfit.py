@@ -52,7 +52,7 @@ def _patches(spec: str, instances: dict, kind: str) -> dict[str, str]:
 @overfit_app.command("refine")
 @cli_errors
 @run_options
-@llm_options(ModelOpt, "llm_opts", sampling=True)
+@llm_options(ModelOpt, "llm_opts")
 def refine_command(
     instances: Annotated[Path, typer.Option("--instances", help="SWE-bench records file, an instance directory, "
                                             "or a directory of instance directories (like examples/).")],
@@ -88,7 +88,7 @@ def refine_command(
                                      extra_context=not no_extra_context, backend=_backend(coverage_backend))
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden overfit refine: {exc}") from exc
-    client = llm_opts.client(settings.store, required=True, what="coharden overfit refine")
+    client = llm_opts.client(settings, required=True, what="coharden overfit refine")
     llm_config = client.config
     found = load_eval_instances(instances, settings.cache_dir)
     if instance_id:

@@ -13,11 +13,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, new_app, read_patch_file, read_text
+from coharden.cli.command import renamed_flags
+from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console, new_app, read_patch_file, read_text
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.env import BasePythonOpt, DockerOpt, RepoArg, infer_plan, with_llm_options
 from coharden.cli.llm_options import LLMOptions
-from coharden.cli.options import ConfigOpt, JsonOpt, PythonOpt, TimeoutOpt, output_option, ranged
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 
@@ -61,6 +62,7 @@ def _read_fix(fix: Path | None) -> str | None:
 
 @reproduce_app.command("check")
 @cli_errors
+@renamed_flags(*RUN_RENAMED[:2])
 def reproduce_check(
     repo: RepoArg,
     test: Annotated[Path, typer.Option("--test", "-t", help="The test patch (a diff adding the test).")],
@@ -77,9 +79,7 @@ def reproduce_check(
     use_env: EnvOpt = False,
     docker: DockerOpt = False,
     base_python: BasePythonOpt = None,
-    python: PythonOpt = None,
     config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Is TEST a verified reproduction? It must fail on --buggy (optionally as expected), pass on --patched,
@@ -90,7 +90,7 @@ def reproduce_check(
         raise CoHardenError(f"--test: {test} not found")
     if (patched is None) == (fix is None):
         raise CoHardenError("give exactly one of --patched and --fix")
-    settings = _run_settings(_settings(config, python=python, timeout=timeout), repo, buggy, use_env, docker,
+    settings = _run_settings(_settings(config), repo, buggy, use_env, docker,
                              base_python)
     report = check_reproduction(repo, buggy, read_patch_file(test, "--test"), settings, patched=patched,
                                 fix=_read_fix(fix),
@@ -120,6 +120,7 @@ def _render_report(report: Any) -> None:
 
 @reproduce_app.command("generate")
 @cli_errors
+@renamed_flags(*RUN_RENAMED[:2])
 @with_llm_options
 def reproduce_generate(
     repo: RepoArg,
@@ -140,10 +141,8 @@ def reproduce_generate(
     use_env: EnvOpt = False,
     docker: DockerOpt = False,
     base_python: BasePythonOpt = None,
-    python: PythonOpt = None,
     llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Have a model write a reproduction test for ISSUE and refine it from execution results (bounded).
@@ -155,8 +154,8 @@ def reproduce_generate(
         raise CoHardenError(f"--issue: {issue} not found")
     if (patched is None) == (fix is None):
         raise CoHardenError("give exactly one of --patched and --fix")
-    base = _settings(config, python=python, timeout=timeout)
-    llm = llm_opts.client(base.store, required=True)
+    base = _settings(config)
+    llm = llm_opts.client(base, required=True)
     settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
     result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
                                    fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
@@ -191,7 +190,7 @@ def reproduce_mine(
     from coharden.environment.mining import load_export, mine, write_records
 
     settings = _settings(config)
-    llm = llm_opts.client(settings.store)
+    llm = llm_opts.client(settings)
     found_repo, issues, pulls = load_export(exports)
     result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
                   progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))

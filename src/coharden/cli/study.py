@@ -90,9 +90,6 @@ study_inputs = option_group(StudyInputs, _STUDY_INPUTS, "inputs")
 @run_options
 @mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants", "mutator",
              "samples",
-             per_operator=Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per "
-                                                       "operator (default: sequential MPE; 3 with "
-                                                       "--paper-classes).", lo=1)],
              mutator=Annotated[str, typer.Option("--mutator", help="Imitation phase: mechanical, or mechanical,llm "
                                                  "(LLM operators' mutants join the pool when a model is "
                                                  "configured; skipped with the reason otherwise).")])
@@ -112,7 +109,6 @@ def study_real_bugs(
                                         "imitation: the wrong fixes imitated by one shared pool).")]
     = "verify,golden,grade,imitation",
     bytecode: BytecodeOpt = True,
-    engine: EngineOptions = EngineOptions(),
     llm_opts: LLMOptions = LLMOptions(),
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
@@ -131,6 +127,7 @@ def study_real_bugs(
     if run.repos is None:
         raise CoHardenError("--repos: give the directory of owner__name repository clones (sympy__sympy, ...)")
     settings = run.settings(workers=workers)
+    engine = EngineOptions.of(settings)
     chosen, given = inputs.systems_chosen()
     wanted = [p.strip() for p in phases.split(",") if p.strip()]
     known = ("verify", "golden", "grade", "fixes", "imitation")
@@ -197,7 +194,7 @@ def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
         return None, "no model configured (--model or $COHARDEN_LLM_MODEL)"
     from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
-    client = llm_opts.client(settings.store, required=True, what="--mutator llm")
+    client = llm_opts.client(settings, required=True, what="--mutator llm")
     return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=mpe_opts.samples, seed=mpe_opts.seed)), None
 
 

@@ -9,26 +9,27 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from coharden.cli.common import cli_errors, console, err_console, new_app, option_group, print_diff, read_text
-from coharden.cli.common import settings_from as _settings
-from coharden.cli.llm_options import (
-    ApiBaseOpt,
-    BudgetOpt,
-    LLMModeOpt,
-    LLMStoreOpt,
-    MaxTokensOpt,
-    TemperatureOpt,
-    llm_client,
+from coharden.cli.command import Renamed, renamed_flags
+from coharden.cli.common import (
+    RUN_RENAMED,
+    cli_errors,
+    console,
+    err_console,
+    new_app,
+    option_group,
+    print_diff,
+    read_text,
 )
-from coharden.cli.mpe_options import seed_option
-from coharden.cli.options import ConfigOpt, JsonOpt, StoreOpt, output_option, ranged, timeout_option, workers_option
+from coharden.cli.common import settings_from as _settings
+from coharden.cli.llm_options import LLM_RENAMED, llm_client
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged, workers_option
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
@@ -43,10 +44,7 @@ SuiteOperatorsOpt = Annotated[str | None, typer.Option("--operators", help="buil
                                                        "behavior_substitution,statement_deletion,return_value.")]
 MaxMutantsOpt = Annotated[int | None, ranged("--max-mutants", help="Seeded sample of at most N mutants (default: "
                                              "all).", lo=1)]
-SuiteSeedOpt = Annotated[int, seed_option("Seed for mutant sampling, shown survivors, bootstrap.")]
 SuiteWorkersOpt = Annotated[int, workers_option("Parallel sandboxes (one fork server each).")]
-SuiteTimeoutOpt = Annotated[float | None, timeout_option("Seconds per test process (upper bound; mutants get "
-                                                         "min(this, 10 x baseline + 5)).")]
 ShowOpt = Annotated[int, ranged("--show", help="How many surviving mutants to print as diffs.", lo=0)]
 Round0Opt = Annotated[Path | None, typer.Option("--round0", help="A saved round-0 suite (.py) to start from.")]
 MaxRoundsOpt = Annotated[int, ranged("--max-rounds", help="Critic round budget.", lo=0)]
@@ -55,7 +53,8 @@ MaxShownOpt = Annotated[int, ranged("--max-shown", help="Surviving mutants shown
 
 @dataclass(frozen=True)
 class HardeningOptions:
-    """The critic rounds and the mutants of ``suite run`` and ``suite compare`` (one flag each)."""
+    """The critic rounds and the mutants of ``suite run`` and ``suite compare`` (one flag each; the seed of the
+    mutant sample, the survivors shown and the bootstrap is ``-c mpe.seed``, set by :func:`with_seed`)."""
 
     max_rounds: int = 3
     max_shown: int = 10
@@ -67,26 +66,22 @@ class HardeningOptions:
     workers: int = 1
 
 
-@dataclass(frozen=True)
-class StoreOptions:
-    """The LLM record/replay store, its budget, and the sandbox settings of ``suite run`` and ``suite compare``."""
-
-    llm_store: Path | None = None
-    llm_mode: str = "auto"
-    budget_usd: float | None = None
-    timeout: float | None = None
-    config: list[str] | None = None
-    store: Path | None = None
-
+#: The suite commands' flags that set a key (read for one more release, as ``-c KEY=VALUE``): the time limit
+#: (an upper bound: mutants get min(timeout, 10 x baseline + 5)), the store, the seed, the LLM endpoint,
+#: record/replay store and mode and the cost cap (the critic's and tester's sampling: ``suite_llm_flags``).
+SUITE_RENAMED = (*(r for r in RUN_RENAMED if r.flag in ("--timeout", "--store")), Renamed("--seed", "mpe.seed"),
+                 *(LLM_RENAMED[k] for k in ("api_base", "llm_store", "llm_mode", "budget_usd")))
+suite_llm_flags = renamed_flags(*SUITE_RENAMED, LLM_RENAMED["temperature"], LLM_RENAMED["max_tokens"])
 
 hardening_options = option_group(HardeningOptions, {
     "max_rounds": MaxRoundsOpt, "max_shown": MaxShownOpt, "root": RootOpt, "engine": EngineOpt,
-    "operators": SuiteOperatorsOpt, "max_mutants": MaxMutantsOpt, "seed": SuiteSeedOpt, "workers": SuiteWorkersOpt,
+    "operators": SuiteOperatorsOpt, "max_mutants": MaxMutantsOpt, "workers": SuiteWorkersOpt,
 }, "hardening")
-store_options = option_group(StoreOptions, {
-    "llm_store": LLMStoreOpt, "llm_mode": LLMModeOpt, "budget_usd": BudgetOpt, "timeout": SuiteTimeoutOpt,
-    "config": ConfigOpt, "store": StoreOpt,
-}, "stores")
+
+
+def with_seed(hardening: HardeningOptions, settings: Any) -> HardeningOptions:
+    """``hardening`` with the settings' seed (``-c mpe.seed``)."""
+    return replace(hardening, seed=settings.mpe.seed)
 
 
 def read_input(path: Path | None, what: str) -> str:
@@ -127,13 +122,13 @@ def mutant_progress(total: int, label: str) -> Iterator[Any]:
         yield advance
 
 
-def llm_client_for(model: str | None, api_base: str | None, temperature: float | None, max_tokens: int | None,
-                   llm_store: Path | None, llm_mode: str, store: Path, ledger: Any, budget_usd: float | None,
-                   overrides: dict[str, Any] | None = None):
+def llm_client_for(model: str | None, settings: Any, ledger: Any, overrides: dict[str, Any] | None = None):
     """An LLM client for ``model`` (None -> None), or for an arm's own config fields (``overrides``, no
-    ``$COHARDEN_LLM_*``), with the shared store and ledger."""
+    ``$COHARDEN_LLM_*``), reached as ``settings.llm`` says, with the shared ledger."""
     if model is None and not overrides:
         return None
+    llm = settings.llm
+    api_base = llm.api_base
     config = None
     if overrides:
         from pydantic import ValidationError
@@ -144,9 +139,9 @@ def llm_client_for(model: str | None, api_base: str | None, temperature: float |
             config = LLMConfig.model_validate({**({"api_base": api_base} if api_base else {}), **overrides})
         except ValidationError as exc:
             raise CoHardenError(f"LLM configuration: {exc}") from exc
-    return llm_client(model=model, api_base=api_base, llm_store=llm_store, llm_mode=llm_mode, default_store=store,
-                      budget_usd=budget_usd, ledger=ledger, llm_config=config, temperature=temperature,
-                      max_tokens=max_tokens)
+    return llm_client(model=model, api_base=api_base, llm_store=llm.store, llm_mode=llm.mode,
+                      default_store=settings.store, budget_usd=llm.budget_usd, ledger=ledger, llm_config=config,
+                      temperature=llm.temperature, max_tokens=llm.max_tokens)
 
 
 def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:
@@ -162,6 +157,7 @@ def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:
 
 @suite_app.command("mutants")
 @cli_errors
+@renamed_flags(*SUITE_RENAMED[:3])
 def mutants_cmd(
     module: ModuleArg,
     tests: TestsOpt = None,
@@ -170,11 +166,8 @@ def mutants_cmd(
     engine: EngineOpt = "builtin",
     operators: SuiteOperatorsOpt = None,
     max_mutants: MaxMutantsOpt = None,
-    seed: SuiteSeedOpt = 0,
     workers: SuiteWorkersOpt = 1,
-    timeout: SuiteTimeoutOpt = None,
     config: ConfigOpt = None,
-    store: StoreOpt = None,
     show: ShowOpt = 10,
     as_json: JsonOpt = False,
 ) -> None:
@@ -183,11 +176,11 @@ def mutants_cmd(
     from coharden.suite.loop import evaluate_round0
     from coharden.suite.runner import KillOracle, MutantStatus
 
-    settings = _settings(config, timeout=timeout, store=store)
+    settings = _settings(config)
     suite = read_input(round0, "--round0") or read_input(tests, "--tests")
     if not suite.strip():
         raise CoHardenError("give the tests to run: --tests FILE (or --round0 FILE)")
-    mutants, _ = module_mutants(module, root, engine, operators, max_mutants, seed)
+    mutants, _ = module_mutants(module, root, engine, operators, max_mutants, settings.mpe.seed)
     with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle, \
             mutant_progress(len(mutants), "mutants") as advance:
         r0 = evaluate_round0(oracle, mutants, suite, progress=advance)
@@ -212,7 +205,7 @@ def mutants_cmd(
 @suite_app.command("run")
 @cli_errors
 @hardening_options
-@store_options
+@suite_llm_flags
 def run_cmd(
     module: ModuleArg,
     tests: TestsOpt = None,
@@ -221,12 +214,9 @@ def run_cmd(
                                                      "(adds tests to --tests).")] = None,
     critic_model: Annotated[str | None, typer.Option("--critic-model", help="The Critic's litellm model "
                                                      "(none: round 0 only).")] = None,
-    api_base: ApiBaseOpt = None,
-    temperature: TemperatureOpt = None,
-    max_tokens: MaxTokensOpt = None,
     hardening: HardeningOptions = HardeningOptions(),
     output: Annotated[Path, output_option(help="Output directory.")] = Path("suite-results"),
-    stores: StoreOptions = StoreOptions(),
+    config: ConfigOpt = None,
     show: ShowOpt = 5,
     as_json: JsonOpt = False,
 ) -> None:
@@ -239,16 +229,14 @@ def run_cmd(
     from coharden.suite.loop import HardeningConfig, build_round0, evaluate_round0, harden
     from coharden.suite.runner import KillOracle, MutantStatus
 
-    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
-    llm_store, llm_mode, budget_usd, timeout, config, store = astuple(stores)
     if round0 is not None and (tests is not None or tester_model is not None):
         raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
-    settings = _settings(config, timeout=timeout, store=store)
+    settings = _settings(config)
+    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(with_seed(hardening,
+                                                                                                   settings))
     ledger = Ledger()
-    tester = llm_client_for(tester_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
-                     ledger, budget_usd)
-    critic = llm_client_for(critic_model, api_base, temperature, max_tokens, llm_store, llm_mode, settings.store,
-                     ledger, budget_usd)
+    tester = llm_client_for(tester_model, settings, ledger)
+    critic = llm_client_for(critic_model, settings, ledger)
     seed_suite = read_input(round0, "--round0") or read_input(tests, "--tests")
     mutants, _ = module_mutants(module, root, engine, operators, max_mutants, seed)
     with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle:

@@ -14,26 +14,27 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from coharden.cli.command import renamed_flags
 from coharden.cli.common import cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
-from coharden.cli.llm_options import ApiBaseOpt
-from coharden.cli.options import JsonOpt, output_option, ranged
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged
 from coharden.cli.suite import (
+    SUITE_RENAMED,
     HardeningOptions,
     ModuleArg,
-    StoreOptions,
     hardening_options,
     llm_client_for,
     module_mutants,
     mutant_progress,
     read_input,
-    store_options,
+    with_seed,
 )
 from coharden.errors import CoHardenError
 
 
-def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
-    """``--arm none`` / ``--arm NAME=MODEL``, or an arms YAML file: a list of ``{name, <LLMConfig fields>}``."""
+def _parse_arms(specs: list[str]) -> list[Any]:
+    """``--arm none`` / ``--arm NAME=MODEL`` / ``--arm FILE``, an arms YAML file: a list of ``{name, <LLMConfig
+    fields>}``; in the order given."""
     import yaml
     from pydantic import ValidationError
 
@@ -42,20 +43,20 @@ def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
 
     arms: list[Arm] = []
     raw: list[dict[str, Any]] = []
-    if arms_file is not None:
-        data = yaml.safe_load(read_input(arms_file, "--arms"))
-        data = data.get("arms") if isinstance(data, dict) else data
-        if not isinstance(data, list) or not all(isinstance(a, dict) and "name" in a for a in data):
-            raise CoHardenError(f"{arms_file}: expected a list of arms, each a mapping with `name`")
-        raw += data
     for spec in specs:
-        if spec == "none":
+        if Path(spec).is_file():
+            data = yaml.safe_load(read_input(Path(spec), "--arm"))
+            data = data.get("arms") if isinstance(data, dict) else data
+            if not isinstance(data, list) or not all(isinstance(a, dict) and "name" in a for a in data):
+                raise CoHardenError(f"{spec}: expected a list of arms, each a mapping with `name`")
+            raw += data
+        elif spec == "none":
             raw.append({"name": "none"})
         elif "=" in spec:
             name, model = spec.split("=", 1)
             raw.append({"name": name.strip(), "model": model.strip()})
         else:
-            raise CoHardenError(f"--arm {spec!r}: use 'none' or NAME=MODEL")
+            raise CoHardenError(f"--arm {spec!r}: use 'none', NAME=MODEL or an arms YAML file")
     names = [a["name"] for a in raw]
     if len(set(names)) != len(names):
         raise CoHardenError(f"arm names must be unique: {names}")
@@ -70,28 +71,27 @@ def _parse_arms(specs: list[str], arms_file: Path | None) -> list[Any]:
         except ValidationError as exc:
             raise CoHardenError(f"arm {entry['name']!r}: {exc}") from exc
     if not arms:
-        raise CoHardenError("give arms: --arm none --arm A=MODEL ... or --arms FILE")
+        raise CoHardenError("give arms: --arm none --arm A=MODEL ... or --arm FILE")
     return arms
 
 
 @cli_errors
 @hardening_options
-@store_options
+@renamed_flags(*SUITE_RENAMED)
 def compare_cmd(
     module: ModuleArg,
     round0: Annotated[Path, typer.Option("--round0", help="The frozen round-0 suite every arm starts from.")],
-    arm: Annotated[list[str] | None, typer.Option("--arm", help="'none' (control) or NAME=MODEL; repeat. The "
-                                                  "first arm is the control for the differences.")] = None,
-    arms_file: Annotated[Path | None, typer.Option("--arms", help="YAML list of arms: {name, model, api_base, "
-                                                   "temperature, cost_overrides, ...}.")] = None,
+    arm: Annotated[list[str] | None, typer.Option("--arm", "--arms", help="'none' (control), NAME=MODEL, or a "
+                                                  "YAML file listing arms ({name, model, api_base, temperature, "
+                                                  "cost_overrides, ...}); repeat. The first arm is the control "
+                                                  "for the differences.")] = None,
     replicates: Annotated[int, ranged("--replicates", "-r", help="Replicates per arm.", lo=1)] = 5,
     hypotheses: Annotated[Path | None, typer.Option("--hypotheses", help="Hypotheses (YAML list or one per "
                                                     "line); default: each arm beats the control.")] = None,
     n_boot: Annotated[int, ranged("--n-boot", help="Bootstrap resamples.", lo=100)] = 2000,
-    api_base: ApiBaseOpt = None,
     hardening: HardeningOptions = HardeningOptions(),
     output: Annotated[Path, output_option(help="Output directory.")] = Path("suite-compare"),
-    stores: StoreOptions = StoreOptions(),
+    config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Arms (no critic, critic model A, B, ...) x replicates from one frozen round 0, with kill-rate intervals.
@@ -105,16 +105,16 @@ def compare_cmd(
     from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
     from coharden.suite.runner import KillOracle
 
+    settings = _settings(config)
+    hardening = with_seed(hardening, settings)
     max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
-    llm_store, llm_mode, budget_usd, timeout, config, store = astuple(stores)
-    settings = _settings(config, timeout=timeout, store=store)
-    arms = _parse_arms(list(arm or []), arms_file)
+    arms = _parse_arms(list(arm or []))
     suite0 = read_input(round0, "--round0")
     mutants, rel = module_mutants(module, root, engine, operators, max_mutants, seed)
     hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
     result_store = Store(settings.store)
-    plan = _compare_plan(module, rel, suite0, mutants, arms, hardening, api_base=api_base, replicates=replicates,
-                         n_boot=n_boot, budget_usd=budget_usd)
+    plan = _compare_plan(module, rel, suite0, mutants, arms, hardening, api_base=settings.llm.api_base,
+                         replicates=replicates, n_boot=n_boot, budget_usd=settings.llm.budget_usd)
     output.mkdir(parents=True, exist_ok=True)
     prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
     ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
@@ -122,8 +122,8 @@ def compare_cmd(
     def client_for(a: Any) -> Any:
         if a.llm is None:
             return None
-        return llm_client_for(None, api_base, None, None, llm_store, llm_mode, settings.store, ledger, budget_usd,
-                       overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
+        return llm_client_for(None, settings, ledger,
+                              overrides={k: v for k, v in a.llm.model_dump().items() if v is not None})
 
     def on_run(run: Any) -> None:
         path = output / "runs" / run.arm / f"rep{run.replicate}.json"

@@ -6,72 +6,79 @@ Mounted on the ``study`` group by :mod:`coharden.cli.study`; the layers below ar
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.command import ADVANCED, renamed_flags
+from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import MPEOptions, mpe_options
-from coharden.cli.options import (
-    ConfigOpt,
-    IdsOpt,
-    JsonOpt,
-    PythonOpt,
-    StoreOpt,
-    TimeoutOpt,
-    output_option,
-    ranged,
-    workers_option,
-)
+from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, ranged, workers_option
 from coharden.cli.study import BytecodeOpt, system_files
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
+    from coharden.config import Settings
     from coharden.study.table import Dataset
 
 
+@dataclass(frozen=True)
+class TableInputs:
+    """What the table is made of: the data directory, the clones, the environment check and the narrowing."""
+
+    data: Path | None = None
+    repos: Path | None = None
+    envcheck: Path | None = None
+    only_repo: list[str] | None = None
+    only: list[str] | None = None
+    limit: int | None = None
+    systems: str | None = None
+    system_file: list[str] | None = None
+
+
+table_inputs = option_group(TableInputs, {
+    "data": Annotated[Path | None, typer.Option("--data", help="The shared data directory (swebench_verified.jsonl, "
+                                                "swtbench_lite_instances.jsonl, swtbench_verified_ids.txt, "
+                                                "brt_predictions/).")],
+    "repos": Annotated[Path | None, typer.Option("--repos", help="Directory of owner__name repository clones; an "
+                                                 "instance without one is a row 'unreachable'.")],
+    "envcheck": Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` over "
+                                                    "the instances (directory or envcheck.jsonl): its verified "
+                                                    "instances run, each in its spec environment (unless -c "
+                                                    "python=...); without it, the data directory's sympy check on "
+                                                    "the settings' python.")],
+    "only_repo": Annotated[list[str] | None, typer.Option("--repo", help="Run only these repositories "
+                                                          "(owner/name; repeatable).")],
+    "only": IdsOpt,
+    "limit": Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
+                                          "'pending'; a rerun goes on).", lo=1)],
+    "systems": Annotated[str | None, typer.Option("--systems", help="Comma-separated, of Otter, Otter++, "
+                                                  "AssertFlip, AssertFlip-Lite, Devstral-testgen (default: all).")],
+    "system_file": Annotated[list[str] | None, typer.Option(
+        "--system", rich_help_panel=ADVANCED, help="NAME=FILE: another system's test predictions on SWT-bench "
+        "Verified (JSONL with instance_id, model_patch); repeatable.")],
+}, "inputs")
+
+
 @cli_errors
-@mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants",
-             per_operator=Annotated[int | None, ranged("--per-operator", help="A fixed budget of N mutants per "
-                                                       "operator (default: sequential MPE; 3 with "
-                                                       "--paper-classes).", lo=1)])
+@mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants")
 @engine_options()
+@renamed_flags(*RUN_RENAMED[:3])
+@table_inputs
 def study_table(
-    data: Annotated[Path | None, typer.Option("--data", help="The shared data directory (swebench_verified.jsonl, "
-                                              "swtbench_lite_instances.jsonl, swtbench_verified_ids.txt, "
-                                              "brt_predictions/).")] = None,
-    repos: Annotated[Path | None, typer.Option("--repos", help="Directory of owner__name repository clones; an "
-                                               "instance without one is a row 'unreachable'.")] = None,
-    envcheck: Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` over "
-                                                  "the instances (directory or envcheck.jsonl): its verified "
-                                                  "instances run, each in its spec environment (unless "
-                                                  "--python); without it, the data directory's sympy check on "
-                                                  "--python.")] = None,
-    python: PythonOpt = None,
+    inputs: TableInputs = TableInputs(),
     output: Annotated[Path, output_option(help="Results directory: the dataset table.jsonl (appended, resumable) "
                                           "and table_report.md.")] = Path("results"),
-    only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Run only these repositories "
-                                                        "(owner/name; repeatable).")] = None,
-    only: IdsOpt = None,
-    limit: Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
-                                        "'pending'; a rerun goes on).", lo=1)] = None,
-    systems: Annotated[str | None, typer.Option("--systems", help="Comma-separated, of Otter, Otter++, AssertFlip, "
-                                                "AssertFlip-Lite, Devstral-testgen (default: all).")] = None,
-    system_file: Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: another system's test "
-                                                          "predictions on SWT-bench Verified (JSONL with "
-                                                          "instance_id, model_patch); repeatable.")] = None,
     mpe_opts: MPEOptions = MPEOptions(),
     workers: Annotated[int, workers_option("MPE workers of one instance (one checkout each).")] = 2,
-    engine: EngineOptions = EngineOptions(),
     bytecode: BytecodeOpt = True,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "dataset in --output alone.")] = False,
     config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The laxity table: every reachable SWT-bench instance x every system with predictions (Otter, Otter++,
@@ -82,10 +89,10 @@ def study_table(
 
     dataset = Dataset(output / DATASET)
     if not report_only:
-        if data is None or repos is None:
+        if inputs.data is None or inputs.repos is None:
             raise CoHardenError("--data and --repos are needed to make the table (--report-only needs neither)")
-        _make(dataset, data, repos, envcheck, python, only_repo or [], only or [], limit, systems,
-              system_file or [], mpe_opts, workers, engine, bytecode, config, timeout, store)
+        settings = _settings(config, repos_dir=inputs.repos, workers=workers)
+        _make(dataset, inputs, settings, mpe_opts, workers, bytecode)
     elif not dataset.path.is_file():
         raise CoHardenError(f"{dataset.path}: no dataset to report on (make the table first, without --report-only)")
     summary = write_table_report(dataset.path, output)
@@ -97,29 +104,30 @@ def study_table(
                   f"{cov['done']} of {cov['reachable']} reachable instances done)", markup=False, highlight=False)
 
 
-def _make(dataset: Dataset, data: Path, repos: Path, envcheck: Path | None, python: str | None,
-          only_repo: list[str], only: list[str], limit: int | None, systems: str | None, system_file: list[str],
-          mpe_opts: MPEOptions, workers: int, engine_opts: EngineOptions, bytecode: bool,
-          config: list[str] | None, timeout: float | None, store: Path | None) -> None:
+def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, workers: int,
+          bytecode: bool) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.real_bugs import StudyConfig
     from coharden.study.table import TableConfig, run_table
     from coharden.study.table_data import load_table_data
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+    assert inputs.data is not None
+    assert inputs.repos is not None
+    systems, envcheck = inputs.systems, inputs.envcheck
     chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
     version = None
     if envcheck is None:
         from coharden.execution.verdict_cache import environment_id
 
         version = environment_id(settings.python).split()[1]
-    table_data = load_table_data(data, repos, envcheck=envcheck, python_version=version, systems=chosen,
-                                 system_files=system_files(system_file))
+    table_data = load_table_data(inputs.data, inputs.repos, envcheck=envcheck, python_version=version,
+                                 systems=chosen, system_files=system_files(inputs.system_file or []))
     study = StudyConfig(mpe=mpe_opts.config(settings),
                         workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
                         warm_defaults=not settings.preload and not settings.warm_imports)
-    table_config = TableConfig(study=study, repos=only_repo, ids=only, limit=limit)
+    table_config = TableConfig(study=study, repos=inputs.only_repo or [], ids=inputs.only or [], limit=inputs.limit)
+    engine_opts = EngineOptions.of(settings)
     engine = None
     if not engine_opts.local:
         engine = engine_opts.engine(workers)

@@ -11,15 +11,13 @@ from typing import Annotated
 
 import typer
 
-from coharden.cli.common import cli_errors, console, err_console
+from coharden.cli.command import renamed_flags
+from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.options import (
     ConfigOpt,
     IdsOpt,
     JsonOpt,
-    PythonOpt,
-    StoreOpt,
-    TimeoutOpt,
     output_option,
     ranged,
     workers_option,
@@ -29,6 +27,7 @@ from coharden.errors import CoHardenError
 
 
 @cli_errors
+@renamed_flags(*RUN_RENAMED[:3])
 def study_validity(
     data: Annotated[Path | None, typer.Option("--data", help="The shared data directory (records, "
                                               "brt_predictions/, fix_predictions/).")] = None,
@@ -36,12 +35,11 @@ def study_validity(
                                                "instance without one is skipped as 'unreachable'.")] = None,
     envcheck: Annotated[Path | None, typer.Option("--envcheck", help="Output of `coharden study envcheck` "
                                                   "(directory or envcheck.jsonl): its verified instances run, each "
-                                                  "in its spec environment (unless --python); without it, the "
-                                                  "data directory's sympy check on --python.")] = None,
+                                                  "in its spec environment (unless -c python=...); without it, "
+                                                  "the data directory's sympy check on the settings' python.")] = None,
     table: Annotated[Path, typer.Option("--table", help="The laxity table's dataset (`coharden study table`): "
                                         "its graded F->P tests, their class and laxity.")]
     = Path("results/table.jsonl"),
-    python: PythonOpt = None,
     output: Annotated[Path, output_option(help="Results directory: the dataset validity.jsonl (rewritten after "
                                           "each instance, resumable), validity_report.md, validity_summary.json.")]
     = Path("results/validity"),
@@ -55,8 +53,6 @@ def study_validity(
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "dataset in --output alone.")] = False,
     config: ConfigOpt = None,
-    timeout: TimeoutOpt = None,
-    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run every graded F->P test of the laxity table, and the golden test, on every real unresolved fix of its
@@ -70,8 +66,8 @@ def study_validity(
     if not report_only:
         if data is None or repos is None:
             raise CoHardenError("--data and --repos are needed to run the study (--report-only needs neither)")
-        _run(dataset, data, repos, envcheck, table, python, only_repo or [], only or [], limit, workers, bytecode,
-             config, timeout, store)
+        _run(dataset, data, repos, envcheck, table, only_repo or [], only or [], limit, workers, bytecode,
+             config)
     elif not dataset.is_file():
         raise CoHardenError(f"{dataset}: no dataset to report on (run the study first, without --report-only)")
     summary = write_validity_report(dataset, output)
@@ -89,15 +85,15 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: Path, python: str | None,
+def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: Path,
          only_repo: list[str], only: list[str], limit: int | None, workers: int, bytecode: bool,
-         config: list[str] | None, timeout: float | None, store: Path | None) -> None:
+         config: list[str] | None) -> None:
     from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.real_bugs import StudyConfig
     from coharden.study.validity import ValidityConfig, load_validity_inputs, run_validity
 
-    settings = _settings(config, repos_dir=repos, timeout=timeout, python=python, store=store, workers=workers)
+    settings = _settings(config, repos_dir=repos, workers=workers)
     version = None
     if envcheck is None:
         from coharden.execution.verdict_cache import environment_id

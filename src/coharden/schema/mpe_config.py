@@ -48,7 +48,7 @@ class MPEConfig(BaseModel):
     per_operator: int | None = Field(default=DEFAULT_PER_OPERATOR, ge=1, description="Mutants sampled per "
                                      "operator, seeded (None: all). The same N for every operator, as in the "
                                      "paper, so no operator dominates laxity by its mutant count.")
-    seed: int = Field(default=DEFAULT_SEED, description="Sampling seed.")
+    seed: int = Field(default=DEFAULT_SEED, ge=0, description="Sampling seed.")
     tau: float = Field(default=PAPER_TAU, ge=0, le=1, description="Laxity cutoff between Rigorous and Lax.")
     paper_classes: bool = Field(default=False, description="Map every non-F->P test to Misaligned.")
     mechanical: bool = Field(default=True, description="The mechanical mutants join the pool.")
