@@ -25,9 +25,11 @@ class LoopRun:
     config: LoopConfig
     output: Path
     name: str = ""
+    """The run's name: its rounds file and its predictions' ``model_name_or_path`` (default: the method)."""
     store: Store | None = None
     ledger: Ledger | None = None
     injected: Mapping[str, str] = field(default_factory=dict)
+    """Instance id -> the test injected there (the fix-with-test method)."""
     progress: ProgressCallback | None = None
 
     @property
