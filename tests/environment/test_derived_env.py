@@ -19,7 +19,14 @@ from tests.conftest import make_patch, make_repo, run_git, write_files
 from coharden.config import Settings
 from coharden.environment.build import BuildError
 from coharden.environment.dependency_probe import declared_requirements, probe_base_commit
-from coharden.environment.derived import dependency_digest, dependency_part, derive, instance_environment, relocate_venv
+from coharden.environment.derived import (
+    SpecOrigin,
+    dependency_digest,
+    dependency_part,
+    derive,
+    instance_environment,
+    relocate_venv,
+)
 from coharden.environment.interpreters import find_interpreter
 from coharden.environment.specbuild import SpecBuilder, SpecEnv
 from coharden.environment.specs import EnvSpec, SpecTable
@@ -228,7 +235,7 @@ def test_base_commit_dependency_gets_a_derived_environment(tmp_path: Path) -> No
               "versions have conflicting dependencies.'; echo '    The user requested (constraint) helperdep==0.5'; "
               "echo 'ERROR: ResolutionImpossible'; exit 1; fi")
     bounded = spec.model_copy(update={"exclude_newer": "2024-01-01", "install": answer})
-    unbound = derive(SpecBuilder(settings.cache_dir), repo, bounded, origin, setup_commit, "conflict")
+    unbound = derive(SpecOrigin(SpecBuilder(settings.cache_dir), repo, bounded, origin), setup_commit, "conflict")
     assert unbound.ok, unbound.error
     assert any("date constraints conflict" in w for w in unbound.warnings)
     assert [s.returncode for s in unbound.steps if s.command == answer] == [1, 0]
@@ -328,13 +335,13 @@ def test_probe_runs_the_repository_confined(tmp_path: Path) -> None:
         spec = EnvSpec(repo="acme/widget", version="1.0", python=HERE, test_cmd="pytest -rA", log_parser="pytest")
         env = SpecEnv(ok=True, key="probe-test", repo="acme/widget", version="1.0", env_dir=tmp_path / "env",
                       python=sys.executable)
-        assert probe_base_commit(None, repo, spec, env, commit, ["tests/test_widget.py"]) == ""  # type: ignore[arg-type]
+        assert probe_base_commit(repo, spec, env, commit, ["tests/test_widget.py"]) == ""
         assert not (outside / "escaped").exists()
         assert not (repo / ".git" / "objects" / "x").exists()
 
         write_files(repo, {"widget/__init__.py": "import nosuchdep_for_probe\n"})
         run_git(repo, "commit", "-qam", "needs a dependency")
-        missing = probe_base_commit(None, repo, spec, env, run_git(repo, "rev-parse", "HEAD").strip(),  # type: ignore[arg-type]
+        missing = probe_base_commit(repo, spec, env, run_git(repo, "rev-parse", "HEAD").strip(),
                                     ["tests/test_widget.py"])
         assert "nosuchdep_for_probe" in missing
     finally:
@@ -371,5 +378,5 @@ def test_probe_finds_a_declared_requirement_the_environment_lacks(tmp_path: Path
              "conflict": (["pytest<1"], "VersionConflict")}
     for name, (requires, expected) in cases.items():
         repo, commit = make_repo(tmp_path / name, {"setup.py": _setup(requires), "widget/__init__.py": "", **test})
-        found = probe_base_commit(None, repo, spec, env, commit, ["tests/test_widget.py"])  # type: ignore[arg-type]
+        found = probe_base_commit(repo, spec, env, commit, ["tests/test_widget.py"])
         assert expected in found if expected else found == "", (name, found)

@@ -21,6 +21,7 @@ from coharden.llm import Budget, CostOverride, LLMClient, LLMConfig, MockLLMServ
 from coharden.loop.config import LoopConfig, Method
 from coharden.loop.engine import InstanceLoop, instance_folder
 from coharden.loop.progress import LoopProgress
+from coharden.loop.run import LoopRun
 from coharden.loop.runner import run_all
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
@@ -110,8 +111,9 @@ def make_loop(example, server: MockLLMServer, tmp_path: Path, config: LoopConfig
     if agent_wrapper is not None:
         agent = agent_wrapper(agent)
     inst = example.instance
-    return InstanceLoop(inst, Path(inst.repo), settings, agent, config, output or tmp_path / "out",
-                        store=Store(settings.store), ledger=client.ledger, progress=progress)
+    return InstanceLoop(inst, Path(inst.repo), agent, LoopRun(settings, config, output or tmp_path / "out",
+                                                             store=Store(settings.store), ledger=client.ledger,
+                                                             progress=progress))
 
 
 def decisions(result) -> list[str]:  # type: ignore[no-untyped-def]
@@ -291,8 +293,8 @@ def test_baselines_run_in_the_same_framework(example, serve, tmp_path: Path) -> 
     settings = Settings(timeout=60, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", workers=1)
     client = LLMClient(LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0,
                                  timeout=20))
-    summary = run_all([example.instance], settings, lambda: MiniSweAgent(client, step_limit=10), client_cfg,
-                      tmp_path / "out", run_name="fixonly", store=Store(settings.store), ledger=client.ledger)
+    run = LoopRun(settings, client_cfg, tmp_path / "out", "fixonly", Store(settings.store), client.ledger)
+    summary = run_all([example.instance], run, lambda: MiniSweAgent(client, step_limit=10))
     assert summary["decisions"] == {"done": 1}, summary
     fixes = [json.loads(line) for line in (tmp_path / "out/fixes.jsonl").read_text().splitlines()]
     assert fixes[0]["instance_id"] == "example__boundary_check"

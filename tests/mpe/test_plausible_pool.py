@@ -14,9 +14,10 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.mpe import behaviours
 from coharden.mpe.evaluate import evaluate
-from coharden.mpe.mutant_runs import run_mutants, sampling_frame
+from coharden.mpe.mutant_runs import MutantRunPlan, run_mutants, sampling_frame
 from coharden.mpe.plausibility import pass_to_pass
 from coharden.mpe.result import IMPLAUSIBLE
+from coharden.mpe.workers import Workers
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import Cell, TestClass
 from coharden.schema.mpe_config import MPEConfig
@@ -168,8 +169,9 @@ def test_mutants_breaking_or_hanging_pass_to_pass_tests_are_implausible_and_not_
         golden, lax = ex.golden_test(), ex.test_patch(project["lax"], name="lax")
         names = ["to_hi", "to_hi_again", "to_minus", "breaks_hi", "hangs_hi"]
         mutants = [_mutant(project, n) for n in names]
-        results = run_mutants(ex, mutants, lax, golden, limits=(5.0, 5.0, 3.0), skip_unneeded=True,
-                              plausibility=p2p)
+        with Workers(ex) as team:
+            results = run_mutants(team, mutants, MutantRunPlan(lax, golden, limits=(5.0, 5.0, 3.0),
+                                                               skip_unneeded=True, plausibility=p2p))
     by = {r.mutant.id: r for r in results}
     assert [by[n].plausible for n in names] == [True, True, True, False, False]
     assert by["breaks_hi"].cell is None

@@ -215,6 +215,7 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
 
     from coharden.execution.store import Store
     from coharden.loop.config import LoopConfig
+    from coharden.loop.run import LoopRun
     from coharden.loop.runner import run_all
     from coharden.schema.prediction import load_predictions
 
@@ -273,7 +274,6 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
             else:
                 progress.update(line, completed=event.completed, description=event.describe())
 
-        return run_all(chosen, settings, agent_factory, loop_config, output, run_name=run_name or default_name,
-                       store=Store(settings.store), ledger=client.ledger if client is not None else None,
-                       llm_mutator_factory=mutator_factory,
-                       injected=injected, progress=advance, on_phase=on_phase)
+        run = LoopRun(settings, loop_config, output, run_name or default_name, Store(settings.store),
+                      client.ledger if client is not None else None, injected or {}, on_phase)
+        return run_all(chosen, run, agent_factory, llm_mutator_factory=mutator_factory, progress=advance)

@@ -18,8 +18,8 @@ from pathlib import Path
 from coharden import pysource
 from coharden.environment.build import build_environ
 from coharden.environment.inference.setuptools import literal
-from coharden.environment.specbuild import SpecBuilder, SpecEnv, import_name
-from coharden.environment.specs import EnvSpec
+from coharden.environment.specbuild import SpecEnv
+from coharden.environment.specs import EnvSpec, import_name
 from coharden.execution.git import git
 from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import Confinement, run_limited
@@ -120,8 +120,7 @@ for text in json.loads(sys.argv[1]):
 PROBE_VERSION = hashlib.sha256(f"{_REQUIREMENTS_CHECK}\0{MISSING_DEPENDENCY.pattern}".encode()).hexdigest()[:12]
 
 
-def probe_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str,
-                      test_files: list[str]) -> str:
+def probe_base_commit(repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, test_files: list[str]) -> str:
     """The first missing-dependency error the spec environment shows at ``commit`` (import the project,
     collect ``test_files`` that exist there), or '' when there is none."""
     with tempfile.TemporaryDirectory(prefix="coharden-probe-") as tmp:

@@ -38,6 +38,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from coharden.environment.specbuild import (
     BUILD_RECIPE,
     DATE_BOUND_MISSED,
     SKIPPED_SYSTEM_STEP,
+    Installation,
     SpecBuilder,
     SpecEnv,
     apply_constraints,
@@ -108,11 +110,24 @@ def has_compiled_extensions(env: SpecEnv) -> bool:
         p.name.endswith(_COMPILED_SUFFIXES) or ".so." in p.name for p in overlay.rglob("*"))
 
 
-def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, setup_commit: str,
-                    commit: str, test_files: list[str], fix: str = "") -> SpecEnv:
-    """``env`` (the spec environment, built at ``setup_commit``) or the environment derived from it for
+@dataclass(frozen=True)
+class SpecOrigin:
+    """What a derived environment starts from: the spec environment ``env``, built by ``builder`` from ``repo``
+    under ``spec``."""
+
+    builder: SpecBuilder
+    repo: Path
+    spec: EnvSpec
+    env: SpecEnv
+
+
+def for_base_commit(origin: SpecOrigin, setup_commit: str, commit: str, test_files: list[str],
+                    fix: str = "") -> SpecEnv:
+    """``origin.env`` (the spec environment, built at ``setup_commit``) or the environment derived from it for
     ``commit`` (with the dependency-file changes of ``fix``, the reference fix) when the base commit needs
-    dependencies ``env`` lacks or the fix changes what the project declares (see the module docstring)."""
+    dependencies the spec environment lacks or the fix changes what the project declares (see the module
+    docstring)."""
+    builder, repo, spec, env = origin.builder, origin.repo, origin.spec, origin.env
     if not env.ok:
         return env
     commit = resolve_commit(repo, commit)
@@ -120,12 +135,12 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
     fix_deps = dependency_part(fix, spec)
     digest = dependency_digest(repo, commit, spec)
     if not fix_deps and (commit == setup_commit or digest == dependency_digest(repo, setup_commit, spec)):
-        return _with_extensions(builder, repo, spec, env, setup_commit, commit, digest)
+        return _with_extensions(origin, setup_commit, commit, digest)
     if fix_deps:
         digest = hashlib.sha256(f"{digest}\0{fix_deps}".encode()).hexdigest()[:12]
         files = ", ".join(touched_files(fix_deps))
         builder.log(f"the fix changes {files}: deriving an environment installed with that change")
-        return derive(builder, repo, spec, env, commit, digest, f"the fix changes {files}", fix_deps)
+        return derive(origin, commit, digest, f"the fix changes {files}", fix_deps)
     probes = builder.root / "probes" / env.key
     record = probes / f"{commit}.json"
     built = env.env_dir / "build.json"
@@ -135,35 +150,35 @@ def for_base_commit(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEn
     if answer.get("probe") == PROBE_VERSION:
         missing = str(answer.get("missing", ""))
     else:
-        missing = probe_base_commit(builder, repo, spec, env, commit, test_files)
+        missing = probe_base_commit(repo, spec, env, commit, test_files)
         probes.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"missing": missing, "probe": PROBE_VERSION}))
     if not missing:
-        return _with_extensions(builder, repo, spec, env, setup_commit, commit, digest)
+        return _with_extensions(origin, setup_commit, commit, digest)
     builder.log(f"base commit {commit[:12]} needs what {env.key} lacks ({missing}): deriving an environment")
-    return derive(builder, repo, spec, env, commit, digest, f"the spec environment lacks: {missing}")
+    return derive(origin, commit, digest, f"the spec environment lacks: {missing}")
 
 
-def _with_extensions(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, setup_commit: str,
-                     commit: str, digest: str) -> SpecEnv:
+def _with_extensions(origin: SpecOrigin, setup_commit: str, commit: str, digest: str) -> SpecEnv:
     """``env`` where its dependencies serve the base commit, unless the install built extensions and the base
     commit's extension sources differ from the setup commit's: then an environment derived at the base commit,
     whose extensions are built from its own sources (every other derived environment is built there anyway)."""
+    env, repo = origin.env, origin.repo
     if commit == setup_commit or not has_compiled_extensions(env):
         return env
     extensions = extension_digest(repo, commit)
     if extensions == extension_digest(repo, setup_commit):
         return env
     why = "the compiled extensions' sources differ from the setup commit's"
-    builder.log(f"base commit {commit[:12]}: {why}: deriving an environment built there")
+    origin.builder.log(f"base commit {commit[:12]}: {why}: deriving an environment built there")
     key = hashlib.sha256(f"{digest}\0{extensions}\0".encode()).hexdigest()[:12]
-    return derive(builder, repo, spec, env, commit, key, why)
+    return derive(origin, commit, key, why)
 
 
-def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, digest: str,
-           why: str = "", deps_patch: str = "") -> SpecEnv:
-    """A copy of ``env``'s venv with the spec's pre-install and install steps run at ``commit`` (with
-    ``deps_patch`` applied), cached."""
+def derive(origin: SpecOrigin, commit: str, digest: str, why: str = "", deps_patch: str = "") -> SpecEnv:
+    """A copy of the spec environment's venv with the spec's pre-install and install steps run at ``commit``
+    (with ``deps_patch`` applied), cached."""
+    builder, spec, env = origin.builder, origin.spec, origin.env
     key = f"{env.key}-at-{digest}"
     env_dir = builder.root / key
     with file_lock(builder.root / f"{key}.lock"):
@@ -176,7 +191,7 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
             return previous.model_copy(update={"cached": True, "services": list(spec.services),
                                                "warnings": warnings})
         started = time.monotonic()
-        result = _derive(builder, repo, spec, env, commit, key, env_dir, deps_patch)
+        result = _derive(origin, commit, key, deps_patch)
         result.services = list(spec.services)
         result.recipe = BUILD_RECIPE
         result.build_seconds = round(time.monotonic() - started, 1)
@@ -188,8 +203,9 @@ def derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit
         return result
 
 
-def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commit: str, key: str,
-            env_dir: Path, deps_patch: str) -> SpecEnv:
+def _derive(origin: SpecOrigin, commit: str, key: str, deps_patch: str) -> SpecEnv:
+    builder, repo, spec, env = origin.builder, origin.repo, origin.spec, origin.env
+    env_dir = builder.root / key
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir(parents=True)
     result = SpecEnv(ok=False, key=key, repo=spec.repo, version=spec.version, env_dir=env_dir, runner=spec.runner,
@@ -235,7 +251,7 @@ def _derive(builder: SpecBuilder, repo: Path, spec: EnvSpec, env: SpecEnv, commi
             result.failed_step = result.error = ""
             if not run("install", spec.install):
                 return result
-    return finish_environment(result, spec, src, env_dir, python, run_env)
+    return finish_environment(Installation(result, spec, src, env_dir, python, run_env))
 
 
 _CONFLICT = re.compile(r"ResolutionImpossible|conflicting dependencies|Cannot install .* because")
@@ -275,7 +291,7 @@ def instance_environment(instance: Any, repo: Path, settings: Settings, *, log: 
     if not built.ok or not instance.environment_setup_commit:
         return built
     files = touched_files(getattr(instance, "test_patch", "") or "")
-    derived = for_base_commit(builder, repo, spec, built, setup, instance.base_commit, files,
+    derived = for_base_commit(SpecOrigin(builder, repo, spec, built), setup, instance.base_commit, files,
                               getattr(instance, "patch", "") or "")
     if derived is not built and not derived.ok:
         derived.error = (f"the environment derived from {built.key} for base commit {instance.base_commit[:12]} "

@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from coharden.environment.build import BuildError, Log, StepLog, build_environ, 
 from coharden.environment.interpreters import PYENV_ROOT, find_interpreter
 from coharden.environment.overlay import collect_overlay, detach_editable, site_packages
 from coharden.environment.spec_requirements import CONDA_ONLY, requirements_from_env_yml, requirements_from_repo
-from coharden.environment.specs import EnvSpec
+from coharden.environment.specs import EnvSpec, import_name
 from coharden.execution.confinement import BUILD_STEPS
 from coharden.execution.git import check_repo, git, resolve_commit
 from coharden.execution.locks import file_lock
@@ -48,7 +49,6 @@ BUILD_RECIPE = 3
 DATE_BOUND_MISSED = "exclude_newer not applied to pip steps"
 # a warning an environment built from the spec carries (and environments derived from it inherit)
 SKIPPED_SYSTEM_STEP = "skipped system step"
-_IMPORT_NAME = {"scikit-learn": "sklearn"}
 
 
 class SpecEnv(BaseModel):
@@ -141,7 +141,7 @@ class SpecBuilder:
                     record.write_text(previous.model_dump_json(indent=2))
                 return previous.model_copy(update={"cached": True, "services": list(spec.services)})
             started = time.monotonic()
-            result = self._build(repo, commit, spec, key, env_dir, replacements or [])
+            result = self._build(repo, commit, spec, key, replacements or [])
             result.services = list(spec.services)
             result.recipe = BUILD_RECIPE
             result.build_seconds = round(time.monotonic() - started, 1)
@@ -150,8 +150,9 @@ class SpecBuilder:
             return result
 
     # --- the steps ----------------------------------------------------------------------------------------
-    def _build(self, repo: Path, commit: str, spec: EnvSpec, key: str, env_dir: Path,
+    def _build(self, repo: Path, commit: str, spec: EnvSpec, key: str,
                replacements: list[tuple[str, str | None]]) -> SpecEnv:
+        env_dir = self.root / key
         shutil.rmtree(env_dir, ignore_errors=True)
         env_dir.mkdir(parents=True)
         result = SpecEnv(ok=False, key=key, repo=spec.repo, version=spec.version, env_dir=env_dir,
@@ -169,6 +170,7 @@ class SpecBuilder:
         python = venv / "bin" / "python"
         env = build_environ()
         env.update({"VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"})
+        site = Installation(result, spec, src, env_dir, python, env)
         with open(env_dir / "build.log", "w") as log_file:
             run = self.step_runner(result, src, env, log_file)
             if not run("interpreter", f"{shlex.quote(base)} -m venv {shlex.quote(str(venv))}"):
@@ -185,7 +187,7 @@ class SpecBuilder:
                 else "-U 'pip<22' 'wheel<0.38'"
             if not run("interpreter", f"{install} {tooling}"):
                 return result
-            if not self._packages(spec, src, env_dir, install, replacements, run, result):
+            if not self._packages(site, install, replacements, run):
                 return result
             pins = " ".join(shlex.quote(p) for p in spec.pip_packages)
             if pins and not run("pins", f"{install} {pins}"):
@@ -194,10 +196,10 @@ class SpecBuilder:
                 if not run("pre_install", command):
                     return result
             if spec.exclude_newer:  # after pre-install, which may edit the requirements (sphinx pins in setup.py)
-                self._date_constraints(spec, src, env_dir, str(python), env, result)
+                self._date_constraints(site)
             if spec.install and not run("install", spec.install):
                 return result
-        return finish_environment(result, spec, src, env_dir, python, env)
+        return finish_environment(site)
 
     def step_runner(self, result: SpecEnv, src: Path, env: dict[str, str], log_file: Any) -> Any:
         """``run(step, command) -> bool``: one build command in ``src`` (network allowed), logged to ``log_file``
@@ -229,11 +231,11 @@ class SpecBuilder:
             return f"{shlex.quote(uv)} pip install --python {shlex.quote(python)}{bound}"
         return f"{shlex.quote(python)} -m pip install"
 
-    def _date_constraints(self, spec: EnvSpec, src: Path, env_dir: Path, python: str, env: dict[str, str],
-                          result: SpecEnv) -> None:
+    def _date_constraints(self, site: Installation) -> None:
         """Let the pip install step resolve as of ``spec.exclude_newer`` too (pip has no date
         option): uv compiles the project's requirements (all extras) with the pins as of that date into a
         constraints file pip reads (``PIP_CONSTRAINT``). Without uv, or when that fails, a warning says so."""
+        spec, src, env_dir, python, env, result = site.spec, site.src, site.env_dir, site.python, site.env, site.result
         uv = _uv_binary()
         meta = next((src / n for n in ("pyproject.toml", "setup.py", "setup.cfg") if (src / n).is_file()), None)
         if uv is None or meta is None:
@@ -245,7 +247,7 @@ class SpecBuilder:
         # 1.0.7 on Sphinx>=5) is then resolved against the checkout's version, not the index's newest
         (env_dir / "self.in").write_text(f"-e {Path(src).resolve().as_uri()}\n")  # a URI: spaces survive
         out = env_dir / "date-constraints.txt"
-        base = [uv, "pip", "compile", "--python", python, "--exclude-newer", _rfc3339(spec.exclude_newer),
+        base = [uv, "pip", "compile", "--python", str(python), "--exclude-newer", _rfc3339(spec.exclude_newer),
                 "--all-extras", "--no-header", "--no-annotate", "-o", str(out), str(meta)]
         pins = str(env_dir / "pins.txt")
         for inputs in ([str(env_dir / "self.in"), pins], [pins]):
@@ -274,8 +276,9 @@ class SpecBuilder:
         out.write_text("\n".join([*kept, *spec.constraints]) + "\n")
         env["PIP_CONSTRAINT"] = str(out)
 
-    def _packages(self, spec: EnvSpec, src: Path, env_dir: Path, install: str,
-                  replacements: list[tuple[str, str | None]], run: Any, result: SpecEnv) -> bool:
+    def _packages(self, site: Installation, install: str, replacements: list[tuple[str, str | None]],
+                  run: Any) -> bool:
+        spec, src, env_dir, result = site.spec, site.src, site.env_dir, site.result
         if not spec.packages:
             return True
         if spec.packages == "requirements.txt":
@@ -321,16 +324,23 @@ def _rfc3339(date: str) -> str:
     return date if "T" in date else f"{date}T00:00:00Z"
 
 
-def import_name(spec: EnvSpec) -> str:
-    """The module a spec's repository installs (``scikit-learn`` -> ``sklearn``)."""
-    name = spec.repo.split("/")[-1]
-    return _IMPORT_NAME.get(name, name.replace("-", "_"))
+@dataclass(frozen=True)
+class Installation:
+    """One environment being installed: the record it fills, its spec, the checkout, the directory it fills, the
+    venv's interpreter and the environment its steps run with (steps may extend it: ``PIP_CONSTRAINT``)."""
+
+    result: SpecEnv
+    spec: EnvSpec
+    src: Path
+    env_dir: Path
+    python: Path
+    env: dict[str, str]
 
 
-def finish_environment(result: SpecEnv, spec: EnvSpec, src: Path, env_dir: Path, python: Path,
-                       env: dict[str, str]) -> SpecEnv:
+def finish_environment(site: Installation) -> SpecEnv:
     """After the install: detach the editable hooks, keep the built files (overlay), set the test environment
     and check the project imports from ``src`` with the spec's runner."""
+    result, spec, src, env_dir, python, env = site.result, site.spec, site.src, site.env_dir, site.python, site.env
     detach_editable(site_packages(python), src)
     result.overlay = collect_overlay(src, env_dir / "overlay")
     roots = ["."] + [d for d in ("src", "lib") if any((src / d).glob("*/__init__.py"))]

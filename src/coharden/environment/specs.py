@@ -193,3 +193,12 @@ def repo_slug(repo: str) -> str:
         owner, _, rest = name.partition("__")
         return f"{owner}/{rest}"
     return repo
+
+
+_IMPORT_NAME = {"scikit-learn": "sklearn"}
+
+
+def import_name(spec: EnvSpec) -> str:
+    """The module a spec's repository installs (``scikit-learn`` -> ``sklearn``)."""
+    name = spec.repo.split("/")[-1]
+    return _IMPORT_NAME.get(name, name.replace("-", "_"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coharden.analysis.rows import CELLS, test_class
 from coharden.analysis.stats import mean, rate
@@ -20,6 +20,9 @@ from coharden.evaluation.pairs import coupling_pairs, overfitting
 from coharden.evaluation.runs import run_section
 from coharden.schema.instance import Instance
 from coharden.schema.round_record import RoundRecord
+
+if TYPE_CHECKING:  # the inputs' type, for annotations only: the runner that holds it calls this module
+    from coharden.evaluation.runner import EvalInputs
 
 SCHEMA_VERSION = 1
 CLASSES = ("Rigorous", "Borderline", "Lax", "Misaligned", "NotReproducing", "Invalid", "Inconclusive")
@@ -288,11 +291,10 @@ def cutoff_tables(cutoffs: Sequence[float], tests: Mapping[str, Mapping[str, Any
 
 # --- the whole report --------------------------------------------------------------------------------------
 
-def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[PredictionSet],
-                 test_sets: Sequence[PredictionSet], injections: Sequence[Injection],
-                 runs: Mapping[str, Sequence[RoundRecord]], grades: Mapping[str, InstanceGrades],
-                 options: GradeOptions, cutoffs: Sequence[float]) -> dict[str, Any]:
-    """The report document (``schema_version`` 1). Top-level keys:
+def build_report(inputs: EvalInputs, grades: Mapping[str, InstanceGrades], options: GradeOptions,
+                 cutoffs: Sequence[float]) -> dict[str, Any]:
+    """The report document of ``inputs`` (``schema_version`` 1; the caller adds the refinement runs' section).
+    Top-level keys:
 
     * ``settings`` (tau, operators, per_operator, seed, paper_classes), ``definitions`` (term -> text);
     * ``instances``: ``total``, ``ids`` (in file order), ``errors`` (id -> why nothing was graded),
@@ -314,7 +316,7 @@ def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[Predictio
       cutoff, Rigorous / Lax paired deltas);
     * ``runs``: run -> ``rounds`` (rows), ``per_instance``, ``totals``, ``unknown_instances`` (:func:`run_section`).
     """
-    ids = list(instances)
+    ids, fix_sets, test_sets, injections = list(inputs.instances), inputs.fix_sets, inputs.test_sets, inputs.injections
     fixes = {s.name: fix_section(s, ids, grades) for s in fix_sets}
     tests = {s.name: test_section(s, ids, grades) for s in test_sets}
     couplings = {f.name: coupling_pairs(f, t, ids, grades) for f, t in own_pairs(fix_sets, test_sets)}
@@ -339,7 +341,7 @@ def build_report(instances: Mapping[str, Instance], fix_sets: Sequence[Predictio
         "overfitting": overfit,
         "injection": injection,
         "cutoffs": cutoff_tables(cutoffs, tests, pooled),
-        "runs": {name: {**run_section(recs, grades, ids)} for name, recs in runs.items()},
+        "runs": {name: {**run_section(recs, grades, ids)} for name, recs in inputs.runs.items()},
     }
 
 

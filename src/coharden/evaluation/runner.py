@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,24 +45,26 @@ def load_eval_instances(source: Path, cache_dir: Path) -> dict[str, Instance]:
     return instances
 
 
+@dataclass
 class EvalInputs:
     """Everything one ``coharden eval`` grades."""
 
-    def __init__(self, instances: dict[str, Instance], fix_sets: Sequence[PredictionSet] = (),
-                 test_sets: Sequence[PredictionSet] = (), injections: Sequence[Injection] = (),
-                 runs: dict[str, list[RoundRecord]] | None = None,
-                 refinements: Sequence[RefinementRun] = ()) -> None:
-        unique_names(list(fix_sets), "--fixes")
-        unique_names(list(test_sets), "--tests")
-        names = [inj.name for inj in injections]
+    instances: dict[str, Instance]
+    fix_sets: Sequence[PredictionSet] = ()
+    test_sets: Sequence[PredictionSet] = ()
+    injections: Sequence[Injection] = ()
+    runs: dict[str, list[RoundRecord]] = field(default_factory=dict)
+    refinements: Sequence[RefinementRun] = ()
+
+    def __post_init__(self) -> None:
+        unique_names(list(self.fix_sets), "--fixes")
+        unique_names(list(self.test_sets), "--tests")
+        names = [inj.name for inj in self.injections]
         if len(set(names)) != len(names):
             raise CoHardenError(f"--injection: test source names repeat ({', '.join(names)}); name them NAME=...")
-        self.instances = instances
-        self.fix_sets = list(fix_sets)
-        self.test_sets = list(test_sets)
-        self.injections = list(injections)
-        self.runs = runs or {}
-        self.refinements = list(refinements)
+        self.fix_sets, self.test_sets = list(self.fix_sets), list(self.test_sets)
+        self.injections = list(self.injections)
+        self.refinements = list(self.refinements)
         refined = [r.name for r in self.refinements]
         if len(set(refined)) != len(refined):
             raise CoHardenError(f"--overfit: run names repeat ({', '.join(refined)})")
@@ -77,7 +80,7 @@ class EvalInputs:
                    [s for spec in fixes for s in load_prediction_sets(spec, found, "fix")],
                    [s for spec in tests for s in load_prediction_sets(spec, found, "test")],
                    [load_injection(spec, found) for spec in injections],
-                   load_runs(runs) if runs is not None else None,
+                   load_runs(runs) if runs is not None else {},
                    [load_refinement(d, found) for d in overfit])
 
 
@@ -94,8 +97,7 @@ def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options
     if on_plan:
         on_plan(sum(w.size() for w in work.values()))
     grades = grade_all(inputs.instances, work, settings, store, options, progress, engine=engine)
-    report = build_report(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs, grades,
-                          options, cutoffs)
+    report = build_report(inputs, grades, options, cutoffs)
     if inputs.refinements:  # test overfitting before / after reward-guided refinement (coharden overfit)
         report["definitions"] = {**report["definitions"], "refinement": DEFINITION}  # not the module's dict
         report["refinement"] = {r.name: refinement_section(r, list(inputs.instances), grades)

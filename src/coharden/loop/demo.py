@@ -19,6 +19,7 @@ from coharden.llm import CacheMode, CallStore, CostOverride, LLMClient, LLMConfi
 from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult, instance_folder
 from coharden.loop.progress import ProgressCallback
+from coharden.loop.run import LoopRun
 from coharden.schema.mpe_config import LOOP_TAU, MPEConfig
 from coharden.schema.mutant import Operator
 
@@ -120,8 +121,8 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         client = LLMClient(llm)
         agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
                              allow_weak_sandbox=settings.allow_weak_sandbox)
-        loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
-                            store=Store(settings.store), ledger=client.ledger, run_name="demo", progress=progress)
+        run = LoopRun(settings, config, output, "demo", Store(settings.store), client.ledger, progress=progress)
+        loop = InstanceLoop(instance, Path(instance.repo), agent, run)
         return loop.run()
 
 
@@ -184,8 +185,8 @@ def run_live(example: Path, output: Path, settings: Settings, *, api_base: str |
     client = LLMClient(llm, store=CallStore(output / "llm-calls.sqlite"), mode=CacheMode.RECORD)
     agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
                          allow_weak_sandbox=settings.allow_weak_sandbox)
-    loop = InstanceLoop(instance, Path(instance.repo), settings, agent, config, output,
-                        store=Store(settings.store), ledger=client.ledger, run_name="live", progress=progress)
+    run = LoopRun(settings, config, output, "live", Store(settings.store), client.ledger, progress=progress)
+    loop = InstanceLoop(instance, Path(instance.repo), agent, run)
     return loop.run()
 
 

@@ -31,19 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from coharden.config import Settings
 from coharden.critic.builtin import default_critic
 from coharden.critic.context import CriticContext, Mode
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.store import Store
 from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Workspace
-from coharden.llm import ErrorKind, Ledger, LLMError
+from coharden.llm import ErrorKind, LLMError
 from coharden.loop import feedback
-from coharden.loop.config import LoopConfig, Method
+from coharden.loop.config import Method
 from coharden.loop.decision import Decision, decide, same_test
-from coharden.loop.progress import LoopProgress, Phase, ProgressCallback
+from coharden.loop.progress import LoopProgress, Phase
+from coharden.loop.run import LoopRun
 from coharden.loop.state import LoopState, RoundOutcome
 from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
 from coharden.mpe.logs import folder_name
@@ -106,29 +105,28 @@ def blind(instance: Instance) -> Instance:
 class InstanceLoop:
     """Runs one method on one instance; ``output`` holds its state, trajectories and round records."""
 
-    def __init__(self, instance: Instance, repo: Path, settings: Settings, agent: Agent, config: LoopConfig,
-                 output: Path, *, store: Store | None = None, ledger: Ledger | None = None,
-                 llm_mutator: Any = None, injected_test: str | None = None, run_name: str | None = None,
-                 progress: ProgressCallback | None = None) -> None:
+    def __init__(self, instance: Instance, repo: Path, agent: Agent, run: LoopRun, *,
+                 llm_mutator: Any = None) -> None:
+        config, injected_test = run.config, run.injected.get(instance.instance_id)
         if config.method is Method.FIX_WITH_TEST and not (injected_test or "").strip():
             raise CoHardenError(f"{instance.instance_id}: fix-with-test needs a test to inject")
         if config.mpe.llm is not None and llm_mutator is None:
             raise CoHardenError("--mutator llm needs a model for the LLM mutator")
         self.instance = blind(instance)
         self.repo = repo
-        self.settings = settings
+        self.settings = run.settings
         self.agent = agent
         self.config = config
-        self.output = output
-        self.store = store
-        self.ledger = ledger
+        self.output = run.output
+        self.store = run.store
+        self.ledger = run.ledger
         self.llm_mutator = llm_mutator
         self.injected_test = injected_test or ""
-        self.run_name = run_name or config.method.value
-        self.dir = instance_folder(output, instance.instance_id)
+        self.run_name = run.run_name
+        self.dir = instance_folder(run.output, instance.instance_id)
         self.state_path = self.dir / "state.json"
-        self.records_path = output / "rounds" / f"{folder_name(self.run_name, model=True)}.jsonl"
-        self.progress = progress
+        self.records_path = run.output / "rounds" / f"{folder_name(self.run_name, model=True)}.jsonl"
+        self.progress = run.progress
         self._round = 0
 
     def _phase(self, phase: Phase, decision: str = "") -> None:

@@ -24,30 +24,24 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.execution.store import Store
 from coharden.instances import resolve_repo
-from coharden.llm import Ledger
 from coharden.llm.errors import first_line
-from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult
-from coharden.loop.progress import ProgressCallback
+from coharden.loop.run import LoopRun
 from coharden.schema.instance import Instance
 
 if TYPE_CHECKING:
     from coharden.agent.base import Agent
 
 
-def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Callable[[], Agent],
-            config: LoopConfig, output: Path, *, run_name: str, store: Store | None = None,
-            ledger: Ledger | None = None, llm_mutator_factory: Callable[[], Any] | None = None,
-            injected: dict[str, str] | None = None,
-            progress: Callable[[str, LoopResult | None, str | None], None] | None = None,
-            on_phase: ProgressCallback | None = None) -> dict[str, Any]:
-    """Run ``config.method`` on every instance; errors of one instance are reported, not fatal. ``progress`` is
-    called once per finished instance, ``on_phase`` at every phase of every round (see
+def run_all(instances: Sequence[Instance], run: LoopRun, agent_factory: Callable[[], Agent], *,
+            llm_mutator_factory: Callable[[], Any] | None = None,
+            progress: Callable[[str, LoopResult | None, str | None], None] | None = None) -> dict[str, Any]:
+    """Run ``run.config.method`` on every instance; errors of one instance are reported, not fatal. ``progress``
+    is called once per finished instance, ``run.progress`` at every phase of every round (see
     :class:`~coharden.loop.progress.LoopProgress`); both from worker threads."""
+    settings, config, output, ledger, run_name = run.settings, run.config, run.output, run.ledger, run.run_name
     output.mkdir(parents=True, exist_ok=True)
     results: dict[str, LoopResult] = {}
     errors: dict[str, str] = {}
@@ -56,10 +50,8 @@ def run_all(instances: Sequence[Instance], settings: Settings, agent_factory: Ca
     def one(instance: Instance) -> tuple[str, LoopResult | None, str | None]:
         try:
             repo = resolve_repo(instance, settings.repos_dir)
-            loop = InstanceLoop(instance, repo, settings, agent_factory(), config, output, store=store,
-                                ledger=ledger, llm_mutator=llm_mutator_factory() if llm_mutator_factory else None,
-                                injected_test=(injected or {}).get(instance.instance_id), run_name=run_name,
-                                progress=on_phase)
+            loop = InstanceLoop(instance, repo, agent_factory(), run,
+                                llm_mutator=llm_mutator_factory() if llm_mutator_factory else None)
             return instance.instance_id, loop.run(), None
         except CoHardenError as exc:
             return instance.instance_id, None, str(exc)

@@ -35,6 +35,7 @@ from coharden.execution.verify import FailToPass
 from coharden.mpe.early import EarlyPool, EarlyRecording
 from coharden.mpe.implied import Implied
 from coharden.mpe.mutant_runs import (
+    MutantRunPlan,
     Progress,
     classify_result,
     run_mutants,
@@ -294,11 +295,11 @@ def _run_pool(run: _Run, mutant_pool: Pool, result: MPEResult, implied: Implied 
     limits = [result.time_limits["candidate"], result.time_limits["reference"]]
     if p2p is not None:
         limits.append(result.time_limits["plausibility"])
-    runner = functools.partial(run_mutants, team.executor, candidate=run.candidate, reference=run.reference,
-                               timings=timings, team=team, combine=run.combine, implied=implied,
-                               skip_unneeded=config.implied, limits=limits, plausibility=p2p,
-                               # a behaviour is every test's outcome: no process stops at its first failure then
-                               first_failure=not config.counts_behaviours)
+    plan = MutantRunPlan(run.candidate, run.reference, limits=limits, combine=run.combine, implied=implied,
+                         skip_unneeded=config.implied, plausibility=p2p,
+                         # a behaviour is every test's outcome: no process stops at its first failure then
+                         first_failure=not config.counts_behaviours)
+    runner = functools.partial(run_mutants, team, plan=plan, timings=timings)
     if config.is_sequential:
         run_sequential(result, mutant_pool.mutants, runner, config, progress)
     else:

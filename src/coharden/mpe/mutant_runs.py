@@ -9,9 +9,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.pool import ExecutorPool
 from coharden.mpe import behaviours
 from coharden.mpe.implied import Implied
 from coharden.mpe.result import IMPLAUSIBLE, MPEResult, MutantResult
@@ -100,24 +100,36 @@ def run_sequential(result: MPEResult, pool: Sequence[Mutant], run: Callable[...,
     result.frame = sampling_frame(done, pool)
 
 
-def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate: TestPatch, reference: TestPatch,
-                workers: int = 1, pool: ExecutorPool | None = None, progress: Progress | None = None,
-                timings: dict[str, float] | None = None, team: Workers | None = None, *,
-                limits: Sequence[float | None] = (None, None), combine: bool = False,
-                implied: Implied | None = None, skip_unneeded: bool = False,
-                plausibility: TestPatch | None = None, first_failure: bool = True) -> list[MutantResult]:
-    """Verdicts of both tests on every mutant. With ``workers`` > 1 and a ``pool``, each worker thread leases
-    its own executor (its own workspace) from the pool, so parallel and serial runs see the same files
-    (``team``: the workers of an MPE run, shared with its other phases). ``timings["timeouts"]`` gets the
-    seconds spent on mutants with a timed-out verdict (the combined run and the attribution runs).
+@dataclass(frozen=True)
+class MutantRunPlan:
+    """What runs on each mutant, and how: the ``candidate`` and the ``reference`` test and, with
+    ``plausibility``, the PASS_TO_PASS tests, run on every mutant before the reference (``limits`` then has
+    their limit third): a mutant that breaks one gets no cell (see :mod:`coharden.mpe.plausibility`).
     ``limits``: the time limit of the candidate and of the reference on a mutant; ``combine``: both tests are
     trusted to share a process; ``implied``: the verdicts implied without a run (see :mod:`coharden.mpe.implied`).
     ``skip_unneeded``: a test is not run on a mutant the other test's verdict already makes inadmissible (a
     TIMEOUT: a mutant that never ends costs one limit, not two); the reference runs first, as its verdicts are
-    stored and shared by every candidate graded on the instance. ``plausibility``: the PASS_TO_PASS tests, run
-    on every mutant before the reference (``limits`` then has their limit third): a mutant that breaks one
-    gets no cell (see :mod:`coharden.mpe.plausibility`). ``first_failure``: a process stops at its first
+    stored and shared by every candidate graded on the instance. ``first_failure``: a process stops at its first
     failure (a cell needs pass / fail only); off when behaviours are told apart by every test's outcome."""
+
+    candidate: TestPatch
+    reference: TestPatch
+    limits: Sequence[float | None] = (None, None)
+    combine: bool = False
+    implied: Implied | None = None
+    skip_unneeded: bool = False
+    plausibility: TestPatch | None = None
+    first_failure: bool = True
+
+
+def run_mutants(team: Workers, mutants: Sequence[Mutant], plan: MutantRunPlan, progress: Progress | None = None,
+                timings: dict[str, float] | None = None) -> list[MutantResult]:
+    """Verdicts of ``plan``'s tests on every mutant. Each of ``team``'s worker threads (the workers of an MPE
+    run, shared with its other phases) leases its own executor (its own workspace), so parallel and serial runs
+    see the same files. ``timings["timeouts"]`` gets the seconds spent on mutants with a timed-out verdict (the
+    combined run and the attribution runs)."""
+    candidate, reference, plausibility, implied = plan.candidate, plan.reference, plan.plausibility, plan.implied
+    limits, combine, first_failure, skip_unneeded = plan.limits, plan.combine, plan.first_failure, plan.skip_unneeded
     spent = {"timeouts": 0.0}
     lock_spent = threading.Lock()
     tell = progress or _quiet
@@ -155,10 +167,7 @@ def run_mutants(executor: InstanceExecutor, mutants: Sequence[Mutant], candidate
 
     tasks = [functools.partial(one, mutant=m) for m in mutants]
     try:
-        if team is not None:
-            return team.map(tasks)
-        with Workers(executor, workers if len(mutants) > 1 else 1, pool) as own:
-            return own.map(tasks)
+        return team.map(tasks)
     finally:
         if timings is not None:
             timings["timeouts"] = timings.get("timeouts", 0.0) + spent["timeouts"]

@@ -117,8 +117,12 @@ def _name(classname: str, name: str) -> str:
 class KillOracle:
     """Runs the suite against the module and its mutants. Use as a context manager."""
 
+    #: a mutant's time limit: the suite's baseline duration times this, plus ``TIMEOUT_CONSTANT`` seconds
+    TIMEOUT_MULTIPLIER = 10.0
+    TIMEOUT_CONSTANT = 5.0
+
     def __init__(self, module: Path, settings: Settings, *, root: Path | None = None, store: Store | None = None,
-                 workers: int = 1, timeout_multiplier: float = 10.0, timeout_constant: float = 5.0) -> None:
+                 workers: int = 1) -> None:
         self.module = Path(module).resolve()
         if not self.module.is_file() or self.module.suffix != ".py":
             raise CoHardenError(f"{module}: not a Python file")
@@ -131,8 +135,6 @@ class KillOracle:
         self.settings = settings
         self.store = store
         self.workers = max(1, workers)
-        self.timeout_multiplier = timeout_multiplier
-        self.timeout_constant = timeout_constant
         self.suite_rel = f"{SUITE_DIR}/test_{self.module.stem}.py"
         self.mutant_timeout = settings.timeout
         self._tmp: Path | None = None
@@ -228,7 +230,7 @@ class KillOracle:
             raise CoHardenError(f"baseline: the suite does not pass on the original module ({result.status.value}: "
                                 f"{detail})")
         self.mutant_timeout = min(self.settings.timeout,
-                                  result.duration * self.timeout_multiplier + self.timeout_constant)
+                                  result.duration * self.TIMEOUT_MULTIPLIER + self.TIMEOUT_CONSTANT)
         return result
 
     def forced_fail(self, suite: str) -> RunResult:
