@@ -163,11 +163,11 @@ def join_table(rows: Sequence[dict[str, Any]], table_path: Path, unit: str = "be
         iid = row["instance_id"]
         new = tests.get(iid, {})
         joined = {s: {k: v for k, v in t.items() if k != "table_key"} for s, t in new.items() if s in ran.get(iid, ())}
-        for system in sorted(set(new) - set(joined)):
-            notes.append(f"{iid}: {table_path.name} grades {system}'s test F->P, which no fix ran: left out")
-        for system in sorted(set(row.get("tests") or {}) - set(joined)):
-            notes.append(f"{iid}: {system}'s test is no graded F->P test of {table_path.name}: left out")
-        if joined:
+        if joined:  # an instance left out as a whole says why in its own row
+            for system in sorted(set(new) - set(joined)):
+                notes.append(f"{iid}: {table_path.name} grades {system}'s test F->P, which no fix ran: left out")
+            for system in sorted(set(row.get("tests") or {}) - set(joined)):
+                notes.append(f"{iid}: {system}'s test is no graded F->P test of {table_path.name}: left out")
             out.append({**row, "tests": joined})
         else:
             why = "has no row of it" if iid not in in_table else "grades none of its tests F->P that the fixes ran"
