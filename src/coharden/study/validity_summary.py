@@ -195,7 +195,7 @@ def summarize_validity(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     run = next((r for r in rows if r.get("row") == "run"), {})
     return {
         "rows": len(rows),
-        "run": {k: run.get(k) for k in ("table", "environment", "timeout", "revision")},
+        "run": {k: run.get(k) for k in ("table", "unit", "environment", "timeout", "revision")},
         "fix_counts": run.get("fix_counts") or {},
         "notes": run.get("notes") or [],
         "coverage": coverage(rows),
