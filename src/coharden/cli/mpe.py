@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-from rich.table import Table
 
 from coharden.cli.common import (
     RunOptions,
@@ -20,7 +19,6 @@ from coharden.cli.common import (
     console,
     err_console,
     pick_instance,
-    print_counts,
     progress_bar,
     read_patch_arg,
     run_options,
@@ -28,7 +26,7 @@ from coharden.cli.common import (
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
 from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs, parse_operators
-from coharden.cli.mpe_render import render_mpe
+from coharden.cli.mpe_render import finished_line, render_batch, render_mpe
 from coharden.cli.options import JsonOpt, option_group, ranged, unwritable, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
@@ -292,27 +290,6 @@ def _batch_inputs(batch: BatchOptions, settings: Settings, ids: list[str]):
     return records, preds, unknown
 
 
-def _finished_line(done: int, total: int, row: dict) -> str:
-    """The run log's line for one finished prediction (stderr not a terminal: no progress bar to show it)."""
-    from coharden.mpe.logs import number
-
-    what = f"{row.get('instance_id')} ({row.get('model_name_or_path')})"
-    if row.get("not_graded"):
-        verdict = "not graded (no such instance)"
-    elif "error" in row:
-        verdict = f"error: {str(row['error']).removeprefix(str(row.get('instance_id')) + ': ')}"
-    else:
-        verdict = str(row.get("test_class") or "?")
-        if row.get("laxity") is not None:
-            verdict += f", laxity {number(row.get('laxity'))}"
-    if row.get("log_error"):
-        verdict += f"; {row['log_error']}"
-    timings = row.get("timings")
-    seconds = timings.get("total") if isinstance(timings, dict) else None
-    took = f" ({number(seconds, '.0f')}s)" if isinstance(seconds, int | float) else ""
-    return f"[{done}/{total}] {what}: {verdict}{took}"
-
-
 def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,
                llm_mutator, cutoffs: str | None, as_json: bool,
                engine_opts: EngineOptions = EngineOptions(), ids: list[str] | None = None) -> None:
@@ -337,7 +314,7 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
             finished += 1
             update(advance=1, description=f"{row['instance_id']}: {row.get('test_class', 'error')}")
             if run_log:
-                err_console.print(_finished_line(finished, len(preds), row), highlight=False, markup=False)
+                err_console.print(finished_line(finished, len(preds), row), highlight=False, markup=False)
 
         def interrupted(running: int) -> None:
             err_console.print(f"interrupted: finishing {running} running job{'s' if running != 1 else ''} "
@@ -362,7 +339,7 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
     else:
-        _render_batch(summary, output)
+        render_batch(summary, output)
     for label, error in summary["errors"].items():
         err_console.print(f"error: {label}: {error}", highlight=False, markup=False)
     if summary["errors"]:
@@ -370,22 +347,6 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
         err_console.print(f"{n} prediction{'s' if n != 1 else ''} of {summary['total']} could not be graded or "
                           f"logged (above; also in {output / 'summary.json'})", highlight=False, markup=False)
         raise typer.Exit(1)
-
-
-def _render_batch(summary: dict, output: Path) -> None:
-    print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
-                 summary["classes"])
-    console.print(f"per-instance logs: {summary['logs']}/MODEL/INSTANCE_ID/", highlight=False, markup=False)
-    console.print(f"run report: {output / 'report.json'}; store: {summary['store']}", highlight=False,
-                  markup=False)
-    cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
-    for col in ("cutoff", "Rigorous", "Lax"):
-        cut_table.add_column(col)
-    for row in summary["cutoffs"]:
-        cut_table.add_row(str(row["cutoff"]), str(row["Rigorous"]), str(row["Lax"]))
-    console.print(cut_table)
-    if summary["stage_seconds"]:
-        console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))
 
 
 def _stopped(exc: KeyboardInterrupt, output: Path) -> NoReturn:

@@ -1,13 +1,16 @@
-"""The tables ``coharden mpe`` prints for one MPE: the verdicts, the frame, the mutant sources and the shown mutants.
+"""What ``coharden mpe`` prints: for one MPE the verdicts, the frame, the mutant sources and the shown mutants;
+for a batch the run log's line of each finished prediction and the summary.
 
 Every string from the instance, the tests or the mutants (ids, names, reasons, notes, descriptions) goes through
 :func:`coharden.escaping.for_rich` where it meets Rich markup."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.table import Table
 
-from coharden.cli.common import console, print_diff
+from coharden.cli.common import console, print_counts, print_diff
 from coharden.escaping import for_rich as esc
 from coharden.mutation.diff_view import folded
 
@@ -161,3 +164,42 @@ def _render_sources(result) -> None:
                     esc(", ".join(f"{k} {v}" for k, v in row["failed"].items()) or "-"),
                     f"{u.get('prompt_tokens', 0)}/{u.get('completion_tokens', 0)}", f"{u.get('cost_usd', 0.0):.4f}")
     console.print(llm)
+
+
+def finished_line(done: int, total: int, row: dict) -> str:
+    """The run log's line for one finished prediction (stderr not a terminal: no progress bar to show it)."""
+    from coharden.mpe.logs import number
+
+    what = f"{row.get('instance_id')} ({row.get('model_name_or_path')})"
+    if row.get("not_graded"):
+        verdict = "not graded (no such instance)"
+    elif "error" in row:
+        verdict = f"error: {str(row['error']).removeprefix(str(row.get('instance_id')) + ': ')}"
+    else:
+        verdict = str(row.get("test_class") or "?")
+        if row.get("laxity") is not None:
+            verdict += f", laxity {number(row.get('laxity'))}"
+    if row.get("log_error"):
+        verdict += f"; {row['log_error']}"
+    timings = row.get("timings")
+    seconds = timings.get("total") if isinstance(timings, dict) else None
+    took = f" ({number(seconds, '.0f')}s)" if isinstance(seconds, int | float) else ""
+    return f"[{done}/{total}] {what}: {verdict}{took}"
+
+
+def render_batch(summary: dict, output: Path) -> None:
+    """The batch's summary on stdout: the classes, where its logs and report are, Rigorous / Lax by cutoff and the
+    time per stage."""
+    print_counts(f"MPE over {summary['total']} predictions ({output / 'mpe.jsonl'})", ("class", "tests"),
+                 summary["classes"])
+    console.print(f"per-instance logs: {summary['logs']}/MODEL/INSTANCE_ID/", highlight=False, markup=False)
+    console.print(f"run report: {output / 'report.json'}; store: {summary['store']}", highlight=False,
+                  markup=False)
+    cut_table = Table(title="Rigorous / Lax by cutoff (F->P tests)")
+    for col in ("cutoff", "Rigorous", "Lax"):
+        cut_table.add_column(col)
+    for row in summary["cutoffs"]:
+        cut_table.add_row(str(row["cutoff"]), str(row["Rigorous"]), str(row["Lax"]))
+    console.print(cut_table)
+    if summary["stage_seconds"]:
+        console.print("time per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in summary["stage_seconds"].items()))

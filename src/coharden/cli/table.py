@@ -1,4 +1,4 @@
-"""``coharden study table``: the laxity table of public test generators (issue 37), as a dataset and a report.
+"""``coharden study table``: the laxity table of public test generators, as a dataset and a report.
 
 Mounted on the ``study`` group by :mod:`coharden.cli.study`; the layers below are imported inside the command.
 """

@@ -1,4 +1,4 @@
-"""``coharden study validity``: laxity against real wrong fixes, at scale (issue 50), as a dataset and a report.
+"""``coharden study validity``: laxity against real wrong fixes, at scale, as a dataset and a report.
 
 Mounted on the ``study`` group by :mod:`coharden.cli.main`; the layers below are imported inside the command.
 """

@@ -1,4 +1,4 @@
-"""Validity of laxity against real wrong fixes, at scale (issue 50, item 3): does a test the laxity table calls
+"""Validity of laxity against real wrong fixes, at scale: does a test the laxity table calls
 Lax accept more of its instance's real wrong fixes than a Rigorous one?
 
 The instances: every instance with a graded F->P test of a test generator in the laxity table

@@ -1,4 +1,4 @@
-"""What the validity study against real wrong fixes reads (issue 50): every fix prediction of the five repair
+"""What the validity study against real wrong fixes reads: every fix prediction of the five repair
 systems in the shared data directory, unified, and the laxity table's rows.
 
 The five files of ``fix_predictions/`` differ in their fields; each row becomes a :class:`RealFix` with the
@@ -162,9 +162,10 @@ def load_fixes(data_dir: Path, test_patterns: Sequence[str], *, systems: dict[st
                    notes=notes)
 
 
-#: what a F->P test's laxity counts: the table's own figure (``behaviours``: distinct behaviours under the rules of
-#: issue 50, mutants in rows of earlier rules or ``--paper-classes``) or each plausible admissible mutant once
-#: (``mutants``: the per-mutant figure the rows carry beside it, with its interval and class by the same rule)
+#: what a F->P test's laxity counts: the table's own figure (``behaviours``: distinct behaviours under the
+#: plausibility and behaviour rules, mutants in rows of earlier rules or ``--paper-classes``) or each plausible
+#: admissible mutant once (``mutants``: the per-mutant figure the rows carry beside it, with its interval and class
+#: by the same rule)
 UNITS = ("behaviours", "mutants")
 _SIDE_CLASS = {"lax": "Lax", "rigorous": "Rigorous", "borderline": "Borderline"}
 

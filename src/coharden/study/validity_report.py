@@ -1,4 +1,4 @@
-"""The validity study's report (issue 50): Markdown and a JSON summary, regenerated from the dataset alone
+"""The validity study's report: Markdown and a JSON summary, regenerated from the dataset alone
 (:mod:`coharden.study.validity_summary` computes the numbers; nothing runs)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The numbers of the validity study against real wrong fixes (issue 50), from its dataset alone
+"""The numbers of the validity study against real wrong fixes, from its dataset alone
 (:mod:`coharden.study.validity`): per test the share of its instance's real wrong fixes it accepts, per class
 the tests and the instances where a test accepts one, Fisher's exact test Lax vs Rigorous, Spearman's rank
 correlation of laxity with the acceptance share and the AUC of laxity for "accepts a real wrong fix", each
