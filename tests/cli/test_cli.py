@@ -444,8 +444,8 @@ def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None: 
         assert flags[at:at + 5] == ["--repos", "--config", "--timeout", "--python", "--store"], command
     settings = RunOptions(repos=tmp_path, timeout=7.0, python="python3.11", store=tmp_path / "s.sqlite").settings(
         mpe={"seed": 3})
-    assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.mpe.seed) == (
-        tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
+    assert (settings.repos_dir, settings.sandbox.timeout, settings.environment.python, settings.store,
+            settings.mpe.seed) == (tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
 
 
 # --- Ctrl-C in a batch (issue 34) ----------------------------------------------------------------------------------

@@ -146,7 +146,7 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     from coharden.mpe.evaluate import MPEError, evaluate
 
     started = time.monotonic()
-    ref_name, ref_text = reference_test(change.repo, reference, settings.test_patterns) if reference else ("", "")
+    ref_name, ref_text = reference_test(change.repo, reference, settings.tests.test_patterns) if reference else ("", "")
     inst = instance_of(change)
     store = Store(settings.store)
     config = settings.mpe if reference else self_check_config(settings.mpe)
