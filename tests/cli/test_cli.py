@@ -654,7 +654,7 @@ def test_a_config_file_with_a_non_finite_timeout_is_refused(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["mpe", str(EX / "boundary_check"), "--test", "lax", "--config", str(config),
                                       "--store", str(tmp_path / "s.sqlite")])
     assert result.exit_code == 2, result.output
-    assert _flat("invalid setting: timeout") in _flat(result.output)
+    assert _flat("invalid setting: sandbox.timeout") in _flat(result.output)
 
 
 def test_tables_use_the_full_width_when_not_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
