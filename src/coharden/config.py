@@ -1,9 +1,17 @@
 """All settings in one place: defaults < ``[tool.coharden]`` in pyproject.toml, or config files < ``-c KEY=VALUE``
 < CLI flags.
 
-The MPE settings (tau, seed, operators, the time limits on mutants, trust, ...) are an :class:`MPEConfig` section,
-``mpe`` (``[tool.coharden.mpe]``, ``mpe:`` in YAML, ``-c mpe.tau=0.3``): they have that one home, and a command's
-MPE flags are folded over it by ``cli.mpe_options.MPEOptions.config``."""
+:class:`Settings` is in sections, each a model of what the code reads together: ``sandbox``
+(:class:`SandboxSettings`: the limits and confinement of a test process, and where it runs), ``server``
+(:class:`ServerSettings`: the fast path's switches), ``tests`` (:class:`TestSettings`: which files are tests and
+how they are run), ``environment`` (:class:`EnvironmentSettings`: the test interpreter and what a spec environment
+sets) and ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...); the
+run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A section is ``[tool.coharden.sandbox]``,
+``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one section takes that section.
+
+The flat keys of older files (``timeout``, ``fork_server``, ...) still read everywhere: config files, ``-c
+timeout=60``, ``Settings(timeout=20)`` and ``with_overrides(fork_server=False)`` (:func:`sectioned` moves each
+into its section). A command's MPE flags are folded over ``mpe`` by ``cli.mpe_options.MPEOptions.config``."""
 
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -64,12 +72,12 @@ class EngineSettings(BaseModel):
     address: str | None = Field(default=None, description="Ray cluster address (executor ray).")
 
 
-class Settings(BaseModel):
-    """Run-wide settings. Every field can be set in config files and most by CLI flags."""
+class SandboxSettings(BaseModel):
+    """The ``sandbox`` section: the limits and confinement of one test process, and where it runs (what
+    ``execution.confinement`` and the executor read)."""
 
-    model_config = ConfigDict(allow_inf_nan=False)  # `timeout: .nan` in a config file passes every bound
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")  # `timeout: .nan` passes every bound
 
-    python: str = Field(default=sys.executable, description="Interpreter that runs the tests.")
     timeout: float = Field(default=120.0, gt=0, le=7 * 24 * 3600, description="Wall-clock seconds per test process.")
     memory_mb: int | None = Field(default=4096, description="Address-space limit per test process (None: off).")
     cpu_seconds: int | None = Field(default=None, description=(
@@ -77,9 +85,6 @@ class Settings(BaseModel):
         "set, it replaces both and mutant limits stay wall-clock ones)."))
     network: bool = Field(default=False, description="Allow network access in test processes.")
     max_processes: int | None = Field(default=512, ge=8, description="Process (task) limit per test sandbox.")
-    test_lanes: int = Field(default=2, ge=1, le=2, description="Test patches run separately may run two at once "
-                            "(a second workspace and fork server per executor) where a core is free for it "
-                            "(workers x 2 <= cores); 1: one after the other.")
     bwrap: bool = Field(default=True, description="Run test processes in a bubblewrap sandbox where bwrap works "
                         "(off: network isolation only).")
     allow_weak_sandbox: bool = Field(default=False, description=(
@@ -97,20 +102,6 @@ class Settings(BaseModel):
     max_disk_mb: int | None = Field(default=4096, ge=1, description=(
         "What one test run may write in all into its worktree and scratch directories, in MiB (watched while it "
         "runs: past it the run is killed and its verdict is a HARNESS_ERROR saying so; None: off)."))
-    test_patterns: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
-        description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "
-        "otherwise an fnmatch pattern on the file name.",
-    )
-    repos_dir: Path | None = Field(default=None, description="Where owner/name repos live, as DIR/owner__name.")
-    store: Path = Field(default=Path(STORE_NAME), description="SQLite result store (default: store.sqlite in "
-                        "the cache directory, wherever the command runs from).")
-    cache_dir: Path = Field(
-        default_factory=default_cache_dir,
-        description="Where plain example projects are turned into git repositories (default: $COHARDEN_CACHE, "
-        "else ~/.cache/coharden); the result store's default place.",
-    )
-    workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
     test_host: str = Field(default="local", pattern="^(local|docker)$",
                            description="Where tests run: local processes (in the bwrap sandbox), or the instance's "
                            "Docker image.")
@@ -118,6 +109,22 @@ class Settings(BaseModel):
         default=None,
         description="Docker image for tests; '{instance_id}' is filled in (default: SWE-bench image naming).",
     )
+
+    @field_validator("pass_env")
+    @classmethod
+    def _variable_names(cls, names: list[str]) -> list[str]:
+        bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+        if bad:
+            raise ValueError(f"not an environment variable name: {bad[0]!r}")
+        return names
+
+
+class ServerSettings(BaseModel):
+    """The ``server`` section: the fast path's switches (``execution.fast``: the fork server, collect once, warm
+    imports, test lanes). Off, every run is a fresh process; the verdicts are the same."""
+
+    model_config = ConfigDict(extra="forbid")
+
     fork_server: bool = Field(
         default=True,
         description="Run tests as forks of a warm interpreter that has imported pytest (falls back to a fresh "
@@ -140,13 +147,38 @@ class Settings(BaseModel):
         "while no file they load is changed by the run's patches (opt-in: checked by content hash before every "
         "fork, dropped and imported afresh otherwise).",
     )
-    pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
-    legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
-                                "--no-header / -rN options); a spec environment sets it.")
-    pytest_version: str = Field(default="", description="The test environment's pytest version when known (a spec "
-                                "environment sets it): pytest before 3.5 has no --rootdir option.")
+    test_lanes: int = Field(default=2, ge=1, le=2, description="Test patches run separately may run two at once "
+                            "(a second workspace and fork server per executor) where a core is free for it "
+                            "(workers x 2 <= cores); 1: one after the other.")
+
+
+class TestSettings(BaseModel):
+    """The ``tests`` section: which files are tests, and the runner and arguments that run them."""
+
+    __test__ = False  # a settings model, not a class of tests for pytest to collect
+    model_config = ConfigDict(extra="forbid")
+
     runner: RunnerName = Field(default="pytest", description="Test runner: pytest, Django's tests/runtests.py, "
                                "or sympy's bin/test.")
+    test_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TEST_PATTERNS),
+        description="Which files count as tests: a trailing '/' names a directory anywhere in the path, "
+        "otherwise an fnmatch pattern on the file name.",
+    )
+    pytest_args: list[str] = Field(default_factory=list, description="Extra arguments for every pytest run.")
+
+
+class EnvironmentSettings(BaseModel):
+    """The ``environment`` section: the interpreter that runs the tests and what a spec environment sets beside
+    it (its pytest's version, extra environment, built files, services)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    python: str = Field(default=sys.executable, description="Interpreter that runs the tests.")
+    pytest_version: str = Field(default="", description="The test environment's pytest version when known (a spec "
+                                "environment sets it): pytest before 3.5 has no --rootdir option.")
+    legacy_pytest: bool = Field(default=False, description="The test environment's pytest predates 6.0 (no "
+                                "--no-header / -rN options); a spec environment sets it.")
     test_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of test processes; "
                                      "'{workspace}' is replaced by the job's checkout (e.g. PYTHONPATH).")
     env_fingerprint: str = Field(default="", description="What identifies the test environment beyond its "
@@ -157,6 +189,43 @@ class Settings(BaseModel):
     services: list[str] = Field(default_factory=list, description="Services started inside each test sandbox, "
                                 "on loopback, around the test command (httpbin; a spec environment sets it).")
     swebench_specs: Path | None = Field(default=None, description="A file overriding SWE-bench environment specs.")
+
+
+#: The sections of :class:`Settings` whose keys were once top-level (``timeout`` is ``sandbox.timeout``).
+#: The sections whose keys were flat once (and still read flat).
+FLAT_SECTIONS: dict[str, type[BaseModel]] = {"sandbox": SandboxSettings, "server": ServerSettings,
+                                             "tests": TestSettings, "environment": EnvironmentSettings}
+#: Every section of :class:`Settings`, by its key.
+SECTIONS: dict[str, type[BaseModel]] = {**FLAT_SECTIONS, "mpe": MPEConfig, "llm": LLMSettings,
+                                        "engine": EngineSettings}
+
+#: An old flat key -> the section it lives in now.
+FLAT_KEYS: dict[str, str] = {key: name for name, model in FLAT_SECTIONS.items() for key in model.model_fields}
+
+
+class Settings(BaseModel):
+    """Run-wide settings, in sections (see the module docstring). Every field can be set in config files and
+    most by CLI flags. Flat keys (``Settings(timeout=20)``) are moved into their section first; given both in
+    one mapping, the sectioned key wins (it is the more specific), and of two mappings merged in order (config
+    files, ``-c``, ``with_overrides``) the later one wins."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # `workers: .nan` in a config file passes every bound
+
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings, description="Limits and confinement of a "
+                                     "test process, and where it runs.")
+    server: ServerSettings = Field(default_factory=ServerSettings, description="The fast path's switches.")
+    tests: TestSettings = Field(default_factory=TestSettings, description="Which files are tests, and the runner.")
+    environment: EnvironmentSettings = Field(default_factory=EnvironmentSettings, description="The test "
+                                             "interpreter and what a spec environment sets.")
+    repos_dir: Path | None = Field(default=None, description="Where owner/name repos live, as DIR/owner__name.")
+    store: Path = Field(default=Path(STORE_NAME), description="SQLite result store (default: store.sqlite in "
+                        "the cache directory, wherever the command runs from).")
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="Where plain example projects are turned into git repositories (default: $COHARDEN_CACHE, "
+        "else ~/.cache/coharden); the result store's default place.",
+    )
+    workers: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
     mpe: MPEConfig = Field(default_factory=MPEConfig, description="MPE settings (tau, seed, operators, mutant "
                            "time limits, trust, ...): the section every command that runs MPE starts from.")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="How a model is reached: endpoint, "
@@ -166,26 +235,18 @@ class Settings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: Any) -> Any:
-        data = renamed_keys(data)
+        data = sectioned(data)
         if isinstance(data, dict) and data.get("store") is None:
             # one store per user, whatever directory the command runs from (it was ./.coharden/ there)
             cache = data.get("cache_dir")
             data = {**data, "store": Path(cache if cache is not None else default_cache_dir()) / STORE_NAME}
         return data
 
-    @field_validator("pass_env")
-    @classmethod
-    def _variable_names(cls, names: list[str]) -> list[str]:
-        bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
-        if bad:
-            raise ValueError(f"not an environment variable name: {bad[0]!r}")
-        return names
-
     def with_overrides(self, **overrides: Any) -> Settings:
-        """These settings with the given fields replaced (None: kept); ``mpe`` may be a partial mapping, merged
-        into the section."""
+        """These settings with the given fields replaced (None: kept): flat keys (``timeout=60``) or sections,
+        a section (and ``mpe``) as a partial mapping merged into it (``sandbox={"timeout": 60}``)."""
         data = self.model_dump()
-        merge(data, {k: v for k, v in overrides.items() if v is not None})
+        merge(data, sectioned({k: v for k, v in overrides.items() if v is not None}))
         try:
             return Settings.model_validate(data)
         except ValidationError as exc:  # a flag no range check of its own caught: one error line, never a traceback
@@ -197,9 +258,10 @@ LEGACY_KEYS = frozenset({"tau", "seed", "sandbox", "combine_tests"})
 
 
 def renamed_keys(data: Any) -> Any:
-    """Keys of older config files: ``tau`` / ``seed`` moved into ``mpe``, ``sandbox`` (local / docker) is
-    ``test_host`` ("sandbox" means the bwrap sandbox only), ``combine_tests`` is gone (``mpe.trust_tests``
-    alone decides whether two tests may share a process)."""
+    """Keys of older config files: ``tau`` / ``seed`` moved into ``mpe``, a ``sandbox`` that is a string (local /
+    docker) is ``test_host`` ("sandbox" is the section of the sandbox's settings now; a mapping is that
+    section), ``combine_tests`` is gone (``mpe.trust_tests`` alone decides whether two tests may share a
+    process)."""
     if not isinstance(data, dict) or not (LEGACY_KEYS & data.keys()):
         return data
     data = dict(data)
@@ -207,9 +269,28 @@ def renamed_keys(data: Any) -> Any:
     if moved:
         mpe = data.get("mpe", {})
         data["mpe"] = {**moved, **(mpe.model_dump() if isinstance(mpe, MPEConfig) else mpe)}
-    if "sandbox" in data:
+    if isinstance(data.get("sandbox"), str):
         data.setdefault("test_host", data.pop("sandbox"))
     data.pop("combine_tests", None)
+    return data
+
+
+def sectioned(data: Any) -> Any:
+    """``data`` (one mapping of settings) with its old keys renamed (:func:`renamed_keys`) and each flat key
+    moved into its section (``timeout`` -> ``sandbox.timeout``); where a mapping gives both, the sectioned key
+    wins. A section given as a model is read as its fields, so flat keys can join it."""
+    data = renamed_keys(data)
+    if not isinstance(data, dict) or not (FLAT_KEYS.keys() | FLAT_SECTIONS.keys()) & data.keys():
+        return data
+    data = dict(data)
+    for name in FLAT_SECTIONS:
+        if isinstance(data.get(name), BaseModel):
+            data[name] = data[name].model_dump(exclude_unset=True)
+    for key in FLAT_KEYS.keys() & data.keys():
+        section = data.get(FLAT_KEYS[key], {})
+        flat = data.pop(key)
+        if isinstance(section, dict):
+            data[FLAT_KEYS[key]] = {key: flat, **section}
     return data
 
 
@@ -246,29 +327,28 @@ def key_value(spec: str) -> dict[str, Any]:
     return nested
 
 
-#: The sections of :class:`Settings` (``-c SECTION.KEY=VALUE``).
-SECTIONS: dict[str, type[BaseModel]] = {"mpe": MPEConfig, "llm": LLMSettings, "engine": EngineSettings}
-
-
 def _known(override: dict[str, Any], spec: str) -> dict[str, Any]:
-    """``override`` when its key names a setting (``mpe.KEY`` a field of :class:`MPEConfig`, ``llm.KEY`` ...),
-    else a clear error: a mistyped ``-c`` key must not be ignored."""
-    key = next(iter(override))
-    fields: dict[str, Any] = {**Settings.model_fields, **dict.fromkeys(LEGACY_KEYS)}
-    value = override[key]
-    section = SECTIONS.get(key) if isinstance(value, dict) else None
-    if section is not None:
-        fields, key = section.model_fields, next(iter(value))
-        value = value[key]
-    if key not in fields or (isinstance(value, dict) and section is not None) or \
-            (key in SECTIONS and section is None):
-        known = ", ".join(sorted(f for f in fields if f not in SECTIONS and f not in LEGACY_KEYS))
-        where = "" if section is not None else f"; {', '.join(SECTIONS)} settings as SECTION.KEY"
-        raise CoHardenError(f"-c {spec!r}: no such setting {key!r} (known: {known}{where}; every key: "
-                            "coharden config keys)")
+    """``override`` when its dotted key names a setting (a top-level or old flat key, or ``SECTION.KEY`` a
+    field of that section; deeper only into a mapping such as ``environment.test_env.NAME``), else a clear
+    error: a mistyped ``-c`` key must not be ignored."""
+    path = [part.strip() for part in spec.partition("=")[0].split(".")]
+    sections = SECTIONS
+    if path[0] in sections and len(path) > 1:
+        fields, key, rest = sections[path[0]].model_fields, path[1], path[2:]
+        where = f"{path[0]} settings"
+    else:
+        top = {**Settings.model_fields, **{k: SECTIONS[s].model_fields[k] for k, s in FLAT_KEYS.items()}}
+        fields, key, rest, where = top, path[0], path[1:], "known"
+    field = fields.get(key)
+    if key in LEGACY_KEYS and not rest and where == "known":
+        return override
+    if field is None or (rest and get_origin(field.annotation) is not dict) or len(rest) > 1:
+        shown = [k for k in fields if k not in sections] if where == "known" else list(fields)
+        hint = "; sections as SECTION.KEY: " + ", ".join(sections) if where == "known" else ""
+        named = ".".join(path if where == "known" else path[1:])
+        raise CoHardenError(f"-c {spec!r}: no such setting {named!r} ({where}: "
+                            f"{', '.join(sorted(shown))}{hint})")
     return override
-
-
 def setting_keys() -> list[tuple[str, str, Any, str]]:
     """Every ``-c`` key: (dotted key, type, default, description), from the models themselves."""
     rows: list[tuple[str, str, Any, str]] = []
@@ -317,8 +397,8 @@ def load_settings(config: Path | str | Sequence[Path | str] | None = None, cwd: 
     files = [Path(s) for s in specs if not (isinstance(s, str) and "=" in s)]
     data: dict[str, Any] = {}
     source = ", ".join(map(str, files))
-    for config_file in files:
-        merge(data, _read_file(config_file))
+    for config_file in files:  # each file's flat keys into their sections, then merged: the later file wins
+        merge(data, sectioned(_read_file(config_file)))
     if not files:
         pyproject = (cwd or Path.cwd()) / "pyproject.toml"
         if pyproject.is_file():
@@ -329,9 +409,9 @@ def load_settings(config: Path | str | Sequence[Path | str] | None = None, cwd: 
             source = str(pyproject)
             if not isinstance(data, dict):
                 raise CoHardenError(f"{source}: coharden settings must be a mapping")
-    data = renamed_keys(data)  # an older file's tau / seed, then -c mpe.tau=... on top
+    data = sectioned(data)  # an older file's tau / seed / flat keys, then -c mpe.tau=... on top
     for spec in overrides:
-        merge(data, _known(key_value(spec), spec))
+        merge(data, sectioned(_known(key_value(spec), spec)))
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:

@@ -447,8 +447,8 @@ def test_run_options_keep_their_place_and_reach_the_settings(tmp_path) -> None: 
         assert flags[at:at + 2] == ["--repos", "--config"], command  # the time limit, python, store: -c keys
     settings = RunOptions(repos=tmp_path, timeout=7.0, python="python3.11", store=tmp_path / "s.sqlite").settings(
         mpe={"seed": 3})
-    assert (settings.repos_dir, settings.timeout, settings.python, settings.store, settings.mpe.seed) == (
-        tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
+    assert (settings.repos_dir, settings.sandbox.timeout, settings.environment.python, settings.store,
+            settings.mpe.seed) == (tmp_path, 7.0, "python3.11", tmp_path / "s.sqlite", 3)
 
 
 # --- Ctrl-C in a batch (issue 34) ----------------------------------------------------------------------------------
@@ -657,7 +657,7 @@ def test_a_config_file_with_a_non_finite_timeout_is_refused(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["mpe", str(EX / "boundary_check"), "--test", "lax", "--config", str(config),
                                       "--store", str(tmp_path / "s.sqlite")])
     assert result.exit_code == 2, result.output
-    assert _flat("invalid setting: timeout") in _flat(result.output)
+    assert _flat("invalid setting: sandbox.timeout") in _flat(result.output)
 
 
 def test_tables_use_the_full_width_when_not_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

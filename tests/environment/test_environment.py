@@ -540,7 +540,7 @@ def test_mock_environment_variables() -> None:
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:5000"
     assert env["OPENAI_API_KEY"].startswith("sk-coharden")
     assert env["ANTHROPIC_API_KEY"].startswith("sk-coharden")
-    assert loopback_only_settings(Settings()).network is True
+    assert loopback_only_settings(Settings()).sandbox.network is True
 
 
 def test_agent_fixture_gets_its_reply_from_the_mock_server(tmp_path: Path, settings: Settings,

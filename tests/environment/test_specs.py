@@ -365,11 +365,11 @@ def test_a_spec_environment_forks_the_runs_of_a_runner_that_forks(tmp_path: Path
                        python_version=python_version, runner=runner)
 
     base = Settings()
-    assert env("sympy").settings(base).fork_server
-    assert env("pytest").settings(base).fork_server
-    assert not env("django").settings(base).fork_server
-    assert not env("sympy", "3.6.15").settings(base).fork_server
-    assert not env("sympy").settings(base.with_overrides(fork_server=False)).fork_server
+    assert env("sympy").settings(base).server.fork_server
+    assert env("pytest").settings(base).server.fork_server
+    assert not env("django").settings(base).server.fork_server
+    assert not env("sympy", "3.6.15").settings(base).server.fork_server
+    assert not env("sympy").settings(base.with_overrides(fork_server=False)).server.fork_server
 
 
 def test_every_packaged_system_step_is_valid_bash() -> None:

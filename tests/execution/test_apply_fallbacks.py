@@ -163,7 +163,7 @@ def test_a_reproduction_script_is_graded_by_its_exit_status(calc_repo, calc_fix,
     repo, base = calc_repo
     patch = make_patch(repo, {"test_reproduce.py": script})
     instance = Instance(instance_id="calc-1", repo=str(repo), base_commit=base, patch=calc_fix)
-    with InstanceExecutor(instance, repo, settings.model_copy(update={"python": sys.executable})) as executor:
+    with InstanceExecutor(instance, repo, settings.with_overrides(python=sys.executable)) as executor:
         test = executor.test_patch(patch, name="devstral")
         assert (test.ids, test.exec_mode) == (["test_reproduce.py"], "reproduction_script")
         result = fail_to_pass(executor, test, calc_fix)
@@ -179,7 +179,7 @@ def test_a_mixed_patch_runs_its_collected_tests(calc_repo, calc_fix, settings) -
     repo, base = calc_repo
     patch = make_patch(repo, {"test_reproduce.py": REPRODUCE, **calc_test_file(GOOD_TEST)})
     instance = Instance(instance_id="calc-1", repo=str(repo), base_commit=base, patch=calc_fix)
-    with InstanceExecutor(instance, repo, settings.model_copy(update={"python": sys.executable})) as executor:
+    with InstanceExecutor(instance, repo, settings.with_overrides(python=sys.executable)) as executor:
         test = executor.test_patch(patch, name="mixed")
         assert (test.ids, test.exec_mode) == (["tests/test_calc.py::test_add"], "unit_test")
         verdict = executor.verdict(calc_fix, test)

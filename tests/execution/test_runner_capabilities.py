@@ -1,5 +1,5 @@
 """Runners say what they support (issue 53): code outside ``execution/runners.py`` asks the runner
-(``runner_of(settings.runner).forks``), it never compares the runner's name with a string."""
+(``runner_of(settings.tests.runner).forks``), it never compares the runner's name with a string."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ EXPECTED: dict[str, dict[str, bool]] = {
 
 
 def _is_runner(node: ast.expr) -> bool:
-    """An expression that holds a runner's name: ``runner``, ``settings.runner``, ``self.runner_name``..."""
+    """An expression that holds a runner's name: ``runner``, ``settings.tests.runner``, ``self.runner_name``..."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
     return "runner" in name.lower()
 
@@ -56,9 +56,9 @@ def name_comparisons(source: str) -> list[int]:
 
 
 def test_the_scan_finds_every_form_of_a_name_comparison() -> None:
-    source = ('a = settings.runner == "pytest"\nb = "django" != spec.runner\nc = self.runner in ("sympy",)\n'
-              'd = runner not in {"pytest", "django"}\nmatch settings.runner:\n    case "sympy":\n        pass\n'
-              'e = runner_of(settings.runner).forks\nf = runner_files == ()\ng = path == "pytest"\n')
+    source = ('a = settings.tests.runner == "pytest"\nb = "django" != spec.runner\nc = self.runner in ("sympy",)\n'
+              'd = runner not in {"pytest", "django"}\nmatch settings.tests.runner:\n    case "sympy":\n        pass\n'
+              'e = runner_of(settings.tests.runner).forks\nf = runner_files == ()\ng = path == "pytest"\n')
     assert name_comparisons(source) == [1, 2, 3, 4, 5]
 
 

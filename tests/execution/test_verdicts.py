@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from tests.conftest import GOOD_TEST, calc_test_file, make_patch, processes_with
 
-from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.verify import fail_to_pass
 from coharden.schema.instance import Instance
@@ -16,7 +15,7 @@ from coharden.schema.testpatch import TestPatch
 from coharden.schema.verdict import Outcome, TestStatus
 
 # runs as fresh `python -m pytest` processes (when a warm fork server is the default)
-FRESH = {"fork_server": False} if "fork_server" in Settings.model_fields else {}
+FRESH = {"fork_server": False}
 
 
 @pytest.fixture
@@ -191,7 +190,7 @@ def test_fresh_process_runs_keep_the_same_guarantees(calc_repo, settings, calc_f
         def test_env():
             import os, resource, socket, sys
             assert sys.dont_write_bytecode
-            assert resource.getrlimit(resource.RLIMIT_AS)[0] == {settings.memory_mb} * 1024 * 1024
+            assert resource.getrlimit(resource.RLIMIT_AS)[0] == {settings.sandbox.memory_mb} * 1024 * 1024
             try:
                 socket.create_connection(("1.1.1.1", 80), timeout=3).close()
             except OSError as exc:
@@ -226,7 +225,7 @@ def test_sandbox_environment_of_the_test_process(executor, settings) -> None:  #
             import os, resource, sys
             assert sys.dont_write_bytecode
             assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
-            assert resource.getrlimit(resource.RLIMIT_AS)[0] == {settings.memory_mb} * 1024 * 1024
+            assert resource.getrlimit(resource.RLIMIT_AS)[0] == {settings.sandbox.memory_mb} * 1024 * 1024
             assert resource.getrlimit(resource.RLIMIT_CPU)[0] > 0
             assert os.getpgid(0) == os.getpid()
         """

@@ -118,16 +118,17 @@ def test_mpe_settings_come_from_the_config_section_and_flags_fold_over_it(tmp_pa
     (tmp_path / "pyproject.toml").write_text("[tool.coharden]\ntimeout = 30\n[tool.coharden.mpe]\ntau = 0.3\n"
                                              "trust_tests = true\n")
     settings = load_settings()
-    assert (settings.timeout, settings.mpe.tau, settings.mpe.trust_tests) == (30, 0.3, True)
+    assert (settings.sandbox.timeout, settings.mpe.tau, settings.mpe.trust_tests) == (30, 0.3, True)
     settings = load_settings(["mpe.timeout_floor=5", "mpe.seed=7", "timeout=60", "mpe.reject_tampering=true"])
-    assert (settings.timeout, settings.mpe.tau, settings.mpe.timeout_floor, settings.mpe.seed) == (60, 0.3, 5, 7)
+    assert (settings.sandbox.timeout, settings.mpe.tau, settings.mpe.timeout_floor, settings.mpe.seed) == (
+        60, 0.3, 5, 7)
     config = MPEOptions(tau=0.1, per_operator=2).config(settings, workers=4)
     assert (config.tau, config.seed, config.per_operator, config.sequential, config.workers) == (0.1, 7, 2, False, 4)
     assert (config.trust_tests, config.reject_tampering, config.timeout_floor) == (True, True, 5)
     assert MPEOptions().config(settings).is_sequential  # no flag: the section as it is
     (tmp_path / "old.yaml").write_text("tau: 0.25\nseed: 3\nsandbox: local\ncombine_tests: false\n")
     old = load_settings(["old.yaml"])  # a file replaces pyproject.toml; an older file's keys still read
-    assert (old.mpe.tau, old.mpe.seed, old.test_host, old.timeout) == (0.25, 3, "local", 120)
+    assert (old.mpe.tau, old.mpe.seed, old.sandbox.test_host, old.sandbox.timeout) == (0.25, 3, "local", 120)
     for bad, said in [("mpe.tua=1", "no such setting 'tua'"), ("timout=1", "no such setting 'timout'"),
                       ("mpe.tau=2", "mpe.tau"), ("=1", "expected KEY=VALUE")]:
         with pytest.raises(CoHardenError, match=said):

@@ -633,8 +633,8 @@ def test_an_instrumented_run_gets_a_longer_time_limit(tmp_path: Path) -> None:
                     test_patch=make_patch(repo, {"tests/test_m.py": slow}),
                     FAIL_TO_PASS=["tests/test_m.py::test_slow"])
     settings = Settings(timeout=2, cache_dir=tmp_path / "cache", workers=1)
-    assert instrumented_settings(settings).timeout == 2 * INSTRUMENTED_SLOWDOWN
-    assert instrumented_settings(Settings(timeout=10_000)).timeout == 10_000  # never lower
+    assert instrumented_settings(settings).sandbox.timeout == 2 * INSTRUMENTED_SLOWDOWN
+    assert instrumented_settings(Settings(timeout=10_000)).sandbox.timeout == 10_000  # never lower
     with InstanceExecutor(inst, repo, settings, None) as ex:
         run = ex.run_raw(inst.patch, ex.golden_test())
     assert not run.timed_out, run

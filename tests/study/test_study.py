@@ -371,7 +371,7 @@ def test_real_verify_one_instance(tmp_path: Path) -> None:
     settings = Settings(python=SYMPY_PYTHON, repos_dir=Path(REPOS), store=tmp_path / "s.sqlite", timeout=300,
                         preload=["mpmath"])
     version = ".".join(map(str, sys.version_info[:3])) if SYMPY_PYTHON == sys.executable else "3.11.7"
-    data = load_data(SHARED, python_version=version, test_patterns=settings.test_patterns)
+    data = load_data(SHARED, python_version=version, test_patterns=settings.tests.test_patterns)
     config = StudyConfig(ids=["sympy__sympy-14976"], workers=1)
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
         rows = study.run(phases=["verify"])
@@ -476,7 +476,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     settings = Settings(repos_dir=repos, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", timeout=60,
                         workers=1)
     data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
-                     test_patterns=settings.test_patterns)
+                     test_patterns=settings.tests.test_patterns)
     config = StudyConfig(workers=1, bytecode=[], mpe=PAPER_RULE)
     phases = ("verify", "golden", "grade", "imitation")
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:

@@ -175,7 +175,7 @@ def _run(data_dir: Path, repos: Path, store: Path, mutator: Any) -> dict[str, An
 
     settings = Settings(repos_dir=repos, store=store, cache_dir=store.parent / "cache", timeout=60, workers=1)
     data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
-                     test_patterns=settings.test_patterns)
+                     test_patterns=settings.tests.test_patterns)
     config = StudyConfig(workers=1, bytecode=[], mpe=MPEConfig(per_operator=1, operators=[Operator.INCOMPLETE_FIX]))
     with RealBugsStudy(data, settings, Store(store), config, mutator) as study:
         rows = study.run(phases=("verify", "imitation"))

@@ -77,7 +77,7 @@ def test_study_runs_each_instance_in_its_spec_environment(tmp_path: Path) -> Non
     data, records, envcheck, specs = _spec_data(tmp_path)
     settings = Settings(repos_dir=tmp_path / "repos", store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache",
                         timeout=120, workers=1, swebench_specs=specs)
-    loaded = load_data(data, python_version=None, test_patterns=settings.test_patterns, records=records,
+    loaded = load_data(data, python_version=None, test_patterns=settings.tests.test_patterns, records=records,
                        envcheck=envcheck)
     config = StudyConfig(workers=1, bytecode=[], mpe=PAPER_RULE)
     with RealBugsStudy(loaded, settings, Store(settings.store), config) as study:

@@ -62,22 +62,22 @@ def checked_settings(change: CommitChange, settings: Settings) -> Settings:
     the install generated there laid over every clone (:mod:`coharden.check.generated`)."""
     from coharden.execution.git import git
 
-    interpreter = probe(settings.python)
+    interpreter = probe(settings.environment.python)
     tracked = set(git(["ls-tree", "-r", "--name-only", "-z", change.head], change.repo).stdout.split("\0"))
     roots = import_roots(change.repo, interpreter, change.fix_files, tracked)
-    env = dict(settings.test_env)
+    env = dict(settings.environment.test_env)
     paths = [f"{{workspace}}/{root}" for root in roots if root != "."]  # the clone's root: on sys.path already
     if paths:
         env["PYTHONPATH"] = os.pathsep.join([*paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     update: dict = {"env_fingerprint": interpreter.digest, "test_env": env}
-    if settings.env_overlay is None:  # what the install generated there (a version module): in no commit
+    if settings.environment.env_overlay is None:  # what the install generated there (a version module): in no commit
         # the repository's root is no place to look: only the top-level packages of the fix there
         packages = {PurePosixPath(f).parts[0] for f in change.fix_files
                     if f.endswith(".py") and len(PurePosixPath(f).parts) > 1
                     and f"{PurePosixPath(f).parts[0]}/__init__.py" in tracked}
         scopes = [root for root in roots if root != "."] + sorted(packages)
         update["env_overlay"] = overlay(change.repo, scopes, tracked, settings.cache_dir)
-    return settings.model_copy(update=update)
+    return settings.with_overrides(environment=update)
 
 
 def self_check_config(config: MPEConfig) -> MPEConfig:
@@ -97,7 +97,7 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     from coharden.execution.store import Store
 
     started = time.monotonic()
-    ref = reference_test(change.repo, reference, settings.test_patterns) if reference else None
+    ref = reference_test(change.repo, reference, settings.tests.test_patterns) if reference else None
     inst = instance_of(change)
     settings = checked_settings(change, settings)
     store = Store(settings.store)

@@ -25,7 +25,7 @@ from typing import Any
 
 from coharden.check.commit import CommitChange
 from coharden.check.report import CheckReport, Survivor
-from coharden.config import Settings
+from coharden.config import SECTIONS, Settings
 from coharden.execution.store import Store, content_key, text_key
 from coharden.schema.estimate import Estimate
 from coharden.schema.instance import Instance
@@ -40,7 +40,19 @@ VERSION = 1
 #: Settings that cannot change a verdict or the report: where things are kept, how many run at once, and the
 #: fields the key names otherwise (the interpreter by the environment id and digest, MPE by its cache key).
 _NOT_DECIDING = frozenset({"store", "cache_dir", "repos_dir", "workers", "test_lanes", "agent_readable",
-                           "swebench_specs", "python", "mpe"})
+                           "swebench_specs", "python", "mpe", "llm", "engine"})
+
+
+def _deciding(settings: Settings) -> dict[str, object]:
+    """The settings that can change a check's report: every field but those of :data:`_NOT_DECIDING`, looked
+    for among the top-level names and inside each section."""
+    deciding: dict[str, object] = {}
+    for name, value in settings.model_dump(mode="json").items():
+        if name in _NOT_DECIDING:
+            continue
+        deciding[name] = ({k: v for k, v in value.items() if k not in _NOT_DECIDING} if isinstance(value, dict)
+                          and name in SECTIONS else value)
+    return deciding
 
 
 def report_key(change: CommitChange, instance: Instance, settings: Settings, config: MPEConfig, *,
@@ -48,13 +60,12 @@ def report_key(change: CommitChange, instance: Instance, settings: Settings, con
     """The store key of the report of checking ``change`` (see the module docstring). ``reference``: the
     ``--reference`` name and test text (empty: none). ``settings`` hold the interpreter's digest
     (``env_fingerprint``) and the import roots of the checked code (``test_env``)."""
-    if not settings.env_fingerprint:
+    if not settings.environment.env_fingerprint:
         raise ValueError("report_key: settings without the environment's fingerprint")
-    deciding = {name: value for name, value in settings.model_dump(mode="json").items()
-                if name not in _NOT_DECIDING}
+    deciding = _deciding(settings)
     return content_key(KIND, VERSION, coharden_digest(), change.base, change.head, text_key(change.fix),
                        text_key(change.test), sorted(instance.PASS_TO_PASS), reference[0], text_key(reference[1]),
-                       settings.python, sandbox_level(settings), deciding, config.cache_key())
+                       settings.environment.python, sandbox_level(settings), deciding, config.cache_key())
 
 
 @functools.cache
@@ -77,7 +88,7 @@ def sandbox_level(settings: Settings) -> str:
     from coharden.execution.confinement import run_confinement
     from coharden.execution.sandbox import isolation_level
 
-    return isolation_level(settings.network, run_confinement(settings))
+    return isolation_level(settings.sandbox.network, run_confinement(settings.sandbox))
 
 
 def storable(report: CheckReport) -> bool:

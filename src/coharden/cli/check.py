@@ -66,13 +66,13 @@ def check(
     from coharden.check.commit import detect_runner, read_change
     from coharden.check.render import render
     from coharden.check.run import run_check
-    from coharden.config import Settings
+    from coharden.config import TestSettings
 
     settings = replace(run, python=interpreter(run.python)).settings()
     if tests:
         settings = settings.with_overrides(test_patterns=list(tests))
-    change = read_change(Path.cwd(), rev, settings.test_patterns)
-    if settings.runner == Settings.model_fields["runner"].default:  # at its default: the repository's layout says
+    change = read_change(Path.cwd(), rev, settings.tests.test_patterns)
+    if settings.tests.runner == TestSettings.model_fields["runner"].default:  # at its default: the layout says
         settings = settings.with_overrides(runner=detect_runner(change.repo, change.base))
     if change.dirty:
         err_console.print("note: the worktree has uncommitted changes: checking the commit; your files are left as "

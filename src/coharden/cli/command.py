@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from typer.core import TyperCommand
 
-from coharden.config import SECTIONS, Settings, key_value
+from coharden.config import SECTIONS, Settings, key_value, sectioned
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,7 +120,7 @@ def refused(spec: str) -> str | None:
     """Why the setting of one ``KEY=VALUE`` refuses its value on its own, in the words a range-checked flag used
     (``1.5 is out of range (allowed: 0 to 1)``, ``'foo' (known: local, ray)``), or None: also for an unknown key
     and a value refused only with other settings, which loading the settings as a whole reports."""
-    key, value = next(iter(key_value(spec).items()))
+    key, value = next(iter(sectioned(key_value(spec)).items()))  # a flat key (timeout) in its section
     model: type[BaseModel] = Settings
     if key in SECTIONS and isinstance(value, dict):
         model, (key, value) = SECTIONS[key], next(iter(value.items()))

@@ -155,7 +155,7 @@ class RunOptions:
                                  store=self.store, **overrides)
         extra: dict[str, object] = {"allow_weak_sandbox": True} if self.allow_weak_sandbox else {}
         if self.pass_env:
-            extra["pass_env"] = list(dict.fromkeys([*settings.pass_env, *self.pass_env]))
+            extra["pass_env"] = list(dict.fromkeys([*settings.sandbox.pass_env, *self.pass_env]))
         settings = settings.with_overrides(**extra) if extra else settings
         if settings.store != settings.cache_dir / STORE_NAME and (why := store_refused(str(settings.store))):
             raise CoHardenError(f"store: {why}")  # a store given; the cache's own is checked with the cache
@@ -250,7 +250,7 @@ def fix_source(text: str, settings: Settings, what: str = "--fix") -> str:
     and one that also changes tests is used without them (with a warning)."""
     from coharden.patches import split_patch
 
-    source, tests = split_patch(text, settings.test_patterns)
+    source, tests = split_patch(text, settings.tests.test_patterns)
     if not source.strip():
         raise CoHardenError(f"{what}: the patch changes no source file" + (" (only tests: give it as --test)"
                                                                             if tests.strip() else ""))

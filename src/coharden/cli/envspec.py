@@ -83,7 +83,7 @@ def build_for_instance(settings: Settings, records: Path | None, instance_id: st
         raise CoHardenError("--instance needs --records FILE (SWE-bench records, JSON or JSONL)")
     instance = load_instances(records, settings.cache_dir, [instance_id])[0].instance
     repo = resolve_repo(instance, repos or settings.repos_dir)
-    table = SpecTable.load(settings.swebench_specs)
+    table = SpecTable.load(settings.environment.swebench_specs)
     if not instance.version:
         raise CoHardenError(f"{instance_id}: the record has no version field (SWE-bench specs are per version)")
     spec = table.get(repo_slug(instance.repo), instance.version)

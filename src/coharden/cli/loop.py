@@ -109,7 +109,7 @@ def agent_cmd(
 
 def _agent_confinement(settings: Settings) -> dict[str, Any]:
     """What every agent's bwrap confinement takes from the run's settings."""
-    return {"cache_dir": settings.cache_dir, "allow_weak_sandbox": settings.allow_weak_sandbox}
+    return {"cache_dir": settings.cache_dir, "allow_weak_sandbox": settings.sandbox.allow_weak_sandbox}
 
 
 def _agent_for(command: str | None, agent_timeout: float, llm_opts: LLMOptions, step_limit: int, cost_limit: float,
@@ -118,15 +118,15 @@ def _agent_for(command: str | None, agent_timeout: float, llm_opts: LLMOptions, 
     if command:
         from coharden.agent import ExternalCommandAgent
 
-        return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.pass_env,
-                                    readable=settings.agent_readable, **_agent_confinement(settings))
+        return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.sandbox.pass_env,
+                                    readable=settings.sandbox.agent_readable, **_agent_confinement(settings))
     client = llm_opts.client(settings, required=True, what="coharden agent (or use --command)")
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
         raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
-    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.python,
-                        pass_env=settings.pass_env, **_agent_confinement(settings))
+    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.environment.python,
+                        pass_env=settings.sandbox.pass_env, **_agent_confinement(settings))
 
 
 @cli_errors
@@ -232,8 +232,8 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
         from coharden.agent.external import ExternalCommandAgent
 
         def agent_factory():
-            return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.pass_env,
-                                        readable=settings.agent_readable, **_agent_confinement(settings))
+            return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.sandbox.pass_env,
+                                        readable=settings.sandbox.agent_readable, **_agent_confinement(settings))
 
         default_name = f"{method}-external"
     else:
@@ -243,8 +243,8 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
             raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
 
         def agent_factory():
-            return MiniSweAgent(client, step_limit=step_limit, python=settings.python, pass_env=settings.pass_env,
-                                **_agent_confinement(settings))
+            return MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
+                                pass_env=settings.sandbox.pass_env, **_agent_confinement(settings))
 
         default_name = f"{method}-{client.config.model.replace('/', '__')}"
     injected = None

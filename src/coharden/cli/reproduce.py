@@ -192,7 +192,7 @@ def reproduce_mine(
     settings = _settings(config)
     llm = llm_opts.client(settings)
     found_repo, issues, pulls = load_export(exports)
-    result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.test_patterns, llm=llm,
+    result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.tests.test_patterns, llm=llm,
                   progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
     write_records(result.records, output)
     summary = {"output": str(output), **result.counts, "dropped": result.dropped}

@@ -143,12 +143,12 @@ def study_real_bugs(
     study_config = StudyConfig(mpe=mpe_opts.config(settings), split=split, workers=workers, systems=chosen,
                                ids=only or None, bytecode=["sympy"] if bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
-                               warm_defaults=not settings.preload and not settings.warm_imports)
+                               warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     from coharden.execution.verdict_cache import environment_id
     from coharden.study.data import load_data
 
-    version = None if inputs.envcheck else environment_id(settings.python).split()[1]
-    study_data = load_data(inputs.data, python_version=version, test_patterns=settings.test_patterns,
+    version = None if inputs.envcheck else environment_id(settings.environment.python).split()[1]
+    study_data = load_data(inputs.data, python_version=version, test_patterns=settings.tests.test_patterns,
                            systems=chosen, system_files=given, wrong_fixes=inputs.wrong_fixes,
                            correct_fixes=inputs.correct_fixes, records=inputs.records, envcheck=inputs.envcheck,
                            repos=inputs.only_repo or ())

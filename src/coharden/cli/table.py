@@ -120,12 +120,12 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
     if envcheck is None:
         from coharden.execution.verdict_cache import environment_id
 
-        version = environment_id(settings.python).split()[1]
+        version = environment_id(settings.environment.python).split()[1]
     table_data = load_table_data(inputs.data, inputs.repos, envcheck=envcheck, python_version=version,
                                  systems=chosen, system_files=system_files(inputs.system_file or []))
     study = StudyConfig(mpe=mpe_opts.config(settings),
                         workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
-                        warm_defaults=not settings.preload and not settings.warm_imports)
+                        warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     table_config = TableConfig(study=study, repos=inputs.only_repo or [], ids=inputs.only or [], limit=inputs.limit)
     engine_opts = EngineOptions.of(settings)
     engine = None

@@ -110,11 +110,11 @@ def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: P
     if envcheck is None:
         from coharden.execution.verdict_cache import environment_id
 
-        version = environment_id(settings.python).split()[1]
+        version = environment_id(settings.environment.python).split()[1]
     inputs = load_validity_inputs(data, repos, table, envcheck=envcheck, python_version=version,
-                                  test_patterns=settings.test_patterns, unit=unit)
+                                  test_patterns=settings.tests.test_patterns, unit=unit)
     study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
-                        warm_defaults=not settings.preload and not settings.warm_imports)
+                        warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     validity_config = ValidityConfig(study=study, repos=only_repo, ids=only, limit=limit)
     with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}", markup=False), console=err_console) as bar:

@@ -65,7 +65,7 @@ class CriticContext:
 
     @property
     def test_patterns(self) -> list[str]:
-        return list(self.settings.test_patterns) if self.settings else list(DEFAULT_TEST_PATTERNS)
+        return list(self.settings.tests.test_patterns) if self.settings else list(DEFAULT_TEST_PATTERNS)
 
     @property
     def can_run_tests(self) -> bool:

@@ -283,7 +283,7 @@ def relocate_venv(venv: Path, old: Path) -> None:
 def instance_environment(instance: Any, repo: Path, settings: Settings, *, log: Log | None = None) -> SpecEnv:
     """The environment ``instance`` (a SWE-bench record) runs in: its spec environment, or one derived from it
     for its base commit; built on first use, then cached. A failed build is returned (``ok`` False)."""
-    table = SpecTable.load(settings.swebench_specs)
+    table = SpecTable.load(settings.environment.swebench_specs)
     spec = table.get(repo_slug(instance.repo), str(instance.version))
     setup = instance.environment_setup_commit or instance.base_commit
     builder = SpecBuilder(settings.cache_dir, log=log)
@@ -320,10 +320,10 @@ def auto_spec_settings(instance: Any, repo: Path, settings: Settings, *, log: Lo
     chose an interpreter (``--python`` / config) or the instance names its own, or it is not such a record."""
     import sys
 
-    if settings.python != sys.executable or getattr(instance, "python", None):
+    if settings.environment.python != sys.executable or getattr(instance, "python", None):
         return settings
     if not (instance.version and instance.environment_setup_commit):
         return settings
-    if repo_slug(instance.repo) not in SpecTable.load(settings.swebench_specs).repos():
+    if repo_slug(instance.repo) not in SpecTable.load(settings.environment.swebench_specs).repos():
         return settings
     return spec_settings(instance, repo, settings, log=log)

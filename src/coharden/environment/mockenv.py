@@ -80,7 +80,7 @@ def loopback_only_settings(settings: Settings) -> Settings:
     connections to non-loopback addresses. The guard does not stop native code; that is the cost of reaching
     an in-process mock. Settings that already allow the network are returned unchanged.
     """
-    return settings if settings.network else settings.with_overrides(network=True)
+    return settings if settings.sandbox.network else settings.with_overrides(network=True)
 
 
 def guard_environment() -> dict[str, str]:

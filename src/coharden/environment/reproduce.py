@@ -168,7 +168,7 @@ def _mock_context(enabled: bool, settings: Settings) -> Iterator[Settings]:
         return
     with MockServices() as services, patched_environ(services.env):
         mocked = loopback_only_settings(settings)  # the mock's variables are passed to the tests by name
-        yield mocked.with_overrides(pass_env=[*mocked.pass_env, *services.env])
+        yield mocked.with_overrides(pass_env=[*mocked.sandbox.pass_env, *services.env])
 
 
 def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: ProjectIndex) -> tuple[bool, str]:
@@ -218,11 +218,11 @@ def check_reproduction(repo: Path, buggy: str, test_patch: str, settings: Settin
                        strict_mocks: bool = False, store: Store | None = None,
                        test_ids: list[str] | None = None) -> ReproductionReport:
     """Check ``test_patch`` as a reproduction of the bug fixed between ``buggy`` and ``patched`` (or by
-    ``fix``, a source patch against ``buggy``). ``settings.python`` is the environment's interpreter (see
+    ``fix``, a source patch against ``buggy``). ``settings.environment.python`` is the environment's interpreter (see
     :meth:`coharden.environment.build.BuildResult.settings`). ``strict_mocks`` also rejects warnings (mocks of
     anything that is not a model-client or network boundary)."""
     buggy = resolve_commit(repo, buggy)
-    patterns = list(settings.test_patterns)
+    patterns = list(settings.tests.test_patterns)
     if fix is None:
         if patched is None:
             raise CoHardenError("give the patched commit or the fix patch")

@@ -71,7 +71,7 @@ def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings
     of the files the fix touches, never the fix."""
     say = progress or (lambda _msg: None)
     buggy = resolve_commit(repo, buggy)
-    patterns = list(settings.test_patterns)
+    patterns = list(settings.tests.test_patterns)
     if fix is None:
         if patched is None:
             raise CoHardenError("give the patched commit or the fix patch")

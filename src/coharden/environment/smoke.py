@@ -132,7 +132,7 @@ def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, setti
         return report
     use_mock = plan.mock_services if mock is None else mock
     run_settings = build.settings(settings)
-    image = run_settings.docker_image if build.backend == "docker" else None
+    image = run_settings.sandbox.docker_image if build.backend == "docker" else None
     if use_mock and image is not None:
         # the container has no network, so it cannot reach a mock on the host; the image bakes in plan.env
         report.notes.append("mock services are not available inside the Docker container (no network)")
@@ -181,7 +181,7 @@ def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], s
     report.output_tail = "\n".join(run.output.strip().splitlines()[-30:])
     if run.timed_out:
         report.env_failures.append(EnvFailure(where="sample", kind="timeout",
-                                              detail=f"the sample did not finish in {settings.timeout:.0f}s"))
+                                              detail=f"the sample did not finish in {settings.sandbox.timeout:.0f}s"))
     elif not run.junit_ok:
         found = _classify(run.output)
         kind, detail = found if found else ("harness", f"pytest produced no results (exit code {run.returncode})")

@@ -82,12 +82,12 @@ class SpecEnv(BaseModel):
         environment's plugins (or, for a runner script, the ``preload`` modules); the project itself is imported
         by each run from its job's checkout (PYTHONPATH is set per job), or kept warm (``warm_imports``)."""
         legacy = bool(self.pytest_version) and int(self.pytest_version.split(".")[0]) < 6
-        fork = (base.fork_server and runner_of(self.runner).forks and bool(self.python_version)
+        fork = (base.server.fork_server and runner_of(self.runner).forks and bool(self.python_version)
                 and _vkey(self.python_version) >= (3, 7))
         return base.with_overrides(python=self.python, fork_server=fork, runner=self.runner,
-                                   test_env={**self.test_env, **base.test_env}, env_overlay=self.overlay,
+                                   test_env={**self.test_env, **base.environment.test_env}, env_overlay=self.overlay,
                                    legacy_pytest=legacy, pytest_version=self.pytest_version,
-                                   services=self.services or base.services)
+                                   services=self.services or base.environment.services)
 
 
 def reusable(record: Path, newer_than: Path | None = None) -> SpecEnv | None:

@@ -140,7 +140,7 @@ def golden_tests(executor: InstanceExecutor) -> GoldenTests:
     absent = executor.absent_files(p2p_names, executor.instance.test_patch)
     p2p_names = [i for i in p2p_names if i not in absent]
     files = {p: c for p, c in reference.files.items() if c is not None}
-    if runner_of(executor.settings.runner).ids_are_descriptions:  # unittest descriptions, not names in the files
+    if runner_of(executor.settings.tests.runner).ids_are_descriptions:  # unittest descriptions, not names in the files
         p2p = p2p_names
     else:
         p2p = resolve_names(p2p_names, files) if p2p_names else []
@@ -188,7 +188,7 @@ def grade_fix(executor: InstanceExecutor, golden: GoldenTests, fix: str | None) 
     if not fix.strip():
         return FixGrade(patch_exists=False, reason="empty patch")
     try:
-        source, tests = split_patch(fix, executor.settings.test_patterns)
+        source, tests = split_patch(fix, executor.settings.tests.test_patterns)
         dropped = touched_files(tests)
         source, stubs = drop_binary_stubs(source)  # as the harness's patch fallback does
         dropped += stubs
@@ -252,7 +252,7 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
     if cached is not None and not _stale_invalid(cached):
         return cached
     try:
-        test_text, dropped = prediction_tests(test, executor.settings.test_patterns)
+        test_text, dropped = prediction_tests(test, executor.settings.tests.test_patterns)
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
         data = MPERow.invalid(str(exc)).to_json()
@@ -283,7 +283,7 @@ def _stale_invalid(row: dict[str, Any]) -> bool:
 def fail_to_pass_only(executor: InstanceExecutor, test: str | None) -> dict[str, Any]:
     """F->P only (no mutants): FAIL on the base, PASS on the golden fix."""
     try:
-        test_text, _ = prediction_tests(test, executor.settings.test_patterns)
+        test_text, _ = prediction_tests(test, executor.settings.tests.test_patterns)
         candidate = executor.test_patch(test_text, name="candidate")
     except (TestIdError, ApplyError, PatchError) as exc:
         return {"fail_to_pass": False, "buggy": None, "fixed": None, "reason": str(exc)}
@@ -300,9 +300,9 @@ def own_test(executor: InstanceExecutor, fix: str | None, test: str | None) -> d
     if not (fix or "").strip():
         return {"usable": False, "reason": "no fix"}
     try:
-        test_text, _ = prediction_tests(test, executor.settings.test_patterns)
+        test_text, _ = prediction_tests(test, executor.settings.tests.test_patterns)
         candidate = executor.test_patch(test_text, name="own")
-        source, _ = split_patch(fix or "", executor.settings.test_patterns)
+        source, _ = split_patch(fix or "", executor.settings.tests.test_patterns)
         source = screen_fix(source, executor.base_file, executor.post_images, _plugin_modules(executor)).source
     except (TestIdError, ApplyError, PatchError) as exc:
         return {"usable": False, "reason": f"own test unusable: {exc}"}

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from coharden.config import Settings
+    from coharden.config import SandboxSettings
 
 
 @dataclass(frozen=True)
@@ -42,15 +42,15 @@ class Confinement:
         return dataclasses.replace(self, writable=tuple(dict.fromkeys((*self.writable, *paths))))
 
 
-def run_confinement(settings: Settings, *, writable: tuple[Path, ...] = (), readable: tuple[Path, ...] = (),
+def run_confinement(sandbox: SandboxSettings, *, writable: tuple[Path, ...] = (), readable: tuple[Path, ...] = (),
                      mounts: tuple[tuple[Path, Path], ...] = (), hidden: tuple[Path, ...] = (),
                      protected: tuple[Path, ...] = ()) -> Confinement:
-    """The sandbox of test processes under ``settings`` (bwrap or not, the process, file-size and disk limits)
-    with these paths: the one builder of the instance executor's and the suite kill oracle's sandboxes."""
+    """The sandbox of test processes under the ``sandbox`` settings (bwrap or not, the process, file-size and disk
+    limits) with these paths: the one builder of the instance executor's and the suite kill oracle's sandboxes."""
     return Confinement(writable=writable, readable=readable, mounts=mounts, hidden=hidden, protected=protected,
-                       max_processes=settings.max_processes, sandbox=settings.bwrap,
-                       max_file_bytes=settings.max_file_mb * (1 << 20) if settings.max_file_mb else None,
-                       max_disk_bytes=settings.max_disk_mb * (1 << 20) if settings.max_disk_mb else None)
+                       max_processes=sandbox.max_processes, sandbox=sandbox.bwrap,
+                       max_file_bytes=sandbox.max_file_mb * (1 << 20) if sandbox.max_file_mb else None,
+                       max_disk_bytes=sandbox.max_disk_mb * (1 << 20) if sandbox.max_disk_mb else None)
 
 
 # Build steps (pip installs, a repository's ``setup.py``) need the network, so they get no sandbox, but they run

@@ -70,11 +70,12 @@ def instrumented_settings(settings: Settings) -> Settings:
     ``INSTRUMENTED_MAX`` seconds and never less than ``timeout``; a set ``cpu_seconds`` is scaled alike (unset,
     it is 2 x the new timeout). A recording with the bare run's limit timed out on tests that pass in 30-110 s
     (sympy-17655, 17318), and a recording cut short holds no bug-revealing input."""
-    timeout = max(settings.timeout, min(settings.timeout * INSTRUMENTED_SLOWDOWN, INSTRUMENTED_MAX))
-    cpu = settings.cpu_seconds
+    timeout = max(settings.sandbox.timeout, min(settings.sandbox.timeout * INSTRUMENTED_SLOWDOWN, INSTRUMENTED_MAX))
+    cpu = settings.sandbox.cpu_seconds
     if cpu is not None:
-        cpu = max(cpu, int(cpu * timeout / settings.timeout))
-    return settings.model_copy(update={"timeout": timeout, "cpu_seconds": cpu})
+        cpu = max(cpu, int(cpu * timeout / settings.sandbox.timeout))
+    sandbox = settings.sandbox.model_copy(update={"timeout": timeout, "cpu_seconds": cpu})
+    return settings.model_copy(update={"sandbox": sandbox})
 
 
 class InstanceExecutor:
@@ -87,33 +88,34 @@ class InstanceExecutor:
         self.instance = instance
         self.settings = settings
         self.store = store
-        self.python = instance.python or settings.python
+        self.python = instance.python or settings.environment.python
         self.workspace = Workspace(repo, instance.base_commit, parent=None, checkout=checkout,
-                                   overlay=settings.env_overlay)
+                                   overlay=settings.environment.env_overlay)
         self.base_commit = self.workspace.commit
         self.runs = 0  # pytest processes started (cache hits do not count)
         self.image: str | None = None
-        if settings.test_host == "docker":
+        if settings.sandbox.test_host == "docker":
             if not docker_available():
                 raise CoHardenError("test_host 'docker' needs a running Docker engine (docker info failed)")
-            template = settings.docker_image
+            template = settings.sandbox.docker_image
             self.image = template.format(instance_id=instance.instance_id) if template \
                 else swebench_image(instance.instance_id)
         env = f"docker:{self.image}" if self.image else test_environment_id(settings, self.python)
         confine = self._confinement(None)
-        self.isolation = "docker" if self.image else isolation_level(settings.network, confine)
+        self.isolation = "docker" if self.image else isolation_level(settings.sandbox.network, confine)
         if not self.image:
-            require_confinement(settings.network, confine, settings.allow_weak_sandbox)
+            require_confinement(settings.sandbox.network, confine, settings.sandbox.allow_weak_sandbox)
         # sandbox=3: verdicts from before the allow-listed sandbox and environment, the thorough reset and the
         # safe read-back (which a hostile test could forge, or which may hold a key) are not reused
-        self.env_id = env + " " + " ".join(settings.pytest_args) + f" isolation={self.isolation} sandbox=3" + \
+        self.env_id = env + " " + " ".join(settings.tests.pytest_args) + f" isolation={self.isolation} sandbox=3" + \
             run_settings_id(settings)
-        if not self.image and runner_of(settings.runner).loads_plugins:  # autoload off: plugins loaded by name
-            self.env_id += plugins_id(self.python, settings.pytest_version)
-        self.cache = VerdictCache(store, instance.repo, self.base_commit, self.env_id, settings.runner,
-                                  settings.timeout)
-        self.warm = WarmPlan(settings, enabled=bool(settings.warm_imports) and runner_of(settings.runner).forks
-                             and self.image is None, key=f"{self.base_commit} {self.env_id}",
+        if not self.image and runner_of(settings.tests.runner).loads_plugins:  # autoload off: plugins loaded by name
+            self.env_id += plugins_id(self.python, settings.environment.pytest_version)
+        self.cache = VerdictCache(store, instance.repo, self.base_commit, self.env_id, settings.tests.runner,
+                                  settings.sandbox.timeout)
+        self.warm = WarmPlan(settings, enabled=bool(settings.server.warm_imports)
+                             and runner_of(settings.tests.runner).forks and self.image is None,
+                             key=f"{self.base_commit} {self.env_id}",
                              golden_patch=instance.test_patch, base_file=self.base_file)
         self._site: RunSite | None = None  # where the tests run (made when the workspace opens)
         self._lane = SecondLane(lambda: InstanceExecutor(instance, self.workspace.source,
@@ -138,7 +140,7 @@ class InstanceExecutor:
         if self._site is None:
             root = self._root()
             self._site = RunSite(root, self.python, self.settings, self._confinement(root), image=self.image,
-                                 job_env=job_environment(self.settings, root), isolation=self.isolation,
+                                 job_env=job_environment(self.settings.environment, root), isolation=self.isolation,
                                  warm=self.warm)
         return self._site
 
@@ -206,10 +208,10 @@ class InstanceExecutor:
         if not patch.strip():
             raise TestIdError(f"{name or 'test'}: the test patch is empty")
         files = self.post_images(patch)
+        tests = self.settings.tests
         resolved, mode = patch_tests(files, self.base_file, name=name, ids=ids,
-                                     ids_are_descriptions=runner_of(self.settings.runner).ids_are_descriptions,
-                                     test_patterns=self.settings.test_patterns,
-                                     collects=make_runner(self.settings.runner).collects)
+                                     ids_are_descriptions=runner_of(tests.runner).ids_are_descriptions,
+                                     test_patterns=tests.test_patterns, collects=make_runner(tests.runner).collects)
         return TestPatch(patch=patch, ids=resolved, name=name, files=files, exec_mode=mode)
 
     def absent_files(self, ids: Sequence[str], patch: str) -> list[str]:
@@ -238,7 +240,7 @@ class InstanceExecutor:
         golden = set(harness_ids(self.instance.FAIL_TO_PASS))
         ids, left_out = pass_to_pass_ids([n for n in names if n not in golden],
                                          {p: c for p, c in images.items() if c is not None},
-                                         ids_are_descriptions=runner_of(self.settings.runner).ids_are_descriptions)
+                                         ids_are_descriptions=runner_of(self.settings.tests.runner).ids_are_descriptions)
         if not ids:
             return None, left_out
         return TestPatch(patch=self.instance.test_patch, ids=ids, name="pass_to_pass", files=images), left_out
@@ -263,7 +265,8 @@ class InstanceExecutor:
         ``all_or_none``: the verdicts count only when every one is admissible (a mutant's cell): once one is not
         (stored, or run: tests run in the given order), the tests not run yet are not run; each gets that
         verdict's outcome, marked ``implied="other_inadmissible"`` and never stored."""
-        limit_of = [TimeLimit.of(lim, timeout=self.settings.timeout).limit for lim in (limits or [None] * len(tests))]
+        timeout = self.settings.sandbox.timeout
+        limit_of = [TimeLimit.of(lim, timeout=timeout).limit for lim in (limits or [None] * len(tests))]
         results: list[Verdict | None] = [None] * len(tests)
         retried: set[int] = set()  # tests run again once because their fork server died under them
         todo: list[int] = []
@@ -365,7 +368,7 @@ class InstanceExecutor:
         self.workspace.apply(source_patch)
         self.workspace.apply(test.patch)
         self.runs += 1
-        if not runner_of(self.settings.runner).loads_plugins or test.exec_mode == REPRODUCTION_SCRIPT:
+        if not runner_of(self.settings.tests.runner).loads_plugins or test.exec_mode == REPRODUCTION_SCRIPT:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
         return self._run(list(test.ids), None, self.site.warm_spec(source_patch, [test]), extra_args=extra_args,
                          extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings),
@@ -391,7 +394,7 @@ class InstanceExecutor:
         # only the test's own tests, as a pytest recording runs its ids: the rest of their files (sympy's
         # test_function.py, minutes under the tracer) would only add other tests' inputs to the recording
         if test.exec_mode == REPRODUCTION_SCRIPT:  # the script itself; an instrumenting pytest plugin never loads
-            verdict = run_scripts(root, test, instrumented_settings(self.settings), self.python, env=env,
+            verdict = run_scripts(root, test, instrumented_settings(self.settings).sandbox, self.python, env=env,
                                   confine=confine)
         else:
             verdict = run_test_patch(root, test, instrumented_settings(self.settings), self.python, env=env,
@@ -419,7 +422,7 @@ class InstanceExecutor:
             verdict = Verdict(outcome=Outcome.APPLY_ERROR, reason=f"source patch: {exc}",
                               applied_with={"source": APPLY_FAILED})
             return {j: verdict.model_copy(update={"exec_mode": tests[j].exec_mode}) for j in range(len(tests))}, []
-        if not runner_of(self.settings.runner).shares_process or tests[0].exec_mode == REPRODUCTION_SCRIPT:
+        if not runner_of(self.settings.tests.runner).shares_process or tests[0].exec_mode == REPRODUCTION_SCRIPT:
             done = self._run_alone(source_patch, tests[0], limits[0], first_failure)
             return _applied(done, {0: tests[0]}, source), list(range(1, len(tests)))
         layout = lay_out(ws, tests, set(touched_files(source_patch)), combine)
@@ -474,7 +477,7 @@ class InstanceExecutor:
             return {0: Verdict(outcome=Outcome.HARNESS_ERROR, exec_mode=REPRODUCTION_SCRIPT,
                                reason="reproduction scripts do not run with test_host 'docker' (run them locally)")}
         if test.exec_mode == REPRODUCTION_SCRIPT:
-            verdict = run_scripts(self._root(), test, self.settings, self.python, env=self.site.job_env,
+            verdict = run_scripts(self._root(), test, self.settings.sandbox, self.python, env=self.site.job_env,
                                   confine=self.confinement(), time_limit=limit)
             return {0: _applied_test(verdict, applied)}
         # a runner that forks (sympy's bin/test): a warm fork of the site's server

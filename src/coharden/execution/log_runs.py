@@ -43,18 +43,19 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     interrupt.check()  # a batch was interrupted: start no test process
     command = runner.command(python, ids, select=select)
     full_env = _run_env(settings, command.env, env)
-    limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds)
-    argv, shown = wrap(command.argv, settings.services, settings.cache_dir)  # services beside it, same sandbox
+    limits = TimeLimit.of(time_limit, timeout=settings.sandbox.timeout, cpu_seconds=settings.sandbox.cpu_seconds)
+    # services beside it, in the same sandbox
+    argv, shown = wrap(command.argv, settings.environment.services, settings.cache_dir)
     if confine is not None and shown:
         confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
     # a fork hashes with its server's seed (fixed at the server's start): only a run that asks for that one forks
     if server is not None and server.hash_seed and full_env.get("PYTHONHASHSEED") == server.hash_seed \
             and runner.forks and not runner.session_server and not shown:
-        proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.memory_mb,
+        proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.sandbox.memory_mb,
                           cpu_seconds=limits.cpu, warm=warm, script=argv[1])
     else:
-        proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
-                           cpu_seconds=limits.cpu, network=settings.network, confine=confine)
+        proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.sandbox.memory_mb,
+                           cpu_seconds=limits.cpu, network=settings.sandbox.network, confine=confine)
     if proc.killed_at_cpu_limit(limits):
         proc = dataclasses.replace(proc, timed_out=True)
     if proc.lost or proc.tampering:  # the server died, or a test forged the protocol or swapped a file read back
@@ -78,13 +79,13 @@ def _run_env(settings: Settings, command_env: dict[str, str], env: dict[str, str
     """A log-runner run's environment: the tests' own, the runner command's, then the job's (``env``)."""
     from coharden.execution.pytest_runner import test_environment
 
-    return {**test_environment(settings.pass_env), **command_env, **(env or {})}
+    return {**test_environment(settings.sandbox.pass_env), **command_env, **(env or {})}
 
 
 def script_server_env(settings: Settings, env: dict[str, str] | None) -> dict[str, str]:
     """The environment a ``scripts`` fork server imports the project in (its prime): the one its forked runs
     have, whose import environment must be the same for them to start warm (``warm_state``)."""
-    return _run_env(settings, make_runner(settings.runner).command("python", []).env, env)
+    return _run_env(settings, make_runner(settings.tests.runner).command("python", []).env, env)
 
 
 def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str, *,
@@ -94,7 +95,7 @@ def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str,
     """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
     ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
     ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""
-    runner = make_runner(settings.runner)
+    runner = make_runner(settings.tests.runner)
     ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
     verdict = run_with(runner, root, ids, settings, python, env=env, confine=confine, select=select,
                        time_limit=time_limit, server=server, warm=warm)

@@ -70,17 +70,18 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
     """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
     Docker ``image``); results come from a JUnit XML file outside the workspace, and per-test events are
     streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
-    ``time_limit`` overrides ``settings.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
+    ``time_limit`` overrides ``settings.sandbox.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
     ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted);
     ``collect``: the name of the run's test state, for a server that collects once, and ``instrument`` the plugin
     of an instrumented run such a server may load into a fork of that collection (see :meth:`ForkServer.run`)."""
     interrupt.check()  # a batch was interrupted: start no test process
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
-    use_server = server is not None and server.alive and image is None and not settings.services
+    use_server = server is not None and server.alive and image is None and not settings.environment.services
     # an id the harness cut runs as its whole base test: a sibling parameter's failure must not stop the run
     # before the parameters the id names have run (they decide its result)
     first_failure = first_failure and all(runnable_id(i) == i for i in ids)
-    limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds,
+    sandbox = settings.sandbox
+    limits = TimeLimit.of(time_limit, timeout=sandbox.timeout, cpu_seconds=sandbox.cpu_seconds,
                           docker=image is not None)
     scratch = server.scratch if use_server and server is not None else None
     # a test may swap this directory (inside the server's writable scratch directory) for a link, or fill it with a
@@ -92,20 +93,21 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         in_docker = image is not None
         cmd = _command(root, ids, settings, python, junit, in_docker=in_docker, extra_args=extra_args,
                        first_failure=first_failure)
-        env = {**test_environment(settings.pass_env), **(extra_env or {})}
+        env = {**test_environment(settings.sandbox.pass_env), **(extra_env or {})}
         if not in_docker:
-            env = fork_env(extra_env, settings.pass_env, settings.pytest_version)
+            env = fork_env(extra_env, settings.sandbox.pass_env, settings.environment.pytest_version)
             env["COHARDEN_STREAM"] = str(stream)
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
-                                    timeout=settings.timeout, memory_mb=settings.memory_mb, network=settings.network)
+                                    timeout=sandbox.timeout, memory_mb=sandbox.memory_mb, network=sandbox.network)
             # the container has no network of its own (--network none); the client needs the engine's socket, and
             # its own settings (DOCKER_HOST, DOCKER_CONFIG): the host's environment, which stays outside the
             # container (it gets only the -e values docker_command names)
-            proc = run_limited(docker, root, timeout=settings.timeout + 60, env=dict(os.environ), network=True)
+            proc = run_limited(docker, root, timeout=sandbox.timeout + 60, env=dict(os.environ), network=True)
         elif use_server and server is not None:
-            proc = server.run(root, cmd[3:], env, timeout=limits.wall, memory_mb=settings.memory_mb,
-                              cpu_seconds=limits.cpu, warm=warm, collect=collect if settings.collect_once else None,
+            proc = server.run(root, cmd[3:], env, timeout=limits.wall, memory_mb=sandbox.memory_mb,
+                              cpu_seconds=limits.cpu, warm=warm,
+                              collect=collect if settings.server.collect_once else None,
                               instrument=instrument)
         else:
             proc = _run_fresh(cmd, root, env, settings, limits, confine, Path(tmp))
@@ -125,29 +127,29 @@ def _command(root: Path, ids: list[str], settings: Settings, python: str | None,
     """The pytest command line of a run: its results in a JUnit file (and, outside Docker, streamed), in the
     forms the environment's pytest version knows."""
     return [
-        "python" if in_docker else (python or settings.python),
+        "python" if in_docker else (python or settings.environment.python),
         "-m",
         "pytest",
         "-p",
         "no:cacheprovider",
         # the environment's own plugins, loaded by name: autoload is off (env_plugins), so no plugin the checkout
         # brings (a *.dist-info with a pytest11 entry point) runs
-        *([] if in_docker else plugin_args(python or settings.python, settings.pytest_version)),
+        *([] if in_docker else plugin_args(python or settings.environment.python, settings.environment.pytest_version)),
         # pytest < 3.5 (astropy 1.3's 3.3.1) has no --rootdir: it finds the same root from the ini file
-        *([] if _before(settings.pytest_version, (3, 5)) else [f"--rootdir={CONTAINER_ROOT if in_docker else root}"
-                                                               ]),
+        *([] if _before(settings.environment.pytest_version, (3, 5))
+          else [f"--rootdir={CONTAINER_ROOT if in_docker else root}"]),
         "-o",
         "junit_family=xunit1",
         f"--junitxml={CONTAINER_SCRATCH + '/junit.xml' if in_docker else junit}",
         "--continue-on-collection-errors",
         "-q",
         # pytest < 6 (old SWE-bench environments) has neither option
-        *([] if settings.legacy_pytest else ["--no-header", "-rN"]),
+        *([] if settings.environment.legacy_pytest else ["--no-header", "-rN"]),
         # captured output in the JUnit file (Case.captured: why a test failed offline, printed at its
         # teardown too); before 5.4 pytest writes it unasked and has no such value
-        *([] if _before(settings.pytest_version, (5, 4)) else ["-o", "junit_logging=out-err"]),
+        *([] if _before(settings.environment.pytest_version, (5, 4)) else ["-o", "junit_logging=out-err"]),
         *([] if in_docker else ["-p", "coharden_stream"]),
-        *settings.pytest_args,
+        *settings.tests.pytest_args,
         *(extra_args or []),
         *(["-x"] if first_failure else []),
         *dict.fromkeys(runnable_id(i) for i in ids),
@@ -159,12 +161,12 @@ def _run_fresh(cmd: list[str], root: Path, env: dict[str, str], settings: Settin
     """A fresh, sandboxed pytest process (with the settings' services beside it), writing into ``tmp``."""
     from coharden.execution.services import wrap
 
-    cmd, shown = wrap(cmd, settings.services, settings.cache_dir)
+    cmd, shown = wrap(cmd, settings.environment.services, settings.cache_dir)
     if confine is not None:
         confine = dataclasses.replace(confine.with_writable(tmp), readable=(*confine.readable, *shown))
     # a limit scaled from the test's own run (a mutant's) bounds the run's CPU time (schema/timelimit.py)
-    return run_limited(cmd, root, timeout=limits.wall, env=env, memory_mb=settings.memory_mb,
-                       cpu_seconds=limits.cpu, network=settings.network, confine=confine)
+    return run_limited(cmd, root, timeout=limits.wall, env=env, memory_mb=settings.sandbox.memory_mb,
+                       cpu_seconds=limits.cpu, network=settings.sandbox.network, confine=confine)
 
 
 def _read_back(junit: Path, stream: Path | None, anchor: Path,

@@ -118,11 +118,11 @@ def collect_key(settings: Settings, source_patch: str, tests: Sequence[TestPatch
     once (``Settings.collect_once``): their patches and ids. None - collect as every run does - when the
     source patch touches anything but Python modules outside the tests (a conftest, a test helper, an ini
     file, data read at collection): the server only compares the Python modules the collection loaded."""
-    if not settings.collect_once or not runner_of(settings.runner).collects_once:
+    if not settings.server.collect_once or not runner_of(settings.tests.runner).collects_once:
         return None
     for path in touched_files(source_patch):
         name = PurePosixPath(path).name
-        if not path.endswith(".py") or name == "conftest.py" or is_test_path(path, settings.test_patterns):
+        if not path.endswith(".py") or name == "conftest.py" or is_test_path(path, settings.tests.test_patterns):
             return None
     body = [[t.patch, list(t.ids), t.whole_files] for t in tests]
     return hashlib.sha256(repr(body).encode()).hexdigest()

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coharden.config import Settings
+from coharden.config import EnvironmentSettings, Settings
 from coharden.execution.confinement import Confinement, run_confinement
 from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.fast.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
@@ -74,19 +74,19 @@ class RunSite:
     def server(self) -> ForkServer | None:
         """The warm fork server of this site, started on first use (and again after a test killed it); None
         when disabled or unusable (Docker, ``fork_server`` off, or it failed to start)."""
-        if not self.settings.fork_server or self.server_failed or self.image is not None \
-                or not runner_of(self.settings.runner).forks:
+        if not self.settings.server.fork_server or self.server_failed or self.image is not None \
+                or not runner_of(self.settings.tests.runner).forks:
             return None
         if self._server is None or not self._server.alive:
             if self._server is not None:
                 self._server.close()
             try:
-                pytest_runs = runner_of(self.settings.runner).session_server
-                version = self.settings.pytest_version
+                pytest_runs = runner_of(self.settings.tests.runner).session_server
+                version = self.settings.environment.pytest_version
                 # the server warms up as its forks run: autoload off, the environment's plugins by name
-                self._server = ForkServer(self.python, env={**test_environment(self.settings.pass_env),
+                self._server = ForkServer(self.python, env={**test_environment(self.settings.sandbox.pass_env),
                                                             **(plugin_env(version) if pytest_runs else {})},
-                                          network=self.settings.network, preload=self.settings.preload,
+                                          network=self.settings.sandbox.network, preload=self.settings.server.preload,
                                           confine=self.confine, project=self.root, scripts=not pytest_runs,
                                           plugins=plugin_args(self.python, version)[1::2] if pytest_runs else [])
             except (ForkServerError, OSError) as exc:
@@ -133,9 +133,9 @@ class RunSite:
         if spec is None or server is None or self._primed is server:
             return
         self._primed = server
-        env = fork_env(self.job_env, self.settings.pass_env, self.settings.pytest_version) \
-            if runner_of(self.settings.runner).session_server else script_server_env(self.settings, self.job_env)
-        server.prime(self.root, env, spec, timeout=self.settings.timeout)
+        env = fork_env(self.job_env, self.settings.sandbox.pass_env, self.settings.environment.pytest_version) \
+            if runner_of(self.settings.tests.runner).session_server else script_server_env(self.settings, self.job_env)
+        server.prime(self.root, env, spec, timeout=self.settings.sandbox.timeout)
 
     def run_log(self, source_patch: str, test: TestPatch, limit: float, *, select: bool) -> Verdict:
         """``test`` (laid down here on ``source_patch``) run by the settings' log-based runner under ``limit``: a
@@ -175,8 +175,8 @@ def workspace_confinement(workspace: Workspace, settings: Settings, python: str,
     (read-only, where the source's are: ``base_objects``); the user's checkout and the result store's directory
     are hidden."""
     # the job's own PYTHONPATH entries (a spec environment's), outside the worktree
-    job_path = pythonpath_dirs(job_environment(settings, root) or {})
-    readable = (*environment_dirs(python, settings),
+    job_path = pythonpath_dirs(job_environment(settings.environment, root) or {})
+    readable = (*environment_dirs(python, settings.environment),
                 *(p for p in job_path if root is None or not p.is_relative_to(root)))
     mounts = ((base_objects(workspace.source, workspace.commit, settings.cache_dir),
                workspace.source / ".git" / "objects"),) if root is not None else ()
@@ -184,21 +184,21 @@ def workspace_confinement(workspace: Workspace, settings: Settings, python: str,
     # project installed from it in editable mode would show it) and the store's directory: hidden, with what the
     # run needs inside them shown again (see bwrap_args)
     hidden = (workspace.source, *((store.path.resolve().parent,) if store is not None else ()))
-    return run_confinement(settings, writable=(root,) if root is not None else (), readable=readable,
+    return run_confinement(settings.sandbox, writable=(root,) if root is not None else (), readable=readable,
                            mounts=mounts, hidden=hidden, protected=(root / ".git",) if root is not None else ())
 
 
-def environment_dirs(python: str, settings: Settings) -> tuple[Path, ...]:
+def environment_dirs(python: str, environment: EnvironmentSettings) -> tuple[Path, ...]:
     """The test interpreter's virtual environment and the built-file overlay, read-only inside the sandbox: a
     spec environment may live anywhere, /tmp included, which the sandbox replaces with a private one."""
     dirs = [Path(python).parent.parent] if (Path(python).parent.parent / "pyvenv.cfg").is_file() else []
-    if settings.env_overlay is not None:
-        dirs.append(Path(settings.env_overlay))
+    if environment.env_overlay is not None:
+        dirs.append(Path(environment.env_overlay))
     return tuple(d for d in dirs if d.is_dir())
 
 
-def job_environment(settings: Settings, root: Path | None) -> dict[str, str] | None:
-    """The settings' test environment with '{workspace}' replaced by ``root`` (None when there is none)."""
-    if not settings.test_env:
+def job_environment(environment: EnvironmentSettings, root: Path | None) -> dict[str, str] | None:
+    """The environment's ``test_env`` with '{workspace}' replaced by ``root`` (None when there is none)."""
+    if not environment.test_env:
         return None
-    return {k: v.replace("{workspace}", str(root or "")) for k, v in settings.test_env.items()}
+    return {k: v.replace("{workspace}", str(root or "")) for k, v in environment.test_env.items()}

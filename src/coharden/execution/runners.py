@@ -47,7 +47,7 @@ class Runner(Protocol):
 
     runner_files: ClassVar[tuple[str, ...]]
     """The runner's own files in the checkout (relative): a traceback that ends there is the runner's failure."""
-    # --- what it supports: call sites ask these (``runner_of(settings.runner).forks``), never its name ---------
+    # --- what it supports: call sites ask these (``runner_of(settings.tests.runner).forks``), never its name ---------
     forks: ClassVar[bool]
     """Its runs may be forks of a warm fork server: coharden's pytest server (:attr:`session_server`), or a
     ``scripts`` server (``python SCRIPT ...`` run in a fork that holds the project imported) for a runner that
@@ -212,7 +212,7 @@ class SympyRunner:
 
 def runner_of(name: str) -> type[Runner]:
     """The runner called ``name`` (a key of :data:`RUNNERS`; ``Settings.runner``, a spec's runner): ask it what it
-    supports (``runner_of(settings.runner).forks``) rather than compare names."""
+    supports (``runner_of(settings.tests.runner).forks``) rather than compare names."""
     try:
         return RUNNERS[name]
     except KeyError:

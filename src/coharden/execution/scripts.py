@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coharden.config import Settings
+from coharden.config import SandboxSettings
 from coharden.execution.confinement import Confinement
 from coharden.execution.pytest_runner import test_environment
 from coharden.execution.sandbox import run_limited
@@ -29,22 +29,24 @@ def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_scripts(root: Path, test: TestPatch, settings: Settings, python: str, *, env: dict[str, str] | None = None,
-                confine: Confinement | None = None, time_limit: float | None = None) -> Verdict:
+def run_scripts(root: Path, test: TestPatch, sandbox: SandboxSettings, python: str, *,
+                env: dict[str, str] | None = None, confine: Confinement | None = None,
+                time_limit: float | None = None) -> Verdict:
     """The verdict of ``test``'s scripts (its ``ids``), laid down in ``root``: each run as ``python SCRIPT``
-    there, in order, until one does not exit 0 (FAIL, with its status and last line) or runs out of time."""
+    there, in order, under the ``sandbox`` settings' limits, until one does not exit 0 (FAIL, with its status and last
+    line) or runs out of time."""
     from coharden.execution import interrupt
 
-    limits = TimeLimit.of(time_limit, timeout=settings.timeout, cpu_seconds=settings.cpu_seconds)
-    full_env = {**test_environment(settings.pass_env), **(env or {})}
+    limits = TimeLimit.of(time_limit, timeout=sandbox.timeout, cpu_seconds=sandbox.cpu_seconds)
+    full_env = {**test_environment(sandbox.pass_env), **(env or {})}
     tests: dict[str, list[TestStatus]] = {}
     outputs: list[str] = []
     verdict = Verdict(outcome=Outcome.PASS, exec_mode=REPRODUCTION_SCRIPT, time_limit=limits.limit,
                       cpu_time_limit=limits.scaled)
     for script in test.ids:
         interrupt.check()  # a batch was interrupted: start no test process
-        proc = run_limited([python, script], root, timeout=limits.wall, env=full_env, memory_mb=settings.memory_mb,
-                           cpu_seconds=limits.cpu, network=settings.network, confine=confine)
+        proc = run_limited([python, script], root, timeout=limits.wall, env=full_env, memory_mb=sandbox.memory_mb,
+                           cpu_seconds=limits.cpu, network=sandbox.network, confine=confine)
         verdict.duration += proc.duration
         verdict.isolation = proc.isolation
         outputs.append(f"$ python {script}\n{proc.output}")

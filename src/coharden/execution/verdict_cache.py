@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from coharden.config import Settings
+from coharden.config import SandboxSettings, Settings
 from coharden.errors import CoHardenError
 from coharden.execution.runners import runner_of
 from coharden.execution.store import Store, verdict_key
@@ -51,9 +51,9 @@ def test_environment_id(settings: Settings, python: str) -> str:
     """:func:`environment_id` of a plain interpreter; a spec environment (``test_env`` set) or a log-based
     runner is named by its interpreter's path, which holds the spec's digest (the project under test, pytest
     itself for one, is importable only from a job's checkout, so asking it for versions would fail)."""
-    if runner_of(settings.runner).needs_pytest and not settings.test_env:
+    if runner_of(settings.tests.runner).needs_pytest and not settings.environment.test_env:
         return environment_id(python)
-    return f"{python} {settings.runner}"
+    return f"{python} {settings.tests.runner}"
 
 
 def run_settings_id(settings: Settings) -> str:
@@ -62,18 +62,18 @@ def run_settings_id(settings: Settings) -> str:
     the test, the host variables it is given (names and values), the environment's fingerprint where one is set.
     Verdicts are shared across commands and sessions of one store (the reference's runs on a pool, say), so a run
     under other limits must not answer."""
-    defaults = Settings.model_fields
+    defaults = SandboxSettings.model_fields
     parts = []
     for name in ("memory_mb", "cpu_seconds", "max_processes", "max_file_mb"):
-        value = getattr(settings, name)
+        value = getattr(settings.sandbox, name)
         if value != defaults[name].default:
             parts.append(f"{name}={value}")
-    if settings.env_fingerprint:
-        parts.append(f"env={settings.env_fingerprint}")
-    if settings.services:
-        parts.append("services=" + ",".join(sorted(settings.services)))
-    if settings.pass_env:
-        values = {name: os.environ.get(name) for name in sorted(settings.pass_env)}
+    if settings.environment.env_fingerprint:
+        parts.append(f"env={settings.environment.env_fingerprint}")
+    if settings.environment.services:
+        parts.append("services=" + ",".join(sorted(settings.environment.services)))
+    if settings.sandbox.pass_env:
+        values = {name: os.environ.get(name) for name in sorted(settings.sandbox.pass_env)}
         parts.append("pass_env=" + hashlib.sha256(repr(sorted(values.items())).encode()).hexdigest()[:16])
     return "".join(f" {part}" for part in parts)
 

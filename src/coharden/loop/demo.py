@@ -119,8 +119,9 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         llm = LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0, timeout=60,
                         cost_overrides={MODEL: CostOverride(input_per_token=1e-6, output_per_token=2e-6)})
         client = LLMClient(llm)
-        agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
-                             allow_weak_sandbox=settings.allow_weak_sandbox)
+        agent = MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
+                             cache_dir=settings.cache_dir,
+                             allow_weak_sandbox=settings.sandbox.allow_weak_sandbox)
         run = LoopRun(settings, config, output, "demo", Store(settings.store), client.ledger, progress=progress)
         loop = InstanceLoop(instance, Path(instance.repo), agent, run)
         return loop.run()
@@ -183,8 +184,9 @@ def run_live(example: Path, output: Path, settings: Settings, *, api_base: str |
                     timeout=LIVE_TIMEOUT_S, max_tokens=LIVE_MAX_TOKENS, concurrency=1,
                     cost_overrides={LOCAL_MODEL: CostOverride(input_per_token=0.0, output_per_token=0.0)})
     client = LLMClient(llm, store=CallStore(output / "llm-calls.sqlite"), mode=CacheMode.RECORD)
-    agent = MiniSweAgent(client, step_limit=step_limit, python=settings.python, cache_dir=settings.cache_dir,
-                         allow_weak_sandbox=settings.allow_weak_sandbox)
+    agent = MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
+                         cache_dir=settings.cache_dir,
+                         allow_weak_sandbox=settings.sandbox.allow_weak_sandbox)
     run = LoopRun(settings, config, output, "live", Store(settings.store), client.ledger, progress=progress)
     loop = InstanceLoop(instance, Path(instance.repo), agent, run)
     return loop.run()

@@ -254,7 +254,7 @@ class InstanceLoop:
                 Method.COGEN: Mode.JOINT}[self.config.method]
         before = self._spent()
         result = self._agent(executor, mode, 1)
-        source, tests = split_patch(result.submission or "", self.settings.test_patterns)
+        source, tests = split_patch(result.submission or "", self.settings.tests.test_patterns)
         outcome = RoundOutcome(round=1, decision=Decision.DONE if result.accepted else Decision.GATE_FAILED,
                                fix=source if mode is not Mode.TEST_ONLY else "",
                                test=tests if mode is not Mode.FIX_ONLY else "",
@@ -267,7 +267,7 @@ class InstanceLoop:
     def _lax_init(self, state: LoopState, executor: InstanceExecutor) -> None:
         before = self._spent()
         result = self._agent(executor, Mode.TEST_ONLY, 0, notes=LAX_INIT_NOTES)
-        _, t0 = split_patch(result.submission or "", self.settings.test_patterns)
+        _, t0 = split_patch(result.submission or "", self.settings.tests.test_patterns)
         outcome = RoundOutcome(round=0, decision=Decision.LAX_INIT, test=t0, agent_status=result.exit_status,
                                error_kind=result.error_kind or "", cost_usd=result.cost or 0.0)
         problem = (result.error or "not accepted") if not result.accepted else self._fails_on_buggy(executor, t0)
@@ -296,7 +296,7 @@ class InstanceLoop:
         result = self._agent(executor, Mode.JOINT, k, fix=state.fix, test=state.t_ref or state.test, notes=notes)
         outcome = RoundOutcome(round=k, decision=Decision.GATE_FAILED, agent_status=result.exit_status,
                                error_kind=result.error_kind or "", cost_usd=result.cost or 0.0)
-        c_k, t_k = split_patch(result.submission or "", self.settings.test_patterns)
+        c_k, t_k = split_patch(result.submission or "", self.settings.tests.test_patterns)
         problem = (result.error or "the critic did not accept the submission") if not result.accepted else \
             self._gate(executor, c_k, t_k)
         if problem:

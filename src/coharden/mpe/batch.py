@@ -49,7 +49,7 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
     driver of a batch keeps the rows (see :func:`run_batch`)."""
     row: dict[str, Any] = {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path}
     try:
-        tests, dropped = prediction_tests(prediction.model_patch, settings.test_patterns)
+        tests, dropped = prediction_tests(prediction.model_patch, settings.tests.test_patterns)
     except (TestIdError, PatchError) as exc:
         return {**row, **MPERow.invalid(str(exc)).to_json()}
     try:

@@ -106,7 +106,7 @@ def evaluate(
     config = config or MPEConfig()
     timings: dict[str, float] = {}
     started = time.monotonic()
-    fix = check_fix(fix, executor.settings.test_patterns)
+    fix = check_fix(fix, executor.settings.tests.test_patterns)
     team = Workers(executor, config.workers, pool)  # the phases share the workers
     early: EarlyRecording | None = None
     early_pool: EarlyPool | None = None
@@ -174,7 +174,7 @@ def _evaluate(run: _Run) -> MPEResult:
     if not result.fail_to_pass or result.test_class is TestClass.INVALID:
         result.timings = timings
         return result
-    timeout = run.team.executor.settings.timeout
+    timeout = run.team.executor.settings.sandbox.timeout
     result.time_limits = {"candidate": config.mutant_limit(result.candidate_fixed.duration, timeout),
                           "reference": config.mutant_limit(result.reference_fixed.duration, timeout)}
     p2p = _pass_to_pass(run.team, run.fix, config, result, timings)
@@ -252,7 +252,8 @@ def _pass_to_pass(team: Workers, fix: str, config: MPEConfig, result: MPEResult,
         result.warnings.append(f"plausibility not measured: {p2p.reason}; every admissible mutant counts")
         return None
     if p2p.fixed is not None:
-        result.time_limits["plausibility"] = config.mutant_limit(p2p.fixed.duration, team.executor.settings.timeout)
+        timeout = team.executor.settings.sandbox.timeout
+        result.time_limits["plausibility"] = config.mutant_limit(p2p.fixed.duration, timeout)
     return p2p.test
 
 

@@ -90,8 +90,8 @@ class Reach:
 def reach_pass(executor: InstanceExecutor, fix: str, test: TestPatch, *, backend: str | None = None) -> Reach:
     """The reach pass of ``test`` on base + ``fix`` (stored in the executor's store when complete); ``backend``:
     ``settrace`` forces the tracer of interpreters before 3.12 (the store is then neither read nor written)."""
-    if not runner_of(executor.settings.runner).reach_pass or executor.image is not None:
-        return Reach(complete=False, why=f"no reach pass with the {executor.settings.runner} runner"
+    if not runner_of(executor.settings.tests.runner).reach_pass or executor.image is not None:
+        return Reach(complete=False, why=f"no reach pass with the {executor.settings.tests.runner} runner"
                      + (" in Docker" if executor.image else ""))
     key = content_key(REACH_KIND, REACH_VERSION, executor.key(fix, test), text_key(PLUGIN.read_text()))
     store = executor.store if backend is None else None

@@ -241,7 +241,7 @@ class LLMMutator:
         ctx = fix_context(executor, fix)
         return self.build(ctx, (candidate, reference), pool, instance_id=executor.instance.instance_id,
                           problem_statement=executor.instance.problem_statement,
-                          test_patterns=executor.settings.test_patterns)
+                          test_patterns=executor.settings.tests.test_patterns)
 
     def build(self, ctx: FixContext, tests: tuple[TestPatch, TestPatch], pool: Pool, *,
               instance_id: str | None = None, problem_statement: str = "",

@@ -61,7 +61,7 @@ def fix_context(executor: InstanceExecutor, fix: str) -> FixContext:
     fixed = executor.post_images(fix)
     files = [FileChange(path, executor.base_file(path) or "", fixed[path] or "")
              for path in touched_files(fix) if fixed.get(path) is not None
-             and not is_test_path(path, executor.settings.test_patterns)]
+             and not is_test_path(path, executor.settings.tests.test_patterns)]
     return FixContext(files)
 
 
@@ -328,7 +328,7 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     chosen = {op: registry()[Operator(op)]() for op in operators}
     needs = recordings_needed(operators)
     inputs = OperatorInputs(ctx, base_file=executor.base_file,
-                            is_test_path=lambda path: is_test_path(path, executor.settings.test_patterns),
+                            is_test_path=lambda path: is_test_path(path, executor.settings.tests.test_patterns),
                             operators=tuple(Operator(op) for op in operators))
     generated: dict[Operator, list[RawMutant]] = {}
     for op, operator in chosen.items():

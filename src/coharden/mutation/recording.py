@@ -146,7 +146,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         shutil.copy(VALUES, plugin_dir / "coharden_recorder_values.py")
         shutil.copy(DECODE, plugin_dir / "coharden_recorder_decode.py")
         shutil.copy(SAME, plugin_dir / "coharden_recorder_same.py")
-        pytest_runner = runner_of(executor.settings.runner).loads_plugins
+        pytest_runner = runner_of(executor.settings.tests.runner).loads_plugins
         if not pytest_runner:  # the repository's own runner takes no -p plugin: start with the interpreter
             shutil.copy(START, plugin_dir / "sitecustomize.py")
         root = executor.workspace_root()
@@ -177,7 +177,7 @@ def _record_one(executor: InstanceExecutor, *, source_patch: str, test: TestPatc
         run = executor.run_raw(source_patch, test, extra_args=["-p", "coharden_recorder"] if pytest_runner else [],
                                readable=[plugin_dir], extra_env=env, instrument=instrument)
         if not os.path.lexists(out):  # the plugin opens it at start: it ran, even if no target was called
-            return f"the recorder did not start ({executor.settings.runner} runner){_last_lines(run.output)}"
+            return f"the recorder did not start ({executor.settings.tests.runner} runner){_last_lines(run.output)}"
         try:  # the test may have swapped it for a link to a host file or a fifo
             text = read_text(out, anchor=root, limit=RECORDS_LIMIT)
         except OSError as exc:

@@ -127,7 +127,7 @@ def fix_files(executor: InstanceExecutor, fix: str) -> dict[str, tuple[str, str]
     if not fix.strip():
         return {}
     post = executor.post_images(fix)
-    patterns = executor.settings.test_patterns
+    patterns = executor.settings.tests.test_patterns
     return {path: (executor.base_file(path) or "", post.get(path) or "") for path in touched_files(fix)
             if path.endswith(".py") and not is_test_path(path, patterns)}
 

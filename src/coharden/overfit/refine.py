@@ -162,7 +162,7 @@ def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: s
                 ) -> RefineResult:
     """Refine one (fix, test) pair on ``executor``'s instance (see the module docstring)."""
     instance = executor.instance
-    fix, test = split_pair(fix, test, executor.settings.test_patterns)
+    fix, test = split_pair(fix, test, executor.settings.tests.test_patterns)
     result = RefineResult(run=run, instance=instance.instance_id, stop_reason=STOP_ERROR, initial_fix=fix,
                           initial_test=test, fix=fix, test=test)
     variant = {"hide_test": config.hide_test, "extra_context": config.extra_context}

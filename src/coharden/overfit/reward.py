@@ -105,12 +105,12 @@ def _has_coverage(python: str) -> str | None:
 def check_backend(settings: Settings, backend: Backend, python: str | None = None) -> None:
     """Fail early, with what to do, when the test interpreter (``python``, else the settings') cannot measure
     with ``backend``."""
-    if settings.test_host != "local":
+    if settings.sandbox.test_host != "local":
         raise CoverageError(f"changed-line coverage needs local test processes (test_host is "
-                            f"{settings.test_host!r}): the "
+                            f"{settings.sandbox.test_host!r}): the "
                             "line-coverage plugin and its output live on this machine")
     if backend == "coverage":
-        problem = _has_coverage(python or settings.python)
+        problem = _has_coverage(python or settings.environment.python)
         if problem:
             raise CoverageError(f"{problem}; install it there (pip install 'coverage>=7,<8') or pass "
                                 "--coverage-backend settrace (a stdlib line tracer)")
@@ -118,9 +118,9 @@ def check_backend(settings: Settings, backend: Backend, python: str | None = Non
 
 def coverage_settings(settings: Settings, backend: Backend) -> Settings:
     """``settings`` with coverage.py preloaded by the fork server (importing it costs ~0.25 s per run)."""
-    if backend != "coverage" or "coverage" in settings.preload:
+    if backend != "coverage" or "coverage" in settings.server.preload:
         return settings
-    return settings.model_copy(update={"preload": [*settings.preload, "coverage"]})
+    return settings.with_overrides(preload=[*settings.server.preload, "coverage"])
 
 
 def evaluate_pair(executor: InstanceExecutor, fix: str, test: str, *, backend: Backend = "coverage") -> PairEvaluation:
@@ -130,7 +130,7 @@ def evaluate_pair(executor: InstanceExecutor, fix: str, test: str, *, backend: B
     other side is dropped, as the SWE-bench / SWT-bench harnesses do). Verdicts and coverage runs are cached in
     the executor's store.
     """
-    patterns = executor.settings.test_patterns
+    patterns = executor.settings.tests.test_patterns
     try:
         source, _ = split_patch(fix, patterns)
         _, test_part = split_patch(test, patterns)

@@ -89,7 +89,7 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
         tests = [specs[n] for n in names]
         # the golden test against itself on this pool: a copy runs beside the graded tests (not one of them)
         copy = [golden_copy(main, specs[GOLDEN])] if GOLDEN in specs else []
-        golden_fix = check_fix(inst.patch, study.settings.test_patterns)
+        golden_fix = check_fix(inst.patch, study.settings.tests.test_patterns)
         mark = time.monotonic()
         mpe = study.config.mpe
         ctx = fix_context(main, golden_fix)
@@ -104,7 +104,7 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
             other = next((specs[n] for n in names if n != GOLDEN), specs[GOLDEN])
             report = study.llm_mutator.build(ctx, (other, specs[GOLDEN]), pool, instance_id=iid,
                                              problem_statement=inst.problem_statement,
-                                             test_patterns=study.settings.test_patterns)
+                                             test_patterns=study.settings.tests.test_patterns)
             row["llm_seconds"] = time.monotonic() - mark
             row["llm_pool"] = report.to_dict(volatile=False)
         mark = time.monotonic()

@@ -94,8 +94,9 @@ class RealBugsStudy:
         self.settings = settings
         self.store = store
         self.config = config
-        self.env = test_environment_id(settings, settings.python) + " " + " ".join(settings.pytest_args)
-        self._bytecode = [Bytecode(settings.python, config.bytecode) for _ in range(max(1, config.workers))]
+        self.env = (test_environment_id(settings, settings.environment.python) + " "
+                    + " ".join(settings.tests.pytest_args))
+        self._bytecode = [Bytecode(settings.environment.python, config.bytecode) for _ in range(max(1, config.workers))]
         self._checkouts = [Checkout(keep=KEEP, on_move=b) for b in self._bytecode]
         self._spec: dict[str, tuple[Settings, str]] = {}  # instance id -> settings, environment id
         self._team: tuple[str, ExecutorPool] | None = None
@@ -142,8 +143,8 @@ class RealBugsStudy:
                 settings = auto_spec_settings(instance, repo, base)
             except CoHardenError as exc:  # a failed build: every step of the instance says so, a rerun retries
                 raise RepoError(f"environment of {instance.instance_id}: {exc}") from exc
-            self._spec[key] = (settings, test_environment_id(settings, settings.python) + " "
-                               + " ".join(settings.pytest_args))
+            self._spec[key] = (settings, test_environment_id(settings, settings.environment.python) + " "
+                               + " ".join(settings.tests.pytest_args))
         return self._spec[key]
 
     def team(self, instance: Instance) -> ExecutorPool:
@@ -155,7 +156,7 @@ class RealBugsStudy:
         repo = resolve_repo(instance, self.settings.repos_dir)
         settings, _ = self.settings_for(instance)
         for bytecode in self._bytecode:  # compiled by the interpreter that will load it
-            bytecode.python = settings.python
+            bytecode.python = settings.environment.python
         team = ExecutorPool(executors=[InstanceExecutor(instance, repo, settings, self.store, checkout=checkout)
                                        for checkout in self._checkouts])
         # the other workers start their fork servers while the first runs the instance's own steps
@@ -224,7 +225,7 @@ class RealBugsStudy:
         def body(row: dict[str, Any]) -> None:
             ex = self.executor(inst)
             golden = ex.golden_test()
-            fix = check_fix(inst.patch, self.settings.test_patterns)
+            fix = check_fix(inst.patch, self.settings.tests.test_patterns)
             f2p = fail_to_pass(ex, golden, fix)
             row.update(test_ids=golden.ids, buggy=verdict_json(f2p.buggy), fixed=verdict_json(f2p.fixed),
                        fail_to_pass=f2p.fail_to_pass)
@@ -259,7 +260,7 @@ class RealBugsStudy:
             ex = team.executors[0]
             golden = ex.golden_test()
             copy = golden_copy(ex, golden)
-            fix = check_fix(inst.patch, self.settings.test_patterns)
+            fix = check_fix(inst.patch, self.settings.tests.test_patterns)
             mark = time.monotonic()
             bare = ex.run_raw(fix, golden)
             row["bare_test_seconds"] = bare.duration

@@ -36,8 +36,8 @@ def _draw(config: StudyConfig) -> str:
 
 def _warm_up(settings: Settings, config: StudyConfig, repos: Sequence[str]) -> str:
     """What the fork servers preload: the settings' modules, or the study's per-repository defaults."""
-    if settings.preload or not config.warm_defaults:
-        return ", ".join(settings.preload) or "-"
+    if settings.server.preload or not config.warm_defaults:
+        return ", ".join(settings.server.preload) or "-"
     named = [f"{', '.join(WARM_UP[r]['preload'])} for {r.split('/')[1]}" for r in repos if r in WARM_UP]
     return "; ".join(named) or "-"
 
@@ -135,14 +135,15 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
     output.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows, data, config.systems, config.mpe.tau)
     made = plots(summary, output, config.systems)
-    env = ["", "spec environments", "per instance"] if data.spec_envs else environment_id(settings.python).split()
+    env = (["", "spec environments", "per instance"] if data.spec_envs
+           else environment_id(settings.environment.python).split())
     repos = sorted({data.instances[i].repo for i in data.study_ids})
     settings_text = [
         f"data: the data directory's files ({len(data.study_ids)} study instances = `{data.env_field}` in "
         f"`{data.env_source}` and in SWT-bench Verified; repositories: {', '.join(repos) or '-'})",
         f"test interpreter: Python {env[1]}, pytest {env[2] if len(env) > 2 else '?'}; "
-        f"timeout {settings.timeout:.0f} s, memory limit {settings.memory_mb} MB, fork server "
-        f"{'on' if settings.fork_server else 'off'} (preload {_warm_up(settings, config, repos)})",
+        f"timeout {settings.sandbox.timeout:.0f} s, memory limit {settings.sandbox.memory_mb} MB, fork server "
+        f"{'on' if settings.server.fork_server else 'off'} (preload {_warm_up(settings, config, repos)})",
         f"mutant pool: mechanical operators {', '.join(config.mpe.operators)}; "
         f"{_draw(config)} (seed {config.mpe.seed}); tau = {config.mpe.tau}; split: {config.split} "
         f"({split_rule()}); "

@@ -86,10 +86,10 @@ def run_configuration(config: TableConfig, settings: Settings, data: TableData) 
     from coharden.execution.verdict_cache import environment_id
 
     mpe = config.study.mpe
-    if data.spec_envs and settings.python == sys.executable:  # auto_spec_settings: no --python override
+    if data.spec_envs and settings.environment.python == sys.executable:  # auto_spec_settings: no --python override
         environment = "spec environments (envcheck)"
     else:  # the interpreter's versions, not its path: the same configuration on every machine
-        environment = "python {} pytest {}".format(*environment_id(settings.python).split()[1:3])
+        environment = "python {} pytest {}".format(*environment_id(settings.environment.python).split()[1:3])
     shown = {"tau": mpe.tau, "confidence": mpe.confidence, "paper_classes": mpe.paper_classes,
              "sequential": mpe.is_sequential, "per_operator": None if mpe.is_sequential else mpe.per_operator,
              "max_mutants": mpe.max_mutants if mpe.is_sequential else None, "seed": mpe.seed,
@@ -97,7 +97,7 @@ def run_configuration(config: TableConfig, settings: Settings, data: TableData) 
              "environment": environment}
     key = hashlib.sha256(json.dumps([SCHEMA, mpe.cache_key(), environment], sort_keys=True, default=str)
                          .encode()).hexdigest()[:12]
-    return {**shown, "workers": config.study.workers, "timeout": settings.timeout, "key": key}
+    return {**shown, "workers": config.study.workers, "timeout": settings.sandbox.timeout, "key": key}
 
 
 # --- the dataset file ----------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def run_table(data: TableData, settings: Settings, config: TableConfig, dataset:
                                                    "ids": None, "split": "all", "report_only": False})
 
     def arrived(iid: str, steps: dict[str, list[dict[str, Any]]]) -> None:
-        rows = instance_rows(data, iid, steps, run, settings.test_patterns)
+        rows = instance_rows(data, iid, steps, run, settings.tests.test_patterns)
         result.written += dataset.append(rows)
         result.ran.append(iid)
         if progress:

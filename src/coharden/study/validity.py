@@ -130,11 +130,11 @@ def write_dataset(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 
 
 def _environment(inputs: ValidityInputs, settings: Settings) -> str:
-    if inputs.table.spec_envs and settings.python == sys.executable:
+    if inputs.table.spec_envs and settings.environment.python == sys.executable:
         return "spec environments (envcheck)"
     from coharden.execution.verdict_cache import environment_id
 
-    return "python {} pytest {}".format(*environment_id(settings.python).split()[1:3])
+    return "python {} pytest {}".format(*environment_id(settings.environment.python).split()[1:3])
 
 
 def join_table(rows: Sequence[dict[str, Any]], table_path: Path, unit: str = "behaviours"
@@ -266,7 +266,7 @@ def run_instance(study: RealBugsStudy, inputs: ValidityInputs, iid: str, progres
     """The rows of one instance: its golden test verified here, then every test on every wrong fix and, when one
     counts, on every correct alternative fix."""
     def instance_row(inputs: ValidityInputs, iid: str, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
-        return _instance_row(inputs, iid, status, reason, timeout=study.settings.timeout, **extra)
+        return _instance_row(inputs, iid, status, reason, timeout=study.settings.sandbox.timeout, **extra)
 
     verify = study.verify(iid)
     if verify is None:
@@ -356,7 +356,7 @@ def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityCon
     if on_plan:
         on_plan(len(todo))
     run_row = {"row": "run", "schema": SCHEMA, "table": inputs.table_source, "environment": environment,
-               "timeout": settings.timeout, "revision": source_revision(), "fix_counts": inputs.fixes.counts,
+               "timeout": settings.sandbox.timeout, "revision": source_revision(), "fix_counts": inputs.fixes.counts,
                "notes": inputs.notes + inputs.table.notes}
 
     def write() -> None:

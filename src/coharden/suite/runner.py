@@ -136,7 +136,7 @@ class KillOracle:
         self.store = store
         self.workers = max(1, workers)
         self.suite_rel = f"{SUITE_DIR}/test_{self.module.stem}.py"
-        self.mutant_timeout = settings.timeout
+        self.mutant_timeout = settings.sandbox.timeout
         self._tmp: Path | None = None
         self._pool: queue.Queue[RunSite] = queue.Queue()
         self._all: list[RunSite] = []
@@ -155,13 +155,13 @@ class KillOracle:
                 (root / SUITE_DIR).mkdir(exist_ok=True)
                 # the executor's run site: a warm fork server started on first use and again after a mutant
                 # killed it (a fresh process per run where none starts), in the same sandbox builder's confinement
-                site = RunSite(root, self.settings.python, self.settings, self._confinement(root))
+                site = RunSite(root, self.settings.environment.python, self.settings, self._confinement(root))
                 self._all.append(site)
                 self._pool.put(site)
         except BaseException:
             self.close()
             raise
-        self._env_id = f"{self.settings.python}|{self.settings.pytest_args}|{self.module_rel}"
+        self._env_id = f"{self.settings.environment.python}|{self.settings.tests.pytest_args}|{self.module_rel}"
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -176,8 +176,8 @@ class KillOracle:
             store_dir = self.store.path.resolve().parent
             if store_dir != root and store_dir not in root.parents and root not in store_dir.parents:
                 hidden = (store_dir,)
-        confine = run_confinement(self.settings, writable=(root,), hidden=hidden)
-        require_confinement(self.settings.network, confine, self.settings.allow_weak_sandbox)
+        confine = run_confinement(self.settings.sandbox, writable=(root,), hidden=hidden)
+        require_confinement(self.settings.sandbox.network, confine, self.settings.sandbox.allow_weak_sandbox)
         return confine
 
     def close(self) -> None:
@@ -197,7 +197,7 @@ class KillOracle:
         """Run the suite (or only ``tests``: names like ``test_x`` / ``TestC::test_y``) on ``module_source``."""
         if not self._all:
             raise RuntimeError("KillOracle is not open")
-        limit = timeout or self.settings.timeout
+        limit = timeout or self.settings.sandbox.timeout
         key = self._key(module_source, suite, tests)
         if use_cache and self.store is not None:
             stored = self.store.get_record(SUITE_RUN, key)
@@ -229,7 +229,7 @@ class KillOracle:
             detail = result.reason or ", ".join(result.failed[:5])
             raise CoHardenError(f"baseline: the suite does not pass on the original module ({result.status.value}: "
                                 f"{detail})")
-        self.mutant_timeout = min(self.settings.timeout,
+        self.mutant_timeout = min(self.settings.sandbox.timeout,
                                   result.duration * self.TIMEOUT_MULTIPLIER + self.TIMEOUT_CONSTANT)
         return result
 

@@ -29,7 +29,7 @@ def second_lane_wanted(settings: Settings) -> bool:
     second one. With a worker per core the lane only doubles the processes per core and starts a second fork
     server per worker that must import the project again (measured on sympy-24066, 2 cores: MPE with 2 workers
     took 17.6 s with lanes, 13.3 s without)."""
-    return settings.test_lanes > 1 and settings.workers * 2 <= (os.cpu_count() or 1)
+    return settings.server.test_lanes > 1 and settings.workers * 2 <= (os.cpu_count() or 1)
 
 
 class SecondLane:

@@ -41,9 +41,9 @@ class WarmPlan:
         for test in tests:
             paths = set(test.files) or set(touched_files(test.patch))
             volatile |= paths
-            base = base and all(is_test_path(p, self.settings.test_patterns) for p in paths)
+            base = base and all(is_test_path(p, self.settings.tests.test_patterns) for p in paths)
         optional = self.test_imports()
-        return {"modules": list(self.settings.warm_imports), "optional": optional,
+        return {"modules": list(self.settings.server.warm_imports), "optional": optional,
                 "key": f"{self.key} {' '.join(optional)}", "volatile": sorted(volatile), "base": base}
 
     def test_imports(self) -> list[str]:
@@ -60,7 +60,7 @@ class WarmPlan:
                         sources += [line.value.strip() for hunk in patched for line in hunk if line.is_added]
             except CoHardenError:
                 pass
-            self._test_modules = project_imports(sources, {m.split(".")[0] for m in self.settings.warm_imports})
+            self._test_modules = project_imports(sources, {m.split(".")[0] for m in self.settings.server.warm_imports})
         return self._test_modules
 
 
