@@ -5,13 +5,17 @@
 (:class:`SandboxSettings`: the limits and confinement of a test process, and where it runs), ``server``
 (:class:`ServerSettings`: the fast path's switches), ``tests`` (:class:`TestSettings`: which files are tests and
 how they are run), ``environment`` (:class:`EnvironmentSettings`: the test interpreter and what a spec environment
-sets) and ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...); the
+sets), ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...), ``llm``
+(:class:`LLMSettings`: how a model is reached) and ``engine`` (:class:`EngineSettings`: where batch jobs run); the
 run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A section is ``[tool.coharden.sandbox]``,
 ``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one section takes that section.
 
 The flat keys of older files (``timeout``, ``fork_server``, ...) still read everywhere: config files, ``-c
 timeout=60``, ``Settings(timeout=20)`` and ``with_overrides(fork_server=False)`` (:func:`sectioned` moves each
-into its section). A command's MPE flags are folded over ``mpe`` by ``cli.mpe_options.MPEOptions.config``."""
+into its section). A command's MPE flags are folded over ``mpe`` by ``cli.mpe_options.MPEOptions.config``.
+
+Size: over 400 lines because every setting has its one home here (CONTRIBUTING, code rule 2): the sections, how
+older keys read, and how files and ``-c`` merge into one :class:`Settings`."""
 
 from __future__ import annotations
 
@@ -349,25 +353,6 @@ def _known(override: dict[str, Any], spec: str) -> dict[str, Any]:
         raise CoHardenError(f"-c {spec!r}: no such setting {named!r} ({where}: "
                             f"{', '.join(sorted(shown))}{hint})")
     return override
-def setting_keys() -> list[tuple[str, str, Any, str]]:
-    """Every ``-c`` key: (dotted key, type, default, description), from the models themselves."""
-    rows: list[tuple[str, str, Any, str]] = []
-    for name, field in Settings.model_fields.items():
-        section = SECTIONS.get(name)
-        if section is None:
-            rows.append((name, _type_name(field.annotation), field.get_default(call_default_factory=True),
-                         field.description or ""))
-            continue
-        for sub, subfield in section.model_fields.items():
-            rows.append((f"{name}.{sub}", _type_name(subfield.annotation),
-                         subfield.get_default(call_default_factory=True), subfield.description or ""))
-    return rows
-
-
-def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    return text or str(annotation).replace("typing.", "").replace("pathlib.", "").replace(
-        "coharden.schema.mutant.", "")
 
 
 def _read_file(config_file: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """``coharden config keys``: every setting ``-c KEY=VALUE`` and a config file accept, with its type, default
-and description, read from the settings models themselves (:func:`coharden.config.setting_keys`), so that no
+and description, read from the settings models themselves (:func:`setting_keys`), so that no
 key is described twice."""
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ def config_keys(
     (here, now: some depend on the machine and $COHARDEN_CACHE) and meaning."""
     from rich.table import Table
 
-    from coharden.config import setting_keys
     from coharden.escaping import for_rich as esc
 
     rows = [row for row in setting_keys() if prefix is None or row[0].startswith(prefix)]
@@ -48,3 +47,26 @@ def config_keys(
     for key, kind, default, text in rows:
         table.add_row(esc(key), esc(kind), esc(json.dumps(_shown(default))), esc(text))
     console.print(table)
+
+
+def setting_keys() -> list[tuple[str, str, Any, str]]:
+    """Every ``-c`` key: (dotted key, type, default, description), from the models themselves."""
+    from coharden.config import SECTIONS, Settings
+
+    rows: list[tuple[str, str, Any, str]] = []
+    for name, field in Settings.model_fields.items():
+        section = SECTIONS.get(name)
+        if section is None:
+            rows.append((name, _type_name(field.annotation), field.get_default(call_default_factory=True),
+                         field.description or ""))
+            continue
+        for sub, subfield in section.model_fields.items():
+            rows.append((f"{name}.{sub}", _type_name(subfield.annotation),
+                         subfield.get_default(call_default_factory=True), subfield.description or ""))
+    return rows
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    return text or str(annotation).replace("typing.", "").replace("pathlib.", "").replace(
+        "coharden.schema.mutant.", "")
