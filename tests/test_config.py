@@ -11,6 +11,7 @@ import pytest
 
 from coharden.config import (
     FLAT_KEYS,
+    FLAT_SECTIONS,
     SECTIONS,
     EnvironmentSettings,
     SandboxSettings,
@@ -35,9 +36,10 @@ def _same(a: Settings, b: Settings) -> bool:
 
 
 def test_every_field_has_one_section_and_no_flat_field_is_left() -> None:
-    assert set(SECTIONS) == {"sandbox", "server", "tests", "environment"}
-    assert set(SECTIONS) | {"mpe", "store", "cache_dir", "repos_dir", "workers"} == Settings.model_fields.keys()
-    assert len(FLAT_KEYS) == sum(len(m.model_fields) for m in SECTIONS.values())  # no key in two sections
+    assert set(FLAT_SECTIONS) == {"sandbox", "server", "tests", "environment"}
+    assert set(SECTIONS) == set(FLAT_SECTIONS) | {"mpe", "llm", "engine"}
+    assert set(SECTIONS) | {"store", "cache_dir", "repos_dir", "workers"} == Settings.model_fields.keys()
+    assert len(FLAT_KEYS) == sum(len(m.model_fields) for m in FLAT_SECTIONS.values())  # no key in two sections
     assert (SECTIONS["sandbox"], SECTIONS["server"], SECTIONS["tests"], SECTIONS["environment"]) == (
         SandboxSettings, ServerSettings, TestSettings, EnvironmentSettings)
 

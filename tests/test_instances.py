@@ -111,7 +111,7 @@ def _local_instance_dir(root: Path) -> Path:
     directory = root / "calc-bug"
     write_files(directory / "project", CALC_FILES)
     # patches are made in a scratch git copy of the project
-    from conftest import make_repo
+    from tests.conftest import make_repo
 
     scratch, _ = make_repo(root / "scratch", CALC_FILES)
     (directory / "fix.diff").write_text(make_patch(scratch, CALC_FIX))

@@ -510,7 +510,7 @@ def test_cli_agent_with_the_default_agent_and_a_user_skill(serve, tmp_path, monk
         "--llm-store", str(tmp_path / "calls.sqlite"), "--json"])
 
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     assert (summary["exit_status"], summary["accepted"], summary["agent"]) == ("Submitted", True, "mini-swe-agent")
     assert summary["critic_scores"] == [1.0]
     preds = json.loads((out / "preds.json").read_text())
@@ -538,9 +538,9 @@ def test_cli_agent_with_an_external_command(tmp_path, monkeypatch) -> None:  # t
     bad_iterations = CliRunner().invoke(app, [*args, "--command", "true", "--max-iterations", "0"])
 
     assert rejected.exit_code == 1, rejected.output
-    assert json.loads(rejected.output)["exit_status"] == "CriticRejected"
+    assert json.loads(rejected.stdout)["exit_status"] == "CriticRejected"
     assert accepted.exit_code == 0, accepted.output
-    assert json.loads(accepted.output)["cost_usd"] is None
+    assert json.loads(accepted.stdout)["cost_usd"] is None
     assert bad_mode.exit_code == 2
     assert "--mode: 'tests' (known: test-only, fix-only, joint)" in bad_mode.output
     assert bad_iterations.exit_code == 2

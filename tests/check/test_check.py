@@ -371,7 +371,7 @@ def test_the_overlay_takes_the_generated_modules_of_the_fixed_packages_only(tmp_
                        "tiny/wip.py": "x = 1\n"})
     settings = checked_settings(read_change(repo, "HEAD", ["tests/"]),
                                 Settings(python=sys.executable, cache_dir=tmp_path / "cache"))
-    assert settings.env_overlay is not None
-    assert sorted(p.relative_to(settings.env_overlay).as_posix()
-                  for p in settings.env_overlay.rglob("*") if p.is_file()) == ["tiny/_version.py"]
-    assert len(settings.env_fingerprint) == 64
+    assert settings.environment.env_overlay is not None
+    assert sorted(p.relative_to(settings.environment.env_overlay).as_posix()
+                  for p in settings.environment.env_overlay.rglob("*") if p.is_file()) == ["tiny/_version.py"]
+    assert len(settings.environment.env_fingerprint) == 64

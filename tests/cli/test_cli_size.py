@@ -71,7 +71,7 @@ def test_the_old_flag_and_its_key_give_the_same_settings(capsys: pytest.CaptureF
     assert capsys.readouterr().err.count("deprecated") == 6
     assert load_settings(old.params["config"]) == load_settings(new.params["config"])
     settings = load_settings(old.params["config"])
-    assert (settings.mpe.seed, settings.llm.mode, settings.pass_env, settings.engine.executor) == \
+    assert (settings.mpe.seed, settings.llm.mode, settings.sandbox.pass_env, settings.engine.executor) == \
         (7, "replay", ["HOME", "LANG"], "ray")
 
 
@@ -98,7 +98,7 @@ def test_help_points_to_the_keys_and_config_keys_lists_them() -> None:
     assert "coharden config keys" in help_text
     assert "--tau" in help_text  # an old flag, named among those still read
     listed = runner.invoke(app, ["config", "keys", "--json"]).stdout
-    for key in ("timeout", "mpe.tau", "mpe.prefer_exercised", "llm.mode", "engine.executor"):
+    for key in ("sandbox.timeout", "mpe.tau", "mpe.prefer_exercised", "llm.mode", "engine.executor"):
         assert f'"key": "{key}"' in listed
 
 

@@ -526,17 +526,17 @@ def test_cli_reproduce_check_and_mine(bug_repo: tuple[Path, str, str], tmp_path:
     accepted = runner.invoke(app, [*common, "--test", str(good), "--expect-exception", "ZeroDivisionError",
                                    "--json"])
     assert accepted.exit_code == 0, accepted.output
-    assert json.loads(accepted.output)["accepted"] is True
+    assert json.loads(accepted.stdout)["accepted"] is True
     rejected = runner.invoke(app, [*common, "--test", str(bad)])
     assert rejected.exit_code == 1
     assert "rejected" in rejected.output
     # its source says ValueError, the buggy code raises ZeroDivisionError
     named = runner.invoke(app, [*common, "--test", str(good), "--expect-exception", "ValueError", "--json"])
     assert named.exit_code == 1, named.output
-    assert any(r.startswith("expected_failure:") for r in json.loads(named.output)["reasons"])
+    assert any(r.startswith("expected_failure:") for r in json.loads(named.stdout)["reasons"])
     out = tmp_path / "mined.jsonl"
     mined = runner.invoke(app, ["reproduce", "mine", str(FIXTURES / "mining_export.json"), "-o", str(out),
                                 "--json"], env={"COHARDEN_LLM_MODEL": ""})
     assert mined.exit_code == 0, mined.output
-    assert json.loads(mined.output)["records"] == 2
+    assert json.loads(mined.stdout)["records"] == 2
     assert len(out.read_text().splitlines()) == 2

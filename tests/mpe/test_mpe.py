@@ -407,7 +407,7 @@ def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None
     result = runner.invoke(app, ["mpe", str(inst_dir), "--test", "lax", "--json", "--store", store,
                                  "--operators", "behavior_substitution,input_specific_shortcut", "--paper-classes"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["test_class"] == "Lax"
     assert data["counted"] == "mutants"
     assert data["behaviours"] is None
@@ -610,7 +610,7 @@ def test_no_admissible_mutant_is_inconclusive_with_its_reason(project: dict[str,
     result = runner.invoke(app, ["mpe", str(inst_dir), "--store", store, "--operators", "symptom_suppression",
                                  "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["test_class"] == "Inconclusive"
     assert data["interval"] is None
     result = runner.invoke(app, ["mpe", str(inst_dir), "--store", store, "--operators", "symptom_suppression"])

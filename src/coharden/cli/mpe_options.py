@@ -173,7 +173,7 @@ class MPEOptions:
         operator instead."""
         from pydantic import ValidationError
 
-        from coharden.schema.mpe_config import MPEConfig
+        from coharden.schema.mpe_config import DEFAULT_MAX_MUTANTS, MPEConfig
 
         base = settings.mpe
         chosen: dict[str, Any] = {"workers": workers, "mechanical": mechanical, "llm": llm_model}
@@ -190,7 +190,11 @@ class MPEOptions:
             chosen["implied"] = False
         if self.per_operator is not None or self.paper_classes:
             chosen["sequential"] = False
-        check_estimate(chosen.get("confidence", base.confidence), self.max_mutants,
+        # a cap the user gave: the flag, or -c mpe.max_mutants / a config file away from its default (the
+        # settings' fields are all "set" once copied, so the default is what tells)
+        cap = self.max_mutants if self.max_mutants is not None else (
+            base.max_mutants if base.max_mutants != DEFAULT_MAX_MUTANTS else None)
+        check_estimate(chosen.get("confidence", base.confidence), cap,
                        fixed=not chosen.get("sequential", base.sequential) or chosen.get("paper_classes", False),
                        operators=len(operators))
         try:
