@@ -15,8 +15,17 @@ import pytest
 
 from coharden.patches import make_patch
 from coharden.study.table import Dataset, latest_rows
+from coharden.study.table_report import render
 from coharden.study.table_rows import grade_fields, instance_rows
-from coharden.study.table_summary import assertflip_agreement, assertflip_lax, coverage, scaling, summarize_table
+from coharden.study.table_summary import (
+    assertflip_agreement,
+    assertflip_lax,
+    coverage,
+    pool_figures,
+    scaling,
+    smallest_deciding_pool,
+    summarize_table,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PATTERNS = ["test_*.py", "*_test.py", "tests/", "testing/"]
@@ -123,6 +132,35 @@ def test_the_dataset_is_appended_the_last_row_wins_and_a_cut_line_is_dropped(tmp
     assert all(json.loads(line) for line in lines)
 
 
+def test_pool_figures_say_what_the_pool_gave_and_why_tests_stayed_borderline() -> None:
+    rows = [_graded(f"p-{i}", "Otter", cls, lax, admissible=adm, behaviours=beh, implausible=imp, pool=adm + imp,
+                    undecided=why, plausibility={"measured": True})
+            for i, (cls, lax, adm, beh, imp, why) in enumerate([
+                ("Borderline", 0.0, 11, 2, 1, "pool_too_small"), ("Borderline", 0.5, 120, 6, 23, "cap"),
+                ("Lax", 0.6, 40, 5, 0, None), ("Rigorous", 0.0, 31, 20, 3, None)])]
+    rows.append(_graded("p-9", "Otter", "Misaligned", None, f2p=False))  # not F->P: not a pool figure
+    pool = pool_figures(rows)
+    assert pool is not None
+    assert (pool["tests"], pool["plausibility_measured"]) == (4, 4)
+    assert pool["admissible"] == {"median": 35.5, "min": 11, "max": 120}
+    assert pool["behaviours"] == {"median": 5.5, "min": 2, "max": 20}
+    assert (pool["borderline"]["hits"], pool["borderline"]["total"]) == (2, 4)
+    assert pool["undecided"] == {"cap": 1, "pool_too_small": 1}
+    report = render(summarize_table(rows), None, "table.jsonl")
+    assert "distinct behaviours 5.5 (2 to 20)" in report
+    assert "`pool_too_small` 1" in report
+    assert pool_figures([r for r in rows if not r.get("fail_to_pass")]) is None
+
+
+def test_smallest_deciding_pool_is_where_zero_of_n_falls_below_tau() -> None:
+    from coharden.schema.estimate import clopper_pearson
+
+    n = smallest_deciding_pool(0.202)
+    assert n == 17  # the paper's tau at 95 %
+    assert clopper_pearson(0, n)[1] < 0.202 <= clopper_pearson(0, n - 1)[1]
+    assert smallest_deciding_pool(0.5) < n < smallest_deciding_pool(0.1)
+
+
 # --- the summary (hand-made rows) --------------------------------------------------------------------------
 
 def _graded(iid: str, system: str, cls: str, laxity: float | None, *, f2p: bool = True, **extra: Any
@@ -171,6 +209,11 @@ def test_summary_shares_agreement_lax_share_coverage_and_scaling() -> None:
     assert lax["published_f2p"]["n"] == 2
     assert lax["paper"]["hits"] == 121
     assert lax["paper"]["total"] == 198
+    pool = pool_figures(rows)
+    assert pool is not None
+    assert pool["tests"] == 3
+    assert pool["behaviours"] is None  # rows of a pool from before behaviours were counted
+    assert pool["undecided"] == {"straddles tau": 1}
     cov = coverage(rows)["all"]
     assert (cov["instances"], cov["reachable"], cov["verified"], cov["done"], cov["pending"]) == (9, 8, 7, 6, 1)
     # the figure's bins are even tenths (the table's edges, with tau on one, have unequal widths)

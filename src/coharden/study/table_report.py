@@ -88,6 +88,8 @@ def render(summary: dict[str, Any], figure: str | None, dataset: str) -> str:
     out += _repository_section(summary["per_repo"])
     if summary.get("assertflip"):
         out += _assertflip_section(summary["assertflip"])
+    if summary.get("pool"):
+        out += _pool_section(summary["pool"])
     out += _scaling_section(summary["scaling"])
     out += _configuration_section(summary)
     return "\n".join(out)
@@ -112,6 +114,23 @@ def _coverage_section(summary: dict[str, Any]) -> list[str]:
     out += ["What a row's status means:", ""] + [f"- `{k}`: {v}" for k, v in STATUS_MEANING.items()
                                                  if k in summary["statuses"]] + [""]
     return out
+
+
+def _pool_section(pool: dict[str, Any]) -> list[str]:
+    def spread(entry: dict[str, Any] | None) -> str:
+        return f"{entry['median']:g} ({entry['min']} to {entry['max']})" if entry else "not measured"
+
+    reasons = ", ".join(f"`{k}` {v}" for k, v in sorted(pool["undecided"].items())) or "none"
+    counted = ", ".join(f"{k} {v}" for k, v in sorted(pool["counted"].items()))
+    return ["## The mutant pool", "",
+            f"Over the {pool['tests']} F->P tests of {pool['instances']} instances (every system), per test: "
+            f"admissible mutants {spread(pool['admissible'])} (plausible ones only on the "
+            f"{pool['plausibility_measured']} tests whose pool measured plausibility), distinct behaviours "
+            f"{spread(pool['behaviours'])}, implausible mutants left out {spread(pool['implausible'])}, pool "
+            f"{spread(pool['pool'])} (median, range). A test that rejects every admissible unit is Rigorous only "
+            f"when it rejected at least {pool['deciding_pool']} (the interval's upper end below tau "
+            f"{pool['tau']}); laxity counted over {counted}. Borderline "
+            f"{share_cell(pool['borderline'])}; why each stayed undecided: {reasons}.", ""]
 
 
 def _systems_section(systems: dict[str, Any]) -> list[str]:

@@ -162,6 +162,39 @@ def assertflip_lax(rows: Sequence[dict[str, Any]], system: str = "AssertFlip") -
             "paper": share(*PAPER_ASSERTFLIP_LAX)}
 
 
+def smallest_deciding_pool(tau: float, confidence: float = 0.95) -> int:
+    """How many admissible units a test must reject, all of them, before its interval lies below ``tau``: the
+    smallest pool that can call any test Rigorous (17 at the paper's tau 0.202 and 95 %)."""
+    n = 1
+    while clopper_pearson(0, n, confidence)[1] >= tau:
+        n += 1
+    return n
+
+
+def pool_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the mutant pool gave the F->P tests (every system): plausible admissible mutants, distinct
+    behaviours and implausible mutants per test (medians and ranges), and the Borderline share with why each
+    Borderline test stayed undecided (``pool_too_small``, ``cap``, ...). None without a graded F->P test."""
+    f2p = [r for r in rows if r["status"] == "graded" and r.get("fail_to_pass")]
+    if not f2p:
+        return None
+    tau = f2p[0]["config"].get("tau", PAPER_TAU)
+
+    def spread(field: str) -> dict[str, Any] | None:  # None: no row measured it (rows of an older pool)
+        values = sorted(int(r[field] or 0) for r in f2p if field in r)
+        return {"median": stats.median(values), "min": values[0], "max": values[-1]} if values else None
+
+    borderline = [r for r in f2p if r.get("class") == "Borderline"]
+    return {"tests": len(f2p), "instances": len({r["instance_id"] for r in f2p}),
+            "admissible": spread("admissible"), "behaviours": spread("behaviours"),
+            "implausible": spread("implausible"), "pool": spread("pool"),
+            "plausibility_measured": sum(1 for r in f2p if (r.get("plausibility") or {}).get("measured")),
+            "counted": dict(Counter(str(r.get("counted") or "mutants") for r in f2p)),
+            "borderline": share(len(borderline), len(f2p)),
+            "undecided": dict(Counter(str(r.get("undecided") or "straddles tau") for r in borderline)),
+            "deciding_pool": smallest_deciding_pool(tau), "tau": tau}
+
+
 def scaling(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The cost of the whole table on paper: (instances x systems) pairs x the median cost of one pair, plus one
     golden check per instance, over a number of cores; beside what the dataset's rows measured."""
@@ -212,6 +245,7 @@ def summarize_table(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "assertflip": {"agreement": assertflip_agreement(rows), "lax": assertflip_lax(rows)}
         if any(r["system"] == "AssertFlip" for r in rows) else None,
         "scaling": scaling(rows),
+        "pool": pool_figures(rows),
         "configs": configs,
         "versions": dict(Counter(f"{r['coharden'].get('version')} ({r['coharden'].get('revision') or '?'})"
                                  for r in rows)),
