@@ -55,6 +55,16 @@ def split_documentation(fix: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """The test a check compares with: what ``--reference`` said (a patch file or a revision), its name in the
+    report, and its test patch."""
+
+    given: str
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
 class CommitChange:
     """What one check reads from the repository."""
 

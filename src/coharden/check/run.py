@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from coharden.check import stored
-from coharden.check.commit import CheckError, CommitChange, instance_of, test_part
+from coharden.check.commit import CheckError, CommitChange, Reference, instance_of, test_part
 from coharden.check.generated import overlay
 from coharden.check.interpreter import import_roots, probe
 from coharden.check.report import CheckReport, Survivor
@@ -24,16 +23,6 @@ from coharden.schema.estimate import Estimate
 from coharden.schema.matrix import NEEDS_NETWORK, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.verdict import Verdict
-
-
-@dataclass(frozen=True)
-class Reference:
-    """The test a check compares with: what ``--reference`` said (a patch file or a revision), its name in the
-    report, and its test patch."""
-
-    given: str
-    name: str
-    text: str
 
 
 def reference_test(repo: Path, value: str, test_patterns: list[str]) -> Reference:
@@ -107,7 +96,7 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
     def factory() -> InstanceExecutor:
         return InstanceExecutor(inst, change.repo, settings, store)
 
-    key = stored.report_key(change, inst, settings, config, reference=(ref.name, ref.text) if ref else ("", ""))
+    key = stored.report_key(change, inst, settings, config, reference=ref)
     try:
         report = stored.load(store, key, change)
         if report is None:

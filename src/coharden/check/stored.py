@@ -23,7 +23,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from coharden.check.commit import CommitChange
+from coharden.check.commit import CommitChange, Reference
 from coharden.check.report import CheckReport, Survivor
 from coharden.config import SECTIONS, Settings
 from coharden.execution.store import Store, content_key, text_key
@@ -56,15 +56,16 @@ def _deciding(settings: Settings) -> dict[str, object]:
 
 
 def report_key(change: CommitChange, instance: Instance, settings: Settings, config: MPEConfig, *,
-               reference: tuple[str, str]) -> str:
+               reference: Reference | None) -> str:
     """The store key of the report of checking ``change`` (see the module docstring). ``reference``: the
-    ``--reference`` name and test text (empty: none). ``settings`` hold the interpreter's digest
+    ``--reference`` test (None: the candidate is its own). ``settings`` hold the interpreter's digest
     (``env_fingerprint``) and the import roots of the checked code (``test_env``)."""
     if not settings.environment.env_fingerprint:
         raise ValueError("report_key: settings without the environment's fingerprint")
     deciding = _deciding(settings)
     return content_key(KIND, VERSION, coharden_digest(), change.base, change.head, text_key(change.fix),
-                       text_key(change.test), sorted(instance.PASS_TO_PASS), reference[0], text_key(reference[1]),
+                       text_key(change.test), sorted(instance.PASS_TO_PASS), reference.name if reference else "",
+                       text_key(reference.text if reference else ""),
                        settings.environment.python, sandbox_level(settings), deciding, config.cache_key())
 
 
