@@ -37,6 +37,11 @@ study_app = new_app(help="Studies on real benchmark data; each one reproduces a 
 #: ``--bytecode/--no-bytecode`` of the studies that check out sympy (``real-bugs``, ``table``)
 BytecodeOpt = Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of "
                                           "sympy in the checkouts (test runs then skip recompiling it).")]
+#: ``--report-only`` and ``--limit`` of the resumable dataset studies (``table``, ``validity``)
+ReportOnlyOpt = Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
+                                             "dataset in --output alone.")]
+LimitOpt = Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
+                                        "'pending'; a rerun goes on).", lo=1)]
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import MPEOptions, mpe_options
-from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, ranged, workers_option
-from coharden.cli.study import BytecodeOpt, system_files
+from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, workers_option
+from coharden.cli.study import BytecodeOpt, LimitOpt, ReportOnlyOpt, system_files
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
@@ -54,8 +54,7 @@ table_inputs = option_group(TableInputs, {
     "only_repo": Annotated[list[str] | None, typer.Option("--repo", help="Run only these repositories "
                                                           "(owner/name; repeatable).")],
     "only": IdsOpt,
-    "limit": Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
-                                          "'pending'; a rerun goes on).", lo=1)],
+    "limit": LimitOpt,
     "systems": Annotated[str | None, typer.Option("--systems", help="Comma-separated, of Otter, Otter++, "
                                                   "AssertFlip, AssertFlip-Lite, Devstral-testgen (default: all).")],
     "system_file": Annotated[list[str] | None, typer.Option(
@@ -76,8 +75,7 @@ def study_table(
     mpe_opts: MPEOptions = MPEOptions(),
     workers: Annotated[int, workers_option("MPE workers of one instance (one checkout each).")] = 2,
     bytecode: BytecodeOpt = True,
-    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
-                                              "dataset in --output alone.")] = False,
+    report_only: ReportOnlyOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

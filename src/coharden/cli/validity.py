@@ -19,10 +19,9 @@ from coharden.cli.options import (
     IdsOpt,
     JsonOpt,
     output_option,
-    ranged,
     workers_option,
 )
-from coharden.cli.study import BytecodeOpt
+from coharden.cli.study import BytecodeOpt, LimitOpt, ReportOnlyOpt
 from coharden.errors import CoHardenError
 
 
@@ -51,12 +50,10 @@ def study_validity(
     only_repo: Annotated[list[str] | None, typer.Option("--repo", help="Run only these repositories "
                                                         "(owner/name; repeatable).")] = None,
     only: IdsOpt = None,
-    limit: Annotated[int | None, ranged("--limit", help="Run at most this many instances now (the others stay "
-                                        "'pending'; a rerun goes on).", lo=1)] = None,
+    limit: LimitOpt = None,
     workers: Annotated[int, workers_option("Checkouts of one instance.")] = 1,
     bytecode: BytecodeOpt = True,
-    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
-                                              "dataset in --output alone.")] = False,
+    report_only: ReportOnlyOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -20,6 +20,7 @@ from coharden.loop.config import LoopConfig
 from coharden.loop.engine import InstanceLoop, LoopResult, instance_folder
 from coharden.loop.progress import ProgressCallback
 from coharden.loop.run import LoopRun
+from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import LOOP_TAU, MPEConfig
 from coharden.schema.mutant import Operator
 
@@ -104,12 +105,7 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
     if not replies.is_file():
         raise CoHardenError(f"{replies}: no scripted replies" if replies != example / REPLIES else
                             f"{example}: no scripted replies ({REPLIES}); the demo runs on examples that have one")
-    try:
-        from coharden.agent.mini import MiniSweAgent
-    except ImportError as exc:
-        raise CoHardenError(f"the demo needs the default agent: {exc}") from exc
-    local = load_local(example, settings.cache_dir)
-    instance = local.instance
+    instance = load_local(example, settings.cache_dir).instance
     os.environ.setdefault(KEY_VAR, DEMO_KEY)  # this process's key variable; the mock server checks it
     try:
         server = MockLLMServer(replies, api_key=os.environ[KEY_VAR])
@@ -119,12 +115,20 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         llm = LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0, timeout=60,
                         cost_overrides={MODEL: CostOverride(input_per_token=1e-6, output_per_token=2e-6)})
         client = LLMClient(llm)
-        agent = MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
-                             cache_dir=settings.cache_dir,
-                             allow_weak_sandbox=settings.sandbox.allow_weak_sandbox)
         run = LoopRun(settings, config, output, "demo", Store(settings.store), client.ledger, progress=progress)
-        loop = InstanceLoop(instance, Path(instance.repo), agent, run)
-        return loop.run()
+        return _run_loop(instance, client, run, step_limit)
+
+
+def _run_loop(instance: Instance, client: LLMClient, run: LoopRun, step_limit: int) -> LoopResult:
+    """The loop on one bundled instance with the default agent talking to ``client``."""
+    settings = run.settings
+    try:
+        from coharden.agent.mini import MiniSweAgent
+    except ImportError as exc:
+        raise CoHardenError(f"the demo needs the default agent: {exc}") from exc
+    agent = MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
+                         cache_dir=settings.cache_dir, allow_weak_sandbox=settings.sandbox.allow_weak_sandbox)
+    return InstanceLoop(instance, Path(instance.repo), agent, run).run()
 
 
 # --- the live mode: the same loop against the local model (scripts/local-model serve) -----------------------
@@ -174,22 +178,14 @@ def run_live(example: Path, output: Path, settings: Settings, *, api_base: str |
     model's, recorded in ``output/llm-calls.sqlite`` (record mode) beside the trajectories."""
     base = local_base(api_base)
     check_live_server(base)
-    try:
-        from coharden.agent.mini import MiniSweAgent
-    except ImportError as exc:
-        raise CoHardenError(f"the demo needs the default agent: {exc}") from exc
     instance = load_local(example, settings.cache_dir).instance
     os.environ.setdefault(LIVE_KEY_VAR, "sk-local")  # the local server checks no key; litellm wants one
     llm = LLMConfig(model=LOCAL_MODEL, api_base=base, api_key_env=LIVE_KEY_VAR, max_retries=0,
                     timeout=LIVE_TIMEOUT_S, max_tokens=LIVE_MAX_TOKENS, concurrency=1,
                     cost_overrides={LOCAL_MODEL: CostOverride(input_per_token=0.0, output_per_token=0.0)})
     client = LLMClient(llm, store=CallStore(output / "llm-calls.sqlite"), mode=CacheMode.RECORD)
-    agent = MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
-                         cache_dir=settings.cache_dir,
-                         allow_weak_sandbox=settings.sandbox.allow_weak_sandbox)
     run = LoopRun(settings, config, output, "live", Store(settings.store), client.ledger, progress=progress)
-    loop = InstanceLoop(instance, Path(instance.repo), agent, run)
-    return loop.run()
+    return _run_loop(instance, client, run, step_limit)
 
 
 def replies_from_recording(store: Path) -> list[dict[str, object]]:

@@ -166,6 +166,17 @@ def latest_rows(path: Path) -> list[dict[str, Any]]:
     return list(Dataset(path).latest().values())
 
 
+def take_limit(todo: list[str], limit: int | None, on_plan: Callable[[int], None] | None) -> tuple[list[str], int]:
+    """The instances a run takes now (the first ``limit`` of ``todo``) and how many it leaves for a later run;
+    ``on_plan`` hears how many it takes (the progress bar's total)."""
+    left = 0
+    if limit is not None and len(todo) > limit:
+        todo, left = todo[:limit], len(todo) - limit
+    if on_plan:
+        on_plan(len(todo))
+    return todo, left
+
+
 # --- the run -------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -211,11 +222,8 @@ def run_table(data: TableData, settings: Settings, config: TableConfig, dataset:
             result.left += 1
             continue
         todo.append(iid)
-    if config.limit is not None and len(todo) > config.limit:
-        result.left += len(todo) - config.limit
-        todo = todo[: config.limit]
-    if on_plan:
-        on_plan(len(todo))
+    todo, later = take_limit(todo, config.limit, on_plan)
+    result.left += later
     study_config = config.study.model_copy(update={"systems": list(data.systems), "verify_all": False,
                                                    "ids": None, "split": "all", "report_only": False})
 

@@ -41,7 +41,7 @@ from coharden.jsonl import json_lines
 from coharden.study.data import GOLDEN, Fix, StudyError
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 from coharden.study.split import split_of
-from coharden.study.table import latest_rows, source_revision
+from coharden.study.table import latest_rows, source_revision, take_limit
 from coharden.study.table_data import TableData, load_table_data
 from coharden.study.validity_data import FixData, RealFix, f2p_tests, load_fixes
 
@@ -350,11 +350,8 @@ def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityCon
             continue
         rows_of[iid] = previous if final and previous else [fresh]  # until it runs: never stale rows
         todo.append(iid)
-    if config.limit is not None and len(todo) > config.limit:
-        result.left += len(todo) - config.limit
-        todo = todo[: config.limit]
-    if on_plan:
-        on_plan(len(todo))
+    todo, later = take_limit(todo, config.limit, on_plan)
+    result.left += later
     run_row = {"row": "run", "schema": SCHEMA, "table": inputs.table_source, "environment": environment,
                "timeout": settings.sandbox.timeout, "revision": source_revision(), "fix_counts": inputs.fixes.counts,
                "notes": inputs.notes + inputs.table.notes}
