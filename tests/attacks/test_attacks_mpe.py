@@ -50,10 +50,16 @@ HIJACK = """\
     """
 
 
+#: what an attack's MPE run needs: enough mutants that the reference rejects some (three rounds of one mutant per
+#: operator); the whole pool would only repeat the same attack on more mutants
+ATTACK_CAP = 33
+
+
 def mpe_run(ex: InstanceExecutor, example: LocalInstance, candidate: TestPatch, **config: object):
     from coharden.mpe.evaluate import evaluate
     from coharden.schema.mpe_config import MPEConfig
 
+    config.setdefault("max_mutants", ATTACK_CAP)
     return evaluate(ex, example.instance.patch, candidate, ex.golden_test(), MPEConfig(**config))
 
 

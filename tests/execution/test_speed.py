@@ -57,7 +57,8 @@ def _mpe(example: dict[str, Any], tmp: Path, *, workers: int, store: Store | Non
 
     with factory() as ex, ExecutorPool(factory, size=workers) as pool:
         result = evaluate(ex, example["instance"].patch, ex.test_patch(example["candidates"][name], name=name),
-                          ex.golden_test(), MPEConfig(workers=workers, seed=3), pool=pool)
+                          ex.golden_test(), MPEConfig(workers=workers, seed=3, max_mutants=33),
+                          pool=pool)
     return result, sum(e.runs for e in made)
 
 

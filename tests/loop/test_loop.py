@@ -19,7 +19,7 @@ from coharden.execution.verify import fail_to_pass
 from coharden.instances import load_local
 from coharden.llm import Budget, CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.loop.config import LoopConfig, Method
-from coharden.loop.engine import InstanceLoop, instance_folder
+from coharden.loop.engine import InstanceLoop, LoopResult, instance_folder
 from coharden.loop.progress import LoopProgress
 from coharden.loop.run import LoopRun
 from coharden.loop.runner import run_all
@@ -147,6 +147,7 @@ def full_script(example) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def
     return script(*runs)
 
 
+@pytest.mark.slow
 def test_every_branch_unchanged_regression_clean_with_outputs(example, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = serve(full_script(example))
     loop = make_loop(example, server, tmp_path, FULL_CONFIG)
@@ -184,16 +185,15 @@ def test_every_branch_unchanged_regression_clean_with_outputs(example, serve, tm
     # the golden patches are never shown to the agent
     golden_line = next(line for line in example.instance.test_patch.splitlines() if line.startswith("+def "))
     assert all(golden_line[1:] not in json.dumps(r.messages) for r in server.requests)
+    # the same run killed after round 2 resumes at round 3 with this result (one full run for both checks)
+    _killed_after_round_2_resumes_at_round_3(example, serve, tmp_path, result)
 
 
 class Interrupt(BaseException):
     pass
 
 
-@pytest.mark.slow
-def test_a_run_killed_after_round_2_resumes_at_round_3_with_the_same_result(example, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    reference = make_loop(example, serve(full_script(example)), tmp_path / "ref", FULL_CONFIG).run()
-
+def _killed_after_round_2_resumes_at_round_3(example, serve, tmp_path: Path, reference: LoopResult) -> None:  # type: ignore[no-untyped-def]
     class KillAtRound3:
         def __init__(self, agent):  # type: ignore[no-untyped-def]
             self.agent = agent

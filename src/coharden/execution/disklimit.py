@@ -152,7 +152,7 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _entries(top: str, skip: set[tuple[int, int]], devices: set[int]) -> Iterator[os.stat_result]:
     """The ``lstat`` of every entry below ``top``, into directories on ``devices`` but those in ``skip`` ((device,
-    inode) pairs), links never followed. A path-based walk missed everything past PATH_MAX (a test nests 25,000
+    inode) pairs), links never followed. A path-based walk missed everything past PATH_MAX (a test nests 5,000
     directories in a second, and writes at the bottom) and one holding a descriptor per level ran out of them: one
     descriptor is open at a time, going down through a child's and back up through ``..`` (checked to be the
     directory it came from; a tree moved under the walk ends it)."""

@@ -2,7 +2,7 @@
 a scratch directory or a run's leftovers (inside the fork server's sandbox, between runs,
 ``forkserver_procs.wipe`` empties the scratch mounts the same way).
 
-A test can nest directories far beyond what a recursive or descriptor-per-level removal survives: 25,000 levels
+A test can nest directories far beyond what a recursive or descriptor-per-level removal survives: 5,000 levels
 (made in a second with ``mkdir``/``chdir``) pass Python's recursion limit, ``PATH_MAX`` (a path to the bottom
 is 50,000 characters) and the open-files limit (``shutil.rmtree`` and ``fts`` keep a descriptor per level). Here
 one directory descriptor is open at a time: the walk goes down through a child's descriptor and back up through
