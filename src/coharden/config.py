@@ -6,7 +6,8 @@
 (:class:`ServerSettings`: the fast path's switches), ``tests`` (:class:`TestSettings`: which files are tests and
 how they are run), ``environment`` (:class:`EnvironmentSettings`: the test interpreter and what a spec environment
 sets), ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...), ``llm``
-(:class:`LLMSettings`: how a model is reached) and ``engine`` (:class:`EngineSettings`: where batch jobs run); the
+(:class:`LLMSettings`: how a model is reached), ``engine`` (:class:`EngineSettings`: where batch jobs run) and
+``loop`` (:class:`LoopSettings`: ``coharden run``'s hardening check and external agent); the
 run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A section is ``[tool.coharden.sandbox]``,
 ``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one section takes that section.
 
@@ -32,7 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from coharden.errors import CoHardenError
-from coharden.schema.mpe_config import MPEConfig
+from coharden.schema.mpe_config import DEFAULT_PER_OPERATOR, DEFAULT_SEED, LOOP_TAU, MPEConfig
 
 DEFAULT_TEST_PATTERNS = ["tests/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
 
@@ -74,6 +75,25 @@ class EngineSettings(BaseModel):
     executor: Literal["local", "ray"] = Field(default="local", description="local, or ray (one job per instance, "
                                                "on a Ray cluster).")
     address: str | None = Field(default=None, description="Ray cluster address (executor ray).")
+
+
+class LoopSettings(BaseModel):
+    """The ``loop`` section: ``coharden run``'s hardening check and its external agent (None: the loop's own
+    default, :meth:`MPEConfig.for_loop`; ``mpe`` is the section of the commands that grade one test)."""
+
+    tau: float | None = Field(default=None, ge=0, le=1, description="The loop's laxity threshold: a round whose "
+                              f"laxity exceeds it is a regression (None: {LOOP_TAU}, the CoHarden loop's threshold; "
+                              "coharden mpe's cutoff is mpe.tau).")
+    per_operator: int | None = Field(default=None, ge=1, description="N: mechanical mutants per operator per round "
+                                     f"with paper_classes (None: {DEFAULT_PER_OPERATOR}).")
+    samples: int = Field(default=3, ge=1, description="LLM mutator: mutants wanted per operator.")
+    paper_classes: bool = Field(default=False, description="Algorithm 1's point rule: N mutants per operator, "
+                                "laxity > tau is a regression (default: sequential MPE, a round is clean when "
+                                "the new test is decided Rigorous).")
+    seed: int | None = Field(default=None, ge=0, description="Seed of the loop's samplers (mutant samples per "
+                             f"round, agent sampling; None: {DEFAULT_SEED}).")
+    agent_timeout: float = Field(default=600.0, gt=0, description="Seconds per external agent command invocation "
+                                 "(coharden run --agent-command).")
 
 
 class SandboxSettings(BaseModel):
@@ -201,7 +221,7 @@ FLAT_SECTIONS: dict[str, type[BaseModel]] = {"sandbox": SandboxSettings, "server
                                              "tests": TestSettings, "environment": EnvironmentSettings}
 #: Every section of :class:`Settings`, by its key.
 SECTIONS: dict[str, type[BaseModel]] = {**FLAT_SECTIONS, "mpe": MPEConfig, "llm": LLMSettings,
-                                        "engine": EngineSettings}
+                                        "engine": EngineSettings, "loop": LoopSettings}
 
 #: An old flat key -> the section it lives in now.
 FLAT_KEYS: dict[str, str] = {key: name for name, model in FLAT_SECTIONS.items() for key in model.model_fields}
@@ -235,6 +255,8 @@ class Settings(BaseModel):
     llm: LLMSettings = Field(default_factory=LLMSettings, description="How a model is reached: endpoint, "
                              "record/replay store and mode, cost caps, sampling.")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Where batch jobs run.")
+    loop: LoopSettings = Field(default_factory=LoopSettings, description="coharden run: the loop's hardening check "
+                               "and its external agent.")
 
     @model_validator(mode="before")
     @classmethod

@@ -302,8 +302,10 @@ def test_version_and_help_texts() -> None:
     assert '"default": 0.202' in tau
     assert "Laxity cutoff" in tau
     run_help = " ".join(runner.invoke(app, ["run", "--help"], terminal_width=200).stdout.split())
-    assert "default 0.2, the CoHarden loop's threshold" in run_help
-    assert "--seed <int> Seed of the loop's samplers" in run_help
+    assert "--tau" in run_help  # read for one release, as -c loop.tau
+    loop_tau = runner.invoke(app, ["config", "keys", "loop.tau", "--json"]).stdout
+    assert "0.2, the CoHarden loop's threshold" in loop_tau
+    assert "Seed of the loop's samplers" in runner.invoke(app, ["config", "keys", "loop.seed", "--json"]).stdout
 
 
 # --- item 4: precise messages ---------------------------------------------------------------------------------

@@ -13,14 +13,14 @@ from typing import Annotated, Any
 
 import typer
 
+from coharden.cli.command import Renamed, renamed_flags
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, pick_instance, print_counts, run_options
 from coharden.cli.llm_options import LLMOptions, ModelOpt, StepLimitOpt, llm_options
-from coharden.cli.mpe_options import LOOP_TAU_HELP, MPE_TAU_HELP, MutatorOpt, SamplesOpt, seed_option, tau_option
+from coharden.cli.mpe_options import MutatorOpt
 from coharden.cli.options import AgentReadableOpt, IdOpt, IdsOpt, JsonOpt, output_option, ranged, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
-from coharden.schema.mpe_config import DEFAULT_SEED
 
 
 @cli_errors
@@ -129,8 +129,16 @@ def _agent_for(command: str | None, agent_timeout: float, llm_opts: LLMOptions, 
                         pass_env=settings.sandbox.pass_env, **_agent_confinement(settings))
 
 
+#: ``run``'s flags of the loop section, read for one more release as ``-c loop.KEY=VALUE``
+LOOP_RENAMED = (Renamed("--tau", "loop.tau"), Renamed("--per-operator", "loop.per_operator"),
+                Renamed("--samples", "loop.samples"), Renamed("--seed", "loop.seed"),
+                Renamed("--paper-classes", "loop.paper_classes", switch="true"),
+                Renamed("--agent-timeout", "loop.agent_timeout"))
+
+
 @cli_errors
 @run_options
+@renamed_flags(*LOOP_RENAMED)
 @llm_options(ModelOpt, "llm_opts", instance_budget=True)
 def run_loop(
     instance: Annotated[Path | None, typer.Argument(help="Instance directory or records file.")] = None,
@@ -140,34 +148,22 @@ def run_loop(
                                         "self-refine, no-lax-init, no-hardening.")] = "coharden",
     llm_opts: LLMOptions = LLMOptions(),
     rounds: Annotated[int, ranged("--rounds", help="K: joint rounds after round 0.", lo=1)] = 5,
-    tau: Annotated[float | None, tau_option(f"The loop's laxity threshold: a round whose laxity exceeds it is a "
-                                            f"regression (default {LOOP_TAU_HELP}; coharden mpe's cutoff is "
-                                            f"{MPE_TAU_HELP}).")] = None,
-    per_operator: Annotated[int | None, ranged("--per-operator", help="N: mechanical mutants per operator per "
-                                               "round with --paper-classes (default 3).", lo=1)] = None,
-    samples: SamplesOpt = 3,
-    paper_classes: Annotated[bool, typer.Option("--paper-classes", help="Algorithm 1's point rule: N mutants per "
-                                                "operator, laxity > tau is a regression (default: sequential MPE, "
-                                                "a round is clean when the new test is decided Rigorous).")]
-    = False,
     mutator: MutatorOpt = "mechanical",
     inject_tests: Annotated[Path | None, typer.Option("--inject-tests", help="fix-with-test: SWT-bench test "
                                                       "predictions to give the fix-only agent.")] = None,
     output: Annotated[Path, output_option(help="Output directory.")] = Path("coharden-run"),
     run_name: Annotated[str | None, typer.Option("--run-name", help="model_name_or_path of the outputs.")] = None,
     step_limit: StepLimitOpt = 50,
-    seed: Annotated[int | None, seed_option("Seed of the loop's samplers (mutant samples per round, agent "
-                                            f"sampling; default {DEFAULT_SEED}).")] = None,
     workers: Annotated[int | None, workers_option("Instances in parallel.")] = None,
     agent_command: Annotated[str | None, typer.Option("--agent-command", help="Run this command as the agent "
                                                       "(external agent: no model needed with the mechanical "
                                                       "mutator; {prompt_file} is replaced).")] = None,
-    agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --agent-command invocation.", lo=0,
-                                           lo_open=True)] = 600.0,
     agent_readable: AgentReadableOpt = None,
     run: RunOptions = RunOptions(),
 ) -> None:
-    """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline."""
+    """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline. The hardening
+    check's settings are the config's ``loop`` section (``-c loop.tau=0.3``, ``loop.seed``, ``loop.samples``,
+    ...; ``coharden config keys``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from coharden.loop.config import Method
@@ -176,14 +172,16 @@ def run_loop(
         raise CoHardenError(f"--method: {method!r} (known: {', '.join(m.value for m in Method)})")
     settings = run.settings(workers=workers, agent_readable=agent_readable)
     chosen = _loop_instances(instance, instances, instance_id, settings)
-    words = {"tau": tau, "per_operator": per_operator, "seed": seed}
-    loop_words = {"method": method, "rounds": rounds, "mutator": mutator, "paper_classes": paper_classes,
+    own = settings.loop
+    words = {"tau": own.tau, "per_operator": own.per_operator, "seed": own.seed}
+    loop_words = {"method": method, "rounds": rounds, "mutator": mutator, "paper_classes": own.paper_classes,
                   **{k: v for k, v in words.items() if v is not None}}
-    summary = _run_loop(chosen, settings, loop_words, llm_opts, samples, inject_tests, output, run_name, step_limit,
+    summary = _run_loop(chosen, settings, loop_words, llm_opts, own.samples, inject_tests, output, run_name,
+                        step_limit,
                         Progress(TextColumn("{task.fields[label]}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
                                  console=err_console, disable=not err_console.is_terminal),
-                        agent_command=agent_command, agent_timeout=agent_timeout)
+                        agent_command=agent_command, agent_timeout=own.agent_timeout)
     print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
                  ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
