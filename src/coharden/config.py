@@ -7,7 +7,8 @@
 how they are run), ``environment`` (:class:`EnvironmentSettings`: the test interpreter and what a spec environment
 sets), ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...), ``llm``
 (:class:`LLMSettings`: how a model is reached), ``engine`` (:class:`EngineSettings`: where batch jobs run) and
-``loop`` (:class:`LoopSettings`: ``coharden run``'s hardening check and external agent); the
+``loop`` (:class:`LoopSettings`: ``coharden run``'s hardening check) and ``agent`` (:class:`AgentSettings`: how
+an agent run is bounded and judged); the
 run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A section is ``[tool.coharden.sandbox]``,
 ``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one section takes that section.
 
@@ -78,8 +79,8 @@ class EngineSettings(BaseModel):
 
 
 class LoopSettings(BaseModel):
-    """The ``loop`` section: ``coharden run``'s hardening check and its external agent (None: the loop's own
-    default, :meth:`MPEConfig.for_loop`; ``mpe`` is the section of the commands that grade one test)."""
+    """The ``loop`` section: ``coharden run``'s hardening check (None: the loop's own default,
+    :meth:`MPEConfig.for_loop`; ``mpe`` is the section of the commands that grade one test)."""
 
     tau: float | None = Field(default=None, ge=0, le=1, description="The loop's laxity threshold: a round whose "
                               f"laxity exceeds it is a regression (None: {LOOP_TAU}, the CoHarden loop's threshold; "
@@ -92,8 +93,27 @@ class LoopSettings(BaseModel):
                                 "the new test is decided Rigorous).")
     seed: int | None = Field(default=None, ge=0, description="Seed of the loop's samplers (mutant samples per "
                              f"round, agent sampling; None: {DEFAULT_SEED}).")
-    agent_timeout: float = Field(default=600.0, gt=0, description="Seconds per external agent command invocation "
-                                 "(coharden run --agent-command).")
+
+
+#: Seconds per invocation of an external agent command: one ``coharden agent --command`` run, one round's run
+#: of ``coharden run --agent-command`` (``agent.timeout`` sets both).
+AGENT_TIMEOUT_S = 1800.0
+LOOP_AGENT_TIMEOUT_S = 600.0
+
+
+class AgentSettings(BaseModel):
+    """The ``agent`` section: how one agent run is bounded and judged (``coharden agent``; the timeout also of
+    ``coharden run``'s external agent). None: the command's own default."""
+
+    timeout: float | None = Field(default=None, gt=0, description="Seconds per external agent command invocation "
+                                  f"(None: {AGENT_TIMEOUT_S:g} for coharden agent --command, {LOOP_AGENT_TIMEOUT_S:g} "
+                                  "per round of coharden run --agent-command).")
+    cost_limit: float = Field(default=3.0, ge=0, description="coharden agent: USD per run of the default agent "
+                              "(0: none).")
+    max_iterations: int | None = Field(default=None, ge=1, description="coharden agent: the critic's follow-ups "
+                                       "after rejections (None: the critic's default).")
+    threshold: float | None = Field(default=None, ge=0, le=1, description="coharden agent: the critic score needed "
+                                    "to accept (None: the critic's default).")
 
 
 class SandboxSettings(BaseModel):
@@ -221,7 +241,7 @@ FLAT_SECTIONS: dict[str, type[BaseModel]] = {"sandbox": SandboxSettings, "server
                                              "tests": TestSettings, "environment": EnvironmentSettings}
 #: Every section of :class:`Settings`, by its key.
 SECTIONS: dict[str, type[BaseModel]] = {**FLAT_SECTIONS, "mpe": MPEConfig, "llm": LLMSettings,
-                                        "engine": EngineSettings, "loop": LoopSettings}
+                                        "engine": EngineSettings, "loop": LoopSettings, "agent": AgentSettings}
 
 #: An old flat key -> the section it lives in now.
 FLAT_KEYS: dict[str, str] = {key: name for name, model in FLAT_SECTIONS.items() for key in model.model_fields}
@@ -255,8 +275,10 @@ class Settings(BaseModel):
     llm: LLMSettings = Field(default_factory=LLMSettings, description="How a model is reached: endpoint, "
                              "record/replay store and mode, cost caps, sampling.")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Where batch jobs run.")
-    loop: LoopSettings = Field(default_factory=LoopSettings, description="coharden run: the loop's hardening check "
-                               "and its external agent.")
+    loop: LoopSettings = Field(default_factory=LoopSettings, description="coharden run: the loop's hardening "
+                               "check.")
+    agent: AgentSettings = Field(default_factory=AgentSettings, description="How one agent run is bounded and "
+                                 "judged.")
 
     @model_validator(mode="before")
     @classmethod

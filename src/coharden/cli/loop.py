@@ -18,13 +18,23 @@ from coharden.cli.common import RunOptions, cli_errors, console, err_console, pi
 from coharden.cli.llm_options import LLMOptions, ModelOpt, StepLimitOpt, llm_options
 from coharden.cli.mpe_options import MutatorOpt
 from coharden.cli.options import AgentReadableOpt, IdOpt, IdsOpt, JsonOpt, output_option, ranged, workers_option
-from coharden.config import Settings
+from coharden.config import AGENT_TIMEOUT_S, LOOP_AGENT_TIMEOUT_S, Settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
+
+#: ``run``'s flags of the loop section, read for one more release as ``-c loop.KEY=VALUE``
+LOOP_RENAMED = (Renamed("--tau", "loop.tau"), Renamed("--per-operator", "loop.per_operator"),
+                Renamed("--samples", "loop.samples"), Renamed("--seed", "loop.seed"),
+                Renamed("--paper-classes", "loop.paper_classes", switch="true"),
+                Renamed("--agent-timeout", "agent.timeout"))
+#: ``agent``'s flags of the agent section, read for one more release as ``-c agent.KEY=VALUE``
+AGENT_RENAMED = (Renamed("--agent-timeout", "agent.timeout"), Renamed("--cost-limit", "agent.cost_limit"),
+                 Renamed("--max-iterations", "agent.max_iterations"), Renamed("--threshold", "agent.threshold"))
 
 
 @cli_errors
 @run_options
+@renamed_flags(*AGENT_RENAMED)
 @llm_options(ModelOpt, "llm_opts", budget=False)
 def agent_cmd(
     instance: Annotated[Path, typer.Argument(help="Instance directory, or SWE-bench records (.json/.jsonl).")],
@@ -34,20 +44,13 @@ def agent_cmd(
     command: Annotated[str | None, typer.Option(
         "--command", help="Run this command-line agent instead of the default one (re-invoked until the critic "
         "accepts); {prompt_file} is replaced by the prompt file's path.")] = None,
-    agent_timeout: Annotated[float, ranged("--agent-timeout", help="Seconds per --command invocation.", lo=0,
-                                           lo_open=True)] = 1800.0,
     agent_readable: AgentReadableOpt = None,
     critic_skill: Annotated[list[Path] | None, typer.Option(
         "--critic-skill", help="A critic skill directory (critic.yaml + detectors); repeatable.")] = None,
     builtins: Annotated[str | None, typer.Option(
         "--builtins", help="Built-in gates, comma-separated (default: all that apply): clean_patch, "
         "structural_validity, ran_the_test, fail_to_pass; 'none' for only --critic-skill.")] = None,
-    max_iterations: Annotated[int | None, ranged("--max-iterations", help="Follow-ups after rejections.", lo=1)
-                              ] = None,
-    threshold: Annotated[float | None, ranged("--threshold", help="Critic score needed to accept.", lo=0, hi=1)
-                         ] = None,
     step_limit: StepLimitOpt = 50,
-    cost_limit: Annotated[float, ranged("--cost-limit", help="USD per run (0: none).", lo=0)] = 3.0,
     output: Annotated[Path, output_option(help="Trajectories and preds.json go here.")
                       ] = Path("coharden-agent"),
     run: RunOptions = RunOptions(),
@@ -76,13 +79,13 @@ def agent_cmd(
     from coharden.agent import AgentTask
 
     task = AgentTask.from_instance(inst)
-    agent = _agent_for(command, agent_timeout, llm_opts, step_limit, cost_limit, settings)
+    agent = _agent_for(command, llm_opts, step_limit, settings)
     output.mkdir(parents=True, exist_ok=True)
     trajectory = output / f"{inst.instance_id}.traj.jsonl"
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as executor, \
             CriticContext(run_mode, executor=executor) as context, Workspace(repo, inst.base_commit) as ws:
-        critic = default_critic(context, skills=critic_skill or [], builtins=chosen, threshold=threshold,
-                                max_iterations=max_iterations)
+        critic = default_critic(context, skills=critic_skill or [], builtins=chosen,
+                                threshold=settings.agent.threshold, max_iterations=settings.agent.max_iterations)
         result = agent.run(task, ws, run_mode, critic, trajectory_path=trajectory)
     preds_path = output / "preds.json"
     preds = json.loads(preds_path.read_text()) if preds_path.is_file() else {}
@@ -112,28 +115,22 @@ def _agent_confinement(settings: Settings) -> dict[str, Any]:
     return {"cache_dir": settings.cache_dir, "allow_weak_sandbox": settings.sandbox.allow_weak_sandbox}
 
 
-def _agent_for(command: str | None, agent_timeout: float, llm_opts: LLMOptions, step_limit: int, cost_limit: float,
-               settings: Settings):
+def _agent_for(command: str | None, llm_opts: LLMOptions, step_limit: int, settings: Settings):
     """The external command agent for --command, else the default (mini-swe-agent) agent over LLMClient."""
     if command:
         from coharden.agent import ExternalCommandAgent
 
-        return ExternalCommandAgent(command, timeout=agent_timeout, pass_env=settings.sandbox.pass_env,
+        timeout = settings.agent.timeout or AGENT_TIMEOUT_S
+        return ExternalCommandAgent(command, timeout=timeout, pass_env=settings.sandbox.pass_env,
                                     readable=settings.sandbox.agent_readable, **_agent_confinement(settings))
     client = llm_opts.client(settings, required=True, what="coharden agent (or use --command)")
     try:
         from coharden.agent.mini import MiniSweAgent
     except ImportError as exc:
         raise CoHardenError(f"{exc} (or use --command to run another agent)") from exc
-    return MiniSweAgent(client, step_limit=step_limit, cost_limit=cost_limit, python=settings.environment.python,
+    return MiniSweAgent(client, step_limit=step_limit, cost_limit=settings.agent.cost_limit,
+                        python=settings.environment.python,
                         pass_env=settings.sandbox.pass_env, **_agent_confinement(settings))
-
-
-#: ``run``'s flags of the loop section, read for one more release as ``-c loop.KEY=VALUE``
-LOOP_RENAMED = (Renamed("--tau", "loop.tau"), Renamed("--per-operator", "loop.per_operator"),
-                Renamed("--samples", "loop.samples"), Renamed("--seed", "loop.seed"),
-                Renamed("--paper-classes", "loop.paper_classes", switch="true"),
-                Renamed("--agent-timeout", "loop.agent_timeout"))
 
 
 @cli_errors
@@ -181,7 +178,8 @@ def run_loop(
                         Progress(TextColumn("{task.fields[label]}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
                                  console=err_console, disable=not err_console.is_terminal),
-                        agent_command=agent_command, agent_timeout=own.agent_timeout)
+                        agent_command=agent_command,
+                        agent_timeout=settings.agent.timeout or LOOP_AGENT_TIMEOUT_S)
     print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
                  ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
@@ -206,7 +204,7 @@ def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str
 def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: LLMOptions,
               samples: int, inject_tests: Path | None, output: Path, run_name: str | None, step_limit: int,
               progress, agent_command: str | None = None,
-              agent_timeout: float = 600.0) -> dict:
+              agent_timeout: float = LOOP_AGENT_TIMEOUT_S) -> dict:
     """The loop (or a baseline) over ``chosen``: ``loop_words`` are :class:`LoopConfig`'s (method, rounds,
     mutator, paper_classes and the tau / per_operator / seed given); ``samples``: the LLM mutator's N."""
     from pydantic import ValidationError
