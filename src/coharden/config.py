@@ -6,11 +6,11 @@
 (:class:`ServerSettings`: the fast path's switches), ``tests`` (:class:`TestSettings`: which files are tests and
 how they are run), ``environment`` (:class:`EnvironmentSettings`: the test interpreter and what a spec environment
 sets), ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...), ``llm``
-(:class:`LLMSettings`: how a model is reached), ``engine`` (:class:`EngineSettings`: where batch jobs run) and
+(:class:`LLMSettings`: how a model is reached), ``engine`` (:class:`EngineSettings`: where batch jobs run),
 ``loop`` (:class:`LoopSettings`: ``coharden run``'s hardening check) and ``agent`` (:class:`AgentSettings`: how
-an agent run is bounded and judged); the
-run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A section is ``[tool.coharden.sandbox]``,
-``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one section takes that section.
+an agent run is bounded and judged); the run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A
+section is ``[tool.coharden.sandbox]``, ``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one
+section takes that section.
 
 The flat keys of older files (``timeout``, ``fork_server``, ...) still read everywhere: config files, ``-c
 timeout=60``, ``Settings(timeout=20)`` and ``with_overrides(fork_server=False)`` (:func:`sectioned` moves each

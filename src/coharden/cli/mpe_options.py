@@ -14,7 +14,7 @@ import typer
 from coharden.cli.command import Renamed
 from coharden.cli.options import F, option_group, ranged
 from coharden.errors import CoHardenError, validation_message
-from coharden.schema.mpe_config import LOOP_TAU, PAPER_TAU
+from coharden.schema.mpe_config import PAPER_TAU
 
 if TYPE_CHECKING:
     from coharden.config import Settings
@@ -22,9 +22,8 @@ if TYPE_CHECKING:
     from coharden.schema.mutant import Operator
 
 
-#: the two laxity cutoffs as the help texts name them
+#: the MPE cutoff as the help texts name it (the loop's threshold is the loop.tau key)
 MPE_TAU_HELP = f"{PAPER_TAU}, the paper's MPE cutoff"
-LOOP_TAU_HELP = f"{LOOP_TAU}, the CoHarden loop's threshold"
 
 
 # --- the MPE group --------------------------------------------------------------------------------------------
