@@ -130,7 +130,7 @@ def test_ctrl_c_mid_run_exits_promptly_and_cleans_up(instance_dir, calc_repo, tm
     assert left == []
 
 
-def test_ctrl_c_in_a_single_mpe_says_what_it_kept(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_in_a_single_mpe_says_what_it_kept_and_sigusr1_its_stacks(instance_dir, calc_repo, tmp_path) -> None:  # type: ignore[no-untyped-def]
     hanging, scratch = _hanging_test(calc_repo[0], tmp_path)
     store = tmp_path / "kept.sqlite"
     proc = subprocess.Popen(
@@ -138,8 +138,15 @@ def test_ctrl_c_in_a_single_mpe_says_what_it_kept(instance_dir, calc_repo, tmp_p
         cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, preexec_fn=default_sigint,
     )
-    err = _interrupt_once_started(proc, scratch, 120)
+
+    def ask_for_stacks() -> bool:  # kill -USR1: every thread's stack on stderr, and the run goes on
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        return proc.poll() is None
+
+    err = _interrupt_once_started(proc, scratch, 120, ask_for_stacks)
     assert proc.returncode == 130, err
+    assert "Current thread" in err  # faulthandler's dump
     assert "Traceback" not in err
     said = " ".join(err.split())
     assert "interrupted: no class was computed; the " in said
@@ -174,7 +181,14 @@ def _interrupt_once_started(proc: subprocess.Popen, scratch: Path, start_within:
             time.sleep(0.05)
         assert check()  # the detector works
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
+        try:
+            _, err = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:  # say what it waits for: every thread's stack (coharden's SIGUSR1)
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            _, err = proc.communicate()
+            raise AssertionError(f"still running 90 s after Ctrl-C; its threads:\n{err}") from None
     finally:
         if proc.poll() is None:
             proc.kill()

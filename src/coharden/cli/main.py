@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -44,6 +45,19 @@ def _root(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """coharden: verdicts, mutation patch evaluation (MPE) and hardening of reproduction tests."""
+    _stacks_on_sigusr1()
+
+
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 PID`` prints every thread's stack to stderr and the command goes on: what a run that does
+    not end (or does not stop on Ctrl-C) is waiting for, without a debugger."""
+    import faulthandler
+    import signal
+
+    stream = sys.__stderr__  # the process's own stderr, also where a caller replaced sys.stderr (CliRunner)
+    if hasattr(signal, "SIGUSR1") and stream is not None:
+        with contextlib.suppress(OSError, ValueError):  # no descriptor behind it: no dump, the command still runs
+            faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True)
 
 
 @app.command()
