@@ -37,7 +37,7 @@ def _same(a: Settings, b: Settings) -> bool:
 
 def test_every_field_has_one_section_and_no_flat_field_is_left() -> None:
     assert set(FLAT_SECTIONS) == {"sandbox", "server", "tests", "environment"}
-    assert set(SECTIONS) == set(FLAT_SECTIONS) | {"mpe", "llm", "engine", "loop", "agent"}
+    assert set(SECTIONS) == set(FLAT_SECTIONS) | {"mpe", "llm", "engine", "loop", "agent", "build", "study"}
     assert set(SECTIONS) | {"store", "cache_dir", "repos_dir", "workers"} == Settings.model_fields.keys()
     assert len(FLAT_KEYS) == sum(len(m.model_fields) for m in FLAT_SECTIONS.values())  # no key in two sections
     assert (SECTIONS["sandbox"], SECTIONS["server"], SECTIONS["tests"], SECTIONS["environment"]) == (

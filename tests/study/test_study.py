@@ -556,14 +556,15 @@ def test_study_cli_report_only_and_bad_input(tmp_path: Path) -> None:
     dev = runner.invoke(app, [*base, "--report-only", "--split", "dev"])
     assert dev.exit_code == 0, dev.output
     assert "split: dev (dev when int(sha256(" in (tmp_path / "out" / "real_bugs_report.md").read_text()
-    for args, message in [(["--split", "test"], "--split: 'test'"), (["--confidence", "1"], "--confidence"),
+    for args, message in [(["--split", "test"], "'--split': 'test' (known: dev, heldout, all)"),
+                          (["--confidence", "1"], "--confidence"),
                           (["--max-mutants", "2"], "per-operator minimum")]:
         refused = runner.invoke(app, [*base, "--report-only", *args])
         assert refused.exit_code == 2, args
         assert message in refused.output, args
     bad = runner.invoke(app, [*base, "--phases", "verify,mutate"])
     assert bad.exit_code != 0
-    assert "--phases: unknown mutate" in bad.output
+    assert "'--phases': unknown mutate (known: verify" in " ".join(bad.output.split())
     bad_system = runner.invoke(app, [*base, "--report-only", "--system", "Mine"])
     assert bad_system.exit_code != 0
     assert "--system 'Mine': expected NAME=FILE" in bad_system.output.replace("\n", "")

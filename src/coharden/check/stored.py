@@ -40,7 +40,8 @@ VERSION = 1
 #: Settings that cannot change a verdict or the report: where things are kept, how many run at once, and the
 #: fields the key names otherwise (the interpreter by the environment id and digest, MPE by its cache key).
 _NOT_DECIDING = frozenset({"store", "cache_dir", "repos_dir", "workers", "test_lanes", "agent_readable",
-                           "swebench_specs", "python", "mpe", "llm", "engine", "loop", "agent"})
+                           "swebench_specs", "python", "mpe", "llm", "engine", "loop", "agent",
+                           "build", "study"})
 
 
 def _deciding(settings: Settings) -> dict[str, object]:

@@ -141,7 +141,7 @@ def refused(spec: str) -> str | None:
             return f"{text} {what} (allowed: {allowed_range(*bounds)})"
         if known := _literals(field.annotation):
             return f"{text!r} (known: {', '.join(known)})"
-        return str(error["msg"])
+        return str(error["msg"]).removeprefix("Value error, ")
     return None
 
 

@@ -15,13 +15,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from coharden.cli.command import renamed_flags
+from coharden.cli.command import Renamed, renamed_flags
 from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console, new_app, read_text
 from coharden.cli.common import fail as _fail
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.llm_options import LLMOptions, llm_options, model_option
-from coharden.cli.mpe_options import seed_option
-from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged
+from coharden.cli.options import ConfigOpt, JsonOpt, output_option
 from coharden.errors import CoHardenError
 
 env_app = new_app(help="Environments for real repositories: infer a plan, build it (venv or Docker), "
@@ -31,9 +30,11 @@ RepoArg = Annotated[Path, typer.Argument(help="A local git repository.")]
 CommitOpt = Annotated[str, typer.Option("--commit", help="Commit to build the environment for.")]
 ModelOpt = Annotated[str | None, model_option("litellm model name (default $COHARDEN_LLM_MODEL; no model: no "
                                               "refinement / generation / labels).")]
-DockerOpt = Annotated[bool, typer.Option("--docker", help="Build a Docker image instead of a virtual environment.")]
-BasePythonOpt = Annotated[str | None, typer.Option("--base-python", help="Interpreter that creates the venv "
-                                                   "(default: pythonX.Y of the plan, or the closest admitted).")]
+#: The build flags that set a ``build`` key (read for one release, as ``-c build.KEY=VALUE``).
+BUILD_RENAMED = (Renamed("--docker", "build.docker", switch="true"), Renamed("--base-python", "build.base_python"),
+                 Renamed("--installer", "build.installer"), Renamed("--smoke", "build.smoke", switch="true"),
+                 Renamed("--no-smoke", "build.smoke", switch="false"), Renamed("--sample", "build.smoke_sample"),
+                 Renamed("--seed", "build.smoke_seed"), Renamed("--max-attempts", "build.max_attempts"))
 #: the model options of the env and reproduce commands that may call a model
 with_llm_options = llm_options(ModelOpt, "llm_opts")
 
@@ -178,7 +179,7 @@ def env_system(
 
 @env_app.command("build")
 @cli_errors
-@renamed_flags(RUN_RENAMED[0])
+@renamed_flags(RUN_RENAMED[0], *BUILD_RENAMED, Renamed("--specs", "environment.swebench_specs"))
 @with_llm_options
 def env_build(
     repo: Annotated[Path | None, typer.Argument(help="A local git repository (omit with --instance).")] = None,
@@ -187,17 +188,9 @@ def env_build(
                                                   "record of --records instead.")] = None,
     records: Annotated[Path | None, typer.Option("--records", help="SWE-bench records (JSON / JSONL).")] = None,
     repos: Annotated[Path | None, typer.Option("--repos", help="Directory of owner__name repositories.")] = None,
-    specs: Annotated[Path | None, typer.Option("--specs", help="A file overriding the packaged specs.")] = None,
-    installer: Annotated[str, typer.Option("--installer", help="uv (default where it can) or pip.")] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when a cached build exists.")] = False,
     plan_file: Annotated[Path | None, typer.Option("--plan", help="Use this plan instead of inferring one.")]
     = None,
-    docker: DockerOpt = False,
-    base_python: BasePythonOpt = None,
-    smoke: Annotated[bool, typer.Option("--smoke/--no-smoke", help="Smoke-test the built environment.")] = True,
-    sample: Annotated[int, ranged("--sample", help="How many existing tests the smoke test runs.", lo=1)] = 20,
-    seed: Annotated[int | None, seed_option("Seed of the smoke-test sample.")] = None,
-    attempts: Annotated[int, ranged("--max-attempts", help="Plans tried (with a model).", lo=1)] = 3,
     log: Annotated[Path | None, output_option(flag="--log", short=None, directory=False, help="Refinement log, "
                                               "JSONL (default: env-refine.jsonl next to the result store).")] = None,
     output: Annotated[Path | None, output_option(directory=False, help="Write the final plan here.")] = None,
@@ -206,16 +199,17 @@ def env_build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the environment (cached per repository, commit and plan), smoke-test it, and refine the plan with
-    a model when it fails. Exit status 1 when the environment does not work."""
+    a model when it fails. How it builds (a Docker image, the installer, the base interpreter, the smoke test,
+    the plans tried) is the config's build section: -c build.KEY=VALUE. Exit status 1 when the environment does
+    not work."""
     from coharden.environment.build import make_builder
     from coharden.environment.refine import refine_environment
 
     if instance is not None:
         from coharden.cli.envspec import build_for_instance
 
-        settings = _settings(config, swebench_specs=specs)
-        ok = build_for_instance(settings, records, instance, repos, force=force, installer=installer,
-                                as_json=as_json)
+        settings = _settings(config)
+        ok = build_for_instance(settings, records, instance, repos, force=force, as_json=as_json)
         raise typer.Exit(0 if ok else 1)
     if repo is None:
         raise CoHardenError("give a repository, or --instance ID with --records FILE")
@@ -223,11 +217,11 @@ def env_build(
     plan = _load_plan(plan_file) if plan_file else infer_plan(repo, commit, directory=True, quiet=True)
     repo, commit = _build_target(repo, commit, settings.cache_dir)
     llm = llm_opts.client(settings)
-    builder = make_builder(settings, docker=docker, base_python=base_python,
-                           log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
-    result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=attempts,
-                                smoke=smoke, sample=sample,
-                                seed=settings.mpe.seed if seed is None else seed,
+    builder = make_builder(settings, log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
+    build = settings.build
+    result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=build.max_attempts,
+                                smoke=build.smoke, sample=build.smoke_sample,
+                                seed=settings.mpe.seed if build.smoke_seed is None else build.smoke_seed,
                                 log_path=log or settings.store.with_name("env-refine.jsonl"),
                                 progress=lambda msg: err_console.print(msg))
     if output is not None:

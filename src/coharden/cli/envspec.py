@@ -73,7 +73,7 @@ def system_steps(repos: list[str] | None, version: str | None, specs: Path | Non
 
 
 def build_for_instance(settings: Settings, records: Path | None, instance_id: str, repos: Path | None,
-                       *, force: bool, installer: str, as_json: bool) -> bool:
+                       *, force: bool, as_json: bool) -> bool:
     """Build (or reuse) the spec environment of one SWE-bench record; True when it works."""
     from coharden.environment.specbuild import SpecBuilder
     from coharden.environment.specs import SpecTable, repo_slug
@@ -87,7 +87,7 @@ def build_for_instance(settings: Settings, records: Path | None, instance_id: st
     if not instance.version:
         raise CoHardenError(f"{instance_id}: the record has no version field (SWE-bench specs are per version)")
     spec = table.get(repo_slug(instance.repo), instance.version)
-    builder = SpecBuilder(settings.cache_dir, installer=installer,
+    builder = SpecBuilder(settings.cache_dir, installer=settings.build.installer,
                           log=lambda msg: err_console.print(msg, style="dim", markup=False, highlight=False))
     built = builder.build(repo, spec, instance.environment_setup_commit or instance.base_commit,
                           replacements=table.replacements(), force=force)

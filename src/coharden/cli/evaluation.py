@@ -12,15 +12,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from coharden.cli.command import renamed_flags
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, progress_bar, run_options
 from coharden.cli.engine_options import EngineOptions, engine_options
-from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs
+from coharden.cli.mpe_options import CUTOFFS_RENAMED, MPEOptions, mpe_options
 from coharden.cli.options import JsonOpt, output_option, workers_option
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
 
 @cli_errors
+@renamed_flags(CUTOFFS_RENAMED)
 @run_options
 @mpe_options("operators", "per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants")
 @engine_options()
@@ -45,7 +47,6 @@ def eval_command(
     output: Annotated[Path, output_option(help="Report directory (report.json, report.md, "
                                          "report.html).")] = Path("eval-results"),
     mpe_opts: MPEOptions = MPEOptions(),
-    cutoffs: CutoffsOpt = None,
     no_html: Annotated[bool, typer.Option("--no-html", help="Skip the HTML page (no matplotlib needed).")] = False,
     workers: Annotated[int | None, workers_option("Instances graded in parallel.", aliases=("--max_workers",))]
     = None,
@@ -63,8 +64,8 @@ def eval_command(
     if not no_html:
         _check_html()
     settings = run.settings(workers=workers)
-    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
     options = GradeOptions(mpe=mpe_opts.config(settings), workers=settings.workers)
+    cut = options.mpe.cutoffs or list(DEFAULT_CUTOFFS)
     inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
                              injections=injection or [], runs=runs, overfit=overfit or [])
     with progress_bar("eval", quiet=as_json) as update:

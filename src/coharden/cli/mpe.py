@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from coharden.cli.command import renamed_flags
 from coharden.cli.common import (
     RunOptions,
     cli_errors,
@@ -25,9 +26,9 @@ from coharden.cli.common import (
 )
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
-from coharden.cli.mpe_options import CutoffsOpt, MPEOptions, mpe_options, parse_cutoffs, parse_operators
+from coharden.cli.mpe_options import CUTOFFS_RENAMED, SHOW_RENAMED, MPEOptions, mpe_options, parse_operators
 from coharden.cli.mpe_render import finished_line, render_batch, render_mpe
-from coharden.cli.options import JsonOpt, option_group, ranged, unwritable, workers_option
+from coharden.cli.options import JsonOpt, option_group, unwritable, workers_option
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
@@ -88,6 +89,7 @@ MPEWorkersOpt = Annotated[int | None, workers_option(aliases=("--max_workers",))
 
 
 @cli_errors
+@renamed_flags(CUTOFFS_RENAMED, SHOW_RENAMED)
 @run_options
 @batch_options
 @mpe_options()
@@ -101,9 +103,7 @@ def mpe(
     = "golden",
     batch: BatchOptions = BatchOptions(),
     mpe_opts: MPEOptions = MPEOptions(),
-    cutoffs: CutoffsOpt = None,
     workers: MPEWorkersOpt = None,
-    show: Annotated[int, ranged("--show", help="How many beta mutants to print as diffs.", lo=0)] = 5,
     llm_opts: LLMOptions = LLMOptions(),
     instance_id: MPEIdsOpt = None,
     run: RunOptions = RunOptions(),
@@ -138,14 +138,13 @@ def mpe(
         if llm is not None and not engine.local:
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
-        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, cutoffs, as_json, engine, ids)
+        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, as_json, engine, ids)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
     if len(ids) > 1:
         raise CoHardenError(f"--id: one instance is evaluated without --instances (given {len(ids)}: "
                             f"{', '.join(ids)})")
-    single_cutoffs = parse_cutoffs(cutoffs, []) if cutoffs is not None else None  # checked before any work
     with progress_bar("mpe", quiet=as_json) as update:
         update(description="fail-to-pass check, mutant pool")
 
@@ -164,7 +163,7 @@ def mpe(
                               f"this run finished {'are' if kept != 1 else 'is'} kept in {settings.store}, so the "
                               "same command again starts from them", highlight=False, markup=False)
             raise typer.Exit(130) from exc
-    _show_single(result, single_cutoffs, show, as_json)
+    _show_single(result, mpe_cfg.cutoffs, mpe_cfg.show_mutants, as_json)
 
 
 def _show_single(result: MPEResult, cutoffs: list[float] | None, show: int, as_json: bool) -> None:
@@ -210,7 +209,7 @@ def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions)
     chosen = list(LLM_OPERATORS)
     if mpe_opts.operators:
         chosen = [op for op in parse_operators(mpe_opts.operators) if op in LLM_OPERATORS]
-    return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=mpe_opts.samples, seed=mpe_opts.seed,
+    return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, seed=mpe_opts.seed,
                                                     operators=chosen))
 
 
@@ -291,14 +290,14 @@ def _batch_inputs(batch: BatchOptions, settings: Settings, ids: list[str]):
 
 
 def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,
-               llm_mutator, cutoffs: str | None, as_json: bool,
+               llm_mutator, as_json: bool,
                engine_opts: EngineOptions = EngineOptions(), ids: list[str] | None = None) -> None:
     from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
     from coharden.mpe.logs import folder_name
     from coharden.mpe.run_report import run_report
     from coharden.schema.prediction import unknown_ids_message
 
-    cut = parse_cutoffs(cutoffs, DEFAULT_CUTOFFS)
+    cut = config.cutoffs or list(DEFAULT_CUTOFFS)
     records, preds, unknown = _batch_inputs(batch, settings, ids or [])
     output, logs = batch.output, batch.logs
     if unknown:

@@ -1,4 +1,4 @@
-"""The MPE option group: operators, mutants per operator, seed, tau, the estimate, mutator, LLM samples
+"""The MPE option group: operators, mutants per operator, seed, tau, the estimate, mutator
 (:class:`MPEOptions`, declared with :func:`mpe_options`), and the parsers of their values.
 
 :meth:`MPEOptions.config` is the one place where the MPE group becomes an :class:`MPEConfig`."""
@@ -71,10 +71,7 @@ NoImpliedOpt = Annotated[bool, typer.Option("--no-implied", help="Make every run
 PaperClassesOpt = Annotated[bool, typer.Option("--paper-classes", help="The paper's rule exactly: N mutants per "
                                                 "operator, no early stop, the point laxity against tau, every "
                                                 "non-F->P test Misaligned.")]
-CutoffsOpt = Annotated[str | None, typer.Option("--cutoffs", help="Comma-separated cutoffs (0 to 1) of the "
-                                                "Rigorous/Lax sensitivity table (one test: its class at each).")]
 MutatorOpt = Annotated[str, typer.Option("--mutator", help="Mutant sources: mechanical, llm, or mechanical,llm.")]
-SamplesOpt = Annotated[int, ranged("--samples", help="LLM mutator: mutants wanted per operator.", lo=1)]
 
 MUTATORS = ("mechanical", "llm")
 
@@ -103,20 +100,6 @@ def parse_operators(value: str | None) -> list[Operator]:
         raise CoHardenError(f"--operators: unknown {', '.join(map(repr, unknown))} "
                             f"(known: {', '.join(known)})")
     return [Operator(name) for name in names]
-
-
-def parse_cutoffs(value: str | None, default: Sequence[float]) -> list[float]:
-    """Cutoffs from a comma-separated --cutoffs value, each between 0 and 1."""
-    if value is None:
-        return list(default)
-    bad = CoHardenError(f"--cutoffs: {value!r} (allowed: numbers from 0 to 1, comma-separated)")
-    try:
-        cut = [float(c) for c in value.split(",") if c.strip()]
-    except ValueError as exc:
-        raise bad from exc
-    if not cut or any(not 0 <= c <= 1 for c in cut):
-        raise bad
-    return cut
 
 
 def check_estimate(confidence: float, max_mutants: int | None, *, fixed: bool, operators: int) -> None:
@@ -153,7 +136,6 @@ class MPEOptions:
     confidence: float | None = None
     max_mutants: int | None = None
     mutator: str = "mechanical"
-    samples: int = 3
     no_implied: bool = False
 
     @property
@@ -204,7 +186,7 @@ class MPEOptions:
 
 #: ``--operators`` stays a flag: naming an installed package's operators loads the registry first (a ``-c
 #: mpe.operators`` list is read before it, so it takes the built-in ones only).
-_MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "mutator": MutatorOpt, "samples": SamplesOpt}
+_MPE_OPTIONS: dict[str, Any] = {"operators": OperatorsOpt, "mutator": MutatorOpt}
 
 #: The MPE flags that set an ``mpe`` key (read for one more release, as ``-c mpe.KEY=VALUE``): a fixed budget
 #: (``--per-operator``, ``--paper-classes``) is not sequential, as the flags made it.
@@ -214,13 +196,18 @@ MPE_RENAMED = {"per_operator": Renamed("--per-operator", "mpe.per_operator", als
                                         also=("mpe.sequential=false",)),
                "confidence": Renamed("--confidence", "mpe.confidence"),
                "max_mutants": Renamed("--max-mutants", "mpe.max_mutants"),
-               "no_implied": Renamed("--no-implied", "mpe.implied", switch="false")}
+               "no_implied": Renamed("--no-implied", "mpe.implied", switch="false"),
+               "samples": Renamed("--samples", "mpe.llm_samples")}
+#: The report flags of the commands that grade many tests or one (``--cutoffs``) and one (``--show``).
+CUTOFFS_RENAMED = Renamed("--cutoffs", "mpe.cutoffs", many=True)
+SHOW_RENAMED = Renamed("--show", "mpe.show_mutants")
 
 
 def mpe_options(*names: str, param: str = "mpe_opts", **aliases: Any) -> Callable[[F], F]:
     """``command`` declares ``<param>: MPEOptions = MPEOptions()`` and gets the MPE flags ``names`` of
-    ``mutator`` and ``samples`` (both when none are named) in that place, and reads the group's old flags
-    (operators, per-operator, seed, tau, ...: ``-c mpe.KEY=VALUE`` now); ``aliases`` replace a flag's alias
+    ``operators`` and ``mutator`` (both when none are named) in that place, and reads the group's old flags
+    named (per-operator, seed, tau, samples, ...: ``-c mpe.KEY=VALUE`` now; all when none are named);
+    ``aliases`` replace a flag's alias
     where the command's help says more."""
     names = names or (*_MPE_OPTIONS, *MPE_RENAMED)
     chosen = {name: _MPE_OPTIONS[name] for name in names if name in _MPE_OPTIONS}

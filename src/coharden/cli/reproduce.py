@@ -16,7 +16,7 @@ from rich.table import Table
 from coharden.cli.command import renamed_flags
 from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console, new_app, read_patch_file, read_text
 from coharden.cli.common import settings_from as _settings
-from coharden.cli.env import BasePythonOpt, DockerOpt, RepoArg, infer_plan, with_llm_options
+from coharden.cli.env import BUILD_RENAMED, RepoArg, infer_plan, with_llm_options
 from coharden.cli.llm_options import LLMOptions
 from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged
 from coharden.config import Settings
@@ -38,15 +38,15 @@ MockOpt = Annotated[bool, typer.Option("--mock-services", help="Serve the model-
                                        "mock server while the tests run.")]
 
 
-def _run_settings(settings: Settings, repo: Path, buggy: str, use_env: bool, docker: bool,
-                  base_python: str | None) -> Settings:
+def _run_settings(settings: Settings, repo: Path, buggy: str, use_env: bool) -> Settings:
+    """``settings``, or with ``use_env`` those of the buggy commit's inferred environment, built (or reused) as
+    the ``build`` section says."""
     if not use_env:
         return settings
     from coharden.environment.build import make_builder
 
     plan = infer_plan(repo, buggy)
-    result = make_builder(settings, docker=docker, base_python=base_python,
-                          log=lambda msg: err_console.print(f"[dim]{msg}[/]")).build(repo, buggy, plan)
+    result = make_builder(settings, log=lambda msg: err_console.print(f"[dim]{msg}[/]")).build(repo, buggy, plan)
     if not result.ok:
         raise CoHardenError(f"the environment did not build: {result.error}")
     return result.settings(settings)
@@ -62,7 +62,7 @@ def _read_fix(fix: Path | None) -> str | None:
 
 @reproduce_app.command("check")
 @cli_errors
-@renamed_flags(*RUN_RENAMED[:2])
+@renamed_flags(*RUN_RENAMED[:2], *BUILD_RENAMED[:2])
 def reproduce_check(
     repo: RepoArg,
     test: Annotated[Path, typer.Option("--test", "-t", help="The test patch (a diff adding the test).")],
@@ -77,8 +77,6 @@ def reproduce_check(
                                                "model-client or network boundary.")] = False,
     mock_services: MockOpt = False,
     use_env: EnvOpt = False,
-    docker: DockerOpt = False,
-    base_python: BasePythonOpt = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -90,8 +88,7 @@ def reproduce_check(
         raise CoHardenError(f"--test: {test} not found")
     if (patched is None) == (fix is None):
         raise CoHardenError("give exactly one of --patched and --fix")
-    settings = _run_settings(_settings(config), repo, buggy, use_env, docker,
-                             base_python)
+    settings = _run_settings(_settings(config), repo, buggy, use_env)
     report = check_reproduction(repo, buggy, read_patch_file(test, "--test"), settings, patched=patched,
                                 fix=_read_fix(fix),
                                 expect=Expectation(exception=expect_exception, message=expect_message),
@@ -120,7 +117,7 @@ def _render_report(report: Any) -> None:
 
 @reproduce_app.command("generate")
 @cli_errors
-@renamed_flags(*RUN_RENAMED[:2])
+@renamed_flags(*RUN_RENAMED[:2], *BUILD_RENAMED[:2])
 @with_llm_options
 def reproduce_generate(
     repo: RepoArg,
@@ -139,8 +136,6 @@ def reproduce_generate(
                                               help="Attempt log, JSONL.")] = None,
     mock_services: MockOpt = False,
     use_env: EnvOpt = False,
-    docker: DockerOpt = False,
-    base_python: BasePythonOpt = None,
     llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -156,7 +151,7 @@ def reproduce_generate(
         raise CoHardenError("give exactly one of --patched and --fix")
     base = _settings(config)
     llm = llm_opts.client(base, required=True)
-    settings = _run_settings(base, repo, buggy, use_env, docker, base_python)
+    settings = _run_settings(base, repo, buggy, use_env)
     result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
                                    fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
                                                                           message=expect_message),

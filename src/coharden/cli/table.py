@@ -18,7 +18,7 @@ from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, workers_option
-from coharden.cli.study import BytecodeOpt, LimitOpt, ReportOnlyOpt, system_files
+from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt, system_files
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ table_inputs = option_group(TableInputs, {
 @cli_errors
 @mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants")
 @engine_options()
-@renamed_flags(*RUN_RENAMED[:3])
+@renamed_flags(*RUN_RENAMED[:3], *BYTECODE_RENAMED)
 @table_inputs
 def study_table(
     inputs: TableInputs = TableInputs(),
@@ -74,7 +74,6 @@ def study_table(
                                           "and table_report.md.")] = Path("results"),
     mpe_opts: MPEOptions = MPEOptions(),
     workers: Annotated[int, workers_option("MPE workers of one instance (one checkout each).")] = 2,
-    bytecode: BytecodeOpt = True,
     report_only: ReportOnlyOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -90,7 +89,7 @@ def study_table(
         if inputs.data is None or inputs.repos is None:
             raise CoHardenError("--data and --repos are needed to make the table (--report-only needs neither)")
         settings = _settings(config, repos_dir=inputs.repos, workers=workers)
-        _make(dataset, inputs, settings, mpe_opts, workers, bytecode)
+        _make(dataset, inputs, settings, mpe_opts, workers)
     elif not dataset.path.is_file():
         raise CoHardenError(f"{dataset.path}: no dataset to report on (make the table first, without --report-only)")
     summary = write_table_report(dataset.path, output)
@@ -102,8 +101,7 @@ def study_table(
                   f"{cov['done']} of {cov['reachable']} reachable instances done)", markup=False, highlight=False)
 
 
-def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, workers: int,
-          bytecode: bool) -> None:
+def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, workers: int) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.real_bugs import StudyConfig
@@ -122,7 +120,7 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
     table_data = load_table_data(inputs.data, inputs.repos, envcheck=envcheck, python_version=version,
                                  systems=chosen, system_files=system_files(inputs.system_file or []))
     study = StudyConfig(mpe=mpe_opts.config(settings),
-                        workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
+                        workers=workers, verify_all=False, bytecode=["sympy"] if settings.study.bytecode else [],
                         warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     table_config = TableConfig(study=study, repos=inputs.only_repo or [], ids=inputs.only or [], limit=inputs.limit)
     engine_opts = EngineOptions.of(settings)

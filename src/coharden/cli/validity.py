@@ -21,12 +21,12 @@ from coharden.cli.options import (
     output_option,
     workers_option,
 )
-from coharden.cli.study import BytecodeOpt, LimitOpt, ReportOnlyOpt
+from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt
 from coharden.errors import CoHardenError
 
 
 @cli_errors
-@renamed_flags(*RUN_RENAMED[:3])
+@renamed_flags(*RUN_RENAMED[:3], *BYTECODE_RENAMED)
 def study_validity(
     data: Annotated[Path | None, typer.Option("--data", help="The shared data directory (records, "
                                               "brt_predictions/, fix_predictions/).")] = None,
@@ -52,7 +52,6 @@ def study_validity(
     only: IdsOpt = None,
     limit: LimitOpt = None,
     workers: Annotated[int, workers_option("Checkouts of one instance.")] = 1,
-    bytecode: BytecodeOpt = True,
     report_only: ReportOnlyOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
@@ -72,7 +71,7 @@ def study_validity(
         if data is None or repos is None:
             raise CoHardenError("--data and --repos are needed to run the study (--report-only needs neither)")
         _run(dataset, data, repos, envcheck, table or Path("results/table.jsonl"), only_repo or [], only or [],
-             limit, workers, bytecode, config, unit)
+             limit, workers, config, unit)
     elif not dataset.is_file():
         raise CoHardenError(f"{dataset}: no dataset to report on (run the study first, without --report-only)")
     elif table is not None:
@@ -95,7 +94,7 @@ def _num(x: float | None) -> str:
 
 
 def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: Path,
-         only_repo: list[str], only: list[str], limit: int | None, workers: int, bytecode: bool,
+         only_repo: list[str], only: list[str], limit: int | None, workers: int,
          config: list[str] | None, unit: str) -> None:
     from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -110,7 +109,7 @@ def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: P
         version = environment_id(settings.environment.python).split()[1]
     inputs = load_validity_inputs(data, repos, table, envcheck=envcheck, python_version=version,
                                   test_patterns=settings.tests.test_patterns, unit=unit)
-    study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if bytecode else [],
+    study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if settings.study.bytecode else [],
                         warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     validity_config = ValidityConfig(study=study, repos=only_repo, ids=only, limit=limit)
     with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(),

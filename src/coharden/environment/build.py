@@ -299,10 +299,10 @@ class DockerBuilder:
         return result
 
 
-def make_builder(settings: Settings, *, docker: bool = False, base_python: str | None = None,
-                 log: Log | None = None) -> LocalBuilder | DockerBuilder:
-    return DockerBuilder(settings.cache_dir, log=log) if docker else LocalBuilder(
-        settings.cache_dir, base_python=base_python, log=log)
+def make_builder(settings: Settings, *, log: Log | None = None) -> LocalBuilder | DockerBuilder:
+    """The builder the ``build`` section asks for: a Docker image, or a virtual environment."""
+    return DockerBuilder(settings.cache_dir, log=log) if settings.build.docker else LocalBuilder(
+        settings.cache_dir, base_python=settings.build.base_python, log=log)
 
 
 

@@ -97,11 +97,12 @@ class LLMMutatorSettings(BaseModel):
     """What a reply is asked to hold (either format is parsed whatever was asked)."""
 
     @classmethod
-    def of(cls, mpe: MPEConfig, *, samples: int, seed: int | None = None,
+    def of(cls, mpe: MPEConfig, *, samples: int | None = None, seed: int | None = None,
            operators: Sequence[Operator] | None = None) -> LLMMutatorSettings:
-        """A command's settings: N samples per operator, the seed (default: the MPE's), and the MPE
-        section's LLM settings (``mpe.llm_edit_format``)."""
-        chosen = cls(samples=samples, seed=mpe.seed if seed is None else seed, edit_format=mpe.llm_edit_format)
+        """A command's settings: N samples per operator and the seed (default: the MPE section's
+        ``mpe.llm_samples`` and ``mpe.seed``), and the section's other LLM settings (``mpe.llm_edit_format``)."""
+        chosen = cls(samples=mpe.llm_samples if samples is None else samples,
+                     seed=mpe.seed if seed is None else seed, edit_format=mpe.llm_edit_format)
         return chosen if operators is None else chosen.model_copy(update={"operators": tuple(operators)})
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from coharden.schema.estimate import DEFAULT_CONFIDENCE, INTERVAL_METHOD
 from coharden.schema.mutant import MECHANICAL_DEFAULT, KnownOperator
@@ -54,6 +54,7 @@ class MPEConfig(BaseModel):
     mechanical: bool = Field(default=True, description="The mechanical mutants join the pool.")
     llm: str | None = Field(default=None, description="The LLM mutator's model when LLM mutants join the pool "
                             "(the mutator itself is passed to evaluate()); None: no LLM mutants.")
+    llm_samples: int = Field(default=3, ge=1, description="The LLM mutator: mutants wanted per operator.")
     llm_edit_format: Literal["blocks", "diff"] = Field(default="blocks", description="What the LLM mutator asks "
                                                        "a reply to hold: SEARCH/REPLACE blocks, or one unified "
                                                        "diff (small local models write diffs best).")
@@ -83,6 +84,28 @@ class MPEConfig(BaseModel):
     behaviours: bool = Field(default=True, description="Laxity counts distinct behaviours (mutants whose outcomes "
                              "agree on every test run are one), the per-mutant figure beside it. paper_classes: "
                              "off (every mutant counts).")
+    cutoffs: list[float] | None = Field(default=None, description="Cutoffs (0 to 1) of the Rigorous/Lax "
+                                        "sensitivity table: a batch's and eval's (None: 0.05 to 0.5), a single "
+                                        "MPE's class at each (None: no table). Not part of a result.")
+    show_mutants: int = Field(default=5, ge=0, description="How many beta mutants a single MPE prints as diffs.")
+
+    @field_validator("cutoffs", mode="before")
+    @classmethod
+    def _cutoffs(cls, value: Any) -> Any:
+        """Each cutoff a number from 0 to 1, and at least one (a comma-separated text reads too): one message
+        for every way a value misses, never Python's own float() error."""
+        if value is None:
+            return None
+        items = value.split(",") if isinstance(value, str) else value
+        shown = ",".join(map(str, items)) if isinstance(items, list) else str(items)
+        bad = ValueError(f"{shown!r} (allowed: numbers from 0 to 1, comma-separated)")
+        try:
+            cut = [float(c) for c in items if str(c).strip()]
+        except (TypeError, ValueError) as exc:
+            raise bad from exc
+        if not cut or any(not 0 <= c <= 1 for c in cut):  # nan fails both comparisons
+            raise bad
+        return cut
 
     @model_validator(mode="after")
     def _cap_covers_a_round(self) -> MPEConfig:

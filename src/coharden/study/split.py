@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Literal, get_args
+from typing import get_args
 
-Split = Literal["dev", "heldout", "all"]
+from coharden.config import Split
+
 SPLITS: tuple[Split, ...] = get_args(Split)
 SALT = "coharden-split-v1"
 
