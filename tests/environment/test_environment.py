@@ -476,7 +476,7 @@ def test_refinement_fixes_build_and_smoke_with_model_patches(tmp_path: Path, set
     builder = FakeBuilder(tmp_path)
     with MockLLMServer(rules) as server:
         result = refine_environment(repo, commit, plan, builder, settings, llm=llm_for(server, monkeypatch),
-                                    max_attempts=3, log_path=log)
+                                    log_path=log)
         assert len(server.requests) == 2
     assert result.ok, result.stop_reason
     assert result.plan.install == []
@@ -500,13 +500,31 @@ def test_refinement_fails_closed_on_a_truncated_reply(tmp_path: Path, settings: 
     rules = [{"reply": '```json\n[{"op": "remove", "path": "/install/0"}]', "finish_reason": "length"}]
     with MockLLMServer(rules) as server:
         result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), settings,
-                                    llm=llm_for(server, monkeypatch), max_attempts=3, log_path=log)
+                                    llm=llm_for(server, monkeypatch), log_path=log)
     assert not result.ok
     assert "truncated" in result.stop_reason
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(entries) == 1
     assert entries[0]["llm_calls"][0]["error"] == "truncated"
     assert entries[0]["patch"] is None
+
+
+def test_refinement_follows_the_build_section(tmp_path: Path, settings: Settings,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build.max_attempts`` bounds the plans tried and ``build.smoke=false`` skips the smoke test: the
+    section, not the command, decides."""
+    repo, commit = make_repo(tmp_path / "r", {"tests/test_a.py": "def test_a():\n    pass\n"})
+    plan = EnvPlan(repo=str(repo), commit=commit, python="3.11", install=["bad-command"], mock_services=False)
+    one = settings.with_overrides(build={"max_attempts": 1})
+    with MockLLMServer([{"reply": '```json\n[{"op": "remove", "path": "/install/0"}]\n```'}]) as server:
+        result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), one, llm=llm_for(server, monkeypatch))
+        assert not server.requests  # the one attempt was the last: no model asked
+    assert result.stop_reason == "failed; 1 attempts used"
+    fine = plan.model_copy(update={"install": []})
+    unsmoked = refine_environment(repo, commit, fine, FakeBuilder(tmp_path),
+                                  settings.with_overrides(build={"smoke": False}))
+    assert unsmoked.ok
+    assert unsmoked.smoke is None
 
 
 def test_refinement_without_a_model_stops_after_one_attempt(tmp_path: Path, settings: Settings) -> None:
@@ -525,7 +543,7 @@ def test_refinement_rejects_patches_that_retarget_the_plan(tmp_path: Path, setti
     rules = [{"reply": '```json\n[{"op": "replace", "path": "/commit", "value": "HEAD~1"}]\n```'}]
     with MockLLMServer(rules) as server:
         result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), settings,
-                                    llm=llm_for(server, monkeypatch), max_attempts=3)
+                                    llm=llm_for(server, monkeypatch))
         assert len(server.requests) == 2  # asked again once, with the reason
         assert "may not change" in server.requests[1].messages[-1]["content"]
     assert not result.ok

@@ -218,10 +218,7 @@ def env_build(
     repo, commit = _build_target(repo, commit, settings.cache_dir)
     llm = llm_opts.client(settings)
     builder = make_builder(settings, log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
-    build = settings.build
-    result = refine_environment(repo, commit, plan, builder, settings, llm=llm, max_attempts=build.max_attempts,
-                                smoke=build.smoke, sample=build.smoke_sample,
-                                seed=settings.mpe.seed if build.smoke_seed is None else build.smoke_seed,
+    result = refine_environment(repo, commit, plan, builder, settings, llm=llm,
                                 log_path=log or settings.store.with_name("env-refine.jsonl"),
                                 progress=lambda msg: err_console.print(msg))
     if output is not None:

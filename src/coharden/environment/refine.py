@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from coharden.config import Settings
 from coharden.environment.build import BuildError, BuildResult
 from coharden.environment.plan import EnvPlan, PlanError, patch_plan
-from coharden.environment.smoke import SmokeReport, smoke_test
+from coharden.environment.smoke import SmokeReport, smoke_sample, smoke_test
 from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
 from coharden.llm.errors import LLMError, failure_of
@@ -101,12 +101,13 @@ def _smoke_summary(report: SmokeReport) -> dict[str, Any]:
 
 
 def refine_environment(repo: Path, commit: str, plan: EnvPlan, builder: Builder, settings: Settings, *,
-                       llm: LLMClient | None = None, max_attempts: int = 3, smoke: bool = True, sample: int = 20,
-                       seed: int = 0, log_path: Path | None = None,
+                       llm: LLMClient | None = None, log_path: Path | None = None,
                        progress: Callable[[str], None] | None = None) -> RefineResult:
-    """Build ``plan``, smoke-test it, and refine it with ``llm`` until it works or ``max_attempts`` plans
-    were tried. Returns the last plan, build and smoke report, and every attempt (also appended to
-    ``log_path`` as JSONL)."""
+    """Build ``plan``, smoke-test it, and refine it with ``llm`` until it works or ``build.max_attempts`` plans
+    were tried (the smoke test as the settings' ``build`` section says). Returns the last plan, build and smoke
+    report, and every attempt (also appended to ``log_path`` as JSONL)."""
+    max_attempts, smoke = settings.build.max_attempts, settings.build.smoke
+    sample, seed = smoke_sample(settings)
     say = progress or (lambda _msg: None)
     result = RefineResult(ok=False, plan=plan)
     tried: set[str] = set()

@@ -120,11 +120,22 @@ def _test_env(plan: EnvPlan, mock_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def smoke_sample(settings: Settings) -> tuple[int, int]:
+    """(how many tests a smoke test runs, the seed of their sample): the ``build`` section's, the seed by default
+    the MPE's."""
+    build = settings.build
+    return build.smoke_sample, settings.mpe.seed if build.smoke_seed is None else build.smoke_seed
+
+
 def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, settings: Settings, *,
-               sample: int = 20, seed: int = 0, mock: bool | None = None) -> SmokeReport:
-    """Collect the tests of ``repo`` at ``commit`` with the built environment, run ``sample`` of them (seeded),
-    and report the environment failures. ``mock`` (default: the plan's ``mock_services``) serves the provider
-    variables from a local mock server for the duration."""
+               sample: int | None = None, seed: int | None = None, mock: bool | None = None) -> SmokeReport:
+    """Collect the tests of ``repo`` at ``commit`` with the built environment, run ``sample`` of them (seeded;
+    both by default the settings' :func:`smoke_sample`), and report the environment failures. ``mock``
+    (default: the plan's ``mock_services``) serves the provider variables from a local mock server for the
+    duration."""
+    default_sample, default_seed = smoke_sample(settings)
+    sample = default_sample if sample is None else sample
+    seed = default_seed if seed is None else seed
     started = time.monotonic()
     report = SmokeReport(ok=False, python=build.python, seed=seed)
     if not build.ok:
