@@ -77,11 +77,7 @@ class LLMOptions:
         a command has a second one); None when no model is named (and none is required)."""
         if not (model or self.configured) and not required:
             return None
-        llm = settings.llm
-        return llm_client(model=model or self.model, api_base=llm.api_base, llm_store=llm.store,
-                          llm_mode=llm.mode, default_store=settings.store, budget_usd=llm.budget_usd,
-                          instance_budget_usd=llm.instance_budget_usd, ledger=ledger, what=what,
-                          temperature=llm.temperature, max_tokens=llm.max_tokens)
+        return llm_client(settings, model=model or self.model, ledger=ledger, what=what)
 
 
 def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, instance_budget: bool = False,
@@ -95,34 +91,32 @@ def llm_options(model: Any, param: str = "llm_options", *, budget: bool = True, 
     return option_group(LLMOptions, {"model": model}, param, [LLM_RENAMED[name] for name in old])
 
 
-def llm_client(*, model: str | None, api_base: str | None, llm_store: Path | None, llm_mode: str,
-               default_store: Path, budget_usd: float | None = None, instance_budget_usd: float | None = None,
-               ledger: Ledger | None = None, what: str = "this command", llm_config: LLMConfig | None = None,
-               **config: Any) -> LLMClient:
-    """An LLM client from the LLM option group and ``$COHARDEN_LLM_*``: record/replay store (default next to
-    the result store), mode, and cost caps; ``config`` sets more :class:`LLMConfig` fields (temperature,
-    max_tokens, ...), or ``llm_config`` gives the whole configuration. A missing model or a bad mode is a
-    clear error."""
+def llm_client(settings: Settings, *, model: str | None, ledger: Ledger | None = None, what: str = "this command",
+               llm_config: LLMConfig | None = None) -> LLMClient:
+    """An LLM client for ``model`` reached as ``settings.llm`` says (endpoint, record/replay store - default
+    next to the result store -, mode, cost caps, sampling) and ``$COHARDEN_LLM_*``, or with the whole
+    ``llm_config`` given. A missing model or a bad mode is a clear error."""
     from pydantic import ValidationError
 
     from coharden.llm import Budget, CacheMode, CallStore, LLMClient, LLMConfig
 
+    llm = settings.llm
     try:
-        mode = CacheMode(llm_mode)
+        mode = CacheMode(llm.mode)
     except ValueError as exc:
-        raise CoHardenError(f"--llm-mode: {llm_mode!r} (known: auto, record, replay)") from exc
+        raise CoHardenError(f"--llm-mode: {llm.mode!r} (known: auto, record, replay)") from exc
     try:
         if llm_config is None:
-            llm_config = LLMConfig.from_env(model=model, api_base=api_base,
-                                            **{k: v for k, v in config.items() if v is not None})
+            llm_config = LLMConfig.from_env(model=model, api_base=llm.api_base, temperature=llm.temperature,
+                                            max_tokens=llm.max_tokens)  # None: the variable's, or the default
     except ValidationError as exc:
         if any(e["loc"] == ("model",) for e in exc.errors()):
             raise CoHardenError(f"{what} needs --model (or $COHARDEN_LLM_MODEL)") from exc
         raise CoHardenError(f"LLM configuration: {validation_message(exc)}") from exc
     budget = None
-    if budget_usd is not None or instance_budget_usd is not None:
-        budget = Budget(per_run_usd=budget_usd, per_instance_usd=instance_budget_usd)
-    return LLMClient(llm_config, store=CallStore(llm_store or default_store.with_name("llm-calls.sqlite")), mode=mode,
-                     budget=budget, ledger=ledger)
+    if llm.budget_usd is not None or llm.instance_budget_usd is not None:
+        budget = Budget(per_run_usd=llm.budget_usd, per_instance_usd=llm.instance_budget_usd)
+    return LLMClient(llm_config, store=CallStore(llm.store or settings.store.with_name("llm-calls.sqlite")),
+                     mode=mode, budget=budget, ledger=ledger)
 
 

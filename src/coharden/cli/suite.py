@@ -127,8 +127,7 @@ def llm_client_for(model: str | None, settings: Any, ledger: Any, overrides: dic
     ``$COHARDEN_LLM_*``), reached as ``settings.llm`` says, with the shared ledger."""
     if model is None and not overrides:
         return None
-    llm = settings.llm
-    api_base = llm.api_base
+    api_base = settings.llm.api_base
     config = None
     if overrides:
         from pydantic import ValidationError
@@ -139,9 +138,7 @@ def llm_client_for(model: str | None, settings: Any, ledger: Any, overrides: dic
             config = LLMConfig.model_validate({**({"api_base": api_base} if api_base else {}), **overrides})
         except ValidationError as exc:
             raise CoHardenError(f"LLM configuration: {exc}") from exc
-    return llm_client(model=model, api_base=api_base, llm_store=llm.store, llm_mode=llm.mode,
-                      default_store=settings.store, budget_usd=llm.budget_usd, ledger=ledger, llm_config=config,
-                      temperature=llm.temperature, max_tokens=llm.max_tokens)
+    return llm_client(settings, model=model, ledger=ledger, llm_config=config)
 
 
 def _render_survivors(mutants: list, survivors: list[str], show: int) -> None:
