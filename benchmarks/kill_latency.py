@@ -33,6 +33,7 @@ from coharden.config import Settings
 from coharden.execution.fast.forkserver import ForkServer
 from coharden.execution.pytest_runner import run_pytest, test_environment
 from coharden.execution.pytest_verdicts import verdict_for
+from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import Confinement, run_limited
 from coharden.schema.timelimit import LOAD_MARGIN
 
@@ -58,8 +59,8 @@ def scaled(work: Path, test: str, fork_server: bool) -> float:
     ids = [f"test_slow.py::{test}"]
     server = ForkServer(sys.executable, env=test_environment(()), network=False) if fork_server else None
     try:
-        result = run_pytest(work, ids, Settings(fork_server=fork_server, timeout=60), server=server, time_limit=2.0,
-                            confine=None if fork_server else Confinement(writable=(work,)))
+        result = run_pytest(work, ids, Settings(fork_server=fork_server, timeout=60), RunOptions(
+            server=server, time_limit=2.0, confine=None if fork_server else Confinement(writable=(work,))))
     finally:
         if server is not None:
             server.close()

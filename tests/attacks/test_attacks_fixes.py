@@ -27,6 +27,7 @@ from coharden.execution.env_plugins import environment_plugins
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.pytest_verdicts import verdict_for
+from coharden.execution.run_options import RunOptions
 from coharden.instances import LocalInstance, resolve_repo
 from coharden.patches import make_patch, parse
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -200,7 +201,8 @@ def test_autoload_forges_without_coharden(tmp_path: Path) -> None:
     plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_it.py"],
                            cwd=root, capture_output=True, text=True, env=env, check=False)
     assert plain.returncode == 0, plain.stdout
-    run = run_pytest(root, ["tests/test_it.py::test_it"], Settings(timeout=60, workers=1), sys.executable)
+    run = run_pytest(root, ["tests/test_it.py::test_it"], Settings(timeout=60, workers=1),
+                     RunOptions(python=sys.executable))
     assert verdict_for(["tests/test_it.py::test_it"], run).outcome is Outcome.FAIL, run.output
 
 

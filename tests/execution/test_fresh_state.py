@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import Confinement, bwrap_path, run_limited
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox on this machine")
@@ -331,10 +332,10 @@ def test_a_server_whose_wipe_leaves_residue_serves_no_further_run(tmp_path: Path
         first = site.server()
         assert first is not None, site.server_failed
         assert first.isolation == "bwrap"
-        planted = site.run(["test_stuck.py::test_plant"], None)
+        planted = site.run(["test_stuck.py::test_plant"], RunOptions())
         assert planted.returncode == 0, planted.output
         assert not planted.lost
-        looked = site.run(["test_stuck.py::test_look"], None)
+        looked = site.run(["test_stuck.py::test_look"], RunOptions())
         assert looked.returncode == 0, looked.output  # the next run does not see the residue
         assert site.current is not None  # a new sandbox served it
         assert site.current is not first

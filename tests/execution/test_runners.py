@@ -21,10 +21,14 @@ from coharden.environment.specs import EnvSpec
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.log_parsers import parse_django_log, parse_pytest_log, parse_sympy_log
 from coharden.execution.log_runs import run_with
+from coharden.execution.run_options import RunOptions
 from coharden.execution.runners import RUNNERS, DjangoRunner, PytestRunner, SympyRunner, make_runner
 from coharden.execution.testids import runnable_id
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
+
+#: a run with the interpreter running these tests
+THIS_PYTHON = RunOptions(python=sys.executable)
 
 DJANGO_LOG = """\
 test_a (app.tests.ATests) ... ok
@@ -101,7 +105,7 @@ def _fake_bin_test(root: Path, body: str) -> None:
 
 def test_unparseable_output_is_a_harness_error_with_the_tail(tmp_path: Path) -> None:
     _fake_bin_test(tmp_path, "print('Segmentation fault in the runner itself'); sys.exit(3)")
-    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert verdict.outcome is Outcome.HARNESS_ERROR
     assert "no per-test result" in verdict.reason
     assert "Segmentation fault in the runner itself" in verdict.reason
@@ -110,15 +114,15 @@ def test_unparseable_output_is_a_harness_error_with_the_tail(tmp_path: Path) -> 
 def test_log_runner_rules_missing_skipped_and_timeout(tmp_path: Path) -> None:
     _fake_bin_test(tmp_path, "print('test_a ok'); print('test_b s')")
     settings = Settings(timeout=30)
-    assert run_with(SympyRunner(), tmp_path, ["test_a"], settings, sys.executable).passed
-    skipped = run_with(SympyRunner(), tmp_path, ["test_a", "test_b"], settings, sys.executable)
+    assert run_with(SympyRunner(), tmp_path, ["test_a"], settings, THIS_PYTHON).passed
+    skipped = run_with(SympyRunner(), tmp_path, ["test_a", "test_b"], settings, THIS_PYTHON)
     assert skipped.outcome is Outcome.FAIL
     assert "test_b: SKIPPED" in skipped.reason
-    missing = run_with(SympyRunner(), tmp_path, ["test_c"], settings, sys.executable)
+    missing = run_with(SympyRunner(), tmp_path, ["test_c"], settings, THIS_PYTHON)
     assert missing.outcome is Outcome.COLLECTION_ERROR
     assert "test_c" in missing.reason
     _fake_bin_test(tmp_path, "import time; time.sleep(30)")
-    slow = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=1), sys.executable)
+    slow = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=1), THIS_PYTHON)
     assert slow.outcome is Outcome.TIMEOUT
 
 
@@ -129,22 +133,22 @@ def test_a_run_that_ran_no_test_is_not_a_harness_error(tmp_path: Path) -> None:
     per-test lines nor the runner's own 'ran nothing' line stays a harness error."""
     banner = "print('=' * 18 + ' tests finished: 0 passed, in 0.00 seconds ' + '=' * 19)"
     _fake_bin_test(tmp_path, banner)
-    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
     assert "test ids not run: test_a (sympy finished and ran no test" in verdict.reason
     assert verdict.tests == {"test_a": [TestStatus.MISSING]}
     _fake_bin_test(tmp_path, banner + "; sys.exit(3)")  # the banner, then a crash of the runner: its own failure
-    assert run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable).outcome \
+    assert run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON).outcome \
         is Outcome.HARNESS_ERROR
     _fake_bin_test(tmp_path, "print('tests finished: 0 passed, in 0.01 seconds')")  # not the runner's own line
-    assert run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable).outcome \
+    assert run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON).outcome \
         is Outcome.HARNESS_ERROR
     # a test file that imports what the environment lacks (sympy-13773's generated test imports pytest)
     _fake_bin_test(tmp_path, "print('sympy/t/test_x.py[?]   Failed to import'); print('_' * 40); "
                    "print(\"ModuleNotFoundError: No module named 'pytest'\"); "
                    "print('=' * 11 + ' tests finished: 0 passed, 1 exceptions, in 0.00 seconds ' + '=' * 12); "
                    "sys.exit(1)")
-    failed = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    failed = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert failed.outcome is Outcome.COLLECTION_ERROR
     assert "a test file failed to import: ModuleNotFoundError: No module named 'pytest'" in failed.reason
     assert DjangoRunner.empty_run.search("\nRan 0 tests in 0.000s\n\nOK\n")
@@ -160,7 +164,7 @@ def test_code_that_raises_before_any_test_runs_is_not_a_harness_error(tmp_path: 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("raise ValueError('there were repeated elements.')\n")
     _fake_bin_test(tmp_path, f"sys.path.insert(0, {str(tmp_path)!r})\nimport pkg")
-    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert verdict.outcome is Outcome.COLLECTION_ERROR, verdict.reason
     assert verdict.reason == ("test ids not run: test_a (the code under test raised before sympy ran a test: "
                               "ValueError: there were repeated elements.)")
@@ -172,15 +176,15 @@ def test_code_that_raises_before_any_test_runs_is_not_a_harness_error(tmp_path: 
         "        self_reporter._active_file\n")
     _fake_bin_test(tmp_path, f"sys.path.insert(0, {str(tmp_path)!r})\nfrom sympy.utilities.runtests import run\n"
                    "run('pkg')")
-    chained = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    chained = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert chained.outcome is Outcome.COLLECTION_ERROR, chained.reason
     assert "ValueError: there were repeated elements." in chained.reason
     # the runner's own failure, not while handling the code's exception, stays a harness error
     (tmp_path / "sympy" / "utilities" / "runtests.py").write_text("def run(path):\n    None._active_file\n")
-    alone = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    alone = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert alone.outcome is Outcome.HARNESS_ERROR, alone.reason
     _fake_bin_test(tmp_path, "import json\njson.loads('not json')")
-    outside = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+    outside = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
     assert outside.outcome is Outcome.HARNESS_ERROR
     # the environment's failures, raised through the runner's own file or Python's frozen modules, stay harness
     # errors: a variable the sandbox did not pass, a module the environment lacks, the disk
@@ -188,14 +192,14 @@ def test_code_that_raises_before_any_test_runs_is_not_a_harness_error(tmp_path: 
                  f"sys.path.insert(0, {str(tmp_path)!r})\nimport pkg2"):
         (tmp_path / "pkg2.py").write_text("open('/proc/no/such/file')\n")
         _fake_bin_test(tmp_path, body)
-        verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), sys.executable)
+        verdict = run_with(SympyRunner(), tmp_path, ["test_a"], Settings(timeout=30), THIS_PYTHON)
         assert verdict.outcome is Outcome.HARNESS_ERROR, (body, verdict.reason)
 
 
 def test_log_runners_have_no_network(tmp_path: Path) -> None:
     _fake_bin_test(tmp_path, "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=3)\n"
                    "    print('test_net ok')\nexcept OSError as exc:\n    print(exc); print('test_net F')")
-    verdict = run_with(SympyRunner(), tmp_path, ["test_net"], Settings(timeout=30), sys.executable)
+    verdict = run_with(SympyRunner(), tmp_path, ["test_net"], Settings(timeout=30), THIS_PYTHON)
     assert verdict.outcome is Outcome.FAIL
 
 
@@ -329,12 +333,12 @@ def test_django_runner_on_djangos_own_suite(django_sdist: tuple[Path, str], tmp_
     settings = Settings(timeout=300)
     env = {"PYTHONPATH": str(root)}
     ids = ["test_defaults (str.tests.SimpleTests)", "test_international (str.tests.SimpleTests)"]
-    ok = run_with(DjangoRunner(), root, ids, settings, python, env=env)
+    ok = run_with(DjangoRunner(), root, ids, settings, RunOptions(python=python, env=env))
     assert ok.passed, ok.reason + ok.output_tail
     # the harness's id of a test with a docstring is the docstring's first line: its module runs whole
     runner = DjangoRunner(extra_labels=["str.tests"])
     doc = "The default implementation of __str__ and __repr__ should return"
-    by_doc = run_with(runner, root, [doc], settings, python, env=env)
+    by_doc = run_with(runner, root, [doc], settings, RunOptions(python=python, env=env))
     assert by_doc.passed, by_doc.reason
 
 
@@ -515,7 +519,7 @@ def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(t
         "def test_inline(text):\n    assert not text.startswith('pep')\n")
     cut = ["test_first.py::test_inline[kbd"]
     stopped = verdict_for(cut, run_pytest(tmp_path, cut, Settings(fork_server=False, timeout=60),
-                                          first_failure=True))
+                                          RunOptions(first_failure=True)))
     assert stopped.outcome is Outcome.PASS, stopped.reason
 
 
@@ -566,8 +570,8 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     try:
         def run(test: str, limit: float | None) -> Verdict:
             ids = [f"test_slow.py::{test}"]
-            result = run_pytest(tmp_path, ids, settings, server=server, time_limit=limit,
-                                confine=None if fork_server else Confinement(writable=(tmp_path,)))
+            result = run_pytest(tmp_path, ids, settings, RunOptions(
+                server=server, time_limit=limit, confine=None if fork_server else Confinement(writable=(tmp_path,))))
             return verdict_for(ids, result)
 
         waited = run("test_waits", 3.0)
@@ -679,7 +683,7 @@ def _raised_outside(root: Path, ids: list[str], call: str, hook: str) -> Outcome
     outside.mkdir()
     (outside / "extlib.py").write_text(f"def {call}:\n    raise ValueError('the environment')\n")
     (root / "conftest.py").write_text(f"import extlib\n\n\ndef {hook}:\n    extlib.{call}\n")
-    run = run_pytest(root, ids, Settings(fork_server=False, timeout=60), extra_env={"PYTHONPATH": str(outside)})
+    run = run_pytest(root, ids, Settings(fork_server=False, timeout=60), RunOptions(env={"PYTHONPATH": str(outside)}))
     return verdict_for(ids, run).outcome
 
 

@@ -46,6 +46,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import git, resolve_commit
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.readback import read_text
+from coharden.execution.run_options import RunOptions
 from coharden.execution.store import Store
 from coharden.patches import is_test_path, split_patch, touched_files
 from coharden.schema.instance import Instance
@@ -186,8 +187,8 @@ def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: Project
     out.unlink(missing_ok=True)
     executor.workspace.tainted = True
     # a fresh process, never a fork of a warm server (which would have imported its plugins already)
-    run_pytest(root, list(test.ids), executor.settings, executor.python, extra_args=["-p", PROBE_MODULE],
-               image=executor.image, confine=executor.confinement())
+    run_pytest(root, list(test.ids), executor.settings, RunOptions(
+        python=executor.python, extra_args=("-p", PROBE_MODULE), image=executor.image, confine=executor.confinement()))
     try:  # the test may have swapped it for a link to a host file or a fifo
         modules: dict[str, dict[str, Any]] = json.loads(read_text(out, anchor=root))
     except FileNotFoundError:

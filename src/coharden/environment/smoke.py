@@ -27,6 +27,7 @@ from coharden.environment.mockenv import MockServices, loopback_only_settings
 from coharden.environment.plan import EnvPlan
 from coharden.execution.pytest_results import Case, PytestRun
 from coharden.execution.pytest_runner import run_pytest
+from coharden.execution.run_options import RunOptions
 from coharden.execution.workspace import Workspace
 from coharden.schema.verdict import TestStatus
 
@@ -166,8 +167,8 @@ def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, setti
 
 def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], sample: int, seed: int,
            report: SmokeReport, image: str | None) -> None:
-    collect = run_pytest(root, list(plan.test_paths), settings, extra_args=["--collect-only", *plan.test_args],
-                         extra_env=env, image=image)
+    collect = run_pytest(root, list(plan.test_paths), settings,
+                         RunOptions(extra_args=("--collect-only", *plan.test_args), env=env, image=image))
     report.output_tail = "\n".join(collect.output.strip().splitlines()[-30:])
     if collect.timed_out:
         report.env_failures.append(EnvFailure(where="collection", kind="timeout", detail="collection timed out"))
@@ -188,7 +189,7 @@ def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], s
         return
     chosen = sorted(random.Random(seed).sample(sorted(ids), min(sample, len(ids))))
     report.sampled = chosen
-    run = run_pytest(root, chosen, settings, extra_args=list(plan.test_args), extra_env=env, image=image)
+    run = run_pytest(root, chosen, settings, RunOptions(extra_args=tuple(plan.test_args), env=env, image=image))
     report.output_tail = "\n".join(run.output.strip().splitlines()[-30:])
     if run.timed_out:
         report.env_failures.append(EnvFailure(where="sample", kind="timeout",

@@ -33,6 +33,7 @@ from coharden.execution.git import APPLY_FAILED, Applied, show_file
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_layout import collect_key, lay_out
+from coharden.execution.run_options import RunOptions
 from coharden.execution.run_site import (
     ForkServer,
     RunSite,
@@ -370,10 +371,11 @@ class InstanceExecutor:
         self.runs += 1
         if not runner_of(self.settings.tests.runner).loads_plugins or test.exec_mode == REPRODUCTION_SCRIPT:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
-        return self._run(list(test.ids), None, self.site.warm_spec(source_patch, [test]), extra_args=extra_args,
-                         extra_env=extra_env, readable=tuple(readable), settings=instrumented_settings(self.settings),
-                         collect=self._collect_key(source_patch, [test]) if instrument else None,
-                         instrument=instrument)
+        options = RunOptions(warm=self.site.warm_spec(source_patch, [test]), extra_args=tuple(extra_args or ()),
+                             env=extra_env, collect=self._collect_key(source_patch, [test]) if instrument else None,
+                             instrument=instrument)
+        return self._run(list(test.ids), options, settings=instrumented_settings(self.settings),
+                         readable=tuple(readable))
 
     def _run_raw_log(self, root: Path, test: TestPatch, extra_env: dict[str, str],
                      readable: tuple[Path, ...]) -> PytestRun:
@@ -394,19 +396,20 @@ class InstanceExecutor:
         # only the test's own tests, as a pytest recording runs its ids: the rest of their files (sympy's
         # test_function.py, minutes under the tracer) would only add other tests' inputs to the recording
         if test.exec_mode == REPRODUCTION_SCRIPT:  # the script itself; an instrumenting pytest plugin never loads
-            verdict = run_scripts(root, test, instrumented_settings(self.settings).sandbox, self.python, env=env,
-                                  confine=confine)
+            verdict = run_scripts(root, test, instrumented_settings(self.settings),
+                                  RunOptions(python=self.python, env=env, confine=confine))
         else:
-            verdict = run_test_patch(root, test, instrumented_settings(self.settings), self.python, env=env,
-                                     confine=confine, select=True)
+            verdict = run_test_patch(root, test, instrumented_settings(self.settings),
+                                     RunOptions(python=self.python, env=env, confine=confine, select=True))
         return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
                          duration=verdict.duration or 0.0, output=verdict.output_tail or "",
                          isolation=verdict.isolation or "none")
 
-    def _run(self, ids: list[str], limit: float | None, warm: dict | None, **extra: object) -> PytestRun:
-        """One pytest run in the workspace as laid out (``extra``: :meth:`RunSite.run`'s keywords)."""
+    def _run(self, ids: list[str], options: RunOptions, *, settings: Settings | None = None,
+             readable: tuple[Path, ...] = ()) -> PytestRun:
+        """One pytest run in the workspace as laid out (see :meth:`RunSite.run`)."""
         self.workspace.tainted = True
-        return self.site.run(ids, limit, warm=warm, **extra)  # type: ignore[arg-type]
+        return self.site.run(ids, options, settings=settings, readable=readable)
 
     def run_process(self, source_patch: str, tests: list[TestPatch], limits: list[float], combine: bool,
                     first_failure: bool = False) -> tuple[dict[int, Verdict], list[int]]:
@@ -444,8 +447,9 @@ class InstanceExecutor:
         if any(test.whole_files for test in chosen):  # alone in its process (see run_layout)
             all_ids = list(dict.fromkeys(i.split("::", 1)[0] for i in all_ids))
         # -x only for a process of one test: a failure must not stop the tests of another
-        run = self._run(all_ids, max(limits[j] for j in groups), warm, first_failure=first_failure and len(groups) == 1,
-                        collect=self._collect_key(source_patch, chosen))
+        run = self._run(all_ids, RunOptions(time_limit=max(limits[j] for j in groups), warm=warm,
+                                            first_failure=first_failure and len(groups) == 1,
+                                            collect=self._collect_key(source_patch, chosen)))
         self.runs += 1
         if len(groups) == 1 or _clean(run):
             return {j: verdict_for(ids, run, rename=back) for j, (ids, back) in groups.items()}
@@ -455,7 +459,8 @@ class InstanceExecutor:
             if hung is not None and any(hung == i or hung.startswith(runnable_id(i) + "[") for i in ids):
                 done[j] = verdict_for(ids, run, rename=back)
                 continue
-            alone = self._run(ids, limits[j], warm, collect=self._collect_key(source_patch, [tests[j]]))
+            alone = self._run(ids, RunOptions(time_limit=limits[j], warm=warm,
+                                              collect=self._collect_key(source_patch, [tests[j]])))
             self.runs += 1
             done[j] = verdict_for(ids, alone, rename=back)
         return done
@@ -477,8 +482,8 @@ class InstanceExecutor:
             return {0: Verdict(outcome=Outcome.HARNESS_ERROR, exec_mode=REPRODUCTION_SCRIPT,
                                reason="reproduction scripts do not run with test_host 'docker' (run them locally)")}
         if test.exec_mode == REPRODUCTION_SCRIPT:
-            verdict = run_scripts(self._root(), test, self.settings.sandbox, self.python, env=self.site.job_env,
-                                  confine=self.confinement(), time_limit=limit)
+            verdict = run_scripts(self._root(), test, self.settings, RunOptions(
+                python=self.python, env=self.site.job_env, confine=self.confinement(), time_limit=limit))
             return {0: _applied_test(verdict, applied)}
         # a runner that forks (sympy's bin/test): a warm fork of the site's server
         verdict = self.site.run_log(source_patch, test, limit, select=first_failure)

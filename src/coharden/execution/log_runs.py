@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from coharden.config import Settings
+from coharden.execution.run_options import RunOptions
 from coharden.execution.runners import Runner, make_runner
-from coharden.execution.sandbox import Confinement, run_limited
+from coharden.execution.sandbox import run_limited
 from coharden.execution.tracebacks import raised_in
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
-
-if TYPE_CHECKING:
-    from coharden.execution.run_site import ForkServer
 
 _TAIL_LINES = 40
 
@@ -28,22 +27,22 @@ def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, python: str, *,
-             env: dict[str, str] | None = None, confine: Confinement | None = None, select: bool = False,
-             time_limit: float | None = None, server: ForkServer | None = None, warm: dict | None = None) -> Verdict:
-    """Run ``ids`` with a log-based ``runner`` in the sandbox (``confine``: the executor's bwrap confinement; the
-    same one the pytest runs get) and apply the false-pass rules; the verdict records its isolation.
-    ``select``: see :meth:`Runner.command`; ``time_limit``: the run's limit (a mutant's, scaled from the test's
-    run on the fixed code; None: the setting). ``server``: a ``scripts`` fork server of the same sandbox, which
-    runs the command as a fork (``warm``: the project modules it may keep imported, ``WarmPlan.spec``) where the
-    runner :attr:`~Runner.forks` through a ``scripts`` server and no service runs beside it; else a fresh process."""
+def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, options: RunOptions) -> Verdict:
+    """Run ``ids`` with a log-based ``runner`` in the sandbox (``options.confine``: the executor's bwrap
+    confinement; the same one the pytest runs get) and apply the false-pass rules; the verdict records its
+    isolation. ``options.server``: a ``scripts`` fork server of the same sandbox, which runs the command as a fork
+    (``options.warm``: the project modules it may keep imported) where the runner :attr:`~Runner.forks` through a
+    ``scripts`` server and no service runs beside it; else a fresh process. The other options:
+    :class:`RunOptions`."""
     from coharden.execution import interrupt
     from coharden.execution.services import wrap
 
     interrupt.check()  # a batch was interrupted: start no test process
-    command = runner.command(python, ids, select=select)
-    full_env = _run_env(settings, command.env, env)
-    limits = TimeLimit.of(time_limit, timeout=settings.sandbox.timeout, cpu_seconds=settings.sandbox.cpu_seconds)
+    command = runner.command(options.python or settings.environment.python, ids, select=options.select)
+    full_env = _run_env(settings, command.env, options.env)
+    limits = TimeLimit.of(options.time_limit, timeout=settings.sandbox.timeout,
+                          cpu_seconds=settings.sandbox.cpu_seconds)
+    confine, server = options.confine, options.server
     # services beside it, in the same sandbox
     argv, shown = wrap(command.argv, settings.environment.services, settings.cache_dir)
     if confine is not None and shown:
@@ -52,7 +51,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     if server is not None and server.hash_seed and full_env.get("PYTHONHASHSEED") == server.hash_seed \
             and runner.forks and not runner.session_server and not shown:
         proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.sandbox.memory_mb,
-                          cpu_seconds=limits.cpu, warm=warm, script=argv[1])
+                          cpu_seconds=limits.cpu, warm=options.warm, script=argv[1])
     else:
         proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.sandbox.memory_mb,
                            cpu_seconds=limits.cpu, network=settings.sandbox.network, confine=confine)
@@ -75,7 +74,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, pyt
     return verdict
 
 
-def _run_env(settings: Settings, command_env: dict[str, str], env: dict[str, str] | None) -> dict[str, str]:
+def _run_env(settings: Settings, command_env: dict[str, str], env: Mapping[str, str] | None) -> dict[str, str]:
     """A log-runner run's environment: the tests' own, the runner command's, then the job's (``env``)."""
     from coharden.execution.pytest_runner import test_environment
 
@@ -88,17 +87,13 @@ def script_server_env(settings: Settings, env: dict[str, str] | None) -> dict[st
     return _run_env(settings, make_runner(settings.tests.runner).command("python", []).env, env)
 
 
-def run_test_patch(root: Path, test: TestPatch, settings: Settings, python: str, *,
-                   env: dict[str, str] | None = None, confine: Confinement | None = None, select: bool = False,
-                   time_limit: float | None = None, server: ForkServer | None = None,
-                   warm: dict | None = None) -> Verdict:
+def run_test_patch(root: Path, test: TestPatch, settings: Settings, options: RunOptions) -> Verdict:
     """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
     ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
     ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""
     runner = make_runner(settings.tests.runner)
     ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
-    verdict = run_with(runner, root, ids, settings, python, env=env, confine=confine, select=select,
-                       time_limit=time_limit, server=server, warm=warm)
+    verdict = run_with(runner, root, ids, settings, options)
     found = verdict.tests
     verdict.tests = {own: found[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in found}
     return verdict

@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from coharden.config import Settings
 from coharden.execution import interrupt
@@ -21,12 +20,10 @@ from coharden.execution.leftovers import mark_owner
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
 from coharden.execution.readback import OversizeFile, UnsafeFile
 from coharden.execution.removal import temporary_directory
+from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import Confinement, ProcessResult, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.timelimit import TimeLimit
-
-if TYPE_CHECKING:  # handed in by RunSite, the one door to the fast path
-    from coharden.execution.run_site import ForkServer
 
 
 def test_environment(pass_env: Sequence[str]) -> dict[str, str]:
@@ -48,7 +45,7 @@ STREAM_PLUGIN_DIR = str(Path(__file__).with_name("plugin"))
 PLUGIN_PATH = "COHARDEN_PLUGIN_PATH"  # directories of coharden's pytest plugins (an instrumenting run adds its own)
 
 
-def fork_env(extra_env: dict[str, str] | None, pass_env: Sequence[str] = (),
+def fork_env(extra_env: Mapping[str, str] | None, pass_env: Sequence[str] = (),
              pytest_version: str = "") -> dict[str, str]:
     """The environment of a local pytest run (fresh or forked), the per-run result stream aside. The plugins'
     directories go first on PYTHONPATH for pytest's ``-p``; the stream plugin takes them off again before the
@@ -61,27 +58,21 @@ def fork_env(extra_env: dict[str, str] | None, pass_env: Sequence[str] = (),
     return env
 
 
-def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | None = None, *,
-               extra_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
-               server: ForkServer | None = None, image: str | None = None,
-               confine: Confinement | None = None, time_limit: float | None = None,
-               warm: dict | None = None, first_failure: bool = False, collect: str | None = None,
-               instrument: dict | None = None) -> PytestRun:
-    """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``server``, or inside the
-    Docker ``image``); results come from a JUnit XML file outside the workspace, and per-test events are
-    streamed while it runs. ``confine`` sandboxes a fresh process (a server is confined when started);
-    ``time_limit`` overrides ``settings.sandbox.timeout`` for this run; ``warm``: see :meth:`ForkServer.run`;
-    ``first_failure``: stop at the first failing test (``-x``; only the run's pass / fail is wanted);
-    ``collect``: the name of the run's test state, for a server that collects once, and ``instrument`` the plugin
-    of an instrumented run such a server may load into a fork of that collection (see :meth:`ForkServer.run`)."""
+def run_pytest(root: Path, ids: list[str], settings: Settings, options: RunOptions = RunOptions()) -> PytestRun:
+    """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``options.server``, or inside
+    the Docker ``options.image``); results come from a JUnit XML file outside the workspace, and per-test events
+    are streamed while it runs. ``options.confine`` sandboxes a fresh process (a server is confined when
+    started); the other options: :class:`RunOptions`."""
     interrupt.check()  # a batch was interrupted: start no test process
+    server, image = options.server, options.image
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
     use_server = server is not None and server.alive and image is None and not settings.environment.services
     # an id the harness cut runs as its whole base test: a sibling parameter's failure must not stop the run
     # before the parameters the id names have run (they decide its result)
-    first_failure = first_failure and all(runnable_id(i) == i for i in ids)
+    options = dataclasses.replace(options, first_failure=options.first_failure
+                                  and all(runnable_id(i) == i for i in ids))
     sandbox = settings.sandbox
-    limits = TimeLimit.of(time_limit, timeout=sandbox.timeout, cpu_seconds=sandbox.cpu_seconds,
+    limits = TimeLimit.of(options.time_limit, timeout=sandbox.timeout, cpu_seconds=sandbox.cpu_seconds,
                           docker=image is not None)
     scratch = server.scratch if use_server and server is not None else None
     # a test may swap this directory (inside the server's writable scratch directory) for a link, or fill it with a
@@ -91,11 +82,10 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
         junit = Path(tmp) / "junit.xml"
         stream = Path(tmp) / "stream.jsonl"
         in_docker = image is not None
-        cmd = _command(root, ids, settings, python, junit, in_docker=in_docker, extra_args=extra_args,
-                       first_failure=first_failure)
-        env = {**test_environment(settings.sandbox.pass_env), **(extra_env or {})}
+        cmd = _command(root, ids, settings, junit, options)
+        env = {**test_environment(settings.sandbox.pass_env), **(options.env or {})}
         if not in_docker:
-            env = fork_env(extra_env, settings.sandbox.pass_env, settings.environment.pytest_version)
+            env = fork_env(options.env, settings.sandbox.pass_env, settings.environment.pytest_version)
             env["COHARDEN_STREAM"] = str(stream)
         if image is not None:
             docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
@@ -106,26 +96,24 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, python: str | Non
             proc = run_limited(docker, root, timeout=sandbox.timeout + 60, env=dict(os.environ), network=True)
         elif use_server and server is not None:
             proc = server.run(root, cmd[3:], env, timeout=limits.wall, memory_mb=sandbox.memory_mb,
-                              cpu_seconds=limits.cpu, warm=warm,
-                              collect=collect if settings.server.collect_once else None,
-                              instrument=instrument)
+                              cpu_seconds=limits.cpu, warm=options.warm,
+                              collect=options.collect if settings.server.collect_once else None,
+                              instrument=options.instrument)
         else:
-            proc = _run_fresh(cmd, root, env, settings, limits, confine, Path(tmp))
+            confine = options.confine.with_writable(Path(tmp)) if options.confine is not None else None
+            proc = _run_fresh(cmd, root, env, settings, limits, confine)
         # the files a test could have swapped for a link to a host file or a fifo are read back safely, from the
         # directory this run made (the server's scratch directory, which holds it, is a mount point a test
         # cannot replace)
         anchor = scratch if scratch is not None else Path(tmp)
-        cases, events, replaced, oversize = _read_back(junit, None if in_docker else stream, anchor, proc)
-        present = os.path.lexists(junit)
-    return _pytest_run(proc, limits, cases, events, replaced, isolation="docker" if in_docker else proc.isolation,
-                       junit_present=present, first_failure=first_failure, root="" if in_docker else str(root),
-                       oversize=oversize)
+        back = _read_back(junit, None if in_docker else stream, anchor, proc)
+    return _pytest_run(proc, limits, back, options, root)
 
 
-def _command(root: Path, ids: list[str], settings: Settings, python: str | None, junit: Path, *, in_docker: bool,
-             extra_args: list[str] | None, first_failure: bool) -> list[str]:
+def _command(root: Path, ids: list[str], settings: Settings, junit: Path, options: RunOptions) -> list[str]:
     """The pytest command line of a run: its results in a JUnit file (and, outside Docker, streamed), in the
     forms the environment's pytest version knows."""
+    in_docker, python = options.image is not None, options.python
     return [
         "python" if in_docker else (python or settings.environment.python),
         "-m",
@@ -150,29 +138,40 @@ def _command(root: Path, ids: list[str], settings: Settings, python: str | None,
         *([] if _before(settings.environment.pytest_version, (5, 4)) else ["-o", "junit_logging=out-err"]),
         *([] if in_docker else ["-p", "coharden_stream"]),
         *settings.tests.pytest_args,
-        *(extra_args or []),
-        *(["-x"] if first_failure else []),
+        *options.extra_args,
+        *(["-x"] if options.first_failure else []),
         *dict.fromkeys(runnable_id(i) for i in ids),
     ]
 
 
 def _run_fresh(cmd: list[str], root: Path, env: dict[str, str], settings: Settings, limits: TimeLimit,
-               confine: Confinement | None, tmp: Path) -> ProcessResult:
-    """A fresh, sandboxed pytest process (with the settings' services beside it), writing into ``tmp``."""
+               confine: Confinement | None) -> ProcessResult:
+    """A fresh, sandboxed pytest process (with the settings' services beside it)."""
     from coharden.execution.services import wrap
 
     cmd, shown = wrap(cmd, settings.environment.services, settings.cache_dir)
     if confine is not None:
-        confine = dataclasses.replace(confine.with_writable(tmp), readable=(*confine.readable, *shown))
+        confine = dataclasses.replace(confine, readable=(*confine.readable, *shown))
     # a limit scaled from the test's own run (a mutant's) bounds the run's CPU time (schema/timelimit.py)
     return run_limited(cmd, root, timeout=limits.wall, env=env, memory_mb=settings.sandbox.memory_mb,
                        cpu_seconds=limits.cpu, network=settings.sandbox.network, confine=confine)
 
 
-def _read_back(junit: Path, stream: Path | None, anchor: Path,
-               proc: ProcessResult) -> tuple[list[Case] | None, list[dict] | None, list[str], str]:
-    """(JUnit cases, streamed events, files a test replaced, why a file was too large to read) of a run;
-    ``stream`` None: it streamed nothing."""
+@dataclasses.dataclass(frozen=True)
+class _ReadBack:
+    """What a run left behind, read back: its JUnit cases (None: no report could be read), its streamed events
+    (None: it streamed nothing), the files a test replaced, why a file was too large to read, and whether the
+    JUnit file was there at all."""
+
+    cases: list[Case] | None
+    events: list[dict] | None
+    replaced: list[str]
+    oversize: str
+    junit_present: bool
+
+
+def _read_back(junit: Path, stream: Path | None, anchor: Path, proc: ProcessResult) -> _ReadBack:
+    """What a run left in ``anchor`` (:class:`_ReadBack`); ``stream`` None: it streamed nothing."""
     replaced = [proc.tampering] if proc.tampering and not proc.lost else []
     oversize: list[str] = []
     try:
@@ -193,17 +192,17 @@ def _read_back(junit: Path, stream: Path | None, anchor: Path,
     except UnsafeFile as exc:
         events = []
         replaced.append(f"the result stream was replaced: {exc.why} (not read)")
-    return cases, events, replaced, "; ".join(oversize)
+    return _ReadBack(cases, events, replaced, "; ".join(oversize), os.path.lexists(junit))
 
 
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.4g}"
 
 
-def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None, events: list[dict] | None,
-                replaced: list[str], *, isolation: str, junit_present: bool, first_failure: bool,
-                root: str = "", oversize: str = "") -> PytestRun:
+def _pytest_run(proc: ProcessResult, limits: TimeLimit, back: _ReadBack, options: RunOptions,
+                root: Path) -> PytestRun:
     cpu_out = proc.killed_at_cpu_limit(limits)
+    in_docker = options.image is not None
     return PytestRun(
         returncode=proc.returncode,
         timed_out=proc.timed_out or cpu_out,
@@ -211,19 +210,19 @@ def _pytest_run(proc: ProcessResult, limits: TimeLimit, cases: list[Case] | None
         cpu_time_limit=limits.scaled,
         duration=proc.duration,
         output=proc.output,
-        cases=cases or [],
-        junit_ok=cases is not None,
-        isolation=isolation,
-        stream=events,
+        cases=back.cases or [],
+        junit_ok=back.cases is not None,
+        isolation="docker" if in_docker else proc.isolation,
+        stream=back.events,
         lost=proc.lost,
         tampering=proc.tampering,
-        replaced=replaced,
-        oversize=oversize,
+        replaced=back.replaced,
+        oversize=back.oversize,
         disk=proc.disk,
         time_limit=limits.limit,
-        junit_present=junit_present,
-        first_failure=first_failure,
-        root=root,
+        junit_present=back.junit_present,
+        first_failure=options.first_failure,
+        root="" if in_docker else str(root),
     )
 
 

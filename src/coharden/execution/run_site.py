@@ -29,6 +29,7 @@ from coharden.execution.fast.warm_plan import WarmPlan
 from coharden.execution.log_runs import run_test_patch, script_server_env
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_runner import fork_env, run_pytest, test_environment
+from coharden.execution.run_options import RunOptions
 from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import pythonpath_dirs
 from coharden.execution.store import Store
@@ -94,11 +95,12 @@ class RunSite:
                 self._server = None
         return self._server
 
-    def run(self, ids: list[str], limit: float | None, *, settings: Settings | None = None,
-            readable: tuple[Path, ...] = (), extra_env: dict[str, str] | None = None, **extra: object) -> PytestRun:
-        """One pytest run of ``ids`` here. ``settings``: this run's own (an instrumented run's limits), else the
-        site's; ``readable``: directories the run must see although the sandbox hides them (a run that needs
-        one the server's sandbox does not show is a fresh process); ``extra``: :func:`run_pytest`'s keywords."""
+    def run(self, ids: list[str], options: RunOptions, *, settings: Settings | None = None,
+            readable: tuple[Path, ...] = ()) -> PytestRun:
+        """One pytest run of ``ids`` here, under ``options`` (the site's interpreter, image, server and sandbox
+        fill in theirs; ``options.env`` goes over the site's job environment). ``settings``: this run's own (an
+        instrumented run's limits), else the site's; ``readable``: directories the run must see although the
+        sandbox hides them (a run that needs one the server's sandbox does not show is a fresh process)."""
         server = self.server()
         confine = self.confine
         if server is not None and all(Path(p).is_relative_to(server.shared) for p in readable):
@@ -106,11 +108,11 @@ class RunSite:
         if readable:
             confine = dataclasses.replace(confine, readable=(*confine.readable, *readable))
             server = None  # a server's sandbox was fixed when it started
-        env = {**(self.job_env or {}), **(extra_env or {})}
+        env = {**(self.job_env or {}), **(options.env or {})}
+        options = dataclasses.replace(options, python=self.python, image=self.image, server=server, confine=confine,
+                                      env=env or None)
         try:
-            run = run_pytest(self.root, ids, settings or self.settings, self.python, image=self.image,
-                             server=server, confine=confine, time_limit=limit, extra_env=env or None,
-                             **extra)  # type: ignore[arg-type]
+            run = run_pytest(self.root, ids, settings or self.settings, options)
         except ForkServerError as exc:  # it died between its liveness check and this run: a run without result
             self.close()
             run = PytestRun(returncode=None, timed_out=False, duration=0.0, output="",
@@ -144,9 +146,9 @@ class RunSite:
         counts as a loss (its verdict a HARNESS_ERROR the caller retries)."""
         server = self.server()
         try:
-            verdict = run_test_patch(self.root, test, self.settings, self.python, env=self.job_env,
-                                     confine=self.confine, select=select, time_limit=limit, server=server,
-                                     warm=self.warm_spec(source_patch, [test]) if server is not None else None)
+            verdict = run_test_patch(self.root, test, self.settings, RunOptions(
+                python=self.python, env=self.job_env, confine=self.confine, select=select, time_limit=limit,
+                server=server, warm=self.warm_spec(source_patch, [test]) if server is not None else None))
         except ForkServerError as exc:  # it died between its liveness check and this run: retried as a lost run
             self.close()
             verdict = Verdict(outcome=Outcome.HARNESS_ERROR, reason=f"{SERVER_GONE} ({exc})")

@@ -265,8 +265,9 @@ class PytestRunner:
             env: dict[str, str] | None = None) -> Verdict:
         from coharden.execution.pytest_runner import run_pytest
         from coharden.execution.pytest_verdicts import verdict_for
+        from coharden.execution.run_options import RunOptions
 
-        return verdict_for(ids, run_pytest(root, ids, settings, python, extra_env=env))
+        return verdict_for(ids, run_pytest(root, ids, settings, RunOptions(python=python, env=env)))
 
 
 RUNNERS: dict[str, type[Runner]] = {cls.name: cls for cls in (PytestRunner, DjangoRunner, SympyRunner)}

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coharden.config import SandboxSettings
-from coharden.execution.confinement import Confinement
+from coharden.config import Settings
 from coharden.execution.pytest_runner import test_environment
+from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import run_limited
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
@@ -29,14 +29,15 @@ def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_scripts(root: Path, test: TestPatch, sandbox: SandboxSettings, python: str, *,
-                env: dict[str, str] | None = None, confine: Confinement | None = None,
-                time_limit: float | None = None) -> Verdict:
+def run_scripts(root: Path, test: TestPatch, settings: Settings, options: RunOptions) -> Verdict:
     """The verdict of ``test``'s scripts (its ``ids``), laid down in ``root``: each run as ``python SCRIPT``
-    there, in order, under the ``sandbox`` settings' limits, until one does not exit 0 (FAIL, with its status and last
-    line) or runs out of time."""
+    there, in order, under the sandbox settings' limits, until one does not exit 0 (FAIL, with its status and last
+    line) or runs out of time. Of the :class:`RunOptions`, a fresh process's: ``python``, ``env``, ``confine``,
+    ``time_limit``."""
     from coharden.execution import interrupt
 
+    sandbox, python, env, time_limit = settings.sandbox, options.python, options.env, options.time_limit
+    python = python or settings.environment.python
     limits = TimeLimit.of(time_limit, timeout=sandbox.timeout, cpu_seconds=sandbox.cpu_seconds)
     full_env = {**test_environment(sandbox.pass_env), **(env or {})}
     tests: dict[str, list[TestStatus]] = {}
@@ -46,7 +47,7 @@ def run_scripts(root: Path, test: TestPatch, sandbox: SandboxSettings, python: s
     for script in test.ids:
         interrupt.check()  # a batch was interrupted: start no test process
         proc = run_limited([python, script], root, timeout=limits.wall, env=full_env, memory_mb=sandbox.memory_mb,
-                           cpu_seconds=limits.cpu, network=sandbox.network, confine=confine)
+                           cpu_seconds=limits.cpu, network=sandbox.network, confine=options.confine)
         verdict.duration += proc.duration
         verdict.isolation = proc.isolation
         outputs.append(f"$ python {script}\n{proc.output}")
