@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coharden.config import Settings
-from coharden.execution.fast.forkserver import ForkServer
+from coharden.execution.fast.forkserver import ForkServer, ServerStart
 from coharden.execution.pytest_runner import run_pytest, test_environment
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_options import RunOptions
@@ -57,7 +57,7 @@ def group_kill(work: Path) -> float:
 
 def scaled(work: Path, test: str, fork_server: bool) -> float:
     ids = [f"test_slow.py::{test}"]
-    server = ForkServer(sys.executable, env=test_environment(()), network=False) if fork_server else None
+    server = ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False)) if fork_server else None
     try:
         result = run_pytest(work, ids, Settings(fork_server=fork_server, timeout=60), RunOptions(
             server=server, time_limit=2.0, confine=None if fork_server else Confinement(writable=(work,))))

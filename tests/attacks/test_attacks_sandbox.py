@@ -21,7 +21,8 @@ from tests.attacks.hostile import EXAMPLE, SECRETS, attack, needs_bwrap, store_r
 from tests.conftest import processes_with
 
 from coharden.execution.bwrap import interpreter_dirs
-from coharden.execution.fast.forkserver import _LINE_LIMIT, ForkServer
+from coharden.execution.fast.forkserver import _LINE_LIMIT, ForkServer, ServerStart
+from coharden.execution.fork_run import ForkRun
 from coharden.execution.store import Store
 from coharden.instances import LocalInstance, resolve_repo
 from coharden.schema.verdict import Outcome
@@ -263,23 +264,22 @@ def test_an_unsigned_request_on_the_protocol_is_tampering(tmp_path: Path) -> Non
     import json
     import sys
 
-    from coharden.execution.fast.forkserver import ForkServer
     from coharden.execution.pytest_runner import fork_env
     from coharden.execution.sandbox import Confinement
 
     (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
-    server = ForkServer(sys.executable, env=dict(os.environ), network=False,
-                        confine=Confinement(writable=(tmp_path,)))
+    server = ForkServer(ServerStart(sys.executable, env=dict(os.environ), network=False,
+                                    confine=Confinement(writable=(tmp_path,))))
     try:
         args = ["-q", "-p", "no:cacheprovider", "test_ok.py"]
-        honest = server.run(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+        honest = server.run(ForkRun(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None))
         assert honest.returncode == 0
         assert not honest.lost
         assert server.proc is not None
         assert server.proc.stdin is not None
         server.proc.stdin.write(json.dumps({"cwd": str(tmp_path), "args": args, "env": {}, "seq": 2}) + "\n")
         server.proc.stdin.flush()
-        forged = server.run(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+        forged = server.run(ForkRun(tmp_path, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None))
         assert forged.returncode is None
         assert forged.lost.startswith("tampering:")
         assert "did not sign" in forged.tampering
@@ -294,8 +294,8 @@ def _server_with_a_reply_written_by_another(tmp_path: Path, text: str) -> tuple[
     from coharden.execution.sandbox import Confinement
 
     (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
-    server = ForkServer(sys.executable, env=dict(os.environ), network=False,
-                        confine=Confinement(writable=(tmp_path,)))
+    server = ForkServer(ServerStart(sys.executable, env=dict(os.environ), network=False,
+                                    confine=Confinement(writable=(tmp_path,))))
     assert server.proc is not None
     reply_pipe = open(f"/proc/{server.proc.pid}/fd/1", "w")  # noqa: SIM115 - the pipe the server answers on
 
@@ -312,7 +312,7 @@ def _lost_to_tampering(server: ForkServer, root: Path) -> None:
     from coharden.execution.pytest_runner import fork_env
 
     args = ["-q", "-p", "no:cacheprovider", "test_ok.py"]
-    run = server.run(root, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None)
+    run = server.run(ForkRun(root, args, fork_env(None), timeout=30, memory_mb=None, cpu_seconds=None))
     assert run.returncode is None
     assert run.lost.startswith("tampering:")
     assert not server.alive

@@ -163,18 +163,20 @@ def test_a_changed_test_file_gets_a_session_of_its_own(repo_factory, tmp_path: P
 def serve(tmp_path: Path) -> Iterator[Callable[[list[str], str], ProcessResult]]:
     """``serve(args, collect)``: one run of pytest with ``args`` in ``tmp_path / "proj"`` on a sandboxed fork
     server (the same server for the whole test), collecting once under the name ``collect``."""
-    from coharden.execution.fast.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer, ServerStart
+    from coharden.execution.fork_run import ForkRun
     from coharden.execution.pytest_runner import fork_env
     from coharden.execution.sandbox import Confinement
 
     root = tmp_path / "proj"
     root.mkdir()
-    server = ForkServer(sys.executable, env=fork_env(None), network=False, confine=Confinement(writable=(root,)))
+    server = ForkServer(ServerStart(sys.executable, env=fork_env(None), network=False,
+                                    confine=Confinement(writable=(root,))))
     assert server.isolation == "bwrap"
 
     def run(args: list[str], collect: str) -> ProcessResult:
-        return server.run(root, ["-q", "-p", "no:cacheprovider", *args], fork_env(None), timeout=60,
-                          memory_mb=None, cpu_seconds=None, collect=collect)
+        return server.run(ForkRun(root, ["-q", "-p", "no:cacheprovider", *args], fork_env(None), timeout=60,
+                                  memory_mb=None, cpu_seconds=None, collect=collect))
 
     run.server = server  # type: ignore[attr-defined]
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from coharden.execution.fork_run import ForkRun
 from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import Confinement, bwrap_path, run_limited
 
@@ -118,15 +119,15 @@ PLANTER = textwrap.dedent('''\
 def server(tmp_path: Path) -> Iterator:
     """A sandboxed fork server whose worktree lies under /tmp (as coharden's do): its bind's mount point is a
     directory in the private /tmp, and a hidden directory (the user's checkout) and a shown one beside it."""
-    from coharden.execution.fast.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer, ServerStart
     from coharden.execution.pytest_runner import fork_env
 
     root = tmp_path / "worktree"
     root.mkdir()
     checkout = tmp_path / "checkout"
     (checkout / "shown").mkdir(parents=True)
-    made = ForkServer(sys.executable, env=fork_env(None), network=False,
-                      confine=Confinement(writable=(root,), readable=(checkout / "shown",), hidden=(checkout,)))
+    made = ForkServer(ServerStart(sys.executable, env=fork_env(None), network=False, confine=Confinement(
+        writable=(root,), readable=(checkout / "shown",), hidden=(checkout,))))
     assert made.isolation == "bwrap"
     made.root = root  # type: ignore[attr-defined]
     try:
@@ -139,8 +140,8 @@ def _run(server, test: str) -> subprocess.CompletedProcess | object:  # type: ig
     from coharden.execution.pytest_runner import fork_env
 
     env = {**fork_env(None), "RESIDUE_OWN": json.dumps([str(server.root), str(server.scratch)])}
-    return server.run(server.root, ["-q", "-p", "no:cacheprovider", f"test_residue.py::{test}"], env, timeout=120,
-                      memory_mb=None, cpu_seconds=None)
+    return server.run(ForkRun(server.root, ["-q", "-p", "no:cacheprovider", f"test_residue.py::{test}"], env,
+                              timeout=120, memory_mb=None, cpu_seconds=None))
 
 
 def test_nothing_a_run_plants_anywhere_reaches_the_next_run_of_the_server(server) -> None:  # type: ignore[no-untyped-def]

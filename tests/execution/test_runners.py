@@ -553,7 +553,7 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     that says so; a hang asleep is stopped by the wall clock. A test that kills itself with SIGXCPU at once is
     no timeout. The setting's own timeout stays a wall-clock one. The fresh process runs in the sandbox (bwrap
     reports its child's signal as an exit code) where it can."""
-    from coharden.execution.fast.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer, ServerStart
     from coharden.execution.pytest_runner import run_pytest, test_environment
     from coharden.execution.pytest_verdicts import verdict_for
     from coharden.execution.sandbox import Confinement
@@ -566,7 +566,7 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
         "def test_sleeps_forever():\n    time.sleep(60)\n\n\n"
         "def test_forges():\n    import os, signal\n    os.kill(os.getpid(), signal.SIGXCPU)\n")
     settings = Settings(fork_server=fork_server, timeout=60)
-    server = ForkServer(sys.executable, env=test_environment(()), network=False) if fork_server else None
+    server = ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False)) if fork_server else None
     try:
         def run(test: str, limit: float | None) -> Verdict:
             ids = [f"test_slow.py::{test}"]

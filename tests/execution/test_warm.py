@@ -165,18 +165,19 @@ def test_modules_the_golden_tests_import_are_kept_warm_too(repo_factory, tmp_pat
 
 
 def test_a_module_changed_behind_the_servers_back_is_imported_afresh(project: Path, tmp_path: Path) -> None:
-    from coharden.execution.fast.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer, ServerStart
+    from coharden.execution.fork_run import ForkRun
     from coharden.execution.pytest_runner import test_environment
 
     (project / "test_v.py").write_text("import pkg\n\n\ndef test_v():\n    assert pkg.VALUE == 1\n")
-    server = ForkServer(sys.executable, env=test_environment(()), network=False)
+    server = ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False))
     spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_v.py"], "base": True}
 
     env = {**test_environment(()), "PYTHONDONTWRITEBYTECODE": "1"}
 
     def run(base: bool = True) -> int | None:
-        return server.run(project, ["-q", "-p", "no:cacheprovider", "test_v.py"], env, timeout=60, memory_mb=None,
-                          cpu_seconds=None, warm={**spec, "base": base}).returncode
+        return server.run(ForkRun(project, ["-q", "-p", "no:cacheprovider", "test_v.py"], env, timeout=60,
+                                  memory_mb=None, cpu_seconds=None, warm={**spec, "base": base})).returncode
 
     try:
         # the server imports the project only when primed (on the base checkout), never at a run's request
@@ -314,7 +315,8 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
     outcomes agree; bodies of functions that did not run during the import are swapped in (through aliases,
     decorators, properties, class and static methods); a function the import ran, module-level code, a
     docstring, a new free variable or a syntax error make the child import afresh."""
-    from coharden.execution.fast.forkserver import ForkServer
+    from coharden.execution.fast.forkserver import ForkServer, ServerStart
+    from coharden.execution.fork_run import ForkRun
     from coharden.execution.pytest_runner import test_environment
 
     root = tmp_path / "proj"
@@ -324,19 +326,19 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
     (root / "test_shapes.py").write_text(SHAPES_TEST)
     env = {**test_environment(()), "PYTHONDONTWRITEBYTECODE": "1"}
     args = ["-q", "-p", "no:cacheprovider", "test_shapes.py"]
-    server = ForkServer(sys.executable, env=test_environment(()), network=False)
+    server = ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False))
     spec = {"modules": ["pkg"], "key": "k", "volatile": ["test_shapes.py"]}
     try:
         assert server.prime(root, env, {**spec, "base": True}, timeout=60)
-        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
-                          warm={**spec, "base": True}).returncode == 0
+        assert server.run(ForkRun(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                                  warm={**spec, "base": True})).returncode == 0
         assert server.warm_runs == 1
         for what, old, new, swappable in VARIANTS:
             assert old in CORE, what
             (root / "pkg" / "core.py").write_text(CORE.replace(old, new, 1))
             swapped_before = server.swapped_runs
-            warm_rc = server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
-                                 warm={**spec, "volatile": ["pkg/core.py"], "base": False}).returncode
+            warm_rc = server.run(ForkRun(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                                         warm={**spec, "volatile": ["pkg/core.py"], "base": False})).returncode
             cold_rc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=root, env=env,
                                      capture_output=True).returncode
             assert warm_rc == cold_rc, what
@@ -346,16 +348,17 @@ def test_changed_function_bodies_are_swapped_in_only_where_a_fresh_import_would_
         (root / "pkg" / "added.py").write_text("K = 1\n")
         (root / "pkg" / "core.py").write_text(CORE.replace("return w * h", "from pkg.added import K\n"
                                                            "    return w * h + K", 1))
-        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
-                          warm={**spec, "volatile": ["pkg/core.py", "pkg/added.py"], "base": False}).returncode == 1
+        volatile = ["pkg/core.py", "pkg/added.py"]
+        assert server.run(ForkRun(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                                  warm={**spec, "volatile": volatile, "base": False})).returncode == 1
         (root / "pkg" / "added.py").unlink()
         # a run that asks for no warm imports (an instrumented recording) gets none; the server keeps them
         (root / "pkg" / "core.py").write_text(CORE.replace("return w * h", "return w * h + 1", 1))
-        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None).returncode == 1
+        assert server.run(ForkRun(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None)).returncode == 1
         (root / "pkg" / "core.py").write_text(CORE)
-        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None).returncode == 0
-        assert server.run(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
-                          warm={**spec, "base": True}).returncode == 0  # the server still holds the base state
+        assert server.run(ForkRun(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None)).returncode == 0
+        assert server.run(ForkRun(root, args, env, timeout=60, memory_mb=None, cpu_seconds=None,
+                                  warm={**spec, "base": True})).returncode == 0  # the server still holds the base state
         assert server.warm_runs == 2 + sum(v[3] for v in VARIANTS)
     finally:
         server.close()
@@ -365,18 +368,18 @@ def test_a_server_whose_warm_up_imports_the_project_is_not_used(tmp_path: Path) 
     """The checkout under test provides a module the server's warm-up imports (here `_pytest`, as in pytest's
     own repository): every fork would run the installed copy, not the checkout's files, so the server refuses
     to serve and the executor runs fresh processes."""
-    from coharden.execution.fast.forkserver import ForkServer, ForkServerError
+    from coharden.execution.fast.forkserver import ForkServer, ForkServerError, ServerStart
     from coharden.execution.pytest_runner import test_environment
 
     root = tmp_path / "checkout"
     (root / "src" / "_pytest").mkdir(parents=True)
     (root / "src" / "_pytest" / "__init__.py").write_text("")
     with pytest.raises(ForkServerError, match="imported the project under test \\(_pytest"):
-        ForkServer(sys.executable, env=test_environment(()), network=False, project=root)
+        ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False, project=root))
     other = tmp_path / "other"
     (other / "widget").mkdir(parents=True)
     (other / "widget" / "__init__.py").write_text("")
-    ForkServer(sys.executable, env=test_environment(()), network=False, project=other).close()
+    ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False, project=other)).close()
 
 
 def test_a_test_file_the_package_imports_never_runs_in_the_fork_server(repo_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from coharden.config import Settings
+from coharden.execution.fork_run import ForkRun
 from coharden.execution.run_options import RunOptions
 from coharden.execution.runners import Runner, make_runner
 from coharden.execution.sandbox import run_limited
@@ -50,8 +51,8 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, opt
     # a fork hashes with its server's seed (fixed at the server's start): only a run that asks for that one forks
     if server is not None and server.hash_seed and full_env.get("PYTHONHASHSEED") == server.hash_seed \
             and runner.forks and not runner.session_server and not shown:
-        proc = server.run(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.sandbox.memory_mb,
-                          cpu_seconds=limits.cpu, warm=options.warm, script=argv[1])
+        proc = server.run(ForkRun(root, argv[2:], full_env, timeout=limits.wall, memory_mb=settings.sandbox.memory_mb,
+                                  cpu_seconds=limits.cpu, warm=options.warm, script=argv[1]))
     else:
         proc = run_limited(argv, root, timeout=limits.wall, env=full_env, memory_mb=settings.sandbox.memory_mb,
                            cpu_seconds=limits.cpu, network=settings.sandbox.network, confine=confine)

@@ -16,6 +16,7 @@ from coharden.execution import interrupt
 from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
 from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.environ import untrusted_environment
+from coharden.execution.fork_run import ForkRun
 from coharden.execution.leftovers import mark_owner
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
 from coharden.execution.readback import OversizeFile, UnsafeFile
@@ -95,10 +96,10 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, options: RunOptio
             # container (it gets only the -e values docker_command names)
             proc = run_limited(docker, root, timeout=sandbox.timeout + 60, env=dict(os.environ), network=True)
         elif use_server and server is not None:
-            proc = server.run(root, cmd[3:], env, timeout=limits.wall, memory_mb=sandbox.memory_mb,
-                              cpu_seconds=limits.cpu, warm=options.warm,
-                              collect=options.collect if settings.server.collect_once else None,
-                              instrument=options.instrument)
+            proc = server.run(ForkRun(root, cmd[3:], env, timeout=limits.wall, memory_mb=sandbox.memory_mb,
+                                      cpu_seconds=limits.cpu, warm=options.warm,
+                                      collect=options.collect if settings.server.collect_once else None,
+                                      instrument=options.instrument))
         else:
             confine = options.confine.with_writable(Path(tmp)) if options.confine is not None else None
             proc = _run_fresh(cmd, root, env, settings, limits, confine)

@@ -23,7 +23,14 @@ from pathlib import Path
 from coharden.config import EnvironmentSettings, Settings
 from coharden.execution.confinement import Confinement, run_confinement
 from coharden.execution.env_plugins import plugin_args, plugin_env
-from coharden.execution.fast.forkserver import SERVER_DIED, SERVER_GONE, SERVER_SILENT, ForkServer, ForkServerError
+from coharden.execution.fast.forkserver import (
+    SERVER_DIED,
+    SERVER_GONE,
+    SERVER_SILENT,
+    ForkServer,
+    ForkServerError,
+    ServerStart,
+)
 from coharden.execution.fast.lanes import SecondLane, second_lane_wanted
 from coharden.execution.fast.warm_plan import WarmPlan
 from coharden.execution.log_runs import run_test_patch, script_server_env
@@ -85,11 +92,12 @@ class RunSite:
                 pytest_runs = runner_of(self.settings.tests.runner).session_server
                 version = self.settings.environment.pytest_version
                 # the server warms up as its forks run: autoload off, the environment's plugins by name
-                self._server = ForkServer(self.python, env={**test_environment(self.settings.sandbox.pass_env),
-                                                            **(plugin_env(version) if pytest_runs else {})},
-                                          network=self.settings.sandbox.network, preload=self.settings.server.preload,
-                                          confine=self.confine, project=self.root, scripts=not pytest_runs,
-                                          plugins=plugin_args(self.python, version)[1::2] if pytest_runs else [])
+                self._server = ForkServer(ServerStart(
+                    self.python, env={**test_environment(self.settings.sandbox.pass_env),
+                                      **(plugin_env(version) if pytest_runs else {})},
+                    network=self.settings.sandbox.network, preload=self.settings.server.preload,
+                    confine=self.confine, project=self.root, scripts=not pytest_runs,
+                    plugins=plugin_args(self.python, version)[1::2] if pytest_runs else []))
             except (ForkServerError, OSError) as exc:
                 self.server_failed = str(exc)
                 self._server = None

@@ -31,12 +31,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from coharden.execution.bwrap import PRIVATE_HOME, sandbox_env
 from coharden.execution.disklimit import INTERVAL, DiskWatch, children, descendants, kill_below
 from coharden.execution.fast.forkserver_main import protocol_mac
+from coharden.execution.fork_run import ForkRun
 from coharden.execution.leftovers import mark_owner
 from coharden.execution.pidslimit import PidsCgroup
 from coharden.execution.readback import UnsafeFile, read_text
@@ -79,18 +80,35 @@ def _read_output(out: Path, scratch: Path) -> tuple[str, str]:
 
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerStart:
+    """How a fork server starts: the test interpreter ``python`` with ``env``, ``network`` and its sandbox
+    (``confine``; None: none), what its warm-up imports, and how long that may take (``start_timeout`` seconds).
+
+    The warm-up: ``preload``, modules to import (a project's dependencies); ``plugins``, the ``-p`` names its pytest
+    warm-up loads (with ``env`` turning autoload off, as its runs do; see :mod:`coharden.execution.env_plugins`);
+    ``scripts``: the runs are a repository's own runner script (``ForkRun.script``), not pytest: the server imports
+    no pytest. ``project``: the checkout under test; a server whose warm-up imported one of its top-level modules
+    (an installed copy of the project: pytest's own repository, a pytest plugin) is not used, since every fork
+    would run that copy instead of the checkout's files."""
+
+    python: str
+    env: dict[str, str]
+    network: bool
+    confine: Confinement | None = None
+    preload: list[str] | None = None
+    plugins: list[str] | None = None
+    scripts: bool = False
+    project: Path | None = None
+    start_timeout: float = 120.0
+
+
 class ForkServer:
-    def __init__(self, python: str, *, env: dict[str, str], network: bool, preload: list[str] | None = None,
-                 start_timeout: float = 120.0, confine: Confinement | None = None,
-                 project: Path | None = None, scripts: bool = False, plugins: list[str] | None = None) -> None:
-        """``project``: the checkout under test; a server whose warm-up imported one of its top-level modules
-        (an installed copy of the project: pytest's own repository, a pytest plugin) is not used, since every
-        fork would run that copy instead of the checkout's files. ``scripts``: the runs are a repository's own
-        runner script (:meth:`run`'s ``script``), not pytest: the server imports no pytest. Its forks share its
-        hash seed (a process's is fixed at start): :attr:`hash_seed`, the ``PYTHONHASHSEED`` it starts with (the
-        test environment's fixed one), the value a run's environment must name to be forked. ``plugins``: the
-        ``-p`` names its pytest warm-up loads (with ``env`` turning autoload off, as its runs do; see
-        :mod:`coharden.execution.env_plugins`)."""
+    def __init__(self, start: ServerStart) -> None:
+        """A server started as ``start`` says. Its forks share its hash seed (a process's is fixed at start):
+        :attr:`hash_seed`, the ``PYTHONHASHSEED`` it starts with (the test environment's fixed one), the value a
+        run's environment must name to be forked."""
+        env, confine = start.env, start.confine
         # <root>/io is writable inside the sandbox, <root>/shared read-only; the owner mark stays out of reach
         self._root = Path(tempfile.mkdtemp(prefix="coharden-io-"))
         mark_owner(self._root)
@@ -99,16 +117,16 @@ class ForkServer:
         self.cgroup: PidsCgroup | None = None
         self.proc: subprocess.Popen | None = None
         script = Path(__file__).with_name("forkserver_main.py")
-        cmd = [python, str(script)]
-        if preload:
-            cmd.append("--preload=" + ",".join(preload))
-        if project is not None:
-            cmd.append(f"--project={project}")
+        cmd = [start.python, str(script)]
+        if start.preload:
+            cmd.append("--preload=" + ",".join(start.preload))
+        if start.project is not None:
+            cmd.append(f"--project={start.project}")
         self.hash_seed: str | None = env.get("PYTHONHASHSEED") or None
-        if scripts:
+        if start.scripts:
             cmd.append("--scripts")
-        if plugins:
-            cmd.append("--plugins=" + ",".join(plugins))
+        if start.plugins:
+            cmd.append("--plugins=" + ",".join(start.plugins))
         # files coharden hands to runs (an instrumenting plugin): visible inside, read-only there
         self.shared = self._root / "shared"
         self.shared.mkdir()
@@ -117,7 +135,7 @@ class ForkServer:
                                           readable=(*confine.readable, self.shared))
         self.confine = confine
         # the server is the sandbox's init: no bwrap process beside it holds its pipes for a test to find
-        cmd, env, self.isolation = sandbox_wrap(cmd, env, network, confine, as_pid_1=True)
+        cmd, env, self.isolation = sandbox_wrap(cmd, env, start.network, confine, as_pid_1=True)
         self._key = secrets.token_bytes(32)
         self._seq = 0  # the last request's number; replies carry it
         self.forged = ""  # why a line on the protocol was not the server's (tampering), once one was seen
@@ -147,7 +165,7 @@ class ForkServer:
             assert self.proc.stdin is not None
             self.proc.stdin.write(json.dumps({"key": self._key.hex()}) + "\n")
             self.proc.stdin.flush()
-            hello = self._read(start_timeout)
+            hello = self._read(start.start_timeout)
         except BaseException:
             self.close()
             raise
@@ -226,7 +244,7 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _request_env(self, env: dict[str, str]) -> dict[str, str]:
+    def _request_env(self, env: Mapping[str, str]) -> dict[str, str]:
         env = {**env, **self.env_overrides}
         if self._guard:  # the socket guard stays first on the path of every run
             env["PYTHONPATH"] = os.pathsep.join(p for p in (self._guard, env.get("PYTHONPATH", "")) if p)
@@ -252,22 +270,17 @@ class ForkServer:
             return False
         return bool(reply["primed"])
 
-    def run(self, cwd: Path, args: list[str], env: dict[str, str], *, timeout: float, memory_mb: int | None,
-            cpu_seconds: int | None, out: Path | None = None, warm: dict | None = None,
-            collect: str | None = None, instrument: dict | None = None, script: str | None = None) -> ProcessResult:
-        """One pytest run as a fork; output goes to ``out`` (default: a file in the scratch directory).
-        ``warm``: the project's modules the server may keep imported for it (see ``warm_state.WarmState``).
-        ``collect``: a name of the run's test state (its test patches): a sandboxed server collects the tests of
-        runs with the same name, arguments and environment once and forks each run after that collection
-        (``collect_once.CollectOnce``). ``script``: a runner script's path in ``cwd`` (a ``scripts`` server's):
-        the fork runs it with ``args``, as ``python script args`` would, not pytest."""
+    def run(self, run: ForkRun) -> ProcessResult:
+        """One pytest run (or runner script's, ``run.script``) as a fork; output goes to ``run.out`` (default: a
+        file in the scratch directory). What the run is: :class:`~coharden.execution.fork_run.ForkRun`."""
         assert self.proc is not None
         assert self.proc.stdin is not None
         # a fork takes its arguments over the pipe, never through exec: the same limit as a fresh process all the
         # same, so that a verdict does not depend on whether the run was forked
-        problem = command_line_problem([sys.executable, "-m", "pytest", *args], self._request_env(env))
+        problem = command_line_problem([sys.executable, "-m", "pytest", *run.args], self._request_env(run.env))
         if problem:
             return ProcessResult(None, f"coharden: {problem}", 0.0, False, self.isolation, lost=problem)
+        out = run.out
         own_out = out is None
         if out is None:
             handle, name = tempfile.mkstemp(prefix="out-", dir=self.scratch)
@@ -276,11 +289,8 @@ class ForkServer:
         present = set(self.scratch.iterdir())  # the caller's files for this run (its JUnit directory) among them
         start = time.monotonic()
         try:
-            request = self._run_request(cwd, args, env, out, timeout=timeout, memory_mb=memory_mb,
-                                        cpu_seconds=cpu_seconds, warm=warm, collect=collect, instrument=instrument)
-            if script:
-                request["script"] = script
-            watch = self._disk_watch(cwd)
+            request = self._run_request(run, out)
+            watch = self._disk_watch(run.cwd)
             try:
                 self._send(request)
             except (BrokenPipeError, OSError) as exc:
@@ -298,7 +308,7 @@ class ForkServer:
                     self._kill_run()
 
             try:
-                done = self._read(timeout + _GRACE, tick=look if watch is not None else None)
+                done = self._read(run.timeout + _GRACE, tick=look if watch is not None else None)
             except BaseException:
                 self.close()
                 raise
@@ -333,23 +343,23 @@ class ForkServer:
         return ProcessResult(None if timed_out or rc is None else int(rc), output, duration, timed_out,
                              self.isolation, tampering=replaced, disk=disk)
 
-    def _run_request(self, cwd: Path, args: list[str], env: dict[str, str], out: Path, *, timeout: float,
-                     memory_mb: int | None, cpu_seconds: int | None, warm: dict | None,
-                     collect: str | None, instrument: dict | None = None) -> dict:
-        """The request line of one run: where and what to run, its limits, and (when given) its warm imports
-        and collection name, and the instrumenting plugin a zygote may load into a run it serves (its module
-        name, directory and environment: ``zygotes.zygote_key`` leaves them out, so a recording is a fork of
-        the zygote that collected the same tests for plain runs)."""
-        request = {"cwd": str(cwd), "args": args, "env": self._request_env(env), "out": str(out),
-                   "memory_mb": memory_mb, "cpu_seconds": cpu_seconds, "timeout": timeout,
+    def _run_request(self, run: ForkRun, out: Path) -> dict:
+        """The request line of ``run`` with its output in ``out``: where and what to run, its limits, and (when
+        given) its warm imports and collection name, the instrumenting plugin a zygote may load into a run it
+        serves (its module name, directory and environment: ``zygotes.zygote_key`` leaves them out, so a
+        recording is a fork of the zygote that collected the same tests for plain runs) and its runner script."""
+        request = {"cwd": str(run.cwd), "args": list(run.args), "env": self._request_env(run.env), "out": str(out),
+                   "memory_mb": run.memory_mb, "cpu_seconds": run.cpu_seconds, "timeout": run.timeout,
                    "max_processes": self.confine.max_processes if self.confine else None,
                    "max_file_bytes": self.confine.max_file_bytes if self.confine else None}
-        if warm:
-            request["warm"] = warm
-        if collect:
-            request["collect"] = collect
-            if instrument:
-                request["instrument"] = instrument
+        if run.warm:
+            request["warm"] = run.warm
+        if run.collect:
+            request["collect"] = run.collect
+            if run.instrument:
+                request["instrument"] = run.instrument
+        if run.script:
+            request["script"] = run.script
         return request
 
     def _tally(self, done: dict) -> None:
