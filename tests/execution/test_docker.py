@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from tests.conftest import GOOD_TEST, calc_test_file, make_patch
 
-from coharden.config import Settings
+from coharden.config import SandboxSettings, Settings
 from coharden.errors import CoHardenError
-from coharden.execution.docker import docker_available, docker_command, swebench_image
+from coharden.execution.docker import ContainerRun, docker_available, docker_command, swebench_image
 from coharden.execution.executor import InstanceExecutor
 from coharden.schema.instance import Instance
 
@@ -22,9 +22,9 @@ def test_swebench_image_naming() -> None:
 
 
 def test_docker_command_isolates_the_container(tmp_path: Path) -> None:
-    cmd = docker_command(image="img:1", workspace=tmp_path / "ws", scratch=tmp_path / "s",
-                         inner=["python", "-m", "pytest", "tests/test_x.py::test_a b"], timeout=30, memory_mb=512,
-                         network=False)
+    cmd = docker_command(ContainerRun(image="img:1", workspace=tmp_path / "ws", scratch=tmp_path / "s",
+                                      inner=["python", "-m", "pytest", "tests/test_x.py::test_a b"]),
+                         SandboxSettings(timeout=30, memory_mb=512, network=False))
     assert cmd[:3] == ["docker", "run", "--rm"]
     assert f"{tmp_path / 'ws'}:/testbed" in cmd
     assert ["--network", "none"] == cmd[cmd.index("--network"):cmd.index("--network") + 2]

@@ -15,7 +15,11 @@ import platform
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from coharden.config import SandboxSettings
 
 CONTAINER_ROOT = "/testbed"
 CONTAINER_SCRATCH = "/coharden"
@@ -40,19 +44,32 @@ def swebench_image(instance_id: str, *, arch: str | None = None, namespace: str 
     return f"{namespace}/{key}:{tag}" if namespace else f"{key}:{tag}"
 
 
-def docker_command(*, image: str, workspace: Path, scratch: Path, inner: list[str], timeout: float,
-                   memory_mb: int | None, network: bool, executable: str = "docker",
+@dataclass(frozen=True)
+class ContainerRun:
+    """One test command run in a container: the ``image``, the host directories mounted in it (``workspace`` at
+    :data:`CONTAINER_ROOT`, ``scratch`` at :data:`CONTAINER_SCRATCH`) and the command ``inner``, its paths already
+    in container terms."""
+
+    image: str
+    workspace: Path
+    scratch: Path
+    inner: Sequence[str]
+
+
+def docker_command(run: ContainerRun, sandbox: SandboxSettings, *, executable: str = "docker",
                    activate: str = "source /opt/miniconda3/bin/activate testbed 2>/dev/null || true") -> list[str]:
-    """``docker run`` of ``inner`` (paths already in container terms) in ``image``."""
+    """``docker run`` of ``run`` under the ``sandbox`` section's limits: its ``timeout`` (inside the container),
+    ``memory_mb`` and ``network``."""
+    workspace = run.workspace
     # the worktree's .git read-only, as in the bwrap sandbox: a test must not plant hooks, config or attributes
     # there that coharden's own git commands would obey at the next reset
     dotgit = ["-v", f"{workspace / '.git'}:{CONTAINER_ROOT}/.git:ro"] if (workspace / ".git").is_dir() else []
     cmd = [executable, "run", "--rm", "--init", "-v", f"{workspace}:{CONTAINER_ROOT}", *dotgit,
-           "-v", f"{scratch}:{CONTAINER_SCRATCH}", "-w", CONTAINER_ROOT,
+           "-v", f"{run.scratch}:{CONTAINER_SCRATCH}", "-w", CONTAINER_ROOT,
            "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "PYTHONHASHSEED=0"]
-    if not network:
+    if not sandbox.network:
         cmd += ["--network", "none"]
-    if memory_mb:
-        cmd += ["--memory", f"{memory_mb}m"]
-    script = f"{activate}; exec timeout -s KILL {int(timeout) + 1} {shlex.join(inner)}"
-    return [*cmd, image, "bash", "-c", script]
+    if sandbox.memory_mb:
+        cmd += ["--memory", f"{sandbox.memory_mb}m"]
+    script = f"{activate}; exec timeout -s KILL {int(sandbox.timeout) + 1} {shlex.join(run.inner)}"
+    return [*cmd, run.image, "bash", "-c", script]

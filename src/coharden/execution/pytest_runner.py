@@ -13,7 +13,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution import interrupt
-from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, docker_command
+from coharden.execution.docker import CONTAINER_ROOT, CONTAINER_SCRATCH, ContainerRun, docker_command
 from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.fork_run import ForkRun
@@ -89,8 +89,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, options: RunOptio
             env = fork_env(options.env, settings.sandbox.pass_env, settings.environment.pytest_version)
             env["COHARDEN_STREAM"] = str(stream)
         if image is not None:
-            docker = docker_command(image=image, workspace=root, scratch=Path(tmp), inner=cmd,
-                                    timeout=sandbox.timeout, memory_mb=sandbox.memory_mb, network=sandbox.network)
+            docker = docker_command(ContainerRun(image, workspace=root, scratch=Path(tmp), inner=cmd), sandbox)
             # the container has no network of its own (--network none); the client needs the engine's socket, and
             # its own settings (DOCKER_HOST, DOCKER_CONFIG): the host's environment, which stays outside the
             # container (it gets only the -e values docker_command names)
