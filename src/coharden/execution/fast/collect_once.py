@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 # the server's process helpers (forkserver_procs.py), which it loads by path before this file
@@ -154,6 +155,15 @@ def _see_frozen():
         setattr(gc, name, seeing)
 
 
+@dataclass(frozen=True)
+class _Handshake:
+    """A forked run's ends of its two pipes to its zygote: it writes to ``status`` whether it is set up, then waits
+    for the zygote's go on ``go`` (:meth:`CollectOnce._grandchild`)."""
+
+    status: int
+    go: int
+
+
 class CollectOnce:
     """pytest plugin of a zygote: the server's child that collects a run's tests once and then forks one
     grandchild per run of the same tests, which executes the collected items without walking the tree again.
@@ -172,13 +182,15 @@ class CollectOnce:
     {"fallback"}, or {"pid", "swapped"} then {"rc"}; these are the run's own claims, like its exit code. It never
     holds the protocol's key or pipes, is non-dumpable, and is kept stopped (SIGSTOP) between its runs."""
 
-    def __init__(self, request, replies, requests, module, called, spare):
+    def __init__(self, request, start):
+        """``request``: the run that started this zygote; ``start``: what the server handed it
+        (``zygotes.ZygoteStart``)."""
         self.request = request
-        self.spare = {1, os.getpid(), os.getppid(), *spare}  # the server, this zygote, the server's other ones
-        self.replies = replies
-        self.requests = requests
-        self.module = module
-        self.called = called  # code objects the server's warm import ran; None: unknown (no body is swapped)
+        self.spare = {1, os.getpid(), os.getppid(), *start.spare}  # the server, this zygote, the server's other ones
+        self.replies = start.replies
+        self.requests = start.requests
+        self.module = start.module
+        self.called = start.called  # code objects the server's warm import ran; None: unknown (no body is swapped)
         self.pending = b""
         self.tmp_dirs = [d for d in {"/tmp", tempfile.gettempdir(), os.environ.get("HOME", "")}
                          if d and os.path.isdir(d)]  # noqa: PTH112
@@ -277,7 +289,7 @@ class CollectOnce:
                 if pid == 0:
                     os.close(status[0])
                     os.close(go[1])
-                    self._grandchild(session, request, snapshot, changed, status[1], go[0])
+                    self._grandchild(session, request, snapshot, changed, _Handshake(status[1], go[0]))
                     return
                 os.close(status[1])
                 os.close(go[0])
@@ -345,10 +357,11 @@ class CollectOnce:
             return None
         return request if isinstance(request, dict) else None
 
-    def _grandchild(self, session, request, snapshot, changed, status, go):
+    def _grandchild(self, session, request, snapshot, changed, handshake):
         """In a run forked from the zygote: this run's limits and files, the changed bodies swapped in; writes
-        b"1" (swapped), b"2" (nothing to swap) or b"0" (cannot: it leaves) to ``status``, then waits for the
-        zygote's go (on ``go``) before the tests run."""
+        b"1" (swapped), b"2" (nothing to swap) or b"0" (cannot: it leaves) to ``handshake.status``, then waits for
+        the zygote's go (on ``handshake.go``) before the tests run."""
+        status, go = handshake.status, handshake.go
         ok = b"0"
         try:
             os.setsid()

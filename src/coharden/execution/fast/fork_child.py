@@ -71,9 +71,9 @@ def child(request, swap=None, key=None, zygote=None):
     warm but some module file changed: the child swaps in the changed function bodies or purges
     (``warm_state.WarmState``) and writes b"1" (swapped) or b"0" to the fd before any test code runs; (warm
     state, None): it purges.
-    ``key``: the protocol's secret, wiped here first (a test must not be able to sign a reply). ``zygote``:
-    (reply fd, request fd, warm state, called) - this child collects once and serves the later runs of the same
-    tests (:class:`collect_once.CollectOnce`)."""
+    ``key``: the protocol's secret, wiped here first (a test must not be able to sign a reply). ``zygote``: a
+    ``zygotes.ZygoteStart`` - this child collects once and serves the later runs of the same tests
+    (:class:`collect_once.CollectOnce`)."""
     if key is not None:
         key[:] = bytes(len(key))
     os.setsid()
@@ -86,7 +86,7 @@ def child(request, swap=None, key=None, zygote=None):
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         # the server's protocol pipes, other zygotes' pipes and anything else it holds
-        _close_except([swap[1] if swap else None, *(zygote[:2] if zygote else ())])
+        _close_except([swap[1] if swap else None, *((zygote.replies, zygote.requests) if zygote else ())])
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         cwd = request["cwd"]
@@ -116,7 +116,7 @@ def child(request, swap=None, key=None, zygote=None):
         if zygote is not None:
             hook = collect.CollectOnce.pytest_runtestloop
             collect.CollectOnce.pytest_runtestloop = pytest.hookimpl(tryfirst=True)(hook)
-            plugins.append(collect.CollectOnce(request, *zygote))
+            plugins.append(collect.CollectOnce(request, zygote))
         rc = pytest.main(list(args), plugins=plugins)
         sys.stdout.flush()
         sys.stderr.flush()

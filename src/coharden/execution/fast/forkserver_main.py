@@ -77,6 +77,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 _NOT_PROJECT = {"conftest", "setup", "test", "tests", "testing", "doc", "docs", "examples", "benchmarks",
@@ -126,6 +127,17 @@ class _Channel:
             return False
         self.seq += 1
         return True
+
+
+@dataclass(frozen=True)
+class _Server:
+    """What the server forks a child from: its ``channel`` (the protocol's pipe and key, which a child closes and
+    wipes before any test code runs), its ``warm`` imports (``warm_state.WarmState``) and the ``zygotes`` it holds
+    (zygote key -> ``zygotes.Zygote``, oldest first)."""
+
+    channel: _Channel
+    warm: Any
+    zygotes: dict
 
 
 def _read_key(stream):
@@ -185,6 +197,7 @@ def main():
         return
     warm = warm_state.WarmState(load_sibling)
     zygotes: dict[Any, Any] = {}  # collect once: zygote key -> collect_once.Zygote, oldest first
+    server = _Server(channel, warm, zygotes)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -213,7 +226,7 @@ def main():
                 break
         if done is None:
             made = zyg.free_slot(zygotes, zkey, why)
-            done = _run_child(request, mode, warm, key, proto, channel, made, zygotes)
+            done = _run_child(server, request, mode, made)
             if zkey is not None:
                 why += [f"no zygote: {done.pop('unsafe')}"] if done.get("unsafe") else []
                 done["collected"] = ("collected (" + "; ".join(why) + ")" if why else "collected") \
@@ -270,15 +283,16 @@ def _warm_up(options):
     return safe, reason
 
 
-def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce=True):
-    """Run ``request`` as a fork of the server (today's path); with ``zkey`` the child becomes a zygote
-    (:class:`collect_once.CollectOnce`), kept in ``zygotes`` when it serves on after this run. Returns the reply.
-    ``announce``: send the client the {"pid"} line (not when a zygote that could not serve already did)."""
+def _run_child(server, request, mode, zkey, announce=True):
+    """Run ``request`` as a fork of ``server`` (today's path); with ``zkey`` the child becomes a zygote
+    (:class:`collect_once.CollectOnce`), kept in the server's zygotes when it serves on after this run. Returns the
+    reply. ``announce``: send the client the {"pid"} line (not when a zygote that could not serve already did)."""
+    channel, warm, zygotes = server.channel, server.warm, server.zygotes
     swap_status = os.pipe() if mode == "swap" and zkey is None else None
     ends = (os.pipe(), os.pipe()) if zkey is not None else None  # (replies, requests)
     pid = os.fork()
     if pid == 0:
-        proto.close()
+        channel.proto.close()
         child_warm: tuple[Any, int | None] | None = None
         zygote = None
         if swap_status is not None:
@@ -291,8 +305,9 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
             called = set()
             if mode == "warm":
                 called = warm.snapshot.called
-            zygote = (replies, requests, warm.module or load_sibling("warm"), called, [z.pid for z in zygotes.values()])
-        fork_child.child(request, child_warm, key, zygote)
+            zygote = zyg.ZygoteStart(replies, requests, warm.module or load_sibling("warm"), called,
+                                     [z.pid for z in zygotes.values()])
+        fork_child.child(request, child_warm, channel.key, zygote)
     if swap_status is not None:
         os.close(swap_status[1])
     if announce:
@@ -306,7 +321,7 @@ def _run_child(request, mode, warm, key, proto, channel, zkey, zygotes, announce
         result, alive = zyg.wait_zygote_run(made, time.monotonic() + timeout)
         if "fallback" in result:  # it could not set up its first run: that run is a plain child's
             made.kill()
-            return _run_child(request, mode, warm, key, proto, channel, None, zygotes, announce=False)
+            return _run_child(server, request, mode, None, announce=False)
         if alive:
             zygotes[zkey] = made
             while len(zygotes) > zyg.ZYGOTES:

@@ -11,6 +11,8 @@ import select
 import signal
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 # the server's process helpers (forkserver_procs.py), which it loads by path before this file
 procs = sys.modules["_coharden_forkserver_procs"]
@@ -63,6 +65,21 @@ def plain_request(request):
         if name in env:
             env[name] = os.pathsep.join(p for p in env[name].split(os.pathsep) if p != plugin["path"])
     return {**{k: v for k, v in request.items() if k != "instrument"}, "args": args, "env": env}
+
+
+@dataclass(frozen=True)
+class ZygoteStart:
+    """What the server hands the child that becomes a zygote (:class:`collect_once.CollectOnce`): its ends of the
+    two pipes to the server (``replies``: it writes its reports there; ``requests``: it reads the later runs there),
+    the ``module`` that snapshots and swaps (``warm.py``), ``called`` (the code objects the server's warm import ran;
+    None: unknown, no body is swapped) and ``spare``, the pids of the server's other zygotes (which may run beside
+    its collection)."""
+
+    replies: int
+    requests: int
+    module: Any
+    called: Any
+    spare: list
 
 
 class Zygote:
