@@ -63,7 +63,7 @@ from coharden.mpe.evaluate import MPEResult, check_fix, evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
-from coharden.study.data import SYSTEM_FILES, StudyData, load_data
+from coharden.study.data import SYSTEM_FILES, StudyData, StudySource, load_data
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 from coharden.study.steps import golden_copy
 
@@ -258,8 +258,9 @@ def load(args: argparse.Namespace) -> tuple[StudyData, Settings] | str:
                 return f"{need} not found"
         if args.python:  # an interpreter given replaces every spec environment (as --python does in the study)
             settings = settings.with_overrides(python=args.python)
-        data = load_data(args.data, python_version=None, test_patterns=settings.test_patterns, systems=systems,
-                         records=records, envcheck=args.envcheck, repos=args.repo)
+        source = StudySource(args.data, envcheck=args.envcheck, systems=systems, records=records,
+                             only_repos=args.repo)
+        data = load_data(source, settings.test_patterns)
     else:
         if args.python is None:
             return "give --python (or set COHARDEN_SYMPY_PYTHON), or --envcheck"
@@ -269,7 +270,7 @@ def load(args: argparse.Namespace) -> tuple[StudyData, Settings] | str:
         version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
                                  capture_output=True, text=True, check=True).stdout.strip()
         settings = settings.with_overrides(python=args.python)
-        data = load_data(args.data, python_version=version, test_patterns=settings.test_patterns, systems=systems)
+        data = load_data(StudySource(args.data, python_version=version, systems=systems), settings.test_patterns)
     for repo in sorted({data.instances[i].repo for i in data.study_ids}):
         if not (args.repos / repo.replace("/", "__")).exists():
             return f"{args.repos / repo.replace('/', '__')} not found"

@@ -160,11 +160,11 @@ def _strip_durations(value: Any) -> Any:
 @pytest.mark.skipif(not SYMPY_PYTHON or not Path(SYMPY_PYTHON).exists(),
                     reason="set COHARDEN_SYMPY_PYTHON to a Python 3.11 with pytest and mpmath==1.3.0")
 def test_real_parallel_and_cached_mpe_equal_a_fresh_serial_run(tmp_path: Path) -> None:
-    from coharden.study.data import load_data
+    from coharden.study.data import StudySource, load_data
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 
     settings = Settings(python=SYMPY_PYTHON, repos_dir=Path(REPOS or ""), timeout=300, preload=["mpmath"])
-    data = load_data(SHARED, python_version="3.11.7", test_patterns=settings.tests.test_patterns)
+    data = load_data(StudySource(SHARED, python_version="3.11.7"), settings.tests.test_patterns)
 
     def golden_mpe(study: RealBugsStudy, iid: str) -> str:
         inst = data.instances[iid]
@@ -220,7 +220,7 @@ def test_study_on_ray_equals_the_local_serial_run(tmp_path: Path) -> None:
     from tests.study.test_study import _study_data_dir
 
     from coharden.execution.engine import make_engine
-    from coharden.study.data import load_data
+    from coharden.study.data import StudySource, load_data
     from coharden.study.distributed import run_on_engine
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 
@@ -232,7 +232,7 @@ def test_study_on_ray_equals_the_local_serial_run(tmp_path: Path) -> None:
     def run(name: str, engine: Any) -> str:
         settings = Settings(repos_dir=repos, store=tmp_path / f"{name}.sqlite", cache_dir=tmp_path / "cache",
                             timeout=60, workers=2)
-        data = load_data(data_dir, python_version=version, test_patterns=settings.tests.test_patterns)
+        data = load_data(StudySource(data_dir, python_version=version), settings.tests.test_patterns)
         config = StudyConfig(workers=2, bytecode=[])
         with RealBugsStudy(data, settings, Store(settings.store), config) as study:
             rows = study.run() if engine is None else run_on_engine(study, engine)

@@ -23,7 +23,7 @@ from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.verdict import Outcome
-from coharden.study.data import load_data, python_tag
+from coharden.study.data import StudySource, load_data, python_tag
 from coharden.study.real_bugs import GOLDEN, StudyConfig
 from coharden.study.summary import (
     by_instance,
@@ -320,7 +320,7 @@ def test_load_data_filters_and_deduplicates(tmp_path: Path) -> None:
         {"instance_id": "r-1", "model_name_or_path": "A", "model_patch": SRC2, "resolved": True},
         {"instance_id": "r-1", "model_name_or_path": "B", "model_patch": SRC2, "resolved": True},
         {"instance_id": "r-1", "model_name_or_path": "C", "model_patch": TST, "resolved": True}])
-    data = load_data(tmp_path, python_version="3.11.7", test_patterns=["tests/", "test_*.py"])
+    data = load_data(StudySource(tmp_path, python_version="3.11.7"), ["tests/", "test_*.py"])
     assert data.env_field == "py311_verified"
     assert data.study_ids == ["r-1"]
     assert {s: list(p) for s, p in data.predictions.items()} == {"Otter": ["r-1"], "Otter++": ["r-1"],
@@ -334,7 +334,7 @@ def test_load_data_filters_and_deduplicates(tmp_path: Path) -> None:
     assert (fixes[0].model, fixes[0].also_by) == ("A", ["B"])
     assert any("by C: no source change" in n for n in data.notes)
     with pytest.raises(Exception, match="py39_verified"):
-        load_data(tmp_path, python_version="3.9.18", test_patterns=["tests/"])
+        load_data(StudySource(tmp_path, python_version="3.9.18"), ["tests/"])
     assert python_tag("3.12.1") == "py312"
 
 
@@ -347,8 +347,8 @@ needs_data = pytest.mark.skipif(not (SHARED / "swebench_verified_sympy.jsonl").i
 @pytest.mark.realdata
 @needs_data
 def test_real_data_loads() -> None:
-    data = load_data(SHARED, python_version="3.11.7", test_patterns=["tests/", "testing/", "test_*.py",
-                                                                     "*_test.py", "conftest.py"])
+    data = load_data(StudySource(SHARED, python_version="3.11.7"), ["tests/", "testing/", "test_*.py",
+                                                                    "*_test.py", "conftest.py"])
     assert len(data.study_ids) == 54
     assert {s: len(p) for s, p in data.predictions.items()} == {"Otter": 52, "Otter++": 52, "AssertFlip": 44}
     assert len(data.wrong_fixes) == 17
@@ -371,7 +371,7 @@ def test_real_verify_one_instance(tmp_path: Path) -> None:
     settings = Settings(python=SYMPY_PYTHON, repos_dir=Path(REPOS), store=tmp_path / "s.sqlite", timeout=300,
                         preload=["mpmath"])
     version = ".".join(map(str, sys.version_info[:3])) if SYMPY_PYTHON == sys.executable else "3.11.7"
-    data = load_data(SHARED, python_version=version, test_patterns=settings.tests.test_patterns)
+    data = load_data(StudySource(SHARED, python_version=version), settings.tests.test_patterns)
     config = StudyConfig(ids=["sympy__sympy-14976"], workers=1)
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
         rows = study.run(phases=["verify"])
@@ -475,8 +475,8 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     data_dir = _study_data_dir(tmp_path, repos)
     settings = Settings(repos_dir=repos, store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache", timeout=60,
                         workers=1)
-    data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
-                     test_patterns=settings.tests.test_patterns)
+    data = load_data(StudySource(data_dir, python_version=".".join(map(str, sys.version_info[:3]))),
+                     settings.tests.test_patterns)
     config = StudyConfig(workers=1, bytecode=[], mpe=PAPER_RULE)
     phases = ("verify", "golden", "grade", "imitation")
     with RealBugsStudy(data, settings, Store(settings.store), config) as study:
@@ -498,7 +498,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
     correct = next(r for r in rows["fix"] if r["kind"] == "correct")
     assert correct["verdicts"][GOLDEN]["outcome"] == "PASS"
 
-    summary = write_report(rows, data, settings, config, tmp_path / "out")
+    summary = write_report(study, rows, tmp_path / "out")
     # every validity share and AUC carries its interval (docs/laxity_estimate.md, section 6)
     assert summary["wrong"]["validity"]["per_class"] == {
         "Lax": {"hits": 1, "total": 1, "rate": 1.0, "interval": [pytest.approx(0.025), 1.0]},
@@ -534,7 +534,7 @@ def test_study_end_to_end_offline_resumes_and_reports(tmp_path: Path) -> None:
         assert study.missing == {"study.verify": 1}
         assert all(c.path is None for c in study._checkouts)
     assert nothing == {"verify": [], "golden": [], "mpe": [], "fix": [], "imitation": []}
-    write_report(nothing, data, empty, only, tmp_path / "out2", missing=study.missing)
+    write_report(study, nothing, tmp_path / "out2")
     assert "partial report" in (tmp_path / "out2" / "real_bugs_report.md").read_text()
 
 

@@ -169,17 +169,17 @@ def _run(data_dir: Path, repos: Path, store: Path, mutator: Any) -> dict[str, An
     from coharden.execution.store import Store
     from coharden.schema.mpe_config import MPEConfig
     from coharden.schema.mutant import Operator
-    from coharden.study.data import load_data
+    from coharden.study.data import StudySource, load_data
     from coharden.study.real_bugs import RealBugsStudy, StudyConfig
     from coharden.study.report import write_report
 
     settings = Settings(repos_dir=repos, store=store, cache_dir=store.parent / "cache", timeout=60, workers=1)
-    data = load_data(data_dir, python_version=".".join(map(str, sys.version_info[:3])),
-                     test_patterns=settings.tests.test_patterns)
+    data = load_data(StudySource(data_dir, python_version=".".join(map(str, sys.version_info[:3]))),
+                     settings.tests.test_patterns)
     config = StudyConfig(workers=1, bytecode=[], mpe=MPEConfig(per_operator=1, operators=[Operator.INCOMPLETE_FIX]))
     with RealBugsStudy(data, settings, Store(store), config, mutator) as study:
         rows = study.run(phases=("verify", "imitation"))
-    summary = write_report(rows, data, settings, config, store.parent / f"out-{store.stem}")
+    summary = write_report(study, rows, store.parent / f"out-{store.stem}")
     return {"rows": rows, "summary": summary, "report": (store.parent / f"out-{store.stem}" / "real_bugs_report.md")
             .read_text()}
 

@@ -14,7 +14,7 @@ from coharden.environment.build import BuildError
 from coharden.environment.interpreters import find_interpreter
 from coharden.execution.store import Store
 from coharden.schema.mpe_config import MPEConfig
-from coharden.study.data import StudyError, load_data
+from coharden.study.data import StudyError, StudySource, load_data
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 from coharden.study.report import write_report
 
@@ -51,20 +51,21 @@ def _spec_data(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
 
 def test_envcheck_output_chooses_the_instances_and_bad_files_are_refused(tmp_path: Path) -> None:
     data, records, envcheck, _ = _spec_data(tmp_path)
-    loaded = load_data(data, python_version=None, test_patterns=["tests/"], records=records, envcheck=envcheck)
+    source = StudySource(data, records=records, envcheck=envcheck)
+    loaded = load_data(source, ["tests/"])
     assert loaded.spec_envs
     assert loaded.env_field == "verified"
     assert loaded.env_source == "envcheck/envcheck.jsonl"  # outside the data directory: no machine path
     assert loaded.study_ids == ["example__throttle-1", "example__throttle-2"]
-    narrowed = load_data(data, python_version=None, test_patterns=["tests/"], records=records,
-                         envcheck=envcheck, repos=["acme/other"])
+    narrowed = load_data(StudySource(data, records=records, envcheck=envcheck, only_repos=["acme/other"]),
+                         ["tests/"])
     assert narrowed.study_ids == []
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": 1}) + "\n")
     with pytest.raises(StudyError, match="not an envcheck output"):
-        load_data(data, python_version=None, test_patterns=["tests/"], records=records, envcheck=bad)
+        load_data(StudySource(data, records=records, envcheck=bad), ["tests/"])
     with pytest.raises(StudyError, match="--envcheck"):
-        load_data(data, python_version=None, test_patterns=["tests/"])
+        load_data(StudySource(data), ["tests/"])
 
 
 @pytest.mark.slow
@@ -77,8 +78,7 @@ def test_study_runs_each_instance_in_its_spec_environment(tmp_path: Path) -> Non
     data, records, envcheck, specs = _spec_data(tmp_path)
     settings = Settings(repos_dir=tmp_path / "repos", store=tmp_path / "s.sqlite", cache_dir=tmp_path / "cache",
                         timeout=120, workers=1, swebench_specs=specs)
-    loaded = load_data(data, python_version=None, test_patterns=settings.tests.test_patterns, records=records,
-                       envcheck=envcheck)
+    loaded = load_data(StudySource(data, records=records, envcheck=envcheck), settings.tests.test_patterns)
     config = StudyConfig(workers=1, bytecode=[], mpe=PAPER_RULE)
     with RealBugsStudy(loaded, settings, Store(settings.store), config) as study:
         rows = study.run(phases=("verify", "golden", "grade"))
@@ -95,7 +95,7 @@ def test_study_runs_each_instance_in_its_spec_environment(tmp_path: Path) -> Non
     assert classes == {"Otter": "Lax", "Otter++": "Rigorous", "AssertFlip": "Misaligned"}
     (golden,) = rows["golden"]
     assert golden["mpe"]["matrix_counts"]["beta"] == golden["mpe"]["matrix_counts"]["gamma"] == 0
-    write_report(rows, loaded, settings, config, tmp_path / "out")
+    write_report(study, rows, tmp_path / "out")
     report = (tmp_path / "out" / "real_bugs_report.md").read_text()
     assert "spec environments" in report
     assert str(tmp_path) not in report  # relative names only

@@ -467,18 +467,19 @@ def test_the_table_on_ray_gives_the_rows_of_the_serial_run(serial: dict[str, Any
 
     from coharden.config import Settings
     from coharden.execution.engine import make_engine
+    from coharden.study.data import StudySource
     from coharden.study.real_bugs import StudyConfig
-    from coharden.study.table import TableConfig, run_table
+    from coharden.study.table import RunContext, TableConfig, run_table
     from coharden.study.table_data import load_table_data
 
     inputs = serial["inputs"]
     settings = Settings(repos_dir=inputs["repos"], store=tmp_path / "ray.sqlite", cache_dir=inputs["cache"],
                         timeout=60, workers=1)
-    data = load_table_data(inputs["data"], inputs["repos"], envcheck=inputs["envcheck"], python_version=None)
+    data = load_table_data(StudySource(inputs["data"], envcheck=inputs["envcheck"], repos_dir=inputs["repos"]))
     config = TableConfig(study=StudyConfig(workers=1, bytecode=[], verify_all=False))
     engine = make_engine("ray", workers=2)
     try:
-        result = run_table(data, settings, config, Dataset(tmp_path / "table.jsonl"), engine=engine)
+        result = run_table(data, config, Dataset(tmp_path / "table.jsonl"), RunContext(settings), engine=engine)
     finally:
         engine.close()
     assert not ray.is_initialized()

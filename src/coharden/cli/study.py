@@ -136,17 +136,16 @@ def study_real_bugs(
                                bytecode=["sympy"] if study_settings.bytecode else [], report_only=report_only,
                                llm_skipped=llm_skipped,
                                warm_defaults=not settings.server.preload and not settings.server.warm_imports)
-    from coharden.execution.verdict_cache import environment_id
-    from coharden.study.data import load_data
+    from coharden.study.data import StudySource, load_data
 
-    version = None if inputs.envcheck else environment_id(settings.environment.python).split()[1]
-    study_data = load_data(inputs.data, python_version=version, test_patterns=settings.tests.test_patterns,
-                           systems=chosen, system_files=given, wrong_fixes=study_settings.wrong_fixes,
-                           correct_fixes=study_settings.correct_fixes, records=inputs.records, envcheck=inputs.envcheck,
-                           repos=inputs.only_repo or ())
+    source = StudySource(inputs.data, python_version=check_python(settings, inputs.envcheck),
+                         envcheck=inputs.envcheck, systems=chosen, system_files=given, records=inputs.records,
+                         only_repos=inputs.only_repo or (), wrong_fixes=study_settings.wrong_fixes,
+                         correct_fixes=study_settings.correct_fixes)
+    study_data = load_data(source, settings.tests.test_patterns)
     with RealBugsStudy(study_data, settings, Store(settings.store), study_config, llm_mutator) as study:
         rows = _run_steps(study, engine, workers, study_settings.phases)
-    summary = write_report(rows, study_data, settings, study_config, output, missing=study.missing)
+    summary = write_report(study, rows, output)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=True))
         return
@@ -275,6 +274,16 @@ def study_agreement(
         print(json.dumps(to_json(result), indent=2))
     else:
         console.print(render(result), markup=False, highlight=False)
+
+def check_python(settings: Settings, envcheck: Path | None) -> str | None:
+    """The version of the settings' test interpreter ('3.11.7'), whose verdicts of the data directory's sympy
+    environment check a study reads; None with an ``envcheck`` (its own verdicts decide)."""
+    if envcheck is not None:
+        return None
+    from coharden.execution.verdict_cache import environment_id
+
+    return environment_id(settings.environment.python).split()[1]
+
 
 def system_files(specs: list[str]) -> dict[str, Path]:
     """``--system NAME=FILE`` values -> {name: path}; a clear error for a malformed one or a missing file."""

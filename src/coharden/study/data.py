@@ -6,7 +6,7 @@ test predictions, real wrong fixes and real correct fixes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,34 @@ ENV_CHECK = "sympy_env_check.json"
 SWT_IDS = "swtbench_verified_ids.txt"
 
 
-
 class StudyError(CoHardenError):
     """The data directory is missing a file or holds something unexpected."""
+
+
+@dataclass(frozen=True)
+class StudySource:
+    """Where a study's inputs come from: the shared data directory, the files that replace or narrow its parts,
+    the environment check and the repository clones. One value, made by the command from its flags, read by
+    :func:`load_data` (the real-bugs study), :func:`~coharden.study.table_data.load_table_data` (the laxity
+    table) and :func:`~coharden.study.validity.load_validity_inputs` (validity); each reads the fields it needs."""
+
+    data_dir: Path
+    #: the interpreter whose verdicts of the data directory's sympy check apply ('3.11.7'); unused with ``envcheck``
+    python_version: str | None = None
+    #: the output of ``coharden study envcheck`` (a directory or its envcheck.jsonl): its verified instances run,
+    #: each in its spec environment
+    envcheck: Path | None = None
+    repos_dir: Path | None = None  # the owner__name clones (the table: which instances are reachable)
+    #: the systems whose test predictions are graded; None: the study's own list (:data:`SYSTEM_FILES`, the
+    #: table's ``TABLE_SYSTEMS``)
+    systems: Sequence[str] | None = None
+    #: name -> predictions JSONL (--system NAME=FILE): the real-bugs study reads a named system's predictions
+    #: from it instead of the data directory; the table grades it as one more system on SWT-bench Verified
+    system_files: Mapping[str, Path] = field(default_factory=dict)
+    records: Path | None = None  # SWE-bench records of any repositories (default: the data directory's sympy ones)
+    only_repos: Sequence[str] = ()  # only these repositories' records (owner/name); () every one
+    wrong_fixes: Path | None = None  # replaces the data directory's real wrong fixes
+    correct_fixes: Path | None = None  # replaces the data directory's real correct fixes
 
 
 @dataclass
@@ -139,21 +164,20 @@ def load_env_check(data_dir: Path, envcheck: Path | None, python_version: str | 
     return env_rows, env_field, ENV_CHECK
 
 
-def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequence[str],
-              systems: Sequence[str] = tuple(SYSTEM_FILES), system_files: dict[str, Path] | None = None,
-              wrong_fixes: Path | None = None, correct_fixes: Path | None = None, records: Path | None = None,
-              envcheck: Path | None = None, repos: Sequence[str] = ()) -> StudyData:
-    """Everything the study reads from the shared data directory, filtered to the instances that the
-    environment check verified and that are in SWT-bench Verified. The check is the data directory's sympy
-    check on ``python_version``, or with ``envcheck`` the output of ``coharden study envcheck`` (its instances
-    then run in their spec environments). ``records`` (SWE-bench records of any repositories, optionally
-    narrowed to ``repos``), ``system_files`` (name -> predictions JSONL), ``wrong_fixes`` and
-    ``correct_fixes`` replace the data directory's files."""
-    data_dir = Path(data_dir)
-    records_path = Path(records) if records else data_dir / RECORDS
+def load_data(source: StudySource, test_patterns: Sequence[str]) -> StudyData:
+    """Everything the real-bugs study reads from ``source``, filtered to the instances that the environment
+    check verified and that are in SWT-bench Verified. The check is the data directory's sympy check on
+    ``source.python_version``, or with ``source.envcheck`` the output of ``coharden study envcheck`` (its
+    instances then run in their spec environments). ``source.records`` (SWE-bench records of any repositories,
+    optionally narrowed to ``source.only_repos``), ``system_files`` (name -> predictions JSONL), ``wrong_fixes``
+    and ``correct_fixes`` replace the data directory's files; ``test_patterns`` tell a fix's test files from its
+    source."""
+    data_dir = Path(source.data_dir)
+    records_path = Path(source.records) if source.records else data_dir / RECORDS
+    repos = source.only_repos
     instances = {inst.instance_id: inst for inst in load_records(records_path)
                  if not repos or inst.repo in repos}
-    env_rows, env_field, env_source = load_env_check(data_dir, envcheck, python_version)
+    env_rows, env_field, env_source = load_env_check(data_dir, source.envcheck, source.python_version)
     env_rows = {i: row for i, row in env_rows.items() if i in instances}
     swt_path = data_dir / SWT_IDS
     if not swt_path.is_file():
@@ -163,18 +187,19 @@ def load_data(data_dir: Path, *, python_version: str | None, test_patterns: Sequ
     wanted = set(study_ids)
     notes: list[str] = []
 
-    predictions = _predictions(data_dir, systems, system_files or {}, wanted, notes)
+    systems = tuple(SYSTEM_FILES) if source.systems is None else source.systems
+    predictions = _predictions(data_dir, systems, source.system_files, wanted, notes)
     assertflip_resolved = _assertflip_resolved(data_dir)
-    wrong = _wrong_fixes(wrong_fixes or data_dir / WRONG_FIXES, wanted, test_patterns, notes)
-    correct = _correct_fixes(correct_fixes or data_dir / CORRECT_FIXES, wanted, test_patterns, notes)
+    wrong = _wrong_fixes(source.wrong_fixes or data_dir / WRONG_FIXES, wanted, test_patterns, notes)
+    correct = _correct_fixes(source.correct_fixes or data_dir / CORRECT_FIXES, wanted, test_patterns, notes)
     return StudyData(data_dir=data_dir, instances=instances, env_check=env_rows, env_field=env_field,
                      swt_ids=swt_ids, study_ids=study_ids, predictions=predictions,
                      assertflip_resolved=assertflip_resolved, wrong_fixes=dict(sorted(wrong.items())),
                      correct_fixes=dict(sorted(correct.items())), notes=notes, env_source=env_source,
-                     spec_envs=envcheck is not None)
+                     spec_envs=source.envcheck is not None)
 
 
-def _predictions(data_dir: Path, systems: Sequence[str], system_files: dict[str, Path], wanted: set[str],
+def _predictions(data_dir: Path, systems: Sequence[str], system_files: Mapping[str, Path], wanted: set[str],
                  notes: list[str]) -> dict[str, dict[str, str]]:
     """Each system's test patch per study instance (the first of duplicates, noted)."""
     predictions: dict[str, dict[str, str]] = {}

@@ -16,8 +16,7 @@ from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.schema.estimate import clopper_pearson
 from coharden.schema.mpe_config import PAPER_TAU
-from coharden.study.data import StudyData
-from coharden.study.real_bugs import WARM_UP, StudyConfig
+from coharden.study.real_bugs import WARM_UP, RealBugsStudy, StudyConfig
 from coharden.study.report_sections import headline, render
 from coharden.study.split import split_rule
 from coharden.study.summary import CLASS_ORDER, summarize
@@ -121,17 +120,18 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, settings: Settings, config: StudyConfig,
-                 output: Path, missing: dict[str, int] | None = None) -> dict[str, Any]:
-    """Write ``real_bugs_report.md``, ``summary.json``, the step rows (``rows/*.jsonl``) and the plots into
-    ``output``; return the summary (JSON data, with ``headline``). ``missing``: steps a report-only run found no
-    record for, per kind (the report then says it is partial)."""
+def write_report(study: RealBugsStudy, rows: dict[str, list[dict[str, Any]]], output: Path) -> dict[str, Any]:
+    """Write ``real_bugs_report.md``, ``summary.json``, the step rows (``rows/*.jsonl``) and the plots of
+    ``study``'s run (its data, settings and configuration) into ``output``; return the summary (JSON data, with
+    ``headline``). The steps a report-only run found no record for (``study.missing``) make the report say it is
+    partial."""
     import json
     import os
     import platform
 
     from coharden.execution.verdict_cache import environment_id
 
+    data, settings, config, missing = study.data, study.settings, study.config, study.missing
     output.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows, data, config.systems, config.mpe.tau)
     made = plots(summary, output, config.systems)
@@ -157,7 +157,7 @@ def write_report(rows: dict[str, list[dict[str, Any]]], data: StudyData, setting
     if missing:
         settings_text.append("**partial report**: steps with no record in the store (report-only run): "
                              + ", ".join(f"{k} {n}" for k, n in sorted(missing.items())))
-    text = render(summary, rows, data, settings_text=settings_text, systems=config.systems, plots=made)
+    text = render(summary, rows, data, settings_text=settings_text, plots=made)
     if rows.get("imitation"):  # study/imitation.py
         from coharden.study.imitation_report import render_imitation
         from coharden.study.imitation_summary import summarize_imitation

@@ -79,8 +79,10 @@ def headline(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], sys
 
 
 def render(summary: dict[str, Any], rows: dict[str, list[dict[str, Any]]], data: StudyData, *,
-           settings_text: Sequence[str], systems: Sequence[str], plots: dict[str, str] | None = None) -> str:
+           settings_text: Sequence[str], plots: dict[str, str] | None = None) -> str:
+    """The whole report; the systems are the summary's, in its order (those the study graded)."""
     plots = plots or {}
+    systems = list(summary["systems"])
     out = _title(data, settings_text)
     out += ["## Headline numbers", ""]
     out += [f"- {line}" for line in headline(summary, rows, systems)] + [""]

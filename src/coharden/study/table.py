@@ -194,12 +194,24 @@ class TableRun:
 Progress = Callable[[str, int], None]
 
 
-def run_table(data: TableData, settings: Settings, config: TableConfig, dataset: Dataset, *,
-              engine: Engine | None = None, progress: Progress | None = None,
-              on_plan: Callable[[int], None] | None = None) -> TableRun:
+@dataclass(frozen=True)
+class RunContext:
+    """What the command that starts a dataset study's run (the laxity table, validity) gives it beside the
+    study's inputs and choices: the settings it runs under and who hears of it: ``progress(text, n)`` a line
+    and ``n`` more steps done as the run goes (an instance of the table, a fix of validity), ``on_plan(n)`` how
+    many instances will run, before the first one starts (a progress bar's total)."""
+
+    settings: Settings
+    progress: Progress | None = None
+    on_plan: Callable[[int], None] | None = None
+
+
+def run_table(data: TableData, config: TableConfig, dataset: Dataset, context: RunContext, *,
+              engine: Engine | None = None) -> TableRun:
     """Make (or resume) the table: rows for every instance of every system's benchmark; the runnable instances
-    selected by ``config`` run (serially here, or as jobs on ``engine``), each one's rows appended as it ends.
-    ``on_plan(n)``: how many instances will run, before the first one starts."""
+    selected by ``config`` run under ``context`` (serially here, or as jobs on ``engine``), each one's rows
+    appended as it ends."""
+    settings, progress = context.settings, context.progress
     run = {**run_configuration(config, settings, data), "revision": source_revision()}
     key = run["key"]
     result = TableRun()
@@ -222,7 +234,7 @@ def run_table(data: TableData, settings: Settings, config: TableConfig, dataset:
             result.left += 1
             continue
         todo.append(iid)
-    todo, later = take_limit(todo, config.limit, on_plan)
+    todo, later = take_limit(todo, config.limit, context.on_plan)
     result.left += later
     study_config = config.study.model_copy(update={"systems": list(data.systems), "verify_all": False,
                                                    "ids": None, "split": "all", "report_only": False})

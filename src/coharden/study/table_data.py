@@ -13,7 +13,7 @@ from typing import Any
 from coharden.instances import load_records
 from coharden.jsonl import json_lines
 from coharden.schema.instance import Instance
-from coharden.study.data import ASSERTFLIP_REPORT, SWT_IDS, StudyData, StudyError, load_env_check
+from coharden.study.data import ASSERTFLIP_REPORT, SWT_IDS, StudyData, StudyError, StudySource, load_env_check
 
 VERIFIED_RECORDS = "swebench_verified.jsonl"
 LITE_RECORDS = "swtbench_lite_instances.jsonl"
@@ -105,14 +105,16 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [row for _, row in json_lines(path, StudyError)]
 
 
-def load_table_data(data_dir: Path, repos_dir: Path, *, envcheck: Path | None, python_version: str | None,
-                    systems: Sequence[str] | None = None, system_files: dict[str, Path] | None = None
-                    ) -> TableData:
-    """The table's inputs from the shared data directory: SWE-bench Verified and SWT-bench Lite records, the
-    benchmarks' ids, the predictions of ``systems`` (default: every one of :data:`TABLE_SYSTEMS`; ``system_files``
-    adds systems graded on SWT-bench Verified), AssertFlip's published report, the environment check
-    (``envcheck``, else the data directory's sympy check on ``python_version``) and which clones exist."""
-    data_dir, repos_dir = Path(data_dir), Path(repos_dir)
+def load_table_data(source: StudySource) -> TableData:
+    """The table's inputs from ``source``: the data directory's SWE-bench Verified and SWT-bench Lite records, the
+    benchmarks' ids, the predictions of ``source.systems`` (default: every one of :data:`TABLE_SYSTEMS`;
+    ``source.system_files`` adds systems graded on SWT-bench Verified), AssertFlip's published report, the
+    environment check (``source.envcheck``, else the data directory's sympy check on ``source.python_version``)
+    and which clones exist under ``source.repos_dir``."""
+    if source.repos_dir is None:
+        raise StudyError("the laxity table needs the directory of repository clones (--repos)")
+    data_dir, repos_dir = Path(source.data_dir), Path(source.repos_dir)
+    systems, envcheck = source.systems, source.envcheck
     instances: dict[str, Instance] = {}
     for name in (VERIFIED_RECORDS, LITE_RECORDS):
         for inst in load_records(data_dir / name) if (data_dir / name).is_file() else []:
@@ -135,7 +137,7 @@ def load_table_data(data_dir: Path, repos_dir: Path, *, envcheck: Path | None, p
                              "predictions with --system NAME=FILE)")
         chosen[name] = TableSystem(str(data_dir / "brt_predictions" / TABLE_SYSTEMS[name].file),
                                    TABLE_SYSTEMS[name].benchmark)
-    for name, path in (system_files or {}).items():
+    for name, path in source.system_files.items():
         chosen[name] = TableSystem(str(path), VERIFIED)
     notes: list[str] = []
     predictions: dict[str, dict[str, str]] = {}
@@ -164,7 +166,7 @@ def load_table_data(data_dir: Path, repos_dir: Path, *, envcheck: Path | None, p
             outcome = {i: False for key in ("unresolved_ids", "error_ids") for i in report.get(key, [])}
             outcome.update({i: True for i in report.get("resolved_ids", [])})
             published[name] = outcome
-    env_rows, env_field, env_source = load_env_check(data_dir, envcheck, python_version)
+    env_rows, env_field, env_source = load_env_check(data_dir, envcheck, source.python_version)
     repos = {inst.repo for inst in instances.values()}
     present = {repo for repo in repos if (repos_dir / repo.replace("/", "__")).is_dir()}
     return TableData(data_dir=data_dir, instances=instances, benchmarks=benchmarks, systems=chosen,

@@ -38,10 +38,10 @@ from pydantic import BaseModel, Field
 from coharden.config import Settings
 from coharden.execution.store import Store
 from coharden.jsonl import json_lines
-from coharden.study.data import GOLDEN, Fix, StudyError
+from coharden.study.data import GOLDEN, Fix, StudyError, StudySource
 from coharden.study.real_bugs import RealBugsStudy, StudyConfig
 from coharden.study.split import split_of
-from coharden.study.table import latest_rows, source_revision, take_limit
+from coharden.study.table import RunContext, latest_rows, source_revision, take_limit
 from coharden.study.table_data import TableData, load_table_data
 from coharden.study.validity_data import FixData, RealFix, f2p_tests, load_fixes
 
@@ -85,18 +85,18 @@ class ValidityInputs:
         return patches
 
 
-def load_validity_inputs(data_dir: Path, repos_dir: Path, table_path: Path, *, envcheck: Path | None,
-                         python_version: str | None, test_patterns: Sequence[str],
+def load_validity_inputs(source: StudySource, table_path: Path, *, test_patterns: Sequence[str],
                          unit: str = "behaviours") -> ValidityInputs:
     """Everything the study reads: the laxity table's rows (``table_path``; laxity counted in ``unit``), the
-    table's inputs from the data directory (every system, as ``study table`` reads them) and the fixes of the
-    five repair systems."""
+    table's inputs from ``source`` (its systems, by default every one, as ``study table`` reads them) and the
+    fixes of the five repair systems in its data directory (``test_patterns`` tell their test files from their
+    source)."""
     table_path = Path(table_path)
     if not table_path.is_file():
         raise StudyError(f"{table_path}: no laxity table (make it with `coharden study table`)")
     tests = f2p_tests(latest_rows(table_path), unit)
-    table = load_table_data(data_dir, repos_dir, envcheck=envcheck, python_version=python_version)
-    fixes = load_fixes(data_dir, test_patterns, instances=set(tests))
+    table = load_table_data(source)
+    fixes = load_fixes(source.data_dir, test_patterns, instances=set(tests))
     notes = [*fixes.notes]
     for iid, by_system in tests.items():
         for system in by_system:
@@ -315,10 +315,11 @@ def run_instance(study: RealBugsStudy, inputs: ValidityInputs, iid: str, progres
     return [instance_row(inputs, iid, status, reason, counted=counted), *rows]
 
 
-def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityConfig, dataset: Path, *,
-                 progress: Progress | None = None, on_plan: Callable[[int], None] | None = None) -> ValidityRun:
-    """Run (or resume) the study on the candidate instances selected by ``config``; the dataset is rewritten
-    after every instance with the rows of every candidate (this run's, an earlier run's, or ``pending``)."""
+def run_validity(inputs: ValidityInputs, config: ValidityConfig, dataset: Path, context: RunContext) -> ValidityRun:
+    """Run (or resume) the study on the candidate instances selected by ``config``, under ``context``'s settings;
+    the dataset is rewritten after every instance with the rows of every candidate (this run's, an earlier run's,
+    or ``pending``)."""
+    settings = context.settings
     old: dict[str, list[dict[str, Any]]] = {}
     for row in read_dataset(dataset):
         if row.get("row") in ("instance", "fix"):
@@ -350,7 +351,7 @@ def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityCon
             continue
         rows_of[iid] = previous if final and previous else [fresh]  # until it runs: never stale rows
         todo.append(iid)
-    todo, later = take_limit(todo, config.limit, on_plan)
+    todo, later = take_limit(todo, config.limit, context.on_plan)
     result.left += later
     run_row = {"row": "run", "schema": SCHEMA, "table": inputs.table_source, "environment": environment,
                "timeout": settings.sandbox.timeout, "revision": source_revision(), "fix_counts": inputs.fixes.counts,
@@ -367,7 +368,7 @@ def run_validity(inputs: ValidityInputs, settings: Settings, config: ValidityCon
         try:
             with RealBugsStudy(inputs.table.study_data(todo), settings, store, study_config) as study:
                 for iid in todo:
-                    rows_of[iid] = run_instance(study, inputs, iid, progress)
+                    rows_of[iid] = run_instance(study, inputs, iid, context.progress)
                     result.ran.append(iid)
                     write()
                     study.release()
