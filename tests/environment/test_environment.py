@@ -15,14 +15,15 @@ from typer.testing import CliRunner
 
 from coharden.cli import app
 from coharden.config import Settings
+from coharden.environment.attempt_log import AttemptLog
 from coharden.environment.build import BuildResult, LocalBuilder, docker_available, env_key, find_base_python
 from coharden.environment.dockerfile import render_dockerfile, workspace_pth
 from coharden.environment.inference import infer_plan
 from coharden.environment.mockenv import DEFAULT_REPLY, MockServices, loopback_only_settings, mock_environment
-from coharden.environment.plan import EnvPlan, PlanError, apply_json_patch, patch_plan
+from coharden.environment.plan import EnvPlan, EnvTarget, PlanError, apply_json_patch, patch_plan
 from coharden.environment.pyversions import admitted, normalize_version, poetry_to_pep440
 from coharden.environment.refine import extract_patch, refine_environment
-from coharden.environment.smoke import smoke_test
+from coharden.environment.smoke import SmokeSample, smoke_test
 from coharden.environment.sources import DirSource, GitSource
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.pytest_verdicts import verdict_for
@@ -321,7 +322,7 @@ def test_real_package_from_pypi_builds_and_smoke_passes(tmp_path: Path) -> None:
     build = builder.build(repo, commit, plan)
     assert build.ok, build.error
     assert Path(build.python).is_relative_to(tmp_path / "cache" / "envs")
-    report = smoke_test(repo, commit, plan, build, settings, sample=20, seed=0)
+    report = smoke_test(EnvTarget(repo, commit, plan), build, settings, sample=SmokeSample(20, 0))
     assert report.ok, report.error_text()
     assert report.collected == 3
     assert report.passed == 2
@@ -346,7 +347,7 @@ def test_docker_build_and_smoke(tmp_path: Path) -> None:  # pragma: no cover - n
     settings = Settings(timeout=300, cache_dir=tmp_path / "cache", store=tmp_path / "store.sqlite")
     build = DockerBuilder(settings.cache_dir).build(repo, commit, plan)
     assert build.ok, build.error
-    report = smoke_test(repo, commit, plan, build, settings, mock=False)
+    report = smoke_test(EnvTarget(repo, commit, plan), build, settings, mock=False)
     assert report.ok, report.error_text()
 
 
@@ -355,7 +356,8 @@ def test_docker_backend_without_an_engine_fails_clearly(tmp_path: Path, settings
     from coharden.environment.build import DockerBuilder
 
     repo, commit = make_repo(tmp_path / "r", {"tests/test_a.py": "def test_a():\n    pass\n"})
-    result = refine_environment(repo, commit, EnvPlan(python="3.11"), DockerBuilder(tmp_path / "cache"), settings)
+    result = refine_environment(EnvTarget(repo, commit, EnvPlan(python="3.11")), DockerBuilder(tmp_path / "cache"),
+                                settings)
     assert not result.ok
     assert result.stop_reason.startswith("cannot build: ")
     assert len(result.attempts) == 1
@@ -398,7 +400,7 @@ SMOKE_FILES = {
 def test_smoke_counts_environment_failures_only(tmp_path: Path, settings: Settings) -> None:
     repo, commit = make_repo(tmp_path / "smoky", SMOKE_FILES)
     plan = EnvPlan(python="3.11", test_paths=["tests"], mock_services=False)
-    report = smoke_test(repo, commit, plan, fake_build(tmp_path), settings, sample=20, seed=1)
+    report = smoke_test(EnvTarget(repo, commit, plan), fake_build(tmp_path), settings, sample=SmokeSample(20, 1))
     assert not report.ok
     kinds = {(f.kind, f.where.split("::")[0].replace(".", "/")) for f in report.env_failures}
     assert ("missing_dependency", "tests/test_helper") in {(k, w.removesuffix("/py")) for k, w in kinds}
@@ -408,7 +410,7 @@ def test_smoke_counts_environment_failures_only(tmp_path: Path, settings: Settin
     assert report.test_failures[0].startswith("tests/test_pkg.py::test_double_wrong: ")
     fixed = plan.model_copy(update={"env": {"PYTHONPATH": "vendor"}, "test_paths": ["tests/test_pkg.py",
                                                                                        "tests/test_helper.py"]})
-    report2 = smoke_test(repo, commit, fixed, fake_build(tmp_path), settings, sample=20, seed=1)
+    report2 = smoke_test(EnvTarget(repo, commit, fixed), fake_build(tmp_path), settings, sample=SmokeSample(20, 1))
     assert report2.ok, report2.error_text()
     assert report2.collected == 3
 
@@ -417,9 +419,9 @@ def test_smoke_sample_is_seeded(tmp_path: Path, settings: Settings) -> None:
     tests = "\n\n".join(f"def test_{i}():\n    pass" for i in range(30))
     repo, commit = make_repo(tmp_path / "many", {"tests/test_many.py": tests + "\n"})
     plan = EnvPlan(python="3.11", test_paths=["tests"], mock_services=False)
-    first = smoke_test(repo, commit, plan, fake_build(tmp_path), settings, sample=5, seed=7)
-    second = smoke_test(repo, commit, plan, fake_build(tmp_path), settings, sample=5, seed=7)
-    third = smoke_test(repo, commit, plan, fake_build(tmp_path), settings, sample=5, seed=8)
+    first = smoke_test(EnvTarget(repo, commit, plan), fake_build(tmp_path), settings, sample=SmokeSample(5, 7))
+    second = smoke_test(EnvTarget(repo, commit, plan), fake_build(tmp_path), settings, sample=SmokeSample(5, 7))
+    third = smoke_test(EnvTarget(repo, commit, plan), fake_build(tmp_path), settings, sample=SmokeSample(5, 8))
     assert first.ok
     assert first.collected == 30
     assert len(first.sampled) == 5
@@ -430,7 +432,7 @@ def test_smoke_sample_is_seeded(tmp_path: Path, settings: Settings) -> None:
 def test_smoke_reports_a_pytest_usage_error(tmp_path: Path, settings: Settings) -> None:
     repo, commit = make_repo(tmp_path / "usage", {"tests/test_a.py": "def test_a():\n    pass\n"})
     plan = EnvPlan(python="3.11", test_args=["--cov=x"], mock_services=False)  # pytest-cov is not installed
-    report = smoke_test(repo, commit, plan, fake_build(tmp_path), settings)
+    report = smoke_test(EnvTarget(repo, commit, plan), fake_build(tmp_path), settings)
     assert not report.ok
     assert report.env_failures[0].kind == "pytest_usage"
     assert "--cov" in report.reason
@@ -476,8 +478,8 @@ def test_refinement_fixes_build_and_smoke_with_model_patches(tmp_path: Path, set
     log = tmp_path / "refine.jsonl"
     builder = FakeBuilder(tmp_path)
     with MockLLMServer(rules) as server:
-        result = refine_environment(repo, commit, plan, builder, settings, llm=llm_for(server, monkeypatch),
-                                    log_path=log)
+        result = refine_environment(EnvTarget(repo, commit, plan), builder, settings,
+                                    llm=llm_for(server, monkeypatch), log=AttemptLog(log))
         assert len(server.requests) == 2
     assert result.ok, result.stop_reason
     assert result.plan.install == []
@@ -500,8 +502,8 @@ def test_refinement_fails_closed_on_a_truncated_reply(tmp_path: Path, settings: 
     log = tmp_path / "refine.jsonl"
     rules = [{"reply": '```json\n[{"op": "remove", "path": "/install/0"}]', "finish_reason": "length"}]
     with MockLLMServer(rules) as server:
-        result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), settings,
-                                    llm=llm_for(server, monkeypatch), log_path=log)
+        result = refine_environment(EnvTarget(repo, commit, plan), FakeBuilder(tmp_path), settings,
+                                    llm=llm_for(server, monkeypatch), log=AttemptLog(log))
     assert not result.ok
     assert "truncated" in result.stop_reason
     entries = [json.loads(line) for line in log.read_text().splitlines()]
@@ -518,11 +520,12 @@ def test_refinement_follows_the_build_section(tmp_path: Path, settings: Settings
     plan = EnvPlan(repo=str(repo), commit=commit, python="3.11", install=["bad-command"], mock_services=False)
     one = settings.with_overrides(build={"max_attempts": 1})
     with MockLLMServer([{"reply": '```json\n[{"op": "remove", "path": "/install/0"}]\n```'}]) as server:
-        result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), one, llm=llm_for(server, monkeypatch))
+        result = refine_environment(EnvTarget(repo, commit, plan), FakeBuilder(tmp_path), one,
+                                    llm=llm_for(server, monkeypatch))
         assert not server.requests  # the one attempt was the last: no model asked
     assert result.stop_reason == "failed; 1 attempts used"
     fine = plan.model_copy(update={"install": []})
-    unsmoked = refine_environment(repo, commit, fine, FakeBuilder(tmp_path),
+    unsmoked = refine_environment(EnvTarget(repo, commit, fine), FakeBuilder(tmp_path),
                                   settings.with_overrides(build={"smoke": False}))
     assert unsmoked.ok
     assert unsmoked.smoke is None
@@ -531,7 +534,7 @@ def test_refinement_follows_the_build_section(tmp_path: Path, settings: Settings
 def test_refinement_without_a_model_stops_after_one_attempt(tmp_path: Path, settings: Settings) -> None:
     repo, commit = make_repo(tmp_path / "r", {"tests/test_a.py": "def test_a():\n    pass\n"})
     plan = EnvPlan(repo=str(repo), commit=commit, python="3.11", install=["bad-command"], mock_services=False)
-    result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), settings, llm=None)
+    result = refine_environment(EnvTarget(repo, commit, plan), FakeBuilder(tmp_path), settings, llm=None)
     assert not result.ok
     assert len(result.attempts) == 1
     assert "no model" in result.stop_reason
@@ -543,7 +546,7 @@ def test_refinement_rejects_patches_that_retarget_the_plan(tmp_path: Path, setti
     plan = EnvPlan(repo=str(repo), commit=commit, python="3.11", install=["bad-command"], mock_services=False)
     rules = [{"reply": '```json\n[{"op": "replace", "path": "/commit", "value": "HEAD~1"}]\n```'}]
     with MockLLMServer(rules) as server:
-        result = refine_environment(repo, commit, plan, FakeBuilder(tmp_path), settings,
+        result = refine_environment(EnvTarget(repo, commit, plan), FakeBuilder(tmp_path), settings,
                                     llm=llm_for(server, monkeypatch))
         assert len(server.requests) == 2  # asked again once, with the reason
         assert "may not change" in server.requests[1].messages[-1]["content"]
@@ -598,10 +601,11 @@ def test_smoke_serves_the_mock_services_by_default(tmp_path: Path, settings: Set
                 assert b"coharden mock reply" in reply.read()
         """
     repo, commit = make_repo(tmp_path / "mocked", {"tests/test_mocked.py": test})
-    report = smoke_test(repo, commit, EnvPlan(python="3.11"), fake_build(tmp_path), settings)
+    report = smoke_test(EnvTarget(repo, commit, EnvPlan(python="3.11")), fake_build(tmp_path), settings)
     assert report.ok, report.error_text()
     assert report.passed == 1
-    off = smoke_test(repo, commit, EnvPlan(python="3.11", mock_services=False), fake_build(tmp_path), settings)
+    off = smoke_test(EnvTarget(repo, commit, EnvPlan(python="3.11", mock_services=False)), fake_build(tmp_path),
+                     settings)
     assert off.ok  # a KeyError is the test's failure, not the environment's
     assert off.passed == 0
     assert len(off.test_failures) == 1

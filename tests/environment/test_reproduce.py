@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from coharden.cli import app
 from coharden.config import Settings
+from coharden.environment.attempt_log import AttemptLog
 from coharden.environment.mining import changes_code, load_export, mine, write_records
 from coharden.environment.mockdetect import ProjectIndex, changed_symbols, find_mocks, module_names
-from coharden.environment.reproduce import Expectation, check_reproduction
-from coharden.environment.reproduce_generate import generate_reproduction
+from coharden.environment.reproduce import Expectation, ReproductionJob, check_reproduction
+from coharden.environment.reproduce_generate import GenerationRequest, generate_reproduction
 from coharden.execution.sandbox import bwrap_path
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 
@@ -148,8 +149,8 @@ def check(name: str, report) -> bool:  # type: ignore[no-untyped-def]
 # --- checks ------------------------------------------------------------------------------------------------------
 def test_real_fail_to_pass_test_is_accepted(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
-    report = check_reproduction(repo, buggy, repro_patch(repo, GOOD_TEST), settings, patched=patched,
-                                expect=Expectation(exception="ZeroDivisionError"))
+    job = ReproductionJob(repo, buggy, patched=patched, expect=Expectation(exception="ZeroDivisionError"))
+    report = check_reproduction(job, repro_patch(repo, GOOD_TEST), settings)
     assert report.accepted, report.reasons
     assert report.test_ids == ["tests/test_repro.py::test_zero_denominator"]
     assert report.buggy is not None
@@ -173,7 +174,7 @@ def test_the_import_probe_runs_in_the_sandbox(bug_repo: tuple[Path, str, str], s
     plant = f"        try:\n            open({str(planted)!r}, 'w')\n        except OSError:\n            pass\n"
     hostile = GOOD_TEST.replace("        with pytest.raises(", plant + "        with pytest.raises(", 1)
     assert hostile != GOOD_TEST
-    report = check_reproduction(repo, buggy, repro_patch(repo, hostile), settings, patched=patched)
+    report = check_reproduction(ReproductionJob(repo, buggy, patched=patched), repro_patch(repo, hostile), settings)
     assert check("imports_real_code_at_run_time", report), report.reasons
     assert not planted.exists()
 
@@ -181,7 +182,7 @@ def test_the_import_probe_runs_in_the_sandbox(bug_repo: tuple[Path, str, str], s
 def test_test_mocking_the_function_under_test_is_rejected(bug_repo: tuple[Path, str, str],
                                                           settings: Settings) -> None:
     repo, buggy, patched = bug_repo
-    report = check_reproduction(repo, buggy, repro_patch(repo, MOCKED_TEST), settings, patched=patched)
+    report = check_reproduction(ReproductionJob(repo, buggy, patched=patched), repro_patch(repo, MOCKED_TEST), settings)
     assert not report.accepted
     assert check("fails_on_buggy", report)  # it is fail-to-pass ...
     assert check("passes_on_patched", report)
@@ -195,7 +196,8 @@ def test_test_mocking_the_function_under_test_is_rejected(bug_repo: tuple[Path, 
 
 def test_patched_out_function_is_rejected(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
-    report = check_reproduction(repo, buggy, repro_patch(repo, PATCHED_OUT_TEST), settings, patched=patched)
+    job = ReproductionJob(repo, buggy, patched=patched)
+    report = check_reproduction(job, repro_patch(repo, PATCHED_OUT_TEST), settings)
     assert not report.accepted
     assert not check("fails_on_buggy", report)
     assert not check("no_mocked_code_under_test", report)
@@ -205,7 +207,8 @@ def test_patched_out_function_is_rejected(bug_repo: tuple[Path, str, str], setti
 
 def test_mocking_a_network_boundary_is_accepted(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
-    report = check_reproduction(repo, buggy, repro_patch(repo, BOUNDARY_TEST), settings, patched=patched)
+    job = ReproductionJob(repo, buggy, patched=patched)
+    report = check_reproduction(job, repro_patch(repo, BOUNDARY_TEST), settings)
     assert report.accepted, report.reasons
     [finding] = report.mocks
     assert finding.severity == "ok"
@@ -215,11 +218,12 @@ def test_mocking_a_network_boundary_is_accepted(bug_repo: tuple[Path, str, str],
 def test_expected_failure_must_match(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
     patch = repro_patch(repo, GOOD_TEST)
-    wrong = check_reproduction(repo, buggy, patch, settings, patched=patched, expect=Expectation(exception="KeyError"))
+    wrong = check_reproduction(ReproductionJob(repo, buggy, patched=patched, expect=Expectation(exception="KeyError")),
+                               patch, settings)
     assert not wrong.accepted
     assert not check("expected_failure", wrong)
-    by_message = check_reproduction(repo, buggy, patch, settings, patched=patched,
-                                    expect=Expectation(message="division by zero"))
+    by_message = check_reproduction(ReproductionJob(repo, buggy, patched=patched,
+                                                    expect=Expectation(message="division by zero")), patch, settings)
     assert by_message.accepted, by_message.reasons
 
 
@@ -252,8 +256,8 @@ def test_expected_exception_is_the_raised_type_not_text_in_the_output(bug_repo: 
     repo, buggy, patched = bug_repo
     patch = repro_patch(repo, NAMING_TEST)
     one = ["tests/test_repro.py::test_zero_denominator"]
-    named = check_reproduction(repo, buggy, patch, settings, patched=patched, test_ids=one,
-                               expect=Expectation(exception="ValueError"))
+    job = ReproductionJob(repo, buggy, patched=patched, expect=Expectation(exception="ValueError"))
+    named = check_reproduction(job, patch, settings, test_ids=one)
     assert not named.accepted
     assert not check("expected_failure", named)
     detail = next(c.detail for c in named.checks if c.name == "expected_failure")
@@ -261,15 +265,16 @@ def test_expected_exception_is_the_raised_type_not_text_in_the_output(bug_repo: 
     assert named.buggy is not None
     [raised] = named.buggy.raised[one[0]]
     assert raised.bases[:2] == ["ZeroDivisionError", "ArithmeticError"]
-    by_message = check_reproduction(repo, buggy, patch, settings, patched=patched, test_ids=one,
-                                    expect=Expectation(message="denominator"))
+    by_message = check_reproduction(ReproductionJob(repo, buggy, patched=patched,
+                                                    expect=Expectation(message="denominator")),
+                                    patch, settings, test_ids=one)
     assert not check("expected_failure", by_message)  # in the source, not in the exception's message
-    by_base = check_reproduction(repo, buggy, patch, settings, patched=patched, test_ids=one,
-                                 expect=Expectation(exception="ArithmeticError", message="division by zero"))
+    by_base = check_reproduction(ReproductionJob(repo, buggy, patched=patched, expect=Expectation(
+        exception="ArithmeticError", message="division by zero")), patch, settings, test_ids=one)
     assert check("expected_failure", by_base), by_base.reasons  # a subclass of the expected type counts
     # every failing case must raise it: test_lookup[x] raises KeyError, test_lookup[1:0] ZeroDivisionError
-    both = check_reproduction(repo, buggy, patch, settings, patched=patched,
-                              expect=Expectation(exception="ZeroDivisionError"))
+    both = check_reproduction(ReproductionJob(repo, buggy, patched=patched,
+                                              expect=Expectation(exception="ZeroDivisionError")), patch, settings)
     assert not check("expected_failure", both)
     assert both.buggy is not None
     assert {r.type for r in both.buggy.raised["tests/test_repro.py::test_lookup"]} == {"KeyError",
@@ -279,7 +284,7 @@ def test_expected_exception_is_the_raised_type_not_text_in_the_output(bug_repo: 
 def test_test_passing_on_buggy_code_is_rejected(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
     body = "from ratios.core import parse_ratio\n\n\ndef test_third():\n    assert parse_ratio('1:4') == 0.25\n"
-    report = check_reproduction(repo, buggy, repro_patch(repo, body), settings, patched=patched)
+    report = check_reproduction(ReproductionJob(repo, buggy, patched=patched), repro_patch(repo, body), settings)
     assert not report.accepted
     assert not check("fails_on_buggy", report)
     assert check("passes_on_patched", report)
@@ -318,7 +323,7 @@ def test_stubbed_module_is_rejected_statically_and_at_run_time(bug_repo: tuple[P
             with pytest.raises(ValueError):
                 parse_ratio("1:0")
         """
-    report = check_reproduction(repo, buggy, repro_patch(repo, body), settings, patched=patched)
+    report = check_reproduction(ReproductionJob(repo, buggy, patched=patched), repro_patch(repo, body), settings)
     assert not report.accepted
     assert any(m.target == "sys.modules['ratios.core']" and m.severity == "error" for m in report.mocks)
 
@@ -339,7 +344,7 @@ def test_run_time_probe_sees_a_stub_module(bug_repo: tuple[Path, str, str], sett
                 ratios.core.parse_ratio("1:0")
             sys.modules.update({"ratios.core": MagicMock()})
         """
-    report = check_reproduction(repo, buggy, repro_patch(repo, body), settings, patched=patched)
+    report = check_reproduction(ReproductionJob(repo, buggy, patched=patched), repro_patch(repo, body), settings)
     assert not report.accepted
     assert check("no_mocked_code_under_test", report)  # dynamic replacement: invisible to the AST detector
     probe = next(c for c in report.checks if c.name == "imports_real_code_at_run_time")
@@ -350,7 +355,7 @@ def test_run_time_probe_sees_a_stub_module(bug_repo: tuple[Path, str, str], sett
 def test_test_patch_must_touch_tests_only(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, patched = bug_repo
     patch = make_patch(repo, {"tests/test_repro.py": textwrap.dedent(GOOD_TEST), "ratios/extra.py": "X = 1\n"})
-    report = check_reproduction(repo, buggy, patch, settings, patched=patched)
+    report = check_reproduction(ReproductionJob(repo, buggy, patched=patched), patch, settings)
     assert not report.accepted
     assert not check("test_only", report)
 
@@ -358,7 +363,7 @@ def test_test_patch_must_touch_tests_only(bug_repo: tuple[Path, str, str], setti
 def test_fix_patch_instead_of_patched_commit(bug_repo: tuple[Path, str, str], settings: Settings) -> None:
     repo, buggy, _ = bug_repo
     fix = make_patch(repo, {"ratios/core.py": textwrap.dedent(FIXED_CORE)})
-    report = check_reproduction(repo, buggy, repro_patch(repo, GOOD_TEST), settings, fix=fix)
+    report = check_reproduction(ReproductionJob(repo, buggy, fix=fix), repro_patch(repo, GOOD_TEST), settings)
     assert report.accepted, report.reasons
 
 
@@ -442,8 +447,9 @@ def test_generation_refines_from_execution_results(bug_repo: tuple[Path, str, st
     ]
     log = tmp_path / "gen.jsonl"
     with MockLLMServer(rules) as server:
-        result = generate_reproduction(repo, buggy, ISSUE, settings, llm_for(server, monkeypatch), patched=patched,
-                                       expect=Expectation(exception="ZeroDivisionError"), log_path=log)
+        job = ReproductionJob(repo, buggy, patched=patched, expect=Expectation(exception="ZeroDivisionError"))
+        result = generate_reproduction(job, GenerationRequest(ISSUE), settings, llm_for(server, monkeypatch),
+                                       log=AttemptLog(log))
         first_prompt = json.dumps(server.requests[0].messages)
         second_prompt = server.requests[1].messages[-1]["content"]
     assert result.accepted, result.stop_reason
@@ -462,7 +468,8 @@ def test_generation_fails_closed_on_truncation(bug_repo: tuple[Path, str, str], 
     repo, buggy, patched = bug_repo
     rules = [{"reply": fenced(GOOD_TEST), "finish_reason": "length"}]
     with MockLLMServer(rules) as server:
-        result = generate_reproduction(repo, buggy, ISSUE, settings, llm_for(server, monkeypatch), patched=patched)
+        result = generate_reproduction(ReproductionJob(repo, buggy, patched=patched), GenerationRequest(ISSUE),
+                                       settings, llm_for(server, monkeypatch))
         assert len(server.requests) == 1
     assert not result.accepted
     assert "truncated" in result.stop_reason
@@ -471,8 +478,7 @@ def test_generation_fails_closed_on_truncation(bug_repo: tuple[Path, str, str], 
 
 # --- issue mining --------------------------------------------------------------------------------------------------
 def test_mining_keeps_one_to_one_merged_code_changing_pairs(tmp_path: Path) -> None:
-    repo_name, issues, pulls = load_export([FIXTURES / "mining_export.json"])
-    result = mine(issues, pulls, repo=repo_name)
+    result = mine(load_export([FIXTURES / "mining_export.json"]))
     assert [r.instance_id for r in result.records] == ["acme__agentkit-10", "acme__agentkit-16"]
     assert result.dropped == {"pull not merged": 1, "pull changes no code": 1, "pull closes no exported issue": 1,
                               "issue closed by several pulls": 2, "pull closes several issues": 1}
@@ -497,14 +503,14 @@ def test_mining_keeps_one_to_one_merged_code_changing_pairs(tmp_path: Path) -> N
 
 
 def test_mining_labels_with_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    repo_name, issues, pulls = load_export([FIXTURES / "mining_export.json"])
+    export = load_export([FIXTURES / "mining_export.json"])
     rules = [
         {"match": "OPENAI_BASE_URL", "reply": '```json\n{"agent_harness": true, "components": '
                                               '["provider_integration"], "rationale": "client base URL"}\n```'},
         {"match": "ratio", "reply": "not json", "finish_reason": "length"},
     ]
     with MockLLMServer(rules) as server:
-        result = mine(issues, pulls, repo=repo_name, llm=llm_for(server, monkeypatch))
+        result = mine(export, llm=llm_for(server, monkeypatch))
     first, second = result.records
     assert first.harness_label is None
     assert first.label_error.startswith("the model's reply was truncated")  # fail closed: no label from a cut reply

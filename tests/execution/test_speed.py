@@ -17,7 +17,7 @@ import pytest
 
 from coharden.config import Settings
 from coharden.evaluation.grading import GradeOptions
-from coharden.evaluation.grading_jobs import InstanceWork, grade_all
+from coharden.evaluation.grading_jobs import Grading, InstanceWork, grade_all
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
@@ -106,7 +106,7 @@ def _grades(example: dict[str, Any], tmp: Path, engine: Any, workers: int) -> st
     options = GradeOptions(mpe=MPEConfig(operators=[Operator.INCOMPLETE_FIX, Operator.INPUT_SPECIFIC_SHORTCUT],
                                          per_operator=2), workers=workers)
     store = Store(settings.store) if engine is None else None
-    grades = grade_all({iid: example["instance"]}, {iid: work}, settings, store, options, engine=engine)
+    grades = grade_all({iid: example["instance"]}, {iid: work}, Grading(settings, store, options), engine=engine)
     return json.dumps(dataclasses.asdict(grades[iid]), sort_keys=True, default=str)
 
 

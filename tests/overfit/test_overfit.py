@@ -19,6 +19,7 @@ from coharden.cli import app
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.evaluation.grading import GradeOptions
+from coharden.evaluation.grading_jobs import Grading
 from coharden.evaluation.refinement import load_refinement
 from coharden.evaluation.runner import EvalInputs, run_evaluation
 from coharden.execution.executor import InstanceExecutor
@@ -32,6 +33,7 @@ from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.report import IterationLog, summarize, write_outputs
 from coharden.overfit.reward import coverage_settings, evaluate_pair, reward_of
 from coharden.patches import make_patch
+from coharden.schema.mpe_config import MPEConfig
 
 # (not importorskip: importing litellm before the client configures it fetches its price table from the network)
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("litellm") is None,
@@ -262,8 +264,9 @@ def test_refinement_passing_the_generated_test_but_failing_golden_counts_as_over
     assert [(x["iteration"], x["status"], x["changed"]) for x in lines] == [(1, "kept", "focal")]
     inst = executor.instance
     run = load_refinement(tmp_path / "out", {inst.instance_id: inst})
-    report = run_evaluation(EvalInputs({inst.instance_id: inst}, refinements=[run]), executor.settings,
-                            Store(executor.settings.store), GradeOptions(workers=1), [0.2])
+    grading = Grading(executor.settings, Store(executor.settings.store),
+                      GradeOptions(mpe=MPEConfig(cutoffs=[0.2]), workers=1))
+    report = run_evaluation(EvalInputs({inst.instance_id: inst}, refinements=[run]), grading)
     sec = report["refinement"]["crit"]
     after = sec["after"]["instances"][inst.instance_id]
     assert after == {"own_test": "PASS", "passes_own_test": True, "resolved": False, "fails_golden": True,

@@ -202,7 +202,9 @@ def env_build(
     a model when it fails. How it builds (a Docker image, the installer, the base interpreter, the smoke test,
     the plans tried) is the config's build section: -c build.KEY=VALUE. Exit status 1 when the environment does
     not work."""
+    from coharden.environment.attempt_log import AttemptLog
     from coharden.environment.build import make_builder
+    from coharden.environment.plan import EnvTarget
     from coharden.environment.refine import refine_environment
 
     if instance is not None:
@@ -218,9 +220,9 @@ def env_build(
     repo, commit = _build_target(repo, commit, settings.cache_dir)
     llm = llm_opts.client(settings)
     builder = make_builder(settings, log=lambda msg: err_console.print(f"[dim]{msg}[/]"))
-    result = refine_environment(repo, commit, plan, builder, settings, llm=llm,
-                                log_path=log or settings.store.with_name("env-refine.jsonl"),
-                                progress=lambda msg: err_console.print(msg))
+    result = refine_environment(EnvTarget(repo, commit, plan), builder, settings, llm=llm,
+                                log=AttemptLog(log or settings.store.with_name("env-refine.jsonl"),
+                                               progress=lambda msg: err_console.print(msg)))
     if output is not None:
         output.write_text(result.plan.to_json())
     if as_json:

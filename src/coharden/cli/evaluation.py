@@ -57,17 +57,16 @@ def eval_command(
     side: coupling of test and fix errors, test overfitting, test injection, cutoff sensitivity, loop runs.
     Writes report.json, report.md and a self-contained report.html; --json prints the JSON."""
     from coharden.evaluation.grading import GradeOptions
-    from coharden.evaluation.runner import EvalInputs, run_evaluation, write_outputs
+    from coharden.evaluation.grading_jobs import Grading
+    from coharden.evaluation.runner import EvalInputs, EvalSources, run_evaluation, write_outputs
     from coharden.execution.store import Store
-    from coharden.mpe.batch import DEFAULT_CUTOFFS
 
     if not no_html:
         _check_html()
     settings = run.settings(workers=workers)
     options = GradeOptions(mpe=mpe_opts.config(settings), workers=settings.workers)
-    cut = options.mpe.cutoffs or list(DEFAULT_CUTOFFS)
-    inputs = EvalInputs.load(instances, settings.cache_dir, fixes=fixes or [], tests=tests or [],
-                             injections=injection or [], runs=runs, overfit=overfit or [])
+    inputs = EvalInputs.load(EvalSources(instances, fixes=fixes or [], tests=tests or [], injections=injection or [],
+                                         runs=runs, overfit=overfit or []), settings.cache_dir)
     with progress_bar("eval", quiet=as_json) as update:
         def planned(total: int) -> None:
             update(total=total)
@@ -78,7 +77,7 @@ def eval_command(
         engine = EngineOptions.of(settings)
         jobs = None if engine.local else engine.engine(settings.workers)
         try:
-            report = run_evaluation(inputs, settings, Store(settings.store), options, cut, progress=advance,
+            report = run_evaluation(inputs, Grading(settings, Store(settings.store), options), progress=advance,
                                     on_plan=planned, engine=jobs)
         finally:
             if jobs is not None:

@@ -6,6 +6,7 @@ Mounted on the main app by :mod:`coharden.cli.main`; the layers below are import
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -82,17 +83,18 @@ def reproduce_check(
 ) -> None:
     """Is TEST a verified reproduction? It must fail on --buggy (optionally as expected), pass on --patched,
     import the real code, and mock nothing the fix changes. Exit status 1 when rejected."""
-    from coharden.environment.reproduce import Expectation, check_reproduction
+    from coharden.environment.reproduce import Expectation, ReproductionJob, check_reproduction
 
     if not test.is_file():
         raise CoHardenError(f"--test: {test} not found")
     if (patched is None) == (fix is None):
         raise CoHardenError("give exactly one of --patched and --fix")
     settings = _run_settings(_settings(config), repo, buggy, use_env)
-    report = check_reproduction(repo, buggy, read_patch_file(test, "--test"), settings, patched=patched,
-                                fix=_read_fix(fix),
-                                expect=Expectation(exception=expect_exception, message=expect_message),
-                                mock_services=mock_services, strict_mocks=strict_mocks, test_ids=ids or None)
+    test_patch = read_patch_file(test, "--test")
+    job = ReproductionJob(repo, buggy, patched=patched, fix=_read_fix(fix),
+                          expect=Expectation(exception=expect_exception, message=expect_message),
+                          mock_services=mock_services, strict_mocks=strict_mocks)
+    report = check_reproduction(job, test_patch, settings, test_ids=ids or None)
     if as_json:
         print(report.model_dump_json(indent=2))
     else:
@@ -142,8 +144,9 @@ def reproduce_generate(
 ) -> None:
     """Have a model write a reproduction test for ISSUE and refine it from execution results (bounded).
     Exit status 1 when no test was accepted."""
-    from coharden.environment.reproduce import Expectation
-    from coharden.environment.reproduce_generate import generate_reproduction
+    from coharden.environment.attempt_log import AttemptLog
+    from coharden.environment.reproduce import Expectation, ReproductionJob
+    from coharden.environment.reproduce_generate import GenerationRequest, generate_reproduction
 
     if not issue.is_file():
         raise CoHardenError(f"--issue: {issue} not found")
@@ -152,11 +155,12 @@ def reproduce_generate(
     base = _settings(config)
     llm = llm_opts.client(base, required=True)
     settings = _run_settings(base, repo, buggy, use_env)
-    result = generate_reproduction(repo, buggy, read_text(issue, "--issue"), settings, llm, patched=patched,
-                                   fix=_read_fix(fix), expect=Expectation(exception=expect_exception,
-                                                                          message=expect_message),
-                                   test_path=test_path, max_attempts=attempts, mock_services=mock_services,
-                                   log_path=log, progress=lambda msg: err_console.print(msg))
+    request = GenerationRequest(read_text(issue, "--issue"), test_path=test_path, max_attempts=attempts)
+    job = ReproductionJob(repo, buggy, patched=patched, fix=_read_fix(fix),
+                          expect=Expectation(exception=expect_exception, message=expect_message),
+                          mock_services=mock_services)
+    result = generate_reproduction(job, request, settings, llm,
+                                   log=AttemptLog(log, progress=lambda msg: err_console.print(msg)))
     if output is not None and result.accepted:
         output.write_text(result.test_patch)
     if as_json:
@@ -186,8 +190,9 @@ def reproduce_mine(
 
     settings = _settings(config)
     llm = llm_opts.client(settings)
-    found_repo, issues, pulls = load_export(exports)
-    result = mine(issues, pulls, repo=repo or found_repo, patterns=settings.tests.test_patterns, llm=llm,
+    export = load_export(exports)
+    export = dataclasses.replace(export, repo=repo or export.repo)
+    result = mine(export, patterns=settings.tests.test_patterns, llm=llm,
                   progress=lambda msg: err_console.print(f"[dim]{msg}[/]"))
     write_records(result.records, output)
     summary = {"output": str(output), **result.counts, "dropped": result.dropped}

@@ -20,6 +20,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -75,8 +76,18 @@ class MiningResult(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
 
 
-def load_export(paths: list[Path]) -> tuple[str | None, list[dict[str, Any]], list[dict[str, Any]]]:
-    """(repo, issues, pulls) from exported JSON files."""
+@dataclass(frozen=True)
+class GitHubExport:
+    """What exported JSON files hold: the repository they are of (``owner/name``; None: each pull request's
+    base repository), its issues and its pull requests, as the GitHub REST API gives them."""
+
+    repo: str | None
+    issues: list[dict[str, Any]]
+    pulls: list[dict[str, Any]]
+
+
+def load_export(paths: list[Path]) -> GitHubExport:
+    """The repository, issues and pull requests of exported JSON files."""
     repo: str | None = None
     issues: list[dict[str, Any]] = []
     pulls: list[dict[str, Any]] = []
@@ -99,7 +110,7 @@ def load_export(paths: list[Path]) -> tuple[str | None, list[dict[str, Any]], li
                 pulls.append(item)
             elif "pull_request" not in item:
                 issues.append(item)
-    return repo, issues, pulls
+    return GitHubExport(repo, issues, pulls)
 
 
 def _repo_of(pull: dict[str, Any]) -> str | None:
@@ -156,10 +167,10 @@ def linked_issues(pull: dict[str, Any], repo: str | None) -> list[int]:
     return list(dict.fromkeys(found))
 
 
-def mine(issues: list[dict[str, Any]], pulls: list[dict[str, Any]], *, repo: str | None = None,
-         patterns: list[str] | None = None, llm: LLMClient | None = None,
+def mine(export: GitHubExport, *, patterns: list[str] | None = None, llm: LLMClient | None = None,
          progress: Callable[[str], None] | None = None) -> MiningResult:
-    """One-to-one issue-PR pairs as SWE-bench records (see the module docstring)."""
+    """One-to-one issue-PR pairs of ``export`` as SWE-bench records (see the module docstring)."""
+    repo, issues, pulls = export.repo, export.issues, export.pulls
     patterns = patterns or list(DEFAULT_TEST_PATTERNS)
     say = progress or (lambda _msg: None)
     dropped: Counter[str] = Counter()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -97,6 +99,17 @@ class EnvPlan(BaseModel):
             return cls.model_validate_json(text)
         except ValueError as exc:
             raise PlanError(f"{source}: not a valid environment plan: {validation_message(exc)}") from exc
+
+
+
+@dataclass(frozen=True)
+class EnvTarget:
+    """An environment to build and smoke-test: the repository ``repo`` checked out at ``commit``, with ``plan``
+    (which a refinement replaces by the patched plan of its next attempt)."""
+
+    repo: Path
+    commit: str
+    plan: EnvPlan
 
 
 # --- JSON patch (RFC 6902) ----------------------------------------------------------------------------------

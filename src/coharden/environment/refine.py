@@ -12,20 +12,20 @@ in a row) stops the loop with the environment marked failed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from coharden.config import Settings
+from coharden.environment.attempt_log import AttemptLog
 from coharden.environment.build import BuildError, BuildResult
-from coharden.environment.plan import EnvPlan, PlanError, patch_plan
+from coharden.environment.plan import EnvPlan, EnvTarget, PlanError, patch_plan
 from coharden.environment.smoke import SmokeReport, smoke_sample, smoke_test
-from coharden.jsonl import append_line
 from coharden.llm.client import LLMClient
 from coharden.llm.errors import LLMError, failure_of
 
@@ -100,34 +100,30 @@ def _smoke_summary(report: SmokeReport) -> dict[str, Any]:
         "test_failures": len(report.test_failures)}
 
 
-def refine_environment(repo: Path, commit: str, plan: EnvPlan, builder: Builder, settings: Settings, *,
-                       llm: LLMClient | None = None, log_path: Path | None = None,
-                       progress: Callable[[str], None] | None = None) -> RefineResult:
-    """Build ``plan``, smoke-test it, and refine it with ``llm`` until it works or ``build.max_attempts`` plans
-    were tried (the smoke test as the settings' ``build`` section says). Returns the last plan, build and smoke
-    report, and every attempt (also appended to ``log_path`` as JSONL)."""
+def refine_environment(target: EnvTarget, builder: Builder, settings: Settings, *, llm: LLMClient | None = None,
+                       log: AttemptLog = AttemptLog()) -> RefineResult:
+    """Build the target's plan, smoke-test it, and refine it with ``llm`` until it works or
+    ``build.max_attempts`` plans were tried (the smoke test as the settings' ``build`` section says). Returns the
+    last plan, build and smoke report, and every attempt (also written to ``log``)."""
     max_attempts, smoke = settings.build.max_attempts, settings.build.smoke
-    sample, seed = smoke_sample(settings)
-    say = progress or (lambda _msg: None)
-    result = RefineResult(ok=False, plan=plan)
-    tried: set[str] = set()
+    sample = smoke_sample(settings)
+    result = RefineResult(ok=False, plan=target.plan)
 
-    def log(attempt: Attempt) -> None:
+    def write(attempt: Attempt) -> None:
         result.attempts.append(attempt)
-        if log_path is not None:
-            append_line(log_path, attempt.model_dump_json())
+        log.write(attempt)
 
     for number in range(1, max_attempts + 1):
-        tried.add(plan.digest())
-        say(f"attempt {number}: building (python {plan.python}, {len(plan.install)} install commands)")
+        plan = target.plan
+        log.say(f"attempt {number}: building (python {plan.python}, {len(plan.install)} install commands)")
         record = Attempt(attempt=number, time=time.time(), plan_digest=plan.digest(),
                          plan=plan.model_dump(mode="json"), build_ok=False)
         try:
-            build = builder.build(repo, commit, plan)
+            build = builder.build(target.repo, target.commit, plan)
         except BuildError as exc:
             record.build_error = str(exc)
             record.stop = f"cannot build: {exc}"
-            log(record)
+            write(record)
             result.stop_reason = record.stop
             return result
         result.plan, result.build, result.smoke = plan, build, None
@@ -135,14 +131,14 @@ def refine_environment(repo: Path, commit: str, plan: EnvPlan, builder: Builder,
         record.python = build.python
         error = build.error
         if build.ok and smoke:
-            say(f"attempt {number}: smoke test ({sample} tests, seed {seed})")
-            report = smoke_test(repo, commit, plan, build, settings, sample=sample, seed=seed)
+            log.say(f"attempt {number}: smoke test ({sample.size} tests, seed {sample.seed})")
+            report = smoke_test(target, build, settings, sample=sample)
             result.smoke = report
             record.smoke = _smoke_summary(report)
             error = "" if report.ok else "Smoke test failed.\n" + report.error_text()
         if not error:
             record.stop = "ok"
-            log(record)
+            write(record)
             result.ok, result.stop_reason = True, "ok"
             return result
         if llm is None:
@@ -150,25 +146,29 @@ def refine_environment(repo: Path, commit: str, plan: EnvPlan, builder: Builder,
         elif number == max_attempts:
             record.stop = f"failed; {max_attempts} attempts used"
         if record.stop:
-            log(record)
+            write(record)
             result.stop_reason = record.stop
             return result
         assert llm is not None
-        new_plan, stop = _propose(llm, plan, error, result.attempts, record, tried, say)
-        log(record)
+        new_plan, stop = _propose(llm, result, error, record, log)
+        write(record)
         if new_plan is None:
             result.stop_reason = stop
             return result
-        plan = new_plan
+        target = dataclasses.replace(target, plan=new_plan)
     return result  # pragma: no cover - the loop always returns
 
 
-def _propose(llm: LLMClient, plan: EnvPlan, error: str, history: list[Attempt], record: Attempt, tried: set[str],
-             say: Callable[[str], None]) -> tuple[EnvPlan | None, str]:
-    """Ask the model for a patch (a second time when the first reply is unusable); fill ``record``."""
+def _propose(llm: LLMClient, result: RefineResult, error: str, record: Attempt,
+             log: AttemptLog) -> tuple[EnvPlan | None, str]:
+    """Ask the model for a patch of the plan just tried (``result.plan``; ``record`` is its attempt, not yet in
+    ``result.attempts``) that removes ``error`` (a second time when the first reply is unusable); fill ``record``.
+    A patch giving a plan already tried is unusable."""
+    plan, history = result.plan, result.attempts
+    tried = {a.plan_digest for a in history} | {record.plan_digest}
     patch_error = ""
     for _ in range(2):
-        say("asking the model for a plan change")
+        log.say("asking the model for a plan change")
         try:
             reply = llm.complete(_prompt(plan, error, history, patch_error))
         except LLMError as exc:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -214,23 +215,42 @@ def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: Project
     return True, f"imported the changed module(s) {', '.join(sorted(changed)[:5])} from the checkout"
 
 
-def check_reproduction(repo: Path, buggy: str, test_patch: str, settings: Settings, *, patched: str | None = None,
-                       fix: str | None = None, expect: Expectation | None = None, mock_services: bool = False,
-                       strict_mocks: bool = False, store: Store | None = None,
-                       test_ids: list[str] | None = None) -> ReproductionReport:
-    """Check ``test_patch`` as a reproduction of the bug fixed between ``buggy`` and ``patched`` (or by
-    ``fix``, a source patch against ``buggy``). ``settings.environment.python`` is the environment's interpreter (see
-    :meth:`coharden.environment.build.BuildResult.settings`). ``strict_mocks`` also rejects warnings (mocks of
-    anything that is not a model-client or network boundary)."""
-    buggy = resolve_commit(repo, buggy)
-    patterns = list(settings.tests.test_patterns)
-    if fix is None:
-        if patched is None:
+@dataclass(frozen=True)
+class ReproductionJob:
+    """The bug a reproduction test is judged against, shared by checking a test and having a model write one:
+    ``repo`` with its ``buggy`` commit, the fix as the ``patched`` commit (fix = the source part of the diff) or
+    as ``fix`` (a patch against ``buggy``), the failure the issue describes (``expect``), whether the tests run
+    against the mock model services (``mock_services``), and whether mocks of anything that is not a model-client
+    or network boundary reject the test too (``strict_mocks``)."""
+
+    repo: Path
+    buggy: str
+    patched: str | None = None
+    fix: str | None = None
+    expect: Expectation | None = None
+    mock_services: bool = False
+    strict_mocks: bool = False
+
+    def resolved(self, patterns: list[str]) -> tuple[str, str | None, str]:
+        """(buggy commit, patched commit, fix): ``buggy`` resolved, ``patched`` resolved when the fix is taken from
+        it (else as given), the fix cut to its source part (``patterns`` say which files are tests)."""
+        buggy = resolve_commit(self.repo, self.buggy)
+        if self.fix is not None:
+            return buggy, self.patched, split_patch(self.fix, patterns)[0]
+        if self.patched is None:
             raise CoHardenError("give the patched commit or the fix patch")
-        patched = resolve_commit(repo, patched)
-        fix, _ = fix_between(repo, buggy, patched, patterns)
-    else:
-        fix, _ = split_patch(fix, patterns)
+        patched = resolve_commit(self.repo, self.patched)
+        return buggy, patched, fix_between(self.repo, buggy, patched, patterns)[0]
+
+
+def check_reproduction(job: ReproductionJob, test_patch: str, settings: Settings, *, store: Store | None = None,
+                       test_ids: list[str] | None = None) -> ReproductionReport:
+    """Check ``test_patch`` as a reproduction of the bug of ``job`` (the tests ``test_ids``; default: the ones
+    the patch adds or changes). ``settings.environment.python`` is the environment's interpreter (see
+    :meth:`coharden.environment.build.BuildResult.settings`)."""
+    repo = job.repo
+    patterns = list(settings.tests.test_patterns)
+    buggy, patched, fix = job.resolved(patterns)
     if not fix.strip():
         raise CoHardenError("the fix changes no source file (only tests)")
     report = ReproductionReport(accepted=False, buggy_commit=buggy, patched_commit=patched)
@@ -239,7 +259,7 @@ def check_reproduction(repo: Path, buggy: str, test_patch: str, settings: Settin
                                detail=f"the test patch changes non-test files: {', '.join(non_test)}" if non_test
                                else "the test patch touches test files only"))
     instance = Instance(instance_id="reproduce", repo=str(repo), base_commit=buggy)
-    with _mock_context(mock_services, settings) as run_settings, \
+    with _mock_context(job.mock_services, settings) as run_settings, \
             InstanceExecutor(instance, repo, run_settings, store) as executor:
         try:
             test = executor.test_patch(test_patch, name="reproduction", ids=test_ids)
@@ -251,8 +271,8 @@ def check_reproduction(repo: Path, buggy: str, test_patch: str, settings: Settin
         index = project_index(executor, fix, patterns)
         report.buggy = executor.verdict("", test)
         report.patched = executor.verdict(fix, test)
-        _verdict_checks(report, expect)
-        _static_checks(report, test, index, strict_mocks)
+        _verdict_checks(report, job.expect)
+        _static_checks(report, test, index, job.strict_mocks)
         if report.patched.passed:
             ok, detail = _probe(executor, fix, test, index)
             report.checks.append(Check(name="imports_real_code_at_run_time", ok=ok, detail=detail))

@@ -4,21 +4,21 @@ imports and runs the real code, mocks nothing under test); a failed check is sho
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from coharden.config import Settings
-from coharden.environment.reproduce import Expectation, ReproductionReport, check_reproduction, fix_between
-from coharden.errors import CoHardenError
-from coharden.execution.git import resolve_commit, show_file
-from coharden.jsonl import append_line
+from coharden.environment.attempt_log import AttemptLog
+from coharden.environment.reproduce import ReproductionJob, ReproductionReport, check_reproduction
+from coharden.execution.git import show_file
 from coharden.llm.client import LLMClient
 from coharden.llm.errors import LLMError, failure_of
-from coharden.patches import make_diff, split_patch, touched_files
+from coharden.patches import make_diff, touched_files
 
 # --- generation with a model ------------------------------------------------------------------------------------
 GEN_SYSTEM = """\
@@ -27,6 +27,16 @@ one pytest test module that FAILS on the current (buggy) code because of the bug
 once the bug is fixed. Import and call the real code of the project; never mock, stub or monkeypatch the code \
 under test. Mock only model clients (OpenAI, Anthropic, ...) or network access when the code needs them. Reply \
 with the complete test module in one ```python fenced block and nothing else."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What the model is asked for: a test reproducing ``issue`` (its text), saved as ``test_path``, in at most
+    ``max_attempts`` tests."""
+
+    issue: str
+    test_path: str = "tests/test_coharden_reproduction.py"
+    max_attempts: int = 3
 
 
 class GenerationAttempt(BaseModel):
@@ -61,40 +71,31 @@ def _context_files(repo: Path, buggy: str, fix: str, limit: int = 8000) -> str:
     return "\n\n".join(parts)
 
 
-def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings, llm: LLMClient, *,
-                          patched: str | None = None, fix: str | None = None, expect: Expectation | None = None,
-                          test_path: str = "tests/test_coharden_reproduction.py", max_attempts: int = 3,
-                          mock_services: bool = False, log_path: Path | None = None,
-                          progress: Callable[[str], None] | None = None) -> GenerationResult:
-    """Ask ``llm`` for a reproduction test of ``issue`` and check it with :func:`check_reproduction`; feed the
-    reasons for a rejection back, up to ``max_attempts`` tests. The model sees the issue and the buggy versions
-    of the files the fix touches, never the fix."""
-    say = progress or (lambda _msg: None)
-    buggy = resolve_commit(repo, buggy)
-    patterns = list(settings.tests.test_patterns)
-    if fix is None:
-        if patched is None:
-            raise CoHardenError("give the patched commit or the fix patch")
-        fix, _ = fix_between(repo, buggy, resolve_commit(repo, patched), patterns)
-    else:
-        fix, _ = split_patch(fix, patterns)
+def generate_reproduction(job: ReproductionJob, request: GenerationRequest, settings: Settings, llm: LLMClient, *,
+                          log: AttemptLog = AttemptLog()) -> GenerationResult:
+    """Ask ``llm`` for a reproduction test of the request's issue and check it with :func:`check_reproduction`
+    against ``job``; feed the reasons for a rejection back, up to ``request.max_attempts`` tests (each attempt
+    also written to ``log``). The model sees the issue and the buggy versions of the files the fix touches,
+    never the fix."""
+    repo, test_path, max_attempts = job.repo, request.test_path, request.max_attempts
+    buggy, _, fix = job.resolved(list(settings.tests.test_patterns))
+    checked = dataclasses.replace(job, buggy=buggy, patched=None, fix=fix)  # resolved once, not per attempt
     existing = show_file(repo, buggy, test_path)
     messages: list[dict[str, str]] = [
         {"role": "system", "content": GEN_SYSTEM},
-        {"role": "user", "content": f"Issue:\n{issue.strip()}\n\nRelevant source files:\n\n"
+        {"role": "user", "content": f"Issue:\n{request.issue.strip()}\n\nRelevant source files:\n\n"
                                     f"{_context_files(repo, buggy, fix)}\n\nThe test module will be saved as "
                                     f"{test_path} and run with pytest from the repository root."},
     ]
     result = GenerationResult(accepted=False)
 
-    def log(entry: GenerationAttempt) -> None:
+    def record(entry: GenerationAttempt) -> None:
         result.attempts.append(entry)
-        if log_path is not None:
-            append_line(log_path, entry.model_dump_json())
+        log.write(entry)
 
     for number in range(1, max_attempts + 1):
         entry = GenerationAttempt(attempt=number, time=time.time())
-        say(f"attempt {number}: asking the model for a test")
+        log.say(f"attempt {number}: asking the model for a test")
         try:
             reply = llm.complete(messages, sample_index=0)
         except LLMError as exc:
@@ -103,7 +104,7 @@ def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings
                 entry.request_hash = failed.completion.request_hash
             entry.stop = failed.stop()
         if entry.stop:
-            log(entry)
+            record(entry)
             result.stop_reason = entry.stop
             return result
         entry.request_hash = reply.request_hash
@@ -114,20 +115,19 @@ def generate_reproduction(repo: Path, buggy: str, issue: str, settings: Settings
         else:
             entry.test_source = source
             patch = make_diff(test_path, existing, source)
-            say(f"attempt {number}: checking the test")
-            report = check_reproduction(repo, buggy, patch, settings, fix=fix, expect=expect,
-                                        mock_services=mock_services)
+            log.say(f"attempt {number}: checking the test")
+            report = check_reproduction(checked, patch, settings)
             result.report, result.test_patch = report, patch
             entry.accepted, entry.reasons = report.accepted, report.reasons
             if report.accepted:
                 entry.stop = "accepted"
-                log(entry)
+                record(entry)
                 result.accepted, result.stop_reason = True, "accepted"
                 return result
             feedback = "The test was rejected:\n" + report.feedback() + "\nReply with a corrected complete module."
         if number == max_attempts:
             entry.stop = f"rejected; {max_attempts} attempts used"
-        log(entry)
+        record(entry)
         if entry.stop:
             result.stop_reason = entry.stop
             return result

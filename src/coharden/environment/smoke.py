@@ -13,10 +13,12 @@ environment's interpreter) in a throwaway checkout of the commit, exactly as ver
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -24,7 +26,7 @@ from pydantic import BaseModel, Field
 from coharden.config import Settings
 from coharden.environment.build import BuildResult
 from coharden.environment.mockenv import MockServices, loopback_only_settings
-from coharden.environment.plan import EnvPlan
+from coharden.environment.plan import EnvPlan, EnvTarget
 from coharden.execution.pytest_results import Case, PytestRun
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.run_options import RunOptions
@@ -121,24 +123,29 @@ def _test_env(plan: EnvPlan, mock_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def smoke_sample(settings: Settings) -> tuple[int, int]:
-    """(how many tests a smoke test runs, the seed of their sample): the ``build`` section's, the seed by default
-    the MPE's."""
+@dataclass(frozen=True)
+class SmokeSample:
+    """Which existing tests a smoke test runs: ``size`` of those collected, drawn with ``seed``."""
+
+    size: int
+    seed: int
+
+
+def smoke_sample(settings: Settings) -> SmokeSample:
+    """The smoke test's sample as the ``build`` section says, the seed by default the MPE's."""
     build = settings.build
-    return build.smoke_sample, settings.mpe.seed if build.smoke_seed is None else build.smoke_seed
+    return SmokeSample(build.smoke_sample, settings.mpe.seed if build.smoke_seed is None else build.smoke_seed)
 
 
-def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, settings: Settings, *,
-               sample: int | None = None, seed: int | None = None, mock: bool | None = None) -> SmokeReport:
-    """Collect the tests of ``repo`` at ``commit`` with the built environment, run ``sample`` of them (seeded;
-    both by default the settings' :func:`smoke_sample`), and report the environment failures. ``mock``
-    (default: the plan's ``mock_services``) serves the provider variables from a local mock server for the
-    duration."""
-    default_sample, default_seed = smoke_sample(settings)
-    sample = default_sample if sample is None else sample
-    seed = default_seed if seed is None else seed
+def smoke_test(target: EnvTarget, build: BuildResult, settings: Settings, *, sample: SmokeSample | None = None,
+               mock: bool | None = None) -> SmokeReport:
+    """Collect the tests of the target's repository at its commit with the built environment, run ``sample`` of
+    them (default: the settings' :func:`smoke_sample`), and report the environment failures. ``mock`` (default:
+    the plan's ``mock_services``) serves the provider variables from a local mock server for the duration."""
+    plan = target.plan
+    sample = smoke_sample(settings) if sample is None else sample
     started = time.monotonic()
-    report = SmokeReport(ok=False, python=build.python, seed=seed)
+    report = SmokeReport(ok=False, python=build.python, seed=sample.seed)
     if not build.ok:
         report.reason = f"the environment did not build: {build.error}"
         return report
@@ -155,9 +162,13 @@ def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, setti
     try:
         if services is not None:
             services.__enter__()
-        env = _test_env(plan, services.env if services else {})
-        with Workspace(repo, commit) as ws:
-            _smoke(ws.root, plan, run_settings, env, sample, seed, report, image)
+        options = RunOptions(extra_args=tuple(plan.test_args), env=_test_env(plan, services.env if services else {}),
+                             image=image)
+        with Workspace(target.repo, target.commit) as ws:
+            ids = _collect(ws.root, plan, run_settings, options, report)
+            if ids:
+                report.sampled = sorted(random.Random(sample.seed).sample(sorted(ids), min(sample.size, len(ids))))
+                _run_sample(ws.root, run_settings, options, report)
     finally:
         if services is not None:
             services.__exit__(None, None, None)
@@ -165,15 +176,16 @@ def smoke_test(repo: Path, commit: str, plan: EnvPlan, build: BuildResult, setti
     return report
 
 
-def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], sample: int, seed: int,
-           report: SmokeReport, image: str | None) -> None:
+def _collect(root: Path, plan: EnvPlan, settings: Settings, options: RunOptions, report: SmokeReport) -> list[str]:
+    """The test ids collected under the plan's test paths; none when the sample is not to run (collection timed
+    out, pytest could not start, nothing was collected: ``report`` says which)."""
     collect = run_pytest(root, list(plan.test_paths), settings,
-                         RunOptions(extra_args=("--collect-only", *plan.test_args), env=env, image=image))
+                         dataclasses.replace(options, extra_args=("--collect-only", *options.extra_args)))
     report.output_tail = "\n".join(collect.output.strip().splitlines()[-30:])
     if collect.timed_out:
         report.env_failures.append(EnvFailure(where="collection", kind="timeout", detail="collection timed out"))
         report.reason = "test collection timed out"
-        return
+        return []
     ids = _collected_ids(collect.output)
     report.collected = len(ids)
     report.env_failures += _collection_failures(collect)
@@ -182,14 +194,17 @@ def _smoke(root: Path, plan: EnvPlan, settings: Settings, env: dict[str, str], s
         kind, detail = found if found else ("pytest_usage", _last_error_line(collect.output))
         report.env_failures.append(EnvFailure(where="pytest", kind=kind, detail=detail))
         report.reason = f"pytest could not start (exit code {collect.returncode}): {detail}"
-        return
+        return []
     if not ids:
         report.reason = report.reason or ("no tests were collected" + (
             f" ({len(report.env_failures)} modules failed to collect)" if report.env_failures else ""))
-        return
-    chosen = sorted(random.Random(seed).sample(sorted(ids), min(sample, len(ids))))
-    report.sampled = chosen
-    run = run_pytest(root, chosen, settings, RunOptions(extra_args=tuple(plan.test_args), env=env, image=image))
+    return ids
+
+
+def _run_sample(root: Path, settings: Settings, options: RunOptions, report: SmokeReport) -> None:
+    """Run the sampled tests (``report.sampled``) and judge their failures."""
+    chosen = report.sampled
+    run = run_pytest(root, chosen, settings, options)
     report.output_tail = "\n".join(run.output.strip().splitlines()[-30:])
     if run.timed_out:
         report.env_failures.append(EnvFailure(where="sample", kind="timeout",

@@ -59,6 +59,16 @@ class InstanceWork:
         return len(self.fixes) + len(self.tests) + len(self.fp_tests) + len(self.own)
 
 
+@dataclass(frozen=True)
+class Grading:
+    """What every instance of one evaluation is graded with: the run's ``settings``, the result ``store`` the
+    verdicts and MPE rows are cached in (None: nothing cached), and the grading ``options``."""
+
+    settings: Settings
+    store: Store | None
+    options: GradeOptions
+
+
 def own_key(fix: str | None, test: str | None) -> str:
     return f"{patch_key(fix)}:{patch_key(test)}"
 
@@ -118,15 +128,16 @@ def _guarded(run: Callable[..., _T], on_error: Callable[..., _T]) -> _T:
         return on_error(f"{type(exc).__name__}: {exc}")
 
 
-def grade_instance(instance: Instance, work: InstanceWork, settings: Settings, store: Store | None,
-                   options: GradeOptions, progress: Callable[[str], None] | None = None) -> InstanceGrades:
+def grade_instance(instance: Instance, work: InstanceWork, grading: Grading,
+                   progress: Callable[[str], None] | None = None) -> InstanceGrades:
     """Everything ``work`` asks for on one instance, in one executor (one workspace)."""
     grades = InstanceGrades()
+    store, options = grading.store, grading.options
     try:
-        repo = resolve_repo(instance, settings.repos_dir)
+        repo = resolve_repo(instance, grading.settings.repos_dir)
         from coharden.environment.derived import auto_spec_settings
 
-        settings = auto_spec_settings(instance, repo, settings)  # a SWE-bench record: its spec environment
+        settings = auto_spec_settings(instance, repo, grading.settings)  # a SWE-bench record: its spec environment
         with InstanceExecutor(instance, repo, settings, store) as executor:
             golden = golden_tests(executor)
             if work.fixes or work.own:
@@ -180,18 +191,19 @@ def grade_instance_job(instance: Instance, work: InstanceWork, settings: Setting
     except OSError:
         store = None
     try:
-        return grade_instance(instance, work, settings, store, options)
+        return grade_instance(instance, work, Grading(settings, store, options))
     finally:
         if store is not None:
             store.close()
 
 
-def grade_all(instances: Mapping[str, Instance], work: Mapping[str, InstanceWork], settings: Settings,
-              store: Store | None, options: GradeOptions,
+def grade_all(instances: Mapping[str, Instance], work: Mapping[str, InstanceWork], grading: Grading,
               progress: Callable[[str, str], None] | None = None,
               engine: Engine | None = None) -> dict[str, InstanceGrades]:
     """Grade every instance with work; instances run in parallel (``options.workers``), each in its own
-    executor, so no two threads share a workspace. With ``engine`` (e.g. Ray) each instance is one job."""
+    executor, so no two threads share a workspace. With ``engine`` (e.g. Ray) each instance is one job, which
+    opens the store at ``settings.store`` itself."""
+    settings, options = grading.settings, grading.options
     lock = threading.Lock()
 
     def task(iid: str) -> tuple[str, InstanceGrades]:
@@ -200,7 +212,7 @@ def grade_all(instances: Mapping[str, Instance], work: Mapping[str, InstanceWork
                 with lock:
                     progress(iid, what)
 
-        return iid, grade_instance(instances[iid], work[iid], settings, store, options, step)
+        return iid, grade_instance(instances[iid], work[iid], grading, step)
 
     todo = [iid for iid in work if iid in instances and work[iid].size()]
     results: dict[str, InstanceGrades] = {}

@@ -8,10 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coharden.config import Settings
 from coharden.errors import CoHardenError
-from coharden.evaluation.grading import GradeOptions
-from coharden.evaluation.grading_jobs import grade_all
+from coharden.evaluation.grading_jobs import Grading, grade_all
 from coharden.evaluation.inputs import Injection, PredictionSet, load_injection, load_prediction_sets, unique_names
 from coharden.evaluation.metrics import build_report, plan
 from coharden.evaluation.refinement import (
@@ -22,8 +20,8 @@ from coharden.evaluation.refinement import (
     refinement_section,
 )
 from coharden.execution.engine import Engine
-from coharden.execution.store import Store
 from coharden.instances import MANIFEST_NAMES, load_instances, load_local
+from coharden.mpe.batch import DEFAULT_CUTOFFS
 from coharden.schema.instance import Instance
 from coharden.schema.round_record import RoundRecord, load_runs
 
@@ -43,6 +41,21 @@ def load_eval_instances(source: Path, cache_dir: Path) -> dict[str, Instance]:
             raise CoHardenError(f"{source}: duplicate instance_id {inst.instance_id!r}")
         instances[inst.instance_id] = inst
     return instances
+
+
+@dataclass(frozen=True)
+class EvalSources:
+    """Where one ``coharden eval`` reads its inputs: the instances (a records file, an instance directory or a
+    directory of them), fix and test prediction sets (``PATH``, ``NAME=PATH`` or ``gold``), test injections
+    (``[NAME=]BASELINE,INJECTED,TESTS``), a directory of loop round records, output directories of
+    ``coharden overfit refine``."""
+
+    instances: Path
+    fixes: Sequence[str] = ()
+    tests: Sequence[str] = ()
+    injections: Sequence[str] = ()
+    runs: Path | None = None
+    overfit: Sequence[Path] = ()
 
 
 @dataclass
@@ -70,25 +83,25 @@ class EvalInputs:
             raise CoHardenError(f"--overfit: run names repeat ({', '.join(refined)})")
 
     @classmethod
-    def load(cls, instances: Path, cache_dir: Path, *, fixes: Sequence[str] = (), tests: Sequence[str] = (),
-             injections: Sequence[str] = (), runs: Path | None = None,
-             overfit: Sequence[Path] = ()) -> EvalInputs:
-        found = load_eval_instances(instances, cache_dir)
+    def load(cls, sources: EvalSources, cache_dir: Path) -> EvalInputs:
+        found = load_eval_instances(sources.instances, cache_dir)
         if not found:  # an empty records file graded nothing and said "0 instances" with exit status 0
-            raise CoHardenError(f"--instances: {instances} holds no instance")
+            raise CoHardenError(f"--instances: {sources.instances} holds no instance")
         return cls(found,
-                   [s for spec in fixes for s in load_prediction_sets(spec, found, "fix")],
-                   [s for spec in tests for s in load_prediction_sets(spec, found, "test")],
-                   [load_injection(spec, found) for spec in injections],
-                   load_runs(runs) if runs is not None else {},
-                   [load_refinement(d, found) for d in overfit])
+                   [s for spec in sources.fixes for s in load_prediction_sets(spec, found, "fix")],
+                   [s for spec in sources.tests for s in load_prediction_sets(spec, found, "test")],
+                   [load_injection(spec, found) for spec in sources.injections],
+                   load_runs(sources.runs) if sources.runs is not None else {},
+                   [load_refinement(d, found) for d in sources.overfit])
 
 
-def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options: GradeOptions,
-                   cutoffs: Sequence[float], progress: Callable[[str, str], None] | None = None,
+def run_evaluation(inputs: EvalInputs, grading: Grading, progress: Callable[[str, str], None] | None = None,
                    on_plan: Callable[[int], None] | None = None, engine: Engine | None = None) -> dict[str, Any]:
-    """Grade everything and return the report document (see :func:`coharden.evaluation.metrics.build_report`).
-    ``engine``: where the instances are graded (default: local threads, ``options.workers``)."""
+    """Grade everything and return the report document (see :func:`coharden.evaluation.metrics.build_report`),
+    its sensitivity table at the MPE config's cutoffs (default: a batch's). ``engine``: where the instances are
+    graded (default: local threads, ``options.workers``)."""
+    options = grading.options
+    cutoffs = options.mpe.cutoffs or list(DEFAULT_CUTOFFS)
     if not (inputs.fix_sets or inputs.test_sets or inputs.injections or inputs.runs or inputs.refinements):
         raise CoHardenError("nothing to evaluate: give --fixes, --tests, --injection, --runs or --overfit")
     work = plan(inputs.instances, inputs.fix_sets, inputs.test_sets, inputs.injections, inputs.runs)
@@ -96,7 +109,7 @@ def run_evaluation(inputs: EvalInputs, settings: Settings, store: Store, options
         plan_refinement(work, refinement)
     if on_plan:
         on_plan(sum(w.size() for w in work.values()))
-    grades = grade_all(inputs.instances, work, settings, store, options, progress, engine=engine)
+    grades = grade_all(inputs.instances, work, grading, progress, engine=engine)
     report = build_report(inputs, grades, options, cutoffs)
     if inputs.refinements:  # test overfitting before / after reward-guided refinement (coharden overfit)
         report["definitions"] = {**report["definitions"], "refinement": DEFINITION}  # not the module's dict
