@@ -30,6 +30,7 @@ from coharden.llm.cache import request_hash
 from coharden.loop.demo import (
     LIVE_CONFIG,
     LIVE_STEP_LIMIT,
+    DemoRun,
     check_live_server,
     local_base,
     replies_from_recording,
@@ -227,7 +228,7 @@ def test_the_recorded_live_loop_replays_offline_to_its_decision(tmp_path: Path, 
     # the real model's replies of `coharden run examples/boundary_check --model openai/local --rounds 1
     # --step-limit 5`, served in recorded order by the mock: the same commands, verdicts, mutants and decision
     recorded = json.loads((LOOP_RECORDING / "state.json").read_text())
-    result = run_demo(ROOT / "examples" / "boundary_check", tmp_path / "run", settings,
+    result = run_demo(ROOT / "examples" / "boundary_check", DemoRun(tmp_path / "run", settings),
                       replies=LOOP_RECORDING / "replies.yaml", config=LIVE_CONFIG, step_limit=LIVE_STEP_LIMIT)
     assert [r.decision for r in result.rounds] == [r["decision"] for r in recorded["rounds"]]
     assert result.decision == recorded["final_decision"]

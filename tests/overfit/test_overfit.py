@@ -28,7 +28,7 @@ from coharden.instances import load_local
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 from coharden.overfit.coverage import changed_line_coverage, changed_lines
 from coharden.overfit.critic_prompt import apply_reply, parse_decision
-from coharden.overfit.refine import RefineResult, refine_pair
+from coharden.overfit.refine import RefineResult, RefineRun, refine_pair
 from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.report import IterationLog, summarize, write_outputs
 from coharden.overfit.reward import coverage_settings, evaluate_pair, reward_of
@@ -237,7 +237,7 @@ def test_refinement_passing_the_generated_test_but_failing_golden_counts_as_over
     fix, _ = fix_for("boundary_check", INCOMPLETE)
     lax = (EXAMPLES / "boundary_check/candidates/lax.patch").read_text()
     log = IterationLog(tmp_path / "out" / "iterations.jsonl")
-    result = refine_pair(executor, client_for(server), fix, lax, RefineConfig(), run="crit", on_iteration=log)
+    result = refine_pair(executor, fix, lax, RefineRun(client_for(server), RefineConfig(), "crit", on_iteration=log))
 
     # start: fails on old, fails on new (is_allowed unchanged), both changed lines run: (1 + 0 + 2/2) / 3
     assert result.initial["reward"] == pytest.approx(2 / 3)
@@ -281,7 +281,7 @@ def test_a_lower_reward_step_is_not_kept(executor: InstanceExecutor, serve) -> N
     server = serve(rules(reply("focal", block(LIMITER, A_NEW, A_OLD)), reply("focal", FOCAL_B)))
     fix, _ = fix_for("boundary_check", INCOMPLETE)
     lax = (EXAMPLES / "boundary_check/candidates/lax.patch").read_text()
-    result = refine_pair(executor, client_for(server), fix, lax, RefineConfig(), run="crit")
+    result = refine_pair(executor, fix, lax, RefineRun(client_for(server), RefineConfig(), "crit"))
     first, second = result.records
     assert (first.status, first.changed) == ("rejected", "focal")
     assert first.reward_before == pytest.approx(2 / 3)
@@ -304,7 +304,7 @@ def test_the_15_iteration_cap_holds(executor: InstanceExecutor, serve) -> None: 
     server = serve([{"reply": same, "usage": {"prompt_tokens": 100, "completion_tokens": 20}}])
     fix, _ = fix_for("boundary_check", INCOMPLETE)
     lax = (EXAMPLES / "boundary_check/candidates/lax.patch").read_text()
-    result = refine_pair(executor, client_for(server), fix, lax, RefineConfig(max_iterations=15), run="crit")
+    result = refine_pair(executor, fix, lax, RefineRun(client_for(server), RefineConfig(max_iterations=15), "crit"))
     assert result.stop_reason == "max_iterations"
     assert result.iterations == 15
     assert len(server.requests) == 15
@@ -320,7 +320,7 @@ def test_a_truncated_reply_stops_the_loop(executor: InstanceExecutor, serve) -> 
     server = serve(rules(reply("focal", FOCAL_B), finish_reason="length"))
     fix, _ = fix_for("boundary_check", INCOMPLETE)
     lax = (EXAMPLES / "boundary_check/candidates/lax.patch").read_text()
-    result = refine_pair(executor, client_for(server), fix, lax, RefineConfig(), run="crit")
+    result = refine_pair(executor, fix, lax, RefineRun(client_for(server), RefineConfig(), "crit"))
     assert result.stop_reason == "truncated"
     assert "truncated" in (result.error or "")
     [it] = result.records
@@ -339,7 +339,7 @@ def test_hidden_test_and_no_extra_context_variants(executor: InstanceExecutor, s
     fix, _ = fix_for("boundary_check", INCOMPLETE)
     lax = (EXAMPLES / "boundary_check/candidates/lax.patch").read_text()
     config = RefineConfig(hide_test=True, extra_context=False)
-    result = refine_pair(executor, client_for(server), fix, lax, config, run="crit")
+    result = refine_pair(executor, fix, lax, RefineRun(client_for(server), config, "crit"))
     first, second = result.records
     assert first.status == "invalid"
     assert "the test is hidden" in first.reason
@@ -356,7 +356,7 @@ def test_hidden_test_and_no_extra_context_variants(executor: InstanceExecutor, s
 
     # the default variant shows the issue and the changed lines the test misses
     server = serve(rules(reply("focal", FOCAL_B)))
-    refine_pair(executor, client_for(server), fix, lax, RefineConfig(), run="crit")
+    refine_pair(executor, fix, lax, RefineRun(client_for(server), RefineConfig(), "crit"))
     prompt = server.requests[0].messages[1]["content"]
     assert "RateLimiter lets limit + 1" in prompt
     assert "Coverage of the changed lines" in prompt

@@ -28,6 +28,7 @@ from coharden.llm import CostOverride, LLMClient, LLMConfig, MockLLMServer
 from coharden.schema.verdict import TestStatus
 from coharden.suite.compare import (
     Arm,
+    CompareDesign,
     cluster_bootstrap_ci,
     paired_bootstrap_diff_ci,
     percentile,
@@ -36,7 +37,15 @@ from coharden.suite.compare import (
 )
 from coharden.suite.critic import critic_messages, shown_mutants
 from coharden.suite.guard import _classify, _existing, apply_reply, extract_code
-from coharden.suite.loop import HardeningConfig, Round0, build_round0, evaluate_round0, harden
+from coharden.suite.loop import (
+    HardeningConfig,
+    HardeningStart,
+    Replicate,
+    Round0,
+    build_round0,
+    evaluate_round0,
+    harden,
+)
 from coharden.suite.operators import ModuleMutant, generate_mutants, mutmut_available, select_mutants
 from coharden.suite.prereg import default_hypotheses, digest, load_hypotheses, preregister, verify
 from coharden.suite.runner import KillOracle, MutantStatus, mutant_status
@@ -284,7 +293,8 @@ def test_critic_round_keeps_killing_test_and_rejects_bad_ones(oracle: KillOracle
     scripted = reply(TEST_FORMAT_DAY, TEST_FAILS_ON_ORIGINAL, EDIT_EXISTING)
     with MockLLMServer([rule("critic-a", scripted)]) as server:
         client = LLMClient(llm_config(server.base_url, "openai/critic-a"))
-        run = harden(oracle, mutants, round0, client, HardeningConfig(max_rounds=1, max_shown=5, seed=0), arm="a")
+        run = harden(HardeningStart(oracle, mutants, round0), Replicate(client, "a"),
+                     HardeningConfig(max_rounds=1, max_shown=5, seed=0))
         prompt = server.requests[0].messages[1]["content"]
     (first,) = run.rounds
     assert (run.complete, run.stop_reason) == (True, "max_rounds")
@@ -311,10 +321,11 @@ def test_provider_error_and_truncation_stop_the_run_fail_closed(oracle: KillOrac
                                                                 round0: Round0, api_key: None) -> None:
     rules = [rule("critic-t", "def test_", finish_reason="length")]
     with MockLLMServer(rules) as server:
-        truncated = harden(oracle, mutants, round0, LLMClient(llm_config(server.base_url, "openai/critic-t")),
-                           HardeningConfig(max_rounds=3), arm="t")
-        missing = harden(oracle, mutants, round0, LLMClient(llm_config(server.base_url, "openai/critic-t")),
-                         HardeningConfig(max_rounds=3), arm="t", replicate=1)
+        start = HardeningStart(oracle, mutants, round0)
+        truncated = harden(start, Replicate(LLMClient(llm_config(server.base_url, "openai/critic-t")), "t"),
+                           HardeningConfig(max_rounds=3))
+        missing = harden(start, Replicate(LLMClient(llm_config(server.base_url, "openai/critic-t")), "t", 1),
+                         HardeningConfig(max_rounds=3))
     assert (truncated.complete, truncated.stop_reason) == (False, "llm_failure")
     assert truncated.failure is not None
     assert truncated.failure["kind"] == "truncated"
@@ -398,8 +409,9 @@ def test_compare_arms_over_replicates(oracle: KillOracle, mutants: list[ModuleMu
     with MockLLMServer(rules) as server:
         arms = [Arm("none"), Arm("a", llm_config(server.base_url, "openai/critic-a")),
                 Arm("b", llm_config(server.base_url, "openai/critic-b"))]
-        result = run_compare(oracle, mutants, round0, arms, 3, HardeningConfig(max_rounds=1, max_shown=9, seed=7),
-                             client_for=lambda arm: LLMClient(arm.llm) if arm.llm else None, n_boot=400)
+        design = CompareDesign(arms, 3, HardeningConfig(max_rounds=1, max_shown=9, seed=7), n_boot=400)
+        result = run_compare(HardeningStart(oracle, mutants, round0), design,
+                             client_for=lambda arm: LLMClient(arm.llm) if arm.llm else None)
     s = result.summary
     assert (s["round0_killed"], s["round0_survivors"]) == (2, 9)
     none, a, b = s["arms"]["none"], s["arms"]["a"], s["arms"]["b"]

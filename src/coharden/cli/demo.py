@@ -58,6 +58,7 @@ def demo_loop(
     from coharden.loop.demo import (
         DEMO_CONFIG,
         DEMO_DECISION,
+        DemoRun,
         check_live_server,
         find_example,
         first_cause,
@@ -83,11 +84,12 @@ def demo_loop(
     with tempfile.TemporaryDirectory(prefix="coharden-demo-") as tmp:
         out = output or Path(tmp)
         settings = settings_from(config, store=out / "store.sqlite", cache_dir=out / "cache", workers=1)
+        demo = DemoRun(out / "run", settings, show)
         if live:
-            result = run_live(example, out / "run", settings, api_base=api_base, progress=show)
+            result = run_live(example, demo, api_base=api_base)
             failure = None  # a real model has no script: any decision is the outcome
         else:
-            result = run_demo(example, out / "run", settings, replies=replies, progress=show)
+            result = run_demo(example, demo, replies=replies)
             failure = None if result.decision == DEMO_DECISION else first_cause(result, out / "run")
     rows = [{"round": r.round, "decision": r.decision, "laxity": r.laxity, "admissible": r.admissible,
              "matrix": {cell: len(ids) for cell, ids in r.matrix.items()}, "note": r.note} for r in result.rounds]

@@ -8,6 +8,7 @@ Mounted on the main app by :mod:`coharden.cli.main`; the layers below are import
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -161,8 +162,6 @@ def run_loop(
     """From an issue to a rigorous reproduction test and a fix: the CoHarden loop, or a baseline. The hardening
     check's settings are the config's ``loop`` section (``-c loop.tau=0.3``, ``loop.seed``, ``loop.samples``,
     ...; ``coharden config keys``)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from coharden.loop.config import Method
 
     if method not in {m.value for m in Method}:
@@ -173,13 +172,8 @@ def run_loop(
     words = {"tau": own.tau, "per_operator": own.per_operator, "seed": own.seed}
     loop_words = {"method": method, "rounds": rounds, "mutator": mutator, "paper_classes": own.paper_classes,
                   **{k: v for k, v in words.items() if v is not None}}
-    summary = _run_loop(chosen, settings, loop_words, llm_opts, own.samples, inject_tests, output, run_name,
-                        step_limit,
-                        Progress(TextColumn("{task.fields[label]}", markup=False), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
-                                 console=err_console, disable=not err_console.is_terminal),
-                        agent_command=agent_command,
-                        agent_timeout=settings.agent.timeout or LOOP_AGENT_TIMEOUT_S)
+    request = _RunRequest(loop_words, output, run_name, step_limit, agent_command, inject_tests)
+    summary = _run_loop(chosen, settings, llm_opts, request)
     print_counts(f"{summary['run']}: {summary['finished']}/{summary['instances']} instances ({output})",
                  ("decision", "instances"), summary["decisions"])
     console.print(f"cost: ${summary['cost_usd']:.4f}; inconclusive rounds: {summary['inconclusive_rounds']}")
@@ -201,13 +195,52 @@ def _loop_instances(instance: Path | None, instances: Path | None, ids: list[str
     return [li.instance for li in load_instances(source, settings.cache_dir, ids or None)]
 
 
-def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: LLMOptions,
-              samples: int, inject_tests: Path | None, output: Path, run_name: str | None, step_limit: int,
-              progress, agent_command: str | None = None,
-              agent_timeout: float = LOOP_AGENT_TIMEOUT_S) -> dict:
-    """The loop (or a baseline) over ``chosen``: ``loop_words`` are :class:`LoopConfig`'s (method, rounds,
-    mutator, paper_classes and the tau / per_operator / seed given); ``samples``: the LLM mutator's N."""
+@dataclass(frozen=True)
+class _RunRequest:
+    """What ``coharden run`` asks of its instances' loops beyond the settings and the model: the loop's words
+    (:class:`LoopConfig`'s: method, rounds, mutator, paper_classes and the tau / per_operator / seed given),
+    where the run writes and under which name, the agent (``agent_command``, an external one, else the default
+    agent with ``step_limit``) and the tests injected (fix-with-test)."""
+
+    loop_words: dict[str, Any]
+    output: Path
+    run_name: str | None
+    step_limit: int
+    agent_command: str | None
+    inject_tests: Path | None
+
+
+def _agent_factory(request: _RunRequest, client: Any, settings: Settings):
+    """What makes each instance's agent: the external command (its timeout the settings', else the loop's
+    default), else the default agent talking to ``client``; both confined as the settings' sandbox says."""
+    command = request.agent_command
+    if command is not None:
+        from coharden.agent.external import ExternalCommandAgent
+
+        timeout = settings.agent.timeout or LOOP_AGENT_TIMEOUT_S
+
+        def external():
+            return ExternalCommandAgent(command, timeout=timeout, pass_env=settings.sandbox.pass_env,
+                                        readable=settings.sandbox.agent_readable, **_agent_confinement(settings))
+
+        return external
+    try:
+        from coharden.agent.mini import MiniSweAgent
+    except ImportError as exc:
+        raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
+
+    def default():
+        return MiniSweAgent(client, step_limit=request.step_limit, python=settings.environment.python,
+                            pass_env=settings.sandbox.pass_env, **_agent_confinement(settings))
+
+    return default
+
+
+def _run_loop(chosen, settings: Settings, llm_opts: LLMOptions, request: _RunRequest) -> dict:
+    """The loop (or a baseline) over ``chosen`` as ``request`` asks, with a progress line per running instance;
+    the LLM mutator's N is ``settings.loop.samples``."""
     from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
     from coharden.execution.store import Store
     from coharden.loop.config import LoopConfig
@@ -217,45 +250,32 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
 
     try:
         # model_validate: the loop's words (tau, mutator, seed, ...) are read into its MPEConfig by a validator
-        loop_config = LoopConfig.model_validate(loop_words)
+        loop_config = LoopConfig.model_validate(request.loop_words)
     except (ValueError, ValidationError) as exc:
         raise CoHardenError(f"coharden run: {exc}") from exc
     method, mutator, seed = loop_config.method.value, loop_config.mutator, loop_config.seed
     client: Any = None  # the LLMClient of the default agent and of LLM mutants (None: neither runs)
-    if agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
+    if request.agent_command is None or "llm" in mutator:  # an external agent with mechanical mutants needs no model
         client = llm_opts.client(settings, required=True, what="coharden run")
-    if agent_command is not None:
-        from coharden.agent.external import ExternalCommandAgent
-
-        def agent_factory():
-            return ExternalCommandAgent(agent_command, timeout=agent_timeout, pass_env=settings.sandbox.pass_env,
-                                        readable=settings.sandbox.agent_readable, **_agent_confinement(settings))
-
-        default_name = f"{method}-external"
-    else:
-        try:
-            from coharden.agent.mini import MiniSweAgent
-        except ImportError as exc:
-            raise CoHardenError(f"coharden run needs the default agent: {exc} (or use --agent-command)") from exc
-
-        def agent_factory():
-            return MiniSweAgent(client, step_limit=step_limit, python=settings.environment.python,
-                                pass_env=settings.sandbox.pass_env, **_agent_confinement(settings))
-
-        default_name = f"{method}-{client.config.model.replace('/', '__')}"
+    agent_factory = _agent_factory(request, client, settings)
+    default_name = (f"{method}-external" if request.agent_command is not None
+                    else f"{method}-{client.config.model.replace('/', '__')}")
     injected = None
-    if inject_tests is not None:
-        injected = {p.instance_id: p.model_patch or "" for p in load_predictions(inject_tests)}
+    if request.inject_tests is not None:
+        injected = {p.instance_id: p.model_patch or "" for p in load_predictions(request.inject_tests)}
     mutator_factory = None
     if "llm" in mutator:
         from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
         def mutator_factory():
-            return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=samples, seed=seed))
+            return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, samples=settings.loop.samples, seed=seed))
 
+    progress = Progress(TextColumn("{task.fields[label]}", markup=False), BarColumn(), MofNCompleteColumn(),
+                        TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
+                        console=err_console, disable=not err_console.is_terminal)
     with progress:
         task = progress.add_task("", total=len(chosen), label="instances")
-        rounds_of: dict[str, object] = {}  # instance id -> its rounds task (while it runs)
+        rounds_of: dict[str, TaskID] = {}  # instance id -> its rounds task (while it runs)
 
         def advance(iid: str, result, error: str | None) -> None:
             progress.update(task, advance=1, description=f"{iid}: {result.decision if result else 'error'}")
@@ -270,6 +290,6 @@ def _run_loop(chosen, settings: Settings, loop_words: dict[str, Any], llm_opts: 
             else:
                 progress.update(line, completed=event.completed, description=event.describe())
 
-        run = LoopRun(settings, loop_config, output, run_name or default_name, Store(settings.store),
+        run = LoopRun(settings, loop_config, request.output, request.run_name or default_name, Store(settings.store),
                       client.ledger if client is not None else None, injected or {}, on_phase)
         return run_all(chosen, run, agent_factory, llm_mutator_factory=mutator_factory, progress=advance)

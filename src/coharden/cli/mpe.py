@@ -34,8 +34,8 @@ from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
 if TYPE_CHECKING:
+    from coharden.mpe.batch import Grading
     from coharden.mpe.result import MPEResult
-    from coharden.schema.mpe_config import MPEConfig
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,18 @@ class BatchOptions:
         for flag, where in (("--output", self.output), ("--log-dir", self.logs[0])):
             if why := unwritable(where, directory=True):
                 raise CoHardenError(f"{flag}: {why}")
+
+
+@dataclass(frozen=True)
+class _Single:
+    """One MPE as the command line names it: the instance (a directory or records file, and the id that picks
+    one of several), the candidate test and the reference test (each a patch file, a candidate name or
+    'golden')."""
+
+    instance: Path
+    instance_id: str | None
+    test: str
+    reference: str
 
 
 batch_options = option_group(BatchOptions, {
@@ -117,7 +129,7 @@ def mpe(
     Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
     reported, but no laxity and no class (fail closed); in a batch, when a prediction could not be graded (each
     reason is printed; the other predictions are graded and every output is written)."""
-    from coharden.execution.store import Store
+    from coharden.mpe.batch import Grading
 
     settings = run.settings(workers=workers)
     engine = EngineOptions.of(settings)
@@ -134,11 +146,12 @@ def mpe(
     mpe_cfg = mpe_opts.config(settings, workers=settings.workers, mechanical="mechanical" in sources,
                               llm_model=llm.client.config.model if llm is not None else None,
                               llm_operators=llm.settings.operators if llm is not None else ())
+    grading = Grading(settings, mpe_cfg, llm)
     if batch.given:
         if llm is not None and not engine.local:
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
                                 "record/replay store for the whole batch)")
-        _mpe_batch(batch, settings, Store(settings.store), mpe_cfg, llm, as_json, engine, ids)
+        _mpe_batch(batch, grading, as_json, engine, ids)
         return
     if instance is None:
         raise CoHardenError("give an INSTANCE, or --instances and --predictions for a batch")
@@ -156,7 +169,7 @@ def mpe(
         interrupt.reset()
         before = _verdicts_in(settings.store)
         try:
-            result = _mpe_single(instance, ids[0] if ids else None, test, reference, settings, mpe_cfg, llm, report)
+            result = _mpe_single(_Single(instance, ids[0] if ids else None, test, reference), grading, report)
         except KeyboardInterrupt as exc:
             kept = _verdicts_in(settings.store) - before
             err_console.print(f"interrupted: no class was computed; the {kept} verdict{'s' if kept != 1 else ''} "
@@ -213,15 +226,16 @@ def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions)
                                                     operators=chosen))
 
 
-def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: str, settings: Settings,
-                config: MPEConfig, llm_mutator, progress):
+def _mpe_single(single: _Single, grading: Grading, progress):
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
     from coharden.mpe.evaluate import evaluate
 
-    local = pick_instance(instance, instance_id, settings)
+    instance, test, reference = single.instance, single.test, single.reference
+    settings, config = grading.settings, grading.config
+    local = pick_instance(instance, single.instance_id, settings)
     inst = local.instance
     candidates = {c.name: c.patch for c in local.candidates}
     test_name, test_text = read_patch_arg(test, candidates, inst.test_patch, "--test", instance)
@@ -239,7 +253,7 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
+        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=grading.llm_mutator, pool=pool,
                           progress=progress)
     if result.pool_complete:  # kept for `coharden mutants` (list / show by id)
         from coharden.execution.store import MPE_RESULT, mpe_result_key
@@ -289,15 +303,17 @@ def _batch_inputs(batch: BatchOptions, settings: Settings, ids: list[str]):
     return records, preds, unknown
 
 
-def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig,
-               llm_mutator, as_json: bool,
+def _mpe_batch(batch: BatchOptions, grading: Grading, as_json: bool,
                engine_opts: EngineOptions = EngineOptions(), ids: list[str] | None = None) -> None:
-    from coharden.mpe.batch import DEFAULT_CUTOFFS, run_batch, stage_times, summarize
+    from coharden.execution.store import Store
+    from coharden.mpe.batch import DEFAULT_CUTOFFS, BatchOutputs, run_batch, stage_times, summarize
     from coharden.mpe.logs import folder_name
     from coharden.mpe.run_report import run_report
     from coharden.schema.prediction import unknown_ids_message
 
-    cut = config.cutoffs or list(DEFAULT_CUTOFFS)
+    settings = grading.settings
+    store = Store(settings.store)
+    cut = grading.config.cutoffs or list(DEFAULT_CUTOFFS)
     records, preds, unknown = _batch_inputs(batch, settings, ids or [])
     output, logs = batch.output, batch.logs
     if unknown:
@@ -321,8 +337,8 @@ def _mpe_batch(batch: BatchOptions, settings: Settings, store, config: MPEConfig
 
         engine = engine_opts.engine(settings.workers, on_interrupt=interrupted)
         try:
-            rows = run_batch(records, preds, settings, store, output, config, workers=settings.workers,
-                             progress=advance, engine=engine, llm_mutator=llm_mutator, logs=logs)
+            rows = run_batch(records, preds, grading, BatchOutputs(store, output, logs, advance),
+                             engine=engine)
         except KeyboardInterrupt as exc:
             _stopped(exc, output)
         finally:

@@ -78,7 +78,7 @@ def refine_command(
 
     from coharden.evaluation.runner import load_eval_instances
     from coharden.execution.store import Store
-    from coharden.overfit.refine import RefineResult, refine_instance
+    from coharden.overfit.refine import RefineResult, RefineRun, refine_instance
     from coharden.overfit.refine_config import RefineConfig
     from coharden.overfit.report import IterationLog, summarize, write_outputs
 
@@ -102,11 +102,10 @@ def refine_command(
         raise CoHardenError("no instance has both a fix (--fixes) and a test (--tests)")
     name = run_name or f"overfit-{llm_config.model.replace('/', '__')}"
     log = IterationLog(output / "iterations.jsonl")
-    result_store = Store(settings.store)
+    refine = RefineRun(client, refine_config, name, Store(settings.store), log)
     results: list[RefineResult] = []
     for iid in chosen:
-        result = refine_instance(found[iid], settings, client, fix_of[iid], test_of[iid], refine_config,
-                                 store=result_store, run=name, on_iteration=log)
+        result = refine_instance(found[iid], settings, fix_of[iid], test_of[iid], refine)
         results.append(result)
         err_console.print(f"{iid}: {result.stop_reason} after {result.iterations} iterations, reward "
                           f"{result.initial.get('reward', 0):.3f} -> {result.final.get('reward', 0):.3f}",

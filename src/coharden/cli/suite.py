@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -93,18 +93,19 @@ def read_input(path: Path | None, what: str) -> str:
     return read_text(path, what)
 
 
-def module_mutants(module: Path, root: Path | None, engine: str, operators: str | None, max_mutants: int | None,
-                   seed: int) -> tuple[list, str]:
-    """The seeded sample of ``module``'s mutants, and the module's path relative to the project root."""
+def module_mutants(module: Path, hardening: HardeningOptions) -> tuple[list, str]:
+    """The seeded sample of ``module``'s mutants (made as ``hardening``'s root, engine, operators, max_mutants
+    and seed say), and the module's path relative to the project root."""
     from coharden.suite.operators import generate_mutants, select_mutants
 
     if not module.is_file():
         raise CoHardenError(f"{module}: not a file")
-    base = (root or module.parent).resolve()
+    base = (hardening.root or module.parent).resolve()
     rel = module.resolve().relative_to(base).as_posix() if module.resolve().is_relative_to(base) else module.name
+    operators = hardening.operators
     ops = [o.strip() for o in operators.split(",") if o.strip()] if operators else None
-    found = generate_mutants(module.read_text(), rel, engine=engine, operators=ops)
-    return select_mutants(found, max_mutants, seed), rel
+    found = generate_mutants(module.read_text(), rel, engine=hardening.engine, operators=ops)
+    return select_mutants(found, hardening.max_mutants, hardening.seed), rel
 
 
 @contextmanager
@@ -177,7 +178,8 @@ def mutants_cmd(
     suite = read_input(round0, "--round0") or read_input(tests, "--tests")
     if not suite.strip():
         raise CoHardenError("give the tests to run: --tests FILE (or --round0 FILE)")
-    mutants, _ = module_mutants(module, root, engine, operators, max_mutants, settings.mpe.seed)
+    mutants, _ = module_mutants(module, HardeningOptions(root=root, engine=engine, operators=operators,
+                                                        max_mutants=max_mutants, seed=settings.mpe.seed))
     with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle, \
             mutant_progress(len(mutants), "mutants") as advance:
         r0 = evaluate_round0(oracle, mutants, suite, progress=advance)
@@ -223,27 +225,29 @@ def run_cmd(
     when an LLM call failed (truncated reply, provider error, budget): the run is reported as incomplete."""
     from coharden.execution.store import Store
     from coharden.llm import Ledger
-    from coharden.suite.loop import HardeningConfig, build_round0, evaluate_round0, harden
+    from coharden.suite.loop import HardeningConfig, HardeningStart, Replicate, build_round0, evaluate_round0, harden
     from coharden.suite.runner import KillOracle, MutantStatus
 
     if round0 is not None and (tests is not None or tester_model is not None):
         raise CoHardenError("--round0 is a frozen suite: do not combine it with --tests or --tester-model")
     settings = _settings(config)
-    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(with_seed(hardening,
-                                                                                                   settings))
+    hardening = with_seed(hardening, settings)
+    engine = hardening.engine
     ledger = Ledger()
     tester = llm_client_for(tester_model, settings, ledger)
     critic = llm_client_for(critic_model, settings, ledger)
     seed_suite = read_input(round0, "--round0") or read_input(tests, "--tests")
-    mutants, _ = module_mutants(module, root, engine, operators, max_mutants, seed)
-    with KillOracle(module, settings, root=root, store=Store(settings.store), workers=workers) as oracle:
+    mutants, _ = module_mutants(module, hardening)
+    with KillOracle(module, settings, root=hardening.root, store=Store(settings.store),
+                    workers=hardening.workers) as oracle:
         suite0, record = build_round0(oracle, seed_suite, tester)
         if round0 is not None:
             record.role = "round0-file"
         with mutant_progress(len(mutants), "round 0") as advance:
             r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
-        run = harden(oracle, mutants, r0, critic, HardeningConfig(max_rounds, max_shown, seed),
-                     arm=critic_model or "none", progress=lambda text: err_console.print(text))
+        rounds = HardeningConfig(hardening.max_rounds, hardening.max_shown, hardening.seed)
+        run = harden(HardeningStart(oracle, mutants, r0), Replicate(critic, critic_model or "none"), rounds,
+                     progress=lambda text: err_console.print(text))
     output.mkdir(parents=True, exist_ok=True)
     (output / "round0.py").write_text(r0.suite)
     (output / "final_suite.py").write_text(run.final_suite)

@@ -7,9 +7,8 @@ Mounted on the ``suite`` group by :mod:`coharden.cli.main`; the layers below are
 from __future__ import annotations
 
 import json
-from dataclasses import astuple
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -30,6 +29,10 @@ from coharden.cli.suite import (
     with_seed,
 )
 from coharden.errors import CoHardenError
+
+if TYPE_CHECKING:
+    from coharden.config import LLMSettings
+    from coharden.suite.compare import CompareDesign
 
 
 def _parse_arms(specs: list[str]) -> list[Any]:
@@ -100,21 +103,21 @@ def compare_cmd(
     Exit status 1 when an arm has incomplete replicates (LLM failures), which are reported, never scored."""
     from coharden.execution.store import Store
     from coharden.llm import Ledger
-    from coharden.suite.compare import run_compare
-    from coharden.suite.loop import HardeningConfig, evaluate_round0
+    from coharden.suite.compare import CompareDesign, run_compare
+    from coharden.suite.loop import HardeningConfig, HardeningStart, evaluate_round0
     from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
     from coharden.suite.runner import KillOracle
 
     settings = _settings(config)
     hardening = with_seed(hardening, settings)
-    max_rounds, max_shown, root, engine, operators, max_mutants, seed, workers = astuple(hardening)
     arms = _parse_arms(list(arm or []))
     suite0 = read_input(round0, "--round0")
-    mutants, rel = module_mutants(module, root, engine, operators, max_mutants, seed)
+    mutants, rel = module_mutants(module, hardening)
     hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
     result_store = Store(settings.store)
-    plan = _compare_plan(module, rel, suite0, mutants, arms, hardening, api_base=settings.llm.api_base,
-                         replicates=replicates, n_boot=n_boot, budget_usd=settings.llm.budget_usd)
+    design = CompareDesign(arms, replicates, HardeningConfig(hardening.max_rounds, hardening.max_shown,
+                                                             hardening.seed), n_boot=n_boot)
+    plan = {**_compared(module, rel, suite0, mutants, hardening), **_scoring(design, settings.llm)}
     output.mkdir(parents=True, exist_ok=True)
     prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
     ledger = Ledger()  # one ledger for every arm: --budget-usd caps the whole comparison
@@ -133,11 +136,10 @@ def compare_cmd(
         err_console.print(f"{run.arm} rep {run.replicate}: killed {len(run.killed)}/{len(run.survivors0)} "
                           f"({run.stop_reason}){mark}")
 
-    with KillOracle(module, settings, root=root, store=result_store, workers=workers) as oracle:
+    with KillOracle(module, settings, root=hardening.root, store=result_store, workers=hardening.workers) as oracle:
         with mutant_progress(len(mutants), "round 0") as advance:
             r0 = evaluate_round0(oracle, mutants, suite0, progress=advance)
-        result = run_compare(oracle, mutants, r0, arms, replicates, HardeningConfig(max_rounds, max_shown, seed),
-                             client_for=client_for, n_boot=n_boot, on_run=on_run)
+        result = run_compare(HardeningStart(oracle, mutants, r0), design, client_for=client_for, on_run=on_run)
     verify(output / "prereg.json")
     data = {**result.to_json(), "prereg_sha256": prereg["sha256"], "hypotheses": hyps,
             "llm": ledger.to_dict()}
@@ -152,24 +154,28 @@ def compare_cmd(
         raise typer.Exit(1)
 
 
-def _compare_plan(module: Path, rel: str, suite0: str, mutants: list[Any], arms: list[Any],
-                  hardening: HardeningOptions, *, api_base: str | None, replicates: int, n_boot: int,
-                  budget_usd: float | None) -> dict[str, Any]:
-    """The plan pre-registered in prereg.json: what is compared, on which inputs (hashed), and how it is scored."""
+def _compared(module: Path, rel: str, suite0: str, mutants: list[Any], hardening: HardeningOptions) -> dict[str, Any]:
+    """The pre-registered plan's first half: what is compared, on which inputs (hashed), with which mutants."""
     import hashlib
 
     from coharden import __version__
 
-    engine, operators, max_mutants = hardening.engine, hardening.operators, hardening.max_mutants
-    max_rounds, max_shown, seed = hardening.max_rounds, hardening.max_shown, hardening.seed
     return {
         "coharden": __version__, "module": rel, "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),
-        "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": engine,
-        "operators": operators, "max_mutants": max_mutants, "mutants": len(mutants),
+        "round0_sha256": hashlib.sha256(suite0.encode()).hexdigest(), "engine": hardening.engine,
+        "operators": hardening.operators, "max_mutants": hardening.max_mutants, "mutants": len(mutants),
         "mutant_ids_sha256": hashlib.sha256(",".join(f"{m.id}:{m.sha256}" for m in mutants).encode()).hexdigest(),
-        "arms": [a.describe() for a in arms], "api_base": api_base, "replicates": replicates,
-        "max_rounds": max_rounds,
-        "max_shown": max_shown, "seed": seed, "n_boot": n_boot, "level": 0.95, "budget_usd": budget_usd,
+    }
+
+
+def _scoring(design: CompareDesign, llm: LLMSettings) -> dict[str, Any]:
+    """The pre-registered plan's second half: the arms (reached as ``llm``, the settings' LLM section, says,
+    under its cost cap), the rounds and replicates, and how the comparison is scored."""
+    return {
+        "arms": [a.describe() for a in design.arms], "api_base": llm.api_base, "replicates": design.replicates,
+        "max_rounds": design.hardening.max_rounds, "max_shown": design.hardening.max_shown,
+        "seed": design.hardening.seed, "n_boot": design.n_boot, "level": design.level,
+        "budget_usd": llm.budget_usd,
         "metrics": {"kill_rate": "killed round-0 survivors / round-0 survivors, pooled over complete replicates",
                     "interval": "cluster bootstrap over replicates, percentile, seeded",
                     "cost_per_killed": "LLM USD of the arm / killed mutants"},

@@ -9,6 +9,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from coharden.config import Settings
@@ -44,6 +45,16 @@ DEMO_OPERATORS = ("incomplete_fix", "behavior_substitution", "symptom_suppressio
 DEMO_CONFIG = LoopConfig(rounds=3, mpe=MPEConfig.for_loop().model_copy(update={
     "paper_classes": True, "operators": [Operator(op) for op in DEMO_OPERATORS]}))
 assert DEMO_CONFIG.tau == LOOP_TAU
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Where a demo run writes (its state, rounds and trajectories), the settings it runs under, and who hears
+    every phase of every round (the scripted and the live mode alike)."""
+
+    output: Path
+    settings: Settings
+    progress: ProgressCallback | None = None
 
 
 def find_example(example: Path | None) -> Path:
@@ -97,10 +108,11 @@ def _first_rejection(trajectory: Path) -> str:
     return ""
 
 
-def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path | None = None,
-             config: LoopConfig = DEMO_CONFIG, progress: ProgressCallback | None = None,
+def run_demo(example: Path, demo: DemoRun, *, replies: Path | None = None, config: LoopConfig = DEMO_CONFIG,
              step_limit: int = 10) -> LoopResult:
-    """Run the loop on ``example`` (a bundled example directory with ``loop-replies.yaml``) into ``output``."""
+    """Run the loop on ``example`` (a bundled example directory with ``loop-replies.yaml``) into
+    ``demo.output``."""
+    settings = demo.settings
     replies = replies or example / REPLIES
     if not replies.is_file():
         raise CoHardenError(f"{replies}: no scripted replies" if replies != example / REPLIES else
@@ -115,7 +127,8 @@ def run_demo(example: Path, output: Path, settings: Settings, *, replies: Path |
         llm = LLMConfig(model=MODEL, api_base=server.base_url, api_key_env=KEY_VAR, max_retries=0, timeout=60,
                         cost_overrides={MODEL: CostOverride(input_per_token=1e-6, output_per_token=2e-6)})
         client = LLMClient(llm)
-        run = LoopRun(settings, config, output, "demo", Store(settings.store), client.ledger, progress=progress)
+        run = LoopRun(settings, config, demo.output, "demo", Store(settings.store), client.ledger,
+                      progress=demo.progress)
         return _run_loop(instance, client, run, step_limit)
 
 
@@ -171,11 +184,11 @@ def check_live_server(api_base: str, *, timeout: float = 30.0) -> list[str]:
     return ids
 
 
-def run_live(example: Path, output: Path, settings: Settings, *, api_base: str | None = None,
-             config: LoopConfig = LIVE_CONFIG, step_limit: int = LIVE_STEP_LIMIT,
-             progress: ProgressCallback | None = None) -> LoopResult:
+def run_live(example: Path, demo: DemoRun, *, api_base: str | None = None, config: LoopConfig = LIVE_CONFIG,
+             step_limit: int = LIVE_STEP_LIMIT) -> LoopResult:
     """The loop on ``example`` against the local model (``scripts/local-model serve``): every reply is the real
-    model's, recorded in ``output/llm-calls.sqlite`` (record mode) beside the trajectories."""
+    model's, recorded in ``demo.output/llm-calls.sqlite`` (record mode) beside the trajectories."""
+    settings, output = demo.settings, demo.output
     base = local_base(api_base)
     check_live_server(base)
     instance = load_local(example, settings.cache_dir).instance
@@ -184,7 +197,7 @@ def run_live(example: Path, output: Path, settings: Settings, *, api_base: str |
                     timeout=LIVE_TIMEOUT_S, max_tokens=LIVE_MAX_TOKENS, concurrency=1,
                     cost_overrides={LOCAL_MODEL: CostOverride(input_per_token=0.0, output_per_token=0.0)})
     client = LLMClient(llm, store=CallStore(output / "llm-calls.sqlite"), mode=CacheMode.RECORD)
-    run = LoopRun(settings, config, output, "live", Store(settings.store), client.ledger, progress=progress)
+    run = LoopRun(settings, config, output, "live", Store(settings.store), client.ledger, progress=demo.progress)
     return _run_loop(instance, client, run, step_limit)
 
 

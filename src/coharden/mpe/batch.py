@@ -10,6 +10,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,28 @@ DEFAULT_CUTOFFS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 NOT_GRADED = "no instance with this id in the instances file"
 
 
+@dataclass(frozen=True)
+class Grading:
+    """How each prediction is graded, as every job receives it (picklable: a job may run on a Ray worker): the
+    run's settings, the MPE configuration and the LLM mutator (None: the mechanical operators only)."""
+
+    settings: Settings
+    config: MPEConfig = field(default_factory=MPEConfig)
+    llm_mutator: Any = None
+
+
+@dataclass(frozen=True)
+class BatchOutputs:
+    """Where a batch's rows go as they arrive: the store that keeps them (a rerun resumes from it), the output
+    directory (``mpe.jsonl``), the per-prediction log folders (log directory, run id; see
+    :mod:`coharden.mpe.logs`) when asked, and who hears each row."""
+
+    store: Store
+    output: Path
+    logs: tuple[Path, str] | None = None
+    progress: Callable[[dict[str, Any]], None] | None = None
+
+
 def result_key(prediction: Prediction, instance: Instance, config: MPEConfig) -> str:
     """Store key of one prediction's MPE row (kind ``mpe``)."""
     return mpe_row_key(instance_id=instance.instance_id, base_commit=instance.base_commit,
@@ -39,14 +62,15 @@ def result_key(prediction: Prediction, instance: Instance, config: MPEConfig) ->
                        mpe=config.cache_key())
 
 
-def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Settings, store: Store | None,
-                        config: MPEConfig, llm_mutator: Any = None) -> dict[str, Any]:
+def evaluate_prediction(prediction: Prediction, instance: Instance, grading: Grading,
+                        store: Store | None) -> dict[str, Any]:
     """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
 
     As ``coharden eval`` grades it: the prediction's test part is the candidate (source files it also touches
     are dropped and listed); a prediction that is empty, not a diff, touches no test file or does not apply is
     ``Invalid`` (``applied`` false, the reason in words), not an error. ``store`` caches verdicts only; the
     driver of a batch keeps the rows (see :func:`run_batch`)."""
+    settings, config = grading.settings, grading.config
     row: dict[str, Any] = {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path}
     try:
         tests, dropped = prediction_tests(prediction.model_patch, settings.tests.test_patterns)
@@ -63,7 +87,8 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
                 candidate = executor.test_patch(tests, name=prediction.model_name_or_path)
             except (TestIdError, ApplyError, PatchError) as exc:
                 return {**row, **MPERow.invalid(str(exc)).to_json()}
-            result = evaluate(executor, instance.patch, candidate, reference, config, llm_mutator=llm_mutator)
+            result = evaluate(executor, instance.patch, candidate, reference, config,
+                              llm_mutator=grading.llm_mutator)
         row.update(result.to_json())
         if dropped:
             row["dropped_source_files"] = dropped
@@ -72,19 +97,18 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, settings: Se
     return row
 
 
-def mpe_job(prediction: Prediction, instance: Instance | None, settings: Settings, config: MPEConfig,
-            llm_mutator: Any = None) -> dict[str, Any]:
+def mpe_job(prediction: Prediction, instance: Instance | None, grading: Grading) -> dict[str, Any]:
     """The unit of work an engine runs (module level and picklable, for Ray). Opens the verdict cache at
     ``settings.store`` when it can (same machine or a shared disk) and works without one otherwise."""
     if instance is None:  # not graded: listed apart, never counted as a class (see :func:`summarize`)
         return {"instance_id": prediction.instance_id, "model_name_or_path": prediction.model_name_or_path,
                 "error": NOT_GRADED, "not_graded": True}
     try:
-        store: Store | None = Store(settings.store)
+        store: Store | None = Store(grading.settings.store)
     except OSError:
         store = None
     try:
-        return evaluate_prediction(prediction, instance, settings, store, config, llm_mutator)
+        return evaluate_prediction(prediction, instance, grading, store)
     finally:
         if store is not None:
             store.close()
@@ -143,24 +167,24 @@ def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[
     }
 
 
-def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], settings: Settings, store: Store,
-              output: Path, config: MPEConfig | None = None, *, workers: int = 1,
-              progress: Callable[[dict[str, Any]], None] | None = None,
-              engine: Engine | None = None, llm_mutator: Any = None,
-              logs: tuple[Path, str] | None = None) -> list[dict[str, Any]]:
-    """Evaluate every prediction with ``config`` on ``engine`` (default: a local pool of ``workers``). Rows
-    already in the store are not recomputed; new rows are stored and appended to ``output/mpe.jsonl.partial``
-    as they arrive; ``output/mpe.jsonl`` is written in prediction order at the end. With ``llm_mutator``,
-    ``config.llm`` names its model (set from the mutator when not given). ``logs`` (log directory, run id):
-    each prediction's folder ``LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/`` is written as its row arrives (see
-    :mod:`coharden.mpe.logs`); names that would share a folder are refused before anything runs."""
+def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], grading: Grading,
+              outputs: BatchOutputs, *, engine: Engine | None = None) -> list[dict[str, Any]]:
+    """Grade every prediction as ``grading`` says on ``engine`` (default: a local pool of the settings'
+    workers). Rows already in the store are not recomputed; new rows are stored and appended to
+    ``output/mpe.jsonl.partial`` as they arrive; ``output/mpe.jsonl`` is written in prediction order at the
+    end. With an LLM mutator, ``config.llm`` names its model (set from the mutator when not given). With
+    ``logs`` (log directory, run id), each prediction's folder ``LOG_DIR/RUN_ID/MODEL/INSTANCE_ID/`` is written
+    as its row arrives (see :mod:`coharden.mpe.logs`); names that would share a folder are refused before
+    anything runs."""
+    store, output, logs, progress = outputs.store, outputs.output, outputs.logs, outputs.progress
     if logs is not None:
         check_log_folders(*logs, predictions)
     output.mkdir(parents=True, exist_ok=True)
     live = output / "mpe.jsonl.partial"
-    config = config or MPEConfig()
-    if llm_mutator is not None and config.llm is None:
-        config = config.model_copy(update={"llm": llm_mutator.client.config.model})
+    llm_mutator = grading.llm_mutator
+    if llm_mutator is not None and grading.config.llm is None:
+        grading = replace(grading, config=grading.config.model_copy(update={"llm": llm_mutator.client.config.model}))
+    config = grading.config
     rows: dict[int, dict[str, Any]] = {}
     keys: dict[int, str] = {}
     jobs: list[Job] = []
@@ -176,11 +200,11 @@ def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction],
                 if progress:
                     progress(cached)
                 continue
-        jobs.append((mpe_job, (prediction, instance, settings, config, llm_mutator)))
+        jobs.append((mpe_job, (prediction, instance, grading)))
         job_index.append(index)
     lock = threading.Lock()
     own_engine = engine is None
-    engine = engine or LocalEngine(workers)
+    engine = engine or LocalEngine(grading.settings.workers)
     with live.open("w") as handle:
 
         def arrived(position: int, row: dict[str, Any]) -> None:

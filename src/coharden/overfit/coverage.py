@@ -41,7 +41,6 @@ from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_runner import PLUGIN_PATH
 from coharden.execution.readback import read_text
-from coharden.execution.store import Store
 from coharden.patches import is_test_path, touched_files
 from coharden.schema.testpatch import TestPatch
 
@@ -144,11 +143,11 @@ class SideRun(BaseModel):
 
 
 def run_lines(executor: InstanceExecutor, source_patch: str, test: TestPatch, paths: list[str], *,
-              backend: Backend = "coverage", store: Store | None = None) -> SideRun:
+              backend: Backend = "coverage") -> SideRun:
     """Run ``test`` on base + ``source_patch`` with the line-coverage plugin; the lines of ``paths`` that ran.
 
-    Cached in ``store`` (kind ``overfit-linecov``) under the verdict key of the same run plus the backend and
-    the measured paths; timed-out runs are not cached.
+    Cached in the executor's store, when it has one (kind ``overfit-linecov``) under the verdict key of the
+    same run plus the backend and the measured paths; timed-out runs are not cached.
     """
     if backend not in BACKENDS:
         raise CoverageError(f"unknown coverage backend {backend!r} (choose {', '.join(BACKENDS)})")
@@ -156,6 +155,7 @@ def run_lines(executor: InstanceExecutor, source_patch: str, test: TestPatch, pa
         return SideRun(backend=backend)
     key = hashlib.sha256(json.dumps([_CACHE_VERSION, executor.key(source_patch, test), backend,
                                      sorted(paths)]).encode()).hexdigest()
+    store = executor.store
     if store is not None:
         cached = store.get_record(CACHE_KIND, key)
         if cached is not None:
@@ -229,15 +229,16 @@ def _ran(lines: list[int], source: str, ran: list[int]) -> list[int]:
     return [n for n in lines if stmt(n) in executed]
 
 
-def changed_line_coverage(executor: InstanceExecutor, fix: str, test: TestPatch, *, backend: Backend = "coverage",
-                          store: Store | None = None) -> ChangedLineCoverage:
-    """Changed-line coverage of ``test`` (ids already resolved) over ``fix`` (a source patch)."""
+def changed_line_coverage(executor: InstanceExecutor, fix: str, test: TestPatch, *,
+                          backend: Backend = "coverage") -> ChangedLineCoverage:
+    """Changed-line coverage of ``test`` (ids already resolved) over ``fix`` (a source patch); its runs are
+    cached in the executor's store."""
     files = fix_files(executor, fix)
     changes = [changed_lines(path, old, new) for path, (old, new) in sorted(files.items())]
     old_paths = [c.path for c in changes if c.deleted]
     new_paths = [c.path for c in changes if c.added]
-    old_run = run_lines(executor, "", test, old_paths, backend=backend, store=store)
-    new_run = run_lines(executor, fix, test, new_paths, backend=backend, store=store)
+    old_run = run_lines(executor, "", test, old_paths, backend=backend)
+    new_run = run_lines(executor, fix, test, new_paths, backend=backend)
     result = ChangedLineCoverage(backend=backend, complete=not (old_run.timed_out or new_run.timed_out))
     if not result.complete:
         result.note = "a run timed out: its lines count as not covered"

@@ -13,6 +13,7 @@ from typing import Literal
 from coharden import pysource
 from coharden.mutation.context import FileChange, functions_touched
 from coharden.mutation.llm_edits import EditFormatError, apply_edit_blocks, parse_edit_blocks
+from coharden.overfit.pair import PairState
 from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.reward import PairEvaluation
 from coharden.schema.instance import Instance
@@ -135,10 +136,11 @@ def _coverage_text(evaluation: PairEvaluation, files: dict[str, tuple[str, str]]
     return "\n".join(lines)
 
 
-def build_messages(instance: Instance, evaluation: PairEvaluation, fix_changes: list[FileChange],
-                   test_files: dict[str, str], test_patch: str, config: RefineConfig,
+def build_messages(instance: Instance, evaluation: PairEvaluation, pair: PairState, config: RefineConfig,
                    previous: str = "") -> list[dict[str, str]]:
-    """The chat messages of one critic call (see the module docstring for what each variant shows)."""
+    """The chat messages of one critic call on ``pair`` (its fix's changes, its test files and patch; see the
+    module docstring for what each variant shows)."""
+    fix_changes, test_files, test_patch = pair.changes(), pair.test_files, pair.test
     sections: list[str] = []
     if config.extra_context and instance.problem_statement.strip():
         sections.append(f"# Issue\n\n{instance.problem_statement.strip()}")

@@ -27,9 +27,9 @@ The golden test and the golden fix are never shown to the critic and never run h
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,11 +41,11 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
 from coharden.llm import Completion, LLMClient, LLMError, failure_of
-from coharden.mutation.context import FileChange
 from coharden.overfit.critic_prompt import SIDES, ReplyError, apply_reply, build_messages
+from coharden.overfit.pair import PairState
 from coharden.overfit.refine_config import RefineConfig
 from coharden.overfit.reward import PairEvaluation, RewardError, check_backend, coverage_settings, evaluate_pair
-from coharden.patches import make_patch, split_patch, touched_files
+from coharden.patches import split_patch
 from coharden.schema.instance import Instance
 
 STOP_FAIL_TO_PASS = "fail_to_pass"
@@ -107,48 +107,21 @@ class RefineResult(BaseModel):
     records: list[IterationRecord] = Field(default_factory=list, exclude=True)
 
 
+@dataclass(frozen=True)
+class RefineRun:
+    """What the instances of one refinement run share: the critic's client, how the loop runs (``config``),
+    the run's name (each record's ``run``, the refined predictions' ``model_name_or_path``), the verdict store
+    of the executor :func:`refine_instance` opens (:func:`refine_pair` runs on the executor it is given), and
+    who hears each iteration's record as it is made."""
+
+    client: LLMClient
+    config: RefineConfig
+    name: str = "overfit-refine"
+    store: Store | None = None
+    on_iteration: Callable[[IterationRecord], None] | None = None
+
+
 # --- the loop --------------------------------------------------------------------------------------------------
-
-class PairState:
-    """A pair as whole files: the files the fix and the test leave behind (what the critic may edit), their base
-    content, and the files each side deletes (still deleted when a side's patch is rebuilt after an edit)."""
-
-    def __init__(self, executor: InstanceExecutor, fix: str, test: str) -> None:
-        self.fix, self.test = fix, test
-        self.base: dict[str, str | None] = {}
-        self.fix_files, self.fix_deleted = self._files(executor, fix)
-        self.test_files, self.test_deleted = self._files(executor, test)
-
-    def _files(self, executor: InstanceExecutor, patch: str) -> tuple[dict[str, str], list[str]]:
-        post = executor.post_images(patch) if patch.strip() else {}
-        files: dict[str, str] = {}
-        deleted: list[str] = []
-        for path in touched_files(patch):
-            self.base[path] = executor.base_file(path)
-            if post.get(path) is None:
-                deleted.append(path)
-            else:
-                files[path] = post[path] or ""
-        return files, deleted
-
-    def changes(self) -> list[FileChange]:
-        return [FileChange(p, self.base.get(p) or "", c) for p, c in sorted(self.fix_files.items())]
-
-    def _patch(self, files: dict[str, str], deleted: list[str]) -> str:
-        return make_patch([*((p, self.base.get(p), c) for p, c in files.items()),
-                           *((p, self.base.get(p), None) for p in deleted)])
-
-    def with_edits(self, fix_files: dict[str, str], test_files: dict[str, str]) -> PairState:
-        """A new state with these file contents; an unchanged side keeps its patch text byte for byte (so its
-        cached verdicts and coverage runs are reused)."""
-        clone = copy.copy(self)
-        clone.fix_files, clone.test_files = fix_files, test_files
-        if fix_files != self.fix_files:
-            clone.fix = self._patch(fix_files, self.fix_deleted)
-        if test_files != self.test_files:
-            clone.test = self._patch(test_files, self.test_deleted)
-        return clone
-
 
 def split_pair(fix: str, test: str, test_patterns: list[str]) -> tuple[str, str]:
     """The source part of ``fix`` and the test part of ``test`` (the other parts are dropped)."""
@@ -157,10 +130,9 @@ def split_pair(fix: str, test: str, test_patterns: list[str]) -> tuple[str, str]
     return source, tests
 
 
-def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: str, config: RefineConfig, *,
-                run: str = "overfit-refine", on_iteration: Callable[[IterationRecord], None] | None = None
-                ) -> RefineResult:
+def refine_pair(executor: InstanceExecutor, fix: str, test: str, refine: RefineRun) -> RefineResult:
     """Refine one (fix, test) pair on ``executor``'s instance (see the module docstring)."""
+    client, config, run, on_iteration = refine.client, refine.config, refine.name, refine.on_iteration
     instance = executor.instance
     fix, test = split_pair(fix, test, executor.settings.tests.test_patterns)
     result = RefineResult(run=run, instance=instance.instance_id, stop_reason=STOP_ERROR, initial_fix=fix,
@@ -195,8 +167,7 @@ def refine_pair(executor: InstanceExecutor, client: LLMClient, fix: str, test: s
         record = IterationRecord(run=run, instance=instance.instance_id, iteration=result.iterations,
                                  status="invalid", reward_before=current.reward, before=current.summary(),
                                  variant=variant)
-        messages = build_messages(instance, current, state.changes(), state.test_files, state.test, config,
-                                  previous)
+        messages = build_messages(instance, current, state, config, previous)
         completion = _ask(client, messages, instance.instance_id, result, record)
         if completion is None:
             _finish_record(result, record, on_iteration)
@@ -278,12 +249,12 @@ def _finish_record(result: RefineResult, record: IterationRecord,
         on_iteration(record)
 
 
-def refine_instance(instance: Instance, settings: Settings, client: LLMClient, fix: str, test: str,
-                    config: RefineConfig, *, store: Store | None = None, run: str = "overfit-refine",
-                    on_iteration: Callable[[IterationRecord], None] | None = None) -> RefineResult:
-    """:func:`refine_pair` in a fresh executor (its own workspace and fork server) for ``instance``."""
-    check_backend(settings, config.backend, instance.python)
-    settings = coverage_settings(settings, config.backend)
+def refine_instance(instance: Instance, settings: Settings, fix: str, test: str, refine: RefineRun) -> RefineResult:
+    """:func:`refine_pair` in a fresh executor (its own workspace and fork server, ``refine.store``) for
+    ``instance``."""
+    backend = refine.config.backend
+    check_backend(settings, backend, instance.python)
+    settings = coverage_settings(settings, backend)
     repo = resolve_repo(instance, settings.repos_dir)
-    with InstanceExecutor(instance, Path(repo), settings, store) as executor:
-        return refine_pair(executor, client, fix, test, config, run=run, on_iteration=on_iteration)
+    with InstanceExecutor(instance, Path(repo), settings, refine.store) as executor:
+        return refine_pair(executor, fix, test, refine)

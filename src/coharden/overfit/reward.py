@@ -144,7 +144,7 @@ def evaluate_pair(executor: InstanceExecutor, fix: str, test: str, *, backend: B
     if new.outcome is Outcome.APPLY_ERROR and new.reason.startswith("source patch"):
         return PairEvaluation(valid=False, reason=f"fix: {new.reason}", test_ids=candidate.ids, old=old, new=new)
     try:
-        coverage = changed_line_coverage(executor, source, candidate, backend=backend, store=executor.store)
+        coverage = changed_line_coverage(executor, source, candidate, backend=backend)
     except ApplyError as exc:
         return PairEvaluation(valid=False, reason=f"coverage run: {exc}", test_ids=candidate.ids, old=old, new=new)
     except CoverageError as exc:

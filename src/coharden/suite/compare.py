@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coharden.analysis.stats import bootstrap_interval
 from coharden.analysis.stats import percentile as percentile  # re-exported: its home was here
 from coharden.llm import LLMClient, LLMConfig
-from coharden.suite.loop import HardeningConfig, Round0, SuiteRun, harden
+from coharden.suite.loop import HardeningConfig, HardeningStart, Replicate, Round0, SuiteRun, harden
 from coharden.suite.operators import ModuleMutant
-from coharden.suite.runner import KillOracle, MutantStatus
+from coharden.suite.runner import MutantStatus
 
 # --- statistics (pure) ---------------------------------------------------------------------------------
 
@@ -128,6 +128,19 @@ def arm_summary(arm: Arm, runs: Sequence[SuiteRun], *, n_boot: int, seed: int, l
     }
 
 
+@dataclass(frozen=True)
+class CompareDesign:
+    """A comparison's design, fixed before any test runs (what the pre-registration states): the arms in
+    order (the first is the control), the replicates per arm, the rounds (whose seed also seeds the bootstrap)
+    and the bootstrap's resamples and level."""
+
+    arms: Sequence[Arm]
+    replicates: int
+    hardening: HardeningConfig = field(default_factory=HardeningConfig)
+    n_boot: int = 2000
+    level: float = 0.95
+
+
 @dataclass
 class CompareResult:
     round0: Round0
@@ -140,17 +153,17 @@ class CompareResult:
                 "mutants": [m.to_json() for m in self.mutants]}
 
 
-def run_compare(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, arms: Sequence[Arm],
-                replicates: int, config: HardeningConfig, *, client_for: Callable[[Arm], LLMClient | None],
-                n_boot: int = 2000, level: float = 0.95,
+def run_compare(start: HardeningStart, design: CompareDesign, *, client_for: Callable[[Arm], LLMClient | None],
                 on_run: Callable[[SuiteRun], None] | None = None) -> CompareResult:
     """Every arm for replicates ``0..replicates-1`` from the same round 0; one LLM client per arm."""
+    arms, config, n_boot, level = design.arms, design.hardening, design.n_boot, design.level
+    round0 = start.round0
     runs: dict[str, list[SuiteRun]] = {}
     for arm in arms:
         client = client_for(arm)
         runs[arm.name] = []
-        for rep in range(replicates):
-            run = harden(oracle, mutants, round0, client, config, arm=arm.name, replicate=rep)
+        for rep in range(design.replicates):
+            run = harden(start, Replicate(client, arm.name, rep), config)
             runs[arm.name].append(run)
             if on_run is not None:
                 on_run(run)
@@ -168,11 +181,11 @@ def run_compare(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Rou
             and ratio_b is not None else None,
             "ci": paired_bootstrap_diff_ci(a, b, n_boot=n_boot, seed=config.seed, level=level)}
     summary = {"schema": "coharden-suite-compare-1", "round0_sha256": round0.sha256,
-               "mutants_total": len(mutants), "round0_killed": len(round0.ids(MutantStatus.KILLED)),
+               "mutants_total": len(start.mutants), "round0_killed": len(round0.ids(MutantStatus.KILLED)),
                "round0_survivors": len(round0.ids(MutantStatus.SURVIVED)),
                "round0_timeouts": len(round0.ids(MutantStatus.TIMEOUT)),
                "round0_errors": len(round0.ids(MutantStatus.ERROR)),
-               "replicates": replicates, "level": level, "n_boot": n_boot, "seed": config.seed,
+               "replicates": design.replicates, "level": level, "n_boot": n_boot, "seed": config.seed,
                "arms": summaries, "differences_to_control": differences,
                "complete": all(s["status"] == "ok" for s in summaries.values())}
-    return CompareResult(round0, list(mutants), runs, summary)
+    return CompareResult(round0, list(start.mutants), runs, summary)

@@ -11,9 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from coharden.llm import LLMClient
 from coharden.suite.operators import ModuleMutant
-from coharden.suite.roles import RULES, RoleCall, ask, fenced, import_name
+from coharden.suite.roles import RULES, RoleCall, RoleContext, ask, fenced, import_name
 
 SYSTEM = ("You are a test critic. A mutant is a small deliberate change to the code under test; a good test suite "
           "fails on it. You add tests that pass on the real code and fail on the surviving mutants.")
@@ -46,8 +45,6 @@ def critic_messages(module_rel: str, module_source: str, suite: str,
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def add_tests(client: LLMClient, module_rel: str, module_source: str, suite: str,
-              survivors: Sequence[ModuleMutant], total_survivors: int, *, sample_index: int = 0,
-              instance_id: str | None = None) -> RoleCall:
-    messages = critic_messages(module_rel, module_source, suite, survivors, total_survivors)
-    return ask(client, "critic", messages, sample_index=sample_index, instance_id=instance_id)
+def add_tests(ctx: RoleContext, suite: str, survivors: Sequence[ModuleMutant], total_survivors: int) -> RoleCall:
+    messages = critic_messages(ctx.module_rel, ctx.module_source, suite, survivors, total_survivors)
+    return ask(ctx.client, "critic", messages, sample_index=ctx.sample_index, instance_id=ctx.instance_id)

@@ -23,7 +23,7 @@ from coharden.llm import LLMClient
 from coharden.suite.critic import add_tests, shown_mutants
 from coharden.suite.guard import GuardResult, apply_reply
 from coharden.suite.operators import ModuleMutant
-from coharden.suite.roles import RoleCall
+from coharden.suite.roles import RoleCall, RoleContext
 from coharden.suite.runner import KillOracle, MutantStatus, RunResult
 from coharden.suite.tester import write_suite
 
@@ -74,6 +74,27 @@ class Round0:
     def to_json(self) -> dict[str, Any]:
         return {"sha256": self.sha256, **{s.value: self.ids(s) for s in MutantStatus},
                 "record": self.record.to_json() if self.record else None}
+
+
+@dataclass(frozen=True)
+class HardeningStart:
+    """What every arm and replicate starts from: the kill oracle (the module and its sandboxes), the mutants
+    and the frozen round 0 (its suite and its verdict on each mutant)."""
+
+    oracle: KillOracle
+    mutants: Sequence[ModuleMutant]
+    round0: Round0
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One replicate of one arm: its critic (None: the control arm, round 0 only), the arm's name (the
+    instance id its LLM calls are made under) and the replicate's index (their sample index: replicates differ
+    even at temperature 0, and replicate ``r`` of every arm sees the same first prompt)."""
+
+    critic: LLMClient | None
+    arm: str = "critic"
+    index: int = 0
 
 
 @dataclass
@@ -149,8 +170,7 @@ def build_round0(oracle: KillOracle, seed_suite: str, tester: LLMClient | None, 
             raise CoHardenError("no round-0 suite: give seed tests (--tests), a saved suite (--round0) or a "
                                 "--tester-model")
         return seed_suite, SuiteRound(0, "seed")
-    call = write_suite(tester, oracle.module_rel, oracle.original, seed_suite, sample_index=sample_index,
-                       instance_id="tester")
+    call = write_suite(RoleContext(tester, oracle.module_rel, oracle.original, sample_index, "tester"), seed_suite)
     record = SuiteRound(0, "tester", call=call)
     if not call.ok:
         raise CoHardenError(f"tester ({call.model}) failed: {call.failure}: {call.message[:300]}")
@@ -172,13 +192,15 @@ def evaluate_round0(oracle: KillOracle, mutants: Sequence[ModuleMutant], suite: 
     return Round0(suite, oracle.run_mutants(mutants, suite, progress=progress), record)
 
 
-def harden(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, critic: LLMClient | None,
-           config: HardeningConfig, *, arm: str = "critic", replicate: int = 0,
+def harden(start: HardeningStart, replicate: Replicate, config: HardeningConfig, *,
            progress: Callable[[str], None] | None = None) -> SuiteRun:
-    by_id = {m.id: m for m in mutants}
+    oracle, round0, arm = start.oracle, start.round0, replicate.arm
+    by_id = {m.id: m for m in start.mutants}
     survivors = [by_id[i] for i in round0.ids(MutantStatus.SURVIVED)]
-    run = SuiteRun(arm, replicate, round0.sha256, [m.id for m in survivors])
+    run = SuiteRun(arm, replicate.index, round0.sha256, [m.id for m in survivors])
     suite = round0.suite
+    critic = None if replicate.critic is None else RoleContext(replicate.critic, oracle.module_rel, oracle.original,
+                                                               replicate.index, arm)
     for k in range(1, config.max_rounds + 1):
         if not survivors:
             run.stop_reason = "no_survivors"
@@ -186,9 +208,8 @@ def harden(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, 
         if critic is None:
             run.stop_reason = "no_critic"
             break
-        shown = shown_mutants(survivors, config.max_shown, f"{config.seed}:{replicate}:{k}")
-        call = add_tests(critic, oracle.module_rel, oracle.original, suite, shown, len(survivors),
-                         sample_index=replicate, instance_id=arm)
+        shown = shown_mutants(survivors, config.max_shown, f"{config.seed}:{replicate.index}:{k}")
+        call = add_tests(critic, suite, shown, len(survivors))
         record = SuiteRound(k, "critic", call=call, shown=[m.id for m in shown])
         run.rounds.append(record)
         if not call.ok:
@@ -219,7 +240,7 @@ def harden(oracle: KillOracle, mutants: Sequence[ModuleMutant], round0: Round0, 
         gone = set(record.killed) | set(record.timeouts)
         survivors = [m for m in survivors if m.id not in gone]
         if progress is not None:
-            progress(f"{arm} rep {replicate} round {k}: +{len(record.killed)} killed, {len(survivors)} left")
+            progress(f"{arm} rep {replicate.index} round {k}: +{len(record.killed)} killed, {len(survivors)} left")
         if not record.killed:
             record.status = "no_new_kills"
             run.stop_reason = "no_new_kills"

@@ -43,6 +43,19 @@ class RoleCall:
         return data
 
 
+@dataclass(frozen=True)
+class RoleContext:
+    """What every call of a role shares in one run: the client it asks, the module under test (its path in
+    the project and its source, as the role is shown them), and the sample index and instance id its calls are
+    made under (replicates differ even at temperature 0; the ledger and the record/replay store key by them)."""
+
+    client: LLMClient
+    module_rel: str
+    module_source: str
+    sample_index: int = 0
+    instance_id: str | None = None
+
+
 def _usage(call: RoleCall, completion: Completion) -> None:
     call.finish_reason = completion.finish_reason
     call.prompt_tokens = completion.prompt_tokens

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from coharden.llm import LLMClient
-from coharden.suite.roles import RULES, RoleCall, ask, fenced, import_name
+from coharden.suite.roles import RULES, RoleCall, RoleContext, ask, fenced, import_name
 
 SYSTEM = ("You are an expert Python test engineer. You write thorough, precise pytest tests that pin down the exact "
           "behavior of the code: boundaries, edge cases, error cases, return values.")
@@ -21,7 +20,6 @@ def round0_messages(module_rel: str, module_source: str, existing_suite: str = "
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def write_suite(client: LLMClient, module_rel: str, module_source: str, existing_suite: str = "", *,
-                sample_index: int = 0, instance_id: str | None = None) -> RoleCall:
-    return ask(client, "tester", round0_messages(module_rel, module_source, existing_suite),
-               sample_index=sample_index, instance_id=instance_id)
+def write_suite(ctx: RoleContext, existing_suite: str = "") -> RoleCall:
+    return ask(ctx.client, "tester", round0_messages(ctx.module_rel, ctx.module_source, existing_suite),
+               sample_index=ctx.sample_index, instance_id=ctx.instance_id)
