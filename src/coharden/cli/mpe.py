@@ -219,7 +219,7 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
-    from coharden.mpe.evaluate import evaluate
+    from coharden.mpe.evaluate import MPERequest, evaluate
 
     local = pick_instance(instance, instance_id, settings)
     inst = local.instance
@@ -239,7 +239,7 @@ def _mpe_single(instance: Path, instance_id: str | None, test: str, reference: s
     with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=llm_mutator, pool=pool,
+        result = evaluate(executor, MPERequest(inst.patch, cand, ref, config), llm_mutator=llm_mutator, pool=pool,
                           progress=progress)
     if result.pool_complete:  # kept for `coharden mutants` (list / show by id)
         from coharden.execution.store import MPE_RESULT, mpe_result_key
