@@ -59,7 +59,7 @@ from coharden.execution.pytest_runner import test_environment
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.store import Store
 from coharden.instances import resolve_repo
-from coharden.mpe.evaluate import MPEResult, check_fix, evaluate
+from coharden.mpe.evaluate import MPERequest, MPEResult, check_fix, evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.testpatch import TestPatch
@@ -139,7 +139,7 @@ def mpe(study: RealBugsStudy, inst: Instance, candidate: TestPatch | None, with_
     cand = candidate if candidate is not None else golden_copy(ex, golden)
     mark = time.monotonic()
     config = study.config.mpe.model_copy(update={"workers": study.config.workers})  # as the study's _mpe
-    result: MPEResult = evaluate(ex, inst.patch, cand, golden, config, pool=team)
+    result: MPEResult = evaluate(ex, MPERequest(inst.patch, cand, golden, config), pool=team)
     out["mpe"] = time.monotonic() - mark
     timings = result.timings
     # evaluate()'s own cold start is what is left of the other workers' warm-up when it starts

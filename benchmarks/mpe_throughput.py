@@ -33,7 +33,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pytest_results import junit_classname, parse_junit, split_node_id
 from coharden.execution.sandbox import bwrap_path
 from coharden.instances import load_local, resolve_repo
-from coharden.mutation.pool import build_pool
+from coharden.mutation.pool import PoolRequest, build_pool
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
 
@@ -100,7 +100,7 @@ def main() -> None:
         first = next(iter(executors.values()))
         reference = first.golden_test()
         candidate = first.test_patch(candidate_patch, name=args.test)
-        mutants = build_pool(first, inst.patch, [candidate, reference], seed=0).mutants[: args.limit]
+        mutants = build_pool(first, PoolRequest(inst.patch, [candidate, reference], seed=0)).mutants[: args.limit]
         print(f"{inst.instance_id}: {len(mutants)} mutants, candidate {args.test!r} vs golden, "
               f"{args.rounds} rounds", flush=True)
         for name, ex in executors.items():  # warm-up: workspace, fork server, OS caches

@@ -31,7 +31,7 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
-from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
+from coharden.mpe.evaluate import MPEError, MPERequest, MPEResult, evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
@@ -100,7 +100,7 @@ def measure(graded: list[tuple[Instance, Path, list[tuple[str, str]]]], settings
                         try:
                             candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
                             started = time.monotonic()
-                            result = evaluate(executor, inst.patch, candidate, reference, ARMS[arm])
+                            result = evaluate(executor, MPERequest(inst.patch, candidate, reference, ARMS[arm]))
                         except (MPEError, ValueError) as exc:
                             row[f"{arm}_error"] = f"{type(exc).__name__}: {exc}"
                             continue

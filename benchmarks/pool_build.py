@@ -25,7 +25,7 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.instances import load_records, resolve_repo
 from coharden.mpe.evaluate import check_fix
-from coharden.mutation.pool import build_pool
+from coharden.mutation.pool import PoolRequest, build_pool
 from coharden.schema.mutant import MECHANICAL_DEFAULT, TARGETED_OPERATORS
 
 BEFORE = list(TARGETED_OPERATORS)
@@ -57,7 +57,7 @@ def main() -> None:
             order = [("before", BEFORE), ("after", AFTER)]
             for name, ops in order if index % 2 == 0 else order[::-1]:
                 mark = time.monotonic()
-                pool = build_pool(ex, fix, [golden], operators=ops, per_operator=args.per_operator, seed=0)
+                pool = build_pool(ex, PoolRequest(fix, [golden], operators=ops, per_operator=args.per_operator, seed=0))
                 seconds[name] = time.monotonic() - mark
                 sizes[name] = len(pool.mutants)
         rows.append((inst.instance_id, seconds, sizes))

@@ -132,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             test = first.golden_test()
             patches = [("fix", fix)]
             if args.mutants:
-                from coharden.mutation.pool import build_pool
+                from coharden.mutation.pool import PoolRequest, build_pool
 
-                mutants = build_pool(first, fix, [test]).mutants[:args.mutants]
+                mutants = build_pool(first, PoolRequest(fix, [test])).mutants[:args.mutants]
                 patches += [(f"mutant {m.operator}", m.patch) for m in mutants]
             print(f"instance {instance.instance_id}: {len(test.ids)} test ids, {len(patches)} patches "
                   f"({', '.join(label for label, _ in patches)}), n={args.n}, isolation={first.isolation}")

@@ -27,7 +27,7 @@ from typing import Any
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
-from coharden.mpe.evaluate import MPEResult, evaluate
+from coharden.mpe.evaluate import MPERequest, MPEResult, evaluate
 from coharden.schema.mpe_config import DEFAULT_MAX_MUTANTS, MPEConfig
 
 
@@ -39,7 +39,7 @@ def _examples(directory: Path, only: list[str]) -> list[Path]:
 def _timed(executor: InstanceExecutor, fix: str, candidate: Any, reference: Any,
            config: MPEConfig) -> tuple[MPEResult, float]:
     started = time.monotonic()
-    result = evaluate(executor, fix, candidate, reference, config)
+    result = evaluate(executor, MPERequest(fix, candidate, reference, config))
     return result, time.monotonic() - started
 
 

@@ -30,7 +30,7 @@ from coharden.environment.derived import auto_spec_settings
 from coharden.errors import CoHardenError
 from coharden.execution.executor import InstanceExecutor
 from coharden.instances import load_instances, resolve_repo
-from coharden.mutation.pool import build_pool
+from coharden.mutation.pool import PoolRequest, build_pool
 from coharden.patches import split_patch
 
 MODES = ("fresh", "fork")
@@ -58,7 +58,7 @@ def measure(record_file: Path, iid: str, repos: Path, mutants: int, rounds: int,
     try:
         test = executors["fresh"].golden_test()
         patches = [("F->P buggy", ""), ("F->P fixed", fix)]
-        pool = build_pool(executors["fresh"], fix, [test]).mutants[:mutants]
+        pool = build_pool(executors["fresh"], PoolRequest(fix, [test])).mutants[:mutants]
         patches += [("mutant", m.patch) for m in pool]
         seconds: dict[tuple[str, str], list[float]] = {}
         verdicts: dict[str, set[str]] = {}

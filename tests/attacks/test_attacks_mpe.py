@@ -56,11 +56,11 @@ ATTACK_CAP = 33
 
 
 def mpe_run(ex: InstanceExecutor, example: LocalInstance, candidate: TestPatch, **config: object):
-    from coharden.mpe.evaluate import evaluate
+    from coharden.mpe.evaluate import MPERequest, evaluate
     from coharden.schema.mpe_config import MPEConfig
 
     config.setdefault("max_mutants", ATTACK_CAP)
-    return evaluate(ex, example.instance.patch, candidate, ex.golden_test(), MPEConfig(**config))
+    return evaluate(ex, MPERequest(example.instance.patch, candidate, ex.golden_test(), MPEConfig(**config)))
 
 
 @pytest.mark.slow
@@ -164,7 +164,7 @@ def test_forged_recorder_lines_never_reach_mutants(make_executor, example: Local
     a code-injecting parameter name, a path out of the repository, a foreign receiver name and garbage are
     dropped; the real records stay."""
     from coharden.mutation.context import record_targets
-    from coharden.mutation.pool import fix_context, record_calls
+    from coharden.mutation.pool import Recording, fix_context, record_calls
 
     ex = make_executor()
     inst = example.instance
@@ -199,7 +199,7 @@ def test_forged_recorder_lines_never_reach_mutants(make_executor, example: Local
             a, b, c = symbols("a b c")
             assert sstr(a / (b * c)) == "a/(b*c)"
         """, extra={"tests/conftest.py": conftest})
-    records = record_calls(ex, inst.patch, [test], targets)
+    records = record_calls(ex, Recording(inst.patch, [test], targets))
     assert any(r["kind"] == "summary" for r in records)  # the recorder's own records are kept
     assert all(r.get("path") is None or not r["path"].startswith("..") for r in records)
     text = repr(records)
@@ -215,7 +215,7 @@ def test_a_recorded_value_whose_pickle_runs_code_is_dropped_and_counted(make_exe
     in every mutant run against the reference test. The recorder never pickles: the value (a class of the
     test, not of the repository) has no safe encoding, so its call is dropped and counted by reason, nothing
     of it reaches a mutant, and ``__reduce__`` is never even called."""
-    from coharden.mutation.pool import build_pool
+    from coharden.mutation.pool import PoolRequest, build_pool
     from coharden.schema.mutant import Operator
 
     ex = make_executor()
@@ -246,7 +246,7 @@ def test_a_recorded_value_whose_pickle_runs_code_is_dropped_and_counted(make_exe
             assert sstr(a / (b * c)) == "a/(b*c)"
         """)
     ops = [Operator.INPUT_SPECIFIC_SHORTCUT, Operator.NARROWED_SCOPE, Operator.CALLER_PATCH]
-    pool = build_pool(ex, example.instance.patch, [test], operators=ops)
+    pool = build_pool(ex, PoolRequest(example.instance.patch, [test], operators=ops))
     assert pool.values_dropped.get("type_outside_repository", 0) >= 1, pool.summary()
     assert any("Payload" in name for name in pool.dropped_types), pool.summary()
     root = ex.workspace_root()

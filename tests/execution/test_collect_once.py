@@ -43,7 +43,7 @@ def _cells(executor: InstanceExecutor, tests: dict, patches: list[tuple[str, str
 def test_collecting_once_gives_the_verdicts_of_collecting_every_time_on_the_bundled_examples(
         directory: Path, tmp_path: Path) -> None:
     from coharden.instances import load_local, resolve_repo
-    from coharden.mutation.pool import build_pool
+    from coharden.mutation.pool import PoolRequest, build_pool
 
     example = load_local(directory, tmp_path / "cache")
     instance = example.instance
@@ -55,7 +55,7 @@ def test_collecting_once_gives_the_verdicts_of_collecting_every_time_on_the_bund
             tests |= {p.stem: ex.test_patch(p.read_text(), name=p.stem)
                       for p in sorted((directory / "candidates").glob("*.patch"))}
             if not collect:
-                pool = build_pool(ex, instance.patch, [tests["golden"]])
+                pool = build_pool(ex, PoolRequest(instance.patch, [tests["golden"]]))
                 first = {}
                 for mutant in pool.mutants:
                     first.setdefault(mutant.operator, mutant)

@@ -22,9 +22,9 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
 from coharden.instances import load_local, resolve_repo
-from coharden.mpe.evaluate import evaluate
+from coharden.mpe.evaluate import MPERequest, evaluate
 from coharden.mutation.context import record_targets
-from coharden.mutation.pool import fix_context, record_calls
+from coharden.mutation.pool import Recording, fix_context, record_calls
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
 
@@ -56,9 +56,9 @@ def _mpe(example: dict[str, Any], tmp: Path, *, workers: int, store: Store | Non
         return ex
 
     with factory() as ex, ExecutorPool(factory, size=workers) as pool:
-        result = evaluate(ex, example["instance"].patch, ex.test_patch(example["candidates"][name], name=name),
-                          ex.golden_test(), MPEConfig(workers=workers, seed=3, max_mutants=33),
-                          pool=pool)
+        candidate = ex.test_patch(example["candidates"][name], name=name)
+        result = evaluate(ex, MPERequest(example["instance"].patch, candidate, ex.golden_test(),
+                                         MPEConfig(workers=workers, seed=3, max_mutants=33)), pool=pool)
     return result, sum(e.runs for e in made)
 
 
@@ -87,9 +87,9 @@ def test_a_test_and_its_identical_copy_are_recorded_once(example: dict[str, Any]
         targets = record_targets(fix_context(ex, inst.patch))
         assert targets
         before = ex.runs
-        both = record_calls(ex, inst.patch, [golden, copy], targets)
+        both = record_calls(ex, Recording(inst.patch, [golden, copy], targets))
         assert ex.runs - before == 1
-        alone = record_calls(ex, inst.patch, [golden], targets)
+        alone = record_calls(ex, Recording(inst.patch, [golden], targets))
     assert [r["from_test"] for r in both if r["kind"] == "session"] == ["golden", "copy"]
     strip = [{k: v for k, v in r.items() if k != "from_test"} for r in both if r.get("from_test") == "golden"]
     assert strip == [{k: v for k, v in r.items() if k != "from_test"} for r in alone]
@@ -171,7 +171,7 @@ def test_real_parallel_and_cached_mpe_equal_a_fresh_serial_run(tmp_path: Path) -
         team = study.team(inst)
         golden = team.executors[0].golden_test()
         config = study.config.mpe.model_copy(update={"workers": study.config.workers})
-        result = evaluate(team.executors[0], inst.patch, golden, golden, config, pool=team)
+        result = evaluate(team.executors[0], MPERequest(inst.patch, golden, golden, config), pool=team)
         return json.dumps(_strip_durations(result.to_json(timings=False)), sort_keys=True)
 
     # the serial run imports sympy afresh in every test process; the parallel one keeps it imported (warm)

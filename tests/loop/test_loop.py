@@ -232,15 +232,15 @@ def test_a_borderline_round_asks_for_more_mutants_before_it_decides(example, ser
     r1 = result.rounds[1]
     assert r1.laxity == 0.0
     # more mutants than the first cap: the Borderline round asked for them (admissible counts behaviours)
-    from coharden.mpe.evaluate import evaluate
+    from coharden.mpe.evaluate import MPERequest, evaluate
     from coharden.schema.matrix import TestClass
 
     inst = example.instance
     with InstanceExecutor(inst, Path(inst.repo), Settings(timeout=60, cache_dir=tmp_path / "c3")) as ex:
         lax = ex.test_patch(r1.test, name="t1")
-        first = evaluate(ex, r1.fix, lax, lax, config.mpe.model_copy(update={"seed": config.seed + 1}))
-        extended = evaluate(ex, r1.fix, lax, lax, config.mpe.model_copy(update={"seed": config.seed + 1,
-                                                                                "max_mutants": 44}))
+        first = evaluate(ex, MPERequest(r1.fix, lax, lax, config.mpe.model_copy(update={"seed": config.seed + 1})))
+        wider = config.mpe.model_copy(update={"seed": config.seed + 1, "max_mutants": 44})
+        extended = evaluate(ex, MPERequest(r1.fix, lax, lax, wider))
     assert first.test_class is TestClass.BORDERLINE
     assert first.stop == "cap"
     # doubling the cap draws more mutants than the first cap did (the round's own counts are behaviours of t1

@@ -21,7 +21,7 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.instances import load_local, resolve_repo
-from coharden.mpe.evaluate import MPEResult, evaluate
+from coharden.mpe.evaluate import MPERequest, MPEResult, evaluate
 from coharden.mpe.implied import UNREACHED, Implied, changed_functions, mutant_files, reach_pass
 from coharden.patches import make_patch as diff_of
 from coharden.schema.instance import Instance
@@ -245,7 +245,7 @@ def test_implied_runs_are_not_made_and_change_nothing(tmp_path: Path) -> None:
     results: dict[str, MPEResult] = {}
     for name, cfg in [("implied", config), ("checked", config.model_copy(update={"implied": False}))]:
         with _executor(inst, repo, tmp_path, name) as ex:
-            results[name] = evaluate(ex, inst.patch, ex.test_patch(lax, name="lax"), ex.golden_test(), cfg)
+            results[name] = evaluate(ex, MPERequest(inst.patch, ex.test_patch(lax, name="lax"), ex.golden_test(), cfg))
     implied, checked = results["implied"], results["checked"]
     assert _cells(implied) == _cells(checked)
     assert (implied.test_class, implied.laxity, implied.matrix.counts()) == \
@@ -267,8 +267,8 @@ def test_implied_runs_are_not_made_and_change_nothing(tmp_path: Path) -> None:
     assert any(m["candidate"].get("implied") == UNREACHED for m in json_verdict)
     # implied verdicts are never stored: the check mode on the same store makes exactly those runs
     with _executor(inst, repo, tmp_path, "implied") as ex:
-        again = evaluate(ex, inst.patch, ex.test_patch(lax, name="lax"), ex.golden_test(),
-                         config.model_copy(update={"implied": False}))
+        again = evaluate(ex, MPERequest(inst.patch, ex.test_patch(lax, name="lax"), ex.golden_test(),
+                                        config.model_copy(update={"implied": False})))
     assert _cells(again) == _cells(implied)
     assert _made(again) == len(given)
 
@@ -283,10 +283,10 @@ def test_a_test_flaky_on_the_fixed_code_gets_no_implied_outcome(tmp_path: Path) 
         """)
     config = MPEConfig(operators=OPERATORS)
     with _executor(inst, repo, tmp_path, "flaky") as ex:
-        result = evaluate(ex, inst.patch, ex.test_patch(flaky, name="flaky"), ex.golden_test(), config)
+        result = evaluate(ex, MPERequest(inst.patch, ex.test_patch(flaky, name="flaky"), ex.golden_test(), config))
     with _executor(inst, repo, tmp_path, "flaky-checked") as ex:
-        checked = evaluate(ex, inst.patch, ex.test_patch(flaky, name="flaky"), ex.golden_test(),
-                           config.model_copy(update={"implied": False}))
+        checked = evaluate(ex, MPERequest(inst.patch, ex.test_patch(flaky, name="flaky"), ex.golden_test(),
+                                          config.model_copy(update={"implied": False})))
     assert result.fail_to_pass
     assert result.flaky == ["candidate: PASS, then FAIL"]
     assert result.reach["candidate"].startswith("flaky on the fixed code")

@@ -9,7 +9,7 @@ import pytest
 from coharden.loop.decision import Decision, decide
 from coharden.mpe.sequential import Stop, capped, operator_order, rounds, stop_reason
 from coharden.schema.estimate import Estimate, clopper_pearson
-from coharden.schema.matrix import TestClass, classify
+from coharden.schema.matrix import FAIL_TO_PASS, TestClass, classify
 from coharden.schema.mutant import Mutant, Operator
 from coharden.study.split import in_split, select, split_of
 
@@ -37,13 +37,13 @@ def test_clopper_pearson_refuses_bad_input(k: int, n: int, confidence: float) ->
 
 
 def test_the_interval_decides_the_class_and_borderline_straddles_tau() -> None:
-    f2p = {"fails_on_buggy": True, "passes_on_fixed": True, "tau": 0.202}
-    assert classify(**f2p, laxity=0.0, interval=(0.0, 0.15)) is TestClass.RIGOROUS
-    assert classify(**f2p, laxity=0.5, interval=(0.202, 0.8)) is TestClass.LAX  # at tau counts as Lax
-    assert classify(**f2p, laxity=0.1, interval=(0.01, 0.3)) is TestClass.BORDERLINE
+    tau = 0.202
+    assert classify(FAIL_TO_PASS, laxity=0.0, tau=tau, interval=(0.0, 0.15)) is TestClass.RIGOROUS
+    assert classify(FAIL_TO_PASS, laxity=0.5, tau=tau, interval=(0.202, 0.8)) is TestClass.LAX  # at tau: Lax
+    assert classify(FAIL_TO_PASS, laxity=0.1, tau=tau, interval=(0.01, 0.3)) is TestClass.BORDERLINE
     # the paper's point rule without an interval; no laxity: Inconclusive either way
-    assert classify(**f2p, laxity=0.1) is TestClass.RIGOROUS
-    assert classify(**f2p, laxity=None, interval=None) is TestClass.INCONCLUSIVE
+    assert classify(FAIL_TO_PASS, laxity=0.1, tau=tau) is TestClass.RIGOROUS
+    assert classify(FAIL_TO_PASS, laxity=None, tau=tau, interval=None) is TestClass.INCONCLUSIVE
 
 
 def test_estimate_sides_and_a_spent_pool_is_still_a_sample() -> None:

@@ -18,7 +18,7 @@ from coharden.execution.executor import InstanceExecutor
 from coharden.execution.fast.lanes import second_lane_wanted
 from coharden.execution.pool import ExecutorPool
 from coharden.execution.store import Store
-from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
+from coharden.mpe.evaluate import MPEError, MPERequest, MPEResult, evaluate
 from coharden.schema.instance import Instance
 from coharden.schema.matrix import TestClass
 from coharden.schema.mpe_config import MPEConfig
@@ -130,7 +130,7 @@ def executor(project: dict[str, str], tmp_path: Path):  # type: ignore[no-untype
 
 def test_golden_against_itself_has_no_beta_and_no_gamma(executor: InstanceExecutor, project: dict[str, str]) -> None:
     golden = executor.golden_test()
-    result = evaluate(executor, project["fix"], golden, golden)
+    result = evaluate(executor, MPERequest(project["fix"], golden, golden))
     # this fix's pool shows too few distinct behaviours to call anything Rigorous: said, never guessed
     assert result.test_class is TestClass.BORDERLINE
     assert result.undecided in ("pool_too_small", "cap")
@@ -149,7 +149,7 @@ def test_golden_against_itself_has_no_beta_and_no_gamma(executor: InstanceExecut
 def test_lax_test_lets_wrong_fixes_through(executor: InstanceExecutor, project: dict[str, str]) -> None:
     golden = executor.golden_test()
     lax = executor.test_patch(project["lax"], name="lax")
-    result = evaluate(executor, project["fix"], lax, golden, MPEConfig(behaviours=False))  # per mutant
+    result = evaluate(executor, MPERequest(project["fix"], lax, golden, MPEConfig(behaviours=False)))  # per mutant
     assert result.fail_to_pass
     # the point is above tau; this pool is spent before its interval clears tau, which is said, not rounded
     assert result.test_class is TestClass.LAX or (result.test_class is TestClass.BORDERLINE
@@ -158,7 +158,7 @@ def test_lax_test_lets_wrong_fixes_through(executor: InstanceExecutor, project: 
     assert result.laxity >= 0.202
     assert result.laxity == len(result.matrix.beta) / result.matrix.admissible
     # over behaviours (the default) the same runs count each distinct behaviour once, the mutants' figure beside
-    counted = evaluate(executor, project["fix"], lax, golden)
+    counted = evaluate(executor, MPERequest(project["fix"], lax, golden))
     assert counted.counted == "behaviours"
     assert counted.mutant_laxity is not None
     assert counted.behaviour_matrix.admissible <= counted.matrix.admissible
@@ -176,11 +176,11 @@ def test_lax_test_lets_wrong_fixes_through(executor: InstanceExecutor, project: 
 def test_non_fail_to_pass_classes(executor: InstanceExecutor, project: dict[str, str], name: str,
                                   expected: TestClass) -> None:
     golden = executor.golden_test()
-    result = evaluate(executor, project["fix"], executor.test_patch(project[name], name=name), golden)
+    result = evaluate(executor, MPERequest(project["fix"], executor.test_patch(project[name], name=name), golden))
     assert result.test_class is expected
     assert result.mutants == []
-    paper = evaluate(executor, project["fix"], executor.test_patch(project[name], name=name), golden,
-                     MPEConfig(paper_classes=True))
+    paper = evaluate(executor, MPERequest(project["fix"], executor.test_patch(project[name], name=name), golden,
+                                          MPEConfig(paper_classes=True)))
     assert paper.test_class is TestClass.MISALIGNED
     assert not any("network" in w for w in result.warnings)
 
@@ -201,7 +201,8 @@ def test_a_test_failing_only_for_want_of_the_network_is_said_to_say_nothing(
             assert clamp(-5, 0, 3) == 0
         """)
     patch = make_patch(repo, {"tests/test_rng.py": online})
-    result = evaluate(executor, project["fix"], executor.test_patch(patch, name="online"), executor.golden_test())
+    online_test = executor.test_patch(patch, name="online")
+    result = evaluate(executor, MPERequest(project["fix"], online_test, executor.golden_test()))
     assert (result.test_class, result.undecided) == (TestClass.INCONCLUSIVE, "needs_network")
     assert result.candidate_fixed.network
     assert any("reaches for the network" in w for w in result.warnings), result.warnings
@@ -213,8 +214,8 @@ def test_same_seed_gives_byte_identical_json(project: dict[str, str], tmp_path: 
     for run in range(2):
         settings = Settings(timeout=60, store=tmp_path / f"s{run}.sqlite", cache_dir=tmp_path / "c", workers=1)
         with InstanceExecutor(_instance(project), Path(project["repo"]), settings, None) as ex:
-            result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
-                              MPEConfig(per_operator=2, seed=7))
+            lax = ex.test_patch(project["lax"], name="lax")
+            result = evaluate(ex, MPERequest(project["fix"], lax, ex.golden_test(), MPEConfig(per_operator=2, seed=7)))
         outputs.append(json.dumps(result.to_json(timings=False), sort_keys=True))
     assert outputs[0] == outputs[1]
 
@@ -228,8 +229,9 @@ def _lax_mpe_on(workers: int, project: dict[str, str], tmp_path: Path, **config:
         return InstanceExecutor(inst, Path(project["repo"]), settings, None)
 
     with factory() as ex, ExecutorPool(factory, workers) as pool:
-        result = evaluate(ex, project["fix"], ex.test_patch(project["lax"], name="lax"), ex.golden_test(),
-                          MPEConfig(workers=workers, **config), pool=pool)
+        lax = ex.test_patch(project["lax"], name="lax")
+        result = evaluate(ex, MPERequest(project["fix"], lax, ex.golden_test(), MPEConfig(workers=workers, **config)),
+                          pool=pool)
         return result, len(pool.executors)
 
 
@@ -378,9 +380,9 @@ def test_pool_lends_a_warming_executor_only_after_its_warm_up(project: dict[str,
 def test_bad_inputs_get_clear_errors(executor: InstanceExecutor, project: dict[str, str]) -> None:
     golden = executor.golden_test()
     with pytest.raises(MPEError, match="empty"):
-        evaluate(executor, "", golden, golden)
+        evaluate(executor, MPERequest("", golden, golden))
     with pytest.raises(MPEError, match="only test files"):
-        evaluate(executor, project["golden"], golden, golden)
+        evaluate(executor, MPERequest(project["golden"], golden, golden))
     # a candidate that adds no test function
     comment_only = make_patch(Path(project["repo"]), {"tests/test_rng.py": BASE_TEST + "\n# just a comment\n"})
     with pytest.raises(TestIdError, match="no test function"):
@@ -388,7 +390,7 @@ def test_bad_inputs_get_clear_errors(executor: InstanceExecutor, project: dict[s
     # a reference that is not fail-to-pass: nothing is classified
     not_f2p = executor.test_patch(project["not_reproducing"], name="nr")
     with pytest.raises(MPEError, match="not fail-to-pass"):
-        evaluate(executor, project["fix"], golden, not_f2p)
+        evaluate(executor, MPERequest(project["fix"], golden, not_f2p))
 
 
 def test_cli_mpe_json_and_batch(project: dict[str, str], tmp_path: Path) -> None:
@@ -538,8 +540,8 @@ def test_prefer_exercised_samples_mutants_of_code_the_tests_run(tmp_path: Path) 
         ref = ex.golden_test()
         config = MPEConfig(operators=[Operator.INCOMPLETE_FIX], per_operator=1, seed=3,
                            sequential=False)
-        plain = evaluate(ex, inst.patch, ref, ref, config)
-        chosen = evaluate(ex, inst.patch, ref, ref, config.model_copy(update={"prefer_exercised": True}))
+        plain = evaluate(ex, MPERequest(inst.patch, ref, ref, config))
+        chosen = evaluate(ex, MPERequest(inst.patch, ref, ref, config.model_copy(update={"prefer_exercised": True})))
     assert "unexercised_candidates" not in plain.pool
     assert chosen.pool["unexercised_candidates"] == {"incomplete_fix": 1}  # the fix of unused() reverted
     # the one candidate left, in used(): the golden test kills it (the other would have been accepted by any test)
@@ -580,7 +582,7 @@ def test_paper_classes_run_n_per_operator_with_the_point_rule(executor: Instance
                                                               project: dict[str, str]) -> None:
     golden = executor.golden_test()
     lax = executor.test_patch(project["lax"], name="lax")
-    paper = evaluate(executor, project["fix"], lax, golden, MPEConfig(paper_classes=True, per_operator=2))
+    paper = evaluate(executor, MPERequest(project["fix"], lax, golden, MPEConfig(paper_classes=True, per_operator=2)))
     assert not paper.sequential
     assert paper.point_classes
     assert paper.stop == "fixed budget"
@@ -588,7 +590,7 @@ def test_paper_classes_run_n_per_operator_with_the_point_rule(executor: Instance
     assert paper.test_class is (TestClass.RIGOROUS if paper.laxity < paper.tau else TestClass.LAX)  # type: ignore[operator]
     assert paper.interval is not None  # reported beside the point, not used for the class
     # the golden test against itself, whole pool: beta = gamma = 0, and a pool this small cannot decide
-    whole = evaluate(executor, project["fix"], golden, golden, MPEConfig(max_mutants=None))
+    whole = evaluate(executor, MPERequest(project["fix"], golden, golden, MPEConfig(max_mutants=None)))
     assert (len(whole.matrix.beta), len(whole.matrix.gamma)) == (0, 0)
     assert whole.stop == "pool"
     assert whole.census
@@ -639,7 +641,8 @@ def test_the_cap_stops_an_undecided_test_as_borderline(executor: InstanceExecuto
     paper's point rule on the same draw."""
     golden = executor.golden_test()
     ops = [Operator.NARROWED_SCOPE, Operator.WIDENED_SCOPE]
-    capped = evaluate(executor, executor.instance.patch, golden, golden, MPEConfig(operators=ops, max_mutants=4))
+    config = MPEConfig(operators=ops, max_mutants=4)
+    capped = evaluate(executor, MPERequest(executor.instance.patch, golden, golden, config))
     assert capped.test_class is TestClass.BORDERLINE
     assert capped.stop == "cap"
     assert (len(capped.mutants), capped.rounds) == (4, 2)
@@ -662,7 +665,7 @@ def test_mpe_over_a_reproduction_script(executor: InstanceExecutor, project: dic
     patch = make_patch(Path(project["repo"]), {"test_reproduce.py": SCRIPT})
     script = executor.test_patch(patch, name="script")
     assert script.exec_mode == "reproduction_script"
-    result = evaluate(executor, project["fix"], script, executor.golden_test(), MPEConfig(behaviours=False))
+    result = evaluate(executor, MPERequest(project["fix"], script, executor.golden_test(), MPEConfig(behaviours=False)))
     assert result.fail_to_pass, result.row().reason
     assert result.matrix.admissible > 0
     assert all(m.candidate is None or m.candidate.exec_mode == "reproduction_script" for m in result.mutants)

@@ -169,15 +169,14 @@ def test_the_class_rule_is_one_function_read_by_every_place_that_classifies() ->
 
     from coharden.loop.decision import Decision, decide
     from coharden.schema.estimate import side_of
-    from coharden.schema.matrix import TestClass, classify
+    from coharden.schema.matrix import FAIL_TO_PASS, TestClass, classify
 
     tau = 0.202
     grid = [i / 20 for i in range(21)] + [tau]
     for low in grid:
         for high in (h for h in grid if h >= low):
             side = side_of((low, high), tau)
-            klass = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=(low + high) / 2, tau=tau,
-                             interval=(low, high))
+            klass = classify(FAIL_TO_PASS, laxity=(low + high) / 2, tau=tau, interval=(low, high))
             assert klass == {"lax": TestClass.LAX, "rigorous": TestClass.RIGOROUS,
                              "borderline": TestClass.BORDERLINE}[side]
             decision = decide(admissible=5, laxity=(low + high) / 2, tau=tau, changed=True, interval=(low, high))

@@ -13,7 +13,7 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.mpe import behaviours
-from coharden.mpe.evaluate import evaluate
+from coharden.mpe.evaluate import MPERequest, evaluate
 from coharden.mpe.mutant_runs import MutantRunPlan, run_mutants, sampling_frame
 from coharden.mpe.plausibility import pass_to_pass
 from coharden.mpe.result import IMPLAUSIBLE
@@ -195,8 +195,8 @@ def test_evaluate_measures_plausibility_and_paper_classes_keep_the_old_admission
         project: dict[str, str], tmp_path: Path) -> None:
     with _executor(project, tmp_path, P2P) as ex:
         golden, lax = ex.golden_test(), ex.test_patch(project["lax"], name="lax")
-        result = evaluate(ex, project["fix"], lax, golden, MPEConfig(max_mutants=None))
-        paper = evaluate(ex, project["fix"], lax, golden, MPEConfig(paper_classes=True, per_operator=50))
+        result = evaluate(ex, MPERequest(project["fix"], lax, golden, MPEConfig(max_mutants=None)))
+        paper = evaluate(ex, MPERequest(project["fix"], lax, golden, MPEConfig(paper_classes=True, per_operator=50)))
     assert result.plausibility == {"measured": True, "tests": 2, "reason": None, "left_out": {}}
     assert result.counted == "behaviours"
     implausible = [r for r in result.mutants if r.inadmissible_reason == IMPLAUSIBLE]
@@ -221,6 +221,7 @@ def test_an_empty_pool_is_inconclusive_with_its_reason(project: dict[str, str], 
     with _executor(project, tmp_path, P2P) as ex:
         golden = ex.golden_test()
         # symptom_suppression needs an exception on the buggy code; none is raised here: no mutant at all
-        result = evaluate(ex, project["fix"], golden, golden, MPEConfig(operators=[Operator.SYMPTOM_SUPPRESSION]))
+        config = MPEConfig(operators=[Operator.SYMPTOM_SUPPRESSION])
+        result = evaluate(ex, MPERequest(project["fix"], golden, golden, config))
     assert result.test_class is TestClass.INCONCLUSIVE
     assert result.undecided == "empty_pool"

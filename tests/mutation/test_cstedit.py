@@ -19,6 +19,7 @@ from coharden.mutation.context import FileChange, FixContext, functions_touched
 from coharden.mutation.cstedit import LineSites, ParsedModule, parsed
 from coharden.mutation.pool import Pool, admit, mechanical_operators
 from coharden.mutation.registry import OperatorInputs, registry
+from coharden.mutation.sampling import Draw
 from coharden.mutation.widened_scope import WideningSites
 
 SRC = Path(coharden.__file__).parent
@@ -198,7 +199,7 @@ def _pool(ctx: FixContext) -> tuple[list[tuple[str, str, dict[str, str]]], Pool]
     inputs = OperatorInputs(ctx, base_file=lambda path: None)
     raw = [m for op in mechanical_operators() for m in registry()[op]().generate(inputs)]
     pool = Pool()
-    admit(ctx, raw, pool, dict.fromkeys(mechanical_operators(), 3), seed=0)
+    admit(ctx, raw, pool, Draw(dict.fromkeys(mechanical_operators(), 3), seed=0))
     return [(m.operator, m.description, m.files) for m in raw], pool
 
 

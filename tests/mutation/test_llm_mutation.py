@@ -20,7 +20,7 @@ from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
 from coharden.llm import Budget, CacheMode, CallStore, CostOverride, LLMClient, LLMConfig, MockLLMServer
-from coharden.mpe.evaluate import MPEResult, evaluate
+from coharden.mpe.evaluate import MPERequest, MPEResult, evaluate
 from coharden.mutation.context import FileChange, FixContext
 from coharden.mutation.llm_edits import EditFormatError, apply_edit_blocks, parse_edit_blocks, reply_to_raw_mutant
 from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings, is_repetition
@@ -174,7 +174,7 @@ class Project:
             # checked in tests/test_plausible_pool.py)
             kw.setdefault("behaviours", False)
             config = MPEConfig(mechanical=mechanical, llm=mutator.client.config.model if mutator else None, **kw)
-            return evaluate(ex, self.fix, cand, reference, config, llm_mutator=mutator)
+            return evaluate(ex, MPERequest(self.fix, cand, reference, config), llm_mutator=mutator)
 
 
 @pytest.fixture
@@ -451,7 +451,7 @@ def test_llm_is_not_called_for_a_test_that_is_not_fail_to_pass(serve: Any, proje
         reference = ex.golden_test()
         passing = ex.test_patch(make_patch(project.repo, {"tests/test_clamp.py": (
             TESTS + "\n\ndef test_mid():\n    assert clamp(1, 0, 3) == 1\n")}), name="np")
-        result = evaluate(ex, project.fix, passing, reference, MPEConfig(mechanical=False, llm="mock"),
+        result = evaluate(ex, MPERequest(project.fix, passing, reference, MPEConfig(mechanical=False, llm="mock")),
                           llm_mutator=mutator(server.base_url))
     assert result.test_class is TestClass.NOT_REPRODUCING
     assert server.requests == []
@@ -737,12 +737,13 @@ def test_messages_for_long_files_show_excerpts_around_the_fix() -> None:
     new = old.replace("v500 = 500\n", "v500 = 501\n")
     ctx = FixContext([FileChange("big.py", old, new)])
     tests = (TestPatch(patch="t1\n", ids=["a"]), TestPatch(patch="t2\n", ids=["b"]))
-    (_, user) = build_messages(ctx, tests, Operator.VANILLA, context=10)
+    layout = LLMMutatorSettings(context_lines=10)
+    (_, user) = build_messages(ctx, tests, Operator.VANILLA, layout)
     text = user["content"]
     assert "lines 491-511 of 1000:" in text
     assert "v500 = 501\n" in text
     assert "v100 = 100" not in text
-    swapped = build_messages(ctx, tests, Operator.VANILLA, context=10, swap=True)[1]["content"]
+    swapped = build_messages(ctx, (tests[1], tests[0]), Operator.VANILLA, layout)[1]["content"]
     assert text.index("t1\n") < text.index("t2\n")
     assert swapped.index("t2\n") < swapped.index("t1\n")
 

@@ -13,6 +13,7 @@ import pytest
 from coharden.mutation import behavior_substitution, incomplete_fix, input_specific_shortcut, symptom_suppression
 from coharden.mutation.context import FileChange, FixContext, functions_added, functions_changed, functions_touched
 from coharden.mutation.pool import Pool, admit
+from coharden.mutation.sampling import Draw
 from coharden.schema.mutant import Operator
 
 BUGGY = textwrap.dedent(
@@ -272,7 +273,7 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
     raw.append(RawMutant(Operator.BEHAVIOR_SUBSTITUTION, "same as fix", "x", {"pkg/clamp.py": FIXED + "\n# c\n"}))
     raw.append(RawMutant(Operator.INCOMPLETE_FIX, "same as buggy", "x", {"pkg/clamp.py": BUGGY}))
     pool = Pool()
-    admit(ctx, raw, pool, {}, seed=0)
+    admit(ctx, raw, pool, Draw({}, seed=0))
     dropped = pool.summary()["dropped"]
     assert dropped["behavior_substitution"] == {"does_not_parse": 1, "equals_fix": 1}
     assert dropped["incomplete_fix"]["duplicate"] == 1
@@ -282,7 +283,7 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
 
     def sample(seed: int) -> list[str]:
         p = Pool()
-        admit(ctx, raw, p, {Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=seed)
+        admit(ctx, raw, p, Draw({Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=seed))
         return [m.patch for m in p.mutants if m.operator == Operator.BEHAVIOR_SUBSTITUTION]
 
     assert sample(1) == sample(1)
@@ -291,9 +292,9 @@ def test_admission_drops_unparseable_equal_and_duplicate_mutants_and_samples_by_
     # each operator draws on its own: another operator's candidates (and budget) do not change its sample
     alone = Pool()
     admit(ctx, [r for r in raw if r.operator == Operator.BEHAVIOR_SUBSTITUTION], alone,
-          {Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=1)
+          Draw({Operator.BEHAVIOR_SUBSTITUTION: 2}, seed=1))
     with_others = Pool()
-    admit(ctx, raw, with_others, {Operator.BEHAVIOR_SUBSTITUTION: 2, Operator.INCOMPLETE_FIX: 1}, seed=1)
+    admit(ctx, raw, with_others, Draw({Operator.BEHAVIOR_SUBSTITUTION: 2, Operator.INCOMPLETE_FIX: 1}, seed=1))
     assert [m.patch for m in alone.mutants] == [m.patch for m in with_others.mutants
                                                 if m.operator == Operator.BEHAVIOR_SUBSTITUTION]
 
@@ -309,7 +310,7 @@ def test_budget_draws_from_each_recording_test_in_turn() -> None:
            for src, n in (("golden", 4), ("lax", 1)) for i in range(n)]
     for seed in range(8):
         pool = Pool()
-        admit(ctx, raw, pool, {Operator.INPUT_SPECIFIC_SHORTCUT: 3}, seed=seed)
+        admit(ctx, raw, pool, Draw({Operator.INPUT_SPECIFIC_SHORTCUT: 3}, seed=seed))
         kept = [m.description for m in pool.mutants]
         assert len(kept) == 3, kept
         assert "lax 0" in kept, kept
@@ -372,13 +373,13 @@ def test_admit_samples_exercised_mutants_first() -> None:
     assert any(not prefer(r.files) for r in raw)  # some candidates touch only unused()
     for seed in range(5):
         pool = Pool()
-        admit(ctx, raw, pool, {Operator.INCOMPLETE_FIX: 1}, seed, prefer=prefer)
+        admit(ctx, raw, pool, Draw({Operator.INCOMPLETE_FIX: 1}, seed, prefer=prefer))
         (mutant,) = pool.mutants
         chosen = next(r for r in raw if r.description == mutant.description)
         assert prefer(chosen.files)
         assert pool.summary()["unexercised_candidates"]["incomplete_fix"] >= 1
     plain = Pool()
-    admit(ctx, raw, plain, {Operator.INCOMPLETE_FIX: 1}, 0)
+    admit(ctx, raw, plain, Draw({Operator.INCOMPLETE_FIX: 1}, 0))
     assert "unexercised_candidates" not in plain.summary()  # the default output is unchanged
 
 

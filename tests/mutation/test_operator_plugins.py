@@ -20,6 +20,7 @@ from coharden.errors import CoHardenError
 from coharden.mutation import registry
 from coharden.mutation.context import FileChange, FixContext
 from coharden.mutation.pool import Pool, admit, mechanical_operators
+from coharden.mutation.sampling import Draw
 from coharden.schema import mutant
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Mutant, Operator
@@ -91,7 +92,7 @@ def test_an_installed_operator_is_registered_selected_and_run(site: Path) -> Non
     ctx = FixContext([FileChange("m.py", example.buggy, example.fixed)])
     raw = list(registry.get("flip_comparison").generate(registry.OperatorInputs(ctx)))
     pool = Pool()
-    admit(ctx, raw, pool, {flip: None}, seed=0)
+    admit(ctx, raw, pool, Draw({flip: None}, seed=0))
     [admitted] = pool.mutants
     assert admitted.operator == flip
     assert "return x <= 0" in admitted.patch

@@ -14,6 +14,7 @@ from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FileChange, FixContext, parses
 from coharden.mutation.pool import Pool, admit
 from coharden.mutation.recorded import example_caller, example_record, shape_of
+from coharden.mutation.sampling import Draw
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Operator
 
 CASES = [(op, k) for op, cls in registry.registry().items() for k in range(len(cls.examples()))]
@@ -62,7 +63,7 @@ def test_operator_example(operator: Operator, index: int) -> None:
     texts = [m.files.get("m.py", example.buggy) for m in mutants]
     assert any(example.expect in t for t in texts), "\n---\n".join(texts)
     pool = Pool()
-    admit(inputs.ctx, mutants, pool, {operator: None}, seed=0)
+    admit(inputs.ctx, mutants, pool, Draw({operator: None}, seed=0))
     assert pool.mutants, pool.summary()
 
 
@@ -198,7 +199,7 @@ def test_caller_patch_repairs_the_symptom_at_a_caller_in_another_file() -> None:
     catch = _load(mutants["catch"].files["pkg/use.py"].replace("from m import inv", "inv = lambda x: 1 / x"))
     assert catch["total"]((0, 9)) == 0.5  # the exception caught there, the recorded fixed result returned
     pool = Pool()
-    admit(inputs.ctx, list(mutants.values()), pool, {Operator.CALLER_PATCH: None}, seed=0)
+    admit(inputs.ctx, list(mutants.values()), pool, Draw({Operator.CALLER_PATCH: None}, seed=0))
     assert len(pool.mutants) == 2
     assert "pkg/use.py" in pool.mutants[0].patch
     assert "m.py" not in pool.mutants[0].patch.replace("use.py", "")
@@ -226,7 +227,7 @@ def test_admission_of_a_mutant_outside_the_fix_that_changes_nothing_is_equals_bu
     raw = RawMutant(Operator.CALLER_PATCH, "no-op", "pkg/use.py", {"pkg/use.py": CALLER_FILE + "\n"},
                     originals={"pkg/use.py": CALLER_FILE})
     pool = Pool()
-    admit(inputs.ctx, [raw], pool, {}, seed=0)
+    admit(inputs.ctx, [raw], pool, Draw({}, seed=0))
     assert pool.summary()["dropped"] == {"caller_patch": {"equals_buggy": 1}}
     assert parses(CALLER_FILE)
 
@@ -283,7 +284,8 @@ def test_narrowed_scope_narrows_a_widened_and_an_added_condition_to_the_recorded
     # the shape is taken at the function's entry, before `n = n * 1` can change it
     assert text.index("_coh_case = _coh_narrow((self, n, ), 'type'") < text.index("n = n * 1")
     pool = Pool()
-    admit(_inputs(COND_BUGGY, COND_FIXED).ctx, list(mutants.values()), pool, {Operator.NARROWED_SCOPE: None}, seed=0)
+    admit(_inputs(COND_BUGGY, COND_FIXED).ctx, list(mutants.values()), pool,
+          Draw({Operator.NARROWED_SCOPE: None}, seed=0))
     assert len(pool.mutants) == 4
 
 

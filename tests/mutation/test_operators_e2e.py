@@ -11,8 +11,8 @@ from tests.conftest import make_patch, make_repo
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import Store
-from coharden.mpe.evaluate import evaluate
-from coharden.mutation.pool import Pool, build_pool
+from coharden.mpe.evaluate import MPERequest, evaluate
+from coharden.mutation.pool import Pool, PoolRequest, build_pool
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
@@ -41,8 +41,8 @@ def test_new_operators_end_to_end(tmp_path: Path) -> None:
         golden = ex.golden_test()
         lax = ex.test_patch(make_patch(repo, {"tests/test_repro.py": LAX}), name="lax")
         config = MPEConfig(operators=NEW, per_operator=None)
-        itself = evaluate(ex, inst.patch, golden, golden, config)
-        graded = evaluate(ex, inst.patch, lax, golden, config)
+        itself = evaluate(ex, MPERequest(inst.patch, golden, golden, config))
+        graded = evaluate(ex, MPERequest(inst.patch, lax, golden, config))
     assert itself.matrix.counts()["beta"] == itself.matrix.counts()["gamma"] == 0
     generated = graded.pool["generated"]
     assert generated.get("caller_patch", 0) >= 2, graded.pool  # shortcut and catch in total()
@@ -86,7 +86,7 @@ def test_method_inputs_include_the_receiver(tmp_path: Path) -> None:
         golden = ex.golden_test()
         lax = ex.test_patch(make_patch(repo, {"tests/test_repro.py": BOX_LAX}), name="lax")
         config = MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None)
-        graded = evaluate(ex, inst.patch, lax, golden, config)
+        graded = evaluate(ex, MPERequest(inst.patch, lax, golden, config))
     shortcuts = sorted(m.mutant.description for m in graded.mutants)
     assert len(shortcuts) == 2, shortcuts
     assert "on Box(kind='a', n=-1)" in shortcuts[0], shortcuts
@@ -120,8 +120,8 @@ def test_an_outcome_equal_on_both_codes_is_not_bug_revealing(tmp_path: Path) -> 
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
     with InstanceExecutor(inst, repo, settings, None) as ex:
         golden = ex.golden_test()
-        result = evaluate(ex, inst.patch, golden, golden,
-                          MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None))
+        result = evaluate(ex, MPERequest(inst.patch, golden, golden,
+                                         MPEConfig(operators=[Operator.INPUT_SPECIFIC_SHORTCUT], per_operator=None)))
     shortcuts = [m.mutant for m in result.mutants]
     assert [m.meta["input"] for m in shortcuts] == ["(2,)"], [m.description for m in shortcuts]
 
@@ -245,9 +245,8 @@ def test_input_operators_record_methods_under_a_runner_without_pytest(tmp_path: 
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, runner="sympy", python=python,
                         fork_server=False)
     with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
 
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+        pool = build_pool(ex, PoolRequest(inst.patch, [ex.golden_test()], operators=INPUT_OPS))
     summary = pool.summary()
     assert summary["generated"].get("input_specific_shortcut", 0) >= 1, summary
     assert summary["generated"].get("narrowed_scope", 0) >= 1, summary
@@ -276,9 +275,8 @@ def test_a_test_that_calls_the_fix_with_unencodable_values_is_warned_about(tmp_p
                     FAIL_TO_PASS=["tests/test_geo.py::test_quarter_turn"])
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
     with InstanceExecutor(inst, repo, settings, None) as ex:
-        from coharden.mutation.pool import build_pool
 
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+        pool = build_pool(ex, PoolRequest(inst.patch, [ex.golden_test()], operators=INPUT_OPS))
     summary = pool.summary()
     assert summary["no_revealing_input"]["reason"] == "values_not_encodable", summary
     assert "Rot.rotate (1 call)" in summary["no_revealing_input"]["detail"]
@@ -303,9 +301,8 @@ def test_a_recording_cut_short_is_reported_not_taken_for_no_input(tmp_path: Path
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1, store=tmp_path / "s.sqlite")
     store = Store(settings.store)
     with InstanceExecutor(inst, repo, settings, store) as ex:
-        from coharden.mutation.pool import build_pool
 
-        pool = build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+        pool = build_pool(ex, PoolRequest(inst.patch, [ex.golden_test()], operators=INPUT_OPS))
     assert any("recorder failed" in w and "stopped before its end" in w for w in pool.warnings), pool.warnings
     with __import__("sqlite3").connect(settings.store) as conn:
         assert conn.execute("SELECT count(*) FROM records WHERE kind = 'recording'").fetchone()[0] == 1
@@ -363,7 +360,7 @@ def _golden_input_pool(root: Path, files: dict[str, str], fix: tuple[str, str], 
                     FAIL_TO_PASS=[fail_to_pass])
     settings = Settings(timeout=60, cache_dir=root.parent / f"cache-{root.name}", workers=1)
     with InstanceExecutor(inst, repo, settings, None) as ex:
-        return build_pool(ex, inst.patch, [ex.golden_test()], operators=INPUT_OPS)
+        return build_pool(ex, PoolRequest(inst.patch, [ex.golden_test()], operators=INPUT_OPS))
 
 
 def test_outcomes_equal_by_eq_but_of_another_length_are_bug_revealing(tmp_path: Path) -> None:
@@ -557,7 +554,7 @@ def test_objects_with_no_structural_repr_are_recorded_by_their_state(tmp_path: P
     with InstanceExecutor(inst, repo, settings, Store(settings.store)) as ex:
         golden = ex.golden_test()
         lax = ex.test_patch(make_patch(repo, {"tests/test_grid.py": STATE_LAX}), name="lax")
-        graded = evaluate(ex, inst.patch, lax, golden, config)
+        graded = evaluate(ex, MPERequest(inst.patch, lax, golden, config))
     assert graded.pool["generated"].get("input_specific_shortcut", 0) >= 1, graded.pool
     shortcuts = [m for m in graded.mutants if m.mutant.operator == Operator.INPUT_SPECIFIC_SHORTCUT]
     assert any('["O", ["o", "grid"' in m.mutant.patch and "_coh_attrs" in m.mutant.patch for m in shortcuts)
@@ -579,7 +576,7 @@ def test_a_recording_shared_by_two_tests_is_said_to_have_failed_once(tmp_path: P
     settings = Settings(timeout=60, cache_dir=tmp_path / "cache", workers=1)
     with InstanceExecutor(inst, repo, settings, None) as ex:
         golden = ex.golden_test()
-        pool = build_pool(ex, inst.patch, [golden, golden], operators=INPUT_OPS)
+        pool = build_pool(ex, PoolRequest(inst.patch, [golden, golden], operators=INPUT_OPS))
     failed = [w for w in pool.warnings if w.startswith("recorder failed")]
     assert len(failed) == len(set(failed)) == 1, pool.warnings
 

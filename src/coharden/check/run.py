@@ -20,7 +20,7 @@ from coharden.check.interpreter import import_roots, probe
 from coharden.check.report import CheckReport, Survivor
 from coharden.config import Settings
 from coharden.schema.estimate import Estimate
-from coharden.schema.matrix import NEEDS_NETWORK, TestClass, classify
+from coharden.schema.matrix import FAIL_TO_PASS, NEEDS_NETWORK, Reproduction, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.verdict import Verdict
 
@@ -114,20 +114,20 @@ def run_check(change: CommitChange, settings: Settings, reference: str | None = 
 def _check(executor, pool, change: CommitChange, config: MPEConfig, reference: Reference | None) -> CheckReport:
     """The report of running the check: F->P of the commit's test, then (when it is F->P) MPE."""
     from coharden.execution.verify import fail_to_pass
-    from coharden.mpe.evaluate import MPEError, evaluate
+    from coharden.mpe.evaluate import MPEError, MPERequest, evaluate
 
     candidate = executor.test_patch(change.test, name="the commit's test")
     ftp = fail_to_pass(executor, candidate, change.fix)
     report = CheckReport(change=change, reference=reference.name if reference else None, test_ids=candidate.ids,
                          buggy=ftp.buggy, fixed=ftp.fixed, tau=config.tau,
-                         test_class=classify(fails_on_buggy=ftp.buggy.failed, passes_on_fixed=ftp.fixed.passed,
-                                             laxity=None, tau=config.tau, admissible=ftp.admissible))
+                         test_class=classify(Reproduction(ftp.buggy.failed, ftp.fixed.passed, ftp.admissible),
+                                             laxity=None, tau=config.tau))
     if not ftp.fail_to_pass:
         report.problem = _not_checked(report)
         return report
     ref = executor.test_patch(reference.text, name=reference.name) if reference else candidate
     try:
-        result = evaluate(executor, change.fix, candidate, ref, config, pool=pool)
+        result = evaluate(executor, MPERequest(change.fix, candidate, ref, config), pool=pool)
     except MPEError as exc:
         raise CheckError(f"--reference {reference.given}: {exc}" if reference else str(exc)) from exc
     _fill(report, result)
@@ -192,8 +192,8 @@ def _fill(report: CheckReport, result) -> None:
         report.estimate = Estimate(beta=len(matrix.alpha), admissible=matrix.admissible, confidence=result.confidence)
         interval = report.estimate.interval
         report.test_class = (TestClass.INCONCLUSIVE if interval is None else
-                             classify(fails_on_buggy=True, passes_on_fixed=True, laxity=report.estimate.laxity,
-                                      tau=result.tau, interval=interval))
+                             classify(FAIL_TO_PASS, laxity=report.estimate.laxity, tau=result.tau,
+                                      interval=interval))
     else:
         report.estimate = result.estimate() if result.laxity is not None else None
         report.test_class = result.test_class

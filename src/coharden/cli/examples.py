@@ -61,7 +61,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import MANIFEST_NAMES, load_local, resolve_repo
-    from coharden.mpe.evaluate import evaluate
+    from coharden.mpe.evaluate import MPERequest, evaluate
 
     dirs = sorted(d for d in directory.iterdir() if d.is_dir() and any((d / n).is_file() for n in MANIFEST_NAMES)) \
         if directory.is_dir() else []
@@ -87,8 +87,7 @@ def _check_examples(directory: Path, only: list[str], settings: Settings,
                                        *((c.name, c.patch, c.label) for c in local.candidates)]:
                 update(description=f"{example.name}: {name}")
                 candidate = reference if name == "golden" else executor.test_patch(patch, name=name)
-                result = evaluate(executor, inst.patch, candidate, reference,
-                                  config, pool=pool)
+                result = evaluate(executor, MPERequest(inst.patch, candidate, reference, config), pool=pool)
                 counts = result.matrix.counts()
                 ok = result.test_class.value == label
                 if name == "golden":  # the golden test against itself: no beta, no gamma

@@ -231,7 +231,7 @@ def _mpe_single(single: _Single, grading: Grading, progress):
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
     from coharden.instances import resolve_repo
-    from coharden.mpe.evaluate import evaluate
+    from coharden.mpe.evaluate import MPERequest, evaluate
 
     instance, test, reference = single.instance, single.test, single.reference
     settings, config = grading.settings, grading.config
@@ -253,8 +253,8 @@ def _mpe_single(single: _Single, grading: Grading, progress):
     with factory() as executor, ExecutorPool(factory, settings.workers) as pool:
         ref = executor.golden_test() if reference == "golden" else executor.test_patch(ref_text, name=ref_name)
         cand = executor.golden_test() if test == "golden" else executor.test_patch(test_text, name=test_name)
-        result = evaluate(executor, inst.patch, cand, ref, config, llm_mutator=grading.llm_mutator, pool=pool,
-                          progress=progress)
+        result = evaluate(executor, MPERequest(inst.patch, cand, ref, config), llm_mutator=grading.llm_mutator,
+                          pool=pool, progress=progress)
     if result.pool_complete:  # kept for `coharden mutants` (list / show by id)
         from coharden.execution.store import MPE_RESULT, mpe_result_key
 

@@ -56,7 +56,7 @@ from coharden.execution.store import EVAL_TEST, Store, eval_test_key
 from coharden.execution.tampering import scan
 from coharden.execution.testids import harness_ids, resolve_names
 from coharden.execution.verify import fail_to_pass
-from coharden.mpe.evaluate import MPEError, evaluate
+from coharden.mpe.evaluate import MPEError, MPERequest, evaluate
 from coharden.patches import drop_binary_stubs, prediction_tests, split_patch, touched_files
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mpe_row import MPERow
@@ -258,7 +258,7 @@ def grade_test(executor: InstanceExecutor, golden: GoldenTests, test: str | None
         data = MPERow.invalid(str(exc)).to_json()
     else:
         try:
-            result = evaluate(executor, instance.patch, candidate, golden.reference, options.mpe)
+            result = evaluate(executor, MPERequest(instance.patch, candidate, golden.reference, options.mpe))
         except MPEError as exc:  # the golden side is broken: nothing about this test can be concluded
             return {"error": str(exc)}
         row = result.row().model_copy(update={"dropped_source_files": dropped})

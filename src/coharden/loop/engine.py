@@ -44,7 +44,7 @@ from coharden.loop.decision import Decision, decide, same_test
 from coharden.loop.progress import LoopProgress, Phase
 from coharden.loop.run import LoopRun
 from coharden.loop.state import LoopState, RoundOutcome
-from coharden.mpe.evaluate import MPEError, MPEResult, evaluate
+from coharden.mpe.evaluate import MPEError, MPERequest, MPEResult, evaluate
 from coharden.mpe.logs import folder_name
 from coharden.mpe.sequential import Stop
 from coharden.patches import split_patch
@@ -331,12 +331,12 @@ class InstanceLoop:
         """The round's MPE. A Borderline result stopped by the cap asks for more mutants: the cap doubles (at
         most ``EXTENSIONS`` times, until the pool is spent); the mutants already run come from the store."""
         llm = self.llm_mutator if config.llm is not None else None
-        mpe = evaluate(executor, fix, t_k, reference, config, llm_mutator=llm)
+        mpe = evaluate(executor, MPERequest(fix, t_k, reference, config), llm_mutator=llm)
         for _ in range(EXTENSIONS):
             if mpe.test_class is not TestClass.BORDERLINE or mpe.stop != Stop.CAP or config.max_mutants is None:
                 break
             config = config.model_copy(update={"max_mutants": 2 * config.max_mutants})
-            mpe = evaluate(executor, fix, t_k, reference, config, llm_mutator=llm)
+            mpe = evaluate(executor, MPERequest(fix, t_k, reference, config), llm_mutator=llm)
         return mpe
 
     def _harden(self, state: LoopState, executor: InstanceExecutor, outcome: RoundOutcome, k: int) -> Decision:

@@ -20,7 +20,7 @@ from coharden.execution.engine import Engine, Job, LocalEngine
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.store import MPE_ROW, Store, mpe_row_key
 from coharden.instances import resolve_repo
-from coharden.mpe.evaluate import evaluate
+from coharden.mpe.evaluate import MPERequest, evaluate
 from coharden.mpe.logs import check_log_folders, try_instance_log
 from coharden.patches import prediction_tests
 from coharden.schema.instance import Instance
@@ -87,7 +87,7 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, grading: Gra
                 candidate = executor.test_patch(tests, name=prediction.model_name_or_path)
             except (TestIdError, ApplyError, PatchError) as exc:
                 return {**row, **MPERow.invalid(str(exc)).to_json()}
-            result = evaluate(executor, instance.patch, candidate, reference, config,
+            result = evaluate(executor, MPERequest(instance.patch, candidate, reference, config),
                               llm_mutator=grading.llm_mutator)
         row.update(result.to_json())
         if dropped:

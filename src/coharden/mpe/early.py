@@ -19,7 +19,7 @@ from typing import Any
 from coharden.execution.executor import InstanceExecutor
 from coharden.mpe.workers import Workers
 from coharden.mutation.context import FixContext
-from coharden.mutation.pool import Pool, build_pool, probes_of, record_calls
+from coharden.mutation.pool import Pool, PoolRequest, Recorder, Recording, build_pool, probes_of, record_calls
 from coharden.schema.testpatch import TestPatch
 
 Records = list[dict[str, Any]]
@@ -34,28 +34,28 @@ class EarlyRecording:
 
     def _record(self) -> None:
         try:
-            fixed = record_calls(self.team.executor, self.fix, self.tests, self.targets, mapper=self.team.map)
+            fixed = record_calls(self.team.executor, Recording(self.fix, self.tests, self.targets),
+                                 mapper=self.team.map)
             probes = probes_of(fixed)
-            buggy = record_calls(self.team.executor, "", self.tests, self.targets, probes=probes,
+            buggy = record_calls(self.team.executor, Recording("", self.tests, self.targets, probes),
                                  mapper=self.team.map)
             self._result.set_result((fixed, probes, buggy))
         except BaseException as exc:  # noqa: BLE001 - the pool records again itself
             self._result.set_exception(exc)
 
-    def recorder(self, executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
-                 targets: list[dict[str, str]], probes: Records | None = None) -> Records:
-        """:func:`record_calls` for build_pool: the early recording when the arguments are the ones it used."""
-        if list(tests) == self.tests and targets == self.targets:
+    def recorder(self, executor: InstanceExecutor, recording: Recording) -> Records:
+        """:func:`record_calls` for build_pool: the early recording when ``recording`` is one it made."""
+        if list(recording.tests) == self.tests and recording.targets == self.targets:
             try:
                 fixed, fixed_probes, buggy = self._result.result()
             except Exception:  # noqa: BLE001 - cancelled or failed: record now
                 pass
             else:
-                if source_patch == self.fix and not probes:
+                if recording.source_patch == self.fix and not recording.probes:
                     return fixed
-                if source_patch == "" and (probes or []) == fixed_probes:
+                if recording.source_patch == "" and (recording.probes or []) == fixed_probes:
                     return buggy
-        return record_calls(executor, source_patch, tests, targets, probes, mapper=self.team.map)
+        return record_calls(executor, recording, mapper=self.team.map)
 
     def join(self) -> None:
         self._thread.join()
@@ -67,14 +67,14 @@ class EarlyPool:
     processes), and the pool is ready when the checks end. Nothing here touches an executor: the fix's context
     is computed before the workers start, and recordings go through the workers."""
 
-    def __init__(self, team: Workers, fix: str, tests: Sequence[TestPatch], ctx: FixContext,
-                 recorder: Any = None, **options: Any) -> None:
+    def __init__(self, team: Workers, request: PoolRequest, ctx: FixContext, recorder: Recorder | None = None
+                 ) -> None:
         self._result: Future[Pool] = Future()
 
         def build() -> None:
             try:
-                self._result.set_result(build_pool(team.executor, fix, tests, ctx=ctx, mapper=team.map,
-                                                   recorder=recorder, **options))
+                self._result.set_result(build_pool(team.executor, request, ctx=ctx, mapper=team.map,
+                                                   recorder=recorder))
             except BaseException as exc:  # noqa: BLE001 - raised again to whoever asks for the pool
                 self._result.set_exception(exc)
 

@@ -49,16 +49,16 @@ from coharden.mpe.workers import Workers
 from coharden.mutation.context import FixContext, record_targets
 from coharden.mutation.pool import (
     Pool,
+    PoolRequest,
     build_pool,
     called_by,
     fix_context,
-    mechanical_operators,
     recordings_needed,
     test_labels,
 )
 from coharden.mutation.registry import BUGGY_RECORDS
 from coharden.patches import split_patch
-from coharden.schema.matrix import NEEDS_NETWORK, TestClass, classify
+from coharden.schema.matrix import NEEDS_NETWORK, Reproduction, TestClass, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -88,25 +88,27 @@ def check_fix(fix: str, patterns: Sequence[str]) -> str:
     return source
 
 
-def evaluate(
-    executor: InstanceExecutor,
-    fix: str,
-    candidate: TestPatch,
-    reference: TestPatch,
-    config: MPEConfig | None = None,
-    *,
-    llm_mutator: LLMMutator | None = None,
-    pool: ExecutorPool | None = None,
-    progress: Progress | None = None,  # hears ("mutants", done, total) as the mutants run
-) -> MPEResult:
-    """MPE of ``candidate`` against ``reference`` with ``config`` (default :class:`MPEConfig`). The pool holds
-    the mechanical mutants (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only
-    called for a fail-to-pass candidate. With ``config.workers`` > 1, mutants run in parallel on executors
-    leased from ``pool`` (the caller owns and closes it)."""
-    config = config or MPEConfig()
+@dataclass(frozen=True)
+class MPERequest:
+    """What one MPE asks: how ``candidate`` fares against ``reference`` on the mutants of ``fix`` (its test files
+    are left out), under ``config``. The two tests are told apart: only the candidate is classified."""
+
+    fix: str
+    candidate: TestPatch
+    reference: TestPatch
+    config: MPEConfig = field(default_factory=MPEConfig)
+
+
+def evaluate(executor: InstanceExecutor, request: MPERequest, *, llm_mutator: LLMMutator | None = None,
+             pool: ExecutorPool | None = None, progress: Progress | None = None) -> MPEResult:
+    """MPE of ``request.candidate`` against ``request.reference``. The pool holds the mechanical mutants
+    (``config.mechanical``) and those of ``llm_mutator`` (if given); the LLM is only called for a fail-to-pass
+    candidate. With ``config.workers`` > 1, mutants run in parallel on executors leased from ``pool`` (the
+    caller owns and closes it). ``progress`` hears ("mutants", done, total) as the mutants run."""
+    candidate, reference, config = request.candidate, request.reference, request.config
     timings: dict[str, float] = {}
     started = time.monotonic()
-    fix = check_fix(fix, executor.settings.tests.test_patterns)
+    fix = check_fix(request.fix, executor.settings.tests.test_patterns)
     team = Workers(executor, config.workers, pool)  # the phases share the workers
     early: EarlyRecording | None = None
     early_pool: EarlyPool | None = None
@@ -117,10 +119,10 @@ def evaluate(
         _cold_start(team, timings)
         if team.parallel and config.mechanical and ctx is not None:  # pool and recordings beside the F->P checks
             targets = record_targets(ctx)
-            if targets and BUGGY_RECORDS in recordings_needed(_pool_options(config)["operators"]):
+            wanted = PoolRequest.for_mpe(fix, [candidate, reference], config)
+            if targets and BUGGY_RECORDS in recordings_needed(wanted.operators):
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
-            early_pool = EarlyPool(team, fix, [candidate, reference], ctx, early.recorder if early else None,
-                             **_pool_options(config))
+            early_pool = EarlyPool(team, wanted, ctx, early.recorder if early else None)
         return _evaluate(_Run(team, fix, candidate, reference, config, llm_mutator=llm_mutator, progress=progress,
                               early_pool=early_pool, ctx=ctx, timings=timings, started=started))
     except KeyboardInterrupt:
@@ -220,8 +222,8 @@ def _fail_to_pass(run: _Run) -> MPEResult:
         reference_buggy=ref.buggy, reference_fixed=ref.fixed, fail_to_pass=cand.fail_to_pass, tau=tau, seed=seed,
         operators=[str(op) for op in config.operators],
         mutators=(["mechanical"] if config.mechanical else []) + (["llm"] if llm_mutator is not None else []),
-        test_class=classify(fails_on_buggy=cand.buggy.failed, passes_on_fixed=cand.fixed.passed, laxity=None,
-                            tau=tau, admissible=cand.admissible, paper_classes=paper_classes),
+        test_class=classify(Reproduction(cand.buggy.failed, cand.fixed.passed, cand.admissible), laxity=None,
+                            tau=tau, paper_classes=paper_classes),
     )
     result.tampering = list(dict.fromkeys([*cand.buggy.tampering, *cand.fixed.tampering]))
     result.isolation = cand.fixed.isolation
@@ -268,7 +270,7 @@ def _mutant_pool(run: _Run, result: MPEResult) -> Pool:
         mutant_pool = early_pool.result()
         timings["early_pool"] = 1.0  # "recording" then overlapped the F->P checks; "pool" is the wait after them
     elif config.mechanical:
-        mutant_pool = build_pool(executor, fix, [candidate, reference], mapper=team.map, **_pool_options(config))
+        mutant_pool = build_pool(executor, PoolRequest.for_mpe(fix, [candidate, reference], config), mapper=team.map)
     else:
         mutant_pool = Pool()
     timings["pool"] = time.monotonic() - mark
@@ -378,10 +380,3 @@ def _count_runs(result: MPEResult, implied: Implied | None) -> dict[str, dict[st
         counts[role] = row
     return counts
 
-
-def _pool_options(config: MPEConfig) -> dict[str, Any]:
-    """build_pool's options: N per operator, or (sequential) every mutant in its seeded draw order."""
-    mechanical = mechanical_operators()
-    return {"operators": [op for op in config.operators if op in mechanical],
-            "per_operator": None if config.is_sequential else config.per_operator, "seed": config.seed,
-            "prefer_exercised": config.prefer_exercised, "ordered": config.is_sequential}

@@ -18,7 +18,7 @@ from coharden.mpe.result import IMPLAUSIBLE, MPEResult, MutantResult
 from coharden.mpe.sequential import Stop, capped, rounds, stop_reason
 from coharden.mpe.workers import Workers
 from coharden.schema.estimate import Estimate
-from coharden.schema.matrix import Matrix, TestClass, cell, classify
+from coharden.schema.matrix import FAIL_TO_PASS, Matrix, TestClass, cell, classify
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -185,8 +185,8 @@ def classify_result(result: MPEResult, config: MPEConfig) -> None:
         result.mutant_laxity = result.matrix.laxity
         bounds = estimate.interval
         result.interval = list(bounds) if bounds else None
-        result.test_class = classify(fails_on_buggy=True, passes_on_fixed=True, laxity=result.laxity,
-                                     tau=config.tau, paper_classes=config.paper_classes,
+        result.test_class = classify(FAIL_TO_PASS, laxity=result.laxity, tau=config.tau,
+                                     paper_classes=config.paper_classes,
                                      interval=None if config.point_classes else bounds)
         result.undecided = undecided_reason(result)
     else:  # fail closed: the finished mutants are kept (matrix, verdicts), no laxity and no class from them

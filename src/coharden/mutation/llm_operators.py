@@ -44,7 +44,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,6 +65,7 @@ from coharden.mutation.context import FixContext
 from coharden.mutation.llm_edits import EditFormatError, reply_to_raw_mutant
 from coharden.mutation.llm_prompts import LLM_OPERATORS, EditFormat, build_messages, prompt_hash, swap_tests
 from coharden.mutation.pool import AdmissionFilter, Pool, admit_llm, fix_context
+from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import DEFAULT_SEED, MPEConfig
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
@@ -210,6 +211,16 @@ class LLMPoolReport(BaseModel):
 
 
 @dataclass
+class _Counts:
+    """The rounds' counts per operator: LLM usage, attempts started, mutants admitted, attempts since the last."""
+
+    tallies: dict[Operator, Usage]
+    attempts: Counter[Operator] = field(default_factory=Counter)
+    admitted: Counter[Operator] = field(default_factory=Counter)
+    since_last: Counter[Operator] = field(default_factory=Counter)
+
+
+@dataclass
 class _Outcome:
     operator: Operator
     sample_index: int
@@ -240,18 +251,21 @@ class LLMMutator:
                pool: Pool) -> LLMPoolReport:
         """Sample, parse, apply and admit LLM mutants of ``fix`` (a source-only patch) into ``pool``."""
         ctx = fix_context(executor, fix)
-        return self.build(ctx, (candidate, reference), pool, instance_id=executor.instance.instance_id,
-                          problem_statement=executor.instance.problem_statement,
+        return self.build(ctx, (candidate, reference), pool, instance=executor.instance,
                           test_patterns=executor.settings.tests.test_patterns)
 
     def build(self, ctx: FixContext, tests: tuple[TestPatch, TestPatch], pool: Pool, *,
-              instance_id: str | None = None, problem_statement: str = "",
-              test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS) -> LLMPoolReport:
+              instance: Instance | None = None, test_patterns: Sequence[str] = DEFAULT_TEST_PATTERNS
+              ) -> LLMPoolReport:
         """The sampling rounds (see the module docs). ``tests`` is (candidate, reference); the prompt shows
-        them anonymously in a per-sample order."""
+        them anonymously in a per-sample order, with the problem statement of ``instance`` (whose id the
+        calls are recorded under)."""
         cfg = self.settings
+        instance_id = instance.instance_id if instance is not None else None
+        problem_statement = instance.problem_statement if instance is not None else ""
         report = LLMPoolReport(model=self.client.config.model, settings=cfg)
-        tallies = {op: Usage() for op in cfg.operators}
+        counts = _Counts({op: Usage() for op in cfg.operators})
+        tallies = counts.tallies
         if not ctx.files:
             report.usage_per_operator = {str(op): _usage_json(t) for op, t in tallies.items()}
             report.usage_total = _usage_json(Usage())
@@ -259,18 +273,15 @@ class LLMMutator:
         stop = threading.Event()  # set by the first failing call: no call starts after it
         fatal: str | None = None
         admission = AdmissionFilter.of(ctx)
-        attempts = dict.fromkeys(cfg.operators, 0)
-        admitted = dict.fromkeys(cfg.operators, 0)
-        since_last = dict.fromkeys(cfg.operators, 0)
+        attempts, admitted = counts.attempts, counts.admitted
 
         def attempt(task: tuple[Operator, int]) -> _Outcome:
             op, index = task
             swap = swap_tests(cfg.seed, op, index)
             if stop.is_set():
                 return _Outcome(op, index, "skipped", detail="not started: the pool had already failed", swap=swap)
-            messages = build_messages(ctx, tests, op, problem_statement=problem_statement, swap=swap,
-                                      context=cfg.context_lines, whole_file_lines=cfg.whole_file_lines,
-                                      edit_format=cfg.edit_format)
+            shown = (tests[1], tests[0]) if swap else tests
+            messages = build_messages(ctx, shown, op, cfg, problem_statement=problem_statement)
             phash = prompt_hash(messages)
             try:
                 completion = self.client.complete(messages, instance_id=instance_id, sample_index=index,
@@ -306,7 +317,7 @@ class LLMMutator:
                 if not tasks:
                     break
                 for outcome in threads.map(attempt, tasks):  # results in task order: deterministic admission
-                    record = self._settle(outcome, ctx, pool, admission, tallies, admitted, since_last)
+                    record = self._settle(outcome, ctx, pool, admission, counts)
                     report.samples.append(record)
                     if fatal is None and outcome.failure is not None:  # the first failure in task order
                         fatal = (f"{outcome.failure.what} (operator {outcome.operator} sample "
@@ -335,11 +346,11 @@ class LLMMutator:
         return report
 
     def _settle(self, outcome: _Outcome, ctx: FixContext, pool: Pool, admission: AdmissionFilter,
-                tallies: dict[Operator, Usage], admitted: dict[Operator, int],
-                since_last: dict[Operator, int]) -> SampleRecord:
-        """Account one outcome and, for a parsed reply, admit it (in the caller's deterministic order)."""
+                counts: _Counts) -> SampleRecord:
+        """Account one outcome in ``counts`` and, for a parsed reply, admit it (in the caller's deterministic order)."""
         op = outcome.operator
-        tally = tallies[op]
+        admitted, since_last = counts.admitted, counts.since_last
+        tally = counts.tallies[op]
         completion = outcome.completion
         if completion is not None:
             tally.add_completion(completion)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 
@@ -27,6 +27,20 @@ EditFormat = Literal["blocks", "diff"]
 """What a reply is asked to hold: SEARCH/REPLACE blocks (the default: what large models apply most reliably)
 or one unified diff (what small local models write best; see :mod:`coharden.mutation.llm_edits`, which
 parses either whatever was asked)."""
+
+
+class PromptLayout(Protocol):
+    """How a prompt shows the fixed code and what it asks a reply to hold (the LLM mutator's settings say it): a
+    fixed file up to ``whole_file_lines`` lines whole, a longer one as windows of ``context_lines`` lines around
+    the fix; the reply in ``edit_format``."""
+
+    @property
+    def context_lines(self) -> int: ...
+    @property
+    def whole_file_lines(self) -> int: ...
+    @property
+    def edit_format(self) -> EditFormat: ...
+
 
 @dataclass(frozen=True)
 class OperatorPrompt:
@@ -125,19 +139,20 @@ def render_fixed_code(ctx: FixContext, context: int = 40, whole_file_lines: int 
     return "\n\n".join(parts)
 
 
-def build_messages(ctx: FixContext, tests: tuple[TestPatch, TestPatch], operator: Operator, *,
-                   problem_statement: str = "", swap: bool = False, context: int = 40,
-                   whole_file_lines: int = 400, edit_format: EditFormat = "blocks") -> list[dict[str, str]]:
-    """The chat messages of one sample. ``tests`` are shown as Test 1, Test 2 (reversed when ``swap``);
-    nothing else about them (names, which is the candidate) reaches the prompt."""
+def build_messages(ctx: FixContext, tests: tuple[TestPatch, TestPatch], operator: Operator, layout: PromptLayout,
+                   *, problem_statement: str = "") -> list[dict[str, str]]:
+    """The chat messages of one sample. ``tests`` are shown as Test 1, Test 2 in the order given (the caller
+    draws it, see :func:`swap_tests`); nothing else about them (names, which is the candidate) reaches the
+    prompt."""
     spec = operator_prompts()[operator]
-    first, second = (tests[1], tests[0]) if swap else tests
+    first, second = tests
+    edit_format = layout.edit_format
     fix_diff = make_patch((c.path, c.old or None, c.new) for c in ctx.files)
     issue = problem_statement.strip()
     user = _user_template().substitute(
         issue_section=f"# Issue\n\n{issue}\n\n" if issue else "",
         fix_diff=_fenced(fix_diff, "diff"),
-        fixed_code=render_fixed_code(ctx, context, whole_file_lines),
+        fixed_code=render_fixed_code(ctx, layout.context_lines, layout.whole_file_lines),
         test_1=_fenced(first.patch, "diff"),
         test_2=_fenced(second.patch, "diff"),
         operator=str(operator),

@@ -28,6 +28,8 @@ from coharden.mutation.context import (
 from coharden.mutation.recording import (  # noqa: F401 - re-exported: callers import them from the pool
     FAILED,
     Mapper,
+    Recorder,
+    Recording,
     called_by,
     failures,
     record_calls,
@@ -41,7 +43,9 @@ from coharden.mutation.revealing import (  # noqa: F401 - re-exported: callers i
     probes_of,
     revealing_inputs,
 )
+from coharden.mutation.sampling import Draw, stratified, uniform
 from coharden.patches import is_test_path, make_patch, touched_files
+from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import MECHANICAL_DEFAULT, Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
@@ -187,16 +191,10 @@ class AdmissionFilter:
         return None, norm
 
 
-def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Operator, int | None],
-          seed: int, prefer: Callable[[dict[str, str]], bool] | None = None, *, ordered: bool = False) -> None:
-    """Admit ``raw`` through the filter, then sample at most ``budget[op]`` per operator (seeded). With
-    ``prefer``, an operator's over-budget sample is drawn first from the mutants ``prefer`` accepts (files ->
-    bool) and filled up from the rest. Mutants that name the test whose recorded input they use
-    (``meta["from_test"]``) are drawn from each such test in turn.
-
-    ``ordered`` (sequential MPE): every admitted mutant is kept, each operator's in the seeded order of the draw
-    (the same rules as the sample: preferred first, source tests in turn), so the first k of an operator are
-    its sample of k."""
+def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, draw: Draw) -> None:
+    """Admit ``raw`` through the filter, then draw each operator's sample as ``draw`` says (see :class:`Draw`).
+    Mutants that name the test whose recorded input they use (``meta["from_test"]``) are drawn from each such
+    test in turn; in an ``ordered`` draw, by the same rules (preferred first, source tests in turn)."""
     base = {c.path: c.old for c in ctx.files}
     per_operator: dict[Operator, list[tuple[tuple[str, RawMutant, dict[str, str], dict[str, str]], Key]]] = {}
     preferred_of: dict[Operator, list[bool]] = {}
@@ -215,20 +213,20 @@ def admit(ctx: FixContext, raw: Iterable[RawMutant], pool: Pool, budget: dict[Op
         mutants = per_operator.setdefault(candidate.operator, [])
         preferred = preferred_of.setdefault(candidate.operator, [])
         mutants.append(((f"{op}-{len(mutants) + 1}", candidate, files, {**base, **originals}), norm))
-        preferred.append(prefer is None or prefer(files))
-    if prefer is not None:
+        preferred.append(draw.prefer is None or draw.prefer(files))
+    if draw.prefer is not None:
         pool.unexercised = Counter({str(op): flags.count(False) for op, flags in preferred_of.items()})
     for operator in (op for op in registry() if op in per_operator):
         mutants = per_operator.get(operator, [])
-        limit = budget.get(operator)
+        limit, ordered = draw.budget.get(operator), draw.ordered
         if ordered or (limit is not None and len(mutants) > limit):
-            rng = random.Random(f"{seed}:{operator}")  # each operator's draw independent of the others'
+            rng = random.Random(f"{draw.seed}:{operator}")  # each operator's draw independent of the others'
             flags = preferred_of[operator]
-            tiers = [list(range(len(mutants)))] if prefer is None else \
+            tiers = [list(range(len(mutants)))] if draw.prefer is None else \
                 [[i for i, ok in enumerate(flags) if ok], [i for i, ok in enumerate(flags) if not ok]]
             sources = [str(c.meta.get("from_test", "")) for (_, c, _, _), _ in mutants]
             take = len(mutants) if ordered else int(limit)  # type: ignore[arg-type]
-            drawn = _stratified(rng, tiers, sources, take) if len(set(sources)) > 1 else _uniform(rng, tiers, take)
+            drawn = stratified(rng, tiers, sources, take) if len(set(sources)) > 1 else uniform(rng, tiers, take)
             chosen = drawn if ordered else sorted(drawn)
             if not ordered:
                 pool.dropped[(str(operator), "over_budget")] += len(mutants) - take
@@ -247,35 +245,6 @@ def change_of(fixed: dict[str, str], files: dict[str, str]) -> str:
     ``patch`` is against the buggy code, so it shows the fix and the change as one)."""
     return make_patch((path, fixed.get(path) or None, content or None) for path, content in files.items()
                       if content != fixed.get(path, ""))
-
-
-def _uniform(rng: random.Random, tiers: list[list[int]], limit: int) -> list[int]:
-    """``limit`` indices drawn uniformly, the first tier first."""
-    chosen: list[int] = []
-    for tier in tiers:
-        chosen += rng.sample(tier, min(limit - len(chosen), len(tier)))
-    return chosen
-
-
-def _stratified(rng: random.Random, tiers: list[list[int]], sources: list[str], limit: int) -> list[int]:
-    """``limit`` indices drawn in turn from each source test's mutants (each source's order shuffled), the
-    first tier first. Mutants built from recorded inputs carry the test that recorded them; a uniform draw
-    over-represents whichever test ran the most inputs (sympy-23950: four golden-test inputs and the lax
-    test's one, three places), so the pool would favour that test, where MPE compares both."""
-    chosen: list[int] = []
-    for tier in tiers:
-        # the tests in the order their mutants come (the order the tests were recorded in: candidate, then
-        # reference), never sorted by name: the sample must not depend on what a user called a test (``mpe
-        # --test lax`` and ``eval``'s "candidate" drew different mutants from one pool)
-        names = list(dict.fromkeys(sources[i] for i in tier))
-        turns = rng.sample(names, len(names))  # who goes first, so a leftover place favours no test
-        groups = {src: rng.sample(members, len(members)) for src in turns
-                  if (members := [i for i in tier if sources[i] == src])}
-        while len(chosen) < limit and any(groups.values()):
-            for members in groups.values():
-                if members and len(chosen) < limit:
-                    chosen.append(members.pop(0))
-    return chosen
 
 
 def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
@@ -301,26 +270,49 @@ def admit_llm(ctx: FixContext, candidate: RawMutant, pool: Pool, mutant_id: str,
     return mutant
 
 
-def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch], *,
-               operators: Sequence[Operator] = MECHANICAL_DEFAULT, per_operator: int | None = None,
-               seed: int = 0, prefer_exercised: bool = False, mapper: Mapper | None = None,
-               recorder: Callable[..., list[dict[str, Any]]] | None = None, ctx: FixContext | None = None,
-               ordered: bool = False) -> Pool:
-    """Mechanical mutants of ``fix`` from the registered ``operators``. ``tests`` (candidate and reference)
-    feed the input recorder, run only when an operator needs it (or ``prefer_exercised``); its runs go through
-    ``mapper`` (see :func:`record_calls`), and ``recorder``, with the signature of :func:`record_calls`,
-    replaces it, e.g. to serve recordings started before the pool was asked for.
+@dataclass(frozen=True)
+class PoolRequest:
+    """Which pool :func:`build_pool` builds: everything that decides which mutants come out of it (how its
+    recordings run is told to build_pool apart). Mechanical mutants of ``fix`` (a source-only patch) from
+    the registered ``operators``; ``tests`` (candidate and reference) feed the input recorder, run only when an
+    operator needs it (or ``prefer_exercised``).
 
+    ``per_operator``: at most this many mutants per operator, drawn with ``seed`` (None: all).
     ``prefer_exercised``: when an operator has more mutants than ``per_operator``, sample first among those
     that change code the tests run on the fixed code (see :func:`exercised`). A mutant confined to functions no
     test calls is accepted by every test, so it only dilutes laxity; on fixes with many hunks a uniform sample
-    can consist of nothing else.
+    can consist of nothing else. ``ordered``: keep every mutant, each operator's in its seeded draw order (see
+    :func:`admit`; sequential MPE)."""
+
+    fix: str
+    tests: Sequence[TestPatch]
+    operators: Sequence[Operator] = MECHANICAL_DEFAULT
+    per_operator: int | None = None
+    seed: int = 0
+    prefer_exercised: bool = False
+    ordered: bool = False
+
+    @classmethod
+    def for_mpe(cls, fix: str, tests: Sequence[TestPatch], config: MPEConfig) -> PoolRequest:
+        """An MPE run's pool: its mechanical operators, N per operator, or (sequential) every mutant in its
+        seeded draw order."""
+        mechanical = mechanical_operators()
+        return cls(fix, tests, [op for op in config.operators if op in mechanical],
+                   per_operator=None if config.is_sequential else config.per_operator, seed=config.seed,
+                   prefer_exercised=config.prefer_exercised, ordered=config.is_sequential)
+
+
+def build_pool(executor: InstanceExecutor, request: PoolRequest, *, mapper: Mapper | None = None,
+               recorder: Recorder | None = None, ctx: FixContext | None = None) -> Pool:
+    """The pool ``request`` asks for. The recorder's runs go through ``mapper`` (see :func:`record_calls`), and
+    ``recorder``, with the signature of :func:`record_calls`, replaces it, e.g. to serve recordings started
+    before the pool was asked for.
 
     ``ctx``: the fix's context when the caller has it (then the executor's workspace is not used here: other
     files are read from the base commit's git objects). The operators that need no recording generate first,
     so a caller building the pool in the background overlaps that work with the recordings; the candidates
-    still reach admission in registry order. ``ordered``: keep every mutant, each operator's in its seeded
-    draw order (see :func:`admit`; sequential MPE)."""
+    still reach admission in registry order."""
+    fix, tests, operators = request.fix, request.tests, request.operators
     ctx = ctx or fix_context(executor, fix)
     pool = Pool()
     if not ctx.python_files:
@@ -337,9 +329,9 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
     targets = record_targets(ctx)
     mark = time.monotonic()
     record = recorder or functools.partial(record_calls, mapper=mapper)
-    fixed_records = record(executor, fix, tests, targets) \
-        if FIXED_RECORDS in needs or BUGGY_RECORDS in needs or prefer_exercised else []
-    buggy_records = record(executor, "", tests, targets, probes=probes_of(fixed_records)) \
+    fixed_records = record(executor, Recording(fix, tests, targets)) \
+        if FIXED_RECORDS in needs or BUGGY_RECORDS in needs or request.prefer_exercised else []
+    buggy_records = record(executor, Recording("", tests, targets, probes=probes_of(fixed_records))) \
         if BUGGY_RECORDS in needs else []
     pool.recording_seconds = time.monotonic() - mark
     pool.fixed_records = fixed_records
@@ -353,26 +345,27 @@ def build_pool(executor: InstanceExecutor, fix: str, tests: Sequence[TestPatch],
         raw += generated[op] if op in generated else operator.generate(inputs)
     pool.skipped.update(inputs.skipped)
     _diagnose(pool, [op for op, operator in chosen.items() if FIXED_RECORDS in type(operator).needs], raw,
-              fixed_records, buggy_records, targets, only_adds=_only_adds(ctx))
+              inputs, targets)
     prefer: Callable[[dict[str, str]], bool] | None = None
-    called = called_functions(fixed_records, len(tests)) if prefer_exercised else None
+    called = called_functions(fixed_records, len(tests)) if request.prefer_exercised else None
     if called is not None:
         recorded = {(t["path"], t["qualname"]) for t in targets}
         prefer = functools.partial(exercised, ctx, targets=recorded, called=called)
-    admit(ctx, raw, pool, {op: per_operator for op in chosen}, seed, prefer=prefer, ordered=ordered)
+    admit(ctx, raw, pool, Draw({op: request.per_operator for op in chosen}, request.seed, prefer, request.ordered))
     return pool
 
 
-def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant], fixed: list[dict[str, Any]],
-              buggy: list[dict[str, Any]], targets: list[dict[str, str]], only_adds: Sequence[str] = ()) -> None:
-    """Note why no bug-revealing input was captured, and warn when the input-based operators then made no
-    candidate although a test called a touched function (or a recording failed): the pool lacks the kinds of
-    wrong fix agents write most (special-casing the example, fixing at the caller), so a Rigorous class
-    rests on the other kinds alone."""
+def _diagnose(pool: Pool, input_operators: list[Operator], raw: list[RawMutant], inputs: OperatorInputs,
+              targets: list[dict[str, str]]) -> None:
+    """Note why no bug-revealing input was captured (from the records in ``inputs``), and warn when the
+    input-based operators then made no candidate although a test called a touched function (or a recording
+    failed): the pool lacks the kinds of wrong fix agents write most (special-casing the example, fixing at the
+    caller), so a Rigorous class rests on the other kinds alone."""
     if not input_operators:
         return
+    fixed, buggy = inputs.fixed_records, inputs.buggy_records
     pool.warnings += [f"recorder failed for {failure}" for failure in failures(fixed, buggy)]
-    pool.input_reason = input_diagnosis(fixed, buggy, targets, only_adds)
+    pool.input_reason = input_diagnosis(fixed, buggy, targets, _only_adds(inputs.ctx))
     made = {c.operator for c in raw}
     empty = [str(op) for op in input_operators if op not in made]
     if pool.input_reason is None or not empty or pool.input_reason[0] in ("not_called", "no_function_touched"):

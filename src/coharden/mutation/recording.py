@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +49,34 @@ def _serial(executor: InstanceExecutor) -> Mapper:
     return lambda tasks: [task(executor) for task in tasks]
 
 
-def record_calls(executor: InstanceExecutor, source_patch: str, tests: Sequence[TestPatch],
-                 targets: list[dict[str, str]], probes: list[dict[str, Any]] | None = None, *,
-                 mapper: Mapper | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Recording:
+    """What one recording is of, and what a stored one is keyed on: each of ``tests`` run on base +
+    ``source_patch`` with the recorder watching ``targets`` and, for ``probes`` (records from another run),
+    trying their inputs on this code."""
+
+    source_patch: str
+    tests: Sequence[TestPatch]
+    targets: list[dict[str, str]]
+    probes: list[dict[str, Any]] | None = None
+
+
+Recorder = Callable[[InstanceExecutor, Recording], list[dict[str, Any]]]
+"""What makes a recording: :func:`record_calls`, or one that serves recordings started before they were asked
+for (``mpe.early``)."""
+
+
+def record_calls(executor: InstanceExecutor, recording: Recording, *, mapper: Mapper | None = None
+                 ) -> list[dict[str, Any]]:
     """Run each test on base + ``source_patch`` with the recorder plugin: the deterministic inputs and outcomes
     of ``targets``, one ``summary`` record per function (calls seen, exception types that escaped), and, for
-    ``probes`` (records from another run), a ``probe`` record with this code's outcome on that input.
+    ``probes``, a ``probe`` record with this code's outcome on that input.
 
     Tests that lay down the same files with the same ids (the golden test and a copy of it) are recorded once.
     ``mapper`` runs the per-test recordings (in parallel when it has several workers). With a result store the
     records of one (code, test, targets, probes) are kept, so grading several tests of one instance records the
     reference test once."""
+    source_patch, tests, targets, probes = recording.source_patch, recording.tests, recording.targets, recording.probes
     if not targets:
         return []
     first: dict[str, int] = {}

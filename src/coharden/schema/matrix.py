@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -63,19 +64,33 @@ class Matrix(BaseModel):
         return {c.value: len(getattr(self, c.value)) for c in Cell}
 
 
-def classify(*, fails_on_buggy: bool, passes_on_fixed: bool, laxity: float | None, tau: float,
-             admissible: bool = True, paper_classes: bool = False,
+@dataclass(frozen=True)
+class Reproduction:
+    """What a test's runs on the buggy and on the fixed code say, as far as its class goes: whether it fails on
+    the buggy code, passes on the fixed code, and reached PASS or FAIL on both (``admissible``)."""
+
+    fails_on_buggy: bool
+    passes_on_fixed: bool
+    admissible: bool = True
+
+
+FAIL_TO_PASS = Reproduction(fails_on_buggy=True, passes_on_fixed=True)
+"""An admissible fail-to-pass test: the class then rests on its laxity."""
+
+
+def classify(runs: Reproduction, laxity: float | None, tau: float, *, paper_classes: bool = False,
              interval: tuple[float, float] | None = None) -> TestClass:
-    """Class of a candidate test. ``paper_classes`` maps every non-F->P test to Misaligned.
+    """Class of a candidate test whose buggy and fixed runs say ``runs``. ``paper_classes`` maps every non-F->P
+    test to Misaligned.
 
     With ``interval`` (the laxity's, see :mod:`coharden.schema.estimate`) a F->P test is Lax when the interval
     lies at or above ``tau``, Rigorous when it lies below and Borderline when it straddles tau; without it,
     the paper's point rule (Rigorous when ``laxity < tau``, else Lax)."""
-    if not admissible:
+    if not runs.admissible:
         result = TestClass.INVALID
-    elif not passes_on_fixed:
+    elif not runs.passes_on_fixed:
         result = TestClass.MISALIGNED
-    elif not fails_on_buggy:
+    elif not runs.fails_on_buggy:
         result = TestClass.NOT_REPRODUCING
     elif laxity is None:
         return TestClass.INCONCLUSIVE

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from coharden.errors import CoHardenError, RepoError
 from coharden.mpe.evaluate import check_fix
-from coharden.mutation.pool import build_pool, fix_context
+from coharden.mutation.pool import PoolRequest, build_pool, fix_context
 from coharden.patches import sha
 from coharden.schema.mutant import Mutant
 from coharden.schema.testpatch import TestPatch
@@ -93,8 +93,8 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
         mark = time.monotonic()
         mpe = study.config.mpe
         ctx = fix_context(main, golden_fix)
-        pool = build_pool(main, golden_fix, tests, operators=mpe.operators, per_operator=mpe.per_operator,
-                          seed=mpe.seed, prefer_exercised=mpe.prefer_exercised, ctx=ctx)
+        pool = build_pool(main, PoolRequest(golden_fix, tests, operators=mpe.operators, per_operator=mpe.per_operator,
+                                            seed=mpe.seed, prefer_exercised=mpe.prefer_exercised), ctx=ctx)
         row["pool_seconds"] = time.monotonic() - mark
         row["pool"] = pool.summary()
         if study.llm_mutator is not None and GOLDEN in specs:
@@ -102,8 +102,7 @@ def imitation_step(study: RealBugsStudy, iid: str) -> dict[str, Any] | None:
             # golden test and the first graded system test, as the anonymous pair of an MPE run
             mark = time.monotonic()
             other = next((specs[n] for n in names if n != GOLDEN), specs[GOLDEN])
-            report = study.llm_mutator.build(ctx, (other, specs[GOLDEN]), pool, instance_id=iid,
-                                             problem_statement=inst.problem_statement,
+            report = study.llm_mutator.build(ctx, (other, specs[GOLDEN]), pool, instance=inst,
                                              test_patterns=study.settings.tests.test_patterns)
             row["llm_seconds"] = time.monotonic() - mark
             row["llm_pool"] = report.to_dict(volatile=False)

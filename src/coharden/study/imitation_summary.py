@@ -19,7 +19,7 @@ from typing import Any
 
 from coharden.analysis import stats
 from coharden.schema.estimate import DEFAULT_CONFIDENCE, Estimate
-from coharden.schema.matrix import Cell, cell, classify
+from coharden.schema.matrix import Cell, Reproduction, cell, classify
 
 MECHANICAL = "mechanical"
 LLM = "llm"
@@ -122,10 +122,11 @@ def laxities_per_test(row: dict[str, Any], tau: float, golden: str = "golden",
                             census=census and admissible == len(_mutants(row, sources)))
         laxity = estimate.laxity if fp else None
         interval = estimate.interval if fp else None
-        test_class = classify(fails_on_buggy=row["buggy"].get(name) == "FAIL",
-                              passes_on_fixed=row["fixed"].get(name) == "PASS", laxity=laxity, tau=tau,
-                              admissible=row["buggy"].get(name) in ("PASS", "FAIL")
-                              and row["fixed"].get(name) in ("PASS", "FAIL"), interval=interval).value
+        runs = Reproduction(fails_on_buggy=row["buggy"].get(name) == "FAIL",
+                            passes_on_fixed=row["fixed"].get(name) == "PASS",
+                            admissible=row["buggy"].get(name) in ("PASS", "FAIL")
+                            and row["fixed"].get(name) in ("PASS", "FAIL"))
+        test_class = classify(runs, laxity=laxity, tau=tau, interval=interval).value
         verdict = row.get("wrong", {}).get(name)
         accepts = (verdict == "PASS") if gold_rejects and verdict in ("PASS", "FAIL") else None
         out.append({"instance_id": row["instance_id"], "system": name, "test_class": test_class, "laxity": laxity,

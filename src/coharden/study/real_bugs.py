@@ -34,7 +34,7 @@ from coharden.execution.verdict_cache import test_environment_id
 from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Checkout
 from coharden.instances import resolve_repo
-from coharden.mpe.evaluate import check_fix, evaluate
+from coharden.mpe.evaluate import MPERequest, check_fix, evaluate
 from coharden.patches import sha
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
@@ -205,7 +205,7 @@ class RealBugsStudy:
              ) -> dict[str, Any]:
         """MPE of ``candidate`` against ``reference`` with the study's pool settings, on the team's workers."""
         config = self.config.mpe.model_copy(update={"workers": self.config.workers})
-        result = evaluate(team.executors[0], inst.patch, candidate, reference, config, pool=team)
+        result = evaluate(team.executors[0], MPERequest(inst.patch, candidate, reference, config), pool=team)
         data = slim_result(result.to_json())
         if result.harness_error:
             data["harness_error"] = True
