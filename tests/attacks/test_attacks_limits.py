@@ -42,14 +42,14 @@ def test_a_test_id_longer_than_the_limit_is_refused_where_ids_are_read(make_exec
 
 def test_a_huge_test_id_in_a_batch_is_invalid_with_the_reason(example: LocalInstance, tmp_path: Path) -> None:
     """``coharden mpe``'s path: the prediction is Invalid, with the limit in its reason; no traceback."""
-    from coharden.mpe.batch import Grading, evaluate_prediction
+    from coharden.mpe.batch import BatchGrading, evaluate_prediction
     from coharden.schema.mpe_config import MPEConfig
     from coharden.schema.prediction import Prediction
 
     settings = Settings(timeout=30, cache_dir=tmp_path / "cache", workers=1)
     patch = patch_of(f"def {LONG_NAME}():\n" + FAILS_ON_THE_BUG)
     prediction = Prediction(instance_id=example.instance.instance_id, model_name_or_path="long", model_patch=patch)
-    row = evaluate_prediction(prediction, example.instance, Grading(settings, MPEConfig(per_operator=1)), None)
+    row = evaluate_prediction(prediction, example.instance, BatchGrading(settings, MPEConfig(per_operator=1)), None)
     assert "error" not in row, row.get("error")
     assert row["test_class"] == "Invalid", row
     assert "characters" in str(row), str(row)[:2000]

@@ -137,7 +137,7 @@ def test_hanging_only_on_mutants_costs_seconds_and_is_reported(make_executor, ex
 
 @pytest.mark.slow
 def test_a_batch_goes_on_after_a_test_tries_to_kill_its_parent(example: LocalInstance, tmp_path: Path) -> None:
-    from coharden.mpe.batch import BatchOutputs, Grading, Prediction, run_batch
+    from coharden.mpe.batch import BatchGrading, BatchOutputs, Prediction, run_batch
     from coharden.schema.mpe_config import MPEConfig
 
     settings = Settings(timeout=20, cache_dir=tmp_path / "cache", workers=1, store=tmp_path / "store.sqlite")
@@ -152,7 +152,7 @@ def test_a_batch_goes_on_after_a_test_tries_to_kill_its_parent(example: LocalIns
                               model_patch=killer.patch),
                    Prediction(instance_id=example.instance.instance_id, model_name_or_path="honest", model_patch=lax)]
     rows = run_batch({example.instance.instance_id: example.instance}, predictions,
-                     Grading(settings, MPEConfig(per_operator=1)),
+                     BatchGrading(settings, MPEConfig(per_operator=1)),
                      BatchOutputs(Store(settings.store), tmp_path / "out"))
     assert rows[0]["candidate_buggy"]["outcome"] == "PASS"  # the kill cannot reach the server: a plain verdict
     assert rows[1].get("fail_to_pass") is True

@@ -24,7 +24,7 @@ from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.engine import LocalEngine, make_engine
 from coharden.execution.store import Store
-from coharden.mpe.batch import BatchOutputs, Grading, run_batch
+from coharden.mpe.batch import BatchGrading, BatchOutputs, run_batch
 from coharden.schema.instance import Instance
 from coharden.schema.mpe_config import MPEConfig
 from coharden.schema.mutant import Operator
@@ -76,7 +76,7 @@ class CountingEngine(LocalEngine):
 
 def _run(batch: dict[str, Any], tmp: Path, engine: Any, store_name: str = "s.sqlite") -> list[dict[str, Any]]:
     settings = Settings(timeout=60, store=tmp / store_name, cache_dir=tmp / "cache", workers=2)
-    grading = Grading(settings, MPEConfig(operators=OPERATORS, paper_classes=True))  # decisive on small pools
+    grading = BatchGrading(settings, MPEConfig(operators=OPERATORS, paper_classes=True))  # decisive on small pools
     outputs = BatchOutputs(Store(settings.store), tmp / "out")
     return run_batch(batch["instances"], batch["predictions"], grading, outputs, engine=engine)
 

@@ -34,7 +34,7 @@ from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
 
 if TYPE_CHECKING:
-    from coharden.mpe.batch import Grading
+    from coharden.mpe.batch import BatchGrading
     from coharden.mpe.result import MPEResult
 
 
@@ -129,7 +129,7 @@ def mpe(
     Exit status 1 when a mutant source failed (LLM truncation, cost cap, LLM error): the finished mutants are
     reported, but no laxity and no class (fail closed); in a batch, when a prediction could not be graded (each
     reason is printed; the other predictions are graded and every output is written)."""
-    from coharden.mpe.batch import Grading
+    from coharden.mpe.batch import BatchGrading
 
     settings = run.settings(workers=workers)
     engine = EngineOptions.of(settings)
@@ -146,7 +146,7 @@ def mpe(
     mpe_cfg = mpe_opts.config(settings, workers=settings.workers, mechanical="mechanical" in sources,
                               llm_model=llm.client.config.model if llm is not None else None,
                               llm_operators=llm.settings.operators if llm is not None else ())
-    grading = Grading(settings, mpe_cfg, llm)
+    grading = BatchGrading(settings, mpe_cfg, llm)
     if batch.given:
         if llm is not None and not engine.local:
             raise CoHardenError("--mutator llm runs with the local executor (one client, one budget, one "
@@ -226,7 +226,7 @@ def _llm_mutator(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions)
                                                     operators=chosen))
 
 
-def _mpe_single(single: _Single, grading: Grading, progress):
+def _mpe_single(single: _Single, grading: BatchGrading, progress):
     from coharden.execution.executor import InstanceExecutor
     from coharden.execution.pool import ExecutorPool
     from coharden.execution.store import Store
@@ -303,7 +303,7 @@ def _batch_inputs(batch: BatchOptions, settings: Settings, ids: list[str]):
     return records, preds, unknown
 
 
-def _mpe_batch(batch: BatchOptions, grading: Grading, as_json: bool,
+def _mpe_batch(batch: BatchOptions, grading: BatchGrading, as_json: bool,
                engine_opts: EngineOptions = EngineOptions(), ids: list[str] | None = None) -> None:
     from coharden.execution.store import Store
     from coharden.mpe.batch import DEFAULT_CUTOFFS, BatchOutputs, run_batch, stage_times, summarize

@@ -33,7 +33,7 @@ NOT_GRADED = "no instance with this id in the instances file"
 
 
 @dataclass(frozen=True)
-class Grading:
+class BatchGrading:
     """How each prediction is graded, as every job receives it (picklable: a job may run on a Ray worker): the
     run's settings, the MPE configuration and the LLM mutator (None: the mechanical operators only)."""
 
@@ -62,7 +62,7 @@ def result_key(prediction: Prediction, instance: Instance, config: MPEConfig) ->
                        mpe=config.cache_key())
 
 
-def evaluate_prediction(prediction: Prediction, instance: Instance, grading: Grading,
+def evaluate_prediction(prediction: Prediction, instance: Instance, grading: BatchGrading,
                         store: Store | None) -> dict[str, Any]:
     """One prediction -> one JSON-able row (the result, or ``error``). Never raises for bad input.
 
@@ -97,7 +97,7 @@ def evaluate_prediction(prediction: Prediction, instance: Instance, grading: Gra
     return row
 
 
-def mpe_job(prediction: Prediction, instance: Instance | None, grading: Grading) -> dict[str, Any]:
+def mpe_job(prediction: Prediction, instance: Instance | None, grading: BatchGrading) -> dict[str, Any]:
     """The unit of work an engine runs (module level and picklable, for Ray). Opens the verdict cache at
     ``settings.store`` when it can (same machine or a shared disk) and works without one otherwise."""
     if instance is None:  # not graded: listed apart, never counted as a class (see :func:`summarize`)
@@ -167,7 +167,7 @@ def summarize(rows: Sequence[dict[str, Any]], cutoffs: Sequence[float]) -> dict[
     }
 
 
-def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], grading: Grading,
+def run_batch(instances: dict[str, Instance], predictions: Sequence[Prediction], grading: BatchGrading,
               outputs: BatchOutputs, *, engine: Engine | None = None) -> list[dict[str, Any]]:
     """Grade every prediction as ``grading`` says on ``engine`` (default: a local pool of the settings'
     workers). Rows already in the store are not recomputed; new rows are stored and appended to
