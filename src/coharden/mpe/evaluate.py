@@ -123,7 +123,7 @@ def evaluate(executor: InstanceExecutor, request: MPERequest, *, llm_mutator: LL
             if targets and BUGGY_RECORDS in recordings_needed(wanted.operators):
                 early = EarlyRecording(team, fix, [candidate, reference], targets)
             early_pool = EarlyPool(team, wanted, ctx, early.recorder if early else None)
-        return _evaluate(_Run(team, fix, candidate, reference, config, llm_mutator=llm_mutator, progress=progress,
+        return _evaluate(_Run(team, request, llm_mutator=llm_mutator, progress=progress,
                               early_pool=early_pool, ctx=ctx, timings=timings, started=started))
     except KeyboardInterrupt:
         # Ctrl-C: no test process starts any more, and nothing below waits for the running ones (their threads
@@ -148,14 +148,12 @@ def _cold_start(team: Workers, timings: dict[str, float]) -> None:
 
 @dataclass
 class _Run:
-    """What one MPE's phases share: its workers, the fix, both tests, the settings and what was started for it
-    (the LLM mutator, the pool built beside the F->P checks, the fix's context), and the phases' timings."""
+    """What one MPE's phases share: its workers, the request (the fix, both tests, the settings), what was
+    started for it (the LLM mutator, the pool built beside the F->P checks, the fix's context), and the phases'
+    timings."""
 
     team: Workers
-    fix: str
-    candidate: TestPatch
-    reference: TestPatch
-    config: MPEConfig
+    request: MPERequest
     llm_mutator: LLMMutator | None = None
     progress: Progress | None = None
     early_pool: EarlyPool | None = None
@@ -167,11 +165,11 @@ class _Run:
     def combine(self) -> bool:
         """Whether both tests share one process: untrusted tests never do (one could rewrite the other's
         result)."""
-        return self.config.trust_tests
+        return self.request.config.trust_tests
 
 
 def _evaluate(run: _Run) -> MPEResult:
-    config, timings = run.config, run.timings
+    config, timings = run.request.config, run.timings
     result = _fail_to_pass(run)
     if not result.fail_to_pass or result.test_class is TestClass.INVALID:
         result.timings = timings
@@ -179,7 +177,7 @@ def _evaluate(run: _Run) -> MPEResult:
     timeout = run.team.executor.settings.sandbox.timeout
     result.time_limits = {"candidate": config.mutant_limit(result.candidate_fixed.duration, timeout),
                           "reference": config.mutant_limit(result.reference_fixed.duration, timeout)}
-    p2p = _pass_to_pass(run.team, run.fix, config, result, timings)
+    p2p = _pass_to_pass(run.team, run.request.fix, config, result, timings)
     mutant_pool = _mutant_pool(run, result)
     result.pool = mutant_pool.summary()
     result.warnings = list(mutant_pool.warnings)
@@ -201,7 +199,8 @@ def _evaluate(run: _Run) -> MPEResult:
 def _fail_to_pass(run: _Run) -> MPEResult:
     """Both tests on the buggy and on the fixed code: the result with their verdicts and the candidate's class
     before any mutant. :class:`MPEError` when the reference is not fail-to-pass (nothing can be classified)."""
-    team, fix, candidate, reference, config = run.team, run.fix, run.candidate, run.reference, run.config
+    team, request = run.team, run.request
+    fix, candidate, reference, config = request.fix, request.candidate, request.reference, request.config
     combine, timings, started, llm_mutator = run.combine, run.timings, run.started, run.llm_mutator
     executor = team.executor
     tau, seed, paper_classes = config.tau, config.seed, config.paper_classes
@@ -262,7 +261,8 @@ def _pass_to_pass(team: Workers, fix: str, config: MPEConfig, result: MPEResult,
 def _mutant_pool(run: _Run, result: MPEResult) -> Pool:
     """The pool: mechanical (built beside the F->P checks when ``run.early_pool``, else now) and the LLM's; an
     LLM pool that could not be completed marks the result (fail closed)."""
-    team, fix, candidate, reference, config = run.team, run.fix, run.candidate, run.reference, run.config
+    team, request = run.team, run.request
+    fix, candidate, reference, config = request.fix, request.candidate, request.reference, request.config
     llm_mutator, early_pool, timings = run.llm_mutator, run.early_pool, run.timings
     executor = team.executor
     mark = time.monotonic()
@@ -293,13 +293,13 @@ def _run_pool(run: _Run, mutant_pool: Pool, result: MPEResult, implied: Implied 
     """Run the pool's mutants (all of them, or sequential rounds) into ``result``: verdicts, frame, census,
     timeouts and the tampering the candidate showed on them. ``p2p``: the PASS_TO_PASS tests every mutant
     runs too (plausibility)."""
-    team, config, timings, progress = run.team, run.config, run.timings, run.progress
+    team, config, timings, progress = run.team, run.request.config, run.timings, run.progress
     mark = time.monotonic()
     limits = [result.time_limits["candidate"], result.time_limits["reference"]]
     if p2p is not None:
         limits.append(result.time_limits["plausibility"])
-    plan = MutantRunPlan(run.candidate, run.reference, limits=limits, combine=run.combine, implied=implied,
-                         skip_unneeded=config.implied, plausibility=p2p,
+    plan = MutantRunPlan(run.request.candidate, run.request.reference, limits=limits, combine=run.combine,
+                         implied=implied, skip_unneeded=config.implied, plausibility=p2p,
                          # a behaviour is every test's outcome: no process stops at its first failure then
                          first_failure=not config.counts_behaviours)
     runner = functools.partial(run_mutants, team, plan=plan, timings=timings)
@@ -329,7 +329,7 @@ def _reach(run: _Run, mutants: Sequence[Mutant], result: MPEResult,
     """The implied-run decider of this MPE, with both tests' reach passes made (see :mod:`coharden.mpe.implied`),
     or None when no drawable mutant could have an implied verdict. Flaky tests go to ``result.flaky`` and a
     warning; ``result.reach`` says per test whether its verdicts may be implied."""
-    team, fix, candidate, reference = run.team, run.fix, run.candidate, run.reference
+    team, fix, candidate, reference = run.team, run.request.fix, run.request.candidate, run.request.reference
     candidate_fixed, reference_fixed = result.candidate_fixed, result.reference_fixed
     executor = team.executor
     ctx = run.ctx or fix_context(executor, fix)
