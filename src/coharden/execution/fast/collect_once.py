@@ -1,5 +1,5 @@
 """Collect once, in a child of the fork server (``forkserver_main`` loads this file by path: stdlib and pytest
-only, Python 3.6+, coharden not installed): :class:`CollectOnce`, the pytest plugin of a *zygote* - a child that
+only, Python 3.7+, coharden not installed): :class:`CollectOnce`, the pytest plugin of a *zygote* - a child that
 collects a run's tests once and forks each later run of the same tests after that collection. The server's side
 (its handles on zygotes) is ``zygotes.py``; why this keeps the sandbox's guarantees is said in
 ``forkserver_main``'s docstring.

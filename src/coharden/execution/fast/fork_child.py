@@ -1,5 +1,5 @@
 """What a forked child of the fork server does (``forkserver_main``, which loads this file by path like its other
-siblings: stdlib only, Python 3.6+): the run's limits and descriptors, its environment and path as a fresh
+siblings: stdlib only, Python 3.7+): the run's limits and descriptors, its environment and path as a fresh
 ``python -m pytest`` (or ``python SCRIPT``) would have them, the changed function bodies swapped in or the warm
 modules purged, then pytest (a zygote's with :class:`collect_once.CollectOnce`) or the runner script, and the
 exit a fresh interpreter would make.

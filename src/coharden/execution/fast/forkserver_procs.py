@@ -1,4 +1,4 @@
-"""The fork server's processes (``forkserver_main``, loaded by path like it: stdlib only, Python 3.6+): exit codes,
+"""The fork server's processes (``forkserver_main``, loaded by path like it: stdlib only, Python 3.7+): exit codes,
 dumpability, waiting for a child with a deadline, and, as the init of the sandbox's PID namespace, killing and
 reaping every process but the ones it keeps (stopped zygotes) and giving every run a fresh sandbox state
 (:class:`Fresh`, :func:`wipe`): the scratch mounts emptied and checked empty (:func:`leftovers`), the IPC
@@ -236,7 +236,7 @@ def leftovers(fresh):
     while todo:
         directory = todo.pop()
         try:
-            names = os.listdir(directory)  # noqa: PTH208 - stdlib-only, Python 3.6+ script
+            names = os.listdir(directory)  # noqa: PTH208 - stdlib-only, Python 3.7+ script
         except OSError:
             left.append(directory)
             continue

@@ -1,4 +1,4 @@
-"""The fork server's warm imports (``forkserver_main`` loads this file by path: stdlib only, Python 3.6+):
+"""The fork server's warm imports (``forkserver_main`` loads this file by path: stdlib only, Python 3.7+):
 :class:`WarmState`, which of the project's modules the server keeps imported and, for each request, whether its
 child starts with them as they are, swaps changed function bodies into its copy, or purges them. The snapshots
 and the swapping are ``warm.py``'s.

@@ -1,4 +1,4 @@
-"""The fork server's side of collect once (``forkserver_main`` loads this file by path: stdlib only, Python 3.6+):
+"""The fork server's side of collect once (``forkserver_main`` loads this file by path: stdlib only, Python 3.7+):
 :class:`Zygote`, its handle on one zygote (a child running :class:`collect_once.CollectOnce`), :func:`zygote_key`
 (which runs a zygote may serve), :func:`serve_from_zygote` and :func:`wait_zygote_run`. The server alone signs
 replies and enforces time limits: what a zygote reports is its run's own claim, like an exit code.
