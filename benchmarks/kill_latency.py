@@ -31,9 +31,9 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.fast.forkserver import ForkServer, ServerStart
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_runner import run_pytest, test_environment
 from coharden.execution.pytest_verdicts import verdict_for
-from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import Confinement, run_limited
 from coharden.schema.timelimit import LOAD_MARGIN
 
@@ -59,7 +59,7 @@ def scaled(work: Path, test: str, fork_server: bool) -> float:
     ids = [f"test_slow.py::{test}"]
     server = ForkServer(ServerStart(sys.executable, env=test_environment(()), network=False)) if fork_server else None
     try:
-        result = run_pytest(work, ids, Settings(fork_server=fork_server, timeout=60), RunOptions(
+        result = run_pytest(work, ids, Settings(fork_server=fork_server, timeout=60), ProcessOptions(
             server=server, time_limit=2.0, confine=None if fork_server else Confinement(writable=(work,))))
     finally:
         if server is not None:

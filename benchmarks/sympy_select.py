@@ -23,7 +23,7 @@ from pathlib import Path
 
 from coharden.config import Settings
 from coharden.execution.log_runs import run_with
-from coharden.execution.run_options import RunOptions
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.runners import SympyRunner
 from coharden.patches import touched_files
 
@@ -74,7 +74,8 @@ def main() -> int:
             statuses: dict[bool, dict] = {}
             for k in range(args.rounds):
                 for select in ((False, True) if k % 2 == 0 else (True, False)):
-                    verdict = run_with(runner, root, ids, settings, RunOptions(python=str(pythons[0]), select=select))
+                    verdict = run_with(runner, root, ids, settings,
+                                       ProcessOptions(python=str(pythons[0]), select=select))
                     seconds[select].append(verdict.duration)
                     statuses[select] = {i: [s.value for s in v] for i, v in verdict.tests.items()}
             whole, selected = statistics.median(seconds[False]), statistics.median(seconds[True])

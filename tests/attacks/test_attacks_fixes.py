@@ -25,9 +25,9 @@ from coharden.config import Settings
 from coharden.evaluation.grading import RESOLVED_FULL, FixGrade, golden_tests, grade_fix, grade_statuses
 from coharden.execution.env_plugins import environment_plugins
 from coharden.execution.executor import InstanceExecutor
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.pytest_verdicts import verdict_for
-from coharden.execution.run_options import RunOptions
 from coharden.instances import LocalInstance, resolve_repo
 from coharden.patches import make_patch, parse
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
@@ -202,7 +202,7 @@ def test_autoload_forges_without_coharden(tmp_path: Path) -> None:
                            cwd=root, capture_output=True, text=True, env=env, check=False)
     assert plain.returncode == 0, plain.stdout
     run = run_pytest(root, ["tests/test_it.py::test_it"], Settings(timeout=60, workers=1),
-                     RunOptions(python=sys.executable))
+                     ProcessOptions(python=sys.executable))
     assert verdict_for(["tests/test_it.py::test_it"], run).outcome is Outcome.FAIL, run.output
 
 

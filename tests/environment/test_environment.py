@@ -25,9 +25,9 @@ from coharden.environment.pyversions import admitted, normalize_version, poetry_
 from coharden.environment.refine import extract_patch, refine_environment
 from coharden.environment.smoke import SmokeSample, smoke_test
 from coharden.environment.sources import DirSource, GitSource
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.pytest_verdicts import verdict_for
-from coharden.execution.run_options import RunOptions
 from coharden.llm import LLMClient, LLMConfig, MockLLMServer
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "env"
@@ -575,7 +575,7 @@ def test_agent_fixture_gets_its_reply_from_the_mock_server(tmp_path: Path, setti
     ids = ["tests/check_agent.py::test_ask_gets_a_reply"]  # explicit path: collected whatever its name
     rules = [{"match": {"contains": "What is 2 + 2?"}, "reply": DEFAULT_REPLY}]
     with MockServices(rules) as services:
-        run = run_pytest(repo, ids, loopback_only_settings(settings), RunOptions(env=services.env))
+        run = run_pytest(repo, ids, loopback_only_settings(settings), ProcessOptions(env=services.env))
         requests = services.server.requests
     assert verdict_for(ids, run).passed, run.output[-2000:]
     assert len(requests) == 1

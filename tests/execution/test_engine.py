@@ -154,7 +154,7 @@ def test_a_ray_cluster_that_refuses_the_driver_is_a_clear_error(tmp_path: Path, 
         monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
         monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
         # the driver gives up on the refusing head after 5 s of reconnecting instead of Ray's 60 (the error is the
-        # same, the suite 25 s shorter)
+        # same; the test 51 s -> 22 s here)
         monkeypatch.setenv("RAY_gcs_rpc_server_reconnect_timeout_s", "5")
         with pytest.raises(CoHardenError) as refused:
             make_engine("ray", workers=1, address=f"127.0.0.1:{port}").close()  # joined after all: it fails

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from coharden.execution.fork_run import ForkRun
-from coharden.execution.run_options import RunOptions
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.sandbox import Confinement, bwrap_path, run_limited
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="bwrap cannot build a sandbox on this machine")
@@ -333,10 +333,10 @@ def test_a_server_whose_wipe_leaves_residue_serves_no_further_run(tmp_path: Path
         first = site.server()
         assert first is not None, site.server_failed
         assert first.isolation == "bwrap"
-        planted = site.run(["test_stuck.py::test_plant"], RunOptions())
+        planted = site.run(["test_stuck.py::test_plant"], ProcessOptions())
         assert planted.returncode == 0, planted.output
         assert not planted.lost
-        looked = site.run(["test_stuck.py::test_look"], RunOptions())
+        looked = site.run(["test_stuck.py::test_look"], ProcessOptions())
         assert looked.returncode == 0, looked.output  # the next run does not see the residue
         assert site.current is not None  # a new sandbox served it
         assert site.current is not first

@@ -21,14 +21,14 @@ from coharden.environment.specs import EnvSpec
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.log_parsers import parse_django_log, parse_pytest_log, parse_sympy_log
 from coharden.execution.log_runs import run_with
-from coharden.execution.run_options import RunOptions
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.runners import RUNNERS, DjangoRunner, PytestRunner, SympyRunner, make_runner
 from coharden.execution.testids import runnable_id
 from coharden.schema.instance import Instance
 from coharden.schema.verdict import Outcome, TestStatus, Verdict
 
 #: a run with the interpreter running these tests
-THIS_PYTHON = RunOptions(python=sys.executable)
+THIS_PYTHON = ProcessOptions(python=sys.executable)
 
 DJANGO_LOG = """\
 test_a (app.tests.ATests) ... ok
@@ -333,12 +333,12 @@ def test_django_runner_on_djangos_own_suite(django_sdist: tuple[Path, str], tmp_
     settings = Settings(timeout=300)
     env = {"PYTHONPATH": str(root)}
     ids = ["test_defaults (str.tests.SimpleTests)", "test_international (str.tests.SimpleTests)"]
-    ok = run_with(DjangoRunner(), root, ids, settings, RunOptions(python=python, env=env))
+    ok = run_with(DjangoRunner(), root, ids, settings, ProcessOptions(python=python, env=env))
     assert ok.passed, ok.reason + ok.output_tail
     # the harness's id of a test with a docstring is the docstring's first line: its module runs whole
     runner = DjangoRunner(extra_labels=["str.tests"])
     doc = "The default implementation of __str__ and __repr__ should return"
-    by_doc = run_with(runner, root, [doc], settings, RunOptions(python=python, env=env))
+    by_doc = run_with(runner, root, [doc], settings, ProcessOptions(python=python, env=env))
     assert by_doc.passed, by_doc.reason
 
 
@@ -519,7 +519,7 @@ def test_an_id_the_harness_cut_at_a_space_is_graded_by_the_parameters_it_names(t
         "def test_inline(text):\n    assert not text.startswith('pep')\n")
     cut = ["test_first.py::test_inline[kbd"]
     stopped = verdict_for(cut, run_pytest(tmp_path, cut, Settings(fork_server=False, timeout=60),
-                                          RunOptions(first_failure=True)))
+                                          ProcessOptions(first_failure=True)))
     assert stopped.outcome is Outcome.PASS, stopped.reason
 
 
@@ -570,7 +570,7 @@ def test_a_scaled_time_limit_bounds_cpu_time_not_the_machines_load(tmp_path: Pat
     try:
         def run(test: str, limit: float | None) -> Verdict:
             ids = [f"test_slow.py::{test}"]
-            result = run_pytest(tmp_path, ids, settings, RunOptions(
+            result = run_pytest(tmp_path, ids, settings, ProcessOptions(
                 server=server, time_limit=limit, confine=None if fork_server else Confinement(writable=(tmp_path,))))
             return verdict_for(ids, result)
 
@@ -683,7 +683,8 @@ def _raised_outside(root: Path, ids: list[str], call: str, hook: str) -> Outcome
     outside.mkdir()
     (outside / "extlib.py").write_text(f"def {call}:\n    raise ValueError('the environment')\n")
     (root / "conftest.py").write_text(f"import extlib\n\n\ndef {hook}:\n    extlib.{call}\n")
-    run = run_pytest(root, ids, Settings(fork_server=False, timeout=60), RunOptions(env={"PYTHONPATH": str(outside)}))
+    run = run_pytest(root, ids, Settings(fork_server=False, timeout=60),
+                     ProcessOptions(env={"PYTHONPATH": str(outside)}))
     return verdict_for(ids, run).outcome
 
 

@@ -26,6 +26,7 @@ from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
     from coharden.config import Settings
+    from coharden.study.real_bugs import StudyConfig
     from coharden.study.validity import ValidityConfig, ValidityInputs
 
 
@@ -87,7 +88,8 @@ def study_validity(
                              repos_dir=repos)
         inputs = load_validity_inputs(source, table or Path("results/table.jsonl"),
                                       test_patterns=settings.tests.test_patterns, unit=unit)
-        _run(dataset, inputs, settings, ValidityConfig(repos=only_repo or [], ids=only or [], limit=limit))
+        _run(dataset, inputs, settings, ValidityConfig(study=_study_config(settings), repos=only_repo or [],
+                                                       ids=only or [], limit=limit))
     elif not dataset.is_file():
         raise CoHardenError(f"{dataset}: no dataset to report on (run the study first, without --report-only)")
     elif table is not None:
@@ -109,20 +111,24 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _run(dataset: Path, inputs: ValidityInputs, settings: Settings, selection: ValidityConfig) -> None:
-    """Run the study on ``inputs`` under ``settings`` (its ``workers``: the checkouts of one instance) under a
-    progress bar; ``selection`` says which candidates run now (--repo, --id, --limit), the study's own
-    configuration is made here from the settings."""
+def _study_config(settings: Settings) -> StudyConfig:
+    """The validity study's per-instance configuration, from the settings (its ``workers``: the checkouts of one
+    instance)."""
+    from coharden.study.real_bugs import StudyConfig
+
+    return StudyConfig(workers=settings.workers, verify_all=False,
+                       bytecode=["sympy"] if settings.study.bytecode else [],
+                       warm_defaults=not settings.server.preload and not settings.server.warm_imports)
+
+
+def _run(dataset: Path, inputs: ValidityInputs, settings: Settings, validity_config: ValidityConfig) -> None:
+    """Run the study on ``inputs`` under ``settings`` and ``validity_config`` (which candidates run now: --repo,
+    --id, --limit) under a progress bar."""
     from rich.progress import MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from coharden.study.real_bugs import StudyConfig
     from coharden.study.table import RunContext
     from coharden.study.validity import run_validity
 
-    study = StudyConfig(workers=settings.workers, verify_all=False,
-                        bytecode=["sympy"] if settings.study.bytecode else [],
-                        warm_defaults=not settings.server.preload and not settings.server.warm_imports)
-    validity_config = selection.model_copy(update={"study": study})
     with Progress(TextColumn("validity"), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}", markup=False), console=err_console) as bar:
         task = bar.add_task("", total=None)

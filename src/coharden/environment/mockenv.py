@@ -115,7 +115,7 @@ class MockServices:
     """A running mock server and the environment that points clients at it.
 
     >>> with MockServices() as mock:            # doctest: +SKIP
-    ...     run_pytest(root, ids, settings, RunOptions(python=python, env=mock.env))
+    ...     run_pytest(root, ids, settings, ProcessOptions(python=python, env=mock.env))
     """
 
     def __init__(self, rules: Sequence[Rule | Mapping[str, Any]] | str | Path | None = None) -> None:

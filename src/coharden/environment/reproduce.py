@@ -45,9 +45,9 @@ from coharden.errors import CoHardenError, TestIdError
 from coharden.execution.docker import CONTAINER_ROOT
 from coharden.execution.executor import InstanceExecutor
 from coharden.execution.git import git, resolve_commit
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_runner import run_pytest
 from coharden.execution.readback import read_text
-from coharden.execution.run_options import RunOptions
 from coharden.execution.store import Store
 from coharden.patches import is_test_path, split_patch, touched_files
 from coharden.schema.instance import Instance
@@ -188,7 +188,7 @@ def _probe(executor: InstanceExecutor, fix: str, test: TestPatch, index: Project
     out.unlink(missing_ok=True)
     executor.workspace.tainted = True
     # a fresh process, never a fork of a warm server (which would have imported its plugins already)
-    run_pytest(root, list(test.ids), executor.settings, RunOptions(
+    run_pytest(root, list(test.ids), executor.settings, ProcessOptions(
         python=executor.python, extra_args=("-p", PROBE_MODULE), image=executor.image, confine=executor.confinement()))
     try:  # the test may have swapped it for a link to a host file or a fifo
         modules: dict[str, dict[str, Any]] = json.loads(read_text(out, anchor=root))

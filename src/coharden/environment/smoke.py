@@ -27,9 +27,9 @@ from coharden.config import Settings
 from coharden.environment.build import BuildResult
 from coharden.environment.mockenv import MockServices, loopback_only_settings
 from coharden.environment.plan import EnvPlan, EnvTarget
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_results import Case, PytestRun
 from coharden.execution.pytest_runner import run_pytest
-from coharden.execution.run_options import RunOptions
 from coharden.execution.workspace import Workspace
 from coharden.schema.verdict import TestStatus
 
@@ -162,8 +162,8 @@ def smoke_test(target: EnvTarget, build: BuildResult, settings: Settings, *, sam
     try:
         if services is not None:
             services.__enter__()
-        options = RunOptions(extra_args=tuple(plan.test_args), env=_test_env(plan, services.env if services else {}),
-                             image=image)
+        options = ProcessOptions(extra_args=tuple(plan.test_args),
+                                 env=_test_env(plan, services.env if services else {}), image=image)
         with Workspace(target.repo, target.commit) as ws:
             ids = _collect(ws.root, plan, run_settings, options, report)
             if ids:
@@ -176,7 +176,7 @@ def smoke_test(target: EnvTarget, build: BuildResult, settings: Settings, *, sam
     return report
 
 
-def _collect(root: Path, plan: EnvPlan, settings: Settings, options: RunOptions, report: SmokeReport) -> list[str]:
+def _collect(root: Path, plan: EnvPlan, settings: Settings, options: ProcessOptions, report: SmokeReport) -> list[str]:
     """The test ids collected under the plan's test paths; none when the sample is not to run (collection timed
     out, pytest could not start, nothing was collected: ``report`` says which)."""
     collect = run_pytest(root, list(plan.test_paths), settings,
@@ -201,7 +201,7 @@ def _collect(root: Path, plan: EnvPlan, settings: Settings, options: RunOptions,
     return ids
 
 
-def _run_sample(root: Path, settings: Settings, options: RunOptions, report: SmokeReport) -> None:
+def _run_sample(root: Path, settings: Settings, options: ProcessOptions, report: SmokeReport) -> None:
     """Run the sampled tests (``report.sampled``) and judge their failures."""
     chosen = report.sampled
     run = run_pytest(root, chosen, settings, options)

@@ -30,10 +30,10 @@ from coharden.execution.confinement import Confinement
 from coharden.execution.docker import docker_available, swebench_image
 from coharden.execution.env_plugins import plugins_id
 from coharden.execution.git import APPLY_FAILED, Applied, show_file
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_verdicts import verdict_for
 from coharden.execution.run_layout import collect_key, lay_out
-from coharden.execution.run_options import RunOptions
 from coharden.execution.run_site import (
     ForkServer,
     RunSite,
@@ -371,7 +371,7 @@ class InstanceExecutor:
         self.runs += 1
         if not runner_of(self.settings.tests.runner).loads_plugins or test.exec_mode == REPRODUCTION_SCRIPT:
             return self._run_raw_log(root, test, extra_env or {}, tuple(readable))
-        options = RunOptions(warm=self.site.warm_spec(source_patch, [test]), extra_args=tuple(extra_args or ()),
+        options = ProcessOptions(warm=self.site.warm_spec(source_patch, [test]), extra_args=tuple(extra_args or ()),
                              env=extra_env, collect=self._collect_key(source_patch, [test]) if instrument else None,
                              instrument=instrument)
         return self._run(list(test.ids), options, settings=instrumented_settings(self.settings),
@@ -397,15 +397,15 @@ class InstanceExecutor:
         # test_function.py, minutes under the tracer) would only add other tests' inputs to the recording
         if test.exec_mode == REPRODUCTION_SCRIPT:  # the script itself; an instrumenting pytest plugin never loads
             verdict = run_scripts(root, test, instrumented_settings(self.settings),
-                                  RunOptions(python=self.python, env=env, confine=confine))
+                                  ProcessOptions(python=self.python, env=env, confine=confine))
         else:
             verdict = run_test_patch(root, test, instrumented_settings(self.settings),
-                                     RunOptions(python=self.python, env=env, confine=confine, select=True))
+                                     ProcessOptions(python=self.python, env=env, confine=confine, select=True))
         return PytestRun(returncode=None, timed_out=verdict.outcome is Outcome.TIMEOUT,
                          duration=verdict.duration or 0.0, output=verdict.output_tail or "",
                          isolation=verdict.isolation or "none")
 
-    def _run(self, ids: list[str], options: RunOptions, *, settings: Settings | None = None,
+    def _run(self, ids: list[str], options: ProcessOptions, *, settings: Settings | None = None,
              readable: tuple[Path, ...] = ()) -> PytestRun:
         """One pytest run in the workspace as laid out (see :meth:`RunSite.run`)."""
         self.workspace.tainted = True
@@ -447,7 +447,7 @@ class InstanceExecutor:
         if any(test.whole_files for test in chosen):  # alone in its process (see run_layout)
             all_ids = list(dict.fromkeys(i.split("::", 1)[0] for i in all_ids))
         # -x only for a process of one test: a failure must not stop the tests of another
-        run = self._run(all_ids, RunOptions(time_limit=max(limits[j] for j in groups), warm=warm,
+        run = self._run(all_ids, ProcessOptions(time_limit=max(limits[j] for j in groups), warm=warm,
                                             first_failure=first_failure and len(groups) == 1,
                                             collect=self._collect_key(source_patch, chosen)))
         self.runs += 1
@@ -459,7 +459,7 @@ class InstanceExecutor:
             if hung is not None and any(hung == i or hung.startswith(runnable_id(i) + "[") for i in ids):
                 done[j] = verdict_for(ids, run, rename=back)
                 continue
-            alone = self._run(ids, RunOptions(time_limit=limits[j], warm=warm,
+            alone = self._run(ids, ProcessOptions(time_limit=limits[j], warm=warm,
                                               collect=self._collect_key(source_patch, [tests[j]])))
             self.runs += 1
             done[j] = verdict_for(ids, alone, rename=back)
@@ -482,7 +482,7 @@ class InstanceExecutor:
             return {0: Verdict(outcome=Outcome.HARNESS_ERROR, exec_mode=REPRODUCTION_SCRIPT,
                                reason="reproduction scripts do not run with test_host 'docker' (run them locally)")}
         if test.exec_mode == REPRODUCTION_SCRIPT:
-            verdict = run_scripts(self._root(), test, self.settings, RunOptions(
+            verdict = run_scripts(self._root(), test, self.settings, ProcessOptions(
                 python=self.python, env=self.site.job_env, confine=self.confinement(), time_limit=limit))
             return {0: _applied_test(verdict, applied)}
         # a runner that forks (sympy's bin/test): a warm fork of the site's server

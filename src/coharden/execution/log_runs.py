@@ -13,7 +13,7 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.execution.fork_run import ForkRun
-from coharden.execution.run_options import RunOptions
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.runners import Runner, make_runner
 from coharden.execution.sandbox import run_limited
 from coharden.execution.tracebacks import raised_in
@@ -28,13 +28,13 @@ def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, options: RunOptions) -> Verdict:
+def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, options: ProcessOptions) -> Verdict:
     """Run ``ids`` with a log-based ``runner`` in the sandbox (``options.confine``: the executor's bwrap
     confinement; the same one the pytest runs get) and apply the false-pass rules; the verdict records its
     isolation. ``options.server``: a ``scripts`` fork server of the same sandbox, which runs the command as a fork
     (``options.warm``: the project modules it may keep imported) where the runner :attr:`~Runner.forks` through a
     ``scripts`` server and no service runs beside it; else a fresh process. The other options:
-    :class:`RunOptions`."""
+    :class:`ProcessOptions`."""
     from coharden.execution import interrupt
     from coharden.execution.services import wrap
 
@@ -88,7 +88,7 @@ def script_server_env(settings: Settings, env: dict[str, str] | None) -> dict[st
     return _run_env(settings, make_runner(settings.tests.runner).command("python", []).env, env)
 
 
-def run_test_patch(root: Path, test: TestPatch, settings: Settings, options: RunOptions) -> Verdict:
+def run_test_patch(root: Path, test: TestPatch, settings: Settings, options: ProcessOptions) -> Verdict:
     """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
     ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
     ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""

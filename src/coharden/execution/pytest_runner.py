@@ -18,10 +18,10 @@ from coharden.execution.env_plugins import plugin_args, plugin_env
 from coharden.execution.environ import untrusted_environment
 from coharden.execution.fork_run import ForkRun
 from coharden.execution.leftovers import mark_owner
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_results import Case, PytestRun, parse_junit, read_stream
 from coharden.execution.readback import OversizeFile, UnsafeFile
 from coharden.execution.removal import temporary_directory
-from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import Confinement, ProcessResult, run_limited
 from coharden.execution.testids import runnable_id
 from coharden.schema.timelimit import TimeLimit
@@ -59,11 +59,11 @@ def fork_env(extra_env: Mapping[str, str] | None, pass_env: Sequence[str] = (),
     return env
 
 
-def run_pytest(root: Path, ids: list[str], settings: Settings, options: RunOptions = RunOptions()) -> PytestRun:
+def run_pytest(root: Path, ids: list[str], settings: Settings, options: ProcessOptions = ProcessOptions()) -> PytestRun:
     """Run ``ids`` with ``python -m pytest`` from ``root`` (or as a fork of a warm ``options.server``, or inside
     the Docker ``options.image``); results come from a JUnit XML file outside the workspace, and per-test events
     are streamed while it runs. ``options.confine`` sandboxes a fresh process (a server is confined when
-    started); the other options: :class:`RunOptions`."""
+    started); the other options: :class:`ProcessOptions`."""
     interrupt.check()  # a batch was interrupted: start no test process
     server, image = options.server, options.image
     # a service (httpbin) runs beside a fresh process in its sandbox; a server's forks cannot have one
@@ -110,7 +110,7 @@ def run_pytest(root: Path, ids: list[str], settings: Settings, options: RunOptio
     return _pytest_run(proc, limits, back, options, root)
 
 
-def _command(root: Path, ids: list[str], settings: Settings, junit: Path, options: RunOptions) -> list[str]:
+def _command(root: Path, ids: list[str], settings: Settings, junit: Path, options: ProcessOptions) -> list[str]:
     """The pytest command line of a run: its results in a JUnit file (and, outside Docker, streamed), in the
     forms the environment's pytest version knows."""
     in_docker, python = options.image is not None, options.python
@@ -199,7 +199,7 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.4g}"
 
 
-def _pytest_run(proc: ProcessResult, limits: TimeLimit, back: _ReadBack, options: RunOptions,
+def _pytest_run(proc: ProcessResult, limits: TimeLimit, back: _ReadBack, options: ProcessOptions,
                 root: Path) -> PytestRun:
     cpu_out = proc.killed_at_cpu_limit(limits)
     in_docker = options.image is not None

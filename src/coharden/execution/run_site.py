@@ -34,9 +34,9 @@ from coharden.execution.fast.forkserver import (
 from coharden.execution.fast.lanes import SecondLane, second_lane_wanted
 from coharden.execution.fast.warm_plan import WarmPlan
 from coharden.execution.log_runs import run_test_patch, script_server_env
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_results import PytestRun
 from coharden.execution.pytest_runner import fork_env, run_pytest, test_environment
-from coharden.execution.run_options import RunOptions
 from coharden.execution.runners import runner_of
 from coharden.execution.sandbox import pythonpath_dirs
 from coharden.execution.store import Store
@@ -103,7 +103,7 @@ class RunSite:
                 self._server = None
         return self._server
 
-    def run(self, ids: list[str], options: RunOptions, *, settings: Settings | None = None,
+    def run(self, ids: list[str], options: ProcessOptions, *, settings: Settings | None = None,
             readable: tuple[Path, ...] = ()) -> PytestRun:
         """One pytest run of ``ids`` here, under ``options`` (the site's interpreter, image, server and sandbox
         fill in theirs; ``options.env`` goes over the site's job environment). ``settings``: this run's own (an
@@ -154,7 +154,7 @@ class RunSite:
         counts as a loss (its verdict a HARNESS_ERROR the caller retries)."""
         server = self.server()
         try:
-            verdict = run_test_patch(self.root, test, self.settings, RunOptions(
+            verdict = run_test_patch(self.root, test, self.settings, ProcessOptions(
                 python=self.python, env=self.job_env, confine=self.confine, select=select, time_limit=limit,
                 server=server, warm=self.warm_spec(source_patch, [test]) if server is not None else None))
         except ForkServerError as exc:  # it died between its liveness check and this run: retried as a lost run

@@ -263,11 +263,11 @@ class PytestRunner:
 
     def run(self, root: Path, ids: list[str], settings: Settings, python: str, *,
             env: dict[str, str] | None = None) -> Verdict:
+        from coharden.execution.process_options import ProcessOptions
         from coharden.execution.pytest_runner import run_pytest
         from coharden.execution.pytest_verdicts import verdict_for
-        from coharden.execution.run_options import RunOptions
 
-        return verdict_for(ids, run_pytest(root, ids, settings, RunOptions(python=python, env=env)))
+        return verdict_for(ids, run_pytest(root, ids, settings, ProcessOptions(python=python, env=env)))
 
 
 RUNNERS: dict[str, type[Runner]] = {cls.name: cls for cls in (PytestRunner, DjangoRunner, SympyRunner)}

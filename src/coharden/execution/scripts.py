@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from coharden.config import Settings
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_runner import test_environment
-from coharden.execution.run_options import RunOptions
 from coharden.execution.sandbox import run_limited
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
@@ -29,10 +29,10 @@ def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_scripts(root: Path, test: TestPatch, settings: Settings, options: RunOptions) -> Verdict:
+def run_scripts(root: Path, test: TestPatch, settings: Settings, options: ProcessOptions) -> Verdict:
     """The verdict of ``test``'s scripts (its ``ids``), laid down in ``root``: each run as ``python SCRIPT``
     there, in order, under the sandbox settings' limits, until one does not exit 0 (FAIL, with its status and last
-    line) or runs out of time. Of the :class:`RunOptions`, a fresh process's: ``python``, ``env``, ``confine``,
+    line) or runs out of time. Of the :class:`ProcessOptions`, a fresh process's: ``python``, ``env``, ``confine``,
     ``time_limit``."""
     from coharden.execution import interrupt
 

@@ -38,8 +38,8 @@ from typing import Any
 from coharden.config import Settings
 from coharden.errors import CoHardenError
 from coharden.execution.confinement import Confinement, run_confinement
+from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_results import PytestRun
-from coharden.execution.run_options import RunOptions
 from coharden.execution.run_site import RunSite
 from coharden.execution.sandbox import require_confinement
 from coharden.execution.store import SUITE_RUN, Store, suite_run_key
@@ -211,7 +211,8 @@ class KillOracle:
             (site.root / self.suite_rel).write_text(suite)
             (site.root / self.module_rel).write_text(module_source)
             ids = [f"{self.suite_rel}::{t}" for t in tests] or [self.suite_rel]
-            result = mutant_status(site.run(ids, RunOptions(), settings=self.settings.with_overrides(timeout=limit)))
+            limited = self.settings.with_overrides(timeout=limit)
+            result = mutant_status(site.run(ids, ProcessOptions(), settings=limited))
         finally:
             (site.root / self.module_rel).write_text(self.original)
             self._pool.put(site)

@@ -1,4 +1,4 @@
-"""How one test process runs, apart from what it runs (:class:`RunOptions`): the options a run site passes down
+"""How one test process runs, apart from what it runs (:class:`ProcessOptions`): the options a run site passes down
 to the runner that starts the process - pytest's (:func:`~coharden.execution.pytest_runner.run_pytest`), a
 log-based runner's (:func:`~coharden.execution.log_runs.run_with`) or a runner script's
 (:func:`~coharden.execution.scripts.run_scripts`) - in one value, so that each layer passes them on instead of
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class ProcessOptions:
     """``python``: the interpreter (None: the settings' environment's); ``env``: the job's environment over the
     tests' own allow-list; ``confine``: the sandbox of a fresh process (a server's is fixed when it starts);
     ``time_limit``: this run's limit (a mutant's, scaled from the test's own run; None: the settings' timeout);
