@@ -31,6 +31,7 @@ from coharden.errors import CoHardenError
 from coharden.llm.client import LLMClient
 from coharden.llm.errors import LLMError, failure_of
 from coharden.patches import is_test_path, split_patch
+from coharden.schema.instance import Instance
 
 CODE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".c", ".cc", ".cpp", ".h", ".rs", ".js", ".ts", ".go")
 HARNESS_COMPONENTS = ("tools", "orchestration", "memory_context", "provider_integration")
@@ -47,21 +48,12 @@ Reply with only a JSON object in one ```json block: \
 {"agent_harness": true|false, "components": [subset of the names above], "rationale": "one sentence"}."""
 
 
-class MinedRecord(BaseModel):
-    """A SWE-bench record plus where it came from."""
+class MinedRecord(Instance):
+    """A SWE-bench record (an :class:`~coharden.schema.instance.Instance`) plus where it came from: the merged
+    pull request and the one issue it closes."""
 
-    instance_id: str
-    repo: str
-    base_commit: str
-    patch: str
-    test_patch: str
-    problem_statement: str
-    hints_text: str = ""
+    python: str | None = Field(default=None, exclude=True)  # chosen when it runs, never mined
     created_at: str | None = None
-    version: str | None = None
-    environment_setup_commit: str | None = None
-    FAIL_TO_PASS: list[str] = Field(default_factory=list)
-    PASS_TO_PASS: list[str] = Field(default_factory=list)
     patched_commit: str
     pull_number: int
     issue_numbers: list[int]
