@@ -368,6 +368,12 @@ def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]
     assert buggy.outcome is Outcome.FAIL
     assert buggy.tests == {"test_coharden_probe (str.tests.SimpleTests)": [TestStatus.FAILED]}
     assert fixed.passed, fixed.reason + fixed.output_tail
+    # runtests.py's FAIL: section: the exception, and the line of the test's file that raised it
+    [raised] = buggy.raised["test_coharden_probe (str.tests.SimpleTests)"]
+    assert (raised.type, raised.message.splitlines()[0]) == ("AssertionError", "'Hello' != 'Hello!'")
+    check = "        self.assertEqual(capfirst('hello'), 'Hello!')"
+    line = tests_py.replace(marker, marker + probe).splitlines().index(check) + 1
+    assert raised.where == f"str/tests.py:{line}: {check.strip()}"
 
 
 def test_a_log_runner_that_dies_part_way_says_how_and_where() -> None:

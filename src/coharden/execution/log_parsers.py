@@ -53,12 +53,21 @@ def parse_django_log(log: str) -> dict[str, TestStatus]:
     # Python 3.11+ prints 'test_x (module.Class.test_x)', older ones 'test_x (module.Class)': ids of either
     # form find the test
     for test_id, value in list(status.items()):
-        match = DJANGO_ID.match(test_id)
-        if match:
-            name, where = match["name"], match["where"]
-            other = where[: -len(name) - 1] if where.endswith("." + name) else f"{where}.{name}"
-            status.setdefault(f"{name} ({other})", value)
+        other = other_form(test_id)
+        if other is not None:
+            status.setdefault(other, value)
     return status
+
+
+def other_form(description: str) -> str | None:
+    """A Django unittest description in the other Python's form: ``test_x (module.Class)`` (before Python 3.11)
+    <-> ``test_x (module.Class.test_x)`` (3.11 and later); None for text that is no description."""
+    match = DJANGO_ID.match(description)
+    if not match:
+        return None
+    name, where = match["name"], match["where"]
+    other = where[: -len(name) - 1] if where.endswith("." + name) else f"{where}.{name}"
+    return f"{name} ({other})"
 
 
 
