@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from coharden.execution.log_parsers import DJANGO_ID, other_form
+from coharden.execution.log_parsers import DJANGO_ID, other_form, sympy_headers
 from coharden.execution.pytest_results import cut
 from coharden.schema.verdict import Raised
 
@@ -33,8 +33,6 @@ _CHAIN = re.compile(r"^(?:During handling of the above exception, another except
 _FRAME = re.compile(r'^\s+File "(?P<path>[^"\n]+)", line (?P<line>\d+)')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::(?: (?P<message>.*))?)?$")
 _MARKS = re.compile(r"^\s*[~^]+\s*$")  # Python 3.11's position marks under a frame's source line
-_SYMPY_RULE = re.compile(r"^_{20,}$")
-_SYMPY_HEADER = re.compile(r"^_* (?P<path>\S+?\.py)(?:::?(?P<name>\w+))? _*$")
 _SYMPY_END = re.compile(r"^(?:_+|={2,}(?: .*)?)$")  # the next section's rule, the summary line (or their start)
 _UNITTEST_RULE = re.compile(r"^={20,}$")
 _UNITTEST_BODY_RULE = re.compile(r"^-{20,}$")
@@ -115,18 +113,13 @@ def _raised_of(case: str, body: str, dotted: str) -> Raised | None:
 
 
 def _sympy_sections(lines: list[str]) -> Iterator[tuple[str, str, list[str]]]:
-    """(path, name, body lines) of every failure section of a test function in bin/test's output."""
-    at = 0
-    while at < len(lines) - 1:
-        header = _SYMPY_HEADER.match(lines[at + 1]) if _SYMPY_RULE.match(lines[at]) else None
-        if header is None or header["name"] is None:  # a file's section (its import failed) names no test
-            at += 1
-            continue
-        end = at + 2
+    """(path, name, body lines) of every failure section of a test function in bin/test's output (a file's
+    section, whose import failed, names no test and has no header here)."""
+    for at, header in sympy_headers(lines):
+        end = at + 1
         while end < len(lines) and not _SYMPY_END.match(lines[end]):
             end += 1
-        yield header["path"], header["name"], lines[at + 2:end]
-        at = end
+        yield header["path"], header["name"], lines[at + 1:end]
 
 
 def sympy_failures(log: str) -> dict[str, list[Raised]]:
