@@ -17,13 +17,13 @@ REGISTRY = SRC / "execution" / "runners.py"
 EXPECTED: dict[str, dict[str, bool]] = {
     "pytest": {"forks": True, "session_server": True, "collects_once": True, "loads_plugins": True,
                "shares_process": True, "reach_pass": True, "needs_pytest": True, "ids_are_descriptions": False,
-               "bare_ids": False},
+               "bare_ids": False, "log_failures": False},
     "django": {"forks": False, "session_server": False, "collects_once": False, "loads_plugins": False,
                "shares_process": False, "reach_pass": False, "needs_pytest": False, "ids_are_descriptions": True,
-               "bare_ids": False},
+               "bare_ids": False, "log_failures": True},
     "sympy": {"forks": True, "session_server": False, "collects_once": False, "loads_plugins": False,
               "shares_process": False, "reach_pass": False, "needs_pytest": False, "ids_are_descriptions": False,
-              "bare_ids": True},
+              "bare_ids": True, "log_failures": True},
 }
 
 

@@ -85,6 +85,23 @@ def test_sympy_and_pytest_logs() -> None:
         make_runner("nose")
 
 
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+
+
+def test_a_failing_sympy_test_that_printed_is_failed_by_its_section_s_header() -> None:
+    """A test that prints between its name and its ``F`` has no per-test line; its failure section's header says
+    it failed, in each of bin/test's forms (sympy 1.12 on: ``path::name``; wider than the terminal: no
+    underscores). Read as missing, it made the run a COLLECTION_ERROR."""
+    long_name = "test_a_rather_long_test_name_that_pushes_the_header_past_the_terminal_width"
+    log = (LOGS / "sympy_1_15_long_name.txt").read_text(encoding="utf-8")
+    assert parse_sympy_log(log) == {"test_two_asserts": TestStatus.FAILED, long_name: TestStatus.FAILED}
+    demo = (LOGS / "sympy_1_15_demo.txt").read_text(encoding="utf-8")
+    printed = demo.replace("test_assert_message F", "test_assert_message printed\nF")
+    assert parse_sympy_log(printed)["test_assert_message"] is TestStatus.FAILED
+    # a line that only looks like a header (no underscores, no line of them before it) is not one
+    assert parse_sympy_log("test_a ok\n sympy/a.py:test_b \n") == {"test_a": TestStatus.PASSED}
+
+
 def test_runner_names_are_the_registry_keys() -> None:
     assert list(RUNNERS) == list(get_args(RunnerName))  # the one list of names, and the type settings check
     assert all(make_runner(name).name == name for name in RUNNERS)
@@ -368,6 +385,12 @@ def test_django_fail_to_pass_through_the_executor(django_sdist: tuple[Path, str]
     assert buggy.outcome is Outcome.FAIL
     assert buggy.tests == {"test_coharden_probe (str.tests.SimpleTests)": [TestStatus.FAILED]}
     assert fixed.passed, fixed.reason + fixed.output_tail
+    # runtests.py's FAIL: section: the exception, and the line of the test's file that raised it
+    [raised] = buggy.raised["test_coharden_probe (str.tests.SimpleTests)"]
+    assert (raised.type, raised.message.splitlines()[0]) == ("AssertionError", "'Hello' != 'Hello!'")
+    check = "        self.assertEqual(capfirst('hello'), 'Hello!')"
+    line = tests_py.replace(marker, marker + probe).splitlines().index(check) + 1
+    assert raised.where == f"str/tests.py:{line}: {check.strip()}"
 
 
 def test_a_log_runner_that_dies_part_way_says_how_and_where() -> None:

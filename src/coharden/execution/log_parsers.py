@@ -5,12 +5,14 @@ summary). :mod:`coharden.execution.runners` names the parser of each runner."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from coharden.schema.verdict import TestStatus
 
 DJANGO_ID = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)$")
 """A Django unittest description: ``test_x (module.Class)`` or ``test_x (module.Class.test_x)``."""
-_SYMPY_FAILURE_HEADER = re.compile(r"^_+ (?P<path>\S+\.py):(?P<name>\w+) _+$", re.M)
+_SYMPY_HEADER = re.compile(r"^(?P<left>_*) (?P<path>\S+?\.py)::?(?P<name>\w+) _*$")
+_SYMPY_RULE = re.compile(r"^_{20,}$")
 
 
 def parse_django_log(log: str) -> dict[str, TestStatus]:
@@ -53,22 +55,44 @@ def parse_django_log(log: str) -> dict[str, TestStatus]:
     # Python 3.11+ prints 'test_x (module.Class.test_x)', older ones 'test_x (module.Class)': ids of either
     # form find the test
     for test_id, value in list(status.items()):
-        match = DJANGO_ID.match(test_id)
-        if match:
-            name, where = match["name"], match["where"]
-            other = where[: -len(name) - 1] if where.endswith("." + name) else f"{where}.{name}"
-            status.setdefault(f"{name} ({other})", value)
+        other = other_form(test_id)
+        if other is not None:
+            status.setdefault(other, value)
     return status
 
 
+def other_form(description: str) -> str | None:
+    """A Django unittest description in the other Python's form: ``test_x (module.Class)`` (before Python 3.11)
+    <-> ``test_x (module.Class.test_x)`` (3.11 and later); None for text that is no description."""
+    match = DJANGO_ID.match(description)
+    if not match:
+        return None
+    name, where = match["name"], match["where"]
+    other = where[: -len(name) - 1] if where.endswith("." + name) else f"{where}.{name}"
+    return f"{name} ({other})"
+
+
+
+def sympy_headers(lines: list[str]) -> Iterator[tuple[int, re.Match[str]]]:
+    """(line index, match: ``path``, ``name``) of the header of every failing test's section in bin/test's output:
+    ``path:name`` (``path::name`` for a failure from sympy 1.12 on) centred in underscores after a line of them,
+    or in none after it when wider than the terminal."""
+    for at, line in enumerate(lines):
+        match = _SYMPY_HEADER.match(line)
+        if match is not None and (match["left"] or (at > 0 and _SYMPY_RULE.match(lines[at - 1]))):
+            yield at, match
+
 
 def parse_sympy_log(log: str) -> dict[str, TestStatus]:
+    """Statuses from bin/test's per-test lines (``test_x ok`` / ``F`` / ``E`` / ...); a failing test that printed
+    between its name and its result has no such line, and its failure section's header says it failed."""
     codes = {"ok": TestStatus.PASSED, "F": TestStatus.FAILED, "E": TestStatus.ERROR, "f": TestStatus.XFAIL,
              "s": TestStatus.SKIPPED, "X": TestStatus.PASSED, "w": TestStatus.SKIPPED}
     status: dict[str, TestStatus] = {}
-    for match in _SYMPY_FAILURE_HEADER.finditer(log):
+    lines = log.split("\n")
+    for _, match in sympy_headers(lines):
         status[match["name"]] = TestStatus.FAILED
-    for raw in log.split("\n"):
+    for raw in lines:
         words = raw.strip().split()
         if len(words) >= 3 and re.fullmatch(r"\[\w+\]", words[-1]):
             # the last test of a file carries the file's verdict ('test_x ok   [OK]'); the harness's parser,

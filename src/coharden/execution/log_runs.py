@@ -1,13 +1,14 @@
 """A log-based runner's run (Django's ``runtests.py``, sympy's ``bin/test``): its command in the sandbox, or a fork
 of a ``scripts`` fork server, and its verdict read from the log under the shared false-pass rules: a wanted
 test that is missing or skipped is not a pass, and output that yields no per-test result is an inadmissible
-HARNESS_ERROR carrying the unparsed tail."""
+HARNESS_ERROR carrying the unparsed tail. The exceptions of its failing tests are read from the log's failure
+sections (:mod:`~coharden.execution.log_failures`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from coharden.execution.sandbox import run_limited
 from coharden.execution.tracebacks import raised_in
 from coharden.schema.testpatch import TestPatch
 from coharden.schema.timelimit import TimeLimit
-from coharden.schema.verdict import Outcome, TestStatus, Verdict
+from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
 
 _TAIL_LINES = 40
 
@@ -69,7 +70,8 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, opt
         verdict = verdict_from_log(ids, runner.parse(proc.output), output=proc.output, returncode=proc.returncode,
                                    timed_out=proc.timed_out, duration=proc.duration, runner=runner.name,
                                    ran_none=bool(runner.empty_run.search(proc.output)),
-                                   raised=raised_in(proc.output, root, runner.runner_files))
+                                   raised=raised_in(proc.output, root, runner.runner_files),
+                                   failures=runner.failures(proc.output))
     verdict.isolation = proc.isolation
     verdict.time_limit, verdict.cpu_time_limit = limits.limit, limits.scaled
     return verdict
@@ -91,22 +93,26 @@ def script_server_env(settings: Settings, env: dict[str, str] | None) -> dict[st
 def run_test_patch(root: Path, test: TestPatch, settings: Settings, options: ProcessOptions) -> Verdict:
     """``test``, laid down in ``root``, run by the settings' log-based runner (Django's ``runtests.py``, sympy's
     ``bin/test``); the verdict is under the test patch's own ids: ids sharing a runner id (sympy's bare names,
-    ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them."""
+    ``test_settings`` in two files of the patch) all get its status, as the harness's log parser reads them, and
+    the exceptions read for it."""
     runner = make_runner(settings.tests.runner)
     ids = runner.runner_ids(list(test.ids), [p for p in (test.files or {}) if test.files.get(p) is not None])
     verdict = run_with(runner, root, ids, settings, options)
-    found = verdict.tests
+    found, raised = verdict.tests, verdict.raised
     verdict.tests = {own: found[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in found}
+    verdict.raised = {own: raised[ran] for own, ran in zip(test.ids, ids, strict=True) if ran in raised}
     return verdict
 
 
 def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output: str, returncode: int | None,
                      timed_out: bool, duration: float, runner: str, ran_none: bool = False,
-                     raised: str | None = None) -> Verdict:
+                     raised: str | None = None, failures: Mapping[str, Sequence[Raised]] | None = None) -> Verdict:
     """Without any per-test result, two outputs say the tests did not run (COLLECTION_ERROR, as pytest's
     uncollected ids or a test module that fails to import) rather than that the harness failed, which a rerun
     would retry for ever: ``ran_none``, the runner said it finished having run no test (its ``empty_run``
-    line); ``raised``, the code under test raised before any test ran (:func:`raised_in`)."""
+    line); ``raised``, the code under test raised before any test ran (:func:`raised_in`). ``failures``: the
+    exceptions the log shows per runner id (:meth:`Runner.failures`), the verdict's ``raised`` for the wanted
+    ids that failed or errored."""
     base: dict[str, Any] = {"duration": duration, "output_tail": _tail(output)}
     if timed_out:
         return Verdict(outcome=Outcome.TIMEOUT, reason="test process exceeded the time limit and was killed", **base)
@@ -124,6 +130,9 @@ def verdict_from_log(ids: list[str], statuses: dict[str, TestStatus], *, output:
         reason = f"{runner} output has no per-test result (exit code {returncode}); unparsed tail:\n{_tail(output, 15)}"
         return Verdict(outcome=Outcome.HARNESS_ERROR, reason=reason, **base)
     tests = {i: [statuses.get(i, TestStatus.MISSING)] for i in ids}
+    shown = failures or {}
+    base["raised"] = {i: list(shown[i]) for i in ids
+                      if tests[i][0] in (TestStatus.FAILED, TestStatus.ERROR) and shown.get(i)}
     missing = [i for i, s in tests.items() if s == [TestStatus.MISSING]]
     if missing:
         reason = f"test ids not run: {', '.join(missing[:5])}"

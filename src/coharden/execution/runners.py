@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from coharden.config import RunnerName, Settings
+from coharden.execution.log_failures import django_failures, sympy_failures
 from coharden.execution.log_parsers import DJANGO_ID, parse_django_log, parse_pytest_log, parse_sympy_log
-from coharden.schema.verdict import TestStatus, Verdict
+from coharden.schema.verdict import Raised, TestStatus, Verdict
 
 
 @dataclass
@@ -74,12 +75,19 @@ class Runner(Protocol):
     names of tests in the files, which are resolved there."""
     bare_ids: ClassVar[bool]
     """Its ids are bare test names (sympy's ``test_x``): ids of two files that share a name get one status."""
+    log_failures: ClassVar[bool]
+    """The exceptions its failing tests raised are read from the failure sections of its output
+    (:meth:`failures`); pytest's come from its result stream or JUnit file instead."""
     empty_run: ClassVar[re.Pattern[str]]
     """The line a finished run prints when it ran no test at all (the ids name nothing it collects: a test file
     outside the directories it searches). Such a run is not a harness failure: its tests did not run."""
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         """{test id: status} from the command's output (empty when nothing could be read)."""
+
+    def failures(self, output: str) -> dict[str, list[Raised]]:
+        """{test id: the exceptions it raised} from the failure sections of the command's output, under the ids
+        :meth:`parse` gives (empty where the runner does not print them: :attr:`log_failures`)."""
 
     def collects(self, path: str) -> bool:
         """Whether the runner collects tests from the file ``path`` (relative) when it is named: a file it never
@@ -109,6 +117,7 @@ class DjangoRunner:
     needs_pytest: ClassVar[bool] = False
     ids_are_descriptions: ClassVar[bool] = True
     bare_ids: ClassVar[bool] = False
+    log_failures: ClassVar[bool] = True
     runner_files: ClassVar[tuple[str, ...]] = ("tests/runtests.py", "django/test/runner.py", "django/test/utils.py")
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^Ran 0 tests in [\d.]+s$", re.M)
 
@@ -152,6 +161,9 @@ class DjangoRunner:
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_django_log(output)
 
+    def failures(self, output: str) -> dict[str, list[Raised]]:
+        return django_failures(output)
+
     def collects(self, path: str) -> bool:
         # runtests.py imports its labels from tests/ (on its path) or as modules of the django package
         return path.endswith(".py") and path.startswith(("tests/", "django/"))
@@ -178,6 +190,7 @@ class SympyRunner:
     needs_pytest: ClassVar[bool] = False
     ids_are_descriptions: ClassVar[bool] = False
     bare_ids: ClassVar[bool] = True
+    log_failures: ClassVar[bool] = True
     runner_files: ClassVar[tuple[str, ...]] = ("bin/test", "sympy/testing/runtests.py", "sympy/utilities/runtests.py")
     # bin/test given a file outside sympy/ (a generated test_reproduce.py at the root) collects nothing; a test
     # file that fails to import counts as an exception, with no per-test line
@@ -204,6 +217,9 @@ class SympyRunner:
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_sympy_log(output)
+
+    def failures(self, output: str) -> dict[str, list[Raised]]:
+        return sympy_failures(output)
 
     def collects(self, path: str) -> bool:
         # bin/test searches sympy/ for test_*.py files and keeps those a named path matches
@@ -246,6 +262,7 @@ class PytestRunner:
     needs_pytest: ClassVar[bool] = True
     ids_are_descriptions: ClassVar[bool] = False
     bare_ids: ClassVar[bool] = False
+    log_failures: ClassVar[bool] = False
     runner_files: ClassVar[tuple[str, ...]] = ()
     empty_run: ClassVar[re.Pattern[str]] = re.compile(r"^=+ no tests ran in [\d.]+s", re.M)
 
@@ -257,6 +274,9 @@ class PytestRunner:
 
     def parse(self, output: str) -> dict[str, TestStatus]:
         return parse_pytest_log(output)
+
+    def failures(self, output: str) -> dict[str, list[Raised]]:
+        return {}  # its runs' exceptions are read from the stream or the JUnit file (pytest_verdicts)
 
     def collects(self, path: str) -> bool:
         return path.endswith(".py")  # a file named on the command line is collected whatever its name

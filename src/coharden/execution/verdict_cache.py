@@ -107,6 +107,8 @@ class VerdictCache:
             env += f" exec-mode={test.exec_mode}"
         if runner_of(self.runner).bare_ids and len({i.split("::")[-1] for i in test.ids}) < len(test.ids):
             env += " shared-names"  # stored before every id sharing a bare name got its status: not reused
+        if runner_of(self.runner).log_failures:
+            env += " log-failures"  # stored before the log's failure sections were read: no exceptions, not reused
         return verdict_key(repo=self.repo, base_commit=self.base_commit, source_patch=source_patch,
                            test_patch=test.patch, test_ids=test.ids, environment=env)
 

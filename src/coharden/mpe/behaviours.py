@@ -1,17 +1,23 @@
 """Distinct behaviours: mutants no test run can tell apart count once.
 
 Two mutants are one *behaviour* when every test run on them agrees: the same outcome and per-test statuses of
-the candidate, the reference and the PASS_TO_PASS tests, and, for each failing test, the same exception (type
-and message, with memory addresses blanked; where a runner reports one). Three edits that all restore one
-wrong result are one wrong behaviour, so a test that lets it through is not three times as lax (pytest-10356's
-Otter test was Lax only because one wrong behaviour was counted three times). Laxity is then
-``beta behaviours / admissible behaviours`` (``MPEConfig.behaviours``), the per-mutant figure beside it.
+the candidate, the reference and the PASS_TO_PASS tests, and, for each failing test, the same exceptions: type,
+message (memory addresses blanked) and, where the run says, the place in the test's own file that raised
+(:attr:`~coharden.schema.verdict.Raised.where`). Three edits that all restore one wrong result are one wrong
+behaviour, so a test that lets it through is not three times as lax (pytest-10356's Otter test was Lax only
+because one wrong behaviour was counted three times). Laxity is then ``beta behaviours / admissible
+behaviours`` (``MPEConfig.behaviours``), the per-mutant figure beside it.
 
 Why the failure is part of the behaviour: most golden and candidate tests are one or two test functions, so
 outcomes alone give at most a handful of behaviours however many wrong fixes there are; a wrong fix that makes
 an assertion see 3 where another makes it see an exception behaves differently to anyone reading the test's
-output. Runners that report no exception (sympy's, Django's) give behaviours by outcome only, which is
-coarser, never finer.
+output. Every runner reports them: pytest's runs from the exception objects (its result stream) or JUnit,
+sympy's ``bin/test`` and Django's ``runtests.py`` from the tracebacks their logs print
+(:mod:`coharden.execution.log_failures`). Their bare asserts raise AssertionError with no message, so for them
+the place of the failing assert is what separates two wrong fixes failing one test: failing it at another
+assert is another behaviour. A failure whose exception the output does not show counts by its status alone,
+which is coarser, never finer. The rule is named in the MPE cache key
+(:data:`~coharden.schema.mpe_config.BEHAVIOUR_RULE`).
 
 A behaviour's id is a short digest of what identifies it; its cell is every member's (the cell is read off
 the candidate's and the reference's outcomes, which are part of the identity).
@@ -45,7 +51,7 @@ def _observed(verdict: Verdict | None) -> Any:
         return None
     return [verdict.outcome.value,
             sorted((test, [s.value for s in statuses]) for test, statuses in verdict.tests.items()),
-            sorted((test, sorted((r.type, _message(r.message)) for r in raised))
+            sorted((test, sorted((r.type, _message(r.message), _message(r.where)) for r in raised))
                    for test, raised in verdict.raised.items())]
 
 

@@ -35,8 +35,9 @@ class TestStatus(StrEnum):
 
 class Raised(BaseModel):
     """The exception one failing test case raised, read from the exception object by the stream plugin (or, for
-    a run without the stream, from the type name JUnit's failure message starts with; ``bases`` then holds that
-    name only)."""
+    a run without the stream, from the type name JUnit's failure message starts with, and for a log-based
+    runner's run from the traceback its log prints, :mod:`coharden.execution.log_failures`; ``bases`` then holds
+    that name only)."""
 
     case: str
     """The case's node id as it ran (a parameter of a parametrized test has its own)."""
@@ -46,6 +47,11 @@ class Raised(BaseModel):
     bases: list[str] = Field(default_factory=list)
     """The qualified names of the type's classes, the type first (``object`` left out)."""
     message: str = ""
+    where: str = ""
+    """Where the test's own file was when it raised: the traceback's last frame in that file, ``path:line:
+    source`` (``sympy/core/tests/test_x.py:12: assert f(x) == 1``); a bare ``assert`` raises AssertionError with no
+    message, and this is what tells two of them apart. Read from a log-based runner's traceback; "" where the
+    run does not say (pytest's runs)."""
 
     def is_a(self, expected: str) -> bool:
         """Is the raised exception an ``expected`` (a class name, or a dotted one: then it must end the
@@ -90,8 +96,8 @@ class Verdict(BaseModel):
     relative to the checkout where inside it), from the result stream: ``coharden eval`` reports a fix whose own
     files skip or xfail the golden tests as tampering."""
     raised: dict[str, list[Raised]] = Field(default_factory=dict)
-    """For every wanted id that failed or errored: the exceptions its cases raised (empty where the runner
-    does not say, e.g. Django's and sympy's)."""
+    """For every wanted id that failed or errored: the exceptions its cases raised (empty where the run does not
+    say: a pytest run with neither stream nor JUnit message, a log whose failure section is cut off)."""
     network: bool = False
     """FAIL only because the test reached for the network: every failing wanted case's exception, message or
     captured output shows a network failure (:data:`coharden.execution.sandbox.NETWORK_FAILURE`). Test runs have
