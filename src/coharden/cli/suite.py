@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -32,6 +32,9 @@ from coharden.cli.llm_options import LLM_RENAMED, llm_client
 from coharden.cli.options import ConfigOpt, JsonOpt, output_option, ranged, workers_option
 from coharden.errors import CoHardenError
 from coharden.escaping import for_rich as esc
+
+if TYPE_CHECKING:
+    from coharden.suite.loop import HardeningConfig
 
 suite_app = new_app(help="Harden a module's whole test suite against mutants (mechanical kill oracle).")
 
@@ -64,6 +67,12 @@ class HardeningOptions:
     max_mutants: int | None = None
     seed: int = 0
     workers: int = 1
+
+    def rounds(self) -> HardeningConfig:
+        """The critic rounds these options ask for."""
+        from coharden.suite.loop import HardeningConfig
+
+        return HardeningConfig(self.max_rounds, self.max_shown, self.seed)
 
 
 #: The suite commands' flags that set a key (read for one more release, as ``-c KEY=VALUE``): the time limit
@@ -225,7 +234,7 @@ def run_cmd(
     when an LLM call failed (truncated reply, provider error, budget): the run is reported as incomplete."""
     from coharden.execution.store import Store
     from coharden.llm import Ledger
-    from coharden.suite.loop import HardeningConfig, HardeningStart, Replicate, build_round0, evaluate_round0, harden
+    from coharden.suite.loop import HardeningStart, Replicate, build_round0, evaluate_round0, harden
     from coharden.suite.runner import KillOracle, MutantStatus
 
     if round0 is not None and (tests is not None or tester_model is not None):
@@ -245,8 +254,7 @@ def run_cmd(
             record.role = "round0-file"
         with mutant_progress(len(mutants), "round 0") as advance:
             r0 = evaluate_round0(oracle, mutants, suite0, record=record, progress=advance)
-        rounds = HardeningConfig(hardening.max_rounds, hardening.max_shown, hardening.seed)
-        run = harden(HardeningStart(oracle, mutants, r0), Replicate(critic, critic_model or "none"), rounds,
+        run = harden(HardeningStart(oracle, mutants, r0), Replicate(critic, critic_model or "none"), hardening.rounds(),
                      progress=lambda text: err_console.print(text))
     output.mkdir(parents=True, exist_ok=True)
     (output / "round0.py").write_text(r0.suite)

@@ -104,7 +104,7 @@ def compare_cmd(
     from coharden.execution.store import Store
     from coharden.llm import Ledger
     from coharden.suite.compare import CompareDesign, run_compare
-    from coharden.suite.loop import HardeningConfig, HardeningStart, evaluate_round0
+    from coharden.suite.loop import HardeningStart, evaluate_round0
     from coharden.suite.prereg import default_hypotheses, load_hypotheses, preregister, verify
     from coharden.suite.runner import KillOracle
 
@@ -115,8 +115,7 @@ def compare_cmd(
     mutants, rel = module_mutants(module, hardening)
     hyps = load_hypotheses(hypotheses) if hypotheses else default_hypotheses([a.name for a in arms])
     result_store = Store(settings.store)
-    design = CompareDesign(arms, replicates, HardeningConfig(hardening.max_rounds, hardening.max_shown,
-                                                             hardening.seed), n_boot=n_boot)
+    design = CompareDesign(arms, replicates, hardening.rounds(), n_boot=n_boot)
     plan = {**_compared(module, rel, suite0, mutants, hardening), **_scoring(design, settings.llm)}
     output.mkdir(parents=True, exist_ok=True)
     prereg = preregister(output / "prereg.json", plan, hyps, store=result_store)
