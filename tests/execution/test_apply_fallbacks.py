@@ -22,7 +22,7 @@ from coharden.execution.verify import fail_to_pass
 from coharden.execution.workspace import Workspace
 from coharden.patches import safe_paths
 from coharden.schema.instance import Instance
-from coharden.schema.verdict import Outcome, TestStatus, Verdict
+from coharden.schema.verdict import Outcome, Raised, TestStatus, Verdict
 
 needs_patch = pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
 
@@ -173,6 +173,14 @@ def test_a_reproduction_script_is_graded_by_its_exit_status(calc_repo, calc_fix,
     assert "test_reproduce.py exited with status 1" in result.buggy.reason
     assert result.fixed.tests == {"test_reproduce.py": [TestStatus.PASSED]}
     assert result.buggy.isolation == result.fixed.isolation != ""  # the tests' sandbox
+    # the exception it died of, where its traceback shows one (a wrong fix's behaviour: its message, its place)
+    if script is REPRODUCE:
+        assert result.buggy.raised == {"test_reproduce.py": [Raised(
+            case="test_reproduce.py", type="AssertionError", bases=["AssertionError"],
+            message="add(2, 3) returned -1",
+            where='test_reproduce.py:4: assert result == 5, f"add(2, 3) returned {result}"')]}
+    else:  # it printed and exited: no exception to read
+        assert result.buggy.raised == {}
 
 
 def test_a_mixed_patch_runs_its_collected_tests(calc_repo, calc_fix, settings) -> None:  # type: ignore[no-untyped-def]

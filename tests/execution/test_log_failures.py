@@ -13,7 +13,7 @@ from tests.conftest import make_patch, make_repo, run_git
 
 from coharden.config import Settings
 from coharden.execution.executor import InstanceExecutor
-from coharden.execution.log_failures import django_failures, sympy_failures
+from coharden.execution.log_failures import django_failures, in_checkout, script_failure, sympy_failures
 from coharden.execution.log_parsers import parse_django_log, parse_sympy_log
 from coharden.execution.log_runs import verdict_from_log
 from coharden.execution.store import verdict_key
@@ -223,7 +223,7 @@ def test_a_log_runner_s_verdicts_stored_before_its_failures_were_read_are_not_re
     assert before not in (keys["sympy"], keys["django"])
 
 
-SYMPY = Path("/work/repos/sympy__sympy")
+SYMPY = Path(os.environ.get("COHARDEN_REPOS", "/work/repos")) / "sympy__sympy"
 SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON", "/work/envs/sympy311/bin/python"))  # with mpmath
 
 
@@ -248,3 +248,28 @@ def test_a_real_bin_test_run_records_which_assert_failed(tmp_path: Path) -> None
     own = f"{path}::test_coharden_probe"
     assert verdict.failed, verdict.reason + verdict.output_tail
     assert _seen(verdict.raised) == {own: [("AssertionError", "", f"{path}:{lines}: assert S.Half == 1")]}
+
+
+_SCRIPT_DIED = """\
+Symbolic: sin(x)*sin(y) + cos(x)*cos(y) -> cos(x - y)
+Traceback (most recent call last):
+  File "{root}/test_reproduce.py", line 53, in <module>
+    test_rational_trig_simplification()
+  File "{root}/test_reproduce.py", line 38, in test_rational_trig_simplification
+    assert r_rational_simplified == expected, f"Expected {{expected}}, got {{r_rational_simplified}}"
+  File "{root}/sympy/core/basic.py", line 9, in __eq__
+    raise FileNotFoundError("{root}/sympy/data.txt")
+FileNotFoundError: {root}/sympy/data.txt
+"""
+
+
+def test_a_script_s_exception_reads_the_same_in_every_workspace(tmp_path: Path) -> None:
+    """A reproduction script's traceback (a real one's shape): its last exception, where the script was, and the
+    checkout's path cut from the message, so that one wrong fix run in two workspaces is one behaviour."""
+    seen = [script_failure("test_reproduce.py", in_checkout(_SCRIPT_DIED.format(root=root), Path(root)))
+            for root in (str(tmp_path / "ws-a" / "repo"), str(tmp_path / "ws-b" / "repo"))]
+    assert seen == 2 * [Raised(case="test_reproduce.py", type="FileNotFoundError", bases=["FileNotFoundError"],
+                           message="sympy/data.txt",
+                           where='test_reproduce.py:38: assert r_rational_simplified == expected, '
+                                 'f"Expected {expected}, got {r_rational_simplified}"')]
+    assert script_failure("test_reproduce.py", "BUG: add is wrong\n") is None  # printed and exited

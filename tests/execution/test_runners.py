@@ -241,7 +241,7 @@ def test_a_bare_name_in_two_files_grades_both_of_its_ids(tmp_path: Path) -> None
     assert verdict.tests == {i: [TestStatus.PASSED] for i in golden.ids}
 
 
-SYMPY = Path("/work/repos/sympy__sympy")
+SYMPY = Path(os.environ.get("COHARDEN_REPOS", "/work/repos")) / "sympy__sympy"
 SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON", "/work/envs/sympy311/bin/python"))  # with pytest, mpmath
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from coharden.execution.log_parsers import DJANGO_ID, other_form, sympy_headers
 from coharden.execution.pytest_results import cut
@@ -110,6 +111,21 @@ def _raised_of(case: str, body: str, dotted: str) -> Raised | None:
             break
     kind = cut(first["type"], TYPE_CHARS)
     return Raised(case=cut(case), type=kind, bases=[kind], message=cut(message), where=where)
+
+
+def in_checkout(output: str, root: Path) -> str:
+    """``output`` with the checkout's own path (``root``, as given and resolved) cut from the paths it prints: a
+    message naming a file of the checkout reads the same in every workspace, and so does the behaviour."""
+    for prefix in dict.fromkeys((str(root), str(root.resolve()))):
+        output = output.replace(prefix.rstrip("/") + "/", "")
+    return output
+
+
+def script_failure(script: str, output: str) -> Raised | None:
+    """The exception a reproduction script (``python SCRIPT``, a path from the repository's root) died of, from the
+    last traceback of its ``output``, with where the script itself was then; None where it printed none (it
+    exited with a status of its own, or was killed)."""
+    return _raised_of(script, output, script[:-3].replace("/", ".") if script.endswith(".py") else script)
 
 
 def _sympy_sections(lines: list[str]) -> Iterator[tuple[str, str, list[str]]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from coharden.config import Settings
 from coharden.execution.fork_run import ForkRun
+from coharden.execution.log_failures import in_checkout
 from coharden.execution.process_options import ProcessOptions
 from coharden.execution.runners import Runner, make_runner
 from coharden.execution.sandbox import run_limited
@@ -71,7 +72,7 @@ def run_with(runner: Runner, root: Path, ids: list[str], settings: Settings, opt
                                    timed_out=proc.timed_out, duration=proc.duration, runner=runner.name,
                                    ran_none=bool(runner.empty_run.search(proc.output)),
                                    raised=raised_in(proc.output, root, runner.runner_files),
-                                   failures=runner.failures(proc.output))
+                                   failures=runner.failures(in_checkout(proc.output, root)))
     verdict.isolation = proc.isolation
     verdict.time_limit, verdict.cpu_time_limit = limits.limit, limits.scaled
     return verdict

@@ -1,7 +1,9 @@
 """Reproduction scripts (SWT-bench's ``--exec_mode reproduction_script``): a test patch whose Python scripts the
 runner collects no test from (:func:`coharden.execution.testids.reproduction_scripts`) runs each script as
 ``python SCRIPT`` from the repository root, and the script's exit status is its verdict: 0 PASS, anything else
-FAIL (the harness echoes ``$?`` and reads 0 as PASSED, any other status as FAILED).
+FAIL (the harness echoes ``$?`` and reads 0 as PASSED, any other status as FAILED). A failing script's verdict
+holds the exception it died of, where its traceback shows one (:func:`~coharden.execution.log_failures.script_failure`),
+so that two wrong fixes a script rejects differently are two behaviours.
 
 The scripts run in the same sandbox, under the same time, CPU, memory and disk limits as the tests of the
 executor's runner (:func:`~coharden.execution.sandbox.run_limited` with the executor's confinement): a fresh
@@ -14,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coharden.config import Settings
+from coharden.execution.log_failures import in_checkout, script_failure
 from coharden.execution.process_options import ProcessOptions
 from coharden.execution.pytest_runner import test_environment
 from coharden.execution.sandbox import run_limited
@@ -70,6 +73,8 @@ def run_scripts(root: Path, test: TestPatch, settings: Settings, options: Proces
             verdict.outcome = Outcome.FAIL
             verdict.reason = f"{script} {how}" + (f": {last}" if last else "")
             verdict.tests = {**tests, script: [TestStatus.FAILED], **missing}
+            raised = script_failure(script, in_checkout(proc.output, root))
+            verdict.raised = {script: [raised]} if raised is not None else {}
             return verdict
         tests[script] = [TestStatus.PASSED]
     verdict.tests = tests

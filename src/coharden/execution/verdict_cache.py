@@ -104,7 +104,7 @@ class VerdictCache:
         if test.whole_files:
             env += " whole-files"
         if test.exec_mode != "unit_test":
-            env += f" exec-mode={test.exec_mode}"
+            env += f" exec-mode={test.exec_mode} raised"  # stored before a failing script's exception was read
         if runner_of(self.runner).bare_ids and len({i.split("::")[-1] for i in test.ids}) < len(test.ids):
             env += " shared-names"  # stored before every id sharing a bare name got its status: not reused
         if runner_of(self.runner).log_failures:
