@@ -68,7 +68,7 @@ def test_study_keys_are_the_ones_stored_before_mpe_config() -> None:
     # old rules is served under the new ones
     new_rules = ["estimate:sample", "plausible:pass_to_pass", "laxity:behaviours",
                  # and the behaviour rule is named: a log runner's failures count where they raised
-                 "behaviour_rule:failures:where"]
+                 "behaviour_rule:failures:where:scripts"]
     # issue 53: the interval's method is named beside its confidence
     interval = ["interval:0.95", "interval_method:clopper-pearson"]
     assert config.cache_key() == [*old_mpe_key, *interval, *new_rules]

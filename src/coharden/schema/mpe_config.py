@@ -35,11 +35,11 @@ interval below 0.202 only from n = 17 on, and n counts distinct behaviours, of w
 pools show one per 3 to 9 plausible mutants; at 40 (the cap before plausibility and behaviours) no bundled test
 could reach 17. A test that decides early (most Lax ones) never pays for the cap.
 Provisional: the protocol (docs/laxity_estimate.md) fixes the cap on the development split."""
-BEHAVIOUR_RULE = "failures:where"
+BEHAVIOUR_RULE = "failures:where:scripts"
 """What tells two mutants' behaviours apart beside the outcomes (:mod:`coharden.mpe.behaviours`), named in the
 cache key: each failing test's exceptions with the place in the test's own file that raised, read from the
-log-based runners' output too. Rows stored before it counted a sympy or Django test's runs by outcome only, and
-are not served under it."""
+log-based runners' output and a failing reproduction script's traceback too. Rows stored before it counted a
+sympy or Django test's or a script's runs by outcome only, and are not served under it."""
 MIN_PER_OPERATOR = 1
 """Sequential MPE draws at least this many mutants of every operator (one full round) before it may stop, so
 ``max_mutants`` may not be below ``MIN_PER_OPERATOR`` times the operators of the pool."""
