@@ -16,7 +16,7 @@ import coharden
 from coharden.mutation import funcwrap
 from coharden.mutation.behavior_substitution import SubstitutionSites
 from coharden.mutation.context import FileChange, FixContext, functions_touched
-from coharden.mutation.cstedit import LineSites, ParsedModule, parsed
+from coharden.mutation.cstedit import LineSites, ParsedModule, ScopedTransformer, ScopedVisitor, parsed
 from coharden.mutation.pool import Pool, admit, mechanical_operators
 from coharden.mutation.registry import OperatorInputs, registry
 from coharden.mutation.sampling import Draw
@@ -79,6 +79,46 @@ def test_site_visits_that_skip_statements_far_from_the_lines_find_the_same_sites
 def test_a_source_libcst_cannot_parse_gives_none() -> None:
     assert parsed("def f(:\n") is None
     assert funcwrap.rewrite_function("def f(:\n", "f", lambda body: body) is None
+
+
+_NESTED = ("if a:\n    pass\nclass A:\n    if b:\n        pass\n    def m(self):\n        if c:\n            pass\n"
+           "        def inner():\n            x = d if e else f\n        class B:\n"
+           "            def n(self, y=g if h else i):\n                pass\n")
+
+
+def test_a_scoped_visitor_and_transformer_know_the_function_they_are_in() -> None:
+    """Conditions are named by the innermost function (none in a class body or at module level), a default value
+    by the function it belongs to, and a definition's own leave hook still sees itself and its class."""
+
+    class Conditions(ScopedVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, str | None]] = []
+
+        def visit_If(self, node: cst.If) -> None:
+            self.found.append((cst.Module([]).code_for_node(node.test), self.scopes.function()))
+
+        def visit_IfExp(self, node: cst.IfExp) -> None:
+            self.found.append((cst.Module([]).code_for_node(node.test), self.scopes.function()))
+
+    class Leaves(ScopedTransformer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, str | None]] = []
+
+        def leave_function(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+            self.found.append((self.scopes.qualname(), self.scopes.enclosing_class()))
+            return updated_node
+
+    module = cst.parse_module(_NESTED)
+    conditions, leaves = Conditions(), Leaves()
+    module.visit(conditions)
+    assert module.visit(leaves).code == _NESTED
+    assert conditions.found == [("a", None), ("b", None), ("c", "A.m"), ("e", "A.m.inner"), ("h", "A.m.B.n")]
+    assert leaves.found == [("A.m.inner", None), ("A.m.B.n", "B"), ("A.m", "A")]
+    shared = parsed(_NESTED)
+    assert shared is not None
+    assert list(shared.functions()) == ["A.m", "A.m.inner", "A.m.B.n"]
 
 
 # --- the reference implementation (before the shared parses): a fresh parse and a whole-module visit each ------

@@ -16,6 +16,9 @@ of the pool's time (sympy-16597: 107 s of 132 s). Here:
 :meth:`ParsedModule.replace` is exactly ``module.visit(SiteReplacer(node, replacement)).code``; it falls back
 to that whenever the shortcut does not apply (a node it cannot place, a file without a trailing newline), and
 ``tests/mutation/test_cstedit.py`` checks the two agree on every site of real files and that pools are unchanged.
+
+:class:`ScopedVisitor` and :class:`ScopedTransformer` know the qualified name of the definition they are in
+(:class:`Scopes`), for the operators that find or rewrite a function by that name.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import bisect
 import functools
 import threading
-from typing import Any
+from typing import Any, final
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -77,17 +80,92 @@ class _FullReplacer(cst.CSTTransformer):
         return self.replacement if original_node is self.target else updated_node
 
 
-class _Functions(cst.CSTVisitor):
+class Scopes:
+    """The classes and functions around the node being visited, outermost first, by their nodes."""
+
     def __init__(self) -> None:
-        self.stack: list[str] = []
-        self.found: dict[str, list[cst.FunctionDef]] = {}
+        self._stack: list[cst.ClassDef | cst.FunctionDef] = []
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        return True
+    def enter(self, node: cst.ClassDef | cst.FunctionDef) -> None:
+        self._stack.append(node)
 
+    def leave(self) -> None:
+        self._stack.pop()
+
+    def qualname(self) -> str:
+        """The dotted names of all the enclosing definitions (``Class.method``, ``outer.inner``)."""
+        return ".".join(scope.name.value for scope in self._stack)
+
+    def function(self) -> str | None:
+        """The qualified name of the innermost function; None in a class body or at module level."""
+        return self.qualname() if self._stack and isinstance(self._stack[-1], cst.FunctionDef) else None
+
+    def enclosing_class(self) -> str | None:
+        """The name of the class whose body holds the innermost definition (a method's class), else None."""
+        outer = self._stack[-2] if len(self._stack) > 1 else None
+        return outer.name.value if isinstance(outer, cst.ClassDef) else None
+
+
+class _Scoped(cst.MetadataDependent):
+    """What :class:`ScopedVisitor` and :class:`ScopedTransformer` share: ``self.scopes``, kept in libcst's hooks
+    of the two definitions. The hooks are final, so that no subclass can skip a step: a subclass implements
+    :meth:`visit_function` (and a transformer ``leave_function``) instead. Hooks by node name rather than an
+    ``on_visit`` override, which would cost every node of the module a call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes = Scopes()
+
+    @final
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.scopes.enter(node)
+
+    @final
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.enter(node)
+        self.visit_function(node)
+
+    def visit_function(self, node: cst.FunctionDef) -> None:
+        """Called on entering a function, which is then the innermost scope."""
+
+
+class ScopedVisitor(_Scoped, cst.CSTVisitor):
+    """A visitor that knows its :class:`Scopes` (``self.scopes``) at every node."""
+
+    @final
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.stack.pop()
+        self.scopes.leave()
+
+    @final
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.scopes.leave()
+
+
+class ScopedTransformer(_Scoped, cst.CSTTransformer):
+    """A transformer that knows its :class:`Scopes` (``self.scopes``, of the original nodes) at every node."""
+
+    @final
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self.scopes.leave()
+        return updated_node
+
+    @final
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+                          ) -> cst.FunctionDef | cst.FlattenSentinel[cst.BaseStatement]:
+        result = self.leave_function(original_node, updated_node)
+        self.scopes.leave()
+        return result
+
+    def leave_function(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+                       ) -> cst.FunctionDef | cst.FlattenSentinel[cst.BaseStatement]:
+        """Called on leaving a function, which is still the innermost scope; returns what replaces it."""
+        return updated_node
+
+
+class _Functions(ScopedVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, list[cst.FunctionDef]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # a definition lies only in a body: simple statements and expressions (lambdas are no FunctionDef)
@@ -96,13 +174,8 @@ class _Functions(cst.CSTVisitor):
             return False
         return super().on_visit(node)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append(node.name.value)
-        self.found.setdefault(".".join(self.stack), []).append(node)
-        return True
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.stack.pop()
+    def visit_function(self, node: cst.FunctionDef) -> None:
+        self.found.setdefault(self.scopes.qualname(), []).append(node)
 
 
 class ParsedModule:

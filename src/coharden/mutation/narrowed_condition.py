@@ -25,6 +25,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from coharden.mutation.behavior_substitution import code_of
 from coharden.mutation.context import FileChange, normalized
+from coharden.mutation.cstedit import ScopedTransformer, ScopedVisitor
 from coharden.mutation.funcwrap import is_docstring
 
 CASE = "_coh_case"
@@ -76,39 +77,15 @@ def shape_filled(cache: dict[Any, str | None], key: Any, sources: Sequence[str],
     return template.replace(repr(_LEVEL), repr(level)).replace(repr(_EXPECTED), repr(expected))
 
 
-class _Scoped:
-    """Tracks the qualified name of the innermost function (None in a class body or at module level)."""
-
-    def __init__(self) -> None:
-        self.stack: list[tuple[str, bool]] = []  # (name, is a function)
-
-    def function(self) -> str | None:
-        if not self.stack or not self.stack[-1][1]:
-            return None
-        return ".".join(name for name, _ in self.stack)
-
-
-class _Conditions(cst.CSTVisitor, _Scoped):
+class _Conditions(ScopedVisitor):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self) -> None:
-        _Scoped.__init__(self)
+        super().__init__()
         self.found: list[tuple[str, int, str]] = []  # (function, line, condition code)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.stack.append((node.name.value, False))
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.stack.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.stack.append((node.name.value, True))
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.stack.pop()
-
     def _note(self, test: cst.BaseExpression) -> None:
-        function = self.function()
+        function = self.scopes.function()
         if function is not None:
             self.found.append((function, self.get_metadata(PositionProvider, test).start.line, code_of(test)))
 
@@ -152,30 +129,16 @@ def condition_sites(change: FileChange, qualname: str) -> list[ConditionSite]:
     return sites
 
 
-class _NarrowCondition(cst.CSTTransformer, _Scoped):
+class _NarrowCondition(ScopedTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, site: ConditionSite, level: str, expected: str) -> None:
-        _Scoped.__init__(self)
+        super().__init__()
         self.site, self.level, self.expected = site, level, expected
         self.replaced = self.entered = False
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append((node.name.value, False))
-        return True
-
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        self.stack.pop()
-        return updated_node
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append((node.name.value, True))
-        return True
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        name = self.function()
-        self.stack.pop()
-        if name != self.site.qualname or not self.replaced or self.entered \
+    def leave_function(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        if self.scopes.function() != self.site.qualname or not self.replaced or self.entered \
                 or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
         body = list(updated_node.body.body)
@@ -185,7 +148,7 @@ class _NarrowCondition(cst.CSTTransformer, _Scoped):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=[*body[:doc], entry, *body[doc:]]))
 
     def _narrowed(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
-        if self.replaced or self.function() != self.site.qualname \
+        if self.replaced or self.scopes.function() != self.site.qualname \
                 or self.get_metadata(PositionProvider, test).start.line != self.site.line:
             return None
         self.replaced = True

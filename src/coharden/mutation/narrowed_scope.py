@@ -29,6 +29,7 @@ import libcst as cst
 from coharden.mutation.behavior_substitution import code_of
 from coharden.mutation.candidates import RawMutant
 from coharden.mutation.context import FixContext
+from coharden.mutation.cstedit import ScopedTransformer
 from coharden.mutation.funcwrap import find_function
 from coharden.mutation.narrowed_condition import (
     ConditionSite,
@@ -68,43 +69,29 @@ def _decorator_names(node: cst.FunctionDef) -> list[str]:
     return [code_of(d.decorator).split("(")[0] for d in node.decorators]
 
 
-class _Narrow(cst.CSTTransformer):
+class _Narrow(ScopedTransformer):
     """Put the shape guard into ``qualname`` and its buggy copy right after it."""
 
     def __init__(self, qualname: str, buggy: cst.FunctionDef, level: str, expected: str) -> None:
+        super().__init__()
         self.qualname, self.buggy, self.level, self.expected = qualname, buggy, level, expected
-        self.stack: list[tuple[str, bool]] = []  # (name, is a class)
         self.done = False
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append((node.name.value, True))
-        return True
-
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        self.stack.pop()
-        return updated_node
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append((node.name.value, False))
-        return True
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
-                          ) -> cst.FunctionDef | cst.FlattenSentinel[cst.BaseStatement]:
-        in_class = len(self.stack) > 1 and self.stack[-2][1]
-        name = ".".join(n for n, _ in self.stack)
-        self.stack.pop()
-        if name != self.qualname or self.done or not isinstance(updated_node.body, cst.IndentedBlock):
+    def leave_function(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+                       ) -> cst.FunctionDef | cst.FlattenSentinel[cst.BaseStatement]:
+        if self.scopes.qualname() != self.qualname or self.done or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
+        owner = self.scopes.enclosing_class()  # the method's class, None for a plain function
         decorators = _decorator_names(updated_node)
         copy_name = PREFIX + updated_node.name.value
         params = updated_node.params
         positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        if in_class and "staticmethod" not in decorators:
+        if owner is not None and "staticmethod" not in decorators:
             if not positional:
                 return updated_node
             callee, skip_first = f"{positional[0]}.{copy_name}", True
-        elif in_class:
-            callee, skip_first = f"{self.stack[-1][0]}.{copy_name}", False
+        elif owner is not None:
+            callee, skip_first = f"{owner}.{copy_name}", False
         else:
             callee, skip_first = copy_name, False
         guard = cst.parse_statement(
