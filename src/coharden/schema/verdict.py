@@ -50,8 +50,8 @@ class Raised(BaseModel):
     where: str = ""
     """Where the test's own file was when it raised: the traceback's last frame in that file, ``path:line:
     source`` (``sympy/core/tests/test_x.py:12: assert f(x) == 1``); a bare ``assert`` raises AssertionError with no
-    message, and this is what tells two of them apart. Read from a log-based runner's traceback; "" where the
-    run does not say (pytest's runs)."""
+    message, and this is what tells two of them apart. Read from a log-based runner's traceback and a failing
+    reproduction script's; "" where the run does not say (pytest's runs)."""
 
     def is_a(self, expected: str) -> bool:
         """Is the raised exception an ``expected`` (a class name, or a dotted one: then it must end the
