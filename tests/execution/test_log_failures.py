@@ -224,10 +224,13 @@ def test_a_log_runner_s_verdicts_stored_before_its_failures_were_read_are_not_re
 
 
 SYMPY = Path(os.environ.get("COHARDEN_REPOS", "/work/repos")) / "sympy__sympy"
-SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON", "/work/envs/sympy311/bin/python"))  # with mpmath
+SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON") or "/nonexistent")  # with mpmath
+needs_sympy = pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(),
+                                 reason="set COHARDEN_REPOS to a directory with a sympy__sympy clone and "
+                                        "COHARDEN_SYMPY_PYTHON to a Python with mpmath")
 
 
-@pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")
+@needs_sympy
 def test_a_real_bin_test_run_records_which_assert_failed(tmp_path: Path) -> None:
     """Two bare asserts of one test, on a real sympy checkout through the executor: the verdict says which one
     failed (the line of the test's file and its source), and the run's other test that passed has nothing."""

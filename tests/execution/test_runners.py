@@ -242,10 +242,13 @@ def test_a_bare_name_in_two_files_grades_both_of_its_ids(tmp_path: Path) -> None
 
 
 SYMPY = Path(os.environ.get("COHARDEN_REPOS", "/work/repos")) / "sympy__sympy"
-SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON", "/work/envs/sympy311/bin/python"))  # with pytest, mpmath
+SYMPY_PY = Path(os.environ.get("COHARDEN_SYMPY_PYTHON") or "/nonexistent")  # with pytest, mpmath
+needs_sympy = pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(),
+                                 reason="set COHARDEN_REPOS to a directory with a sympy__sympy clone and "
+                                        "COHARDEN_SYMPY_PYTHON to a Python with mpmath")
 
 
-@pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")
+@needs_sympy
 def test_sympy_bin_test_through_the_executor(tmp_path: Path) -> None:
     """Bare FAIL_TO_PASS names (sympy's format) run with bin/test on a real sympy checkout."""
     # a 2021 commit: sympy's own runner there needs only mpmath (later ones also need hypothesis)
@@ -284,7 +287,7 @@ def test_sympy_runner_selects_the_wanted_tests_only_for_a_mutant_s_cell() -> Non
     assert "PYTHONHASHSEED" not in runner.command("py", ids).env
 
 
-@pytest.mark.skipif(not (SYMPY / "bin" / "test").is_file() or not SYMPY_PY.exists(), reason="sympy clone absent")
+@needs_sympy
 def test_a_test_file_bin_test_does_not_collect_is_not_run(tmp_path: Path) -> None:
     """A test patch that adds ``test_reproduce.py`` at the root of a real sympy checkout: bin/test runs no test
     there, and the verdict says the ids did not run (not a harness error a rerun would retry)."""

@@ -72,7 +72,6 @@ def other_form(description: str) -> str | None:
     return f"{name} ({other})"
 
 
-
 def sympy_headers(lines: list[str]) -> Iterator[tuple[int, re.Match[str]]]:
     """(line index, match: ``path``, ``name``) of the header of every failing test's section in bin/test's output:
     ``path:name`` (``path::name`` for a failure from sympy 1.12 on) centred in underscores after a line of them,
@@ -101,7 +100,6 @@ def parse_sympy_log(log: str) -> dict[str, TestStatus]:
         if len(words) >= 2 and words[0].startswith("test_") and words[-1] in codes:
             status[words[0]] = codes[words[-1]]
     return status
-
 
 
 def parse_pytest_log(log: str) -> dict[str, TestStatus]:
