@@ -141,6 +141,24 @@ def test_bwrap_hides_the_hosts_cgroup_tree(tmp_path: Path) -> None:
     assert f"CPUS {len(os.sched_getaffinity(0))}" in result.output
 
 
+@needs_bwrap
+def test_secret_files_are_covered_without_leaving_a_file_behind(tmp_path: Path) -> None:
+    """/etc/shadow reads empty in the sandbox, and a process that ends without ``atexit`` (as a fork server or a
+    killed worker does) leaves nothing in its temporary directory: the cover is a file of the installation."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    code = ("import os, sys\n"
+            "from coharden.execution.sandbox import Confinement, run_limited\n"
+            "r = run_limited([sys.executable, '-c', 'print(repr(open(\"/etc/shadow\").read()))'], sys.argv[1],"
+            " timeout=30, confine=Confinement(writable=(sys.argv[1],)))\n"
+            "print(r.isolation, r.output.strip(), flush=True)\n"
+            "os._exit(0)\n")
+    shown = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "TMPDIR": str(temp)}, check=True).stdout
+    assert shown.split() == ["bwrap", "''"], shown
+    assert list(temp.iterdir()) == []
+
+
 def test_without_bwrap_a_confined_run_falls_back_and_says_so(tmp_path: Path) -> None:
     result = run_limited([sys.executable, "-c", "print('hi')"], tmp_path, timeout=30,
                          confine=Confinement(sandbox=False))

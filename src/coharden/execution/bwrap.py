@@ -19,16 +19,15 @@ earlier one left.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from coharden.errors import CoHardenError
 from coharden.execution.confinement import Confinement
 
 # Hidden inside the sandbox (an empty tmpfs): the host's cgroup tree is none of a test's business, and on a
@@ -90,14 +89,17 @@ def _system_args() -> list[str]:
     return args
 
 
-@functools.cache
+EMPTY = RUNTIME / "empty"
+"""An empty file shipped with coharden, laid read-only over a secret one (``/dev/null`` cannot be opened on a
+nodev bind). A file of the installation, not a temporary one: a temporary file per process was left behind by
+every process that ended without running ``atexit`` (fork servers, killed workers), hundreds a day."""
+
+
 def _empty_file() -> Path:
-    """An empty regular file to lay over a secret one (``/dev/null`` cannot be opened on a nodev bind)."""
-    handle, name = tempfile.mkstemp(prefix="coharden-empty-")
-    os.close(handle)
-    Path(name).chmod(0o444)
-    atexit.register(Path(name).unlink, missing_ok=True)
-    return Path(name)
+    if EMPTY.is_file() and EMPTY.stat().st_size == 0:
+        return EMPTY
+    raise CoHardenError(f"coharden's installation lacks its empty file {EMPTY} (or it is not empty): reinstall "
+                       f"coharden; the sandbox lays it over secret files such as /etc/shadow")
 
 
 SHM = "/dev/shm"  # POSIX shared memory and semaphores (multiprocessing's locks): a scratch mount of its own
