@@ -202,6 +202,29 @@ def test_a_running_local_server_is_recognised() -> None:
     assert "local" in check_live_server(base)
 
 
+def _local_model_script() -> Any:
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("local_model_script", str(ROOT / "scripts" / "local-model"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_server_is_ready_only_once_it_generates_a_token() -> None:
+    """``scripts/local-model serve`` waits for a generated token, not only ``/v1/models``: an engine that faults
+    on this CPU answers the listing and dies at the first computation."""
+    script = _local_model_script()
+    with MockLLMServer([{"reply": "hi"}]) as server:
+        port = int(server.base_url.rsplit(":", 1)[1].split("/", 1)[0])
+        assert script.computes(port, timeout=10)
+    with socket.socket() as probe:  # a port nothing listens on: as a server that died
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    assert not script.computes(free, timeout=5)
+
+
 def test_a_recorded_live_run_becomes_rules_that_answer_in_recorded_order(tmp_path: Path) -> None:
     store = CallStore(tmp_path / "llm-calls.sqlite")
     for number, text in enumerate(["THOUGHT: first", "THOUGHT: second", "THOUGHT: third"]):
