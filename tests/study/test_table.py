@@ -452,6 +452,38 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     assert "Traceback" not in missing.output + bad.output + no_data.output
 
 
+def test_llm_mutants_join_every_graded_pool_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--mutator mechanical,llm`` with a model: the LLM operators' mutants join each graded test's pool (the
+    rows say so in their configuration and key; a mechanical table's rows are not served for it); without a model
+    the command refuses rather than make a mechanical table."""
+    from coharden.llm import MockLLMServer
+
+    inputs = table_inputs(tmp_path / "t")
+    reply = ("throttle/limiter.py\n<<<<<<< SEARCH\n    return recent[-limit] + window - now\n=======\n"
+             "    return max(recent[-limit] + window - now, 1)\n>>>>>>> REPLACE\nSummary: waits at least a second\n")
+    only = ["--id", "example__throttle-1", "--systems", "Otter"]
+    refused = _cli(inputs, tmp_path / "none", tmp_path / "n.sqlite", *only, "--mutator", "mechanical,llm")
+    assert refused.exit_code != 0
+    assert "--mutator mechanical,llm: no model configured" in refused.output.replace("\n", " ")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-mock")
+    with MockLLMServer([{"reply": reply}]) as server:
+        result = _cli(inputs, tmp_path / "out", tmp_path / "s.sqlite", *only, "--mutator", "mechanical,llm",
+                      "--model", "openai/mock", "-c", f"llm.api_base={server.base_url}", "-c", "mpe.llm_samples=1",
+                      "-c", f"llm.store={tmp_path / 'calls.sqlite'}")
+        assert result.exit_code == 0, result.output
+        assert server.requests  # every LLM operator was asked
+    row = _by_pair(tmp_path / "out" / "table.jsonl")[("example__throttle-1", "Otter")]
+    assert row["status"] == "graded", row
+    assert row["config"]["mutators"] == ["mechanical", "llm"]
+    assert row["config"]["llm"] == "openai/mock"
+    assert row["frame"]["vanilla"][0] == 1  # the one LLM mutant (the others repeat it), beside the mechanical ones
+    mechanical = _cli(inputs, tmp_path / "mech", tmp_path / "s.sqlite", *only)
+    assert mechanical.exit_code == 0, mechanical.output
+    again = _by_pair(tmp_path / "mech" / "table.jsonl")[("example__throttle-1", "Otter")]
+    assert again["config"]["key"] != row["config"]["key"]
+    assert "vanilla" not in again["frame"]
+
+
 def _stable(rows: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     """Rows without what differs between runs (times, the source revision) and with machine paths normalised."""
     drop = {"seconds", "verify_seconds", "coharden"}

@@ -126,7 +126,7 @@ def study_real_bugs(
     engine = EngineOptions.of(settings)
     chosen, given = inputs.systems_chosen()
     study_settings = settings.study
-    llm_mutator, llm_skipped = _study_llm(settings, mpe_opts, llm_opts)
+    llm_mutator, llm_skipped = study_llm(settings, mpe_opts, llm_opts)
     if llm_skipped and "llm" in mpe_opts.mutator:
         err_console.print(f"LLM operators skipped: {llm_skipped}", markup=False, highlight=False)
     if llm_mutator is not None and not engine.local:
@@ -176,9 +176,9 @@ def _run_steps(study: Any, engine: EngineOptions, workers: int, wanted: list[str
             jobs.close()
 
 
-def _study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
-    """(the imitation phase's LLM mutator, None) when ``--mutator`` names llm and a model is configured;
-    (None, why not) otherwise. The study's pool is always mechanical: LLM mutants are added to it."""
+def study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
+    """(the LLM mutator, None) when ``--mutator`` names llm and a model is configured; (None, why not) otherwise:
+    real-bugs' imitation step adds its mutants to that step's pool, the table to every graded test's."""
     if "llm" not in mpe_opts.sources:
         return None, "not requested (--mutator mechanical,llm adds them when a model is configured)"
     if not llm_opts.configured:

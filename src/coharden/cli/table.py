@@ -16,9 +16,10 @@ from coharden.cli.command import ADVANCED, renamed_flags
 from coharden.cli.common import RUN_RENAMED, cli_errors, console, err_console
 from coharden.cli.common import settings_from as _settings
 from coharden.cli.engine_options import EngineOptions, engine_options
+from coharden.cli.llm_options import LLMOptions, ModelOpt, llm_options
 from coharden.cli.mpe_options import MPEOptions, mpe_options
 from coharden.cli.options import ConfigOpt, IdsOpt, JsonOpt, option_group, output_option, workers_option
-from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt, check_python, system_files
+from coharden.cli.study import BYTECODE_RENAMED, LimitOpt, ReportOnlyOpt, check_python, study_llm, system_files
 from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
@@ -64,10 +65,14 @@ table_inputs = option_group(TableInputs, {
 
 
 @cli_errors
-@mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants")
+@mpe_options("per_operator", "seed", "tau", "paper_classes", "no_implied", "confidence", "max_mutants", "mutator",
+             mutator=Annotated[str, typer.Option("--mutator", help="Every graded test's pool: mechanical, or "
+                                                 "mechanical,llm (the LLM operators' mutants join it; needs a "
+                                                 "model: --model).")])
 @engine_options()
 @renamed_flags(*RUN_RENAMED[:3], *BYTECODE_RENAMED)
 @table_inputs
+@llm_options(ModelOpt, "llm_opts")
 def study_table(
     inputs: TableInputs = TableInputs(),
     output: Annotated[Path, output_option(help="Results directory: the dataset table.jsonl (appended, resumable) "
@@ -75,6 +80,7 @@ def study_table(
     mpe_opts: MPEOptions = MPEOptions(),
     workers: Annotated[int, workers_option("MPE workers of one instance (one checkout each).")] = 2,
     report_only: ReportOnlyOpt = False,
+    llm_opts: LLMOptions = LLMOptions(),
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -89,7 +95,7 @@ def study_table(
         if inputs.data is None or inputs.repos is None:
             raise CoHardenError("--data and --repos are needed to make the table (--report-only needs neither)")
         settings = _settings(config, repos_dir=inputs.repos, workers=workers)
-        _make(dataset, inputs, settings, mpe_opts, workers)
+        _make(dataset, inputs, settings, mpe_opts, llm_opts, workers)
     elif not dataset.path.is_file():
         raise CoHardenError(f"{dataset.path}: no dataset to report on (make the table first, without --report-only)")
     summary = write_table_report(dataset.path, output)
@@ -101,7 +107,8 @@ def study_table(
                   f"{cov['done']} of {cov['reachable']} reachable instances done)", markup=False, highlight=False)
 
 
-def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, workers: int) -> None:
+def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions,
+          workers: int) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.data import StudySource
@@ -116,11 +123,19 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
     table_data = load_table_data(StudySource(inputs.data, python_version=check_python(settings, envcheck),
                                              envcheck=envcheck, repos_dir=inputs.repos, systems=chosen,
                                              system_files=system_files(inputs.system_file or [])))
-    study = StudyConfig(mpe=mpe_opts.config(settings),
+    llm_mutator, skipped = study_llm(settings, mpe_opts, llm_opts)
+    if "llm" in mpe_opts.sources and llm_mutator is None:
+        raise CoHardenError(f"--mutator {mpe_opts.mutator}: {skipped}")
+    engine_opts = EngineOptions.of(settings)
+    if llm_mutator is not None and not engine_opts.local:
+        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
+    mpe = (mpe_opts.config(settings) if llm_mutator is None else
+           mpe_opts.config(settings, mechanical="mechanical" in mpe_opts.sources,
+                           llm_model=llm_mutator.client.config.model, llm_operators=llm_mutator.settings.operators))
+    study = StudyConfig(mpe=mpe,
                         workers=workers, verify_all=False, bytecode=["sympy"] if settings.study.bytecode else [],
                         warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     table_config = TableConfig(study=study, repos=inputs.only_repo or [], ids=inputs.only or [], limit=inputs.limit)
-    engine_opts = EngineOptions.of(settings)
     engine = None
     if not engine_opts.local:
         engine = engine_opts.engine(workers)
@@ -130,7 +145,7 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
             task = bar.add_task("", total=None)
             context = RunContext(settings, progress=lambda text, n: bar.update(task, advance=n,
                                                                                 description=text[:100]),
-                                 on_plan=lambda n: bar.update(task, total=n))
+                                 on_plan=lambda n: bar.update(task, total=n), llm_mutator=llm_mutator)
             result = run_table(table_data, table_config, dataset, context, engine=engine)
     finally:
         if engine is not None:

@@ -90,7 +90,8 @@ class RealBugsStudy:
     def __init__(self, data: StudyData, settings: Settings, store: Store, config: StudyConfig,
                  llm_mutator: LLMMutator | None = None) -> None:
         self.data = data
-        self.llm_mutator = llm_mutator  # the imitation step's LLM operators (config.mpe.llm names its model)
+        # the imitation step's LLM operators; with config.mpe.llm (its model) set, every graded pool's too
+        self.llm_mutator = llm_mutator
         self.settings = settings
         self.store = store
         self.config = config
@@ -205,7 +206,11 @@ class RealBugsStudy:
              ) -> dict[str, Any]:
         """MPE of ``candidate`` against ``reference`` with the study's pool settings, on the team's workers."""
         config = self.config.mpe.model_copy(update={"workers": self.config.workers})
-        result = evaluate(team.executors[0], MPERequest(inst.patch, candidate, reference, config), pool=team)
+        if config.llm is not None and self.llm_mutator is None:
+            raise CoHardenError(f"mpe.llm names a model ({config.llm}) but the study was given no LLM mutator")
+        llm = self.llm_mutator if config.llm is not None else None  # the table's --mutator mechanical,llm
+        result = evaluate(team.executors[0], MPERequest(inst.patch, candidate, reference, config), pool=team,
+                          llm_mutator=llm)
         data = slim_result(result.to_json())
         if result.harness_error:
             data["harness_error"] = True

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from coharden.config import Settings
+from coharden.errors import CoHardenError
 from coharden.execution.store import Store
 from coharden.jsonl import json_lines
 from coharden.schema.mpe_config import MPEConfig
@@ -46,6 +47,7 @@ from coharden.study.table_rows import SCHEMA, environment_rows, instance_rows
 
 if TYPE_CHECKING:
     from coharden.execution.engine import Engine
+    from coharden.mutation.llm_operators import LLMMutator
 
 DATASET = "table.jsonl"
 PHASES = ("verify", "grade")
@@ -94,6 +96,7 @@ def run_configuration(config: TableConfig, settings: Settings, data: TableData) 
              "sequential": mpe.is_sequential, "per_operator": None if mpe.is_sequential else mpe.per_operator,
              "max_mutants": mpe.max_mutants if mpe.is_sequential else None, "seed": mpe.seed,
              "operators": "default" if mpe.operators == MPEConfig().operators else [str(op) for op in mpe.operators],
+             "mutators": mpe.mutators(), "llm": mpe.llm,
              "environment": environment}
     key = hashlib.sha256(json.dumps([SCHEMA, mpe.cache_key(), environment], sort_keys=True, default=str)
                          .encode()).hexdigest()[:12]
@@ -204,6 +207,7 @@ class RunContext:
     settings: Settings
     progress: Progress | None = None
     on_plan: Callable[[int], None] | None = None
+    llm_mutator: LLMMutator | None = None  # joins every graded pool when the study's mpe.llm names its model
 
 
 def run_table(data: TableData, config: TableConfig, dataset: Dataset, context: RunContext, *,
@@ -249,12 +253,14 @@ def run_table(data: TableData, config: TableConfig, dataset: Dataset, context: R
     if engine is None and todo:
         store = Store(settings.store)
         try:
-            with RealBugsStudy(data.study_data(todo), settings, store, study_config) as study:
+            with RealBugsStudy(data.study_data(todo), settings, store, study_config, context.llm_mutator) as study:
                 for iid in todo:
                     arrived(iid, study.run_instance(iid, PHASES))
         finally:
             store.close()
     elif todo and engine is not None:
+        if context.llm_mutator is not None:
+            raise CoHardenError("LLM mutants run with the local executor (one client, one budget)")
         from coharden.study.distributed import study_instance_job
 
         jobs = [(study_instance_job, (data.study_data([iid]), settings, study_config, iid, list(PHASES)))
