@@ -41,6 +41,9 @@ def test_cache_key_depends_on_what_changes_a_row_and_not_on_workers() -> None:
                    {"plausibility": False}, {"behaviours": False}]:
         assert MPEConfig(**change).cache_key() != key, change
     assert MPEConfig(llm="a").cache_key() != MPEConfig(llm="b").cache_key()
+    # LLM mutants wanted per operator: another pool with a model, nothing without one
+    assert MPEConfig(llm="a", llm_samples=56).cache_key() != MPEConfig(llm="a").cache_key()
+    assert MPEConfig(llm_samples=56).cache_key() == key
     # sequential MPE draws from the whole pool: N per operator does not change its rows; a fixed budget's it does
     assert MPEConfig(per_operator=2).cache_key() == key
     fixed = MPEConfig(sequential=False)

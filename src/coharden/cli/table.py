@@ -24,6 +24,8 @@ from coharden.errors import CoHardenError
 
 if TYPE_CHECKING:
     from coharden.config import Settings
+    from coharden.mutation.llm_operators import LLMMutator
+    from coharden.study.real_bugs import StudyConfig
     from coharden.study.table import Dataset
 
 
@@ -95,7 +97,8 @@ def study_table(
         if inputs.data is None or inputs.repos is None:
             raise CoHardenError("--data and --repos are needed to make the table (--report-only needs neither)")
         settings = _settings(config, repos_dir=inputs.repos, workers=workers)
-        _make(dataset, inputs, settings, mpe_opts, llm_opts, workers)
+        study, llm_mutator = _study_config(settings, mpe_opts, llm_opts, workers)
+        _make(dataset, inputs, settings, study, llm_mutator)
     elif not dataset.path.is_file():
         raise CoHardenError(f"{dataset.path}: no dataset to report on (make the table first, without --report-only)")
     summary = write_table_report(dataset.path, output)
@@ -107,12 +110,31 @@ def study_table(
                   f"{cov['done']} of {cov['reachable']} reachable instances done)", markup=False, highlight=False)
 
 
-def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions,
-          workers: int) -> None:
+def _study_config(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions, workers: int
+                  ) -> tuple[StudyConfig, LLMMutator | None]:
+    """The study's choices for the table, and the LLM mutator that joins every graded pool (``--mutator
+    mechanical,llm``: refused without a model, or with a remote engine: one client, one budget)."""
+    from coharden.study.real_bugs import StudyConfig
+
+    llm_mutator, skipped = study_llm(settings, mpe_opts, llm_opts)
+    if "llm" in mpe_opts.sources and llm_mutator is None:
+        raise CoHardenError(f"--mutator {mpe_opts.mutator}: {skipped}")
+    if llm_mutator is not None and not EngineOptions.of(settings).local:
+        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
+    mpe = (mpe_opts.config(settings) if llm_mutator is None else
+           mpe_opts.config(settings, mechanical="mechanical" in mpe_opts.sources,
+                           llm_model=llm_mutator.client.config.model, llm_operators=llm_mutator.settings.operators))
+    study = StudyConfig(mpe=mpe, workers=workers, verify_all=False,
+                        bytecode=["sympy"] if settings.study.bytecode else [],
+                        warm_defaults=not settings.server.preload and not settings.server.warm_imports)
+    return study, llm_mutator
+
+
+def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, study: StudyConfig,
+          llm_mutator: LLMMutator | None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from coharden.study.data import StudySource
-    from coharden.study.real_bugs import StudyConfig
     from coharden.study.table import RunContext, TableConfig, run_table
     from coharden.study.table_data import load_table_data
 
@@ -123,22 +145,11 @@ def _make(dataset: Dataset, inputs: TableInputs, settings: Settings, mpe_opts: M
     table_data = load_table_data(StudySource(inputs.data, python_version=check_python(settings, envcheck),
                                              envcheck=envcheck, repos_dir=inputs.repos, systems=chosen,
                                              system_files=system_files(inputs.system_file or [])))
-    llm_mutator, skipped = study_llm(settings, mpe_opts, llm_opts)
-    if "llm" in mpe_opts.sources and llm_mutator is None:
-        raise CoHardenError(f"--mutator {mpe_opts.mutator}: {skipped}")
-    engine_opts = EngineOptions.of(settings)
-    if llm_mutator is not None and not engine_opts.local:
-        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
-    mpe = (mpe_opts.config(settings) if llm_mutator is None else
-           mpe_opts.config(settings, mechanical="mechanical" in mpe_opts.sources,
-                           llm_model=llm_mutator.client.config.model, llm_operators=llm_mutator.settings.operators))
-    study = StudyConfig(mpe=mpe,
-                        workers=workers, verify_all=False, bytecode=["sympy"] if settings.study.bytecode else [],
-                        warm_defaults=not settings.server.preload and not settings.server.warm_imports)
     table_config = TableConfig(study=study, repos=inputs.only_repo or [], ids=inputs.only or [], limit=inputs.limit)
+    engine_opts = EngineOptions.of(settings)
     engine = None
     if not engine_opts.local:
-        engine = engine_opts.engine(workers)
+        engine = engine_opts.engine(study.workers)
     try:
         with Progress(TextColumn("table"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.description}", markup=False), console=err_console) as bar:

@@ -192,4 +192,6 @@ class MPEConfig(BaseModel):
                                  *([f"llm:{self.llm}"] if self.llm is not None else [])]))
         if self.llm is not None and self.llm_edit_format != "blocks":
             key.append(f"llm_format:{self.llm_edit_format}")
+        if self.llm is not None and self.llm_samples != 3:  # more samples, another pool (3: keys made before)
+            key.append(f"llm_samples:{self.llm_samples}")
         return key
