@@ -66,7 +66,7 @@ from coharden.mutation.llm_edits import EditFormatError, reply_to_raw_mutant
 from coharden.mutation.llm_prompts import LLM_OPERATORS, EditFormat, build_messages, prompt_hash, swap_tests
 from coharden.mutation.pool import AdmissionFilter, Pool, admit_llm, fix_context
 from coharden.schema.instance import Instance
-from coharden.schema.mpe_config import DEFAULT_SEED, MPEConfig
+from coharden.schema.mpe_config import DEFAULT_SEED, LLM_SAMPLES, MPEConfig
 from coharden.schema.mutant import Mutant, Operator
 from coharden.schema.testpatch import TestPatch
 
@@ -81,7 +81,7 @@ class LLMMutatorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     operators: tuple[Operator, ...] = LLM_OPERATORS
-    samples: int = Field(default=3, ge=1)
+    samples: int = Field(default=LLM_SAMPLES, ge=1)
     """N: admissible mutants wanted per operator."""
     max_resample_factor: float = Field(default=1.0, ge=0)
     """At most ``N * (1 + factor)`` attempts (rounded up) per operator."""

@@ -45,6 +45,10 @@ MIN_PER_OPERATOR = 1
 ``max_mutants`` may not be below ``MIN_PER_OPERATOR`` times the operators of the pool."""
 
 
+LLM_SAMPLES = 3
+"""LLM mutants wanted per operator by default (the paper samples 56)."""
+
+
 class MPEConfig(BaseModel):
     """The settings of one MPE run. :meth:`cache_key` is the part of a stored row's key they contribute."""
 
@@ -59,7 +63,7 @@ class MPEConfig(BaseModel):
     mechanical: bool = Field(default=True, description="The mechanical mutants join the pool.")
     llm: str | None = Field(default=None, description="The LLM mutator's model when LLM mutants join the pool "
                             "(the mutator itself is passed to evaluate()); None: no LLM mutants.")
-    llm_samples: int = Field(default=3, ge=1, description="The LLM mutator: mutants wanted per operator.")
+    llm_samples: int = Field(default=LLM_SAMPLES, ge=1, description="The LLM mutator: mutants wanted per operator.")
     llm_edit_format: Literal["blocks", "diff"] = Field(default="blocks", description="What the LLM mutator asks "
                                                        "a reply to hold: SEARCH/REPLACE blocks, or one unified "
                                                        "diff (small local models write diffs best).")
@@ -192,6 +196,6 @@ class MPEConfig(BaseModel):
                                  *([f"llm:{self.llm}"] if self.llm is not None else [])]))
         if self.llm is not None and self.llm_edit_format != "blocks":
             key.append(f"llm_format:{self.llm_edit_format}")
-        if self.llm is not None and self.llm_samples != 3:  # more samples, another pool (3: keys made before)
+        if self.llm is not None and self.llm_samples != LLM_SAMPLES:  # another pool (the default: keys made before)
             key.append(f"llm_samples:{self.llm_samples}")
         return key
