@@ -129,8 +129,6 @@ def study_real_bugs(
     llm_mutator, llm_skipped = study_llm(settings, mpe_opts, llm_opts)
     if llm_skipped and "llm" in mpe_opts.mutator:
         err_console.print(f"LLM operators skipped: {llm_skipped}", markup=False, highlight=False)
-    if llm_mutator is not None and not engine.local:
-        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
     study_config = StudyConfig(mpe=mpe_opts.config(settings), split=study_settings.split, workers=workers,
                                systems=chosen, ids=only or None,
                                bytecode=["sympy"] if study_settings.bytecode else [], report_only=report_only,
@@ -178,13 +176,16 @@ def _run_steps(study: Any, engine: EngineOptions, workers: int, wanted: list[str
 
 def study_llm(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions):
     """(the LLM mutator, None) when ``--mutator`` names llm and a model is configured; (None, why not) otherwise:
-    real-bugs' imitation step adds its mutants to that step's pool, the table to every graded test's."""
+    real-bugs' imitation step adds its mutants to that step's pool, the table to every graded test's. Refused on
+    a remote engine (one client, one budget)."""
     if "llm" not in mpe_opts.sources:
         return None, "not requested (--mutator mechanical,llm adds them when a model is configured)"
     if not llm_opts.configured:
         return None, "no model configured (--model or $COHARDEN_LLM_MODEL)"
     from coharden.mutation.llm_operators import LLMMutator, LLMMutatorSettings
 
+    if not EngineOptions.of(settings).local:
+        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
     client = llm_opts.client(settings, required=True, what="--mutator llm")
     return LLMMutator(client, LLMMutatorSettings.of(settings.mpe, seed=mpe_opts.seed)), None
 

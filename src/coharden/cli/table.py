@@ -113,14 +113,12 @@ def study_table(
 def _study_config(settings: Settings, mpe_opts: MPEOptions, llm_opts: LLMOptions, workers: int
                   ) -> tuple[StudyConfig, LLMMutator | None]:
     """The study's choices for the table, and the LLM mutator that joins every graded pool (``--mutator
-    mechanical,llm``: refused without a model, or with a remote engine: one client, one budget)."""
+    mechanical,llm``: refused without a model)."""
     from coharden.study.real_bugs import StudyConfig
 
     llm_mutator, skipped = study_llm(settings, mpe_opts, llm_opts)
     if "llm" in mpe_opts.sources and llm_mutator is None:
         raise CoHardenError(f"--mutator {mpe_opts.mutator}: {skipped}")
-    if llm_mutator is not None and not EngineOptions.of(settings).local:
-        raise CoHardenError("--mutator llm runs with the local executor (one client, one budget)")
     mpe = (mpe_opts.config(settings) if llm_mutator is None else
            mpe_opts.config(settings, mechanical="mechanical" in mpe_opts.sources,
                            llm_model=llm_mutator.client.config.model, llm_operators=llm_mutator.settings.operators))

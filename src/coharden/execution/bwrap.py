@@ -95,6 +95,7 @@ nodev bind). A file of the installation, not a temporary one: a temporary file p
 every process that ended without running ``atexit`` (fork servers, killed workers), hundreds a day."""
 
 
+@functools.cache  # checked once per process: every sandboxed run's arguments lay it over the secret files
 def _empty_file() -> Path:
     if EMPTY.is_file() and EMPTY.stat().st_size == 0:
         return EMPTY
